@@ -1,0 +1,114 @@
+# shardline — one Makefile.
+#
+#   make            build the CPU backend, plus CUDA kernels when nvcc is found
+#   make deps       install the Debian/Ubuntu packages the build needs
+#   make test       every CPU test; ends with "N passed, N failed"
+#   make test-gpu   CUDA kernels against the CPU reference (GPU host only)
+#   make demo       the main job on the embedded default model
+#   make bench      decode benchmark (GPU host)
+#   make bundle     relocatable tree (binaries + non-system libs) for GPU nodes
+#
+# Variables: CUDA=0|1 (default: 1 when nvcc is on PATH), CUDA_ARCHS="90 80",
+#            DEBUG=1 (-O0), SANITIZE=address,undefined.
+
+BUILD      ?= build
+CUDA_HOME  ?= $(or $(patsubst %/bin/nvcc,%,$(shell command -v nvcc 2>/dev/null)),/usr/local/cuda)
+CUDA       ?= $(if $(shell command -v nvcc 2>/dev/null),1,0)
+CUDA_ARCHS ?= 90
+DEBUG      ?= 0
+SANITIZE   ?=
+
+CC      ?= cc
+NVCC    ?= $(CUDA_HOME)/bin/nvcc
+OPT     := $(if $(filter 1,$(DEBUG)),-O0,-O2)
+SANFL   := $(if $(SANITIZE),-fsanitize=$(SANITIZE) -fno-omit-frame-pointer,)
+
+MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
+MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
+PKGS       := libcjson
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
+CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
+
+CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Wno-unused-parameter \
+           -fopenmp -I. -Ikernels -Inode -Iparallel $(PKG_CFLAGS) $(MPI_CFLAGS) $(SANFL)
+LDLIBS  += $(PKG_LIBS) $(MPI_LIBS) -fopenmp -lm -lpthread $(SANFL)
+
+# Binaries: each main source and the name it is installed under.
+MAIN_node  := node/main.c
+MAIN_mkckpt := tools/mkckpt.c
+MAINS      := $(MAIN_node) $(MAIN_mkckpt)
+BINS       := $(BUILD)/bin/shardline-node $(BUILD)/bin/shardline-mkckpt
+
+LIB_SRCS := $(filter-out $(MAINS),$(wildcard kernels/*.c node/*.c parallel/*.c coordinator/*.c))
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+
+ifeq ($(CUDA),1)
+CU_SRCS   := $(wildcard kernels/*.cu node/*.cu parallel/*.cu)
+CU_OBJS   := $(CU_SRCS:%.cu=$(BUILD)/obj/%.cu.o)
+GENCODE   := $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a))
+NVCCFLAGS := -std=c++17 -O3 -lineinfo $(GENCODE) -I. -Ikernels -Inode -Iparallel \
+             -Xcompiler -fPIC --expt-relaxed-constexpr -DSL_HAVE_CUDA
+CFLAGS    += -DSL_HAVE_CUDA -I$(CUDA_HOME)/include
+LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 \
+             -lcublasLt -lcublas -lcurand -lnccl -lcudart -lstdc++ -ldl -lrt
+endif
+
+LIB := $(BUILD)/libshardline.a
+
+UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+GPU_SRCS  := $(wildcard tests/gpu/test_*.c)
+GPU_BINS  := $(GPU_SRCS:tests/gpu/%.c=$(BUILD)/tests/gpu/%)
+
+.PHONY: all deps test test-gpu demo bench bundle clean golden-check
+all: $(BINS)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/%.cu.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+
+$(LIB): $(LIB_OBJS) $(CU_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/bin/shardline-node: $(BUILD)/obj/node/main.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/bin/shardline-mkckpt: $(BUILD)/obj/tools/mkckpt.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/tests/%: tests/unit/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Itests $< $(LIB) -o $@ $(LDLIBS) $(CHECK_LIBS)
+
+$(BUILD)/tests/gpu/%: tests/gpu/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Itests $< $(LIB) -o $@ $(LDLIBS) $(CHECK_LIBS)
+
+deps:
+	@sh tools/install-deps.sh
+
+test: $(BINS) $(UNIT_BINS)
+	@sh tests/run.sh unit $(UNIT_BINS) tests/cli.sh
+
+test-gpu: $(BINS) $(GPU_BINS)
+	@sh tests/run.sh gpu $(GPU_BINS)
+
+demo: $(BINS)
+	@sh tools/demo.sh
+
+bundle: $(BINS)
+	@sh tools/bundle.sh $(BUILD) bundle
+
+clean:
+	rm -rf $(BUILD) bundle
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

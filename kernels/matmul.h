@@ -1,0 +1,26 @@
+/*
+ * matmul.h — the linear layer: out[n, out_dim] = x[n, in_dim] @ W^T with W
+ * stored [out_dim, in_dim] row-major, as Hugging Face stores nn.Linear.
+ */
+#ifndef KERN_MATMUL_H
+#define KERN_MATMUL_H
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+void kern_matmul_cpu(float *out, const float *x, const float *w, int n, int in_dim, int out_dim);
+
+#ifdef SL_HAVE_CUDA
+#include "dtype.h"
+typedef struct kern_blas kern_blas;    /* cuBLAS handle + workspace */
+int kern_blas_create(void *stream, kern_blas **out);
+void kern_blas_destroy(kern_blas *b);
+/* out, x, w in dtype dt; fp32 accumulation. */
+int kern_matmul_cuda(kern_blas *b, void *out, const void *x, const void *w, int n, int in_dim,
+		     int out_dim, sl_dtype dt);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,33 @@
+/*
+ * rmsnorm.h — RMSNorm, and the residual add fused with it.
+ *   rmsnorm:      out = x / sqrt(mean(x^2) + eps) * w
+ *   add_rmsnorm:  residual += delta; out = rmsnorm(residual) * w
+ * The fused form is how every layer boundary runs: one pass over the
+ * residual stream instead of two.
+ */
+#ifndef KERN_RMSNORM_H
+#define KERN_RMSNORM_H
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* x, out: [n, dim]; w: [dim]. out may alias x. */
+void kern_rmsnorm_cpu(float *out, const float *x, const float *w, int n, int dim, float eps);
+/* residual, delta, out: [n, dim]; w: [dim]. w == NULL: only the add. */
+void kern_add_rmsnorm_cpu(float *residual, const float *delta, const float *w, float *out,
+			  int n, int dim, float eps);
+
+#ifdef SL_HAVE_CUDA
+#include "dtype.h"
+/* GPU: x, out, w in dtype dt; the residual stream is kept in fp32. */
+int kern_rmsnorm_cuda(void *out, const float *x, const void *w, int n, int dim, float eps,
+		      sl_dtype dt, void *stream);
+/* residual fp32 [n, dim] += delta (dtype dt); out (dtype dt) = rmsnorm(residual) * w. */
+int kern_add_rmsnorm_cuda(float *residual, const void *delta, const void *w, void *out,
+			  int n, int dim, float eps, sl_dtype dt, void *stream);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif

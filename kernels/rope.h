@@ -1,0 +1,41 @@
+/*
+ * rope.h — rotary position embedding (Hugging Face's rotate_half layout:
+ * element i pairs with i + head_dim/2), default or Llama-3 frequency
+ * scaling, fused with writing K and V into the paged cache.
+ */
+#ifndef KERN_ROPE_H
+#define KERN_ROPE_H
+
+#include "paged.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kern_rope_params {
+	float theta;
+	int llama3;                 /* apply Llama-3 frequency scaling */
+	float factor, low_freq_factor, high_freq_factor;
+	int orig_max_pos;
+} kern_rope_params;
+
+/* inv_freq: [head_dim / 2], computed as transformers does (fp32). */
+void kern_rope_inv_freq(float *inv_freq, int head_dim, const kern_rope_params *p);
+
+/* qkv: [n_tokens, (n_heads + 2 * n_kv_heads) * head_dim] = per token [q | k | v].
+ * Rotates q in place; writes rotated k and v into k_cache / v_cache at each
+ * token's slot. */
+void kern_rope_kv_write_cpu(float *qkv, float *k_cache, float *v_cache, const kern_paged_batch *b,
+			    int n_heads, int n_kv_heads, int head_dim, const float *inv_freq);
+
+#ifdef SL_HAVE_CUDA
+#include "dtype.h"
+/* GPU: qkv, caches in dtype dt; inv_freq fp32 on the device. */
+int kern_rope_kv_write_cuda(void *qkv, void *k_cache, void *v_cache, const kern_paged_batch *b,
+			    int n_heads, int n_kv_heads, int head_dim, const float *inv_freq,
+			    sl_dtype dt, void *stream);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,74 @@
+/*
+ * backend.h — the operations a forward pass needs, behind one table so
+ * node/model.c reads the same for the CPU reference and the CUDA backend.
+ *
+ * Buffer kinds (all owned by the model, allocated once through be->alloc):
+ *   residual: fp32 [n, dim]                  the residual stream
+ *   act:      be->dtype (fp32 on CPU, fp16/bf16 on CUDA) activations
+ *   weight:   be->dtype, uploaded once at load
+ *   logits:   fp32
+ * Every op is enqueued on the backend's stream; the CPU backend runs it
+ * at once. `sync` waits for all queued work.
+ */
+#ifndef NODE_BACKEND_H
+#define NODE_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dtype.h"
+#include "paged.h"
+
+typedef struct node_backend node_backend;
+
+typedef struct node_backend_ops {
+	/* memory: device (or host) buffers; copies are host <-> backend */
+	int (*alloc)(node_backend *be, size_t bytes, void **out);
+	void (*free)(node_backend *be, void *p);
+	int (*upload)(node_backend *be, void *dst, const void *src, size_t bytes);
+	int (*download)(node_backend *be, void *dst, const void *src, size_t bytes);
+	int (*sync)(node_backend *be);
+	/* the step's batch: copies host arrays into backend memory and fills
+	 * *dev with pointers the kernels can read */
+	int (*set_batch)(node_backend *be, const kern_paged_batch *host, kern_paged_batch *dev);
+	/* ops: shapes as in the kernels/ headers */
+	int (*embed)(node_backend *be, float *x, const void *table, const int32_t *tokens, int n,
+		     int dim, int row0, int rows);
+	int (*rmsnorm)(node_backend *be, void *out, const float *x, const void *w, int n, int dim,
+		       float eps);
+	int (*add_rmsnorm)(node_backend *be, float *x, const void *delta, const void *w, void *out,
+			   int n, int dim, float eps);
+	int (*matmul)(node_backend *be, void *out, const void *x, const void *w, int n, int in_dim,
+		      int out_dim);
+	int (*matmul_f32out)(node_backend *be, float *out, const void *x, const void *w, int n,
+			     int in_dim, int out_dim);
+	int (*rope_kv_write)(node_backend *be, void *qkv, void *k_cache, void *v_cache,
+			     const kern_paged_batch *b, int n_heads, int n_kv_heads, int head_dim,
+			     const float *inv_freq);
+	int (*attention)(node_backend *be, void *out, const void *qkv, int q_stride,
+			 const void *k_cache, const void *v_cache, const kern_paged_batch *b,
+			 int n_heads, int n_kv_heads, int head_dim, float scale);
+	int (*silu_mul)(node_backend *be, void *out, const void *gate_up, int n, int hidden);
+	/* out[i] = x[rows[i]] for act rows of width dim; rows is a host array */
+	int (*gather_rows)(node_backend *be, void *out, const void *x, const int32_t *rows, int n,
+			   int dim);
+	void (*destroy)(node_backend *be);
+} node_backend_ops;
+
+struct node_backend {
+	const node_backend_ops *ops;
+	const char *name;     /* "cpu" or "cuda" */
+	sl_dtype dtype;       /* weights and activations */
+	void *impl;           /* backend-private state */
+	void *stream;         /* cudaStream_t on CUDA, NULL on CPU */
+};
+
+int node_backend_cpu_create(node_backend **out);
+#ifdef SL_HAVE_CUDA
+/* dtype: SL_DT_F16 or SL_DT_BF16; device: CUDA ordinal. */
+int node_backend_cuda_create(int device, sl_dtype dtype, node_backend **out, char *err,
+			     size_t errlen);
+#endif
+void node_backend_destroy(node_backend *be);
+
+#endif

@@ -1,0 +1,150 @@
+/*
+ * backend_cpu.c — the reference backend: fp32 everywhere, host memory, each
+ * op a direct call to the kernels' CPU reference. It is the oracle for the
+ * CUDA kernels and what CI and `make demo` run.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention.h"
+#include "backend.h"
+#include "embedding.h"
+#include "matmul.h"
+#include "rmsnorm.h"
+#include "rope.h"
+#include "sl.h"
+#include "swiglu.h"
+
+static int cpu_alloc(node_backend *be, size_t bytes, void **out)
+{
+	/* 64-byte aligned for vectorised loops; zeroed so unwritten KV is benign */
+	size_t n = (bytes + 63) & ~(size_t)63;
+	void *p = aligned_alloc(64, n ? n : 64);
+	if (!p)
+		return SL_ENOMEM;
+	memset(p, 0, n ? n : 64);
+	*out = p;
+	return SL_OK;
+}
+
+static void cpu_free(node_backend *be, void *p) { free(p); }
+
+static int cpu_copy(node_backend *be, void *dst, const void *src, size_t bytes)
+{
+	memcpy(dst, src, bytes);
+	return SL_OK;
+}
+
+static int cpu_sync(node_backend *be) { return SL_OK; }
+
+static int cpu_set_batch(node_backend *be, const kern_paged_batch *host, kern_paged_batch *dev)
+{
+	*dev = *host; /* host memory is the backend's memory */
+	return SL_OK;
+}
+
+static int cpu_embed(node_backend *be, float *x, const void *table, const int32_t *tokens, int n,
+		     int dim, int row0, int rows)
+{
+	kern_embedding_cpu(x, table, tokens, n, dim, row0, rows);
+	return SL_OK;
+}
+
+static int cpu_rmsnorm(node_backend *be, void *out, const float *x, const void *w, int n, int dim,
+		       float eps)
+{
+	kern_rmsnorm_cpu(out, x, w, n, dim, eps);
+	return SL_OK;
+}
+
+static int cpu_add_rmsnorm(node_backend *be, float *x, const void *delta, const void *w, void *out,
+			   int n, int dim, float eps)
+{
+	kern_add_rmsnorm_cpu(x, delta, w, out, n, dim, eps);
+	return SL_OK;
+}
+
+static int cpu_matmul(node_backend *be, void *out, const void *x, const void *w, int n, int in_dim,
+		      int out_dim)
+{
+	kern_matmul_cpu(out, x, w, n, in_dim, out_dim);
+	return SL_OK;
+}
+
+static int cpu_matmul_f32out(node_backend *be, float *out, const void *x, const void *w, int n,
+			     int in_dim, int out_dim)
+{
+	kern_matmul_cpu(out, x, w, n, in_dim, out_dim);
+	return SL_OK;
+}
+
+static int cpu_rope_kv_write(node_backend *be, void *qkv, void *k_cache, void *v_cache,
+			     const kern_paged_batch *b, int n_heads, int n_kv_heads, int head_dim,
+			     const float *inv_freq)
+{
+	kern_rope_kv_write_cpu(qkv, k_cache, v_cache, b, n_heads, n_kv_heads, head_dim, inv_freq);
+	return SL_OK;
+}
+
+static int cpu_attention(node_backend *be, void *out, const void *qkv, int q_stride,
+			 const void *k_cache, const void *v_cache, const kern_paged_batch *b,
+			 int n_heads, int n_kv_heads, int head_dim, float scale)
+{
+	kern_attention_cpu(out, qkv, q_stride, k_cache, v_cache, b, n_heads, n_kv_heads, head_dim,
+			   scale);
+	return SL_OK;
+}
+
+static int cpu_silu_mul(node_backend *be, void *out, const void *gate_up, int n, int hidden)
+{
+	kern_silu_mul_cpu(out, gate_up, n, hidden);
+	return SL_OK;
+}
+
+static int cpu_gather_rows(node_backend *be, void *out, const void *x, const int32_t *rows, int n,
+			   int dim)
+{
+	for (int i = 0; i < n; i++)
+		memcpy((float *)out + (size_t)i * dim, (const float *)x + (size_t)rows[i] * dim,
+		       sizeof(float) * dim);
+	return SL_OK;
+}
+
+static void cpu_destroy(node_backend *be) { free(be); }
+
+static const node_backend_ops cpu_ops = {
+	.alloc = cpu_alloc,
+	.free = cpu_free,
+	.upload = cpu_copy,
+	.download = cpu_copy,
+	.sync = cpu_sync,
+	.set_batch = cpu_set_batch,
+	.embed = cpu_embed,
+	.rmsnorm = cpu_rmsnorm,
+	.add_rmsnorm = cpu_add_rmsnorm,
+	.matmul = cpu_matmul,
+	.matmul_f32out = cpu_matmul_f32out,
+	.rope_kv_write = cpu_rope_kv_write,
+	.attention = cpu_attention,
+	.silu_mul = cpu_silu_mul,
+	.gather_rows = cpu_gather_rows,
+	.destroy = cpu_destroy,
+};
+
+int node_backend_cpu_create(node_backend **out)
+{
+	node_backend *be = calloc(1, sizeof *be);
+	if (!be)
+		return SL_ENOMEM;
+	be->ops = &cpu_ops;
+	be->name = "cpu";
+	be->dtype = SL_DT_F32;
+	*out = be;
+	return SL_OK;
+}
+
+void node_backend_destroy(node_backend *be)
+{
+	if (be)
+		be->ops->destroy(be);
+}

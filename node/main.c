@@ -1,0 +1,177 @@
+/*
+ * main.c — shardline-node. Local run mode: load a Hugging Face Llama
+ * folder, run one or more prompts (given as token ids) together, print the
+ * generated ids on stdout (one line per prompt, space-separated) and the
+ * timings on stderr.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "engine.h"
+#include "sl.h"
+
+#define MAX_PROMPTS 256
+
+typedef struct node_args {
+	const char *model_dir;
+	const char *device;
+	const char *prompts[MAX_PROMPTS];
+	int n_prompts;
+	long max_tokens, max_step_tokens, kv_blocks, block_tokens;
+	double temperature, top_p;
+	long top_k;
+	uint64_t seed;
+	int ignore_eos;
+} node_args;
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: shardline-node --model DIR --prompt-ids 1,2,3 [--prompt-ids ...]\n"
+		"                      [--max-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
+		"                      [--seed S] [--ignore-eos] [--device cpu]\n"
+		"                      [--max-step-tokens N] [--kv-blocks N] [--block-tokens N]\n"
+		"Prints the generated ids of each prompt on its own stdout line; logs and\n"
+		"timings go to stderr. Several --prompt-ids run together in one batch.\n"
+		"Defaults: --max-tokens 32, greedy (--temperature 0), --top-k 0 (off),\n"
+		"--top-p 1 (off), --seed 0, --max-step-tokens 2048, --block-tokens 16,\n"
+		"--kv-blocks enough for every prompt plus its new tokens.\n");
+}
+
+static int parse_args(int argc, char **argv, node_args *a, char *err, size_t errlen)
+{
+	static const struct option opts[] = {
+		{"model", 1, 0, 'm'}, {"prompt-ids", 1, 0, 'p'}, {"max-tokens", 1, 0, 'n'},
+		{"temperature", 1, 0, 't'}, {"top-k", 1, 0, 'k'}, {"top-p", 1, 0, 'P'},
+		{"seed", 1, 0, 's'}, {"device", 1, 0, 'd'}, {"max-step-tokens", 1, 0, 'T'},
+		{"kv-blocks", 1, 0, 'B'}, {"block-tokens", 1, 0, 'b'}, {"ignore-eos", 0, 0, 'i'},
+		{"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+	*a = (node_args){.device = "cpu", .max_tokens = 32, .max_step_tokens = 2048,
+			 .block_tokens = 16, .top_p = 1.0};
+	int c, rc = 0;
+	while (!rc && (c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'm': a->model_dir = optarg; break;
+		case 'p':
+			if (a->n_prompts == MAX_PROMPTS)
+				return sl_errf(err, errlen, SL_EINVAL, "at most %d prompts", MAX_PROMPTS);
+			a->prompts[a->n_prompts++] = optarg;
+			break;
+		case 'n': rc = sl_parse_int("--max-tokens", optarg, 1, 1 << 20, &a->max_tokens, err, errlen); break;
+		case 't': rc = sl_parse_float("--temperature", optarg, 0, 100, &a->temperature, err, errlen); break;
+		case 'k': rc = sl_parse_int("--top-k", optarg, 0, 1 << 30, &a->top_k, err, errlen); break;
+		case 'P': rc = sl_parse_float("--top-p", optarg, 1e-6, 1, &a->top_p, err, errlen); break;
+		case 's': rc = sl_parse_u64("--seed", optarg, &a->seed, err, errlen); break;
+		case 'd': a->device = optarg; break;
+		case 'T': rc = sl_parse_int("--max-step-tokens", optarg, 1, 1 << 20, &a->max_step_tokens, err, errlen); break;
+		case 'B': rc = sl_parse_int("--kv-blocks", optarg, 1, 1 << 24, &a->kv_blocks, err, errlen); break;
+		case 'b': rc = sl_parse_int("--block-tokens", optarg, 1, 1024, &a->block_tokens, err, errlen); break;
+		case 'i': a->ignore_eos = 1; break;
+		case 'h': usage(stdout); exit(0);
+		default: return sl_errf(err, errlen, SL_EINVAL, "unknown option (see --help)");
+		}
+	}
+	if (rc)
+		return rc;
+	if (optind < argc)
+		return sl_errf(err, errlen, SL_EINVAL, "unexpected argument '%s'", argv[optind]);
+	if (!a->model_dir || a->n_prompts == 0)
+		return sl_errf(err, errlen, SL_EINVAL, "--model and --prompt-ids are required");
+	if (strcmp(a->device, "cpu"))
+		return sl_errf(err, errlen, SL_ENOTSUP, "--device %s: this build runs --device cpu",
+			       a->device);
+	return SL_OK;
+}
+
+static void print_tokens(const node_result *r)
+{
+	for (int i = 0; i < r->n_tokens; i++)
+		printf(i ? " %d" : "%d", r->tokens[i]);
+	printf("\n");
+}
+
+static void print_timings(const node_stats *st)
+{
+	double ms = st->decode_steps ? 1e3 * st->decode_s / st->decode_steps : 0;
+	fprintf(stderr, "prefill: %ld tokens in %.1f ms (%.1f tokens/s)\n", st->prefill_tokens,
+		1e3 * st->prefill_s, st->prefill_s > 0 ? st->prefill_tokens / st->prefill_s : 0);
+	fprintf(stderr, "decode: %ld tokens in %.1f ms (%.2f ms/token step, %.1f tokens/s)\n",
+		st->decode_tokens, 1e3 * st->decode_s, ms,
+		st->decode_s > 0 ? st->decode_tokens / st->decode_s : 0);
+}
+
+/* Parse every prompt, sum the blocks they need, run them together. */
+static int run(node_args *a, node_engine *e, model *m, char *err, size_t errlen)
+{
+	node_request reqs[MAX_PROMPTS];
+	node_result res[MAX_PROMPTS];
+	int rc = SL_OK, n = 0;
+	memset(res, 0, sizeof res);
+	for (; n < a->n_prompts && !rc; n++) {
+		node_request *r = &reqs[n];
+		*r = (node_request){.max_new_tokens = (int)a->max_tokens, .ignore_eos = a->ignore_eos,
+				    .sampling = {(float)a->temperature, (int)a->top_k,
+						 (float)a->top_p, a->seed}};
+		rc = sl_parse_ids("--prompt-ids", a->prompts[n], m->cfg.vocab_size - 1,
+				  (int32_t **)&r->prompt, &r->n_prompt, err, errlen);
+		if (rc)
+			break;
+	}
+	if (!rc)
+		rc = node_generate(e, n, reqs, res, err, errlen);
+	for (int i = 0; !rc && i < n; i++)
+		print_tokens(&res[i]);
+	if (!rc)
+		print_timings(node_engine_stats(e));
+	for (int i = 0; i < n; i++) {
+		free((void *)reqs[i].prompt);
+		free(res[i].tokens);
+	}
+	return rc;
+}
+
+/* Enough KV blocks for every prompt plus its new tokens, as a default. */
+static long default_kv_blocks(const node_args *a)
+{
+	long blocks = 0;
+	for (int i = 0; i < a->n_prompts; i++) {
+		long n = 1;
+		for (const char *p = a->prompts[i]; *p; p++)
+			n += *p == ',';
+		blocks += (n + a->max_tokens + a->block_tokens - 1) / a->block_tokens;
+	}
+	return blocks > 0 ? blocks : 1;
+}
+
+int main(int argc, char **argv)
+{
+	char err[SL_ERRLEN] = "";
+	node_args a;
+	node_backend *be = NULL;
+	model *m = NULL;
+	node_engine *e = NULL;
+	sl_log_set_role("node", 0, 1);
+	int rc = parse_args(argc, argv, &a, err, sizeof err);
+	if (!rc && !(rc = node_backend_cpu_create(&be))) {
+		model_opts o = {.tp = 1, .pp = 1, .max_tokens = (int)a.max_step_tokens,
+				.block_tokens = (int)a.block_tokens,
+				.n_kv_blocks = (int)(a.kv_blocks ? a.kv_blocks : default_kv_blocks(&a))};
+		rc = model_create(a.model_dir, be, &o, &m, err, sizeof err);
+	}
+	if (!rc)
+		rc = node_engine_create(m, &e, err, sizeof err);
+	if (!rc)
+		rc = run(&a, e, m, err, sizeof err);
+	if (rc) {
+		fprintf(stderr, "shardline-node: %s\n", err[0] ? err : "failed");
+		if (rc == SL_EINVAL && !m)
+			usage(stderr);
+	}
+	node_engine_destroy(e);
+	model_destroy(m);
+	node_backend_destroy(be);
+	return rc ? 1 : 0;
+}

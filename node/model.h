@@ -1,0 +1,79 @@
+/*
+ * model.h — one rank's share of a Llama model: its config, its weight
+ * shard, its KV pools and the step arena, plus the forward pass.
+ *
+ * Everything is allocated once in model_create (weights, KV blocks for the
+ * whole pool, activations for max_tokens); model_forward never allocates.
+ */
+#ifndef NODE_MODEL_H
+#define NODE_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "config.h"
+#include "grid.h"
+#include "paged.h"
+
+typedef struct layer_weights {
+	void *attn_norm;  /* [dim] */
+	void *wqkv;       /* [(n_heads + 2 n_kv_heads) * head_dim, dim], local heads: q | k | v */
+	void *wo;         /* [dim, n_heads * head_dim], local input columns */
+	void *ffn_norm;   /* [dim] */
+	void *w13;        /* [2 * hidden, dim], local FFN rows: gate then up */
+	void *w2;         /* [dim, hidden], local input columns */
+} layer_weights;
+
+typedef struct model_weights {
+	void *tok_emb;    /* [vocab_local, dim] on the first stage */
+	void *final_norm; /* [dim] on the last stage */
+	void *lm_head;    /* [vocab_local, dim] on the last stage; == tok_emb when tied */
+	layer_weights *layers; /* [shard.n_layers] */
+} model_weights;
+
+typedef struct model_arena {
+	float *x;      /* [max_tokens, dim] fp32 residual stream */
+	void *xb;      /* [max_tokens, dim] act: normed input of each block */
+	void *qkv;     /* [max_tokens, (hq + 2 hkv) * head_dim] act */
+	void *att;     /* [max_tokens, hq * head_dim] act */
+	void *proj;    /* [max_tokens, dim] act: wo / w2 output */
+	void *gate_up; /* [max_tokens, 2 * hidden] act */
+	void *hb;      /* [max_tokens, hidden] act */
+	void *lm_in;   /* [max_tokens, dim] act: rows whose logits are wanted */
+	float *logits; /* [max_tokens, vocab_local] fp32 */
+	float *inv_freq; /* [head_dim / 2] fp32, backend memory */
+} model_arena;
+
+typedef struct model_opts {
+	int tp, tp_rank, pp, pp_rank;
+	int max_tokens;     /* step token budget: the arena is sized for it */
+	int n_kv_blocks;    /* KV pool size (blocks) */
+	int block_tokens;   /* tokens per KV block */
+} model_opts;
+
+typedef struct model {
+	model_config cfg;
+	par_shard shard;
+	model_opts opts;
+	node_backend *be;   /* not owned */
+	model_weights w;
+	model_arena a;
+	void **k_cache, **v_cache; /* [shard.n_layers] each [blocks][kv_local][block_tokens][head_dim] */
+	uint64_t weight_bytes;     /* bytes of weights held by this rank */
+	uint64_t bytes_read;       /* checkpoint bytes this rank read */
+} model;
+
+/* Load config and this rank's weight shard from a Hugging Face folder. */
+int model_create(const char *dir, node_backend *be, const model_opts *opts, model **out,
+		 char *err, size_t errlen);
+void model_destroy(model *m);
+
+/* Run one step over batch b (host arrays). Logits (fp32, this rank's
+ * vocabulary slice) are computed for the n_logits flat token rows in
+ * logit_rows and copied to logits_out [n_logits, shard.vocab] when that is
+ * not NULL. */
+int model_forward(model *m, const kern_paged_batch *b, const int32_t *logit_rows, int n_logits,
+		  float *logits_out, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,270 @@
+/*
+ * model_load.c — model_create/model_destroy: loads one rank's shard of a
+ * Llama checkpoint into backend memory and takes the KV pools and the step
+ * arena, once, up front.
+ *
+ * Weight loading reads exactly this rank's rows/columns from the mmapped
+ * safetensors (sl_st_read_slice), converting to the backend dtype in a host
+ * staging buffer, then uploads. Fused layouts: q|k|v rows in one matrix and
+ * gate|up rows in another, so each is one GEMM.
+ */
+#include "model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rope.h"
+#include "safetensors.h"
+#include "sl.h"
+
+#define TRY(x) do { int rc_ = (x); if (rc_) return rc_; } while (0)
+
+/* Loading context: where slices come from and the staging buffer. */
+typedef struct loader {
+	model *m;
+	sl_st_set *st;
+	void *stage;       /* host staging, be->dtype */
+	size_t stage_bytes;
+	char *err;
+	size_t errlen;
+} loader;
+
+static size_t esize(const model *m) { return sl_dtype_size(m->be->dtype); }
+
+/* Read rows [r0, r0+nr) x cols [c0, c0+nc) of tensor `name` (full shape
+ * rows x cols) into the staging buffer at element offset `at`. */
+static int stage_slice(loader *L, const char *name, int64_t rows, int64_t cols, int64_t r0,
+		       int64_t nr, int64_t c0, int64_t nc, size_t at)
+{
+	const sl_st_tensor *t;
+	int64_t shape[2] = {rows, cols};
+	int nd = rows == 1 ? 1 : 2;
+	TRY(sl_st_get(L->st, name, nd, nd == 1 ? &shape[1] : shape, &t, L->err, L->errlen));
+	return sl_st_read_slice(L->st, t, r0, nr, c0, nc, L->m->be->dtype,
+				(char *)L->stage + at * esize(L->m), L->err, L->errlen);
+}
+
+/* Allocate n elements of backend memory and upload the staging buffer. */
+static int upload_stage(loader *L, size_t n, void **out)
+{
+	node_backend *be = L->m->be;
+	size_t bytes = n * esize(L->m);
+	int rc = be->ops->alloc(be, bytes, out);
+	if (rc)
+		return sl_errf(L->err, L->errlen, rc, "out of %s memory for weights (%zu bytes)",
+			       be->name, bytes);
+	L->m->weight_bytes += bytes;
+	return be->ops->upload(be, *out, L->stage, bytes);
+}
+
+static int load_vector(loader *L, const char *name, int64_t n, void **out)
+{
+	TRY(stage_slice(L, name, 1, n, 0, 1, 0, n, 0));
+	return upload_stage(L, n, out);
+}
+
+static int load_layer(loader *L, int li, layer_weights *lw)
+{
+	const model_config *c = &L->m->cfg;
+	const par_shard *s = &L->m->shard;
+	int64_t hd = c->head_dim, dim = c->dim;
+	char n[160];
+	int l = s->layer0 + li;
+#define NAME(suffix) (snprintf(n, sizeof n, "model.layers.%d.%s", l, suffix), n)
+	TRY(load_vector(L, NAME("input_layernorm.weight"), dim, &lw->attn_norm));
+	TRY(load_vector(L, NAME("post_attention_layernorm.weight"), dim, &lw->ffn_norm));
+	int64_t qr = s->n_heads * hd, kr = s->n_kv_heads * hd;
+	TRY(stage_slice(L, NAME("self_attn.q_proj.weight"), c->n_heads * hd, dim, s->head0 * hd, qr, 0, dim, 0));
+	TRY(stage_slice(L, NAME("self_attn.k_proj.weight"), c->n_kv_heads * hd, dim, s->kv_head0 * hd, kr, 0, dim, qr * dim));
+	TRY(stage_slice(L, NAME("self_attn.v_proj.weight"), c->n_kv_heads * hd, dim, s->kv_head0 * hd, kr, 0, dim, (qr + kr) * dim));
+	TRY(upload_stage(L, (qr + 2 * kr) * dim, &lw->wqkv));
+	TRY(stage_slice(L, NAME("self_attn.o_proj.weight"), dim, c->n_heads * hd, 0, dim, s->head0 * hd, qr, 0));
+	TRY(upload_stage(L, dim * qr, &lw->wo));
+	int64_t H = c->hidden_dim, h = s->hidden;
+	TRY(stage_slice(L, NAME("mlp.gate_proj.weight"), H, dim, s->hidden0, h, 0, dim, 0));
+	TRY(stage_slice(L, NAME("mlp.up_proj.weight"), H, dim, s->hidden0, h, 0, dim, h * dim));
+	TRY(upload_stage(L, 2 * h * dim, &lw->w13));
+	TRY(stage_slice(L, NAME("mlp.down_proj.weight"), dim, H, 0, dim, s->hidden0, h, 0));
+	return upload_stage(L, dim * h, &lw->w2);
+#undef NAME
+}
+
+static int load_ends(loader *L)
+{
+	model *m = L->m;
+	const model_config *c = &m->cfg;
+	const par_shard *s = &m->shard;
+	int first = s->pp_rank == 0, last = s->pp_rank == s->pp - 1;
+	if (first || (last && c->tie_embeddings)) {
+		TRY(stage_slice(L, "model.embed_tokens.weight", c->vocab_size, c->dim, s->vocab0,
+				s->vocab, 0, c->dim, 0));
+		TRY(upload_stage(L, (size_t)s->vocab * c->dim, &m->w.tok_emb));
+	}
+	if (!last)
+		return SL_OK;
+	TRY(load_vector(L, "model.norm.weight", c->dim, &m->w.final_norm));
+	if (c->tie_embeddings) {
+		m->w.lm_head = m->w.tok_emb;
+		return SL_OK;
+	}
+	TRY(stage_slice(L, "lm_head.weight", c->vocab_size, c->dim, s->vocab0, s->vocab, 0, c->dim, 0));
+	return upload_stage(L, (size_t)s->vocab * c->dim, &m->w.lm_head);
+}
+
+static size_t max_staging_elems(const model *m)
+{
+	const model_config *c = &m->cfg;
+	const par_shard *s = &m->shard;
+	size_t dim = c->dim, hd = c->head_dim;
+	size_t qkv = (s->n_heads + 2 * s->n_kv_heads) * hd * dim;
+	size_t ffn = 2 * (size_t)s->hidden * dim;
+	size_t emb = (size_t)s->vocab * dim;
+	size_t mx = qkv > ffn ? qkv : ffn;
+	return mx > emb ? mx : emb;
+}
+
+static int load_weights(model *m, sl_st_set *st, char *err, size_t errlen)
+{
+	loader L = {.m = m, .st = st, .err = err, .errlen = errlen};
+	L.stage_bytes = max_staging_elems(m) * esize(m);
+	L.stage = malloc(L.stage_bytes);
+	m->w.layers = calloc(m->shard.n_layers, sizeof(layer_weights));
+	int rc = (!L.stage || !m->w.layers) ? sl_errf(err, errlen, SL_ENOMEM, "out of host memory") : 0;
+	double t0 = sl_now(), last_log = t0;
+	for (int i = 0; !rc && i < m->shard.n_layers; i++) {
+		rc = load_layer(&L, i, &m->w.layers[i]);
+		if (!rc && sl_now() - last_log > 2.0) {
+			SL_INFO("load", "layer %d/%d, %.1f GiB", i + 1, m->shard.n_layers,
+				m->weight_bytes / 1073741824.0);
+			last_log = sl_now();
+		}
+	}
+	if (!rc)
+		rc = load_ends(&L);
+	free(L.stage);
+	m->bytes_read = sl_st_bytes_read(st);
+	if (!rc)
+		SL_INFO("load", "%d layers, %.1f MiB of weights, %.1f MiB read from checkpoint in %.2f s",
+			m->shard.n_layers, m->weight_bytes / 1048576.0, m->bytes_read / 1048576.0,
+			sl_now() - t0);
+	return rc;
+}
+
+static int alloc_buf(model *m, size_t bytes, void **out, char *err, size_t errlen)
+{
+	int rc = m->be->ops->alloc(m->be, bytes, out);
+	if (rc)
+		return sl_errf(err, errlen, rc, "out of %s memory (%zu bytes)", m->be->name, bytes);
+	return SL_OK;
+}
+
+static int alloc_kv(model *m, char *err, size_t errlen)
+{
+	const par_shard *s = &m->shard;
+	size_t bytes = (size_t)m->opts.n_kv_blocks * s->n_kv_heads * m->opts.block_tokens *
+		       m->cfg.head_dim * esize(m);
+	m->k_cache = calloc(s->n_layers, sizeof(void *));
+	m->v_cache = calloc(s->n_layers, sizeof(void *));
+	if (!m->k_cache || !m->v_cache)
+		return sl_errf(err, errlen, SL_ENOMEM, "out of host memory");
+	for (int l = 0; l < s->n_layers; l++) {
+		TRY(alloc_buf(m, bytes, &m->k_cache[l], err, errlen));
+		TRY(alloc_buf(m, bytes, &m->v_cache[l], err, errlen));
+	}
+	SL_INFO("kv", "%d blocks of %d tokens (%.1f MiB)", m->opts.n_kv_blocks,
+		m->opts.block_tokens, 2.0 * bytes * s->n_layers / 1048576.0);
+	return SL_OK;
+}
+
+static int alloc_arena(model *m, char *err, size_t errlen)
+{
+	const model_config *c = &m->cfg;
+	const par_shard *s = &m->shard;
+	size_t T = m->opts.max_tokens, e = esize(m), hd = c->head_dim;
+	model_arena *a = &m->a;
+	TRY(alloc_buf(m, T * c->dim * sizeof(float), (void **)&a->x, err, errlen));
+	TRY(alloc_buf(m, T * c->dim * e, &a->xb, err, errlen));
+	TRY(alloc_buf(m, T * (s->n_heads + 2 * s->n_kv_heads) * hd * e, &a->qkv, err, errlen));
+	TRY(alloc_buf(m, T * s->n_heads * hd * e, &a->att, err, errlen));
+	TRY(alloc_buf(m, T * c->dim * e, &a->proj, err, errlen));
+	TRY(alloc_buf(m, T * 2 * s->hidden * e, &a->gate_up, err, errlen));
+	TRY(alloc_buf(m, T * s->hidden * e, &a->hb, err, errlen));
+	TRY(alloc_buf(m, T * c->dim * e, &a->lm_in, err, errlen));
+	TRY(alloc_buf(m, T * s->vocab * sizeof(float), (void **)&a->logits, err, errlen));
+	TRY(alloc_buf(m, hd / 2 * sizeof(float), (void **)&a->inv_freq, err, errlen));
+	float inv[hd / 2 > 0 ? hd / 2 : 1];
+	kern_rope_params rp = {c->rope_theta, c->rope == ROPE_LLAMA3, c->rope_factor,
+			       c->rope_low_freq_factor, c->rope_high_freq_factor, c->rope_orig_max_pos};
+	kern_rope_inv_freq(inv, (int)hd, &rp);
+	return m->be->ops->upload(m->be, a->inv_freq, inv, sizeof(float) * (hd / 2));
+}
+
+static int open_checkpoint(model *m, const char *dir, sl_st_set **st, char *err, size_t errlen)
+{
+	char path[4096];
+	if (sl_path_join(path, sizeof path, dir, "config.json"))
+		return sl_errf(err, errlen, SL_EINVAL, "model path too long: %s", dir);
+	TRY(model_config_load(path, &m->cfg, err, errlen));
+	const model_config *c = &m->cfg;
+	const model_opts *o = &m->opts;
+	TRY(par_shard_init(o->tp, o->tp_rank, o->pp, o->pp_rank, c->n_layers, c->n_heads,
+			   c->n_kv_heads, c->hidden_dim, c->vocab_size, &m->shard, err, errlen));
+	return sl_st_open_dir(dir, st, err, errlen);
+}
+
+int model_create(const char *dir, node_backend *be, const model_opts *opts, model **out,
+		 char *err, size_t errlen)
+{
+	if (opts->max_tokens <= 0 || opts->n_kv_blocks <= 0 || opts->block_tokens <= 0)
+		return sl_errf(err, errlen, SL_EINVAL, "max_tokens, KV blocks and block size must be > 0");
+	model *m = calloc(1, sizeof *m);
+	if (!m)
+		return sl_errf(err, errlen, SL_ENOMEM, "out of host memory");
+	m->be = be;
+	m->opts = *opts;
+	sl_st_set *st = NULL;
+	int rc = open_checkpoint(m, dir, &st, err, errlen);
+	if (!rc)
+		rc = load_weights(m, st, err, errlen);
+	sl_st_close(st);
+	if (!rc)
+		rc = alloc_kv(m, err, errlen);
+	if (!rc)
+		rc = alloc_arena(m, err, errlen);
+	if (rc) {
+		model_destroy(m);
+		return rc;
+	}
+	*out = m;
+	return SL_OK;
+}
+
+void model_destroy(model *m)
+{
+	if (!m)
+		return;
+	node_backend *be = m->be;
+	void (*fr)(node_backend *, void *) = be->ops->free;
+	for (int l = 0; m->w.layers && l < m->shard.n_layers; l++) {
+		layer_weights *lw = &m->w.layers[l];
+		fr(be, lw->attn_norm), fr(be, lw->wqkv), fr(be, lw->wo);
+		fr(be, lw->ffn_norm), fr(be, lw->w13), fr(be, lw->w2);
+	}
+	free(m->w.layers);
+	if (m->w.lm_head != m->w.tok_emb)
+		fr(be, m->w.lm_head);
+	fr(be, m->w.tok_emb);
+	fr(be, m->w.final_norm);
+	for (int l = 0; l < m->shard.n_layers; l++) {
+		if (m->k_cache) fr(be, m->k_cache[l]);
+		if (m->v_cache) fr(be, m->v_cache[l]);
+	}
+	free(m->k_cache);
+	free(m->v_cache);
+	model_arena *a = &m->a;
+	fr(be, a->x), fr(be, a->xb), fr(be, a->qkv), fr(be, a->att), fr(be, a->proj);
+	fr(be, a->gate_up), fr(be, a->hb), fr(be, a->lm_in), fr(be, a->logits), fr(be, a->inv_freq);
+	free(m);
+}

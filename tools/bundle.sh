@@ -1,0 +1,32 @@
+#!/bin/sh
+# Makes a relocatable tree for GPU nodes without the build's libraries:
+#   OUT/bin/*        the binaries (and OUT/tests/* when test binaries exist)
+#   OUT/lib/*.so*    every non-system shared library they load
+#   OUT/env.sh       source it to set LD_LIBRARY_PATH
+# Left out, because a GPU node has its own and they must match its driver
+# and mpirun: libc and the compiler runtime, CUDA (cudart, cuBLAS, cuRAND),
+# NCCL and Open MPI.
+# Usage: tools/bundle.sh BUILD_DIR OUT_DIR
+set -eu
+build=$1; out=$2
+rm -rf "$out"; mkdir -p "$out/bin" "$out/lib"
+cp "$build"/bin/* "$out/bin/"
+if [ -d "$build/tests" ]; then
+	mkdir -p "$out/tests"
+	find "$build/tests" -maxdepth 2 -type f -perm -u+x -exec cp {} "$out/tests/" \;
+fi
+skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcurand|libnccl|libmpi|libopen-|libhwloc|libevent|libpmix|libucp|libucs|libuct|libfabric|libpsm|libibverbs|librdmacm|libnl-|libz\.|libutil\.)'
+for f in "$out"/bin/* "$out"/tests/*; do
+	[ -f "$f" ] || continue
+	ldd "$f" 2>/dev/null | awk '/=> \// {print $1, $3}'
+done | sort -u | while read -r name path; do
+	echo "$name" | grep -Eq "$skip" && continue
+	cp -L "$path" "$out/lib/$name"
+done
+cat > "$out/env.sh" <<'ENV'
+# source this file: puts the bundled libraries on the loader path
+here=$(cd "$(dirname "${BASH_SOURCE:-$0}")" && pwd)
+export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PATH="$here/bin:$PATH"
+ENV
+echo "bundle: $out ($(ls "$out/lib" | wc -l) libraries, $(du -sh "$out" | cut -f1))"
