@@ -38,8 +38,9 @@ LDLIBS  += $(PKG_LIBS) $(MPI_LIBS) -fopenmp -lm -lpthread $(SANFL)
 # Binaries: each main source and the name it is installed under.
 MAIN_node  := node/main.c
 MAIN_mkckpt := tools/mkckpt.c
-MAINS      := $(MAIN_node) $(MAIN_mkckpt)
-BINS       := $(BUILD)/bin/shardline-node $(BUILD)/bin/shardline-mkckpt
+MAIN_tok   := tools/tok_cli.c
+MAINS      := $(MAIN_node) $(MAIN_mkckpt) $(MAIN_tok)
+BINS       := $(BUILD)/bin/shardline-node $(BUILD)/bin/shardline-mkckpt $(BUILD)/bin/shardline-tok
 
 LIB_SRCS := $(filter-out $(MAINS),$(wildcard kernels/*.c node/*.c parallel/*.c coordinator/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
@@ -59,10 +60,11 @@ LIB := $(BUILD)/libshardline.a
 
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+MPI_BINS  := $(patsubst tests/mpi/%.c,$(BUILD)/tests/mpi/%,$(wildcard tests/mpi/test_*.c))
 GPU_SRCS  := $(wildcard tests/gpu/test_*.c)
 GPU_BINS  := $(GPU_SRCS:tests/gpu/%.c=$(BUILD)/tests/gpu/%)
 
-.PHONY: all deps test test-gpu demo bench bundle clean golden-check
+.PHONY: all deps test test-gpu demo bench bundle clean
 all: $(BINS)
 
 $(BUILD)/obj/%.o: %.c
@@ -85,9 +87,17 @@ $(BUILD)/bin/shardline-mkckpt: $(BUILD)/obj/tools/mkckpt.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
+$(BUILD)/bin/shardline-tok: $(BUILD)/obj/tools/tok_cli.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
 $(BUILD)/tests/%: tests/unit/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Itests $< $(LIB) -o $@ $(LDLIBS) $(CHECK_LIBS)
+
+$(BUILD)/tests/mpi/%: tests/mpi/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests $< $(LIB) -o $@ $(LDLIBS)
 
 $(BUILD)/tests/gpu/%: tests/gpu/%.c $(LIB)
 	@mkdir -p $(dir $@)
@@ -96,8 +106,8 @@ $(BUILD)/tests/gpu/%: tests/gpu/%.c $(LIB)
 deps:
 	@sh tools/install-deps.sh
 
-test: $(BINS) $(UNIT_BINS)
-	@sh tests/run.sh unit $(UNIT_BINS) tests/cli.sh
+test: $(BINS) $(UNIT_BINS) $(MPI_BINS)
+	@sh tests/run.sh unit $(UNIT_BINS) tests/cli.sh tests/mpi.sh tests/tokenizer_conformance.py
 
 test-gpu: $(BINS) $(GPU_BINS)
 	@sh tests/run.sh gpu $(GPU_BINS)

@@ -18,6 +18,7 @@
 
 #include "dtype.h"
 #include "paged.h"
+#include "sampling.h"
 
 typedef struct node_backend node_backend;
 
@@ -52,6 +53,14 @@ typedef struct node_backend_ops {
 	/* out[i] = x[rows[i]] for act rows of width dim; rows is a host array */
 	int (*gather_rows)(node_backend *be, void *out, const void *x, const int32_t *rows, int n,
 			   int dim);
+	/* rows x width_bytes strided copy within backend memory */
+	int (*copy2d)(node_backend *be, void *dst, size_t dpitch, const void *src, size_t spitch,
+		      size_t width_bytes, size_t rows);
+	/* tokens_out[i] (host) = sample of logits row rows[i] (logits: backend
+	 * fp32 [*, vocab]) with params[i] at position positions[i]; rows,
+	 * params, positions are host arrays of n */
+	int (*sample)(node_backend *be, int32_t *tokens_out, const float *logits, const int32_t *rows,
+		      int n, int vocab, const kern_sample_params *params, const int64_t *positions);
 	void (*destroy)(node_backend *be);
 } node_backend_ops;
 

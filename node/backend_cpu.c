@@ -110,7 +110,46 @@ static int cpu_gather_rows(node_backend *be, void *out, const void *x, const int
 	return SL_OK;
 }
 
-static void cpu_destroy(node_backend *be) { free(be); }
+static int cpu_copy2d(node_backend *be, void *dst, size_t dpitch, const void *src, size_t spitch,
+		      size_t width_bytes, size_t rows)
+{
+	for (size_t r = 0; r < rows; r++)
+		memcpy((char *)dst + r * dpitch, (const char *)src + r * spitch, width_bytes);
+	return SL_OK;
+}
+
+/* Scratch for the sampler's sort, grown to the largest vocabulary seen. */
+typedef struct cpu_state {
+	void *work;
+	size_t work_bytes;
+} cpu_state;
+
+static int cpu_sample(node_backend *be, int32_t *tokens_out, const float *logits, const int32_t *rows,
+		      int n, int vocab, const kern_sample_params *params, const int64_t *positions)
+{
+	cpu_state *st = be->impl;
+	size_t need = kern_sample_work_bytes(vocab);
+	if (need > st->work_bytes) {
+		void *w = realloc(st->work, need);
+		if (!w)
+			return SL_ENOMEM;
+		st->work = w;
+		st->work_bytes = need;
+	}
+	for (int i = 0; i < n; i++)
+		tokens_out[i] = kern_sample_cpu(logits + (size_t)rows[i] * vocab, vocab, &params[i],
+						(uint64_t)positions[i], st->work);
+	return SL_OK;
+}
+
+static void cpu_destroy(node_backend *be)
+{
+	cpu_state *st = be->impl;
+	if (st)
+		free(st->work);
+	free(st);
+	free(be);
+}
 
 static const node_backend_ops cpu_ops = {
 	.alloc = cpu_alloc,
@@ -128,14 +167,20 @@ static const node_backend_ops cpu_ops = {
 	.attention = cpu_attention,
 	.silu_mul = cpu_silu_mul,
 	.gather_rows = cpu_gather_rows,
+	.copy2d = cpu_copy2d,
+	.sample = cpu_sample,
 	.destroy = cpu_destroy,
 };
 
 int node_backend_cpu_create(node_backend **out)
 {
 	node_backend *be = calloc(1, sizeof *be);
-	if (!be)
+	cpu_state *st = calloc(1, sizeof *st);
+	if (!be || !st) {
+		free(be), free(st);
 		return SL_ENOMEM;
+	}
+	be->impl = st;
 	be->ops = &cpu_ops;
 	be->name = "cpu";
 	be->dtype = SL_DT_F32;

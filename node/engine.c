@@ -9,7 +9,9 @@
 #include <string.h>
 
 #include "kv.h"
+#include "plan.h"
 #include "sl.h"
+#include "step.h"
 
 typedef struct seq {
 	int id, used;
@@ -22,41 +24,63 @@ typedef struct seq {
 	kv_table kv;
 } seq;
 
+/* Step scratch, sized once for the model's token budget T. */
+typedef struct step_scratch {
+	int32_t *tokens, *positions, *slots;      /* [T] */
+	int32_t *q_start, *q_len, *kv_len;        /* [T] (at most T sequences per step) */
+	int32_t *rows, *sample_rows, *micro_seq0; /* [T], [T], [T + 1] */
+	int32_t *tables;                          /* [T, max_blocks] */
+	int *seq_of;                              /* [T] engine index of step sequence k */
+	int *sample_of;                           /* [T] sample index of step sequence k, or -1 */
+	kern_sample_params *sampling;             /* [T] */
+	int64_t *sample_pos;                      /* [T] */
+	int32_t *sampled;                         /* [T] tokens back from the step */
+	float *logits;                            /* [max_rows, vocab] prompt logits back */
+} step_scratch;
+
 struct node_engine {
 	model *m;
 	kv_pool *pool;
 	seq *seqs;
 	int n_seqs, cap_seqs, next_id;
+	int max_blocks;       /* blocks of a full-context sequence */
+	int *order;           /* [cap_seqs] running sequences in arrival order */
 	node_stats stats;
-	/* step scratch, [max_tokens] each unless noted */
-	int32_t *tokens, *positions, *slots, *q_start, *q_len, *kv_len, *rows;
-	int32_t *tables;      /* [max_tokens, max_blocks] */
-	int max_blocks;
-	int *step_seq;        /* [max_tokens]: engine index of each sequence in the step */
-	float *logits;        /* [max_tokens, vocab] */
-	void *sample_work;
+	step_scratch w;
 };
 
 static int alloc_scratch(node_engine *e)
 {
-	int T = e->m->opts.max_tokens, V = e->m->shard.vocab;
+	size_t T = e->m->opts.max_tokens, R = e->m->opts.max_rows, V = e->m->cfg.vocab_size;
+	step_scratch *w = &e->w;
 	e->max_blocks = kv_blocks_for(e->pool, e->m->cfg.max_pos);
-	int32_t **arr[] = {&e->tokens, &e->positions, &e->slots, &e->q_start, &e->q_len, &e->kv_len,
-			   &e->rows};
-	for (size_t i = 0; i < sizeof arr / sizeof arr[0]; i++)
-		if (!(*arr[i] = malloc(sizeof(int32_t) * T)))
+	int32_t **i32[] = {&w->tokens, &w->positions, &w->slots, &w->q_start, &w->q_len, &w->kv_len,
+			   &w->rows, &w->sample_rows, &w->sampled};
+	for (size_t i = 0; i < sizeof i32 / sizeof i32[0]; i++)
+		if (!(*i32[i] = malloc(sizeof(int32_t) * T)))
 			return SL_ENOMEM;
-	e->tables = malloc(sizeof(int32_t) * (size_t)T * e->max_blocks);
-	e->step_seq = malloc(sizeof(int) * T);
-	e->logits = malloc(sizeof(float) * (size_t)T * V);
-	e->sample_work = malloc(kern_sample_work_bytes(V));
-	return (e->tables && e->step_seq && e->logits && e->sample_work) ? SL_OK : SL_ENOMEM;
+	w->micro_seq0 = malloc(sizeof(int32_t) * (T + 1));
+	w->tables = malloc(sizeof(int32_t) * T * e->max_blocks);
+	w->seq_of = malloc(sizeof(int) * T);
+	w->sample_of = malloc(sizeof(int) * T);
+	w->sampling = malloc(sizeof(kern_sample_params) * T);
+	w->sample_pos = malloc(sizeof(int64_t) * T);
+	w->logits = malloc(sizeof(float) * R * V);
+	return (w->micro_seq0 && w->tables && w->seq_of && w->sample_of && w->sampling &&
+		w->sample_pos && w->logits) ? SL_OK : SL_ENOMEM;
+}
+
+static void free_scratch(step_scratch *w)
+{
+	void *all[] = {w->tokens, w->positions, w->slots, w->q_start, w->q_len, w->kv_len, w->rows,
+		       w->sample_rows, w->sampled, w->micro_seq0, w->tables, w->seq_of,
+		       w->sample_of, w->sampling, w->sample_pos, w->logits};
+	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+		free(all[i]);
 }
 
 int node_engine_create(model *m, node_engine **out, char *err, size_t errlen)
 {
-	if (m->shard.tp != 1 || m->shard.pp != 1)
-		return sl_errf(err, errlen, SL_ENOTSUP, "the local engine runs tp=1 pp=1 only");
 	node_engine *e = calloc(1, sizeof *e);
 	if (!e)
 		return sl_errf(err, errlen, SL_ENOMEM, "out of memory");
@@ -82,10 +106,9 @@ void node_engine_destroy(node_engine *e)
 			free(e->seqs[i].tokens);
 		}
 	free(e->seqs);
+	free(e->order);
 	kv_pool_destroy(e->pool);
-	free(e->tokens), free(e->positions), free(e->slots), free(e->q_start), free(e->q_len);
-	free(e->kv_len), free(e->rows), free(e->tables), free(e->step_seq), free(e->logits);
-	free(e->sample_work);
+	free_scratch(&e->w);
 	free(e);
 }
 
@@ -138,6 +161,10 @@ static seq *new_slot(node_engine *e)
 		if (!ns)
 			return NULL;
 		e->seqs = ns;
+		int *no = realloc(e->order, sizeof(int) * cap);
+		if (!no)
+			return NULL;
+		e->order = no;
 		e->cap_seqs = cap;
 	}
 	return &e->seqs[e->n_seqs++];
@@ -167,54 +194,131 @@ int node_engine_add(node_engine *e, const node_request *r, int *id, char *err, s
 
 /* Running sequences in arrival (id) order: FIFO, so a sequence never waits
  * behind one that came later. */
-static int running_in_order(node_engine *e, int *order)
+static int running_in_order(node_engine *e)
 {
 	int n = 0;
 	for (int i = 0; i < e->n_seqs; i++) {
 		if (!e->seqs[i].used || e->seqs[i].state != SEQ_RUNNING)
 			continue;
 		int j = n++;
-		while (j > 0 && e->seqs[order[j - 1]].id > e->seqs[i].id) {
-			order[j] = order[j - 1];
+		while (j > 0 && e->seqs[e->order[j - 1]].id > e->seqs[i].id) {
+			e->order[j] = e->order[j - 1];
 			j--;
 		}
-		order[j] = i;
+		e->order[j] = i;
 	}
 	return n;
 }
 
-/* Add `take` tokens of sequence s (engine index si) as step sequence ns. */
-static void plan_seq(node_engine *e, int si, int take, int ns, int *n_tok, int *n_rows,
-		     int *sample_row)
+/* Pick (sequence, token count) pairs in FIFO order under the token and
+ * logits-row budgets, reserving KV blocks; returns how many were picked. */
+static int choose(node_engine *e, int n_run, int *take, char *err, size_t errlen, int *rc)
 {
-	seq *s = &e->seqs[si];
-	int bt = kv_pool_block_tokens(e->pool), t0 = *n_tok;
-	e->q_start[ns] = t0;
-	e->q_len[ns] = take;
-	e->kv_len[ns] = s->n_cached + take;
-	memcpy(e->tables + (size_t)ns * e->max_blocks, s->kv.blocks, sizeof(int32_t) * s->kv.n);
-	for (int i = 0; i < take; i++) {
-		int p = s->n_cached + i;
-		e->tokens[t0 + i] = s->tokens[p];
-		e->positions[t0 + i] = p;
-		e->slots[t0 + i] = s->kv.blocks[p / bt] * bt + p % bt;
-		/* a row's logits are wanted for prompt logits or to sample */
-		int want_prompt = s->req.prompt_logits && p < s->req.n_prompt;
-		int last = p == s->n_tokens - 1;
-		if (want_prompt || last) {
-			if (last)
-				*sample_row = *n_rows;
-			e->rows[(*n_rows)++] = t0 + i;
+	int T = e->m->opts.max_tokens, R = e->m->opts.max_rows, n_tok = 0, n_rows = 0, ns = 0;
+	*rc = SL_OK;
+	for (int k = 0; k < n_run && n_tok < T && n_rows < R; k++) {
+		seq *s = &e->seqs[e->order[k]];
+		int t = s->n_tokens - s->n_cached;
+		t = t < T - n_tok ? t : T - n_tok;
+		/* with prompt logits every prompt row is a logits row */
+		int rows = s->req.prompt_logits ? t : 1;
+		if (rows > R - n_rows)
+			t = R - n_rows, rows = t;
+		if (kv_table_reserve(e->pool, &s->kv, s->n_cached + t)) {
+			if (ns == 0)
+				*rc = sl_errf(err, errlen, SL_ENOMEM,
+					      "KV pool exhausted (%d blocks); raise --kv-blocks",
+					      kv_pool_blocks(e->pool));
+			break;
 		}
+		e->w.seq_of[ns] = e->order[k];
+		take[ns++] = t;
+		n_tok += t;
+		n_rows += rows;
 	}
-	e->step_seq[ns] = si;
-	*n_tok += take;
+	return ns;
 }
 
-static int finish_seq(node_engine *e, seq *s, const float *logits)
+/* Fill step sequence k with `take` tokens of its sequence. */
+static void fill_seq(node_engine *e, node_plan *p, int k, int take, int stride)
 {
-	int V = e->m->cfg.vocab_size;
-	int32_t t = kern_sample_cpu(logits, V, &s->req.sampling, (uint64_t)s->n_tokens, e->sample_work);
+	step_scratch *w = &e->w;
+	seq *s = &e->seqs[w->seq_of[k]];
+	kern_paged_batch *b = &p->b;
+	int bt = kv_pool_block_tokens(e->pool), t0 = b->n_tokens;
+	w->q_start[k] = t0;
+	w->q_len[k] = take;
+	w->kv_len[k] = s->n_cached + take;
+	memcpy(w->tables + (size_t)k * stride, s->kv.blocks, sizeof(int32_t) * s->kv.n);
+	for (int j = s->kv.n; j < stride; j++)
+		w->tables[(size_t)k * stride + j] = 0;
+	w->sample_of[k] = -1;
+	for (int i = 0; i < take; i++) {
+		int pos = s->n_cached + i;
+		w->tokens[t0 + i] = s->tokens[pos];
+		w->positions[t0 + i] = pos;
+		w->slots[t0 + i] = s->kv.blocks[pos / bt] * bt + pos % bt;
+		int last = pos == s->n_tokens - 1;
+		if ((s->req.prompt_logits && pos < s->req.n_prompt) || last) {
+			if (last) {
+				w->sample_of[k] = p->n_sample;
+				w->sample_rows[p->n_sample] = p->n_rows;
+				w->sampling[p->n_sample] = s->req.sampling;
+				w->sample_pos[p->n_sample++] = s->n_tokens;
+			}
+			w->rows[p->n_rows++] = t0 + i;
+		}
+	}
+	b->n_tokens += take;
+	b->max_q_len = take > b->max_q_len ? take : b->max_q_len;
+	b->max_kv_len = w->kv_len[k] > b->max_kv_len ? w->kv_len[k] : b->max_kv_len;
+}
+
+/* Split ns sequences into up to `parts` contiguous micro-batches of about
+ * equal token counts, so pipeline stages can overlap. */
+static int split_micro(node_engine *e, int ns, int n_tok, int parts)
+{
+	int32_t *cut = e->w.micro_seq0;
+	int n = 0, acc = 0;
+	parts = parts < ns ? parts : ns;
+	cut[n++] = 0;
+	for (int k = 0; k < ns - 1 && n < parts; k++) {
+		acc += e->w.q_len[k];
+		if ((long)acc * parts >= (long)n_tok * n)
+			cut[n++] = k + 1;
+	}
+	cut[n] = ns;
+	return n;
+}
+
+static int build_plan(node_engine *e, node_plan *p, int ns, const int *take)
+{
+	step_scratch *w = &e->w;
+	int stride = 1;
+	for (int k = 0; k < ns; k++) {
+		int nb = e->seqs[w->seq_of[k]].kv.n;
+		stride = nb > stride ? nb : stride;
+	}
+	*p = (node_plan){.cmd = NODE_PLAN_STEP, .rows = w->rows, .sample_rows = w->sample_rows,
+			 .sampling = w->sampling, .sample_pos = w->sample_pos,
+			 .micro_seq0 = w->micro_seq0};
+	p->b = (kern_paged_batch){.tokens = w->tokens, .positions = w->positions, .slots = w->slots,
+				  .q_start = w->q_start, .q_len = w->q_len, .kv_len = w->kv_len,
+				  .block_tables = w->tables, .max_blocks = stride, .n_seqs = ns,
+				  .block_tokens = kv_pool_block_tokens(e->pool)};
+	int prefill = 0;
+	for (int k = 0; k < ns; k++) {
+		seq *s = &e->seqs[w->seq_of[k]];
+		prefill |= take[k] > 1 || s->n_cached < s->req.n_prompt;
+		p->want_logits |= s->req.prompt_logits != NULL;
+		fill_seq(e, p, k, take[k], stride);
+	}
+	p->n_micro = split_micro(e, ns, p->b.n_tokens, e->m->shard.pp);
+	return prefill;
+}
+
+static int finish_seq(node_engine *e, seq *s, int32_t t)
+{
 	if (push_token(s, t))
 		return SL_ENOMEM;
 	s->n_generated++;
@@ -227,76 +331,50 @@ static int finish_seq(node_engine *e, seq *s, const float *logits)
 	return SL_OK;
 }
 
-/* After the forward pass: prompt logits out, cache counts up, samples in. */
-static int apply_step(node_engine *e, int ns, const int *sample_rows, const int *row_base)
+/* After the step: prompt logits out, cache counts up, sampled tokens in. */
+static int apply_step(node_engine *e, const node_plan *p)
 {
-	int V = e->m->cfg.vocab_size;
-	for (int k = 0; k < ns; k++) {
-		seq *s = &e->seqs[e->step_seq[k]];
-		if (s->req.prompt_logits)
-			for (int i = 0; i < e->q_len[k]; i++) {
-				int p = s->n_cached + i;
-				if (p < s->req.n_prompt)
-					memcpy(s->req.prompt_logits + (size_t)p * V,
-					       e->logits + (size_t)(row_base[k] + i) * V, sizeof(float) * V);
-			}
-		s->n_cached += e->q_len[k];
-		if (sample_rows[k] >= 0) {
-			int rc = finish_seq(e, s, e->logits + (size_t)sample_rows[k] * V);
-			if (rc)
-				return rc;
+	step_scratch *w = &e->w;
+	int V = e->m->cfg.vocab_size, row = 0;
+	for (int k = 0; k < p->b.n_seqs; k++) {
+		seq *s = &e->seqs[w->seq_of[k]];
+		for (int i = 0; i < w->q_len[k]; i++) {
+			int pos = s->n_cached + i;
+			while (row < p->n_rows && w->rows[row] < w->q_start[k] + i)
+				row++;
+			if (s->req.prompt_logits && pos < s->req.n_prompt)
+				memcpy(s->req.prompt_logits + (size_t)pos * V,
+				       w->logits + (size_t)row * V, sizeof(float) * V);
 		}
+		s->n_cached += w->q_len[k];
+		if (w->sample_of[k] >= 0 && finish_seq(e, s, w->sampled[w->sample_of[k]]))
+			return SL_ENOMEM;
 	}
 	return SL_OK;
 }
 
 int node_engine_step(node_engine *e, int *n_active, char *err, size_t errlen)
 {
-	int T = e->m->opts.max_tokens;
-	int order[e->n_seqs > 0 ? e->n_seqs : 1], sample_rows[T], row_base[T];
-	int n_run = running_in_order(e, order), n_tok = 0, ns = 0, n_rows = 0, prefill = 0;
-	int max_q = 0, max_kv = 0;
-	for (int k = 0; k < n_run && n_tok < T; k++) {
-		seq *s = &e->seqs[order[k]];
-		int take = s->n_tokens - s->n_cached;
-		if (take > T - n_tok)
-			take = T - n_tok;
-		if (kv_table_reserve(e->pool, &s->kv, s->n_cached + take)) {
-			if (ns > 0)
-				break;
-			return sl_errf(err, errlen, SL_ENOMEM, "KV pool exhausted (%d blocks); raise --kv-blocks",
-				       kv_pool_blocks(e->pool));
-		}
-		sample_rows[ns] = -1;
-		row_base[ns] = n_rows;
-		prefill |= take > 1 || s->n_cached < s->req.n_prompt;
-		plan_seq(e, order[k], take, ns, &n_tok, &n_rows, &sample_rows[ns]);
-		max_q = take > max_q ? take : max_q;
-		max_kv = e->kv_len[ns] > max_kv ? e->kv_len[ns] : max_kv;
-		ns++;
-	}
+	int take[e->m->opts.max_tokens], rc;
+	int n_run = running_in_order(e);
+	int ns = choose(e, n_run, take, err, errlen, &rc);
 	*n_active = n_run;
-	if (ns == 0)
-		return SL_OK;
-	kern_paged_batch b = {
-		.n_tokens = n_tok, .n_seqs = ns, .tokens = e->tokens, .positions = e->positions,
-		.slots = e->slots, .q_start = e->q_start, .q_len = e->q_len, .kv_len = e->kv_len,
-		.block_tables = e->tables, .max_blocks = e->max_blocks,
-		.block_tokens = kv_pool_block_tokens(e->pool), .max_q_len = max_q, .max_kv_len = max_kv,
-	};
-	double t0 = sl_now();
-	int rc = model_forward(e->m, &b, e->rows, n_rows, e->logits, err, errlen);
-	if (rc)
+	if (rc || ns == 0)
 		return rc;
-	if ((rc = apply_step(e, ns, sample_rows, row_base)))
+	node_plan p;
+	int prefill = build_plan(e, &p, ns, take);
+	double t0 = sl_now();
+	if ((rc = node_step_lead(e->m, &p, e->w.sampled, e->w.logits, err, errlen)))
+		return rc;
+	if ((rc = apply_step(e, &p)))
 		return sl_errf(err, errlen, rc, "out of memory");
 	double dt = sl_now() - t0;
 	e->stats.steps++;
 	if (prefill)
-		e->stats.prefill_s += dt, e->stats.prefill_tokens += n_tok;
+		e->stats.prefill_s += dt, e->stats.prefill_tokens += p.b.n_tokens;
 	else
-		e->stats.decode_s += dt, e->stats.decode_tokens += n_tok, e->stats.decode_steps++;
-	*n_active = running_in_order(e, order);
+		e->stats.decode_s += dt, e->stats.decode_tokens += p.b.n_tokens, e->stats.decode_steps++;
+	*n_active = running_in_order(e);
 	return SL_OK;
 }
 

@@ -10,8 +10,11 @@
 #include <string.h>
 
 #include "args.h"
+#include "comm.h"
 #include "engine.h"
+#include "group.h"
 #include "sl.h"
+#include "step.h"
 
 #define MAX_PROMPTS 256
 
@@ -25,6 +28,7 @@ typedef struct node_args {
 	long top_k;
 	uint64_t seed;
 	int ignore_eos;
+	long tp, pp;            /* 0: not given */
 } node_args;
 
 static void usage(FILE *f)
@@ -34,6 +38,7 @@ static void usage(FILE *f)
 		"                      [--max-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
 		"                      [--seed S] [--ignore-eos] [--device cpu]\n"
 		"                      [--max-step-tokens N] [--kv-blocks N] [--block-tokens N]\n"
+		"       mpirun -np N shardline-node --tp T --pp P --model DIR ... (T x P = N)\n"
 		"Prints the generated ids of each prompt on its own stdout line; logs and\n"
 		"timings go to stderr. Several --prompt-ids run together in one batch.\n"
 		"Defaults: --max-tokens 32, greedy (--temperature 0), --top-k 0 (off),\n"
@@ -48,7 +53,7 @@ static int parse_args(int argc, char **argv, node_args *a, char *err, size_t err
 		{"temperature", 1, 0, 't'}, {"top-k", 1, 0, 'k'}, {"top-p", 1, 0, 'P'},
 		{"seed", 1, 0, 's'}, {"device", 1, 0, 'd'}, {"max-step-tokens", 1, 0, 'T'},
 		{"kv-blocks", 1, 0, 'B'}, {"block-tokens", 1, 0, 'b'}, {"ignore-eos", 0, 0, 'i'},
-		{"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+		{"tp", 1, 0, 'x'}, {"pp", 1, 0, 'y'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	*a = (node_args){.device = "cpu", .max_tokens = 32, .max_step_tokens = 2048,
 			 .block_tokens = 16, .top_p = 1.0};
 	int c, rc = 0;
@@ -70,6 +75,8 @@ static int parse_args(int argc, char **argv, node_args *a, char *err, size_t err
 		case 'B': rc = sl_parse_int("--kv-blocks", optarg, 1, 1 << 24, &a->kv_blocks, err, errlen); break;
 		case 'b': rc = sl_parse_int("--block-tokens", optarg, 1, 1024, &a->block_tokens, err, errlen); break;
 		case 'i': a->ignore_eos = 1; break;
+		case 'x': rc = sl_parse_int("--tp", optarg, 1, 4096, &a->tp, err, errlen); break;
+		case 'y': rc = sl_parse_int("--pp", optarg, 1, 4096, &a->pp, err, errlen); break;
 		case 'h': usage(stdout); exit(0);
 		default: return sl_errf(err, errlen, SL_EINVAL, "unknown option (see --help)");
 		}
@@ -146,32 +153,43 @@ static long default_kv_blocks(const node_args *a)
 	return blocks > 0 ? blocks : 1;
 }
 
+/* Leader: run the prompts, then release the workers whatever happened. */
+static int lead(node_args *a, node_group *g, char *err, size_t errlen)
+{
+	node_engine *e = NULL;
+	int rc = node_engine_create(g->m, &e, err, errlen);
+	if (!rc)
+		rc = run(a, e, g->m, err, errlen);
+	node_engine_destroy(e);
+	node_step_stop(g->m);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	char err[SL_ERRLEN] = "";
 	node_args a;
-	node_backend *be = NULL;
-	model *m = NULL;
-	node_engine *e = NULL;
-	sl_log_set_role("node", 0, 1);
+	node_group g = {0};
 	int rc = parse_args(argc, argv, &a, err, sizeof err);
-	if (!rc && !(rc = node_backend_cpu_create(&be))) {
-		model_opts o = {.tp = 1, .pp = 1, .max_tokens = (int)a.max_step_tokens,
-				.block_tokens = (int)a.block_tokens,
-				.n_kv_blocks = (int)(a.kv_blocks ? a.kv_blocks : default_kv_blocks(&a))};
-		rc = model_create(a.model_dir, be, &o, &m, err, sizeof err);
-	}
-	if (!rc)
-		rc = node_engine_create(m, &e, err, sizeof err);
-	if (!rc)
-		rc = run(&a, e, m, err, sizeof err);
 	if (rc) {
-		fprintf(stderr, "shardline-node: %s\n", err[0] ? err : "failed");
-		if (rc == SL_EINVAL && !m)
+		fprintf(stderr, "shardline-node: %s\n", err);
+		if (rc == SL_EINVAL)
 			usage(stderr);
+		return 1;
 	}
-	node_engine_destroy(e);
-	model_destroy(m);
-	node_backend_destroy(be);
+	node_group_opts o = {.model_dir = a.model_dir, .tp = (int)a.tp, .pp = (int)a.pp,
+			     .max_tokens = (int)a.max_step_tokens, .block_tokens = (int)a.block_tokens,
+			     .n_kv_blocks = (int)(a.kv_blocks ? a.kv_blocks : default_kv_blocks(&a))};
+	rc = node_group_open(&argc, &argv, &o, &g, err, sizeof err);
+	if (rc) { /* every rank failed setup together: one report, clean exit */
+		if (g.rank == 0)
+			fprintf(stderr, "shardline-node: %s\n", err);
+		node_group_close(&g, 0);
+		return 1;
+	}
+	rc = g.rank == 0 ? lead(&a, &g, err, sizeof err) : node_worker_loop(g.m, err, sizeof err);
+	if (rc)
+		fprintf(stderr, "shardline-node: rank %d: %s\n", g.rank, err[0] ? err : "failed");
+	node_group_close(&g, rc);
 	return rc ? 1 : 0;
 }

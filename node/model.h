@@ -40,14 +40,17 @@ typedef struct model_arena {
 	void *proj;    /* [max_tokens, dim] act: wo / w2 output */
 	void *gate_up; /* [max_tokens, 2 * hidden] act */
 	void *hb;      /* [max_tokens, hidden] act */
-	void *lm_in;   /* [max_tokens, dim] act: rows whose logits are wanted */
-	float *logits; /* [max_tokens, vocab_local] fp32 */
+	void *lm_in;   /* [max_rows, dim] act: rows whose logits are wanted */
+	float *logits; /* [max_rows, vocab] fp32, full vocabulary */
+	float *logits_local;  /* [max_rows, vocab_padded / tp] fp32 (tp > 1) */
+	float *logits_gather; /* [tp, max_rows, vocab_padded / tp] fp32 (tp > 1) */
 	float *inv_freq; /* [head_dim / 2] fp32, backend memory */
 } model_arena;
 
 typedef struct model_opts {
 	int tp, tp_rank, pp, pp_rank;
 	int max_tokens;     /* step token budget: the arena is sized for it */
+	int max_rows;       /* logits rows per step (0: max_tokens) */
 	int n_kv_blocks;    /* KV pool size (blocks) */
 	int block_tokens;   /* tokens per KV block */
 } model_opts;
@@ -57,6 +60,8 @@ typedef struct model {
 	par_shard shard;
 	model_opts opts;
 	node_backend *be;   /* not owned */
+	struct par_comm *comm; /* not owned; NULL when this rank is the whole group */
+	kern_paged_batch batch; /* the step's batch in backend memory (model_set_batch) */
 	model_weights w;
 	model_arena a;
 	void **k_cache, **v_cache; /* [shard.n_layers] each [blocks][kv_local][block_tokens][head_dim] */
@@ -69,11 +74,15 @@ int model_create(const char *dir, node_backend *be, const model_opts *opts, mode
 		 char *err, size_t errlen);
 void model_destroy(model *m);
 
-/* Run one step over batch b (host arrays). Logits (fp32, this rank's
- * vocabulary slice) are computed for the n_logits flat token rows in
- * logit_rows and copied to logits_out [n_logits, shard.vocab] when that is
- * not NULL. */
-int model_forward(model *m, const kern_paged_batch *b, const int32_t *logit_rows, int n_logits,
-		  float *logits_out, char *err, size_t errlen);
+/* The forward pass in stage pieces (see model.c); step.c runs them.
+ * model_set_batch copies a host batch into backend memory; model_embed
+ * (first stage) fills the residual x; model_layers runs this stage's
+ * layers, leaving x (and, on the last stage, xb = final_norm(x));
+ * model_lm_head writes full-vocabulary logits of `rows` (host indices into
+ * the batch) to rows [row0, row0 + n_rows) of a.logits. */
+int model_set_batch(model *m, const kern_paged_batch *host, char *err, size_t errlen);
+int model_embed(model *m);
+int model_layers(model *m);
+int model_lm_head(model *m, const int32_t *rows, int n_rows, int row0);
 
 #endif

@@ -191,8 +191,14 @@ static int alloc_arena(model *m, char *err, size_t errlen)
 	TRY(alloc_buf(m, T * c->dim * e, &a->proj, err, errlen));
 	TRY(alloc_buf(m, T * 2 * s->hidden * e, &a->gate_up, err, errlen));
 	TRY(alloc_buf(m, T * s->hidden * e, &a->hb, err, errlen));
-	TRY(alloc_buf(m, T * c->dim * e, &a->lm_in, err, errlen));
-	TRY(alloc_buf(m, T * s->vocab * sizeof(float), (void **)&a->logits, err, errlen));
+	size_t R = m->opts.max_rows, per = s->vocab_padded / s->tp;
+	TRY(alloc_buf(m, R * c->dim * e, &a->lm_in, err, errlen));
+	TRY(alloc_buf(m, R * c->vocab_size * sizeof(float), (void **)&a->logits, err, errlen));
+	if (s->tp > 1) {
+		TRY(alloc_buf(m, R * per * sizeof(float), (void **)&a->logits_local, err, errlen));
+		TRY(alloc_buf(m, R * per * s->tp * sizeof(float), (void **)&a->logits_gather, err,
+			      errlen));
+	}
 	TRY(alloc_buf(m, hd / 2 * sizeof(float), (void **)&a->inv_freq, err, errlen));
 	float inv[hd / 2 > 0 ? hd / 2 : 1];
 	kern_rope_params rp = {c->rope_theta, c->rope == ROPE_LLAMA3, c->rope_factor,
@@ -224,6 +230,8 @@ int model_create(const char *dir, node_backend *be, const model_opts *opts, mode
 		return sl_errf(err, errlen, SL_ENOMEM, "out of host memory");
 	m->be = be;
 	m->opts = *opts;
+	if (m->opts.max_rows <= 0 || m->opts.max_rows > m->opts.max_tokens)
+		m->opts.max_rows = m->opts.max_tokens;
 	sl_st_set *st = NULL;
 	int rc = open_checkpoint(m, dir, &st, err, errlen);
 	if (!rc)
@@ -266,5 +274,6 @@ void model_destroy(model *m)
 	model_arena *a = &m->a;
 	fr(be, a->x), fr(be, a->xb), fr(be, a->qkv), fr(be, a->att), fr(be, a->proj);
 	fr(be, a->gate_up), fr(be, a->hb), fr(be, a->lm_in), fr(be, a->logits), fr(be, a->inv_freq);
+	fr(be, a->logits_local), fr(be, a->logits_gather);
 	free(m);
 }

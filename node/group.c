@@ -1,0 +1,80 @@
+/*
+ * group.c — node group start-up and shutdown (see group.h).
+ */
+#include "group.h"
+
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "sl.h"
+
+int node_group_under_mpi(void)
+{
+	return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_SIZE");
+}
+
+static int open_shard(const node_group_opts *o, node_group *g, int tp, int pp, char *err,
+		      size_t errlen)
+{
+	int rc = SL_OK;
+	if (g->mpi)
+		rc = par_comm_create_mpi(tp, pp, &g->comm, err, errlen);
+	if (!rc)
+		rc = node_backend_cpu_create(&g->be);
+	if (rc)
+		return rc;
+	model_opts mo = {.tp = tp, .pp = pp, .tp_rank = g->rank % tp, .pp_rank = g->rank / tp,
+			 .max_tokens = o->max_tokens, .max_rows = o->max_rows,
+			 .block_tokens = o->block_tokens, .n_kv_blocks = o->n_kv_blocks};
+	rc = model_create(o->model_dir, g->be, &mo, &g->m, err, errlen);
+	if (!rc)
+		g->m->comm = g->comm;
+	return rc;
+}
+
+int node_group_open(int *argc, char ***argv, const node_group_opts *o, node_group *g, char *err,
+		    size_t errlen)
+{
+	g->world = 1;
+	int inited = 0;
+	MPI_Initialized(&inited);
+	if (inited || node_group_under_mpi()) {
+		if (!inited && MPI_Init(argc, argv) != MPI_SUCCESS)
+			return sl_errf(err, errlen, SL_ECOMM, "MPI_Init failed");
+		g->mpi = 1;
+		g->own_mpi = !inited;
+		MPI_Comm_rank(MPI_COMM_WORLD, &g->rank);
+		MPI_Comm_size(MPI_COMM_WORLD, &g->world);
+	}
+	sl_log_set_role("node", g->rank, g->world);
+	int pp = o->pp ? o->pp : 1, tp = o->tp ? o->tp : g->world / pp;
+	int rc = SL_OK;
+	if (tp * pp != g->world)
+		rc = sl_errf(err, errlen, SL_EINVAL, "--tp %d x --pp %d must equal the number of ranks (%d)",
+			     tp, pp, g->world);
+	if (!rc)
+		rc = open_shard(o, g, tp, pp, err, errlen);
+	if (g->mpi) { /* every rank learns whether all of them are ready */
+		int mine = rc ? 1 : 0, any = 0;
+		MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+		if (any && !rc)
+			rc = sl_errf(err, errlen, SL_EINVAL, "another rank failed to start");
+		if (rc && g->rank != 0 && !strstr(err, "another rank"))
+			SL_ERROR("start", "%s", err); /* rank 0 reports the common case */
+	}
+	return rc;
+}
+
+void node_group_close(node_group *g, int failed)
+{
+	model_destroy(g->m);
+	node_backend_destroy(g->be);
+	par_comm_destroy(g->comm);
+	if (g->mpi && failed && g->rank != 0)
+		MPI_Abort(MPI_COMM_WORLD, 1);
+	if (g->own_mpi)
+		MPI_Finalize();
+	g->m = NULL, g->be = NULL, g->comm = NULL;
+}

@@ -1,0 +1,36 @@
+/*
+ * group.h — joining a node group: MPI start-up when launched by mpirun
+ * (none otherwise), the communicator, this rank's backend and model shard.
+ * Setup succeeds or fails on every rank together, so a rank that cannot
+ * load its shard never leaves the others waiting for plans.
+ */
+#ifndef NODE_GROUP_H
+#define NODE_GROUP_H
+
+#include <stddef.h>
+
+#include "model.h"
+
+typedef struct node_group_opts {
+	const char *model_dir;
+	int tp, pp;              /* 0: tp = world size / pp, pp = 1 */
+	int max_tokens, max_rows, block_tokens, n_kv_blocks;
+} node_group_opts;
+
+typedef struct node_group {
+	int rank, world;
+	int mpi, own_mpi;        /* running under MPI; MPI_Init was called here */
+	struct par_comm *comm;
+	node_backend *be;
+	model *m;
+} node_group;
+
+/* Launched under mpirun when its environment says so. */
+int node_group_under_mpi(void);
+int node_group_open(int *argc, char ***argv, const node_group_opts *o, node_group *g, char *err,
+		    size_t errlen);
+/* failed: this rank is leaving on an error (MPI then aborts the group
+ * rather than finalise, because the others may be blocked on it). */
+void node_group_close(node_group *g, int failed);
+
+#endif

@@ -1,0 +1,146 @@
+/*
+ * plan.c — packing and checked unpacking of step plans. Layout: a fixed
+ * int32 header, then int32 arrays, then (8-byte aligned) int64 positions
+ * and sampling parameters. All ranks of a group run the same build, so
+ * structs travel as bytes.
+ */
+#include "plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "sl.h"
+
+#define PLAN_MAGIC 0x534c504e /* "SLPN" */
+
+enum { H_MAGIC, H_CMD, H_WANT, H_NTOK, H_NSEQ, H_MAXB, H_BT, H_MAXQ, H_MAXKV, H_NROWS,
+       H_NSAMPLE, H_NMICRO, H_LEN };
+
+static size_t align8(size_t n) { return (n + 7) & ~(size_t)7; }
+
+/* Sizes of the int32 part and the whole message for given counts. */
+static size_t i32_count(const int32_t *h)
+{
+	return (size_t)H_LEN + 3 * (size_t)h[H_NTOK] + 3 * (size_t)h[H_NSEQ] +
+	       (size_t)h[H_NSEQ] * h[H_MAXB] + h[H_NROWS] + h[H_NSAMPLE] + h[H_NMICRO] + 1;
+}
+
+static size_t total_bytes(const int32_t *h)
+{
+	return align8(4 * i32_count(h)) + (size_t)h[H_NSAMPLE] * (8 + sizeof(kern_sample_params));
+}
+
+static int32_t *put(int32_t *dst, const int32_t *src, size_t n)
+{
+	if (n)
+		memcpy(dst, src, 4 * n);
+	return dst + n;
+}
+
+int node_plan_pack(const node_plan *p, void **buf, size_t *cap, size_t *bytes)
+{
+	const kern_paged_batch *b = &p->b;
+	int32_t h[H_LEN] = {PLAN_MAGIC, p->cmd, p->want_logits, b->n_tokens, b->n_seqs, b->max_blocks,
+			    b->block_tokens, b->max_q_len, b->max_kv_len, p->n_rows, p->n_sample,
+			    p->n_micro};
+	if (p->cmd == NODE_PLAN_STOP)
+		for (int i = H_NTOK; i < H_LEN; i++)
+			h[i] = i == H_BT ? 1 : 0;
+	size_t n = total_bytes(h);
+	if (n > *cap) {
+		void *nb = realloc(*buf, n);
+		if (!nb)
+			return SL_ENOMEM;
+		*buf = nb;
+		*cap = n;
+	}
+	int32_t *o = put(*buf, h, H_LEN);
+	if (p->cmd == NODE_PLAN_STEP) {
+		o = put(o, b->tokens, b->n_tokens);
+		o = put(o, b->positions, b->n_tokens);
+		o = put(o, b->slots, b->n_tokens);
+		o = put(o, b->q_start, b->n_seqs);
+		o = put(o, b->q_len, b->n_seqs);
+		o = put(o, b->kv_len, b->n_seqs);
+		o = put(o, b->block_tables, (size_t)b->n_seqs * b->max_blocks);
+		o = put(o, p->rows, p->n_rows);
+		o = put(o, p->sample_rows, p->n_sample);
+		o = put(o, p->micro_seq0, p->n_micro + 1);
+		char *tail = (char *)*buf + align8(4 * i32_count(h));
+		memcpy(tail, p->sample_pos, 8 * (size_t)p->n_sample);
+		memcpy(tail + 8 * (size_t)p->n_sample, p->sampling,
+		       sizeof(kern_sample_params) * p->n_sample);
+	} else {
+		*o = 0; /* micro_seq0[0] */
+	}
+	*bytes = n;
+	return SL_OK;
+}
+
+static int check_header(const int32_t *h, size_t bytes, char *err, size_t errlen)
+{
+	if (bytes < 4 * H_LEN || h[H_MAGIC] != PLAN_MAGIC)
+		return sl_errf(err, errlen, SL_EINVAL, "step plan: bad magic or short message");
+	for (int i = H_NTOK; i < H_LEN; i++)
+		if (h[i] < 0 || h[i] > (1 << 24))
+			return sl_errf(err, errlen, SL_EINVAL, "step plan: header field %d is %d", i, h[i]);
+	if (h[H_BT] < 1 || (long)h[H_NSEQ] * h[H_MAXB] > (1 << 26) || total_bytes(h) != bytes)
+		return sl_errf(err, errlen, SL_EINVAL, "step plan: %zu bytes do not match its counts",
+			       bytes);
+	return SL_OK;
+}
+
+/* Cross-field checks, so a rank never indexes past an array. */
+static int check_indices(const node_plan *p, char *err, size_t errlen)
+{
+	const kern_paged_batch *b = &p->b;
+	for (int s = 0; s < b->n_seqs; s++)
+		if (b->q_start[s] < 0 || b->q_len[s] < 1 || b->q_start[s] + b->q_len[s] > b->n_tokens ||
+		    b->kv_len[s] < b->q_len[s])
+			return sl_errf(err, errlen, SL_EINVAL, "step plan: sequence %d out of range", s);
+	for (int r = 0; r < p->n_rows; r++)
+		if (p->rows[r] < 0 || p->rows[r] >= b->n_tokens || (r && p->rows[r] <= p->rows[r - 1]))
+			return sl_errf(err, errlen, SL_EINVAL, "step plan: bad logits row %d", r);
+	for (int k = 0; k < p->n_sample; k++)
+		if (p->sample_rows[k] < 0 || p->sample_rows[k] >= p->n_rows)
+			return sl_errf(err, errlen, SL_EINVAL, "step plan: bad sample row %d", k);
+	for (int k = 0; k <= p->n_micro; k++)
+		if (p->micro_seq0[k] < 0 || p->micro_seq0[k] > b->n_seqs ||
+		    (k && p->micro_seq0[k] <= p->micro_seq0[k - 1]))
+			return sl_errf(err, errlen, SL_EINVAL, "step plan: bad micro-batch %d", k);
+	if (p->cmd == NODE_PLAN_STEP && (p->n_micro < 1 || p->micro_seq0[p->n_micro] != b->n_seqs))
+		return sl_errf(err, errlen, SL_EINVAL, "step plan: micro-batches do not cover the batch");
+	return SL_OK;
+}
+
+int node_plan_unpack(const void *buf, size_t bytes, node_plan *p, char *err, size_t errlen)
+{
+	const int32_t *h = buf;
+	int rc = check_header(h, bytes, err, errlen);
+	if (rc)
+		return rc;
+	memset(p, 0, sizeof *p);
+	p->cmd = h[H_CMD];
+	p->want_logits = h[H_WANT];
+	kern_paged_batch *b = &p->b;
+	b->n_tokens = h[H_NTOK], b->n_seqs = h[H_NSEQ], b->max_blocks = h[H_MAXB];
+	b->block_tokens = h[H_BT], b->max_q_len = h[H_MAXQ], b->max_kv_len = h[H_MAXKV];
+	p->n_rows = h[H_NROWS], p->n_sample = h[H_NSAMPLE], p->n_micro = h[H_NMICRO];
+	const int32_t *i = h + H_LEN;
+	b->tokens = i, i += b->n_tokens;
+	b->positions = i, i += b->n_tokens;
+	b->slots = i, i += b->n_tokens;
+	b->q_start = i, i += b->n_seqs;
+	b->q_len = i, i += b->n_seqs;
+	b->kv_len = i, i += b->n_seqs;
+	b->block_tables = i, i += (size_t)b->n_seqs * b->max_blocks;
+	p->rows = i, i += p->n_rows;
+	p->sample_rows = i, i += p->n_sample;
+	p->micro_seq0 = i;
+	const char *tail = (const char *)buf + align8(4 * i32_count(h));
+	p->sample_pos = (const int64_t *)tail;
+	p->sampling = (const kern_sample_params *)(tail + 8 * (size_t)p->n_sample);
+	if (p->cmd != NODE_PLAN_STEP && p->cmd != NODE_PLAN_STOP)
+		return sl_errf(err, errlen, SL_EINVAL, "step plan: unknown command %d", p->cmd);
+	return check_indices(p, err, errlen);
+}

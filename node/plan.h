@@ -1,0 +1,40 @@
+/*
+ * plan.h — one step as the leader decides it, in a form every rank of the
+ * group can run: the flat token batch (tokens, positions, KV slots,
+ * per-sequence q_start/q_len/kv_len and block tables), which rows need
+ * logits, which of those to sample with what parameters, and how the
+ * sequences split into pipeline micro-batches. Packed into one buffer so
+ * the leader sends it to each rank as one message.
+ */
+#ifndef NODE_PLAN_H
+#define NODE_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "paged.h"
+#include "sampling.h"
+
+enum { NODE_PLAN_STEP = 1, NODE_PLAN_STOP = 2 };
+
+typedef struct node_plan {
+	int32_t cmd;
+	int32_t want_logits;          /* return every logits row to the leader */
+	kern_paged_batch b;           /* host arrays */
+	int32_t n_rows;
+	const int32_t *rows;          /* [n_rows] token indices, ascending, whose logits are computed */
+	int32_t n_sample;
+	const int32_t *sample_rows;   /* [n_sample] indices into rows to sample from */
+	const kern_sample_params *sampling; /* [n_sample] */
+	const int64_t *sample_pos;    /* [n_sample] position each sampled token will take */
+	int32_t n_micro;
+	const int32_t *micro_seq0;    /* [n_micro + 1] sequence boundaries of micro-batches */
+} node_plan;
+
+/* Serialise p into *buf (grown as needed). */
+int node_plan_pack(const node_plan *p, void **buf, size_t *cap, size_t *bytes);
+/* Parse a packed plan; p's pointers point into buf. Every count and
+ * index is checked against the message size and each other. */
+int node_plan_unpack(const void *buf, size_t bytes, node_plan *p, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,30 @@
+/*
+ * step.h — running one step plan across the node group.
+ *
+ * Every rank runs node_step_run on its shard: per micro-batch, the first
+ * stage embeds and the others receive the residual stream from the stage
+ * before; each stage runs its layers and passes x on; the last stage
+ * computes logits and its first tp rank samples and sends the tokens (and,
+ * when asked, the logits) back to the leader. Because a stage moves to
+ * the next micro-batch as soon as it has sent the last one on, the stages
+ * work on different micro-batches at once.
+ *
+ * The leader (world rank 0) calls node_step_lead, which sends the plan to
+ * every rank first; the other ranks sit in node_worker_loop.
+ */
+#ifndef NODE_STEP_H
+#define NODE_STEP_H
+
+#include "model.h"
+#include "plan.h"
+
+/* Leader: tokens_out gets n_sample ids; logits_out (when the plan wants
+ * logits and it is not NULL) gets [n_rows, vocab]. */
+int node_step_lead(model *m, const node_plan *p, int32_t *tokens_out, float *logits_out,
+		   char *err, size_t errlen);
+/* Non-leader ranks: run plans until the leader sends NODE_PLAN_STOP. */
+int node_worker_loop(model *m, char *err, size_t errlen);
+/* Leader: tell every worker to leave its loop. */
+int node_step_stop(model *m);
+
+#endif

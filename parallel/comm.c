@@ -1,0 +1,182 @@
+/*
+ * comm.c — the MPI side shared by both backends: group bootstrap (a tp
+ * sub-communicator per stage), host messages, and the MPI implementations
+ * of the collectives for host buffers. comm_nccl.c swaps in NCCL for the
+ * device-buffer operations.
+ */
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm_impl.h"
+#include "sl.h"
+
+#define MPI_TRY(call)                                                                    \
+	do {                                                                             \
+		int r_ = (call);                                                         \
+		if (r_ != MPI_SUCCESS) {                                                 \
+			char m_[MPI_MAX_ERROR_STRING];                                   \
+			int n_ = 0;                                                      \
+			MPI_Error_string(r_, m_, &n_);                                   \
+			sl_log(SL_LOG_ERROR, "mpi", "%s:%d: %s: %s", __FILE__, __LINE__, #call, m_); \
+			return SL_ECOMM;                                                 \
+		}                                                                        \
+	} while (0)
+
+#define TAG_PLAN 11
+#define TAG_ACT 12
+#define TAG_HOST 13
+
+static MPI_Datatype mpi_type(sl_dtype dt) { return dt == SL_DT_F32 ? MPI_FLOAT : MPI_DATATYPE_NULL; }
+
+static int mpi_allreduce(par_comm *c, void *buf, size_t count, sl_dtype dt)
+{
+	if (dt != SL_DT_F32)
+		return SL_ENOTSUP;
+	MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, c->tp_comm));
+	return SL_OK;
+}
+
+static int mpi_allgather(par_comm *c, const void *send, void *recv, size_t count, sl_dtype dt)
+{
+	if (dt != SL_DT_F32)
+		return SL_ENOTSUP;
+	MPI_TRY(MPI_Allgather(send, (int)count, MPI_FLOAT, recv, (int)count, MPI_FLOAT, c->tp_comm));
+	return SL_OK;
+}
+
+static int mpi_send_next(par_comm *c, const void *buf, size_t count, sl_dtype dt)
+{
+	MPI_TRY(MPI_Send(buf, (int)count, mpi_type(dt), c->rank + c->tp, TAG_ACT, MPI_COMM_WORLD));
+	return SL_OK;
+}
+
+static int mpi_recv_prev(par_comm *c, void *buf, size_t count, sl_dtype dt)
+{
+	MPI_TRY(MPI_Recv(buf, (int)count, mpi_type(dt), c->rank - c->tp, TAG_ACT, MPI_COMM_WORLD,
+			 MPI_STATUS_IGNORE));
+	return SL_OK;
+}
+
+static void mpi_destroy(par_comm *c) { (void)c; }
+
+static const par_comm_ops mpi_ops = {
+	.allreduce = mpi_allreduce,
+	.allgather = mpi_allgather,
+	.send_next = mpi_send_next,
+	.recv_prev = mpi_recv_prev,
+	.destroy = mpi_destroy,
+};
+
+int par_comm_init_common(par_comm *c, int tp, int pp, char *err, size_t errlen)
+{
+	MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &c->size);
+	if (tp < 1 || pp < 1 || tp * pp != c->size)
+		return sl_errf(err, errlen, SL_EINVAL,
+			       "--tp %d x --pp %d must equal the number of MPI ranks (%d)", tp, pp,
+			       c->size);
+	c->tp = tp;
+	c->pp = pp;
+	c->tp_rank = c->rank % tp;
+	c->pp_rank = c->rank / tp;
+	if (MPI_Comm_split(MPI_COMM_WORLD, c->pp_rank, c->tp_rank, &c->tp_comm) != MPI_SUCCESS)
+		return sl_errf(err, errlen, SL_ECOMM, "MPI_Comm_split failed");
+	return SL_OK;
+}
+
+int par_comm_create_mpi(int tp, int pp, par_comm **out, char *err, size_t errlen)
+{
+	par_comm *c = calloc(1, sizeof *c);
+	if (!c)
+		return sl_errf(err, errlen, SL_ENOMEM, "out of memory");
+	c->ops = &mpi_ops;
+	c->tp_comm = MPI_COMM_NULL;
+	int rc = par_comm_init_common(c, tp, pp, err, errlen);
+	if (rc) {
+		par_comm_destroy(c);
+		return rc;
+	}
+	*out = c;
+	return SL_OK;
+}
+
+void par_comm_destroy(par_comm *c)
+{
+	if (!c)
+		return;
+	c->ops->destroy(c);
+	if (c->tp_comm != MPI_COMM_NULL)
+		MPI_Comm_free(&c->tp_comm);
+	free(c);
+}
+
+int par_world_rank(const par_comm *c) { return c->rank; }
+int par_world_size(const par_comm *c) { return c->size; }
+int par_tp(const par_comm *c) { return c->tp; }
+int par_pp(const par_comm *c) { return c->pp; }
+double par_comm_seconds(const par_comm *c) { return c->seconds; }
+
+/* Each collective is timed so benchmarks can say where the step goes. */
+#define TIMED(expr) do { double t0_ = sl_now(); int rc_ = (expr); c->seconds += sl_now() - t0_; return rc_; } while (0)
+
+int par_tp_allreduce(par_comm *c, void *buf, size_t count, sl_dtype dt)
+{
+	if (c->tp == 1)
+		return SL_OK;
+	TIMED(c->ops->allreduce(c, buf, count, dt));
+}
+
+int par_tp_allgather(par_comm *c, const void *send, void *recv, size_t count, sl_dtype dt)
+{
+	TIMED(c->ops->allgather(c, send, recv, count, dt));
+}
+
+int par_send_next(par_comm *c, const void *buf, size_t count, sl_dtype dt)
+{
+	TIMED(c->ops->send_next(c, buf, count, dt));
+}
+
+int par_recv_prev(par_comm *c, void *buf, size_t count, sl_dtype dt)
+{
+	TIMED(c->ops->recv_prev(c, buf, count, dt));
+}
+
+int par_host_bcast_msg(par_comm *c, const void *buf, size_t bytes)
+{
+	if (bytes > (size_t)1 << 30)
+		return SL_EINVAL;
+	for (int r = 1; r < c->size; r++)
+		MPI_TRY(MPI_Send(buf, (int)bytes, MPI_BYTE, r, TAG_PLAN, MPI_COMM_WORLD));
+	return SL_OK;
+}
+
+int par_host_recv_msg(par_comm *c, void **buf, size_t *cap, size_t *bytes)
+{
+	MPI_Status st;
+	int n;
+	MPI_TRY(MPI_Probe(0, TAG_PLAN, MPI_COMM_WORLD, &st));
+	MPI_Get_count(&st, MPI_BYTE, &n);
+	if ((size_t)n > *cap) {
+		void *nb = realloc(*buf, n);
+		if (!nb)
+			return SL_ENOMEM;
+		*buf = nb;
+		*cap = n;
+	}
+	MPI_TRY(MPI_Recv(*buf, n, MPI_BYTE, 0, TAG_PLAN, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+	*bytes = n;
+	return SL_OK;
+}
+
+int par_host_send(par_comm *c, int to, const void *buf, size_t bytes)
+{
+	MPI_TRY(MPI_Send(buf, (int)bytes, MPI_BYTE, to, TAG_HOST, MPI_COMM_WORLD));
+	return SL_OK;
+}
+
+int par_host_recv(par_comm *c, int from, void *buf, size_t bytes)
+{
+	MPI_TRY(MPI_Recv(buf, (int)bytes, MPI_BYTE, from, TAG_HOST, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+	return SL_OK;
+}
