@@ -58,6 +58,10 @@ endif
 
 LIB := $(BUILD)/libshardline.a
 
+ifeq ($(CUDA),1)
+BINS += $(BUILD)/bin/shardline-bench
+endif
+
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 MPI_BINS  := $(patsubst tests/mpi/%.c,$(BUILD)/tests/mpi/%,$(wildcard tests/mpi/test_*.c))
@@ -91,6 +95,10 @@ $(BUILD)/bin/shardline-tok: $(BUILD)/obj/tools/tok_cli.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
+$(BUILD)/bin/shardline-bench: $(BUILD)/obj/bench/decode.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
 $(BUILD)/tests/%: tests/unit/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Itests $< $(LIB) -o $@ $(LDLIBS) $(CHECK_LIBS)
@@ -109,11 +117,16 @@ deps:
 test: $(BINS) $(UNIT_BINS) $(MPI_BINS)
 	@sh tests/run.sh unit $(UNIT_BINS) tests/cli.sh tests/mpi.sh tests/tokenizer_conformance.py
 
-test-gpu: $(BINS) $(GPU_BINS)
-	@sh tests/run.sh gpu $(GPU_BINS)
+test-gpu: $(BINS) $(GPU_BINS) $(MPI_BINS)
+	@sh tests/run.sh gpu $(GPU_BINS) tests/gpu_golden.sh
 
 demo: $(BINS)
 	@sh tools/demo.sh
+
+# Decode benchmark on the local GPU; result under bench/results/.
+bench: $(BINS)
+	@mkdir -p bench/results
+	$(BUILD)/bin/shardline-bench --shape 7b --out bench/results/decode-7b-$$(date +%Y-%m-%d).json
 
 bundle: $(BINS)
 	@sh tools/bundle.sh $(BUILD) bundle

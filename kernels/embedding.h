@@ -16,6 +16,9 @@ void kern_embedding_cpu(float *out, const float *table, const int32_t *tokens, i
 #include "dtype.h"
 /* Same on the GPU: table in dtype `dt` (F16 or BF16); out is the fp32
  * residual stream [n, dim]. */
+/* out[i, :] = x[rows_dev[i], :], rows of dim elements of dt; rows_dev on the device. */
+int kern_gather_rows_cuda(void *out, const void *x, const int32_t *rows_dev, int n, int dim,
+			  sl_dtype dt, void *stream);
 int kern_embedding_cuda(float *out, const void *table, const int32_t *tokens, int n, int dim,
 			int row0, int vocab_rows, sl_dtype dt, void *stream);
 #endif

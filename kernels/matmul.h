@@ -18,6 +18,9 @@ void kern_blas_destroy(kern_blas *b);
 /* out, x, w in dtype dt; fp32 accumulation. */
 int kern_matmul_cuda(kern_blas *b, void *out, const void *x, const void *w, int n, int in_dim,
 		     int out_dim, sl_dtype dt);
+/* Same with fp32 output (the LM head: logits go to the fp32 sampler). */
+int kern_matmul_f32out_cuda(kern_blas *b, float *out, const void *x, const void *w, int n,
+			    int in_dim, int out_dim, sl_dtype dt);
 #endif
 
 #ifdef __cplusplus

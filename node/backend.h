@@ -21,6 +21,7 @@
 #include "sampling.h"
 
 typedef struct node_backend node_backend;
+struct node_backend_limits;
 
 typedef struct node_backend_ops {
 	/* memory: device (or host) buffers; copies are host <-> backend */
@@ -61,8 +62,26 @@ typedef struct node_backend_ops {
 	 * params, positions are host arrays of n */
 	int (*sample)(node_backend *be, int32_t *tokens_out, const float *logits, const int32_t *rows,
 		      int n, int vocab, const kern_sample_params *params, const int64_t *positions);
+	/* Size per-step scratch once, before the first step (no allocation in
+	 * the step loop): tokens and rows per step, sequences per step, block
+	 * table entries per step, vocabulary, local query heads, head_dim and
+	 * the longest context. */
+	int (*reserve)(node_backend *be, const struct node_backend_limits *lim);
+	/* Run fn(ctx) — a run of ops with no host synchronisation — through a
+	 * CUDA graph cached under key (key < 0: run directly). The CPU backend
+	 * just calls fn. Every launch shape inside must depend only on key. */
+	int (*run_cached)(node_backend *be, int key, int (*fn)(void *ctx), void *ctx);
+	/* n elements of dtype dt, uniform with mean and standard deviation std,
+	 * reproducible from seed (random weights for benchmarks) */
+	int (*fill_random)(node_backend *be, void *dst, size_t n, float mean, float std,
+			   uint64_t seed);
 	void (*destroy)(node_backend *be);
 } node_backend_ops;
+
+typedef struct node_backend_limits {
+	int max_tokens, max_rows, max_seqs, max_table_entries, vocab;
+	int n_heads, head_dim, max_ctx;
+} node_backend_limits;
 
 struct node_backend {
 	const node_backend_ops *ops;
@@ -77,6 +96,10 @@ int node_backend_cpu_create(node_backend **out);
 /* dtype: SL_DT_F16 or SL_DT_BF16; device: CUDA ordinal. */
 int node_backend_cuda_create(int device, sl_dtype dtype, node_backend **out, char *err,
 			     size_t errlen);
+/* Free and total device memory in bytes. */
+int node_backend_cuda_meminfo(node_backend *be, size_t *free_bytes, size_t *total_bytes);
+/* Name of the device (for logs and benchmark reports). */
+const char *node_backend_cuda_device_name(node_backend *be);
 #endif
 void node_backend_destroy(node_backend *be);
 

@@ -10,6 +10,7 @@
 #include "backend.h"
 #include "embedding.h"
 #include "matmul.h"
+#include "random.h"
 #include "rmsnorm.h"
 #include "rope.h"
 #include "sl.h"
@@ -142,6 +143,20 @@ static int cpu_sample(node_backend *be, int32_t *tokens_out, const float *logits
 	return SL_OK;
 }
 
+static int cpu_reserve(node_backend *be, const node_backend_limits *lim) { return SL_OK; }
+
+static int cpu_run_cached(node_backend *be, int key, int (*fn)(void *), void *ctx)
+{
+	return fn(ctx);
+}
+
+static int cpu_fill_random(node_backend *be, void *dst, size_t n, float mean, float std,
+			   uint64_t seed)
+{
+	kern_fill_uniform_cpu(dst, n, mean, std, seed);
+	return SL_OK;
+}
+
 static void cpu_destroy(node_backend *be)
 {
 	cpu_state *st = be->impl;
@@ -169,6 +184,9 @@ static const node_backend_ops cpu_ops = {
 	.gather_rows = cpu_gather_rows,
 	.copy2d = cpu_copy2d,
 	.sample = cpu_sample,
+	.reserve = cpu_reserve,
+	.run_cached = cpu_run_cached,
+	.fill_random = cpu_fill_random,
 	.destroy = cpu_destroy,
 };
 

@@ -216,7 +216,8 @@ static int choose(node_engine *e, int n_run, int *take, char *err, size_t errlen
 {
 	int T = e->m->opts.max_tokens, R = e->m->opts.max_rows, n_tok = 0, n_rows = 0, ns = 0;
 	*rc = SL_OK;
-	for (int k = 0; k < n_run && n_tok < T && n_rows < R; k++) {
+	int S = e->m->opts.max_seqs;
+	for (int k = 0; k < n_run && n_tok < T && n_rows < R && ns < S; k++) {
 		seq *s = &e->seqs[e->order[k]];
 		int t = s->n_tokens - s->n_cached;
 		t = t < T - n_tok ? t : T - n_tok;

@@ -8,6 +8,9 @@
 #include <string.h>
 
 #include "comm.h"
+#ifdef SL_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 #include "sl.h"
 
 int node_group_under_mpi(void)
@@ -15,20 +18,82 @@ int node_group_under_mpi(void)
 	return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_SIZE");
 }
 
+int node_group_have_gpu(void)
+{
+#ifdef SL_HAVE_CUDA
+	int n = 0;
+	if (cudaGetDeviceCount(&n) != cudaSuccess) {
+		cudaGetLastError();
+		return 0;
+	}
+	return n > 0;
+#else
+	return 0;
+#endif
+}
+
+#ifdef SL_HAVE_CUDA
+/* The GPU of this rank: its index among the ranks of its host. */
+static int local_rank(void)
+{
+	const char *v = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+	if (!v)
+		v = getenv("MPI_LOCALRANKID");
+	return v ? atoi(v) : 0;
+}
+
+/* Storage dtype on the GPU: as asked, else the checkpoint's when it is
+ * half precision, else fp16 (fp32 checkpoints are cast). */
+static sl_dtype cuda_dtype(const node_group_opts *o)
+{
+	if (o->dtype == SL_DT_F16 || o->dtype == SL_DT_BF16)
+		return (sl_dtype)o->dtype;
+	model_config c;
+	char path[4096], err[SL_ERRLEN];
+	sl_dtype d = SL_DT_F32;
+	if (o->random_cfg)
+		d = o->random_cfg->dtype;
+	else if (!sl_path_join(path, sizeof path, o->model_dir, "config.json") &&
+		 !model_config_load(path, &c, err, sizeof err))
+		d = c.dtype;
+	return d == SL_DT_BF16 ? SL_DT_BF16 : SL_DT_F16;
+}
+#endif
+
+static int open_backend(const node_group_opts *o, node_group *g, int tp, int pp, char *err,
+			size_t errlen)
+{
+	int cuda = o->device ? !strcmp(o->device, "cuda") : node_group_have_gpu();
+	if (o->device && !cuda && strcmp(o->device, "cpu"))
+		return sl_errf(err, errlen, SL_EINVAL, "--device %s: expected cpu or cuda", o->device);
+	if (!cuda) {
+		int rc = g->mpi ? par_comm_create_mpi(tp, pp, &g->comm, err, errlen) : SL_OK;
+		return rc ? rc : node_backend_cpu_create(&g->be);
+	}
+#ifdef SL_HAVE_CUDA
+	int rc = node_backend_cuda_create(local_rank(), cuda_dtype(o), &g->be, err, errlen);
+	if (!rc && g->mpi)
+		rc = par_comm_create_nccl(tp, pp, g->be->stream, &g->comm, err, errlen);
+	return rc;
+#else
+	return sl_errf(err, errlen, SL_ENOTSUP, "--device cuda: this build has no CUDA (make CUDA=1)");
+#endif
+}
+
 static int open_shard(const node_group_opts *o, node_group *g, int tp, int pp, char *err,
 		      size_t errlen)
 {
-	int rc = SL_OK;
-	if (g->mpi)
-		rc = par_comm_create_mpi(tp, pp, &g->comm, err, errlen);
-	if (!rc)
-		rc = node_backend_cpu_create(&g->be);
+	int rc = open_backend(o, g, tp, pp, err, errlen);
 	if (rc)
 		return rc;
 	model_opts mo = {.tp = tp, .pp = pp, .tp_rank = g->rank % tp, .pp_rank = g->rank / tp,
-			 .max_tokens = o->max_tokens, .max_rows = o->max_rows,
-			 .block_tokens = o->block_tokens, .n_kv_blocks = o->n_kv_blocks};
-	rc = model_create(o->model_dir, g->be, &mo, &g->m, err, errlen);
+			 .max_tokens = o->max_tokens, .max_rows = o->max_rows, .max_seqs = o->max_seqs,
+			 .block_tokens = o->block_tokens, .n_kv_blocks = o->n_kv_blocks,
+			 .mem_fraction = o->mem_fraction};
+	if (o->random_cfg)
+		rc = model_create_random(o->random_cfg, g->be, &mo, o->seed, &g->m, err, errlen);
+	else
+		rc = model_create(o->model_dir, g->be, &mo, &g->m, err, errlen);
 	if (!rc)
 		g->m->comm = g->comm;
 	return rc;

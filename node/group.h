@@ -13,8 +13,13 @@
 
 typedef struct node_group_opts {
 	const char *model_dir;
+	const char *device;      /* "cpu", "cuda" or NULL: cuda when a GPU is present */
+	int dtype;               /* CUDA storage: SL_DT_F16/BF16, -1: the checkpoint's (F16 for F32) */
 	int tp, pp;              /* 0: tp = world size / pp, pp = 1 */
-	int max_tokens, max_rows, block_tokens, n_kv_blocks;
+	int max_tokens, max_rows, max_seqs, block_tokens, n_kv_blocks;
+	float mem_fraction;      /* CUDA, with n_kv_blocks 0 */
+	const model_config *random_cfg; /* non-NULL: random weights of this shape, no checkpoint */
+	uint64_t seed;
 } node_group_opts;
 
 typedef struct node_group {
@@ -27,6 +32,8 @@ typedef struct node_group {
 
 /* Launched under mpirun when its environment says so. */
 int node_group_under_mpi(void);
+/* 1 when this build has CUDA and a device is visible. */
+int node_group_have_gpu(void);
 int node_group_open(int *argc, char ***argv, const node_group_opts *o, node_group *g, char *err,
 		    size_t errlen);
 /* failed: this rank is leaving on an error (MPI then aborts the group

@@ -20,7 +20,9 @@
 
 typedef struct node_args {
 	const char *model_dir;
-	const char *device;
+	const char *device;     /* NULL: cuda when a GPU is present */
+	int dtype;
+	double mem_fraction;
 	const char *prompts[MAX_PROMPTS];
 	int n_prompts;
 	long max_tokens, max_step_tokens, kv_blocks, block_tokens;
@@ -36,14 +38,17 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: shardline-node --model DIR --prompt-ids 1,2,3 [--prompt-ids ...]\n"
 		"                      [--max-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
-		"                      [--seed S] [--ignore-eos] [--device cpu]\n"
+		"                      [--seed S] [--ignore-eos] [--device cpu|cuda]\n"
+		"                      [--dtype f16|bf16] [--gpu-mem-fraction F]\n"
 		"                      [--max-step-tokens N] [--kv-blocks N] [--block-tokens N]\n"
 		"       mpirun -np N shardline-node --tp T --pp P --model DIR ... (T x P = N)\n"
 		"Prints the generated ids of each prompt on its own stdout line; logs and\n"
 		"timings go to stderr. Several --prompt-ids run together in one batch.\n"
 		"Defaults: --max-tokens 32, greedy (--temperature 0), --top-k 0 (off),\n"
 		"--top-p 1 (off), --seed 0, --max-step-tokens 2048, --block-tokens 16,\n"
-		"--kv-blocks enough for every prompt plus its new tokens.\n");
+		"--kv-blocks: on cpu enough for every prompt plus its new tokens, on cuda\n"
+		"as many as --gpu-mem-fraction (0.9) of the device holds. --device: cuda\n"
+		"when a GPU is present; --dtype: the checkpoint's, fp32 cast to f16.\n");
 }
 
 static int parse_args(int argc, char **argv, node_args *a, char *err, size_t errlen)
@@ -53,9 +58,10 @@ static int parse_args(int argc, char **argv, node_args *a, char *err, size_t err
 		{"temperature", 1, 0, 't'}, {"top-k", 1, 0, 'k'}, {"top-p", 1, 0, 'P'},
 		{"seed", 1, 0, 's'}, {"device", 1, 0, 'd'}, {"max-step-tokens", 1, 0, 'T'},
 		{"kv-blocks", 1, 0, 'B'}, {"block-tokens", 1, 0, 'b'}, {"ignore-eos", 0, 0, 'i'},
-		{"tp", 1, 0, 'x'}, {"pp", 1, 0, 'y'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
-	*a = (node_args){.device = "cpu", .max_tokens = 32, .max_step_tokens = 2048,
-			 .block_tokens = 16, .top_p = 1.0};
+		{"tp", 1, 0, 'x'}, {"pp", 1, 0, 'y'}, {"dtype", 1, 0, 'D'},
+		{"gpu-mem-fraction", 1, 0, 'G'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+	*a = (node_args){.max_tokens = 32, .max_step_tokens = 2048, .block_tokens = 16,
+			 .top_p = 1.0, .dtype = -1, .mem_fraction = 0.9};
 	int c, rc = 0;
 	while (!rc && (c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -77,6 +83,12 @@ static int parse_args(int argc, char **argv, node_args *a, char *err, size_t err
 		case 'i': a->ignore_eos = 1; break;
 		case 'x': rc = sl_parse_int("--tp", optarg, 1, 4096, &a->tp, err, errlen); break;
 		case 'y': rc = sl_parse_int("--pp", optarg, 1, 4096, &a->pp, err, errlen); break;
+		case 'G': rc = sl_parse_float("--gpu-mem-fraction", optarg, 0.05, 0.99, &a->mem_fraction, err, errlen); break;
+		case 'D':
+			if (strcmp(optarg, "f16") && strcmp(optarg, "bf16"))
+				return sl_errf(err, errlen, SL_EINVAL, "--dtype: '%s' is not f16 or bf16", optarg);
+			a->dtype = !strcmp(optarg, "f16") ? SL_DT_F16 : SL_DT_BF16;
+			break;
 		case 'h': usage(stdout); exit(0);
 		default: return sl_errf(err, errlen, SL_EINVAL, "unknown option (see --help)");
 		}
@@ -87,9 +99,6 @@ static int parse_args(int argc, char **argv, node_args *a, char *err, size_t err
 		return sl_errf(err, errlen, SL_EINVAL, "unexpected argument '%s'", argv[optind]);
 	if (!a->model_dir || a->n_prompts == 0)
 		return sl_errf(err, errlen, SL_EINVAL, "--model and --prompt-ids are required");
-	if (strcmp(a->device, "cpu"))
-		return sl_errf(err, errlen, SL_ENOTSUP, "--device %s: this build runs --device cpu",
-			       a->device);
 	return SL_OK;
 }
 
@@ -177,9 +186,12 @@ int main(int argc, char **argv)
 			usage(stderr);
 		return 1;
 	}
-	node_group_opts o = {.model_dir = a.model_dir, .tp = (int)a.tp, .pp = (int)a.pp,
-			     .max_tokens = (int)a.max_step_tokens, .block_tokens = (int)a.block_tokens,
-			     .n_kv_blocks = (int)(a.kv_blocks ? a.kv_blocks : default_kv_blocks(&a))};
+	int cuda = a.device ? !strcmp(a.device, "cuda") : node_group_have_gpu();
+	node_group_opts o = {.model_dir = a.model_dir, .device = a.device, .dtype = a.dtype,
+			     .tp = (int)a.tp, .pp = (int)a.pp, .max_tokens = (int)a.max_step_tokens,
+			     .block_tokens = (int)a.block_tokens, .mem_fraction = (float)a.mem_fraction,
+			     .n_kv_blocks = (int)(a.kv_blocks ? a.kv_blocks
+						: cuda ? 0 : default_kv_blocks(&a))};
 	rc = node_group_open(&argc, &argv, &o, &g, err, sizeof err);
 	if (rc) { /* every rank failed setup together: one report, clean exit */
 		if (g.rank == 0)

@@ -97,12 +97,21 @@ int model_lm_head(model *m, const int32_t *rows, int n_rows, int row0)
 		return SL_OK;
 	if (row0 + n_rows > m->opts.max_rows)
 		return SL_EINVAL;
-	TRY(be->ops->gather_rows(be, a->lm_in, a->xb, rows, n_rows, dim));
+	/* decode wants every row: read xb in place, no gather (and no host
+	 * staging inside a captured graph) */
+	int identity = n_rows == m->batch.n_tokens;
+	for (int i = 0; identity && i < n_rows; i++)
+		identity = rows[i] == i;
+	const void *in = a->xb;
+	if (!identity) {
+		TRY(be->ops->gather_rows(be, a->lm_in, a->xb, rows, n_rows, dim));
+		in = a->lm_in;
+	}
 	float *dst = a->logits + (size_t)row0 * V;
 	if (s->tp == 1)
-		return be->ops->matmul_f32out(be, dst, a->lm_in, m->w.lm_head, n_rows, dim, V);
+		return be->ops->matmul_f32out(be, dst, in, m->w.lm_head, n_rows, dim, V);
 	int per = s->vocab_padded / s->tp;
-	TRY(be->ops->matmul_f32out(be, a->logits_local, a->lm_in, m->w.lm_head, n_rows, dim, s->vocab));
+	TRY(be->ops->matmul_f32out(be, a->logits_local, in, m->w.lm_head, n_rows, dim, s->vocab));
 	TRY(par_tp_allgather(m->comm, a->logits_local, a->logits_gather, (size_t)n_rows * per,
 			     SL_DT_F32));
 	/* [tp][n_rows][per] -> [n_rows][V]; the last slice may be short */

@@ -51,7 +51,9 @@ typedef struct model_opts {
 	int tp, tp_rank, pp, pp_rank;
 	int max_tokens;     /* step token budget: the arena is sized for it */
 	int max_rows;       /* logits rows per step (0: max_tokens) */
-	int n_kv_blocks;    /* KV pool size (blocks) */
+	int max_seqs;       /* sequences per step (0: min(256, max_tokens)) */
+	int n_kv_blocks;    /* KV pool size (blocks); 0: from free device memory */
+	float mem_fraction; /* with n_kv_blocks 0: fraction of device memory to fill (default 0.9) */
 	int block_tokens;   /* tokens per KV block */
 } model_opts;
 
@@ -72,6 +74,10 @@ typedef struct model {
 /* Load config and this rank's weight shard from a Hugging Face folder. */
 int model_create(const char *dir, node_backend *be, const model_opts *opts, model **out,
 		 char *err, size_t errlen);
+/* Same shapes from a config alone, weights random (benchmarks: fp16/bf16
+ * generated on the device, nothing read from disk). */
+int model_create_random(const model_config *cfg, node_backend *be, const model_opts *opts,
+			uint64_t seed, model **out, char *err, size_t errlen);
 void model_destroy(model *m);
 
 /* The forward pass in stage pieces (see model.c); step.c runs them.

@@ -24,7 +24,8 @@
 /* Loading context: where slices come from and the staging buffer. */
 typedef struct loader {
 	model *m;
-	sl_st_set *st;
+	sl_st_set *st;     /* NULL: random weights */
+	uint64_t seed;
 	void *stage;       /* host staging, be->dtype */
 	size_t stage_bytes;
 	char *err;
@@ -38,6 +39,8 @@ static size_t esize(const model *m) { return sl_dtype_size(m->be->dtype); }
 static int stage_slice(loader *L, const char *name, int64_t rows, int64_t cols, int64_t r0,
 		       int64_t nr, int64_t c0, int64_t nc, size_t at)
 {
+	if (!L->st)
+		return SL_OK; /* random weights: nothing to read */
 	const sl_st_tensor *t;
 	int64_t shape[2] = {rows, cols};
 	int nd = rows == 1 ? 1 : 2;
@@ -56,6 +59,9 @@ static int upload_stage(loader *L, size_t n, void **out)
 		return sl_errf(L->err, L->errlen, rc, "out of %s memory for weights (%zu bytes)",
 			       be->name, bytes);
 	L->m->weight_bytes += bytes;
+	if (!L->st) /* norms around 1, matrices small: activations stay finite */
+		return be->ops->fill_random(be, *out, n, n == (size_t)L->m->cfg.dim ? 1.0f : 0.0f,
+					    n == (size_t)L->m->cfg.dim ? 0.1f : 0.02f, L->seed++);
 	return be->ops->upload(be, *out, L->stage, bytes);
 }
 
@@ -125,10 +131,10 @@ static size_t max_staging_elems(const model *m)
 	return mx > emb ? mx : emb;
 }
 
-static int load_weights(model *m, sl_st_set *st, char *err, size_t errlen)
+static int load_weights(model *m, sl_st_set *st, uint64_t seed, char *err, size_t errlen)
 {
-	loader L = {.m = m, .st = st, .err = err, .errlen = errlen};
-	L.stage_bytes = max_staging_elems(m) * esize(m);
+	loader L = {.m = m, .st = st, .seed = seed, .err = err, .errlen = errlen};
+	L.stage_bytes = st ? max_staging_elems(m) * esize(m) : 16;
 	L.stage = malloc(L.stage_bytes);
 	m->w.layers = calloc(m->shard.n_layers, sizeof(layer_weights));
 	int rc = (!L.stage || !m->w.layers) ? sl_errf(err, errlen, SL_ENOMEM, "out of host memory") : 0;
@@ -144,7 +150,7 @@ static int load_weights(model *m, sl_st_set *st, char *err, size_t errlen)
 	if (!rc)
 		rc = load_ends(&L);
 	free(L.stage);
-	m->bytes_read = sl_st_bytes_read(st);
+	m->bytes_read = st ? sl_st_bytes_read(st) : 0;
 	if (!rc)
 		SL_INFO("load", "%d layers, %.1f MiB of weights, %.1f MiB read from checkpoint in %.2f s",
 			m->shard.n_layers, m->weight_bytes / 1048576.0, m->bytes_read / 1048576.0,
@@ -160,9 +166,41 @@ static int alloc_buf(model *m, size_t bytes, void **out, char *err, size_t errle
 	return SL_OK;
 }
 
+/* KV blocks that fit in mem_fraction of the device, after weights and
+ * the arena are in place. */
+static int size_kv_pool(model *m, char *err, size_t errlen)
+{
+#ifdef SL_HAVE_CUDA
+	size_t per_block = 2 * (size_t)m->shard.n_layers * m->shard.n_kv_heads *
+			   m->opts.block_tokens * m->cfg.head_dim * esize(m);
+	size_t free_b, total_b;
+	if (!strcmp(m->be->name, "cuda") && !node_backend_cuda_meminfo(m->be, &free_b, &total_b)) {
+		double frac = m->opts.mem_fraction > 0 ? m->opts.mem_fraction : 0.9;
+		double budget = frac * (double)total_b - (double)(total_b - free_b);
+		long n = budget > 0 ? (long)(budget / per_block) : 0;
+		if (n < 1)
+			return sl_errf(err, errlen, SL_ENOMEM,
+				       "no room for KV blocks: %.1f GiB free of %.1f GiB, --gpu-mem-fraction %.2f",
+				       free_b / 1073741824.0, total_b / 1073741824.0, frac);
+		/* no more than max_seqs sequences at full context can ever use */
+		long useful = (long)m->opts.max_seqs *
+			      ((m->cfg.max_pos + m->opts.block_tokens - 1) / m->opts.block_tokens);
+		n = n < useful ? n : useful;
+		m->opts.n_kv_blocks = n > (1 << 24) ? 1 << 24 : (int)n;
+		SL_INFO("kv", "%.2f of %.1f GiB for KV: %d blocks", frac, total_b / 1073741824.0,
+			m->opts.n_kv_blocks);
+		return SL_OK;
+	}
+#endif
+	return sl_errf(err, errlen, SL_EINVAL, "the %s backend needs an explicit KV block count",
+		       m->be->name);
+}
+
 static int alloc_kv(model *m, char *err, size_t errlen)
 {
 	const par_shard *s = &m->shard;
+	if (m->opts.n_kv_blocks <= 0)
+		TRY(size_kv_pool(m, err, errlen));
 	size_t bytes = (size_t)m->opts.n_kv_blocks * s->n_kv_heads * m->opts.block_tokens *
 		       m->cfg.head_dim * esize(m);
 	m->k_cache = calloc(s->n_layers, sizeof(void *));
@@ -220,33 +258,92 @@ static int open_checkpoint(model *m, const char *dir, sl_st_set **st, char *err,
 	return sl_st_open_dir(dir, st, err, errlen);
 }
 
-int model_create(const char *dir, node_backend *be, const model_opts *opts, model **out,
-		 char *err, size_t errlen)
+/* Scratch every backend needs per step, sized once. */
+static int reserve_backend(model *m)
 {
-	if (opts->max_tokens <= 0 || opts->n_kv_blocks <= 0 || opts->block_tokens <= 0)
-		return sl_errf(err, errlen, SL_EINVAL, "max_tokens, KV blocks and block size must be > 0");
+	const model_opts *o = &m->opts;
+	int per_seq = (m->cfg.max_pos + o->block_tokens - 1) / o->block_tokens;
+	node_backend_limits lim = {
+		.max_tokens = o->max_tokens, .max_rows = o->max_rows, .max_seqs = o->max_seqs,
+		.max_table_entries = o->max_seqs * per_seq, .vocab = m->cfg.vocab_size,
+		.n_heads = m->shard.n_heads, .head_dim = m->cfg.head_dim, .max_ctx = m->cfg.max_pos};
+	return m->be->ops->reserve(m->be, &lim);
+}
+
+static model *model_new(node_backend *be, const model_opts *opts)
+{
 	model *m = calloc(1, sizeof *m);
 	if (!m)
-		return sl_errf(err, errlen, SL_ENOMEM, "out of host memory");
+		return NULL;
 	m->be = be;
 	m->opts = *opts;
-	if (m->opts.max_rows <= 0 || m->opts.max_rows > m->opts.max_tokens)
-		m->opts.max_rows = m->opts.max_tokens;
-	sl_st_set *st = NULL;
-	int rc = open_checkpoint(m, dir, &st, err, errlen);
-	if (!rc)
-		rc = load_weights(m, st, err, errlen);
-	sl_st_close(st);
-	if (!rc)
-		rc = alloc_kv(m, err, errlen);
+	model_opts *o = &m->opts;
+	if (o->max_rows <= 0 || o->max_rows > o->max_tokens)
+		o->max_rows = o->max_tokens;
+	if (o->max_seqs <= 0)
+		o->max_seqs = 256;
+	if (o->max_seqs > o->max_tokens)
+		o->max_seqs = o->max_tokens;
+	return m;
+}
+
+/* Weights are in; now the arena, the backend's step scratch, the KV pool
+ * (last, so automatic sizing sees everything else already allocated). */
+static int finish_create(model *m, int rc, model **out, char *err, size_t errlen)
+{
 	if (!rc)
 		rc = alloc_arena(m, err, errlen);
+	if (!rc && (rc = reserve_backend(m)))
+		sl_errf(err, errlen, rc, "cannot reserve %s step scratch", m->be->name);
+	if (!rc)
+		rc = alloc_kv(m, err, errlen);
 	if (rc) {
 		model_destroy(m);
 		return rc;
 	}
 	*out = m;
 	return SL_OK;
+}
+
+static int check_opts(const model_opts *opts, char *err, size_t errlen)
+{
+	if (opts->max_tokens <= 0 || opts->n_kv_blocks < 0 || opts->block_tokens <= 0)
+		return sl_errf(err, errlen, SL_EINVAL, "max_tokens and block size must be > 0");
+	return SL_OK;
+}
+
+int model_create(const char *dir, node_backend *be, const model_opts *opts, model **out,
+		 char *err, size_t errlen)
+{
+	if (check_opts(opts, err, errlen))
+		return SL_EINVAL;
+	model *m = model_new(be, opts);
+	if (!m)
+		return sl_errf(err, errlen, SL_ENOMEM, "out of host memory");
+	sl_st_set *st = NULL;
+	int rc = open_checkpoint(m, dir, &st, err, errlen);
+	if (!rc)
+		rc = load_weights(m, st, 0, err, errlen);
+	sl_st_close(st);
+	return finish_create(m, rc, out, err, errlen);
+}
+
+int model_create_random(const model_config *cfg, node_backend *be, const model_opts *opts,
+			uint64_t seed, model **out, char *err, size_t errlen)
+{
+	if (check_opts(opts, err, errlen))
+		return SL_EINVAL;
+	model *m = model_new(be, opts);
+	if (!m)
+		return sl_errf(err, errlen, SL_ENOMEM, "out of host memory");
+	m->cfg = *cfg;
+	const model_opts *o = &m->opts;
+	int rc = par_shard_init(o->tp, o->tp_rank, o->pp, o->pp_rank, cfg->n_layers, cfg->n_heads,
+				cfg->n_kv_heads, cfg->hidden_dim, cfg->vocab_size, &m->shard, err,
+				errlen);
+	if (!rc)
+		rc = load_weights(m, NULL, seed, err, errlen);
+	return finish_create(m, rc, out, err, errlen);
 }
 
 void model_destroy(model *m)

@@ -65,11 +65,19 @@ static int check_pool(const model *m, const node_plan *p, char *err, size_t errl
 	return SL_OK;
 }
 
-static int run_micro(model *m, const node_plan *p, micro *u, char *err, size_t errlen)
+typedef struct stage_ctx {
+	model *m;
+	micro *u;
+} stage_ctx;
+
+/* This stage's share of one micro-batch, after its batch is on the
+ * device: no host synchronisation inside, so it can run as a CUDA graph. */
+static int run_stage(void *arg)
 {
+	stage_ctx *x = arg;
+	model *m = x->m;
 	const par_shard *s = &m->shard;
-	size_t x_count = (size_t)u->b.n_tokens * m->cfg.dim;
-	TRY(model_set_batch(m, &u->b, err, errlen));
+	size_t x_count = (size_t)x->u->b.n_tokens * m->cfg.dim;
 	if (s->pp_rank == 0)
 		TRY(model_embed(m));
 	else
@@ -77,7 +85,24 @@ static int run_micro(model *m, const node_plan *p, micro *u, char *err, size_t e
 	TRY(model_layers(m));
 	if (s->pp_rank < s->pp - 1)
 		return par_send_next(m->comm, m->a.x, x_count, SL_DT_F32);
-	return model_lm_head(m, u->rows, u->n_rows, u->row0);
+	return model_lm_head(m, x->u->rows, x->u->n_rows, x->u->row0);
+}
+
+/* Decode steps (one token per sequence, every row's logits, one
+ * micro-batch) have the same shapes whenever the batch size is the same:
+ * cache them under that size. Everything else runs directly. */
+static int graph_key(const node_plan *p, const micro *u)
+{
+	if (p->n_micro != 1 || p->b.max_q_len != 1 || u->n_rows != u->b.n_tokens)
+		return -1;
+	return u->b.n_seqs;
+}
+
+static int run_micro(model *m, const node_plan *p, micro *u, char *err, size_t errlen)
+{
+	TRY(model_set_batch(m, &u->b, err, errlen));
+	stage_ctx x = {m, u};
+	return m->be->ops->run_cached(m->be, graph_key(p, u), run_stage, &x);
 }
 
 /* Last stage, first tp rank: sample, then hand tokens (and logits) to the

@@ -1,6 +1,7 @@
 /*
  * test_parallel.c — tensor and pipeline parallelism against Hugging Face.
- * Run under mpirun with --tp T --pp P (T x P = ranks): for every golden
+ * Run under mpirun with --tp T --pp P (T x P = ranks) [--device cpu|cuda
+ * --dtype f16|bf16 --logit-tol X]: for every golden
  * checkpoint, all prompts batched, logits at every prompt position within
  * 1e-4 of transformers' and 32 identical greedy tokens (the same check the
  * single-rank golden test makes, so tp/pp agree with tp=1 too); and each
@@ -20,6 +21,12 @@
 #include "step.h"
 
 static int g_pass, g_fail;
+static const char *g_device = "cpu";
+static int g_dtype = -1;
+static double g_tol = 1e-4; /* fp32 CPU backend; half precision on the GPU needs more */
+/* bf16 keeps 8 mantissa bits: near-ties between the top two logits can
+ * flip, so greedy tokens are asserted in fp32 and fp16 and reported in bf16 */
+static int g_greedy_report_only;
 
 static void result(int ok, const char *fmt, const char *model, const char *what)
 {
@@ -55,13 +62,17 @@ static void check_outputs(node_group *gr, golden *g, const char *name)
 		long at;
 		double re = golden_rel_err(lg[i], g->logits + g->row0[i] * g->vocab,
 					   (long)g->n_prompt[i] * g->vocab, &at);
-		snprintf(msg, sizeof msg, "prompt %d logits rel err %.3g", i, re);
-		result(re <= 1e-4, "%s", name, msg);
-		int same = res[i].n_tokens == g->steps;
-		for (int t = 0; same && t < g->steps; t++)
-			same = res[i].tokens[t] == g->greedy[i][t];
-		snprintf(msg, sizeof msg, "prompt %d greedy tokens differ", i);
-		result(same, "%s", name, msg);
+		snprintf(msg, sizeof msg, "prompt %d logits rel err %.3g (tol %.0e)", i, re, g_tol);
+		if (strcmp(g_device, "cpu"))
+			printf("%s: %s\n", name, msg);
+		result(re <= g_tol, "%s", name, msg);
+		int same = 0;
+		while (same < res[i].n_tokens && same < g->steps && res[i].tokens[same] == g->greedy[i][same])
+			same++;
+		snprintf(msg, sizeof msg, "prompt %d: %d of %d greedy tokens equal HF's", i, same, g->steps);
+		if (strcmp(g_device, "cpu"))
+			printf("%s: %s\n", name, msg);
+		result(same == g->steps || g_greedy_report_only, "%s", name, msg);
 	}
 	for (int i = 0; i < g->n_prompts; i++)
 		free(lg[i]), free(res[i].tokens);
@@ -102,7 +113,8 @@ static void run_model(const char *root, const char *name, int tp, int pp)
 		return;
 	}
 	node_group_opts o = {.model_dir = dir, .tp = tp, .pp = pp, .max_tokens = 256,
-			     .block_tokens = 4, .n_kv_blocks = 128};
+			     .block_tokens = 4, .n_kv_blocks = 128, .device = g_device,
+			     .dtype = g_dtype};
 	node_group gr = {0};
 	int rc = node_group_open(NULL, NULL, &o, &gr, err, sizeof err);
 	if (rc) {
@@ -128,9 +140,20 @@ int main(int argc, char **argv)
 {
 	MPI_Init(&argc, &argv);
 	int tp = 0, pp = 1, rank;
-	for (int i = 1; i + 1 < argc; i++) {
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--greedy-report-only")) {
+			g_greedy_report_only = 1;
+			continue;
+		}
+		if (i + 1 == argc)
+			break;
 		if (!strcmp(argv[i], "--tp")) tp = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--pp")) pp = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--device")) g_device = argv[++i];
+		else if (!strcmp(argv[i], "--logit-tol")) g_tol = atof(argv[++i]);
+
+		else if (!strcmp(argv[i], "--dtype"))
+			g_dtype = !strcmp(argv[++i], "bf16") ? SL_DT_BF16 : SL_DT_F16;
 	}
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	const char *root = getenv("SL_GOLDEN_DIR") ? getenv("SL_GOLDEN_DIR") : "tests/golden";

@@ -1,0 +1,252 @@
+/*
+ * decode.c — shardline-bench: single-GPU decode and prefill throughput of a
+ * Llama-shaped model with random fp16/bf16 weights generated on the device
+ * (cuRAND), against the device's measured copy bandwidth.
+ *
+ * Reports: device name; copy bandwidth (bytes read + written per second by
+ * cudaMemcpy device-to-device); batch-1 decode tokens/s after a prompt,
+ * weight bytes read per token and the ratio of the implied traffic to the
+ * measured bandwidth; decode tokens/s at larger batches; prefill tokens/s
+ * of one long prompt. Writes the same as JSON.
+ */
+#include <cjson/cJSON.h>
+#include <cuda_runtime_api.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "args.h"
+#include "engine.h"
+#include "group.h"
+#include "sl.h"
+
+typedef struct bench_args {
+	const char *shape, *out;
+	long prompt, new_tokens, prefill, batches[8];
+	int n_batches;
+	int dtype;
+} bench_args;
+
+static int shape_config(const char *name, model_config *c)
+{
+	memset(c, 0, sizeof *c);
+	c->norm_eps = 1e-5f, c->rope_theta = 10000, c->bos_id = 1, c->n_eos = 0;
+	c->max_pos = 4096, c->vocab_size = 32000;
+	if (!strcmp(name, "7b"))
+		c->dim = 4096, c->hidden_dim = 11008, c->n_layers = 32, c->n_heads = 32, c->n_kv_heads = 32;
+	else if (!strcmp(name, "13b"))
+		c->dim = 5120, c->hidden_dim = 13824, c->n_layers = 40, c->n_heads = 40, c->n_kv_heads = 40;
+	else if (!strcmp(name, "70b"))
+		c->dim = 8192, c->hidden_dim = 28672, c->n_layers = 80, c->n_heads = 64, c->n_kv_heads = 8;
+	else if (!strcmp(name, "tiny"))
+		c->dim = 512, c->hidden_dim = 1376, c->n_layers = 4, c->n_heads = 8, c->n_kv_heads = 8;
+	else
+		return SL_EINVAL;
+	c->head_dim = c->dim / c->n_heads;
+	return SL_OK;
+}
+
+/* Bytes read + written per second by a device-to-device copy of 1 GiB. */
+static double copy_bandwidth(void)
+{
+	size_t n = (size_t)1 << 30;
+	void *a = NULL, *b = NULL;
+	cudaEvent_t e0, e1;
+	float ms = 0;
+	if (cudaMalloc(&a, n) || cudaMalloc(&b, n))
+		return 0;
+	cudaMemset(a, 1, n);
+	cudaEventCreate(&e0), cudaEventCreate(&e1);
+	cudaMemcpy(b, a, n, cudaMemcpyDeviceToDevice); /* warm-up */
+	cudaEventRecord(e0, 0);
+	for (int i = 0; i < 20; i++)
+		cudaMemcpy(b, a, n, cudaMemcpyDeviceToDevice);
+	cudaEventRecord(e1, 0);
+	cudaEventSynchronize(e1);
+	cudaEventElapsedTime(&ms, e0, e1);
+	cudaFree(a), cudaFree(b);
+	cudaEventDestroy(e0), cudaEventDestroy(e1);
+	return 2.0 * 20 * n / (ms * 1e-3);
+}
+
+static int32_t *random_prompt(int n, int vocab, unsigned seed)
+{
+	int32_t *p = malloc(sizeof(int32_t) * n);
+	for (int i = 0; i < n; i++)
+		p[i] = 3 + (int32_t)(rand_r(&seed) % (unsigned)(vocab - 3));
+	return p;
+}
+
+/* Run `batch` identical-length requests; returns the engine's stats. */
+static int run_batch(model *m, int batch, int prompt, int new_tokens, node_stats *st, char *err,
+		     size_t errlen)
+{
+	node_engine *e = NULL;
+	node_request req[batch];
+	node_result res[batch];
+	int rc = node_engine_create(m, &e, err, errlen);
+	for (int i = 0; i < batch; i++)
+		req[i] = (node_request){.prompt = random_prompt(prompt, m->cfg.vocab_size, 7 + i),
+					.n_prompt = prompt, .max_new_tokens = new_tokens,
+					.ignore_eos = 1, .sampling = {.top_p = 1}};
+	memset(res, 0, sizeof res);
+	if (!rc)
+		rc = node_generate(e, batch, req, res, err, errlen);
+	if (!rc)
+		*st = *node_engine_stats(e);
+	for (int i = 0; i < batch; i++)
+		free((void *)req[i].prompt), free(res[i].tokens);
+	node_engine_destroy(e);
+	return rc;
+}
+
+typedef struct bench_result {
+	char device[256];
+	double copy_bw, b1_tps, b1_ms, weight_bytes_per_token, kv_bytes_per_token, ratio, ratio_kv;
+	double batch_tps[8], prefill_tps;
+} bench_result;
+
+/* Weights one decode step streams: every layer, final norm, LM head, and
+ * a single embedding row (the table itself is only indexed). */
+static double weight_bytes_per_step(const model *m)
+{
+	double es = sl_dtype_size(m->be->dtype), emb = (double)m->cfg.vocab_size * m->cfg.dim * es;
+	double w = (double)m->weight_bytes - (m->cfg.tie_embeddings ? 0 : emb);
+	return w + m->cfg.dim * es;
+}
+
+/* K and V read by attention at context ctx, all layers. */
+static double kv_bytes(const model *m, double ctx)
+{
+	return 2.0 * m->cfg.n_layers * m->shard.n_kv_heads * m->cfg.head_dim * ctx *
+	       sl_dtype_size(m->be->dtype);
+}
+
+static int measure(model *m, const bench_args *a, bench_result *r, char *err, size_t errlen)
+{
+	node_stats st;
+	int rc = run_batch(m, 1, 16, 8, &st, err, errlen); /* warm-up: graphs, cuBLAS heuristics */
+	if (!rc)
+		rc = run_batch(m, 1, (int)a->prompt, (int)a->new_tokens, &st, err, errlen);
+	if (rc)
+		return rc;
+	r->b1_tps = st.decode_tokens / st.decode_s;
+	r->b1_ms = 1e3 * st.decode_s / st.decode_steps;
+	r->weight_bytes_per_token = weight_bytes_per_step(m);
+	r->kv_bytes_per_token = kv_bytes(m, a->prompt + a->new_tokens / 2.0);
+	r->ratio = r->weight_bytes_per_token * r->b1_tps / r->copy_bw;
+	r->ratio_kv = (r->weight_bytes_per_token + r->kv_bytes_per_token) * r->b1_tps / r->copy_bw;
+	printf("batch 1: %.1f tokens/s (%.2f ms/token), %.2f GB weights/token, %.1f%% of copy bandwidth"
+	       " (%.1f%% with KV reads)\n", r->b1_tps, r->b1_ms, r->weight_bytes_per_token / 1e9,
+	       100 * r->ratio, 100 * r->ratio_kv);
+	for (int i = 0; i < a->n_batches; i++) {
+		int b = (int)a->batches[i];
+		if ((rc = run_batch(m, b, 16, 4, &st, err, errlen)) ||
+		    (rc = run_batch(m, b, (int)a->prompt, (int)a->new_tokens, &st, err, errlen)))
+			return rc;
+		r->batch_tps[i] = st.decode_tokens / st.decode_s;
+		printf("batch %d: %.1f decode tokens/s\n", b, r->batch_tps[i]);
+	}
+	if ((rc = run_batch(m, 1, (int)a->prefill, 1, &st, err, errlen)))
+		return rc;
+	r->prefill_tps = st.prefill_tokens / st.prefill_s;
+	printf("prefill %ld tokens: %.0f tokens/s\n", a->prefill, r->prefill_tps);
+	return SL_OK;
+}
+
+static int write_json(const char *path, const bench_args *a, const model *m, const bench_result *r)
+{
+	cJSON *j = cJSON_CreateObject(), *bt = cJSON_CreateObject();
+	char date[32];
+	time_t now = time(NULL);
+	strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
+	cJSON_AddStringToObject(j, "date", date);
+	cJSON_AddStringToObject(j, "device", r->device);
+	cJSON_AddStringToObject(j, "shape", a->shape);
+	cJSON_AddStringToObject(j, "dtype", sl_dtype_name(m->be->dtype));
+	cJSON_AddNumberToObject(j, "copy_bandwidth_GBps", r->copy_bw / 1e9);
+	cJSON_AddNumberToObject(j, "prompt_tokens", a->prompt);
+	cJSON_AddNumberToObject(j, "new_tokens", a->new_tokens);
+	cJSON_AddNumberToObject(j, "batch1_tokens_per_s", r->b1_tps);
+	cJSON_AddNumberToObject(j, "batch1_ms_per_token", r->b1_ms);
+	cJSON_AddNumberToObject(j, "weight_bytes_per_token", r->weight_bytes_per_token);
+	cJSON_AddNumberToObject(j, "kv_bytes_per_token_mean", r->kv_bytes_per_token);
+	cJSON_AddNumberToObject(j, "ratio_to_copy_bandwidth", r->ratio);
+	cJSON_AddNumberToObject(j, "ratio_to_copy_bandwidth_with_kv", r->ratio_kv);
+	for (int i = 0; i < a->n_batches; i++) {
+		char k[16];
+		snprintf(k, sizeof k, "%ld", a->batches[i]);
+		cJSON_AddNumberToObject(bt, k, r->batch_tps[i]);
+	}
+	cJSON_AddItemToObject(j, "decode_tokens_per_s_by_batch", bt);
+	cJSON_AddNumberToObject(j, "prefill_prompt_tokens", a->prefill);
+	cJSON_AddNumberToObject(j, "prefill_tokens_per_s", r->prefill_tps);
+	char *txt = cJSON_Print(j);
+	cJSON_Delete(j);
+	FILE *f = fopen(path, "w");
+	int ok = f && fputs(txt, f) >= 0;
+	if (f)
+		ok &= fclose(f) == 0;
+	free(txt);
+	return ok ? SL_OK : SL_EIO;
+}
+
+static int parse(int argc, char **argv, bench_args *a, char *err, size_t errlen)
+{
+	static const struct option o[] = {{"shape", 1, 0, 's'}, {"out", 1, 0, 'o'},
+					  {"prompt", 1, 0, 'p'}, {"new", 1, 0, 'n'},
+					  {"prefill", 1, 0, 'P'}, {"dtype", 1, 0, 'd'},
+					  {0, 0, 0, 0}};
+	*a = (bench_args){.shape = "7b", .prompt = 128, .new_tokens = 256, .prefill = 2048,
+			  .batches = {8, 32, 64}, .n_batches = 3, .dtype = SL_DT_F16};
+	int c, rc = 0;
+	while (!rc && (c = getopt_long(argc, argv, "", o, NULL)) != -1) {
+		switch (c) {
+		case 's': a->shape = optarg; break;
+		case 'o': a->out = optarg; break;
+		case 'p': rc = sl_parse_int("--prompt", optarg, 1, 4000, &a->prompt, err, errlen); break;
+		case 'n': rc = sl_parse_int("--new", optarg, 1, 4000, &a->new_tokens, err, errlen); break;
+		case 'P': rc = sl_parse_int("--prefill", optarg, 1, 4095, &a->prefill, err, errlen); break;
+		case 'd': a->dtype = strcmp(optarg, "bf16") ? SL_DT_F16 : SL_DT_BF16; break;
+		default: return sl_errf(err, errlen, SL_EINVAL,
+					"usage: shardline-bench [--shape 7b|13b|70b|tiny] [--out FILE.json] "
+					"[--prompt 128] [--new 256] [--prefill 2048] [--dtype f16|bf16]");
+		}
+	}
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	char err[SL_ERRLEN] = "";
+	bench_args a;
+	model_config cfg;
+	bench_result r = {0};
+	node_group g = {0};
+	sl_log_set_role("bench", 0, 1);
+	int rc = parse(argc, argv, &a, err, sizeof err);
+	if (!rc && shape_config(a.shape, &cfg))
+		rc = sl_errf(err, sizeof err, SL_EINVAL, "unknown --shape %s", a.shape);
+	cfg.dtype = (sl_dtype)a.dtype;
+	node_group_opts o = {.device = "cuda", .dtype = a.dtype, .random_cfg = &cfg, .seed = 1,
+			     .max_tokens = 2048, .max_seqs = 64, .block_tokens = 16,
+			     .mem_fraction = 0.9f};
+	if (!rc)
+		rc = node_group_open(&argc, &argv, &o, &g, err, sizeof err);
+	if (!rc) {
+		snprintf(r.device, sizeof r.device, "%s", node_backend_cuda_device_name(g.be));
+		r.copy_bw = copy_bandwidth();
+		printf("device: %s\ncopy bandwidth: %.0f GB/s (read + write)\nshape %s, %s, %.2f GB of weights\n",
+		       r.device, r.copy_bw / 1e9, a.shape, sl_dtype_name(g.be->dtype),
+		       g.m->weight_bytes / 1e9);
+		rc = measure(g.m, &a, &r, err, sizeof err);
+	}
+	if (!rc && a.out && write_json(a.out, &a, g.m, &r))
+		rc = sl_errf(err, sizeof err, SL_EIO, "cannot write %s", a.out);
+	if (rc)
+		fprintf(stderr, "shardline-bench: %s\n", err);
+	node_group_close(&g, 0);
+	return rc ? 1 : 0;
+}

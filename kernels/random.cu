@@ -1,0 +1,68 @@
+/*
+ * random.cu — GPU random fill: cuRAND's Philox4x32-10 generates fp32
+ * uniforms in chunks of a scratch buffer, a small kernel maps them to
+ * mean + a * (2u - 1) in the target dtype. Runs at load time only.
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <curand.h>
+
+#include "cuda_check.h"
+#include "random.h"
+
+template <typename T> __device__ T from_float(float v);
+template <> __device__ float from_float<float>(float v) { return v; }
+template <> __device__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+template <typename T>
+__global__ void scale_kernel(T *dst, const float *u, size_t n, float mean, float a)
+{
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x)
+		dst[i] = from_float<T>(mean + a * (2.0f * u[i] - 1.0f));
+}
+
+static int scale(void *dst, const float *u, size_t n, float mean, float a, sl_dtype dt,
+		 cudaStream_t st)
+{
+	int blocks = (int)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096);
+	if (dt == SL_DT_F16)
+		scale_kernel<<<blocks, 256, 0, st>>>((__half *)dst, u, n, mean, a);
+	else if (dt == SL_DT_BF16)
+		scale_kernel<<<blocks, 256, 0, st>>>((__nv_bfloat16 *)dst, u, n, mean, a);
+	else
+		scale_kernel<<<blocks, 256, 0, st>>>((float *)dst, u, n, mean, a);
+	CUDA_TRY_LAUNCH();
+	return SL_OK;
+}
+
+extern "C" int kern_fill_uniform_cuda(void *dst, size_t n, float mean, float std, uint64_t seed,
+				      sl_dtype dt, void *stream)
+{
+	const size_t chunk = (size_t)1 << 24; /* 64 MiB of fp32 scratch */
+	cudaStream_t st = (cudaStream_t)stream;
+	float *u = NULL;
+	curandGenerator_t gen = NULL;
+	int rc = SL_OK;
+	size_t es = sl_dtype_size(dt);
+	CUDA_TRY(cudaMalloc(&u, sizeof(float) * (n < chunk ? n : chunk)));
+	if (curandCreateGenerator(&gen, CURAND_RNG_PSEUDO_PHILOX4_32_10) != CURAND_STATUS_SUCCESS ||
+	    curandSetPseudoRandomGeneratorSeed(gen, seed) != CURAND_STATUS_SUCCESS ||
+	    curandSetStream(gen, st) != CURAND_STATUS_SUCCESS)
+		rc = SL_EDEVICE;
+	for (size_t i = 0; !rc && i < n; i += chunk) {
+		size_t m = n - i < chunk ? n - i : chunk;
+		if (curandGenerateUniform(gen, u, m) != CURAND_STATUS_SUCCESS)
+			rc = SL_EDEVICE;
+		else
+			rc = scale((char *)dst + i * es, u, m, mean, std * 1.7320508f, dt, st);
+	}
+	if (gen)
+		curandDestroyGenerator(gen);
+	cudaStreamSynchronize(st);
+	cudaFree(u);
+	if (rc)
+		SL_ERROR("random", "cuRAND fill of %zu elements failed", n);
+	return rc;
+}

@@ -1,0 +1,352 @@
+/*
+ * sampling.cu — CUDA next-token sampling with per-row parameters, the same
+ * algorithm as kernels/sampling.c so both backends pick the same tokens:
+ *
+ *   1. prep (one block per row): argmax, lowest index on ties. Greedy rows
+ *      (temperature <= 0) are done here and get an empty sort segment.
+ *      Other rows: p_i = (float)(expf((l_i - max) / T) / sum), sum in double.
+ *   2. cub::DeviceSegmentedRadixSort, descending by p, one segment per row.
+ *      Values are token ids written in ascending order and LSD radix sort is
+ *      stable, so equal probabilities stay in ascending id order: the
+ *      reference's total order (prob desc, index asc).
+ *   3. pick (one block per row): inclusive prefix sums P in double over the
+ *      sorted row; keep = min(top_k, first k with P[k] >= top_p, + 1);
+ *      total = P[keep - 1]; u = philox(seed, position) * total; the token is
+ *      the first kept k with P[k] > u (the last kept one if none).
+ *
+ * Philox4x32-10 is copied from sampling.c so u is bit-identical. Expect the
+ * same tokens as the CPU except when a prefix sum lies within float rounding
+ * of u or top_p (expf differs by an ulp between libm and CUDA).
+ *
+ * Scratch (kern_sampler) is sized once for SAMPLE_CHUNK_ROWS rows x vocab;
+ * larger batches are processed in chunks of rows, so kern_sample_cuda never
+ * allocates. TODO(perf): the full-vocabulary sort dominates (tens of us per
+ * chunk at 128k vocab); a threshold pre-filter (keep only candidates above
+ * the k-th largest / a p-mass bound, then sort those) is the next step.
+ */
+#include <cub/cub.cuh>
+#include <float.h>
+#include <limits.h>
+#include <stdlib.h>
+
+#include "cuda_util.cuh"
+#include "sampling.h"
+
+#define SAMPLE_CHUNK_ROWS 32 /* rows sorted per pass: bounds the scratch */
+#define PREP_THREADS 512
+#define PICK_THREADS 256
+#define PICK_ITEMS 4 /* per thread per tile of the prefix scan */
+
+struct kern_sampler {
+	int max_seqs, vocab, chunk_rows;
+	float *keys[2];      /* [chunk_rows, vocab] probabilities, sort double buffer */
+	int32_t *vals[2];    /* [chunk_rows, vocab] token ids, sort double buffer */
+	int *seg_begin;      /* [chunk_rows] sort segments (empty for greedy rows) */
+	int *seg_end;        /* [chunk_rows] */
+	void *sort_tmp;      /* CUB temporary storage */
+	size_t sort_tmp_bytes;
+};
+
+/* ---- Philox4x32-10, as kern_philox_uniform in sampling.c ---- */
+
+__device__ __forceinline__ void philox_round(uint32_t ctr[4], const uint32_t key[2])
+{
+	uint64_t p0 = (uint64_t)0xD2511F53u * ctr[0];
+	uint64_t p1 = (uint64_t)0xCD9E8D57u * ctr[2];
+	uint32_t hi0 = (uint32_t)(p0 >> 32), lo0 = (uint32_t)p0;
+	uint32_t hi1 = (uint32_t)(p1 >> 32), lo1 = (uint32_t)p1;
+	uint32_t n0 = hi1 ^ ctr[1] ^ key[0], n2 = hi0 ^ ctr[3] ^ key[1];
+	ctr[0] = n0;
+	ctr[1] = lo1;
+	ctr[2] = n2;
+	ctr[3] = lo0;
+}
+
+__device__ float philox_uniform(uint64_t seed, uint64_t position)
+{
+	uint32_t ctr[4] = {(uint32_t)position, (uint32_t)(position >> 32), 0, 0};
+	uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
+#pragma unroll
+	for (int r = 0; r < 10; r++) {
+		philox_round(ctr, key);
+		key[0] += 0x9E3779B9u;
+		key[1] += 0xBB67AE85u;
+	}
+	return (float)(ctr[0] >> 8) * (1.0f / 16777216.0f);
+}
+
+/* ---- 1. prep ---- */
+
+/* (v, i) is better than (bv, bi): larger value, or equal and lower index. */
+__device__ __forceinline__ bool argmax_better(float v, int i, float bv, int bi)
+{
+	return v > bv || (v == bv && i < bi);
+}
+
+/* Block-wide argmax; every thread gets the winner. */
+__device__ void block_argmax(float *v, int *i)
+{
+	__shared__ float sv[32];
+	__shared__ int si[32];
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+	for (int pass = 0; pass < 2; pass++) {
+#pragma unroll
+		for (int o = 16; o > 0; o >>= 1) {
+			float ov = __shfl_xor_sync(0xffffffffu, *v, o);
+			int oi = __shfl_xor_sync(0xffffffffu, *i, o);
+			if (argmax_better(ov, oi, *v, *i)) {
+				*v = ov;
+				*i = oi;
+			}
+		}
+		if (pass == 1)
+			break;
+		if (lane == 0) {
+			sv[warp] = *v;
+			si[warp] = *i;
+		}
+		__syncthreads();
+		*v = lane < nwarps ? sv[lane] : -INFINITY;
+		*i = lane < nwarps ? si[lane] : INT_MAX;
+	}
+}
+
+__global__ void __launch_bounds__(PREP_THREADS)
+	sample_prep_kernel(const float *__restrict__ logits, int vocab,
+			   const kern_sample_params *__restrict__ params,
+			   int32_t *__restrict__ tokens_out, float *__restrict__ probs,
+			   int32_t *__restrict__ ids, int *__restrict__ seg_begin,
+			   int *__restrict__ seg_end)
+{
+	int r = blockIdx.x;
+	size_t base = (size_t)r * vocab;
+	const float *l = logits + base;
+
+	/* each thread scans ascending indices and keeps the first maximum */
+	float bv = -INFINITY;
+	int bi = INT_MAX;
+	for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
+		float v = l[i];
+		if (bi == INT_MAX || v > bv) {
+			bv = v;
+			bi = i;
+		}
+	}
+	block_argmax(&bv, &bi);
+
+	kern_sample_params p = params[r];
+	if (p.temperature <= 0) { /* greedy; uniform over the block */
+		if (threadIdx.x == 0) {
+			tokens_out[r] = bi;
+			seg_begin[r] = seg_end[r] = (int)base;
+		}
+		return;
+	}
+	double sum = 0;
+	for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
+		float e = expf((l[i] - bv) / p.temperature);
+		probs[base + i] = e;
+		sum += e;
+	}
+	sum = kern_block_sum(sum);
+	/* each thread rewrites only what it wrote: no barrier needed */
+	for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
+		probs[base + i] = (float)((double)probs[base + i] / sum);
+		ids[base + i] = i;
+	}
+	if (threadIdx.x == 0) {
+		seg_begin[r] = (int)base;
+		seg_end[r] = (int)(base + vocab);
+	}
+}
+
+/* ---- 3. pick ---- */
+
+typedef cub::BlockScan<double, PICK_THREADS> pick_scan;
+
+struct pick_smem {
+	typename pick_scan::TempStorage scan;
+	int hit;
+	double value;
+};
+
+/* The first j in [0, limit) whose inclusive prefix sum P[j] of the sorted
+ * probabilities passes thr (P > thr when strict, else P >= thr), or
+ * limit - 1 when none does; also returns P at that j. Scans tiles of
+ * PICK_THREADS * PICK_ITEMS and stops at the first tile with a hit. */
+__device__ void scan_find(const float *__restrict__ pr, int limit, double thr, bool strict,
+			  pick_smem &sm, int *j_out, double *p_out)
+{
+	const int tile = PICK_THREADS * PICK_ITEMS;
+	double carry = 0;
+	for (int base = 0; base < limit; base += tile) {
+		int j0 = base + threadIdx.x * PICK_ITEMS;
+		double incl[PICK_ITEMS], local = 0;
+#pragma unroll
+		for (int k = 0; k < PICK_ITEMS; k++) {
+			local += j0 + k < limit ? (double)pr[j0 + k] : 0.0;
+			incl[k] = local;
+		}
+		double excl, tile_sum;
+		pick_scan(sm.scan).ExclusiveSum(local, excl, tile_sum);
+		if (threadIdx.x == 0)
+			sm.hit = INT_MAX;
+		__syncthreads();
+		for (int k = 0; k < PICK_ITEMS; k++) {
+			double P = carry + excl + incl[k];
+			if (j0 + k < limit && (strict ? P > thr : P >= thr)) {
+				atomicMin(&sm.hit, j0 + k);
+				break;
+			}
+		}
+		__syncthreads();
+		int stop = sm.hit;
+		if (stop == INT_MAX && base + tile >= limit)
+			stop = limit - 1;
+		if (stop != INT_MAX) { /* uniform */
+			if (stop >= j0 && stop < j0 + PICK_ITEMS)
+				sm.value = carry + excl + incl[stop - j0];
+			__syncthreads();
+			*j_out = stop;
+			*p_out = sm.value;
+			return;
+		}
+		carry += tile_sum;
+		__syncthreads(); /* sm.scan and sm.hit are reused by the next tile */
+	}
+	*j_out = limit - 1; /* not reached for limit >= 1 */
+	*p_out = carry;
+}
+
+__global__ void __launch_bounds__(PICK_THREADS)
+	sample_pick_kernel(const float *__restrict__ probs, const int32_t *__restrict__ ids,
+			   int vocab, const kern_sample_params *__restrict__ params,
+			   const int64_t *__restrict__ positions, int32_t *__restrict__ tokens_out)
+{
+	__shared__ pick_smem sm;
+	int r = blockIdx.x;
+	kern_sample_params p = params[r];
+	if (p.temperature <= 0)
+		return; /* greedy: prep wrote it */
+	const float *pr = probs + (size_t)r * vocab;
+
+	int keep = (p.top_k > 0 && p.top_k < vocab) ? p.top_k : vocab;
+	/* top-p: the smallest prefix whose mass reaches top_p (none: all of keep) */
+	double thr = p.top_p >= 1.0f ? INFINITY : (double)p.top_p;
+	int last;
+	double total;
+	scan_find(pr, keep, thr, false, sm, &last, &total);
+	keep = last + 1;
+
+	double u = (double)philox_uniform(p.seed, (uint64_t)positions[r]) * total;
+	int pick;
+	double unused;
+	scan_find(pr, keep, u, true, sm, &pick, &unused);
+	if (threadIdx.x == 0)
+		tokens_out[r] = ids[(size_t)r * vocab + pick];
+}
+
+/* ---- host ---- */
+
+extern "C" void kern_sampler_destroy(kern_sampler *s)
+{
+	if (!s)
+		return;
+	for (int b = 0; b < 2; b++) {
+		cudaFree(s->keys[b]);
+		cudaFree(s->vals[b]);
+	}
+	cudaFree(s->seg_begin);
+	cudaFree(s->seg_end);
+	cudaFree(s->sort_tmp);
+	free(s);
+}
+
+static int sort_bytes(size_t *bytes, kern_sampler *s, int rows, cudaStream_t st)
+{
+	cub::DoubleBuffer<float> dk(s->keys[0], s->keys[1]);
+	cub::DoubleBuffer<int32_t> dv(s->vals[0], s->vals[1]);
+	CUDA_TRY(cub::DeviceSegmentedRadixSort::SortPairsDescending(
+		nullptr, *bytes, dk, dv, rows * s->vocab, rows, s->seg_begin, s->seg_end, 0, 32,
+		st));
+	return SL_OK;
+}
+
+static int sampler_init(kern_sampler *s)
+{
+	size_t n = (size_t)s->chunk_rows * s->vocab;
+	for (int b = 0; b < 2; b++) {
+		CUDA_TRY(cudaMalloc((void **)&s->keys[b], n * sizeof(float)));
+		CUDA_TRY(cudaMalloc((void **)&s->vals[b], n * sizeof(int32_t)));
+	}
+	CUDA_TRY(cudaMalloc((void **)&s->seg_begin, s->chunk_rows * sizeof(int)));
+	CUDA_TRY(cudaMalloc((void **)&s->seg_end, s->chunk_rows * sizeof(int)));
+	int rc = sort_bytes(&s->sort_tmp_bytes, s, s->chunk_rows, 0);
+	if (rc)
+		return rc;
+	CUDA_TRY(cudaMalloc(&s->sort_tmp, s->sort_tmp_bytes ? s->sort_tmp_bytes : 16));
+	return SL_OK;
+}
+
+extern "C" int kern_sampler_create(int max_seqs, int vocab, kern_sampler **out)
+{
+	if (max_seqs <= 0 || vocab <= 0 || (long)vocab * SAMPLE_CHUNK_ROWS > INT_MAX) {
+		sl_log(SL_LOG_ERROR, "cuda", "sampler: bad shape %d rows x vocab %d", max_seqs,
+		       vocab);
+		return SL_EINVAL;
+	}
+	kern_sampler *s = (kern_sampler *)calloc(1, sizeof *s);
+	if (!s)
+		return SL_ENOMEM;
+	s->max_seqs = max_seqs;
+	s->vocab = vocab;
+	s->chunk_rows = max_seqs < SAMPLE_CHUNK_ROWS ? max_seqs : SAMPLE_CHUNK_ROWS;
+	int rc = sampler_init(s);
+	if (rc) {
+		kern_sampler_destroy(s);
+		return rc;
+	}
+	*out = s;
+	return SL_OK;
+}
+
+extern "C" int kern_sample_cuda(kern_sampler *s, int32_t *tokens_out, const float *logits, int n,
+				int vocab, const kern_sample_params *params,
+				const int64_t *positions, void *stream)
+{
+	if (n <= 0)
+		return SL_OK;
+	if (n > s->max_seqs || vocab <= 0 || vocab > s->vocab) {
+		sl_log(SL_LOG_ERROR, "cuda", "sample: %d rows x vocab %d, sampler made for %d x %d",
+		       n, vocab, s->max_seqs, s->vocab);
+		return SL_EINVAL;
+	}
+	cudaStream_t st = kern_stream(stream);
+	for (int r0 = 0; r0 < n; r0 += s->chunk_rows) {
+		int rows = n - r0 < s->chunk_rows ? n - r0 : s->chunk_rows;
+		sample_prep_kernel<<<rows, PREP_THREADS, 0, st>>>(
+			logits + (size_t)r0 * vocab, vocab, params + r0, tokens_out + r0,
+			s->keys[0], s->vals[0], s->seg_begin, s->seg_end);
+		CUDA_TRY_LAUNCH();
+		cub::DoubleBuffer<float> dk(s->keys[0], s->keys[1]);
+		cub::DoubleBuffer<int32_t> dv(s->vals[0], s->vals[1]);
+		size_t bytes = 0;
+		int rc = sort_bytes(&bytes, s, rows, st);
+		if (rc)
+			return rc;
+		if (bytes > s->sort_tmp_bytes) { /* cannot happen: sized for chunk_rows */
+			sl_log(SL_LOG_ERROR, "cuda", "sample: sort needs %zu bytes, have %zu",
+			       bytes, s->sort_tmp_bytes);
+			return SL_EDEVICE;
+		}
+		bytes = s->sort_tmp_bytes;
+		CUDA_TRY(cub::DeviceSegmentedRadixSort::SortPairsDescending(
+			s->sort_tmp, bytes, dk, dv, rows * vocab, rows, s->seg_begin, s->seg_end, 0,
+			32, st));
+		sample_pick_kernel<<<rows, PICK_THREADS, 0, st>>>(
+			dk.Current(), dv.Current(), vocab, params + r0, positions + r0,
+			tokens_out + r0);
+		CUDA_TRY_LAUNCH();
+	}
+	return SL_OK;
+}

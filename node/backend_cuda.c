@@ -1,0 +1,409 @@
+/*
+ * backend_cuda.c — the CUDA backend: fp16/bf16 weights and activations, an
+ * fp32 residual stream, every op enqueued on one stream. Step inputs go up
+ * through pinned staging in one copy; block tables are re-laid with a
+ * fixed stride (blocks of a full-context sequence) so a decode step of a
+ * given batch size always has the same launch shapes and device addresses,
+ * which is what lets run_cached replay it as a CUDA graph.
+ */
+#ifdef SL_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention.h"
+#include "backend.h"
+#include "cuda_check.h"
+#include "embedding.h"
+#include "matmul.h"
+#include "random.h"
+#include "rmsnorm.h"
+#include "rope.h"
+#include "sl.h"
+#include "swiglu.h"
+
+#define MAX_GRAPHS 1024
+
+typedef struct staged {        /* pinned host buffer + device twin + copy fence */
+	void *h, *d;
+	size_t cap;
+	cudaEvent_t done;
+} staged;
+
+typedef struct cuda_impl {
+	int device;
+	char name[256];
+	cudaStream_t stream;
+	kern_blas *blas;
+	kern_attn_ws *attn;
+	kern_sampler *sampler;
+	node_backend_limits lim;
+	int table_stride;          /* device block-table row length */
+	staged batch, rows, params, pos;
+	int32_t *d_tokens, *h_tokens; /* sampled ids */
+	float *d_sel;              /* [max_seqs, vocab] rows picked for sampling */
+	cudaGraphExec_t graphs[MAX_GRAPHS];
+} cuda_impl;
+
+static cuda_impl *I(node_backend *be) { return be->impl; }
+static cudaStream_t S(node_backend *be) { return I(be)->stream; }
+
+static int staged_init(staged *s, size_t bytes)
+{
+	s->cap = bytes;
+	CUDA_TRY(cudaMallocHost(&s->h, bytes ? bytes : 16));
+	CUDA_TRY(cudaMalloc(&s->d, bytes ? bytes : 16));
+	CUDA_TRY(cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming));
+	CUDA_TRY(cudaEventRecord(s->done, 0));
+	return SL_OK;
+}
+
+static void staged_free(staged *s)
+{
+	if (s->h) cudaFreeHost(s->h);
+	if (s->d) cudaFree(s->d);
+	if (s->done) cudaEventDestroy(s->done);
+	memset(s, 0, sizeof *s);
+}
+
+/* Host writes may start once the previous upload from this buffer is done. */
+static int staged_wait(staged *s) { CUDA_TRY(cudaEventSynchronize(s->done)); return SL_OK; }
+
+static int staged_up(node_backend *be, staged *s, size_t bytes)
+{
+	CUDA_TRY(cudaMemcpyAsync(s->d, s->h, bytes, cudaMemcpyHostToDevice, S(be)));
+	CUDA_TRY(cudaEventRecord(s->done, S(be)));
+	return SL_OK;
+}
+
+static int cu_alloc(node_backend *be, size_t bytes, void **out)
+{
+	if (cudaMalloc(out, bytes ? bytes : 16) != cudaSuccess) {
+		cudaGetLastError(); /* clear the sticky-free error so later calls work */
+		return SL_ENOMEM;
+	}
+	return SL_OK;
+}
+
+static void cu_free(node_backend *be, void *p)
+{
+	if (p)
+		cudaFree(p);
+}
+
+static int cu_upload(node_backend *be, void *dst, const void *src, size_t bytes)
+{
+	CUDA_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+	return SL_OK;
+}
+
+static int cu_download(node_backend *be, void *dst, const void *src, size_t bytes)
+{
+	CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, S(be)));
+	CUDA_TRY(cudaStreamSynchronize(S(be)));
+	return SL_OK;
+}
+
+static int cu_sync(node_backend *be)
+{
+	CUDA_TRY(cudaStreamSynchronize(S(be)));
+	return SL_OK;
+}
+
+/* Lay the batch out in the staging buffer: tokens | positions | slots |
+ * q_start | q_len | kv_len | tables[n_seqs][table_stride]. */
+static int cu_set_batch(node_backend *be, const kern_paged_batch *h, kern_paged_batch *d)
+{
+	cuda_impl *c = I(be);
+	int n = h->n_tokens, s = h->n_seqs, stride = c->table_stride;
+	size_t ints = 3 * (size_t)n + 3 * (size_t)s + (size_t)s * stride;
+	if (n > c->lim.max_tokens || s > c->lim.max_seqs || h->max_blocks > stride ||
+	    ints * 4 > c->batch.cap) {
+		SL_ERROR("cuda", "step of %d tokens, %d sequences, %d blocks exceeds the reserved %d/%d/%d",
+			 n, s, h->max_blocks, c->lim.max_tokens, c->lim.max_seqs, stride);
+		return SL_EINVAL;
+	}
+	int rc = staged_wait(&c->batch);
+	if (rc)
+		return rc;
+	int32_t *o = c->batch.h, *dv = c->batch.d;
+	const int32_t *src[6] = {h->tokens, h->positions, h->slots, h->q_start, h->q_len, h->kv_len};
+	int len[6] = {n, n, n, s, s, s};
+	const int32_t **dst[6] = {&d->tokens, &d->positions, &d->slots, &d->q_start, &d->q_len, &d->kv_len};
+	*d = *h;
+	size_t off = 0;
+	for (int i = 0; i < 6; i++) {
+		memcpy(o + off, src[i], 4 * (size_t)len[i]);
+		*dst[i] = dv + off;
+		off += len[i];
+	}
+	for (int k = 0; k < s; k++) {
+		memcpy(o + off + (size_t)k * stride, h->block_tables + (size_t)k * h->max_blocks,
+		       4 * (size_t)h->max_blocks);
+		memset(o + off + (size_t)k * stride + h->max_blocks, 0,
+		       4 * (size_t)(stride - h->max_blocks));
+	}
+	d->block_tables = dv + off;
+	d->max_blocks = stride;
+	/* decode steps are graph candidates: no launch shape may follow the
+	 * step's longest context, so kernels size for the reserved maximum */
+	if (h->max_q_len == 1)
+		d->max_kv_len = c->lim.max_ctx;
+	return staged_up(be, &c->batch, 4 * ints);
+}
+
+static int cu_embed(node_backend *be, float *x, const void *table, const int32_t *tokens, int n,
+		    int dim, int row0, int rows)
+{
+	return kern_embedding_cuda(x, table, tokens, n, dim, row0, rows, be->dtype, S(be));
+}
+
+static int cu_rmsnorm(node_backend *be, void *out, const float *x, const void *w, int n, int dim,
+		      float eps)
+{
+	return kern_rmsnorm_cuda(out, x, w, n, dim, eps, be->dtype, S(be));
+}
+
+static int cu_add_rmsnorm(node_backend *be, float *x, const void *delta, const void *w, void *out,
+			  int n, int dim, float eps)
+{
+	return kern_add_rmsnorm_cuda(x, delta, w, out, n, dim, eps, be->dtype, S(be));
+}
+
+static int cu_matmul(node_backend *be, void *out, const void *x, const void *w, int n, int in_dim,
+		     int out_dim)
+{
+	return kern_matmul_cuda(I(be)->blas, out, x, w, n, in_dim, out_dim, be->dtype);
+}
+
+static int cu_matmul_f32out(node_backend *be, float *out, const void *x, const void *w, int n,
+			    int in_dim, int out_dim)
+{
+	return kern_matmul_f32out_cuda(I(be)->blas, out, x, w, n, in_dim, out_dim, be->dtype);
+}
+
+static int cu_rope_kv_write(node_backend *be, void *qkv, void *k_cache, void *v_cache,
+			    const kern_paged_batch *b, int n_heads, int n_kv_heads, int head_dim,
+			    const float *inv_freq)
+{
+	return kern_rope_kv_write_cuda(qkv, k_cache, v_cache, b, n_heads, n_kv_heads, head_dim,
+				       inv_freq, be->dtype, S(be));
+}
+
+static int cu_attention(node_backend *be, void *out, const void *qkv, int q_stride,
+			const void *k_cache, const void *v_cache, const kern_paged_batch *b,
+			int n_heads, int n_kv_heads, int head_dim, float scale)
+{
+	return kern_attention_cuda(I(be)->attn, out, qkv, q_stride, k_cache, v_cache, b, n_heads,
+				   n_kv_heads, head_dim, scale, be->dtype, S(be));
+}
+
+static int cu_silu_mul(node_backend *be, void *out, const void *gate_up, int n, int hidden)
+{
+	return kern_silu_mul_cuda(out, gate_up, n, hidden, be->dtype, S(be));
+}
+
+static int cu_gather_rows(node_backend *be, void *out, const void *x, const int32_t *rows, int n,
+			  int dim)
+{
+	cuda_impl *c = I(be);
+	if ((size_t)n * 4 > c->rows.cap)
+		return SL_EINVAL;
+	int rc = staged_wait(&c->rows);
+	if (rc)
+		return rc;
+	memcpy(c->rows.h, rows, 4 * (size_t)n);
+	if ((rc = staged_up(be, &c->rows, 4 * (size_t)n)))
+		return rc;
+	return kern_gather_rows_cuda(out, x, c->rows.d, n, dim, be->dtype, S(be));
+}
+
+static int cu_copy2d(node_backend *be, void *dst, size_t dpitch, const void *src, size_t spitch,
+		     size_t width_bytes, size_t rows)
+{
+	CUDA_TRY(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width_bytes, rows,
+				   cudaMemcpyDeviceToDevice, S(be)));
+	return SL_OK;
+}
+
+/* Sampled rows are picked out of the logits (a row copy in fp32), their
+ * parameters and positions go up with them, the ids come back. */
+static int cu_sample(node_backend *be, int32_t *tokens_out, const float *logits, const int32_t *rows,
+		     int n, int vocab, const kern_sample_params *params, const int64_t *positions)
+{
+	cuda_impl *c = I(be);
+	if (n > c->lim.max_seqs)
+		return SL_EINVAL;
+	int rc = staged_wait(&c->params);
+	if (!rc)
+		rc = staged_wait(&c->pos);
+	if (!rc)
+		rc = staged_wait(&c->rows);
+	if (rc)
+		return rc;
+	memcpy(c->params.h, params, sizeof *params * n);
+	memcpy(c->pos.h, positions, sizeof *positions * n);
+	memcpy(c->rows.h, rows, 4 * (size_t)n);
+	if ((rc = staged_up(be, &c->params, sizeof *params * n)) ||
+	    (rc = staged_up(be, &c->pos, sizeof *positions * n)) ||
+	    (rc = staged_up(be, &c->rows, 4 * (size_t)n)) ||
+	    (rc = kern_gather_rows_cuda(c->d_sel, logits, c->rows.d, n, vocab, SL_DT_F32, S(be))) ||
+	    (rc = kern_sample_cuda(c->sampler, c->d_tokens, c->d_sel, n, vocab, c->params.d, c->pos.d,
+				   S(be))))
+		return rc;
+	CUDA_TRY(cudaMemcpyAsync(c->h_tokens, c->d_tokens, 4 * (size_t)n, cudaMemcpyDeviceToHost, S(be)));
+	CUDA_TRY(cudaStreamSynchronize(S(be)));
+	memcpy(tokens_out, c->h_tokens, 4 * (size_t)n);
+	return SL_OK;
+}
+
+static int cu_reserve(node_backend *be, const node_backend_limits *lim)
+{
+	cuda_impl *c = I(be);
+	c->lim = *lim;
+	/* every sequence's table row is as long as a full-context sequence's */
+	c->table_stride = lim->max_table_entries / (lim->max_seqs > 0 ? lim->max_seqs : 1);
+	if (c->table_stride < 1)
+		c->table_stride = 1;
+	size_t batch_ints = 3 * (size_t)lim->max_tokens + 3 * (size_t)lim->max_seqs +
+			    (size_t)lim->max_seqs * c->table_stride;
+	int rc;
+	if ((rc = staged_init(&c->batch, 4 * batch_ints)) ||
+	    (rc = staged_init(&c->rows, 4 * (size_t)lim->max_rows)) ||
+	    (rc = staged_init(&c->params, sizeof(kern_sample_params) * lim->max_seqs)) ||
+	    (rc = staged_init(&c->pos, sizeof(int64_t) * lim->max_seqs)))
+		return rc;
+	CUDA_TRY(cudaMalloc((void **)&c->d_tokens, 4 * (size_t)lim->max_seqs));
+	CUDA_TRY(cudaMallocHost((void **)&c->h_tokens, 4 * (size_t)lim->max_seqs));
+	CUDA_TRY(cudaMalloc((void **)&c->d_sel, sizeof(float) * lim->max_seqs * (size_t)lim->vocab));
+	if ((rc = kern_attn_ws_create(lim->max_tokens, lim->n_heads, lim->head_dim, lim->max_ctx,
+				      &c->attn)))
+		return rc;
+	return kern_sampler_create(lim->max_seqs, lim->vocab, &c->sampler);
+}
+
+static int capture(node_backend *be, int key, int (*fn)(void *), void *ctx)
+{
+	cuda_impl *c = I(be);
+	cudaGraph_t g = NULL;
+	CUDA_TRY(cudaStreamBeginCapture(S(be), cudaStreamCaptureModeThreadLocal));
+	int rc = fn(ctx);
+	cudaError_t e = cudaStreamEndCapture(S(be), &g);
+	if (rc || e != cudaSuccess) {
+		if (g)
+			cudaGraphDestroy(g);
+		if (!rc)
+			SL_ERROR("cuda", "graph capture failed: %s", cudaGetErrorString(e));
+		cudaGetLastError();
+		return rc ? rc : SL_EDEVICE;
+	}
+	e = cudaGraphInstantiate(&c->graphs[key], g, 0);
+	cudaGraphDestroy(g);
+	if (e != cudaSuccess) {
+		c->graphs[key] = NULL;
+		SL_ERROR("cuda", "graph instantiate failed: %s", cudaGetErrorString(e));
+		return SL_EDEVICE;
+	}
+	SL_DEBUG("cuda", "captured decode graph for %d sequences", key);
+	return SL_OK;
+}
+
+static int cu_run_cached(node_backend *be, int key, int (*fn)(void *), void *ctx)
+{
+	cuda_impl *c = I(be);
+	if (key < 0 || key >= MAX_GRAPHS || getenv("SL_NO_GRAPHS"))
+		return fn(ctx);
+	if (!c->graphs[key]) {
+		int rc = capture(be, key, fn, ctx);
+		if (rc)
+			return rc;
+	}
+	CUDA_TRY(cudaGraphLaunch(c->graphs[key], S(be)));
+	return SL_OK;
+}
+
+static int cu_fill_random(node_backend *be, void *dst, size_t n, float mean, float std,
+			  uint64_t seed)
+{
+	return kern_fill_uniform_cuda(dst, n, mean, std, seed, be->dtype, S(be));
+}
+
+static void cu_destroy(node_backend *be)
+{
+	cuda_impl *c = I(be);
+	if (c) {
+		cudaSetDevice(c->device);
+		for (int i = 0; i < MAX_GRAPHS; i++)
+			if (c->graphs[i])
+				cudaGraphExecDestroy(c->graphs[i]);
+		kern_blas_destroy(c->blas);
+		kern_attn_ws_destroy(c->attn);
+		kern_sampler_destroy(c->sampler);
+		staged_free(&c->batch), staged_free(&c->rows);
+		staged_free(&c->params), staged_free(&c->pos);
+		cudaFree(c->d_tokens), cudaFreeHost(c->h_tokens), cudaFree(c->d_sel);
+		if (c->stream)
+			cudaStreamDestroy(c->stream);
+		free(c);
+	}
+	free(be);
+}
+
+static const node_backend_ops cuda_ops = {
+	.alloc = cu_alloc, .free = cu_free, .upload = cu_upload, .download = cu_download,
+	.sync = cu_sync, .set_batch = cu_set_batch, .embed = cu_embed, .rmsnorm = cu_rmsnorm,
+	.add_rmsnorm = cu_add_rmsnorm, .matmul = cu_matmul, .matmul_f32out = cu_matmul_f32out,
+	.rope_kv_write = cu_rope_kv_write, .attention = cu_attention, .silu_mul = cu_silu_mul,
+	.gather_rows = cu_gather_rows, .copy2d = cu_copy2d, .sample = cu_sample,
+	.reserve = cu_reserve, .run_cached = cu_run_cached, .fill_random = cu_fill_random,
+	.destroy = cu_destroy,
+};
+
+int node_backend_cuda_create(int device, sl_dtype dtype, node_backend **out, char *err,
+			     size_t errlen)
+{
+	int n = 0;
+	if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+		cudaGetLastError();
+		return sl_errf(err, errlen, SL_EDEVICE, "no CUDA device found");
+	}
+	if (dtype != SL_DT_F16 && dtype != SL_DT_BF16)
+		return sl_errf(err, errlen, SL_ENOTSUP, "the CUDA backend stores fp16 or bf16");
+	node_backend *be = calloc(1, sizeof *be);
+	cuda_impl *c = calloc(1, sizeof *c);
+	if (!be || !c) {
+		free(be), free(c);
+		return sl_errf(err, errlen, SL_ENOMEM, "out of memory");
+	}
+	be->ops = &cuda_ops, be->name = "cuda", be->dtype = dtype, be->impl = c;
+	c->device = device % n;
+	struct cudaDeviceProp prop;
+	int rc = SL_OK;
+	if (cudaSetDevice(c->device) != cudaSuccess ||
+	    cudaGetDeviceProperties(&prop, c->device) != cudaSuccess ||
+	    cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking) != cudaSuccess)
+		rc = sl_errf(err, errlen, SL_EDEVICE, "cannot open CUDA device %d", c->device);
+	if (!rc)
+		snprintf(c->name, sizeof c->name, "%s", prop.name);
+	be->stream = c->stream;
+	if (!rc && kern_blas_create(c->stream, &c->blas))
+		rc = sl_errf(err, errlen, SL_EDEVICE, "cuBLAS initialisation failed");
+	if (rc) {
+		cu_destroy(be);
+		return rc;
+	}
+	SL_INFO("cuda", "device %d: %s, %.1f GiB, %s", c->device, c->name,
+		prop.totalGlobalMem / 1073741824.0, sl_dtype_name(dtype));
+	*out = be;
+	return SL_OK;
+}
+
+int node_backend_cuda_meminfo(node_backend *be, size_t *free_bytes, size_t *total_bytes)
+{
+	CUDA_TRY(cudaMemGetInfo(free_bytes, total_bytes));
+	return SL_OK;
+}
+
+const char *node_backend_cuda_device_name(node_backend *be) { return I(be)->name; }
+#endif

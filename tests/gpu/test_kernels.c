@@ -1,0 +1,728 @@
+/*
+ * test_kernels.c — every CUDA kernel in kernels/<op>.cu against its CPU
+ * reference (kernels/<op>.c) on fresh random inputs, for F16 and BF16 storage,
+ * over shapes that do and do not fit the 16-byte vector paths (widths 72,
+ * 100, 4096, 5120; 1, 3, 17, 64 tokens; head_dim 64, 128, 80, 72; paged KV
+ * with shuffled block tables). Inputs are rounded to the dtype first, so
+ * the reference sees exactly what the GPU sees; device outputs are poisoned
+ * (NaN) before each launch. One line per kernel and dtype reports the worst
+ * error; the seed is printed first and SL_TEST_SEED replays it.
+ * Runs on a GPU host only (make test-gpu).
+ */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "embedding.h"
+#include "gpu_test.h"
+#include "matmul.h"
+#include "paged.h"
+#include "rmsnorm.h"
+#include "rope.h"
+#include "sampling.h"
+#include "sl.h"
+#include "swiglu.h"
+
+/* Defined in kernels/embedding.cu and kernels/matmul.cu; repeated here until
+ * their headers declare them (a compatible redeclaration is harmless then). */
+int kern_gather_rows_cuda(void *out, const void *x, const int32_t *rows_dev, int n, int dim,
+			  sl_dtype dt, void *stream);
+int kern_matmul_f32out_cuda(kern_blas *b, float *out, const void *x, const void *w, int n,
+			    int in_dim, int out_dim, sl_dtype dt);
+
+/*
+ * Tolerances, as worst |gpu - ref| / max |ref| over a tensor.
+ *
+ * Elementwise kernels (rmsnorm, swiglu, rope) compute in fp32 from the same
+ * dtype-rounded inputs as the reference; what differs is the final rounding
+ * to the dtype (half an ulp of the element: 2^-11 = 4.9e-4 for f16, 2^-8 =
+ * 3.9e-3 for bf16, relative to the element and so at most that relative to
+ * max |ref|) plus fp32 op order and CUDA vs libm expf/cosf (~1e-6). The
+ * tolerances are 4x the rounding bound.
+ */
+#define TOL_ELEM_F16 2e-3
+#define TOL_ELEM_BF16 1.6e-2
+/* GEMM: the same fp32 accumulation in another order (cuBLAS tiling, tensor
+ * cores): about sqrt(K) * 2^-24 of the sum of |terms|, below 1e-5 here for
+ * K <= 5120, plus the output rounding above. 10x (f16) and 5x (bf16) the
+ * output rounding bound. */
+#define TOL_GEMM_F16 5e-3
+#define TOL_GEMM_BF16 2e-2
+/* GEMM with fp32 output: only the accumulation order remains (~1e-5 at
+ * K = 5120); 20x margin for tensor-core accumulation. */
+#define TOL_GEMM_F32OUT 2e-4
+/* Embedding and row gather move values; the residual update r += d is the
+ * same single fp32 add on both sides: bit-exact. */
+#define TOL_EXACT 0.0
+/* Sampling: a GPU token may differ from the CPU's only when a prefix sum of
+ * the sorted probabilities lies this close to u or to top_p (expf differs
+ * by an ulp between CUDA and libm, and the sums run in another order). */
+#define SAMPLE_NEAR_TIE 1e-5
+
+static uint64_t g_seed;
+static const sl_dtype k_dts[] = {SL_DT_F16, SL_DT_BF16};
+#define N_DTS 2
+
+static const int k_widths[] = {72, 100, 4096, 5120};
+static const int k_ntok[] = {1, 3, 17, 64};
+#define N_WIDTHS 4
+#define N_NTOK 4
+
+static double tol_elem(sl_dtype dt) { return dt == SL_DT_F16 ? TOL_ELEM_F16 : TOL_ELEM_BF16; }
+static double tol_gemm(sl_dtype dt) { return dt == SL_DT_F16 ? TOL_GEMM_F16 : TOL_GEMM_BF16; }
+static double dmax(double a, double b) { return a > b ? a : b; }
+
+/* ---- embedding and row gather ---- */
+
+START_TEST(test_embedding)
+{
+	const int rows = 300, row0 = 100; /* a vocab shard: ids [100, 400) */
+	for (int di = 0; di < N_DTS; di++) {
+		sl_dtype dt = k_dts[di];
+		gt_reseed(g_seed, 100 + di);
+		double worst = 0;
+		for (int wi = 0; wi < N_WIDTHS; wi++) {
+			for (int ni = 0; ni < N_NTOK; ni++) {
+				int dim = k_widths[wi], n = k_ntok[ni];
+				float *table = gt_malloc(sizeof(float) * rows * dim);
+				float *ref = gt_malloc(sizeof(float) * n * dim);
+				float *got = gt_malloc(sizeof(float) * n * dim);
+				int32_t *tok = gt_malloc(sizeof(int32_t) * n);
+				gt_fill(table, (size_t)rows * dim, -1, 1);
+				gt_round(table, (size_t)rows * dim, dt);
+				/* ids below, inside and above the shard; the first always inside */
+				for (int i = 0; i < n; i++)
+					tok[i] = i == 0 ? gt_int(row0, row0 + rows - 1)
+							: gt_int(0, row0 + rows + 50);
+				kern_embedding_cpu(ref, table, tok, n, dim, row0, rows);
+
+				void *d_table = gt_upload(table, (size_t)rows * dim, dt);
+				int32_t *d_tok = gt_upload_raw(tok, sizeof(int32_t) * n);
+				float *d_out = gt_dev_poison(sizeof(float) * n * dim);
+				GT_KERNEL(kern_embedding_cuda(d_out, d_table, d_tok, n, dim, row0, rows,
+							      dt, NULL));
+				gt_download(got, d_out, (size_t)n * dim, SL_DT_F32);
+				char what[96];
+				snprintf(what, sizeof what, "embedding %s dim %d n %d", gt_dt_name(dt),
+					 dim, n);
+				worst = dmax(worst, gt_compare(what, got, ref, (size_t)n * dim,
+							       TOL_EXACT));
+				gt_dev_free(d_table);
+				gt_dev_free(d_tok);
+				gt_dev_free(d_out);
+				free(table);
+				free(ref);
+				free(got);
+				free(tok);
+			}
+		}
+		gt_report("embedding", dt, worst, TOL_EXACT);
+		ck_assert_msg(worst <= TOL_EXACT, "embedding %s: worst %.3g > tol %.3g",
+			      gt_dt_name(dt), worst, TOL_EXACT);
+	}
+}
+END_TEST
+
+START_TEST(test_gather_rows)
+{
+	const int src_rows = 80;
+	for (int di = 0; di < N_DTS; di++) {
+		sl_dtype dt = k_dts[di];
+		gt_reseed(g_seed, 200 + di);
+		double worst = 0;
+		for (int wi = 0; wi < N_WIDTHS; wi++) {
+			for (int ni = 0; ni < N_NTOK; ni++) {
+				int dim = k_widths[wi], n = k_ntok[ni];
+				float *x = gt_malloc(sizeof(float) * src_rows * dim);
+				float *ref = gt_malloc(sizeof(float) * n * dim);
+				float *got = gt_malloc(sizeof(float) * n * dim);
+				int32_t *rows = gt_malloc(sizeof(int32_t) * n);
+				gt_fill(x, (size_t)src_rows * dim, -4, 4);
+				gt_round(x, (size_t)src_rows * dim, dt);
+				for (int i = 0; i < n; i++) {
+					rows[i] = gt_int(0, src_rows - 1);
+					memcpy(ref + (size_t)i * dim, x + (size_t)rows[i] * dim,
+					       sizeof(float) * dim);
+				}
+				void *d_x = gt_upload(x, (size_t)src_rows * dim, dt);
+				int32_t *d_rows = gt_upload_raw(rows, sizeof(int32_t) * n);
+				void *d_out = gt_dev_poison(sl_dtype_size(dt) * n * dim);
+				GT_KERNEL(kern_gather_rows_cuda(d_out, d_x, d_rows, n, dim, dt, NULL));
+				gt_download(got, d_out, (size_t)n * dim, dt);
+				char what[96];
+				snprintf(what, sizeof what, "gather_rows %s dim %d n %d",
+					 gt_dt_name(dt), dim, n);
+				worst = dmax(worst, gt_compare(what, got, ref, (size_t)n * dim,
+							       TOL_EXACT));
+				gt_dev_free(d_x);
+				gt_dev_free(d_rows);
+				gt_dev_free(d_out);
+				free(x);
+				free(ref);
+				free(got);
+				free(rows);
+			}
+		}
+		gt_report("gather_rows", dt, worst, TOL_EXACT);
+		ck_assert_msg(worst <= TOL_EXACT, "gather_rows %s: worst %.3g", gt_dt_name(dt),
+			      worst);
+	}
+}
+END_TEST
+
+/* ---- rmsnorm and residual add + rmsnorm ---- */
+
+START_TEST(test_rmsnorm)
+{
+	const float eps = 1e-5f;
+	for (int di = 0; di < N_DTS; di++) {
+		sl_dtype dt = k_dts[di];
+		double tol = tol_elem(dt);
+		gt_reseed(g_seed, 300 + di);
+		double w_norm = 0, w_add = 0, w_res = 0;
+		for (int wi = 0; wi < N_WIDTHS; wi++) {
+			for (int ni = 0; ni < N_NTOK; ni++) {
+				int dim = k_widths[wi], n = k_ntok[ni];
+				size_t nd = (size_t)n * dim;
+				float *x = gt_malloc(sizeof(float) * nd);
+				float *delta = gt_malloc(sizeof(float) * nd);
+				float *w = gt_malloc(sizeof(float) * dim);
+				float *ref = gt_malloc(sizeof(float) * nd);
+				float *ref_res = gt_malloc(sizeof(float) * nd);
+				float *got = gt_malloc(sizeof(float) * nd);
+				gt_fill(x, nd, -3, 3); /* the fp32 residual: not rounded */
+				gt_fill(delta, nd, -1, 1);
+				gt_round(delta, nd, dt);
+				gt_fill(w, dim, -1.5f, 1.5f);
+				gt_round(w, dim, dt);
+				char what[96];
+
+				/* rmsnorm: out = x / rms(x) * w */
+				kern_rmsnorm_cpu(ref, x, w, n, dim, eps);
+				float *d_x = gt_upload(x, nd, SL_DT_F32);
+				void *d_w = gt_upload(w, dim, dt);
+				void *d_out = gt_dev_poison(sl_dtype_size(dt) * nd);
+				GT_KERNEL(kern_rmsnorm_cuda(d_out, d_x, d_w, n, dim, eps, dt, NULL));
+				gt_download(got, d_out, nd, dt);
+				snprintf(what, sizeof what, "rmsnorm %s dim %d n %d", gt_dt_name(dt),
+					 dim, n);
+				w_norm = dmax(w_norm, gt_compare(what, got, ref, nd, tol));
+
+				/* add_rmsnorm: x += delta; out = rmsnorm(x) * w */
+				memcpy(ref_res, x, sizeof(float) * nd);
+				kern_add_rmsnorm_cpu(ref_res, delta, w, ref, n, dim, eps);
+				void *d_delta = gt_upload(delta, nd, dt);
+				GT_CUDA(cudaMemset(d_out, 0xFF, sl_dtype_size(dt) * nd));
+				GT_KERNEL(kern_add_rmsnorm_cuda(d_x, d_delta, d_w, d_out, n, dim, eps,
+								dt, NULL));
+				gt_download(got, d_out, nd, dt);
+				snprintf(what, sizeof what, "add_rmsnorm %s dim %d n %d",
+					 gt_dt_name(dt), dim, n);
+				w_add = dmax(w_add, gt_compare(what, got, ref, nd, tol));
+				gt_download(got, d_x, nd, SL_DT_F32);
+				snprintf(what, sizeof what, "add_rmsnorm residual %s dim %d n %d",
+					 gt_dt_name(dt), dim, n);
+				w_res = dmax(w_res, gt_compare(what, got, ref_res, nd, TOL_EXACT));
+
+				/* w == NULL: only the add (x was reset to the input) */
+				gt_upload_to(d_x, x, nd, SL_DT_F32);
+				memcpy(ref_res, x, sizeof(float) * nd);
+				kern_add_rmsnorm_cpu(ref_res, delta, NULL, NULL, n, dim, eps);
+				GT_KERNEL(kern_add_rmsnorm_cuda(d_x, d_delta, NULL, NULL, n, dim, eps,
+								dt, NULL));
+				gt_download(got, d_x, nd, SL_DT_F32);
+				snprintf(what, sizeof what, "add (w NULL) residual %s dim %d n %d",
+					 gt_dt_name(dt), dim, n);
+				w_res = dmax(w_res, gt_compare(what, got, ref_res, nd, TOL_EXACT));
+
+				gt_dev_free(d_x);
+				gt_dev_free(d_w);
+				gt_dev_free(d_out);
+				gt_dev_free(d_delta);
+				free(x);
+				free(delta);
+				free(w);
+				free(ref);
+				free(ref_res);
+				free(got);
+			}
+		}
+		gt_report("rmsnorm", dt, w_norm, tol);
+		gt_report("add_rmsnorm", dt, w_add, tol);
+		gt_report("add_rmsnorm(residual)", dt, w_res, TOL_EXACT);
+		ck_assert_msg(w_norm <= tol && w_add <= tol && w_res <= TOL_EXACT,
+			      "rmsnorm %s: worst %.3g / add %.3g / residual %.3g", gt_dt_name(dt),
+			      w_norm, w_add, w_res);
+	}
+}
+END_TEST
+
+/* ---- swiglu ---- */
+
+START_TEST(test_swiglu)
+{
+	static const int hiddens[] = {72, 100, 4096, 5120, 13824};
+	for (int di = 0; di < N_DTS; di++) {
+		sl_dtype dt = k_dts[di];
+		double tol = tol_elem(dt), worst = 0;
+		gt_reseed(g_seed, 400 + di);
+		for (int hi = 0; hi < 5; hi++) {
+			for (int ni = 0; ni < N_NTOK; ni++) {
+				int hidden = hiddens[hi], n = k_ntok[ni];
+				size_t nin = (size_t)n * 2 * hidden, nout = (size_t)n * hidden;
+				float *gu = gt_malloc(sizeof(float) * nin);
+				float *ref = gt_malloc(sizeof(float) * nout);
+				float *got = gt_malloc(sizeof(float) * nout);
+				gt_fill(gu, nin, -6, 6); /* reaches silu's saturated tails */
+				gt_round(gu, nin, dt);
+				kern_silu_mul_cpu(ref, gu, n, hidden);
+				void *d_gu = gt_upload(gu, nin, dt);
+				void *d_out = gt_dev_poison(sl_dtype_size(dt) * nout);
+				GT_KERNEL(kern_silu_mul_cuda(d_out, d_gu, n, hidden, dt, NULL));
+				gt_download(got, d_out, nout, dt);
+				char what[96];
+				snprintf(what, sizeof what, "silu_mul %s hidden %d n %d",
+					 gt_dt_name(dt), hidden, n);
+				worst = dmax(worst, gt_compare(what, got, ref, nout, tol));
+				gt_dev_free(d_gu);
+				gt_dev_free(d_out);
+				free(gu);
+				free(ref);
+				free(got);
+			}
+		}
+		gt_report("silu_mul", dt, worst, tol);
+		ck_assert_msg(worst <= tol, "silu_mul %s: worst %.3g", gt_dt_name(dt), worst);
+	}
+}
+END_TEST
+
+/* ---- matmul ---- */
+
+typedef struct gemm_shape {
+	int n, in_dim, out_dim;
+} gemm_shape;
+
+/* decode (n 1), odd widths, K up to 5120, an MLP-like wide output */
+static const gemm_shape k_gemm[] = {
+	{1, 4096, 4096}, {3, 100, 300}, {17, 5120, 72},   {64, 72, 1000},
+	{64, 4096, 512}, {1, 5120, 13824}, {17, 100, 4096}, {3, 4096, 100},
+};
+/* LM-head-like: fp32 logits */
+static const gemm_shape k_gemm_f32[] = {
+	{1, 4096, 32000}, {3, 100, 32000}, {17, 72, 300}, {64, 5120, 1000},
+};
+
+static double run_gemm(kern_blas *blas, sl_dtype dt, const gemm_shape *s, int f32_out, double tol)
+{
+	size_t nx = (size_t)s->n * s->in_dim, nw = (size_t)s->out_dim * s->in_dim;
+	size_t no = (size_t)s->n * s->out_dim;
+	float *x = gt_malloc(sizeof(float) * nx), *w = gt_malloc(sizeof(float) * nw);
+	float *ref = gt_malloc(sizeof(float) * no), *got = gt_malloc(sizeof(float) * no);
+	gt_fill(x, nx, -1, 1);
+	gt_round(x, nx, dt);
+	gt_fill(w, nw, -1, 1);
+	gt_round(w, nw, dt);
+	kern_matmul_cpu(ref, x, w, s->n, s->in_dim, s->out_dim);
+	void *d_x = gt_upload(x, nx, dt), *d_w = gt_upload(w, nw, dt);
+	sl_dtype ot = f32_out ? SL_DT_F32 : dt;
+	void *d_out = gt_dev_poison(sl_dtype_size(ot) * no);
+	if (f32_out)
+		GT_KERNEL(kern_matmul_f32out_cuda(blas, d_out, d_x, d_w, s->n, s->in_dim,
+						  s->out_dim, dt));
+	else
+		GT_KERNEL(kern_matmul_cuda(blas, d_out, d_x, d_w, s->n, s->in_dim, s->out_dim, dt));
+	gt_download(got, d_out, no, ot);
+	char what[112];
+	snprintf(what, sizeof what, "matmul%s %s n %d in %d out %d", f32_out ? "_f32out" : "",
+		 gt_dt_name(dt), s->n, s->in_dim, s->out_dim);
+	double e = gt_compare(what, got, ref, no, tol);
+	gt_dev_free(d_x);
+	gt_dev_free(d_w);
+	gt_dev_free(d_out);
+	free(x);
+	free(w);
+	free(ref);
+	free(got);
+	return e;
+}
+
+START_TEST(test_matmul)
+{
+	kern_blas *blas = NULL;
+	ck_assert_int_eq(kern_blas_create(NULL, &blas), 0);
+	for (int di = 0; di < N_DTS; di++) {
+		sl_dtype dt = k_dts[di];
+		gt_reseed(g_seed, 500 + di);
+		double tol = tol_gemm(dt), worst = 0, worst32 = 0;
+		for (size_t i = 0; i < sizeof k_gemm / sizeof *k_gemm; i++)
+			worst = dmax(worst, run_gemm(blas, dt, &k_gemm[i], 0, tol));
+		for (size_t i = 0; i < sizeof k_gemm_f32 / sizeof *k_gemm_f32; i++)
+			worst32 = dmax(worst32, run_gemm(blas, dt, &k_gemm_f32[i], 1,
+							 TOL_GEMM_F32OUT));
+		gt_report("matmul", dt, worst, tol);
+		gt_report("matmul_f32out", dt, worst32, TOL_GEMM_F32OUT);
+		ck_assert_msg(worst <= tol && worst32 <= TOL_GEMM_F32OUT,
+			      "matmul %s: worst %.3g, f32out %.3g", gt_dt_name(dt), worst, worst32);
+	}
+	kern_blas_destroy(blas);
+}
+END_TEST
+
+/* ---- rope + paged KV write ---- */
+
+typedef struct seq_shape {
+	int q_len, kv_len;
+} seq_shape;
+
+/* batches of 1, 3, 17 and 64 tokens: decode, several decodes, a prefill, and
+ * a mix with a continued prefill chunk and a long context (large angles) */
+static const seq_shape k_b1[] = {{1, 37}};
+static const seq_shape k_b3[] = {{1, 5}, {1, 200}, {1, 16}};
+static const seq_shape k_b17[] = {{17, 17}};
+static const seq_shape k_b64[] = {{40, 100}, {1, 3000}, {23, 23}};
+static const struct {
+	const seq_shape *s;
+	int n;
+} k_batches[] = {{k_b1, 1}, {k_b3, 3}, {k_b17, 1}, {k_b64, 3}};
+
+#define BLOCK_TOKENS 16
+
+static double run_rope(sl_dtype dt, int head_dim, int n_heads, int n_kv, const seq_shape *seqs,
+		       int n_seqs, double tol)
+{
+	/* paged layout: blocks handed out from a shuffled pool, so each
+	 * sequence's table is non-contiguous and unordered */
+	int n_tokens = 0, total_blocks = 7 /* spare, never written */, max_blocks = 0;
+	for (int s = 0; s < n_seqs; s++) {
+		int nb = (seqs[s].kv_len + BLOCK_TOKENS - 1) / BLOCK_TOKENS;
+		n_tokens += seqs[s].q_len;
+		total_blocks += nb;
+		if (nb > max_blocks)
+			max_blocks = nb;
+	}
+	int32_t *pool = gt_malloc(sizeof(int32_t) * total_blocks);
+	for (int i = 0; i < total_blocks; i++)
+		pool[i] = i;
+	gt_shuffle(pool, total_blocks);
+	int32_t *tables = gt_malloc(sizeof(int32_t) * n_seqs * max_blocks);
+	int32_t *pos = gt_malloc(sizeof(int32_t) * n_tokens);
+	int32_t *slots = gt_malloc(sizeof(int32_t) * n_tokens);
+	int next = 0, t = 0;
+	for (int s = 0; s < n_seqs; s++) {
+		int nb = (seqs[s].kv_len + BLOCK_TOKENS - 1) / BLOCK_TOKENS;
+		int32_t *tab = tables + s * max_blocks;
+		for (int b = 0; b < max_blocks; b++)
+			tab[b] = b < nb ? pool[next++] : -1;
+		for (int i = 0; i < seqs[s].q_len; i++, t++) {
+			int p = seqs[s].kv_len - seqs[s].q_len + i;
+			pos[t] = p;
+			slots[t] = tab[p / BLOCK_TOKENS] * BLOCK_TOKENS + p % BLOCK_TOKENS;
+		}
+	}
+
+	int stride = (n_heads + 2 * n_kv) * head_dim;
+	size_t nq = (size_t)n_tokens * stride;
+	size_t nc = (size_t)total_blocks * n_kv * BLOCK_TOKENS * head_dim;
+	float *qkv = gt_malloc(sizeof(float) * nq), *kc = gt_malloc(sizeof(float) * nc);
+	float *vc = gt_malloc(sizeof(float) * nc);
+	gt_fill(qkv, nq, -2, 2);
+	gt_round(qkv, nq, dt);
+	/* the caches start with random contents on both sides rather than
+	 * poison: a missed write and a stray write both show as a difference */
+	gt_fill(kc, nc, -2, 2);
+	gt_round(kc, nc, dt);
+	gt_fill(vc, nc, -2, 2);
+	gt_round(vc, nc, dt);
+
+	kern_rope_params rp = {.theta = 10000.0f};
+	if (head_dim == 128) /* Llama-3 frequencies */
+		rp = (kern_rope_params){.theta = 500000.0f, .llama3 = 1, .factor = 8.0f,
+					.low_freq_factor = 1.0f, .high_freq_factor = 4.0f,
+					.orig_max_pos = 8192};
+	float *inv_freq = gt_malloc(sizeof(float) * head_dim / 2);
+	kern_rope_inv_freq(inv_freq, head_dim, &rp);
+
+	void *d_qkv = gt_upload(qkv, nq, dt), *d_kc = gt_upload(kc, nc, dt);
+	void *d_vc = gt_upload(vc, nc, dt);
+	float *d_inv = gt_upload(inv_freq, head_dim / 2, SL_DT_F32);
+	int32_t *d_pos = gt_upload_raw(pos, sizeof(int32_t) * n_tokens);
+	int32_t *d_slots = gt_upload_raw(slots, sizeof(int32_t) * n_tokens);
+
+	kern_paged_batch hb = {.n_tokens = n_tokens, .n_seqs = n_seqs, .positions = pos,
+			       .slots = slots, .block_tables = tables, .max_blocks = max_blocks,
+			       .block_tokens = BLOCK_TOKENS};
+	kern_paged_batch db = hb;
+	db.positions = d_pos;
+	db.slots = d_slots;
+	db.block_tables = NULL; /* not read by this kernel */
+
+	kern_rope_kv_write_cpu(qkv, kc, vc, &hb, n_heads, n_kv, head_dim, inv_freq);
+	GT_KERNEL(kern_rope_kv_write_cuda(d_qkv, d_kc, d_vc, &db, n_heads, n_kv, head_dim, d_inv,
+					  dt, NULL));
+
+	float *got = gt_malloc(sizeof(float) * (nq > nc ? nq : nc));
+	char what[128];
+	double worst = 0;
+	gt_download(got, d_qkv, nq, dt);
+	snprintf(what, sizeof what, "rope qkv %s head_dim %d heads %d/%d tokens %d",
+		 gt_dt_name(dt), head_dim, n_heads, n_kv, n_tokens);
+	worst = dmax(worst, gt_compare(what, got, qkv, nq, tol));
+	gt_download(got, d_kc, nc, dt);
+	snprintf(what, sizeof what, "rope k_cache %s head_dim %d heads %d/%d tokens %d",
+		 gt_dt_name(dt), head_dim, n_heads, n_kv, n_tokens);
+	worst = dmax(worst, gt_compare(what, got, kc, nc, tol));
+	gt_download(got, d_vc, nc, dt);
+	snprintf(what, sizeof what, "rope v_cache %s head_dim %d heads %d/%d tokens %d",
+		 gt_dt_name(dt), head_dim, n_heads, n_kv, n_tokens);
+	worst = dmax(worst, gt_compare(what, got, vc, nc, TOL_EXACT)); /* v is copied */
+
+	gt_dev_free(d_qkv);
+	gt_dev_free(d_kc);
+	gt_dev_free(d_vc);
+	gt_dev_free(d_inv);
+	gt_dev_free(d_pos);
+	gt_dev_free(d_slots);
+	free(pool);
+	free(tables);
+	free(pos);
+	free(slots);
+	free(qkv);
+	free(kc);
+	free(vc);
+	free(inv_freq);
+	free(got);
+	return worst;
+}
+
+START_TEST(test_rope)
+{
+	static const int head_dims[] = {64, 128, 80, 72}; /* 72: half 36, scalar path */
+	static const int heads[][2] = {{4, 4}, {8, 2}, {32, 8}};
+	for (int di = 0; di < N_DTS; di++) {
+		sl_dtype dt = k_dts[di];
+		double tol = tol_elem(dt), worst = 0;
+		gt_reseed(g_seed, 600 + di);
+		for (int hd = 0; hd < 4; hd++)
+			for (int h = 0; h < 3; h++)
+				for (int b = 0; b < 4; b++)
+					worst = dmax(worst, run_rope(dt, head_dims[hd], heads[h][0],
+								     heads[h][1], k_batches[b].s,
+								     k_batches[b].n, tol));
+		gt_report("rope_kv_write", dt, worst, tol);
+		ck_assert_msg(worst <= tol, "rope %s: worst %.3g", gt_dt_name(dt), worst);
+	}
+}
+END_TEST
+
+/* ---- sampling ---- */
+
+/* Per-row parameter mix; seeds and positions are drawn per row. */
+static const kern_sample_params k_params[] = {
+	{0.0f, 0, 1.0f, 0},    /* greedy */
+	{1.0f, 0, 1.0f, 0},    /* temperature only */
+	{0.7f, 40, 1.0f, 0},   /* top-k */
+	{1.0f, 0, 0.9f, 0},    /* top-p */
+	{0.8f, 50, 0.95f, 0},  /* both */
+	{1.3f, 1000, 0.5f, 0}, /* both, hot */
+	{0.5f, 1, 1.0f, 0},    /* top-1: the lowest-index maximum, even when tied */
+	{1.0f, 2, 1.0f, 0},    /* top-2 over tied maxima */
+	{-1.0f, 5, 0.5f, 0},   /* negative temperature: greedy */
+	{2.0f, 0, 0.99f, 0},   /* flat, nearly everything kept */
+	{1.0f, 5000, 1.0f, 0}, /* k beyond a small vocab */
+	{0.9f, 0, 0.0f, 0},    /* top_p 0: keeps exactly one */
+};
+#define N_PARAMS (int)(sizeof k_params / sizeof *k_params)
+
+typedef struct pi_pair {
+	float p;
+	int i;
+} pi_pair;
+
+static int by_prob_desc(const void *a, const void *b)
+{
+	const pi_pair *x = a, *y = b;
+	if (x->p != y->p)
+		return x->p > y->p ? -1 : 1;
+	return (x->i > y->i) - (x->i < y->i);
+}
+
+/* The distance from any prefix sum of the sorted kept probabilities to u
+ * or to top_p, recomputed as kern_sample_cpu does: how close this row is
+ * to a decision boundary. */
+static double boundary_margin(const float *logits, int n, const kern_sample_params *p,
+			      uint64_t position)
+{
+	pi_pair *c = gt_malloc(sizeof *c * n);
+	float mx = logits[kern_argmax_cpu(logits, n)];
+	double sum = 0;
+	for (int i = 0; i < n; i++) {
+		c[i].p = expf((logits[i] - mx) / p->temperature);
+		c[i].i = i;
+		sum += c[i].p;
+	}
+	for (int i = 0; i < n; i++)
+		c[i].p = (float)(c[i].p / sum);
+	qsort(c, n, sizeof *c, by_prob_desc);
+	int keep = (p->top_k > 0 && p->top_k < n) ? p->top_k : n;
+	double cum = 0, margin = INFINITY;
+	int k = 0;
+	while (k < keep) {
+		cum += c[k++].p;
+		if (p->top_p < 1.0f && fabs(cum - p->top_p) < margin)
+			margin = fabs(cum - p->top_p);
+		if (p->top_p < 1.0f && cum >= p->top_p)
+			break;
+	}
+	keep = k;
+	double total = 0;
+	for (k = 0; k < keep; k++)
+		total += c[k].p;
+	double u = kern_philox_uniform(p->seed, position) * total, acc = 0;
+	for (k = 0; k < keep; k++) {
+		acc += c[k].p;
+		if (fabs(acc - u) < margin)
+			margin = fabs(acc - u);
+	}
+	free(c);
+	return margin;
+}
+
+START_TEST(test_sampling)
+{
+	static const int vocabs[] = {300, 32000, 128256}, quick_vocabs[] = {300, 5000, 0};
+	const int rows = 70; /* more than one 32-row chunk of the sampler */
+	/* SL_TEST_QUICK=1 (under compute-sanitizer): smaller vocabularies that
+	 * still span several scan tiles */
+	int quick = getenv("SL_TEST_QUICK") != NULL;
+	for (int di = 0; di < N_DTS; di++) {
+		sl_dtype dt = k_dts[di];
+		gt_reseed(g_seed, 700 + di);
+		int greedy = 0, greedy_bad = 0, sampled = 0, bad = 0, near = 0;
+		for (int vi = 0; vi < 3; vi++) {
+			int vocab = quick ? quick_vocabs[vi] : vocabs[vi];
+			if (vocab == 0)
+				continue;
+			size_t nl = (size_t)rows * vocab;
+			float *logits = gt_malloc(sizeof(float) * nl);
+			kern_sample_params *params = gt_malloc(sizeof *params * rows);
+			int64_t *positions = gt_malloc(sizeof(int64_t) * rows);
+			int32_t *got = gt_malloc(sizeof(int32_t) * rows);
+			void *work = gt_malloc(kern_sample_work_bytes(vocab));
+			for (int r = 0; r < rows; r++) {
+				float *l = logits + (size_t)r * vocab;
+				/* from flat to peaked distributions */
+				static const float scales[] = {0.5f, 2.0f, 5.0f, 12.0f};
+				float sc = scales[r % 4];
+				gt_fill(l, vocab, -sc, sc);
+				gt_round(l, vocab, dt);
+				if (r % 3 == 0) { /* tie the maximum at two more places */
+					float mx = l[kern_argmax_cpu(l, vocab)];
+					l[gt_int(0, vocab - 1)] = mx;
+					l[gt_int(0, vocab - 1)] = mx;
+				}
+				params[r] = k_params[(r + vi) % N_PARAMS];
+				params[r].seed = gt_next();
+				positions[r] = (int64_t)(gt_next() >> 20);
+			}
+			kern_sampler *smp = NULL;
+			ck_assert_int_eq(kern_sampler_create(rows, vocab, &smp), 0);
+			float *d_logits = gt_upload(logits, nl, SL_DT_F32);
+			kern_sample_params *d_params = gt_upload_raw(params, sizeof *params * rows);
+			int64_t *d_pos = gt_upload_raw(positions, sizeof(int64_t) * rows);
+			int32_t *d_tok = gt_dev_poison(sizeof(int32_t) * rows);
+			GT_KERNEL(kern_sample_cuda(smp, d_tok, d_logits, rows, vocab, d_params, d_pos,
+						   NULL));
+			GT_CUDA(cudaMemcpy(got, d_tok, sizeof(int32_t) * rows,
+					   cudaMemcpyDeviceToHost));
+			for (int r = 0; r < rows; r++) {
+				const float *l = logits + (size_t)r * vocab;
+				int want = kern_sample_cpu(l, vocab, &params[r], (uint64_t)positions[r],
+							   work);
+				const kern_sample_params *p = &params[r];
+				if (p->temperature <= 0) {
+					greedy++;
+					if (got[r] != want) {
+						greedy_bad++;
+						printf("  FAIL argmax %s vocab %d row %d: got %d want %d\n",
+						       gt_dt_name(dt), vocab, r, got[r], want);
+					}
+					continue;
+				}
+				sampled++;
+				if (got[r] == want)
+					continue;
+				double m = boundary_margin(l, vocab, p, (uint64_t)positions[r]);
+				printf("  %s sample %s vocab %d row %d (T %.2f k %d p %.2f seed %llu "
+				       "pos %lld): got %d want %d, boundary margin %.2e\n",
+				       m < SAMPLE_NEAR_TIE ? "near-tie" : "FAIL", gt_dt_name(dt), vocab,
+				       r, p->temperature, p->top_k, p->top_p,
+				       (unsigned long long)p->seed, (long long)positions[r], got[r],
+				       want, m);
+				if (m < SAMPLE_NEAR_TIE)
+					near++;
+				else
+					bad++;
+			}
+			fflush(stdout);
+			kern_sampler_destroy(smp);
+			gt_dev_free(d_logits);
+			gt_dev_free(d_params);
+			gt_dev_free(d_pos);
+			gt_dev_free(d_tok);
+			free(logits);
+			free(params);
+			free(positions);
+			free(got);
+			free(work);
+		}
+		printf("kernel argmax %s: %d greedy rows, %d mismatches (must be exact)\n",
+		       gt_dt_name(dt), greedy, greedy_bad);
+		printf("kernel sample %s: %d sampled rows (vocab %s), %d mismatches, "
+		       "%d near-ties within %.0e tolerated\n",
+		       gt_dt_name(dt), sampled, quick ? "300/5000" : "300/32000/128256", bad, near,
+		       SAMPLE_NEAR_TIE);
+		fflush(stdout);
+		ck_assert_msg(greedy_bad == 0 && bad == 0, "sampling %s: %d argmax, %d sample mismatches",
+			      gt_dt_name(dt), greedy_bad, bad);
+	}
+}
+END_TEST
+
+/* One test case per kernel family, so one can be run alone:
+ * CK_RUN_CASE=sampling build/tests/gpu/test_kernels */
+static void add_case(Suite *s, const char *name, const TTest *test)
+{
+	TCase *tc = tcase_create(name);
+	tcase_set_timeout(tc, 300); /* CPU references of the larger GEMMs take seconds */
+	tcase_add_test(tc, test);
+	suite_add_tcase(s, tc);
+}
+
+static Suite *kernels_suite(void)
+{
+	Suite *s = suite_create("gpu_kernels");
+	add_case(s, "embedding", test_embedding);
+	add_case(s, "gather_rows", test_gather_rows);
+	add_case(s, "rmsnorm", test_rmsnorm);
+	add_case(s, "swiglu", test_swiglu);
+	add_case(s, "matmul", test_matmul);
+	add_case(s, "rope", test_rope);
+	add_case(s, "sampling", test_sampling);
+	return s;
+}
+
+int main(void)
+{
+	/* No CUDA call here: Check forks per test and each child makes its own
+	 * context (a context does not survive fork). */
+	g_seed = gt_seed_from_env();
+	SRunner *sr = srunner_create(kernels_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
