@@ -8,6 +8,12 @@
  * weight bytes read per token and the ratio of the implied traffic to the
  * measured bandwidth; decode tokens/s at larger batches; prefill tokens/s
  * of one long prompt. Writes the same as JSON.
+ *
+ * Under mpirun it benchmarks a tp x pp group (--tp, --pp; NCCL): rank 0
+ * drives the steps, the others follow, and the report adds each GPU's
+ * achieved weight bandwidth. --comm-off skips the tensor-parallel
+ * all-reduces (the outputs are then wrong) so that the difference between
+ * the two runs' step times is the time spent in them.
  */
 #include <cjson/cJSON.h>
 #include <cuda_runtime_api.h>
@@ -21,12 +27,15 @@
 #include "engine.h"
 #include "group.h"
 #include "sl.h"
+#include "step.h"
 
 typedef struct bench_args {
 	const char *shape, *out;
 	long prompt, new_tokens, prefill, batches[8];
 	int n_batches;
 	int dtype;
+	long tp, pp;
+	int comm_off;
 } bench_args;
 
 static int shape_config(const char *name, model_config *c)
@@ -105,7 +114,7 @@ static int run_batch(model *m, int batch, int prompt, int new_tokens, node_stats
 typedef struct bench_result {
 	char device[256];
 	double copy_bw, b1_tps, b1_ms, weight_bytes_per_token, kv_bytes_per_token, ratio, ratio_kv;
-	double batch_tps[8], prefill_tps;
+	double batch_tps[8], batch_ms[8], prefill_tps;
 } bench_result;
 
 /* Weights one decode step streams: every layer, final norm, LM head, and
@@ -127,28 +136,31 @@ static double kv_bytes(const model *m, double ctx)
 static int measure(model *m, const bench_args *a, bench_result *r, char *err, size_t errlen)
 {
 	node_stats st;
-	int rc = run_batch(m, 1, 16, 8, &st, err, errlen); /* warm-up: graphs, cuBLAS heuristics */
-	if (!rc)
-		rc = run_batch(m, 1, (int)a->prompt, (int)a->new_tokens, &st, err, errlen);
-	if (rc)
-		return rc;
-	r->b1_tps = st.decode_tokens / st.decode_s;
-	r->b1_ms = 1e3 * st.decode_s / st.decode_steps;
+	int rc = SL_OK;
 	r->weight_bytes_per_token = weight_bytes_per_step(m);
-	r->kv_bytes_per_token = kv_bytes(m, a->prompt + a->new_tokens / 2.0);
-	r->ratio = r->weight_bytes_per_token * r->b1_tps / r->copy_bw;
-	r->ratio_kv = (r->weight_bytes_per_token + r->kv_bytes_per_token) * r->b1_tps / r->copy_bw;
-	printf("batch 1: %.1f tokens/s (%.2f ms/token), %.2f GB weights/token, %.1f%% of copy bandwidth"
-	       " (%.1f%% with KV reads)\n", r->b1_tps, r->b1_ms, r->weight_bytes_per_token / 1e9,
-	       100 * r->ratio, 100 * r->ratio_kv);
-	for (int i = 0; i < a->n_batches; i++) {
+	for (int i = 0; !rc && i < a->n_batches; i++) {
 		int b = (int)a->batches[i];
+		/* warm-up first: captures this batch size's graph, tunes cuBLAS */
 		if ((rc = run_batch(m, b, 16, 4, &st, err, errlen)) ||
 		    (rc = run_batch(m, b, (int)a->prompt, (int)a->new_tokens, &st, err, errlen)))
 			return rc;
 		r->batch_tps[i] = st.decode_tokens / st.decode_s;
-		printf("batch %d: %.1f decode tokens/s\n", b, r->batch_tps[i]);
+		r->batch_ms[i] = 1e3 * st.decode_s / st.decode_steps;
+		printf("batch %d: %.1f decode tokens/s (%.2f ms/step), this GPU %.0f GB/s of weights\n", b,
+		       r->batch_tps[i], r->batch_ms[i], r->weight_bytes_per_token / r->batch_ms[i] / 1e6);
+		if (b != 1)
+			continue;
+		r->b1_tps = r->batch_tps[i];
+		r->b1_ms = r->batch_ms[i];
+		r->kv_bytes_per_token = kv_bytes(m, a->prompt + a->new_tokens / 2.0);
+		r->ratio = r->weight_bytes_per_token * r->b1_tps / r->copy_bw;
+		r->ratio_kv = (r->weight_bytes_per_token + r->kv_bytes_per_token) * r->b1_tps / r->copy_bw;
+		printf("batch 1: %.1f tokens/s (%.2f ms/token), %.2f GB weights/token on this GPU, "
+		       "%.1f%% of copy bandwidth (%.1f%% with KV reads)\n", r->b1_tps, r->b1_ms,
+		       r->weight_bytes_per_token / 1e9, 100 * r->ratio, 100 * r->ratio_kv);
 	}
+	if (rc || a->prefill <= 0)
+		return rc;
 	if ((rc = run_batch(m, 1, (int)a->prefill, 1, &st, err, errlen)))
 		return rc;
 	r->prefill_tps = st.prefill_tokens / st.prefill_s;
@@ -166,6 +178,10 @@ static int write_json(const char *path, const bench_args *a, const model *m, con
 	cJSON_AddStringToObject(j, "device", r->device);
 	cJSON_AddStringToObject(j, "shape", a->shape);
 	cJSON_AddStringToObject(j, "dtype", sl_dtype_name(m->be->dtype));
+	cJSON_AddNumberToObject(j, "tp", m->shard.tp);
+	cJSON_AddNumberToObject(j, "pp", m->shard.pp);
+	cJSON_AddNumberToObject(j, "gpus", m->shard.tp * m->shard.pp);
+	cJSON_AddBoolToObject(j, "tp_comm_skipped", m->opts.skip_tp_comm);
 	cJSON_AddNumberToObject(j, "copy_bandwidth_GBps", r->copy_bw / 1e9);
 	cJSON_AddNumberToObject(j, "prompt_tokens", a->prompt);
 	cJSON_AddNumberToObject(j, "new_tokens", a->new_tokens);
@@ -175,12 +191,17 @@ static int write_json(const char *path, const bench_args *a, const model *m, con
 	cJSON_AddNumberToObject(j, "kv_bytes_per_token_mean", r->kv_bytes_per_token);
 	cJSON_AddNumberToObject(j, "ratio_to_copy_bandwidth", r->ratio);
 	cJSON_AddNumberToObject(j, "ratio_to_copy_bandwidth_with_kv", r->ratio_kv);
+	cJSON *ms = cJSON_CreateObject(), *bw = cJSON_CreateObject();
 	for (int i = 0; i < a->n_batches; i++) {
 		char k[16];
 		snprintf(k, sizeof k, "%ld", a->batches[i]);
 		cJSON_AddNumberToObject(bt, k, r->batch_tps[i]);
+		cJSON_AddNumberToObject(ms, k, r->batch_ms[i]);
+		cJSON_AddNumberToObject(bw, k, r->weight_bytes_per_token / r->batch_ms[i] / 1e6);
 	}
 	cJSON_AddItemToObject(j, "decode_tokens_per_s_by_batch", bt);
+	cJSON_AddItemToObject(j, "decode_ms_per_step_by_batch", ms);
+	cJSON_AddItemToObject(j, "rank0_weight_GBps_by_batch", bw);
 	cJSON_AddNumberToObject(j, "prefill_prompt_tokens", a->prefill);
 	cJSON_AddNumberToObject(j, "prefill_tokens_per_s", r->prefill_tps);
 	char *txt = cJSON_Print(j);
@@ -198,9 +219,10 @@ static int parse(int argc, char **argv, bench_args *a, char *err, size_t errlen)
 	static const struct option o[] = {{"shape", 1, 0, 's'}, {"out", 1, 0, 'o'},
 					  {"prompt", 1, 0, 'p'}, {"new", 1, 0, 'n'},
 					  {"prefill", 1, 0, 'P'}, {"dtype", 1, 0, 'd'},
-					  {0, 0, 0, 0}};
+					  {"batches", 1, 0, 'b'}, {"tp", 1, 0, 't'}, {"pp", 1, 0, 'q'},
+					  {"comm-off", 0, 0, 'c'}, {0, 0, 0, 0}};
 	*a = (bench_args){.shape = "7b", .prompt = 128, .new_tokens = 256, .prefill = 2048,
-			  .batches = {8, 32, 64}, .n_batches = 3, .dtype = SL_DT_F16};
+			  .batches = {1, 8, 32, 64}, .n_batches = 4, .dtype = SL_DT_F16};
 	int c, rc = 0;
 	while (!rc && (c = getopt_long(argc, argv, "", o, NULL)) != -1) {
 		switch (c) {
@@ -208,11 +230,26 @@ static int parse(int argc, char **argv, bench_args *a, char *err, size_t errlen)
 		case 'o': a->out = optarg; break;
 		case 'p': rc = sl_parse_int("--prompt", optarg, 1, 4000, &a->prompt, err, errlen); break;
 		case 'n': rc = sl_parse_int("--new", optarg, 1, 4000, &a->new_tokens, err, errlen); break;
-		case 'P': rc = sl_parse_int("--prefill", optarg, 1, 4095, &a->prefill, err, errlen); break;
+		case 'P': rc = sl_parse_int("--prefill", optarg, 0, 4095, &a->prefill, err, errlen); break;
 		case 'd': a->dtype = strcmp(optarg, "bf16") ? SL_DT_F16 : SL_DT_BF16; break;
+		case 't': rc = sl_parse_int("--tp", optarg, 1, 64, &a->tp, err, errlen); break;
+		case 'q': rc = sl_parse_int("--pp", optarg, 1, 64, &a->pp, err, errlen); break;
+		case 'c': a->comm_off = 1; break;
+		case 'b': {
+			int32_t *v;
+			int n;
+			if ((rc = sl_parse_ids("--batches", optarg, 4096, &v, &n, err, errlen)))
+				break;
+			a->n_batches = n < 8 ? n : 8;
+			for (int i = 0; i < a->n_batches; i++)
+				a->batches[i] = v[i] > 0 ? v[i] : 1;
+			free(v);
+			break;
+		}
 		default: return sl_errf(err, errlen, SL_EINVAL,
 					"usage: shardline-bench [--shape 7b|13b|70b|tiny] [--out FILE.json] "
-					"[--prompt 128] [--new 256] [--prefill 2048] [--dtype f16|bf16]");
+					"[--prompt 128] [--new 256] [--prefill 2048 (0: skip)] [--dtype f16|bf16] "
+					"[--batches 1,8,32,64] [--tp T --pp P under mpirun] [--comm-off]");
 		}
 	}
 	return rc;
@@ -229,24 +266,36 @@ int main(int argc, char **argv)
 	int rc = parse(argc, argv, &a, err, sizeof err);
 	if (!rc && shape_config(a.shape, &cfg))
 		rc = sl_errf(err, sizeof err, SL_EINVAL, "unknown --shape %s", a.shape);
+	if (rc) {
+		fprintf(stderr, "shardline-bench: %s\n", err);
+		return 1;
+	}
 	cfg.dtype = (sl_dtype)a.dtype;
+	long most = 1;
+	for (int i = 0; i < a.n_batches; i++)
+		most = a.batches[i] > most ? a.batches[i] : most;
 	node_group_opts o = {.device = "cuda", .dtype = a.dtype, .random_cfg = &cfg, .seed = 1,
-			     .max_tokens = 2048, .max_seqs = 64, .block_tokens = 16,
-			     .mem_fraction = 0.9f};
-	if (!rc)
-		rc = node_group_open(&argc, &argv, &o, &g, err, sizeof err);
-	if (!rc) {
+			     .tp = (int)a.tp, .pp = (int)a.pp, .max_tokens = 2048,
+			     .max_seqs = (int)most, .block_tokens = 16, .mem_fraction = 0.9f,
+			     .skip_tp_comm = a.comm_off};
+	rc = node_group_open(&argc, &argv, &o, &g, err, sizeof err);
+	if (!rc && g.rank != 0) {
+		rc = node_worker_loop(g.m, err, sizeof err);
+	} else if (!rc) {
 		snprintf(r.device, sizeof r.device, "%s", node_backend_cuda_device_name(g.be));
 		r.copy_bw = copy_bandwidth();
-		printf("device: %s\ncopy bandwidth: %.0f GB/s (read + write)\nshape %s, %s, %.2f GB of weights\n",
-		       r.device, r.copy_bw / 1e9, a.shape, sl_dtype_name(g.be->dtype),
-		       g.m->weight_bytes / 1e9);
+		printf("device: %s x %d (tp %d, pp %d)\ncopy bandwidth: %.0f GB/s (read + write)\n"
+		       "shape %s, %s, %.2f GB of weights on rank 0%s\n", r.device, g.world,
+		       g.m->shard.tp, g.m->shard.pp, r.copy_bw / 1e9, a.shape,
+		       sl_dtype_name(g.be->dtype), g.m->weight_bytes / 1e9,
+		       a.comm_off ? ", tensor-parallel all-reduces SKIPPED" : "");
 		rc = measure(g.m, &a, &r, err, sizeof err);
+		node_step_stop(g.m);
+		if (!rc && a.out && write_json(a.out, &a, g.m, &r))
+			rc = sl_errf(err, sizeof err, SL_EIO, "cannot write %s", a.out);
 	}
-	if (!rc && a.out && write_json(a.out, &a, g.m, &r))
-		rc = sl_errf(err, sizeof err, SL_EIO, "cannot write %s", a.out);
 	if (rc)
-		fprintf(stderr, "shardline-bench: %s\n", err);
-	node_group_close(&g, 0);
+		fprintf(stderr, "shardline-bench: rank %d: %s\n", g.rank, err);
+	node_group_close(&g, rc);
 	return rc ? 1 : 0;
 }

@@ -89,7 +89,7 @@ static int open_shard(const node_group_opts *o, node_group *g, int tp, int pp, c
 	model_opts mo = {.tp = tp, .pp = pp, .tp_rank = g->rank % tp, .pp_rank = g->rank / tp,
 			 .max_tokens = o->max_tokens, .max_rows = o->max_rows, .max_seqs = o->max_seqs,
 			 .block_tokens = o->block_tokens, .n_kv_blocks = o->n_kv_blocks,
-			 .mem_fraction = o->mem_fraction};
+			 .mem_fraction = o->mem_fraction, .skip_tp_comm = o->skip_tp_comm};
 	if (o->random_cfg)
 		rc = model_create_random(o->random_cfg, g->be, &mo, o->seed, &g->m, err, errlen);
 	else

@@ -19,6 +19,7 @@ typedef struct node_group_opts {
 	int max_tokens, max_rows, max_seqs, block_tokens, n_kv_blocks;
 	float mem_fraction;      /* CUDA, with n_kv_blocks 0 */
 	const model_config *random_cfg; /* non-NULL: random weights of this shape, no checkpoint */
+	int skip_tp_comm;        /* benchmarks: see model_opts */
 	uint64_t seed;
 } node_group_opts;
 

@@ -19,7 +19,9 @@
 /* Sum partial results across the tensor-parallel group. */
 static int tp_all_reduce(model *m, void *buf, size_t n, sl_dtype dt)
 {
-	return m->comm ? par_tp_allreduce(m->comm, buf, n, dt) : SL_OK;
+	if (!m->comm || m->opts.skip_tp_comm)
+		return SL_OK;
+	return par_tp_allreduce(m->comm, buf, n, dt);
 }
 
 /* The norm that follows layer l's FFN: the next layer's input norm, the

@@ -54,6 +54,8 @@ typedef struct model_opts {
 	int max_seqs;       /* sequences per step (0: min(256, max_tokens)) */
 	int n_kv_blocks;    /* KV pool size (blocks); 0: from free device memory */
 	float mem_fraction; /* with n_kv_blocks 0: fraction of device memory to fill (default 0.9) */
+	int skip_tp_comm;   /* benchmarks only: skip tensor-parallel collectives (wrong
+			     * results) to measure what they cost */
 	int block_tokens;   /* tokens per KV block */
 } model_opts;
 

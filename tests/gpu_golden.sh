@@ -9,7 +9,7 @@
 # tokens must equal HF's in fp16; in bf16 (8 mantissa bits) a near-tie can
 # flip, so there the matching prefix is reported, not asserted.
 # Prints "N passed, N failed".
-bin=${1:-build/tests/mpi/test_parallel}
+bin=${1:-${GOLDEN_BIN:-build/tests/mpi/test_parallel}}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0
 gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
 pass=0; fail=0

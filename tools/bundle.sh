@@ -23,6 +23,20 @@ done | sort -u | while read -r name path; do
 	echo "$name" | grep -Eq "$skip" && continue
 	cp -L "$path" "$out/lib/$name"
 done
+# the GPU test suite, runnable where nothing can be built (run it from the
+# repository root so tests/golden is found): sh bundle/test-gpu.sh
+cp tests/run.sh tests/gpu_golden.sh "$out/"
+cat > "$out/test-gpu.sh" <<'RUN'
+#!/bin/sh
+# make test-gpu from a bundle: kernel tests, attention tests, golden models
+# on the GPU (and NCCL tensor/pipeline parallel when the host has 2+ GPUs).
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/env.sh"
+set --
+for t in test_kernels test_attention; do [ -x "$here/tests/$t" ] && set -- "$@" "$here/tests/$t"; done
+GOLDEN_BIN="$here/tests/test_parallel" exec sh "$here/run.sh" gpu "$@" "$here/gpu_golden.sh"
+RUN
+chmod +x "$out/test-gpu.sh"
 cat > "$out/env.sh" <<'ENV'
 # source this file: puts the bundled libraries on the loader path
 here=$(cd "$(dirname "${BASH_SOURCE:-$0}")" && pwd)
