@@ -4,7 +4,8 @@
 #   make deps       install the Debian/Ubuntu packages the build needs
 #   make test       every CPU test; ends with "N passed, N failed"
 #   make test-gpu   CUDA kernels against the CPU reference (GPU host only)
-#   make demo       the main job on the embedded default model
+#   make demo       the main job: coordinator + `mpirun -np 2` node group + one
+#                   streamed generation through the CLI, on a small random model
 #   make bench      decode benchmark (GPU host)
 #   make bundle     relocatable tree (binaries + non-system libs) for GPU nodes
 #
@@ -12,6 +13,7 @@
 #            DEBUG=1 (-O0), SANITIZE=address,undefined.
 
 BUILD      ?= build
+GEN        := $(BUILD)/gen
 CUDA_HOME  ?= $(or $(patsubst %/bin/nvcc,%,$(shell command -v nvcc 2>/dev/null)),/usr/local/cuda)
 CUDA       ?= $(if $(shell command -v nvcc 2>/dev/null),1,0)
 CUDA_ARCHS ?= 90
@@ -25,25 +27,34 @@ SANFL   := $(if $(SANITIZE),-fsanitize=$(SANITIZE) -fno-omit-frame-pointer,)
 
 MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
 MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
-PKGS       := libcjson
+PKGS       := libcjson libzmq libprotobuf-c
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
 
 CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Wno-unused-parameter \
-           -fopenmp -I. -Ikernels -Inode -Iparallel $(PKG_CFLAGS) $(MPI_CFLAGS) $(SANFL)
+           -fopenmp -I. -Ikernels -Inode -Iparallel -I$(GEN) $(PKG_CFLAGS) $(MPI_CFLAGS) $(SANFL)
 LDLIBS  += $(PKG_LIBS) $(MPI_LIBS) -fopenmp -lm -lpthread $(SANFL)
 
 # Binaries: each main source and the name it is installed under.
 MAIN_node  := node/main.c
 MAIN_mkckpt := tools/mkckpt.c
 MAIN_tok   := tools/tok_cli.c
-MAINS      := $(MAIN_node) $(MAIN_mkckpt) $(MAIN_tok)
-BINS       := $(BUILD)/bin/shardline-node $(BUILD)/bin/shardline-mkckpt $(BUILD)/bin/shardline-tok
+MAIN_coord := coordinator/main.c
+MAIN_cli   := tools/cli.c
+MAINS      := $(MAIN_node) $(MAIN_mkckpt) $(MAIN_tok) $(MAIN_coord) $(MAIN_cli)
+BINS       := $(BUILD)/bin/shardline-node $(BUILD)/bin/shardline-mkckpt $(BUILD)/bin/shardline-tok \
+              $(BUILD)/bin/shardline-coordinator $(BUILD)/bin/shardline
+
+# Protocol: C generated from proto/*.proto by protoc-c into $(GEN) (never committed).
+PROTOS   := $(wildcard proto/*.proto)
+GEN_SRCS := $(PROTOS:%.proto=$(GEN)/%.pb-c.c)
+GEN_HDRS := $(GEN_SRCS:.c=.h)
+GEN_OBJS := $(GEN_SRCS:$(GEN)/%.c=$(BUILD)/obj/gen/%.o)
 
 LIB_SRCS := $(filter-out $(MAINS),$(wildcard kernels/*.c node/*.c parallel/*.c coordinator/*.c))
-LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(GEN_OBJS)
 
 ifeq ($(CUDA),1)
 CU_SRCS   := $(wildcard kernels/*.cu node/*.cu parallel/*.cu)
@@ -58,6 +69,12 @@ endif
 
 LIB := $(BUILD)/libshardline.a
 
+# Objects depend on the build configuration: changing CUDA, CUDA_ARCHS,
+# DEBUG or SANITIZE rebuilds everything instead of mixing old objects in.
+STAMP := $(BUILD)/.config
+CONFIG := $(CUDA) $(CUDA_ARCHS) $(DEBUG) $(SANITIZE)
+$(shell mkdir -p $(BUILD); echo '$(CONFIG)' | cmp -s - $(STAMP) || echo '$(CONFIG)' > $(STAMP))
+
 ifeq ($(CUDA),1)
 BINS += $(BUILD)/bin/shardline-bench
 endif
@@ -67,15 +84,25 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 MPI_BINS  := $(patsubst tests/mpi/%.c,$(BUILD)/tests/mpi/%,$(wildcard tests/mpi/test_*.c))
 GPU_SRCS  := $(wildcard tests/gpu/test_*.c)
 GPU_BINS  := $(GPU_SRCS:tests/gpu/%.c=$(BUILD)/tests/gpu/%)
+ITEST_BIN := $(BUILD)/tests/integration/itest
 
 .PHONY: all deps test test-gpu demo bench bundle clean
 all: $(BINS)
 
-$(BUILD)/obj/%.o: %.c
+$(GEN)/%.pb-c.c $(GEN)/%.pb-c.h: %.proto
+	@mkdir -p $(GEN)
+	protoc-c --c_out=$(GEN) $<
+
+# Every C object may include a generated header: generate them first.
+$(BUILD)/obj/%.o: %.c $(STAMP) | $(GEN_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/obj/%.cu.o: %.cu
+$(BUILD)/obj/gen/%.o: $(GEN)/%.c $(GEN_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.cu.o: %.cu $(STAMP)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 
@@ -95,6 +122,14 @@ $(BUILD)/bin/shardline-tok: $(BUILD)/obj/tools/tok_cli.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
+$(BUILD)/bin/shardline-coordinator: $(BUILD)/obj/coordinator/main.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/bin/shardline: $(BUILD)/obj/tools/cli.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
 $(BUILD)/bin/shardline-bench: $(BUILD)/obj/bench/decode.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
@@ -107,6 +142,10 @@ $(BUILD)/tests/mpi/%: tests/mpi/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests $< $(LIB) -o $@ $(LDLIBS)
 
+$(ITEST_BIN): tests/integration/itest.c $(LIB) | $(GEN_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests $< $(LIB) -o $@ $(LDLIBS)
+
 $(BUILD)/tests/gpu/%: tests/gpu/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Itests $< $(LIB) -o $@ $(LDLIBS) $(CHECK_LIBS)
@@ -114,14 +153,17 @@ $(BUILD)/tests/gpu/%: tests/gpu/%.c $(LIB)
 deps:
 	@sh tools/install-deps.sh
 
-test: $(BINS) $(UNIT_BINS) $(MPI_BINS)
-	@sh tests/run.sh unit $(UNIT_BINS) tests/cli.sh tests/mpi.sh tests/tokenizer_conformance.py
+test: $(BINS) $(UNIT_BINS) $(MPI_BINS) $(ITEST_BIN)
+	@BIN=$(BUILD)/bin ITEST=$(ITEST_BIN) sh tests/run.sh unit $(UNIT_BINS) tests/cli.sh tests/mpi.sh \
+		tests/tokenizer_conformance.py tests/integration/serve.sh
 
+# GPU host only. Where the build's libraries are missing, `make bundle`
+# elsewhere and run `sh bundle/test-gpu.sh` from the repository root.
 test-gpu: $(BINS) $(GPU_BINS) $(MPI_BINS)
-	@sh tests/run.sh gpu $(GPU_BINS) tests/gpu_golden.sh
+	@GOLDEN_BIN=$(BUILD)/tests/mpi/test_parallel sh tests/run.sh gpu $(GPU_BINS) tests/gpu_golden.sh
 
 demo: $(BINS)
-	@sh tools/demo.sh
+	@BIN=$(BUILD)/bin DEMO_MODEL=$(BUILD)/demo-model sh tools/demo.sh
 
 # Decode benchmark on the local GPU; result under bench/results/.
 bench: $(BINS)

@@ -427,3 +427,30 @@ int node_generate(node_engine *e, int n, const node_request *reqs, node_result *
 
 const node_stats *node_engine_stats(const node_engine *e) { return &e->stats; }
 int node_engine_free_blocks(const node_engine *e) { return kv_pool_free_blocks(e->pool); }
+
+int node_engine_drop(node_engine *e, int id)
+{
+	seq *s = find_seq(e, id);
+	if (!s)
+		return SL_ENOTFOUND;
+	kv_table_release(e->pool, &s->kv);
+	free(s->tokens);
+	s->used = 0;
+	return SL_OK;
+}
+
+int node_engine_peek(const node_engine *e, int id, const int32_t **gen, int *n_gen,
+		     node_seq_state *state)
+{
+	seq *s = find_seq((node_engine *)e, id);
+	if (!s)
+		return SL_ENOTFOUND;
+	*gen = s->tokens + s->req.n_prompt;
+	*n_gen = s->n_tokens - s->req.n_prompt;
+	*state = s->state;
+	return SL_OK;
+}
+
+int node_engine_total_blocks(const node_engine *e) { return kv_pool_blocks(e->pool); }
+int node_engine_blocks_for(const node_engine *e, int n_tokens) { return kv_blocks_for(e->pool, n_tokens); }
+const model_config *node_engine_config(const node_engine *e) { return &e->m->cfg; }

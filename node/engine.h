@@ -63,4 +63,16 @@ int node_generate(node_engine *e, int n, const node_request *reqs, node_result *
 const node_stats *node_engine_stats(const node_engine *e);
 int node_engine_free_blocks(const node_engine *e);
 
+/* For a serving leader (node/scheduler.c), appended to the API above. */
+/* Drop a sequence, finished or not, and free its KV blocks (cancel). */
+int node_engine_drop(node_engine *e, int id);
+/* A sequence's generated tokens so far (*gen points into the engine, valid
+ * until the next step, take or drop) and its state. */
+int node_engine_peek(const node_engine *e, int id, const int32_t **gen, int *n_gen,
+		     node_seq_state *state);
+int node_engine_total_blocks(const node_engine *e);
+/* KV blocks a sequence of n_tokens holds at most. */
+int node_engine_blocks_for(const node_engine *e, int n_tokens);
+const model_config *node_engine_config(const node_engine *e);
+
 #endif

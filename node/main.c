@@ -2,9 +2,12 @@
  * main.c — shardline-node. Local run mode: load a Hugging Face Llama
  * folder, run one or more prompts (given as token ids) together, print the
  * generated ids on stdout (one line per prompt, space-separated) and the
- * timings on stderr.
+ * timings on stderr. Serving mode (--coordinator): rank 0 registers with
+ * the coordinator and serves requests (node/leader.c) until drained or
+ * signalled; the other ranks follow its step plans as in local mode.
  */
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +16,7 @@
 #include "comm.h"
 #include "engine.h"
 #include "group.h"
+#include "leader.h"
 #include "sl.h"
 #include "step.h"
 
@@ -31,6 +35,9 @@ typedef struct node_args {
 	uint64_t seed;
 	int ignore_eos;
 	long tp, pp;            /* 0: not given */
+	const char *coordinator; /* serving mode: the coordinator's node endpoint */
+	const char *model_name;
+	long heartbeat_ms, max_running, max_waiting, min_step_ms;
 } node_args;
 
 static void usage(FILE *f)
@@ -42,13 +49,19 @@ static void usage(FILE *f)
 		"                      [--dtype f16|bf16] [--gpu-mem-fraction F]\n"
 		"                      [--max-step-tokens N] [--kv-blocks N] [--block-tokens N]\n"
 		"       mpirun -np N shardline-node --tp T --pp P --model DIR ... (T x P = N)\n"
+		"       [mpirun -np N] shardline-node --model DIR --coordinator tcp://HOST:PORT\n"
+		"                      --model-name NAME [--heartbeat-ms 1000] [--max-running N]\n"
+		"                      [--max-waiting 64] [--min-step-ms 0] [--kv-blocks N] ...\n"
 		"Prints the generated ids of each prompt on its own stdout line; logs and\n"
 		"timings go to stderr. Several --prompt-ids run together in one batch.\n"
 		"Defaults: --max-tokens 32, greedy (--temperature 0), --top-k 0 (off),\n"
 		"--top-p 1 (off), --seed 0, --max-step-tokens 2048, --block-tokens 16,\n"
 		"--kv-blocks: on cpu enough for every prompt plus its new tokens, on cuda\n"
 		"as many as --gpu-mem-fraction (0.9) of the device holds. --device: cuda\n"
-		"when a GPU is present; --dtype: the checkpoint's, fp32 cast to f16.\n");
+		"when a GPU is present; --dtype: the checkpoint's, fp32 cast to f16.\n"
+		"Serving mode: rank 0 registers with the coordinator and runs the requests\n"
+		"it sends until drained or signalled (SIGINT/SIGTERM); --kv-blocks on cpu\n"
+		"defaults to 1024; --max-running to the step's sequence limit.\n");
 }
 
 static int parse_args(int argc, char **argv, node_args *a, char *err, size_t errlen)
@@ -59,9 +72,12 @@ static int parse_args(int argc, char **argv, node_args *a, char *err, size_t err
 		{"seed", 1, 0, 's'}, {"device", 1, 0, 'd'}, {"max-step-tokens", 1, 0, 'T'},
 		{"kv-blocks", 1, 0, 'B'}, {"block-tokens", 1, 0, 'b'}, {"ignore-eos", 0, 0, 'i'},
 		{"tp", 1, 0, 'x'}, {"pp", 1, 0, 'y'}, {"dtype", 1, 0, 'D'},
-		{"gpu-mem-fraction", 1, 0, 'G'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+		{"gpu-mem-fraction", 1, 0, 'G'}, {"help", 0, 0, 'h'}, {"coordinator", 1, 0, 'C'},
+		{"model-name", 1, 0, 'M'}, {"heartbeat-ms", 1, 0, 'H'}, {"max-running", 1, 0, 'R'},
+		{"max-waiting", 1, 0, 'W'}, {"min-step-ms", 1, 0, 'S'}, {0, 0, 0, 0}};
 	*a = (node_args){.max_tokens = 32, .max_step_tokens = 2048, .block_tokens = 16,
-			 .top_p = 1.0, .dtype = -1, .mem_fraction = 0.9};
+			 .top_p = 1.0, .dtype = -1, .mem_fraction = 0.9, .heartbeat_ms = 1000,
+			 .max_waiting = 64};
 	int c, rc = 0;
 	while (!rc && (c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -89,6 +105,12 @@ static int parse_args(int argc, char **argv, node_args *a, char *err, size_t err
 				return sl_errf(err, errlen, SL_EINVAL, "--dtype: '%s' is not f16 or bf16", optarg);
 			a->dtype = !strcmp(optarg, "f16") ? SL_DT_F16 : SL_DT_BF16;
 			break;
+		case 'C': a->coordinator = optarg; break;
+		case 'M': a->model_name = optarg; break;
+		case 'H': rc = sl_parse_int("--heartbeat-ms", optarg, 10, 60000, &a->heartbeat_ms, err, errlen); break;
+		case 'R': rc = sl_parse_int("--max-running", optarg, 1, 1 << 16, &a->max_running, err, errlen); break;
+		case 'W': rc = sl_parse_int("--max-waiting", optarg, 0, 1 << 16, &a->max_waiting, err, errlen); break;
+		case 'S': rc = sl_parse_int("--min-step-ms", optarg, 0, 60000, &a->min_step_ms, err, errlen); break;
 		case 'h': usage(stdout); exit(0);
 		default: return sl_errf(err, errlen, SL_EINVAL, "unknown option (see --help)");
 		}
@@ -97,6 +119,12 @@ static int parse_args(int argc, char **argv, node_args *a, char *err, size_t err
 		return rc;
 	if (optind < argc)
 		return sl_errf(err, errlen, SL_EINVAL, "unexpected argument '%s'", argv[optind]);
+	if (a->coordinator) {
+		if (!a->model_dir || !a->model_name || a->n_prompts)
+			return sl_errf(err, errlen, SL_EINVAL,
+				       "--coordinator needs --model and --model-name, and no --prompt-ids");
+		return SL_OK;
+	}
 	if (!a->model_dir || a->n_prompts == 0)
 		return sl_errf(err, errlen, SL_EINVAL, "--model and --prompt-ids are required");
 	return SL_OK;
@@ -174,6 +202,29 @@ static int lead(node_args *a, node_group *g, char *err, size_t errlen)
 	return rc;
 }
 
+static volatile sig_atomic_t g_stop;
+static void on_signal(int sig) { g_stop = 1; }
+
+/* Serving mode, leader. Every rank takes SIGINT/SIGTERM as "leave": the
+ * leader finishes its loop and releases the workers, which therefore must
+ * not die of the signal mpirun forwards to them. */
+static int serve(node_args *a, node_group *g, char *err, size_t errlen)
+{
+	node_leader_opts o = {.coordinator = a->coordinator, .model_name = a->model_name,
+			      .heartbeat_ms = (int)a->heartbeat_ms, .max_running = (int)a->max_running,
+			      .max_waiting = (int)a->max_waiting, .min_step_ms = (int)a->min_step_ms,
+			      .stop = &g_stop};
+	return node_leader_run(g, &o, err, errlen);
+}
+
+static void catch_signals(void)
+{
+	struct sigaction sa = {.sa_handler = on_signal};
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+}
+
 int main(int argc, char **argv)
 {
 	char err[SL_ERRLEN] = "";
@@ -191,7 +242,7 @@ int main(int argc, char **argv)
 			     .tp = (int)a.tp, .pp = (int)a.pp, .max_tokens = (int)a.max_step_tokens,
 			     .block_tokens = (int)a.block_tokens, .mem_fraction = (float)a.mem_fraction,
 			     .n_kv_blocks = (int)(a.kv_blocks ? a.kv_blocks
-						: cuda ? 0 : default_kv_blocks(&a))};
+						: cuda ? 0 : a.coordinator ? 1024 : default_kv_blocks(&a))};
 	rc = node_group_open(&argc, &argv, &o, &g, err, sizeof err);
 	if (rc) { /* every rank failed setup together: one report, clean exit */
 		if (g.rank == 0)
@@ -199,7 +250,12 @@ int main(int argc, char **argv)
 		node_group_close(&g, 0);
 		return 1;
 	}
-	rc = g.rank == 0 ? lead(&a, &g, err, sizeof err) : node_worker_loop(g.m, err, sizeof err);
+	if (a.coordinator)
+		catch_signals();
+	if (g.rank != 0)
+		rc = node_worker_loop(g.m, err, sizeof err);
+	else
+		rc = a.coordinator ? serve(&a, &g, err, sizeof err) : lead(&a, &g, err, sizeof err);
 	if (rc)
 		fprintf(stderr, "shardline-node: rank %d: %s\n", g.rank, err[0] ? err : "failed");
 	node_group_close(&g, rc);

@@ -1,0 +1,204 @@
+/*
+ * coord.c — the coordinator's life: create (tokenizers, sockets),
+ * the zmq_poll loop, the timers (heartbeats both ways, dead groups,
+ * request deadlines, unreachable clients), destroy. Message handling is in
+ * on_client.c and on_node.c; see coord_int.h for the map.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "coord_int.h"
+#include "sl.h"
+
+void coord_opts_default(coord_opts *o)
+{
+	*o = (coord_opts){.client_endpoint = "tcp://127.0.0.1:5555",
+			  .node_endpoint = "tcp://127.0.0.1:5556",
+			  .heartbeat_ms = 1000,
+			  .max_queue = 1024,
+			  .request_timeout_ms = 600000,
+			  .default_max_tokens = 16};
+}
+
+static uint64_t random_epoch(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	uint64_t z = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 24) ^ ((uint64_t)getpid() << 44);
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z ^= z >> 31;
+	return (z & 0x7fffffffull) << 32; /* low 32 bits count requests */
+}
+
+static int load_models(coord *c, char *err, size_t errlen)
+{
+	const coord_opts *o = &c->o;
+	if (o->n_models < 1 || o->n_models > COORD_MAX_MODELS)
+		return sl_errf(err, errlen, SL_EINVAL, "give 1 to %d models (--model-name with --tokenizer)",
+			       COORD_MAX_MODELS);
+	for (int i = 0; i < o->n_models; i++) {
+		coord_model *m = &c->models[i];
+		if (!o->model_names[i] || !o->model_names[i][0] || strlen(o->model_names[i]) > COORD_MAX_NAME)
+			return sl_errf(err, errlen, SL_EINVAL, "model name must be 1 to %d bytes", COORD_MAX_NAME);
+		snprintf(m->name, sizeof m->name, "%s", o->model_names[i]);
+		int rc = coord_tok_load(o->tokenizers[i], &m->tok, err, errlen);
+		if (rc)
+			return rc;
+		m->vocab = coord_tok_vocab_size(m->tok);
+		for (int k = 0; k < o->n_eos && k < COORD_MAX_EOS; k++)
+			m->eos[m->n_eos++] = o->eos_ids[k];
+		if (!o->eos_ids && coord_tok_eos_id(m->tok) >= 0)
+			m->eos[m->n_eos++] = coord_tok_eos_id(m->tok);
+		SL_INFO("coord", "model %s: tokenizer %s (vocab %d, %d EOS id%s%s%d)", m->name,
+			o->tokenizers[i], m->vocab, m->n_eos, m->n_eos == 1 ? "" : "s",
+			m->n_eos ? ", first " : "", m->n_eos ? m->eos[0] : 0);
+	}
+	c->n_models = o->n_models;
+	return SL_OK;
+}
+
+static int bind_socket(coord *c, void **s, const char *endpoint, char *err, size_t errlen)
+{
+	int one = 1;
+	*s = coord_wire_socket(c->ctx, ZMQ_ROUTER, COORD_SOCKET_MAX_MSG);
+	if (!*s)
+		return sl_errf(err, errlen, SL_ECOMM, "zmq_socket: %s", zmq_strerror(errno));
+	/* a reply to a peer that is gone fails instead of vanishing */
+	zmq_setsockopt(*s, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
+	if (zmq_bind(*s, endpoint))
+		return sl_errf(err, errlen, SL_ECOMM, "cannot bind %s: %s", endpoint, zmq_strerror(errno));
+	return SL_OK;
+}
+
+static int write_ports(coord *c, char *err, size_t errlen)
+{
+	char a[256] = "", b[256] = "";
+	size_t la = sizeof a, lb = sizeof b;
+	zmq_getsockopt(c->clients, ZMQ_LAST_ENDPOINT, a, &la);
+	zmq_getsockopt(c->nodes, ZMQ_LAST_ENDPOINT, b, &lb);
+	SL_INFO("coord", "clients on %s, node groups on %s", a, b);
+	if (!c->o.ports_file)
+		return SL_OK;
+	char tmp[4096];
+	snprintf(tmp, sizeof tmp, "%s.tmp", c->o.ports_file);
+	FILE *f = fopen(tmp, "w");
+	if (!f)
+		return sl_errf(err, errlen, SL_EIO, "cannot write %s", tmp);
+	fprintf(f, "client %s\nnode %s\n", a, b);
+	if (fclose(f) || rename(tmp, c->o.ports_file)) /* readers never see half a file */
+		return sl_errf(err, errlen, SL_EIO, "cannot write %s", c->o.ports_file);
+	return SL_OK;
+}
+
+int coord_create(const coord_opts *o, coord **out, char *err, size_t errlen)
+{
+	coord *c = calloc(1, sizeof *c);
+	if (!c)
+		return sl_errf(err, errlen, SL_ENOMEM, "out of memory");
+	c->o = *o;
+	c->next_req_id = random_epoch() | 1;
+	int rc = load_models(c, err, errlen);
+	if (!rc && !(c->ctx = zmq_ctx_new()))
+		rc = sl_errf(err, errlen, SL_ECOMM, "zmq_ctx_new failed");
+	if (!rc)
+		rc = bind_socket(c, &c->clients, o->client_endpoint, err, errlen);
+	if (!rc)
+		rc = bind_socket(c, &c->nodes, o->node_endpoint, err, errlen);
+	if (!rc)
+		rc = write_ports(c, err, errlen);
+	if (rc) {
+		coord_destroy(c);
+		return rc;
+	}
+	*out = c;
+	return SL_OK;
+}
+
+void coord_destroy(coord *c)
+{
+	if (!c)
+		return;
+	while (c->all) /* clients hear why; groups free the slots */
+		coord_finish(c, c->all, SHARDLINE__CLIENT__FINISH_REASON__ERROR, "coordinator shutting down");
+	for (int i = 0; i < c->n_groups; i++)
+		free(c->groups[i]);
+	if (c->clients)
+		zmq_close(c->clients);
+	if (c->nodes)
+		zmq_close(c->nodes);
+	if (c->ctx)
+		zmq_ctx_term(c->ctx);
+	for (int i = 0; i < c->n_models; i++)
+		coord_tok_destroy(c->models[i].tok);
+	free(c);
+}
+
+/* Heartbeats out, silent or unreachable groups reaped, deadlines. */
+static void tick(coord *c)
+{
+	double now = sl_now(), hb = c->o.heartbeat_ms * 1e-3;
+	for (int i = c->n_groups - 1; i >= 0; i--) {
+		coord_group *g = c->groups[i];
+		if (g->lost) {
+			coord_group_lost(c, g, "its leader is unreachable");
+		} else if (now - g->last_seen > COORD_DEAD_INTERVALS * hb) {
+			char why[96];
+			snprintf(why, sizeof why, "silent for %.0f ms", (now - g->last_seen) * 1e3);
+			coord_group_lost(c, g, why);
+		} else if (now - g->last_ping >= hb) {
+			coord_send_ping(c, g);
+		}
+	}
+	coord_req *next;
+	for (coord_req *r = c->all; r; r = next) {
+		next = r->anext;
+		if (r->client_gone) {
+			coord_finish(c, r, SHARDLINE__CLIENT__FINISH_REASON__CANCELLED, "client unreachable");
+		} else if (now > r->deadline) {
+			char msg[96];
+			snprintf(msg, sizeof msg, "timed out after %.0f ms", (now - r->t_submit) * 1e3);
+			SL_INFO("coord", "request %llu %s", (unsigned long long)r->id, msg);
+			coord_finish(c, r, SHARDLINE__CLIENT__FINISH_REASON__ERROR, msg);
+		}
+	}
+	c->last_tick = now;
+}
+
+/* Up to `budget` messages from one socket: a flood on one side cannot
+ * starve the other or the timers. */
+static int drain(coord *c, void *sock, void (*handle)(coord *, coord_wire_msg *), int budget)
+{
+	coord_wire_msg m;
+	int got = 0;
+	while (budget-- > 0 && (got = coord_wire_recv(sock, &m)) == 1) {
+		handle(c, &m);
+		coord_wire_msg_close(&m);
+	}
+	return got < 0 ? SL_ECOMM : SL_OK;
+}
+
+int coord_run(coord *c, char *err, size_t errlen)
+{
+	int tick_ms = c->o.heartbeat_ms / 8;
+	tick_ms = tick_ms < 5 ? 5 : tick_ms > 100 ? 100 : tick_ms;
+	while (!*c->o.stop) {
+		zmq_pollitem_t it[2] = {{c->nodes, 0, ZMQ_POLLIN, 0}, {c->clients, 0, ZMQ_POLLIN, 0}};
+		if (zmq_poll(it, 2, tick_ms) < 0) {
+			if (errno == EINTR)
+				continue;
+			return sl_errf(err, errlen, SL_ECOMM, "zmq_poll: %s", zmq_strerror(errno));
+		}
+		if (drain(c, c->nodes, coord_on_node, 1000) || drain(c, c->clients, coord_on_client, 1000))
+			return sl_errf(err, errlen, SL_ECOMM, "receive: %s", zmq_strerror(errno));
+		if (sl_now() - c->last_tick >= tick_ms * 1e-3)
+			tick(c);
+		if (c->qhead)
+			coord_dispatch(c);
+	}
+	SL_INFO("coord", "stopping: %d request(s) active", c->n_active);
+	return SL_OK;
+}

@@ -1,0 +1,47 @@
+/*
+ * coord.h — the coordinator: the front door of a shardline cluster.
+ *
+ * One object, one thread, one zmq_poll loop over two ROUTER sockets: one
+ * for clients (proto/client.proto), one for node group leaders
+ * (proto/node.proto). It validates and tokenizes requests, queues them
+ * under a bound, routes each to the least-loaded live group serving its
+ * model, relays tokens as text, and keeps both sides honest with
+ * heartbeats and timeouts. Callers: coordinator/main.c and tests.
+ */
+#ifndef COORD_COORD_H
+#define COORD_COORD_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define COORD_MAX_MODELS 16
+
+typedef struct coord coord;
+
+typedef struct coord_opts {
+	const char *client_endpoint;   /* bind: tcp://127.0.0.1:5555 */
+	const char *node_endpoint;     /* bind: tcp://127.0.0.1:5556 */
+	const char *model_names[COORD_MAX_MODELS];
+	const char *tokenizers[COORD_MAX_MODELS]; /* tokenizer.json of each model */
+	int n_models;
+	const int32_t *eos_ids;        /* NULL: each tokenizer's EOS */
+	int n_eos;
+	int heartbeat_ms;              /* both ways; a group silent 3 intervals is dead */
+	int max_queue;                 /* requests waiting for a group; past it: OVERLOADED */
+	int request_timeout_ms;        /* default per-request deadline */
+	int default_max_tokens;
+	const char *ports_file;        /* write the bound endpoints here (for "port 0") */
+	volatile sig_atomic_t *stop;   /* set by a signal handler: leave the loop */
+} coord_opts;
+
+/* Defaults for every field above but the models. */
+void coord_opts_default(coord_opts *o);
+
+/* Load the tokenizers and bind both sockets. */
+int coord_create(const coord_opts *o, coord **out, char *err, size_t errlen);
+void coord_destroy(coord *c);
+/* Serve until *o->stop. */
+int coord_run(coord *c, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,152 @@
+/*
+ * coord_int.h — the coordinator's state, shared by its files:
+ *   coord.c      the loop, timers, sockets, create/destroy
+ *   requests.c   the request table (by id), the queue, request life cycle
+ *   on_client.c  client messages: submit (validation), cancel, status, drain
+ *   on_node.c    leader messages: register, heartbeat, tokens; group loss
+ *   route.c      which group gets a queued request
+ *   stream.c     tokens -> text deltas, EOS, stop strings, the final Done
+ * Nothing here is visible outside coordinator/.
+ */
+#ifndef COORD_INT_H
+#define COORD_INT_H
+
+#include <stdint.h>
+
+#include "coord.h"
+#include "proto/client.pb-c.h"
+#include "proto/node.pb-c.h"
+#include "tokenizer.h"
+#include "wire.h"
+
+#define COORD_MAX_GROUPS 256
+#define COORD_MAX_NAME 128
+#define COORD_MAX_EOS 8
+#define COORD_MAX_FRAME (1 << 20)        /* client message limit: an error reply past it */
+#define COORD_SOCKET_MAX_MSG (64 << 20)  /* ZeroMQ drops the peer past this */
+#define COORD_MAX_PROMPT_BYTES (256 << 10)
+#define COORD_MAX_PROMPT_IDS 65536
+#define COORD_MAX_NEW_TOKENS (1 << 20)
+#define COORD_MAX_STOPS 16
+#define COORD_MAX_STOP_BYTES 256
+#define COORD_MAX_TIMEOUT_MS (24 * 3600 * 1000)
+#define COORD_DEAD_INTERVALS 3
+#define COORD_REQ_BUCKETS 4096
+
+typedef struct coord_model {
+	char name[COORD_MAX_NAME + 1];
+	coord_tok *tok;
+	int32_t eos[COORD_MAX_EOS];
+	int n_eos;
+	int vocab;                 /* the tokenizer's */
+} coord_model;
+
+typedef struct coord_group {
+	uint32_t id;
+	uint8_t ident[COORD_WIRE_MAX_IDENT];
+	size_t ident_len;
+	uint64_t session;
+	char name[COORD_MAX_NAME + 1];
+	int model;
+	int tp, pp, kv_blocks, block_tokens, max_pos, vocab, max_running, max_waiting;
+	int running, waiting, kv_free, draining;   /* from its last Load */
+	int assigned;              /* requests sent to it and not finished */
+	double last_seen, last_ping;
+	int lost;                  /* send failed (peer gone): reap at the next tick */
+} coord_group;
+
+typedef enum { REQ_QUEUED = 0, REQ_ASSIGNED } coord_req_state;
+
+/* Growable byte / id buffers. */
+typedef struct coord_bytes { char *p; size_t n, cap; } coord_bytes;
+typedef struct coord_ids { int32_t *p; size_t n, cap; } coord_ids;
+
+typedef struct coord_req {
+	uint64_t id, tag;
+	uint8_t client[COORD_WIRE_MAX_IDENT];
+	size_t client_len;
+	int client_gone;           /* a reply could not be delivered */
+	int model;
+	int32_t *prompt;           /* [n_prompt] */
+	int n_prompt;
+	int32_t max_prompt_id;
+	float temperature, top_p;
+	int top_k;
+	uint64_t seed;
+	int max_tokens, ignore_eos, stream;
+	char **stop;               /* [n_stop] NUL-terminated copies */
+	size_t *stop_len;
+	int n_stop;
+	size_t max_stop_len;
+	coord_req_state state;
+	coord_group *group;        /* REQ_ASSIGNED */
+	int node_done;             /* the group reported it finished */
+	/* output */
+	coord_detok *detok;
+	int n_generated, sent_chunk;
+	coord_bytes held;          /* text not yet sent (stop strings may still match) */
+	coord_bytes text;          /* stream = false: everything released */
+	coord_ids ids;             /* stream: ids since the last chunk; else all */
+	double t_submit, t_assigned, t_first, deadline;
+	struct coord_req *hnext;               /* id hash chain */
+	struct coord_req *qprev, *qnext;       /* the queue (REQ_QUEUED) */
+	struct coord_req *aprev, *anext;       /* every active request */
+} coord_req;
+
+struct coord {
+	coord_opts o;
+	void *ctx, *clients, *nodes;
+	coord_model models[COORD_MAX_MODELS];
+	int n_models;
+	coord_group *groups[COORD_MAX_GROUPS];
+	int n_groups;
+	uint32_t next_group_id;
+	coord_req *buckets[COORD_REQ_BUCKETS];
+	coord_req *qhead, *qtail;
+	int n_queued;
+	coord_req *all;
+	int n_active;
+	uint64_t next_req_id;      /* random high bits: ids of a restarted coordinator differ */
+	long n_requeued;
+	double last_tick;
+};
+
+/* requests.c */
+coord_req *coord_req_new(coord *c);
+coord_req *coord_req_find(coord *c, uint64_t id);
+coord_req *coord_req_find_tag(coord *c, const void *client, size_t client_len, uint64_t tag);
+void coord_req_enqueue(coord *c, coord_req *r, int front);
+void coord_req_dequeue(coord *c, coord_req *r);
+/* Reset output so the request can run again from its prompt (re-queue). */
+void coord_req_reset_output(coord_req *r);
+/* Unlink and free; tells its group to cancel it when it still runs there. */
+void coord_req_free(coord *c, coord_req *r);
+int coord_bytes_add(coord_bytes *b, const char *p, size_t n);
+int coord_ids_add(coord_ids *b, const int32_t *p, size_t n);
+
+/* on_client.c */
+void coord_on_client(coord *c, coord_wire_msg *m);
+void coord_send_reply(coord *c, coord_req *r, Shardline__Client__Reply *reply);
+void coord_reply_error(coord *c, const void *client, size_t client_len, uint64_t tag,
+		       Shardline__Client__ErrorCode code, const char *fmt, ...)
+	__attribute__((format(printf, 6, 7)));
+
+/* on_node.c */
+void coord_on_node(coord *c, coord_wire_msg *m);
+int coord_send_node(coord *c, coord_group *g, Shardline__Node__CoordMsg *m);
+void coord_group_lost(coord *c, coord_group *g, const char *why);
+void coord_send_ping(coord *c, coord_group *g);
+
+/* route.c */
+void coord_dispatch(coord *c);
+/* Context (tokens) of the largest live group serving model m; 0: none live. */
+int coord_model_context(const coord *c, int m);
+
+/* stream.c */
+void coord_stream_tokens(coord *c, coord_req *r, const int32_t *ids, size_t n,
+			 Shardline__Node__Finish node_finish, const char *node_error);
+/* End r with reason (text flushed unless it is CANCELLED/ERROR), send Done, free r. */
+void coord_finish(coord *c, coord_req *r, Shardline__Client__FinishReason reason,
+		  const char *error);
+
+#endif

@@ -1,0 +1,121 @@
+/*
+ * main.c — shardline-coordinator: flags, signals, the loop (coord.h).
+ */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "coord.h"
+#include "sl.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: shardline-coordinator --model-name NAME --tokenizer tokenizer.json\n"
+		"           [--model-name NAME2 --tokenizer PATH2 ...]\n"
+		"           [--client-bind tcp://127.0.0.1:5555] [--node-bind tcp://127.0.0.1:5556]\n"
+		"           [--eos-ids 2,3] [--heartbeat-ms 1000] [--max-queue 1024]\n"
+		"           [--request-timeout-ms 600000] [--default-max-tokens 16]\n"
+		"           [--ports-file PATH] [--log-level debug|info|warn]\n"
+		"Clients connect to --client-bind, node group leaders to --node-bind (both\n"
+		"loopback only by default; give tcp://0.0.0.0:PORT to serve other hosts;\n"
+		"PORT * picks a free port, which --ports-file records). EOS ids default to\n"
+		"each tokenizer's. SIGINT/SIGTERM stop it; running requests end with an error.\n");
+}
+
+static volatile sig_atomic_t g_stop;
+static void on_signal(int sig) { g_stop = 1; }
+
+static int parse(int argc, char **argv, coord_opts *o, int32_t **eos, char *err, size_t errlen)
+{
+	static const struct option opts[] = {
+		{"model-name", 1, 0, 'm'}, {"tokenizer", 1, 0, 't'}, {"client-bind", 1, 0, 'c'},
+		{"node-bind", 1, 0, 'n'}, {"eos-ids", 1, 0, 'e'}, {"heartbeat-ms", 1, 0, 'H'},
+		{"max-queue", 1, 0, 'q'}, {"request-timeout-ms", 1, 0, 'T'},
+		{"default-max-tokens", 1, 0, 'M'}, {"ports-file", 1, 0, 'p'}, {"log-level", 1, 0, 'l'},
+		{"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+	int c, rc = 0, n_tok = 0, n_eos = 0;
+	long v;
+	while (!rc && (c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'm':
+			if (o->n_models == COORD_MAX_MODELS)
+				return sl_errf(err, errlen, SL_EINVAL, "at most %d models", COORD_MAX_MODELS);
+			o->model_names[o->n_models++] = optarg;
+			break;
+		case 't':
+			if (n_tok == COORD_MAX_MODELS)
+				return sl_errf(err, errlen, SL_EINVAL, "at most %d tokenizers", COORD_MAX_MODELS);
+			o->tokenizers[n_tok++] = optarg;
+			break;
+		case 'c': o->client_endpoint = optarg; break;
+		case 'n': o->node_endpoint = optarg; break;
+		case 'e':
+			free(*eos);
+			*eos = NULL;
+			rc = sl_parse_ids("--eos-ids", optarg, (1L << 24) - 1, eos, &n_eos, err, errlen);
+			o->eos_ids = *eos;
+			o->n_eos = n_eos;
+			break;
+		case 'H': rc = sl_parse_int("--heartbeat-ms", optarg, 10, 60000, &v, err, errlen); o->heartbeat_ms = (int)v; break;
+		case 'q': rc = sl_parse_int("--max-queue", optarg, 0, 1 << 20, &v, err, errlen); o->max_queue = (int)v; break;
+		case 'T': rc = sl_parse_int("--request-timeout-ms", optarg, 1, 86400000, &v, err, errlen); o->request_timeout_ms = (int)v; break;
+		case 'M': rc = sl_parse_int("--default-max-tokens", optarg, 1, 1 << 20, &v, err, errlen); o->default_max_tokens = (int)v; break;
+		case 'p': o->ports_file = optarg; break;
+		case 'l':
+			if (!strcmp(optarg, "debug"))
+				sl_log_set_level(SL_LOG_DEBUG);
+			else if (!strcmp(optarg, "info"))
+				sl_log_set_level(SL_LOG_INFO);
+			else if (!strcmp(optarg, "warn"))
+				sl_log_set_level(SL_LOG_WARN);
+			else
+				return sl_errf(err, errlen, SL_EINVAL, "--log-level: debug, info or warn");
+			break;
+		case 'h': usage(stdout); exit(0);
+		default: return sl_errf(err, errlen, SL_EINVAL, "unknown option (see --help)");
+		}
+	}
+	if (rc)
+		return rc;
+	if (optind < argc)
+		return sl_errf(err, errlen, SL_EINVAL, "unexpected argument '%s'", argv[optind]);
+	if (o->n_models == 0 || n_tok != o->n_models)
+		return sl_errf(err, errlen, SL_EINVAL, "give one --tokenizer per --model-name (at least one)");
+	return SL_OK;
+}
+
+int main(int argc, char **argv)
+{
+	char err[SL_ERRLEN] = "";
+	coord_opts o;
+	int32_t *eos = NULL;
+	coord *c = NULL;
+	coord_opts_default(&o);
+	o.stop = &g_stop;
+	sl_log_set_role("coord", 0, 1);
+	int rc = parse(argc, argv, &o, &eos, err, sizeof err);
+	if (rc) {
+		fprintf(stderr, "shardline-coordinator: %s\n", err);
+		if (rc == SL_EINVAL)
+			usage(stderr);
+		free(eos);
+		return 2;
+	}
+	struct sigaction sa = {.sa_handler = on_signal};
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	rc = coord_create(&o, &c, err, sizeof err);
+	if (!rc)
+		rc = coord_run(c, err, sizeof err);
+	if (rc)
+		fprintf(stderr, "shardline-coordinator: %s\n", err);
+	coord_destroy(c);
+	free(eos);
+	return rc ? 1 : 0;
+}

@@ -1,0 +1,379 @@
+/*
+ * on_client.c — messages from clients: Submit (every field validated,
+ * the prompt tokenized, the request queued), Cancel, Status, Drain.
+ * Anything else — a frame that is not a Request, truncated, oversized,
+ * of an unknown type, with a field out of range — gets an Error reply
+ * that says what was wrong, and the loop goes on.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coord_int.h"
+#include "sl.h"
+
+typedef Shardline__Client__Submit pb_submit;
+#define E_MALFORMED SHARDLINE__CLIENT__ERROR_CODE__MALFORMED
+#define E_BAD SHARDLINE__CLIENT__ERROR_CODE__BAD_REQUEST
+#define E_MODEL SHARDLINE__CLIENT__ERROR_CODE__UNKNOWN_MODEL
+#define E_OVERLOADED SHARDLINE__CLIENT__ERROR_CODE__OVERLOADED
+#define E_NOT_FOUND SHARDLINE__CLIENT__ERROR_CODE__NOT_FOUND
+#define E_INTERNAL SHARDLINE__CLIENT__ERROR_CODE__INTERNAL
+
+static void send_to(coord *c, const void *client, size_t client_len, Shardline__Client__Reply *rep,
+		    int *zerrno)
+{
+	coord_wire_send(c->clients, client, client_len, &rep->base, zerrno);
+}
+
+void coord_reply_error(coord *c, const void *client, size_t client_len, uint64_t tag,
+		       Shardline__Client__ErrorCode code, const char *fmt, ...)
+{
+	char msg[SL_ERRLEN];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	Shardline__Client__Error e = SHARDLINE__CLIENT__ERROR__INIT;
+	e.has_tag = e.has_code = 1;
+	e.tag = tag;
+	e.code = code;
+	e.message = msg;
+	Shardline__Client__Reply rep = SHARDLINE__CLIENT__REPLY__INIT;
+	rep.msg_case = SHARDLINE__CLIENT__REPLY__MSG_ERROR;
+	rep.error = &e;
+	int zerr = 0;
+	send_to(c, client, client_len, &rep, &zerr);
+	SL_DEBUG("coord", "error reply (tag %llu): %s", (unsigned long long)tag, msg);
+}
+
+void coord_send_reply(coord *c, coord_req *r, Shardline__Client__Reply *rep)
+{
+	int zerr = 0;
+	if (r->client_gone)
+		return;
+	send_to(c, r->client, r->client_len, rep, &zerr);
+	if (zerr) { /* gone or not reading: the tick cancels the request */
+		SL_WARN("coord", "request %llu: client unreachable (%s); cancelling",
+			(unsigned long long)r->id, zmq_strerror(zerr));
+		r->client_gone = 1;
+	}
+}
+
+/* Field checks of a Submit that need no tokenizer. */
+static int check_fields(coord *c, const pb_submit *s, int *model, char *err, size_t n)
+{
+	*model = 0;
+	if (s->model && s->model[0]) {
+		size_t len = strnlen(s->model, COORD_MAX_NAME + 1);
+		*model = -1;
+		for (int i = 0; i < c->n_models && len <= COORD_MAX_NAME; i++)
+			if (!strcmp(c->models[i].name, s->model))
+				*model = i;
+		if (*model < 0) {
+			snprintf(err, n, "unknown model '%.64s' (this coordinator serves '%s'%s)", s->model,
+				 c->models[0].name, c->n_models > 1 ? " and others" : "");
+			return E_MODEL;
+		}
+	}
+	int vocab = c->models[*model].vocab;
+	int text = s->has_prompt && s->prompt.len > 0, ids = s->n_prompt_ids > 0;
+	if (!text && !ids)
+		return snprintf(err, n, "empty prompt: give prompt text or prompt_ids"), E_BAD;
+	if (text && ids)
+		return snprintf(err, n, "give prompt or prompt_ids, not both"), E_BAD;
+	if (s->prompt.len > COORD_MAX_PROMPT_BYTES)
+		return snprintf(err, n, "prompt of %zu bytes exceeds the limit of %d", s->prompt.len,
+				COORD_MAX_PROMPT_BYTES), E_BAD;
+	if (s->n_prompt_ids > COORD_MAX_PROMPT_IDS)
+		return snprintf(err, n, "%zu prompt_ids exceed the limit of %d", s->n_prompt_ids,
+				COORD_MAX_PROMPT_IDS), E_BAD;
+	for (size_t i = 0; i < s->n_prompt_ids; i++)
+		if (s->prompt_ids[i] < 0 || s->prompt_ids[i] >= vocab)
+			return snprintf(err, n, "prompt_ids[%zu] = %d is outside the vocabulary [0, %d)",
+					i, s->prompt_ids[i], vocab), E_BAD;
+	if (s->has_max_tokens && (s->max_tokens < 1 || s->max_tokens > COORD_MAX_NEW_TOKENS))
+		return snprintf(err, n, "max_tokens must be in [1, %d], got %d", COORD_MAX_NEW_TOKENS,
+				s->max_tokens), E_BAD;
+	const Shardline__Client__Sampling *sp = s->sampling;
+	if (sp && sp->has_temperature && !(sp->temperature >= 0 && sp->temperature <= 100))
+		return snprintf(err, n, "temperature must be in [0, 100], got %g", sp->temperature), E_BAD;
+	if (sp && sp->has_top_k && (sp->top_k < 0 || sp->top_k > vocab))
+		return snprintf(err, n, "top_k must be in [0, %d], got %d", vocab, sp->top_k), E_BAD;
+	if (sp && sp->has_top_p && !(sp->top_p > 0 && sp->top_p <= 1))
+		return snprintf(err, n, "top_p must be in (0, 1], got %g", sp->top_p), E_BAD;
+	if (s->n_stop > COORD_MAX_STOPS)
+		return snprintf(err, n, "%zu stop strings exceed the limit of %d", s->n_stop,
+				COORD_MAX_STOPS), E_BAD;
+	for (size_t i = 0; i < s->n_stop; i++)
+		if (s->stop[i].len == 0 || s->stop[i].len > COORD_MAX_STOP_BYTES)
+			return snprintf(err, n, "stop[%zu] must be 1 to %d bytes, got %zu", i,
+					COORD_MAX_STOP_BYTES, s->stop[i].len), E_BAD;
+	if (s->has_timeout_ms && s->timeout_ms > COORD_MAX_TIMEOUT_MS)
+		return snprintf(err, n, "timeout_ms must be at most %d", COORD_MAX_TIMEOUT_MS), E_BAD;
+	return 0;
+}
+
+/* The prompt as ids: given, or encoded (client text never makes special
+ * tokens: COORD_TOK_SPLIT_SPECIAL). */
+static int prompt_ids(coord *c, const pb_submit *s, int model, int32_t **ids, int *n_ids, char *err,
+		      size_t n)
+{
+	size_t cnt = s->n_prompt_ids;
+	if (cnt) {
+		if (!(*ids = malloc(sizeof(int32_t) * cnt)))
+			return snprintf(err, n, "out of memory"), E_INTERNAL;
+		memcpy(*ids, s->prompt_ids, sizeof(int32_t) * cnt);
+	} else {
+		int flags = COORD_TOK_SPLIT_SPECIAL |
+			    (!s->has_add_special || s->add_special ? COORD_TOK_ADD_SPECIAL : 0);
+		char terr[SL_ERRLEN];
+		if (coord_tok_encode(c->models[model].tok, (const char *)s->prompt.data, s->prompt.len,
+				     flags, ids, &cnt, terr, sizeof terr))
+			return snprintf(err, n, "cannot tokenize the prompt: %.400s", terr), E_BAD;
+		if (cnt == 0)
+			return snprintf(err, n, "empty prompt: the text encodes to no tokens"), E_BAD;
+		if (cnt > COORD_MAX_PROMPT_IDS)
+			return snprintf(err, n, "prompt of %zu tokens exceeds the limit of %d", cnt,
+					COORD_MAX_PROMPT_IDS), E_BAD;
+	}
+	*n_ids = (int)cnt;
+	return 0;
+}
+
+static int check_context(coord *c, int model, int n_prompt, int max_tokens, char *err, size_t n)
+{
+	int ctx = coord_model_context(c, model);
+	if (ctx <= 0) /* no group yet: it waits in the queue (and times out if none comes) */
+		return 0;
+	if (n_prompt >= ctx)
+		return snprintf(err, n, "prompt of %d tokens is longer than the context of %d", n_prompt,
+				ctx), E_BAD;
+	if ((long)n_prompt + max_tokens > ctx)
+		return snprintf(err, n, "prompt (%d tokens) + max_tokens (%d) exceeds the context of %d",
+				n_prompt, max_tokens, ctx), E_BAD;
+	return 0;
+}
+
+static int copy_stops(coord_req *r, const pb_submit *s)
+{
+	if (!s->n_stop)
+		return 0;
+	r->stop = calloc(s->n_stop, sizeof *r->stop);
+	r->stop_len = calloc(s->n_stop, sizeof *r->stop_len);
+	if (!r->stop || !r->stop_len)
+		return -1;
+	for (size_t i = 0; i < s->n_stop; i++, r->n_stop++) {
+		if (!(r->stop[i] = malloc(s->stop[i].len + 1)))
+			return -1;
+		memcpy(r->stop[i], s->stop[i].data, s->stop[i].len);
+		r->stop[i][s->stop[i].len] = 0;
+		r->stop_len[i] = s->stop[i].len;
+		if (s->stop[i].len > r->max_stop_len)
+			r->max_stop_len = s->stop[i].len;
+	}
+	return 0;
+}
+
+/* A request from a validated Submit; it owns ids from here on. */
+static coord_req *make_request(coord *c, const pb_submit *s, int model, int32_t *ids, int n_ids,
+			       const void *client, size_t client_len)
+{
+	coord_req *r = coord_req_new(c);
+	if (!r)
+		return free(ids), NULL;
+	const Shardline__Client__Sampling *sp = s->sampling;
+	r->tag = s->tag;
+	memcpy(r->client, client, client_len);
+	r->client_len = client_len;
+	r->model = model;
+	r->prompt = ids;
+	r->n_prompt = n_ids;
+	for (int i = 0; i < n_ids; i++)
+		r->max_prompt_id = ids[i] > r->max_prompt_id ? ids[i] : r->max_prompt_id;
+	r->temperature = sp && sp->has_temperature ? sp->temperature : 0;
+	r->top_k = sp && sp->has_top_k ? sp->top_k : 0;
+	r->top_p = sp && sp->has_top_p ? sp->top_p : 1;
+	r->seed = sp && sp->has_seed ? sp->seed : 0;
+	r->max_tokens = s->has_max_tokens ? s->max_tokens : c->o.default_max_tokens;
+	r->ignore_eos = s->has_ignore_eos && s->ignore_eos;
+	r->stream = !s->has_stream || s->stream;
+	r->t_submit = sl_now();
+	unsigned tmo = s->has_timeout_ms && s->timeout_ms ? s->timeout_ms : (unsigned)c->o.request_timeout_ms;
+	r->deadline = r->t_submit + tmo * 1e-3;
+	char err[SL_ERRLEN];
+	if (copy_stops(r, s) || coord_detok_create(c->models[model].tok, 1, &r->detok, err, sizeof err)) {
+		coord_req_free(c, r);
+		return NULL;
+	}
+	coord_req_enqueue(c, r, 0);
+	return r;
+}
+
+static void on_submit(coord *c, const void *client, size_t client_len, const pb_submit *s)
+{
+	char err[SL_ERRLEN];
+	int model, n_ids = 0, code;
+	int32_t *ids = NULL;
+	uint64_t tag = s->tag;
+	if ((code = check_fields(c, s, &model, err, sizeof err))) {
+		coord_reply_error(c, client, client_len, tag, code, "%s", err);
+		return;
+	}
+	if (coord_req_find_tag(c, client, client_len, tag)) {
+		coord_reply_error(c, client, client_len, tag, E_BAD,
+				  "tag %llu is in use by a running request", (unsigned long long)tag);
+		return;
+	}
+	if (c->n_queued >= c->o.max_queue) {
+		coord_reply_error(c, client, client_len, tag, E_OVERLOADED,
+				  "overloaded: %d requests are waiting for a node group; retry later",
+				  c->n_queued);
+		return;
+	}
+	if ((code = prompt_ids(c, s, model, &ids, &n_ids, err, sizeof err))) {
+		free(ids);
+		coord_reply_error(c, client, client_len, tag, code, "%s", err);
+		return;
+	}
+	int max_tokens = s->has_max_tokens ? s->max_tokens : c->o.default_max_tokens;
+	if ((code = check_context(c, model, n_ids, max_tokens, err, sizeof err))) {
+		free(ids);
+		coord_reply_error(c, client, client_len, tag, code, "%s", err);
+		return;
+	}
+	coord_req *r = make_request(c, s, model, ids, n_ids, client, client_len);
+	if (!r) {
+		coord_reply_error(c, client, client_len, tag, E_INTERNAL, "out of memory");
+		return;
+	}
+	SL_DEBUG("coord", "request %llu: %d prompt tokens, max_tokens %d, queued (%d waiting)",
+		 (unsigned long long)r->id, n_ids, r->max_tokens, c->n_queued);
+	/* route it now: the queue bound counts requests no group can take,
+	 * not a burst that arrived within one poll */
+	coord_dispatch(c);
+}
+
+static void on_cancel(coord *c, const void *client, size_t client_len,
+		      const Shardline__Client__Cancel *m)
+{
+	coord_req *r = coord_req_find_tag(c, client, client_len, m->tag);
+	if (!r) {
+		coord_reply_error(c, client, client_len, m->tag, E_NOT_FOUND,
+				  "no running request with tag %llu", (unsigned long long)m->tag);
+		return;
+	}
+	SL_INFO("coord", "request %llu cancelled by its client after %d tokens",
+		(unsigned long long)r->id, r->n_generated);
+	coord_finish(c, r, SHARDLINE__CLIENT__FINISH_REASON__CANCELLED, NULL);
+}
+
+static void send_status(coord *c, const void *client, size_t client_len, uint64_t tag)
+{
+	Shardline__Client__GroupStatus gs[COORD_MAX_GROUPS], *gp[COORD_MAX_GROUPS];
+	const char *models[COORD_MAX_MODELS];
+	double now = sl_now();
+	for (int i = 0; i < c->n_groups; i++) {
+		const coord_group *g = c->groups[i];
+		Shardline__Client__GroupStatus *s = &gs[i];
+		*s = (Shardline__Client__GroupStatus)SHARDLINE__CLIENT__GROUP_STATUS__INIT;
+		s->has_id = s->has_tp = s->has_pp = s->has_kv_blocks = s->has_kv_free = 1;
+		s->has_block_tokens = s->has_running = s->has_waiting = s->has_assigned = 1;
+		s->has_max_pos = s->has_last_seen_ms = s->has_draining = 1;
+		s->id = g->id;
+		s->name = (char *)g->name;
+		s->model = c->models[g->model].name;
+		s->tp = g->tp, s->pp = g->pp, s->kv_blocks = g->kv_blocks, s->kv_free = g->kv_free;
+		s->block_tokens = g->block_tokens, s->running = g->running, s->waiting = g->waiting;
+		s->assigned = g->assigned, s->max_pos = g->max_pos, s->draining = g->draining;
+		s->last_seen_ms = (now - g->last_seen) * 1e3;
+		gp[i] = s;
+	}
+	for (int i = 0; i < c->n_models; i++)
+		models[i] = c->models[i].name;
+	Shardline__Client__Status st = SHARDLINE__CLIENT__STATUS__INIT;
+	st.has_tag = st.has_queued = st.has_max_queue = st.has_active = st.has_requeued = 1;
+	st.tag = tag;
+	st.n_groups = c->n_groups;
+	st.groups = gp;
+	st.queued = c->n_queued;
+	st.max_queue = c->o.max_queue;
+	st.active = c->n_active;
+	st.n_models = c->n_models;
+	st.models = (char **)models;
+	st.requeued = c->n_requeued;
+	Shardline__Client__Reply rep = SHARDLINE__CLIENT__REPLY__INIT;
+	rep.msg_case = SHARDLINE__CLIENT__REPLY__MSG_STATUS;
+	rep.status = &st;
+	int zerr = 0;
+	send_to(c, client, client_len, &rep, &zerr);
+}
+
+static void on_drain(coord *c, const void *client, size_t client_len,
+		     const Shardline__Client__Drain *d)
+{
+	int n = 0;
+	for (int i = 0; i < c->n_groups; i++) {
+		coord_group *g = c->groups[i];
+		if (d->has_group_id && d->group_id && d->group_id != g->id)
+			continue;
+		Shardline__Node__Drain dr = SHARDLINE__NODE__DRAIN__INIT;
+		dr.has_exit = 1;
+		dr.exit = d->has_exit && d->exit;
+		Shardline__Node__CoordMsg m = SHARDLINE__NODE__COORD_MSG__INIT;
+		m.msg_case = SHARDLINE__NODE__COORD_MSG__MSG_DRAIN;
+		m.drain = &dr;
+		coord_send_node(c, g, &m);
+		g->draining = 1;
+		n++;
+	}
+	if (d->has_group_id && d->group_id && n == 0) {
+		coord_reply_error(c, client, client_len, d->tag, E_NOT_FOUND, "no group %u",
+				  d->group_id);
+		return;
+	}
+	SL_INFO("coord", "draining %d group(s)%s", n, d->has_exit && d->exit ? "; they will exit" : "");
+	send_status(c, client, client_len, d->tag);
+}
+
+void coord_on_client(coord *c, coord_wire_msg *m)
+{
+	if (m->n < 1)
+		return;
+	const void *client = coord_wire_data(m, 0);
+	size_t client_len = coord_wire_size(m, 0);
+	if (m->n_total != 2) {
+		coord_reply_error(c, client, client_len, 0, E_MALFORMED,
+				  "expected one frame (a Request), got %d", m->n_total - 1);
+		return;
+	}
+	size_t len = coord_wire_size(m, 1);
+	if (len == 0) {
+		coord_reply_error(c, client, client_len, 0, E_MALFORMED, "empty message");
+		return;
+	}
+	if (len > COORD_MAX_FRAME) {
+		coord_reply_error(c, client, client_len, 0, E_MALFORMED,
+				  "message of %zu bytes exceeds the limit of %d", len, COORD_MAX_FRAME);
+		return;
+	}
+	Shardline__Client__Request *q = shardline__client__request__unpack(NULL, len, coord_wire_data(m, 1));
+	if (!q) {
+		coord_reply_error(c, client, client_len, 0, E_MALFORMED,
+				  "cannot parse a Request from %zu bytes (truncated or not protobuf)", len);
+		return;
+	}
+	switch (q->msg_case) {
+	case SHARDLINE__CLIENT__REQUEST__MSG_SUBMIT: on_submit(c, client, client_len, q->submit); break;
+	case SHARDLINE__CLIENT__REQUEST__MSG_CANCEL: on_cancel(c, client, client_len, q->cancel); break;
+	case SHARDLINE__CLIENT__REQUEST__MSG_STATUS: send_status(c, client, client_len, q->status->tag); break;
+	case SHARDLINE__CLIENT__REQUEST__MSG_DRAIN: on_drain(c, client, client_len, q->drain); break;
+	default:
+		coord_reply_error(c, client, client_len, 0, E_MALFORMED,
+				  "unknown or missing message type in a %zu-byte Request", len);
+	}
+	shardline__client__request__free_unpacked(q, NULL);
+}

@@ -1,0 +1,269 @@
+/*
+ * on_node.c — messages from node group leaders: Register (validated; the
+ * group becomes routable), heartbeats (Load), TokenBatch (relayed to the
+ * requests' clients through stream.c); and what happens when a group is
+ * lost: its requests that have streamed nothing go back to the front of
+ * the queue for another group, the others end with an error. A leader the
+ * coordinator does not know (it restarted) is told to register again.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coord_int.h"
+#include "sl.h"
+
+typedef Shardline__Node__Register pb_register;
+
+static coord_group *find_group(coord *c, const void *ident, size_t len)
+{
+	for (int i = 0; i < c->n_groups; i++)
+		if (c->groups[i]->ident_len == len && !memcmp(c->groups[i]->ident, ident, len))
+			return c->groups[i];
+	return NULL;
+}
+
+int coord_send_node(coord *c, coord_group *g, Shardline__Node__CoordMsg *m)
+{
+	int zerr = 0;
+	if (g->lost)
+		return SL_ECOMM;
+	if (coord_wire_send(c->nodes, g->ident, g->ident_len, &m->base, &zerr)) {
+		if (!g->draining)
+			SL_WARN("coord", "group %u (%s): send failed (%s); dropping it", g->id, g->name,
+				zmq_strerror(zerr));
+		g->lost = 1; /* reaped by the next tick, not here: callers may be iterating */
+		return SL_ECOMM;
+	}
+	return SL_OK;
+}
+
+static void send_ident(coord *c, const void *ident, size_t len, Shardline__Node__CoordMsg *m)
+{
+	coord_wire_send(c->nodes, ident, len, &m->base, NULL);
+}
+
+void coord_send_ping(coord *c, coord_group *g)
+{
+	Shardline__Node__Ping p = SHARDLINE__NODE__PING__INIT;
+	Shardline__Node__CoordMsg m = SHARDLINE__NODE__COORD_MSG__INIT;
+	m.msg_case = SHARDLINE__NODE__COORD_MSG__MSG_PING;
+	m.ping = &p;
+	coord_send_node(c, g, &m);
+	g->last_ping = sl_now();
+}
+
+static void send_ack(coord *c, const void *ident, size_t len, uint32_t id, const char *error)
+{
+	Shardline__Node__RegisterAck a = SHARDLINE__NODE__REGISTER_ACK__INIT;
+	a.has_ok = a.has_group_id = a.has_heartbeat_ms = 1;
+	a.ok = error == NULL;
+	a.error = (char *)error;
+	a.group_id = id;
+	a.heartbeat_ms = (uint32_t)c->o.heartbeat_ms;
+	Shardline__Node__CoordMsg m = SHARDLINE__NODE__COORD_MSG__INIT;
+	m.msg_case = SHARDLINE__NODE__COORD_MSG__MSG_ACK;
+	m.ack = &a;
+	send_ident(c, ident, len, &m);
+}
+
+static void send_reregister(coord *c, const void *ident, size_t len)
+{
+	Shardline__Node__Reregister rr = SHARDLINE__NODE__REREGISTER__INIT;
+	Shardline__Node__CoordMsg m = SHARDLINE__NODE__COORD_MSG__INIT;
+	m.msg_case = SHARDLINE__NODE__COORD_MSG__MSG_REREGISTER;
+	m.reregister = &rr;
+	send_ident(c, ident, len, &m);
+}
+
+static int in_range(int has, long v, long lo, long hi) { return has && v >= lo && v <= hi; }
+
+/* Why a Register cannot be accepted, or NULL; *model gets the model index. */
+static const char *check_register(coord *c, const pb_register *r, int *model, char *why, size_t n)
+{
+	*model = -1;
+	if (!r->has_protocol || r->protocol != 1)
+		return snprintf(why, n, "protocol version %u is not 1", r->has_protocol ? r->protocol : 0), why;
+	if (!r->model || !r->model[0] || strnlen(r->model, COORD_MAX_NAME + 1) > COORD_MAX_NAME)
+		return snprintf(why, n, "register without a model name (at most %d bytes)", COORD_MAX_NAME), why;
+	for (int i = 0; i < c->n_models; i++)
+		if (!strcmp(c->models[i].name, r->model))
+			*model = i;
+	if (*model < 0)
+		return snprintf(why, n, "this coordinator does not serve model '%.64s'", r->model), why;
+	if (!r->has_session || !in_range(r->has_tp, r->tp, 1, 4096) || !in_range(r->has_pp, r->pp, 1, 4096) ||
+	    !in_range(r->has_kv_blocks, r->kv_blocks, 1, 1L << 30) ||
+	    !in_range(r->has_block_tokens, r->block_tokens, 1, 4096) ||
+	    !in_range(r->has_max_pos, r->max_pos, 2, 1L << 24) ||
+	    !in_range(r->has_vocab_size, r->vocab_size, 1, 1L << 24) ||
+	    !in_range(r->has_max_running, r->max_running, 1, 1 << 16) ||
+	    !in_range(r->has_max_waiting, r->max_waiting, 0, 1 << 16))
+		return snprintf(why, n, "register: a field is missing or out of range"), why;
+	if (c->n_groups == COORD_MAX_GROUPS)
+		return snprintf(why, n, "too many groups (%d)", COORD_MAX_GROUPS), why;
+	return NULL;
+}
+
+static void on_register(coord *c, const void *ident, size_t len, coord_group *g, const pb_register *r)
+{
+	char why[SL_ERRLEN];
+	int model;
+	if (g && r->has_session && r->session == g->session) { /* repeated: same answer */
+		g->last_seen = sl_now();
+		send_ack(c, ident, len, g->id, NULL);
+		return;
+	}
+	if (g) /* a new session of a known leader: it dropped what it ran */
+		coord_group_lost(c, g, "it registered again");
+	if (check_register(c, r, &model, why, sizeof why)) {
+		SL_WARN("coord", "refused a group: %s", why);
+		send_ack(c, ident, len, 0, why);
+		return;
+	}
+	if (!(g = calloc(1, sizeof *g))) {
+		send_ack(c, ident, len, 0, "coordinator out of memory");
+		return;
+	}
+	g->id = ++c->next_group_id;
+	memcpy(g->ident, ident, len);
+	g->ident_len = len;
+	g->session = r->session;
+	snprintf(g->name, sizeof g->name, "%s", r->name ? r->name : "?");
+	g->model = model;
+	g->tp = r->tp, g->pp = r->pp, g->kv_blocks = r->kv_blocks, g->block_tokens = r->block_tokens;
+	g->max_pos = r->max_pos, g->vocab = r->vocab_size;
+	g->max_running = r->max_running, g->max_waiting = r->max_waiting;
+	g->kv_free = r->kv_blocks;
+	g->last_seen = g->last_ping = sl_now();
+	c->groups[c->n_groups++] = g;
+	SL_INFO("coord", "group %u (%s) registered: model %s, tp %d x pp %d, %d KV blocks of %d tokens, "
+		"context %d, %d running + %d waiting", g->id, g->name, c->models[model].name, g->tp, g->pp,
+		g->kv_blocks, g->block_tokens, g->max_pos, g->max_running, g->max_waiting);
+	send_ack(c, ident, len, g->id, NULL);
+}
+
+static void on_load(coord_group *g, const Shardline__Node__Load *l)
+{
+	if (!l)
+		return;
+	if (l->has_running && l->running >= 0)
+		g->running = l->running;
+	if (l->has_waiting && l->waiting >= 0)
+		g->waiting = l->waiting;
+	if (l->has_kv_free && l->kv_free >= 0)
+		g->kv_free = l->kv_free;
+	if (l->has_draining)
+		g->draining |= l->draining;
+}
+
+static void cancel_stray(coord *c, coord_group *g, uint64_t req_id)
+{
+	Shardline__Node__Cancel cn = SHARDLINE__NODE__CANCEL__INIT;
+	cn.has_req_id = 1;
+	cn.req_id = req_id;
+	Shardline__Node__CoordMsg m = SHARDLINE__NODE__COORD_MSG__INIT;
+	m.msg_case = SHARDLINE__NODE__COORD_MSG__MSG_CANCEL;
+	m.cancel = &cn;
+	coord_send_node(c, g, &m);
+}
+
+static void on_tokens(coord *c, coord_group *g, const Shardline__Node__TokenBatch *tb)
+{
+	on_load(g, tb->load);
+	for (size_t i = 0; i < tb->n_seqs; i++) {
+		const Shardline__Node__SeqTokens *s = tb->seqs[i];
+		Shardline__Node__Finish f = s->has_finish ? s->finish : SHARDLINE__NODE__FINISH__RUNNING;
+		if (f < SHARDLINE__NODE__FINISH__RUNNING || f > SHARDLINE__NODE__FINISH__ERROR)
+			f = SHARDLINE__NODE__FINISH__ERROR;
+		coord_req *r = s->has_req_id ? coord_req_find(c, s->req_id) : NULL;
+		if (!r || r->state != REQ_ASSIGNED || r->group != g) {
+			/* finished here already (stop string, cancel, timeout) or unknown */
+			if (s->has_req_id && f == SHARDLINE__NODE__FINISH__RUNNING)
+				cancel_stray(c, g, s->req_id);
+			else if (f == SHARDLINE__NODE__FINISH__ERROR && s->error)
+				SL_WARN("coord", "group %u: %.200s", g->id, s->error);
+			continue;
+		}
+		char error[256];
+		snprintf(error, sizeof error, "node group %u: %s", g->id, s->error ? s->error : "failed");
+		coord_stream_tokens(c, r, s->tokens, s->n_tokens, f, error);
+	}
+}
+
+void coord_on_node(coord *c, coord_wire_msg *m)
+{
+	if (m->n < 1)
+		return;
+	const void *ident = coord_wire_data(m, 0);
+	size_t len = coord_wire_size(m, 0);
+	if (m->n_total != 2) {
+		SL_WARN("coord", "node socket: dropped a %d-frame message", m->n_total);
+		return;
+	}
+	Shardline__Node__NodeMsg *q = shardline__node__node_msg__unpack(NULL, coord_wire_size(m, 1),
+									 coord_wire_data(m, 1));
+	if (!q) {
+		SL_WARN("coord", "node socket: dropped a malformed message (%zu bytes)",
+			coord_wire_size(m, 1));
+		return;
+	}
+	coord_group *g = find_group(c, ident, len);
+	if (g)
+		g->last_seen = sl_now();
+	switch (q->msg_case) {
+	case SHARDLINE__NODE__NODE_MSG__MSG_REGISTER: on_register(c, ident, len, g, q->register_); break;
+	case SHARDLINE__NODE__NODE_MSG__MSG_HEARTBEAT:
+		if (g)
+			on_load(g, q->heartbeat);
+		else
+			send_reregister(c, ident, len);
+		break;
+	case SHARDLINE__NODE__NODE_MSG__MSG_TOKENS:
+		if (g)
+			on_tokens(c, g, q->tokens);
+		else
+			send_reregister(c, ident, len);
+		break;
+	default: SL_WARN("coord", "node socket: unknown message type %d", (int)q->msg_case);
+	}
+	shardline__node__node_msg__free_unpacked(q, NULL);
+}
+
+void coord_group_lost(coord *c, coord_group *g, const char *why)
+{
+	int requeued = 0, failed = 0;
+	/* c->all runs newest first; pushing each to the queue front leaves the
+	 * oldest first */
+	coord_req *next;
+	for (coord_req *r = c->all; r; r = next) {
+		next = r->anext;
+		if (r->state != REQ_ASSIGNED || r->group != g)
+			continue;
+		g->assigned--;
+		r->group = NULL;
+		r->node_done = 1;
+		if (!r->sent_chunk) {
+			coord_req_reset_output(r);
+			coord_req_enqueue(c, r, 1);
+			requeued++;
+			c->n_requeued++;
+		} else {
+			char msg[256];
+			snprintf(msg, sizeof msg, "node group %u (%s) was lost after %d tokens", g->id,
+				 g->name, r->n_generated);
+			coord_finish(c, r, SHARDLINE__CLIENT__FINISH_REASON__ERROR, msg);
+			failed++;
+		}
+	}
+	if (g->draining && !requeued && !failed)
+		SL_INFO("coord", "group %u (%s) left after draining", g->id, g->name);
+	else
+		SL_WARN("coord", "group %u (%s) lost: %s; %d request(s) re-queued, %d ended with an error",
+			g->id, g->name, why, requeued, failed);
+	for (int i = 0; i < c->n_groups; i++)
+		if (c->groups[i] == g) {
+			c->groups[i] = c->groups[--c->n_groups];
+			break;
+		}
+	free(g);
+}

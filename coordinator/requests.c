@@ -1,0 +1,181 @@
+/*
+ * requests.c — the coordinator's request table: a hash by id (token
+ * batches name requests by id), a list of every active request (timeouts,
+ * cancel by client tag, group loss), and the FIFO queue of requests that
+ * wait for a group. A request is in the table from an accepted Submit to
+ * its Done.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "coord_int.h"
+#include "sl.h"
+
+static size_t bucket(uint64_t id)
+{
+	id ^= id >> 33;
+	id *= 0xff51afd7ed558ccdull;
+	id ^= id >> 33;
+	return id & (COORD_REQ_BUCKETS - 1);
+}
+
+coord_req *coord_req_new(coord *c)
+{
+	coord_req *r = calloc(1, sizeof *r);
+	if (!r)
+		return NULL;
+	r->id = c->next_req_id++;
+	coord_req **b = &c->buckets[bucket(r->id)];
+	r->hnext = *b;
+	*b = r;
+	r->anext = c->all;
+	if (c->all)
+		c->all->aprev = r;
+	c->all = r;
+	c->n_active++;
+	return r;
+}
+
+coord_req *coord_req_find(coord *c, uint64_t id)
+{
+	for (coord_req *r = c->buckets[bucket(id)]; r; r = r->hnext)
+		if (r->id == id)
+			return r;
+	return NULL;
+}
+
+coord_req *coord_req_find_tag(coord *c, const void *client, size_t client_len, uint64_t tag)
+{
+	for (coord_req *r = c->all; r; r = r->anext)
+		if (r->tag == tag && r->client_len == client_len && !memcmp(r->client, client, client_len))
+			return r;
+	return NULL;
+}
+
+void coord_req_enqueue(coord *c, coord_req *r, int front)
+{
+	r->state = REQ_QUEUED;
+	r->group = NULL;
+	r->qprev = r->qnext = NULL;
+	if (front) {
+		r->qnext = c->qhead;
+		if (c->qhead)
+			c->qhead->qprev = r;
+		else
+			c->qtail = r;
+		c->qhead = r;
+	} else {
+		r->qprev = c->qtail;
+		if (c->qtail)
+			c->qtail->qnext = r;
+		else
+			c->qhead = r;
+		c->qtail = r;
+	}
+	c->n_queued++;
+}
+
+void coord_req_dequeue(coord *c, coord_req *r)
+{
+	if (r->qprev)
+		r->qprev->qnext = r->qnext;
+	else
+		c->qhead = r->qnext;
+	if (r->qnext)
+		r->qnext->qprev = r->qprev;
+	else
+		c->qtail = r->qprev;
+	r->qprev = r->qnext = NULL;
+	c->n_queued--;
+}
+
+void coord_req_reset_output(coord_req *r)
+{
+	coord_detok_reset(r->detok);
+	r->n_generated = r->sent_chunk = r->node_done = 0;
+	r->held.n = r->text.n = r->ids.n = 0;
+	r->t_first = 0;
+}
+
+static void unlink_hash(coord *c, coord_req *r)
+{
+	coord_req **p = &c->buckets[bucket(r->id)];
+	while (*p && *p != r)
+		p = &(*p)->hnext;
+	if (*p)
+		*p = r->hnext;
+}
+
+/* A group that still runs r frees its slot and KV blocks. */
+static void cancel_on_group(coord *c, coord_req *r)
+{
+	Shardline__Node__Cancel cn = SHARDLINE__NODE__CANCEL__INIT;
+	cn.has_req_id = 1;
+	cn.req_id = r->id;
+	Shardline__Node__CoordMsg m = SHARDLINE__NODE__COORD_MSG__INIT;
+	m.msg_case = SHARDLINE__NODE__COORD_MSG__MSG_CANCEL;
+	m.cancel = &cn;
+	coord_send_node(c, r->group, &m);
+}
+
+void coord_req_free(coord *c, coord_req *r)
+{
+	if (r->state == REQ_QUEUED) {
+		coord_req_dequeue(c, r);
+	} else if (r->group) {
+		if (!r->node_done)
+			cancel_on_group(c, r);
+		r->group->assigned--;
+	}
+	unlink_hash(c, r);
+	if (r->aprev)
+		r->aprev->anext = r->anext;
+	else
+		c->all = r->anext;
+	if (r->anext)
+		r->anext->aprev = r->aprev;
+	c->n_active--;
+	for (int i = 0; i < r->n_stop; i++)
+		free(r->stop[i]);
+	free(r->stop);
+	free(r->stop_len);
+	free(r->prompt);
+	coord_detok_destroy(r->detok);
+	free(r->held.p);
+	free(r->text.p);
+	free(r->ids.p);
+	free(r);
+}
+
+int coord_bytes_add(coord_bytes *b, const char *p, size_t n)
+{
+	if (b->n + n + 1 > b->cap) {
+		size_t cap = (b->n + n + 1) * 2;
+		char *np = realloc(b->p, cap);
+		if (!np)
+			return SL_ENOMEM;
+		b->p = np;
+		b->cap = cap;
+	}
+	if (n)
+		memcpy(b->p + b->n, p, n);
+	b->n += n;
+	b->p[b->n] = 0;
+	return SL_OK;
+}
+
+int coord_ids_add(coord_ids *b, const int32_t *p, size_t n)
+{
+	if (b->n + n > b->cap) {
+		size_t cap = (b->n + n) * 2 + 16;
+		int32_t *np = realloc(b->p, sizeof(int32_t) * cap);
+		if (!np)
+			return SL_ENOMEM;
+		b->p = np;
+		b->cap = cap;
+	}
+	if (n)
+		memcpy(b->p + b->n, p, sizeof(int32_t) * n);
+	b->n += n;
+	return SL_OK;
+}

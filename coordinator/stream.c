@@ -1,0 +1,172 @@
+/*
+ * stream.c — from a group's token ids to a client's text: incremental
+ * detokenization (whole UTF-8 characters only, coordinator/tokenizer.h),
+ * EOS, stop strings, max_tokens, and the final Done with usage and
+ * timings.
+ *
+ * Stop strings: text is held back until no stop string can still begin
+ * in it — the last (longest stop - 1) bytes stay, cut down to a character
+ * boundary — so a match spanning chunks is found before any of it was
+ * sent, and the text sent never contains a stop string.
+ */
+#include <string.h>
+
+#include "coord_int.h"
+#include "sl.h"
+
+static int is_eos(const coord *c, const coord_req *r, int32_t id)
+{
+	const coord_model *m = &c->models[r->model];
+	for (int i = 0; i < m->n_eos && !r->ignore_eos; i++)
+		if (id == m->eos[i])
+			return 1;
+	return 0;
+}
+
+/* Largest character boundary <= cut in p[0..n). */
+static size_t utf8_floor(const char *p, size_t n, size_t cut)
+{
+	while (cut > 0 && cut < n && ((unsigned char)p[cut] & 0xC0) == 0x80)
+		cut--;
+	return cut;
+}
+
+/* Offset of the earliest stop string in the held text, or -1. */
+static long find_stop(const coord_req *r)
+{
+	long best = -1;
+	for (int i = 0; i < r->n_stop; i++) {
+		const char *hit = memmem(r->held.p, r->held.n, r->stop[i], r->stop_len[i]);
+		if (hit && (best < 0 || hit - r->held.p < best))
+			best = hit - r->held.p;
+	}
+	return best;
+}
+
+/* Send (stream) or keep (not stream) the releasable part of the held text
+ * with the ids that came since the last chunk; final releases all. */
+static void release(coord *c, coord_req *r, int final)
+{
+	size_t keep = final || !r->n_stop ? 0 : r->max_stop_len - 1;
+	size_t cut = r->held.n > keep ? utf8_floor(r->held.p, r->held.n, r->held.n - keep) : 0;
+	if (r->stream) {
+		if (cut == 0 && r->ids.n == 0)
+			return;
+		Shardline__Client__Chunk ch = SHARDLINE__CLIENT__CHUNK__INIT;
+		ch.has_tag = ch.has_text = 1;
+		ch.tag = r->tag;
+		ch.text.data = (uint8_t *)r->held.p;
+		ch.text.len = cut;
+		ch.n_token_ids = r->ids.n;
+		ch.token_ids = r->ids.p;
+		Shardline__Client__Reply rep = SHARDLINE__CLIENT__REPLY__INIT;
+		rep.msg_case = SHARDLINE__CLIENT__REPLY__MSG_CHUNK;
+		rep.chunk = &ch;
+		coord_send_reply(c, r, &rep);
+		r->ids.n = 0;
+		r->sent_chunk = 1;
+	} else if (coord_bytes_add(&r->text, r->held.p, cut)) {
+		SL_WARN("coord", "request %llu: out of memory for its text", (unsigned long long)r->id);
+	}
+	if (cut) {
+		memmove(r->held.p, r->held.p + cut, r->held.n - cut);
+		r->held.n -= cut;
+	}
+}
+
+void coord_stream_tokens(coord *c, coord_req *r, const int32_t *ids, size_t n,
+			 Shardline__Node__Finish node_finish, const char *node_error)
+{
+	Shardline__Client__FinishReason reason = SHARDLINE__CLIENT__FINISH_REASON__FINISH_NONE;
+	const char *error = NULL;
+	for (size_t i = 0; i < n && !reason && r->n_generated < r->max_tokens; i++) {
+		int32_t id = ids[i];
+		r->n_generated++;
+		if (r->t_first == 0)
+			r->t_first = sl_now();
+		if (coord_ids_add(&r->ids, &id, 1)) {
+			coord_finish(c, r, SHARDLINE__CLIENT__FINISH_REASON__ERROR, "out of memory");
+			return;
+		}
+		if (is_eos(c, r, id)) {
+			reason = SHARDLINE__CLIENT__FINISH_REASON__EOS;
+			break;
+		}
+		const char *t;
+		size_t tl;
+		if (coord_detok_step(r->detok, id, &t, &tl) == 0 && tl &&
+		    coord_bytes_add(&r->held, t, tl)) {
+			coord_finish(c, r, SHARDLINE__CLIENT__FINISH_REASON__ERROR, "out of memory");
+			return;
+		}
+		long at = r->n_stop ? find_stop(r) : -1;
+		if (at >= 0) {
+			r->held.n = (size_t)at;
+			reason = SHARDLINE__CLIENT__FINISH_REASON__STOP;
+		} else if (r->n_generated >= r->max_tokens) {
+			reason = SHARDLINE__CLIENT__FINISH_REASON__LENGTH;
+		}
+	}
+	if (node_finish != SHARDLINE__NODE__FINISH__RUNNING)
+		r->node_done = 1;
+	if (!reason) {
+		switch (node_finish) {
+		case SHARDLINE__NODE__FINISH__LENGTH: reason = SHARDLINE__CLIENT__FINISH_REASON__LENGTH; break;
+		case SHARDLINE__NODE__FINISH__EOS: reason = SHARDLINE__CLIENT__FINISH_REASON__EOS; break;
+		case SHARDLINE__NODE__FINISH__RUNNING: break;
+		default:
+			reason = SHARDLINE__CLIENT__FINISH_REASON__ERROR;
+			error = node_error && node_error[0] ? node_error : "the node group failed the request";
+		}
+	}
+	if (reason)
+		coord_finish(c, r, reason, error);
+	else
+		release(c, r, 0);
+}
+
+static double ms_since(double t0, double t1) { return t0 > 0 && t1 >= t0 ? (t1 - t0) * 1e3 : 0; }
+
+void coord_finish(coord *c, coord_req *r, Shardline__Client__FinishReason reason,
+		  const char *error)
+{
+	int normal = reason == SHARDLINE__CLIENT__FINISH_REASON__LENGTH ||
+		     reason == SHARDLINE__CLIENT__FINISH_REASON__EOS;
+	if (normal) { /* bytes of an unfinished character become U+FFFD */
+		const char *t;
+		size_t tl;
+		if (coord_detok_finish(r->detok, &t, &tl) == 0 && tl)
+			coord_bytes_add(&r->held, t, tl);
+		long at = r->n_stop ? find_stop(r) : -1;
+		if (at >= 0) {
+			r->held.n = (size_t)at;
+			reason = SHARDLINE__CLIENT__FINISH_REASON__STOP;
+		}
+	}
+	if (normal || reason == SHARDLINE__CLIENT__FINISH_REASON__STOP)
+		release(c, r, 1);
+	double now = sl_now();
+	Shardline__Client__Done d = SHARDLINE__CLIENT__DONE__INIT;
+	d.has_tag = d.has_finish = d.has_prompt_tokens = d.has_completion_tokens = 1;
+	d.has_queue_ms = d.has_ttft_ms = d.has_total_ms = 1;
+	d.tag = r->tag;
+	d.finish = reason;
+	d.error = (char *)error;
+	d.prompt_tokens = r->n_prompt;
+	d.completion_tokens = r->n_generated;
+	d.queue_ms = ms_since(r->t_submit, r->t_assigned > 0 ? r->t_assigned : now);
+	d.ttft_ms = ms_since(r->t_submit, r->t_first);
+	d.total_ms = ms_since(r->t_submit, now);
+	if (!r->stream) {
+		d.has_text = 1;
+		d.text.data = (uint8_t *)r->text.p;
+		d.text.len = r->text.n;
+		d.n_token_ids = r->ids.n;
+		d.token_ids = r->ids.p;
+	}
+	Shardline__Client__Reply rep = SHARDLINE__CLIENT__REPLY__INIT;
+	rep.msg_case = SHARDLINE__CLIENT__REPLY__MSG_DONE;
+	rep.done = &d;
+	coord_send_reply(c, r, &rep);
+	coord_req_free(c, r);
+}

@@ -1,0 +1,376 @@
+/*
+ * leader.c — the node group leader's serving loop (see leader.h).
+ * Handlers by message type: on_ack, on_enqueue, on_cancel, on_drain,
+ * on_reregister; timers for heartbeats, registration and coordinator loss.
+ */
+#include "leader.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "coordinator/wire.h"
+#include "engine.h"
+#include "proto/node.pb-c.h"
+#include "scheduler.h"
+#include "sl.h"
+#include "step.h"
+
+#define LEADER_MAX_MSG (64 << 20)   /* largest message taken from the coordinator */
+#define LEADER_DEAD_INTERVALS 3
+
+typedef struct leader {
+	const node_leader_opts *o;
+	node_group *g;
+	node_engine *e;
+	node_sched *s;
+	void *ctx, *sock;
+	uint64_t session;          /* random per socket: a repeated Register is idempotent */
+	int registered, refused, draining, drain_exit;
+	int hb_ms;
+	double last_heard;         /* any message from the coordinator (or the socket's birth) */
+	double last_hb, last_register, next_step;
+	uint64_t step;
+	char name[160];
+} leader;
+
+static uint64_t random_u64(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	uint64_t z = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ ((uint64_t)getpid() << 40);
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+static int send_msg(leader *l, Shardline__Node__NodeMsg *m)
+{
+	int e = 0;
+	if (coord_wire_send(l->sock, NULL, 0, &m->base, &e)) {
+		SL_WARN("leader", "send to the coordinator failed: %s", zmq_strerror(e));
+		return SL_ECOMM;
+	}
+	return SL_OK;
+}
+
+/* A fresh socket: whatever the old one still queued (for a coordinator
+ * that is gone) is dropped with it. */
+static int open_socket(leader *l, char *err, size_t errlen)
+{
+	if (l->sock)
+		zmq_close(l->sock);
+	l->sock = coord_wire_socket(l->ctx, ZMQ_DEALER, LEADER_MAX_MSG);
+	if (!l->sock || zmq_connect(l->sock, l->o->coordinator))
+		return sl_errf(err, errlen, SL_ECOMM, "cannot connect to %s: %s", l->o->coordinator,
+			       zmq_strerror(errno));
+	l->session = random_u64();
+	l->registered = 0;
+	l->last_heard = sl_now();
+	l->last_register = 0;
+	return SL_OK;
+}
+
+static void fill_load(leader *l, Shardline__Node__Load *ld)
+{
+	int running, waiting, kv_free;
+	node_sched_load(l->s, &running, &waiting, &kv_free);
+	ld->has_running = ld->has_waiting = ld->has_kv_free = ld->has_draining = 1;
+	ld->running = running;
+	ld->waiting = waiting;
+	ld->kv_free = kv_free;
+	ld->draining = l->draining;
+}
+
+static void send_register(leader *l)
+{
+	const model *m = l->g->m;
+	Shardline__Node__Register r = SHARDLINE__NODE__REGISTER__INIT;
+	r.has_protocol = r.has_session = r.has_tp = r.has_pp = r.has_kv_blocks = 1;
+	r.has_block_tokens = r.has_max_pos = r.has_vocab_size = r.has_max_running = 1;
+	r.has_max_waiting = 1;
+	r.protocol = 1;
+	r.model = (char *)l->o->model_name;
+	r.name = l->name;
+	r.session = l->session;
+	r.tp = m->shard.tp;
+	r.pp = m->shard.pp;
+	r.kv_blocks = node_engine_total_blocks(l->e);
+	r.block_tokens = m->opts.block_tokens;
+	r.max_pos = m->cfg.max_pos;
+	r.vocab_size = m->cfg.vocab_size;
+	r.max_running = l->o->max_running;
+	r.max_waiting = l->o->max_waiting;
+	Shardline__Node__NodeMsg msg = SHARDLINE__NODE__NODE_MSG__INIT;
+	msg.msg_case = SHARDLINE__NODE__NODE_MSG__MSG_REGISTER;
+	msg.register_ = &r;
+	send_msg(l, &msg);
+	l->last_register = sl_now();
+}
+
+static void send_heartbeat(leader *l)
+{
+	Shardline__Node__Load ld = SHARDLINE__NODE__LOAD__INIT;
+	fill_load(l, &ld);
+	Shardline__Node__NodeMsg msg = SHARDLINE__NODE__NODE_MSG__INIT;
+	msg.msg_case = SHARDLINE__NODE__NODE_MSG__MSG_HEARTBEAT;
+	msg.heartbeat = &ld;
+	send_msg(l, &msg);
+	l->last_hb = sl_now();
+}
+
+static const Shardline__Node__Finish finish_wire[] = {
+	[NODE_SCHED_RUNNING] = SHARDLINE__NODE__FINISH__RUNNING,
+	[NODE_SCHED_LENGTH] = SHARDLINE__NODE__FINISH__LENGTH,
+	[NODE_SCHED_EOS] = SHARDLINE__NODE__FINISH__EOS,
+	[NODE_SCHED_ERROR] = SHARDLINE__NODE__FINISH__ERROR,
+};
+
+/* One TokenBatch for n events; the load rides along as a heartbeat. */
+static void send_events(leader *l, const node_sched_event *ev, int n)
+{
+	Shardline__Node__SeqTokens seq[n > 0 ? n : 1], *ptrs[n > 0 ? n : 1];
+	for (int i = 0; i < n; i++) {
+		seq[i] = (Shardline__Node__SeqTokens)SHARDLINE__NODE__SEQ_TOKENS__INIT;
+		seq[i].has_req_id = seq[i].has_finish = 1;
+		seq[i].req_id = ev[i].req_id;
+		seq[i].n_tokens = ev[i].n_tokens;
+		seq[i].tokens = (int32_t *)ev[i].tokens;
+		seq[i].finish = finish_wire[ev[i].finish];
+		seq[i].error = (char *)ev[i].error;
+		ptrs[i] = &seq[i];
+	}
+	Shardline__Node__Load ld = SHARDLINE__NODE__LOAD__INIT;
+	fill_load(l, &ld);
+	Shardline__Node__TokenBatch tb = SHARDLINE__NODE__TOKEN_BATCH__INIT;
+	tb.has_step = 1;
+	tb.step = l->step;
+	tb.n_seqs = n;
+	tb.seqs = ptrs;
+	tb.load = &ld;
+	Shardline__Node__NodeMsg msg = SHARDLINE__NODE__NODE_MSG__INIT;
+	msg.msg_case = SHARDLINE__NODE__NODE_MSG__MSG_TOKENS;
+	msg.tokens = &tb;
+	send_msg(l, &msg);
+	l->last_hb = sl_now();
+}
+
+static void send_error(leader *l, uint64_t req_id, const char *why)
+{
+	node_sched_event ev = {.req_id = req_id, .finish = NODE_SCHED_ERROR, .error = why};
+	send_events(l, &ev, 1);
+}
+
+static void on_ack(leader *l, const Shardline__Node__RegisterAck *a)
+{
+	if (!a->has_ok || !a->ok) {
+		SL_ERROR("leader", "coordinator refused registration: %s",
+			 a->error ? a->error : "(no reason)");
+		l->refused = 1;
+		return;
+	}
+	if (a->has_heartbeat_ms && a->heartbeat_ms >= 10 && a->heartbeat_ms <= 60000)
+		l->hb_ms = (int)a->heartbeat_ms;
+	if (!l->registered)
+		SL_INFO("leader", "registered with %s as group %u (model %s, heartbeat %d ms)",
+			l->o->coordinator, a->group_id, l->o->model_name, l->hb_ms);
+	l->registered = 1;
+	l->refused = 0;
+}
+
+static void on_enqueue(leader *l, const Shardline__Node__Enqueue *q)
+{
+	char err[SL_ERRLEN];
+	if (!q->has_req_id) {
+		SL_WARN("leader", "enqueue without req_id ignored");
+		return;
+	}
+	if (l->draining) {
+		send_error(l, q->req_id, "node group is draining");
+		return;
+	}
+	const Shardline__Node__Sampling *sp = q->sampling;
+	node_request r = {.prompt = q->prompt, .n_prompt = (int)q->n_prompt,
+			  .max_new_tokens = q->has_max_tokens ? q->max_tokens : 0,
+			  .ignore_eos = q->has_ignore_eos && q->ignore_eos,
+			  .sampling = {.top_p = 1.0f}};
+	if (q->n_prompt > (size_t)l->g->m->cfg.max_pos) {
+		send_error(l, q->req_id, "prompt longer than the context");
+		return;
+	}
+	if (sp) {
+		r.sampling.temperature = sp->has_temperature ? sp->temperature : 0;
+		r.sampling.top_k = sp->has_top_k ? sp->top_k : 0;
+		r.sampling.top_p = sp->has_top_p ? sp->top_p : 1.0f;
+		r.sampling.seed = sp->has_seed ? sp->seed : 0;
+	}
+	if (node_sched_submit(l->s, q->req_id, &r, err, sizeof err))
+		send_error(l, q->req_id, err);
+}
+
+static void on_drain(leader *l, const Shardline__Node__Drain *d)
+{
+	l->draining = 1;
+	l->drain_exit |= d->has_exit && d->exit;
+	SL_INFO("leader", "draining%s", l->drain_exit ? "; leaving when idle" : "");
+	send_heartbeat(l);
+}
+
+static void on_message(leader *l, coord_wire_msg *w)
+{
+	if (w->n_total != 1) {
+		SL_WARN("leader", "dropped a %d-frame message", w->n_total);
+		return;
+	}
+	Shardline__Node__CoordMsg *m = shardline__node__coord_msg__unpack(
+		NULL, coord_wire_size(w, 0), coord_wire_data(w, 0));
+	if (!m) {
+		SL_WARN("leader", "dropped a malformed message (%zu bytes)", coord_wire_size(w, 0));
+		return;
+	}
+	l->last_heard = sl_now();
+	switch (m->msg_case) {
+	case SHARDLINE__NODE__COORD_MSG__MSG_ACK: on_ack(l, m->ack); break;
+	case SHARDLINE__NODE__COORD_MSG__MSG_PING: break;
+	case SHARDLINE__NODE__COORD_MSG__MSG_ENQUEUE: on_enqueue(l, m->enqueue); break;
+	case SHARDLINE__NODE__COORD_MSG__MSG_CANCEL:
+		if (m->cancel->has_req_id)
+			node_sched_cancel(l->s, m->cancel->req_id);
+		break;
+	case SHARDLINE__NODE__COORD_MSG__MSG_DRAIN: on_drain(l, m->drain); break;
+	case SHARDLINE__NODE__COORD_MSG__MSG_REREGISTER:
+		/* a coordinator that does not know us cannot want our requests */
+		SL_INFO("leader", "coordinator asks to register again");
+		node_sched_cancel_all(l->s);
+		l->registered = 0;
+		send_register(l);
+		break;
+	default: SL_WARN("leader", "unknown message type %d ignored", (int)m->msg_case);
+	}
+	shardline__node__coord_msg__free_unpacked(m, NULL);
+}
+
+/* Heartbeats, registration retries, and the coordinator-lost check. */
+static int timers(leader *l, char *err, size_t errlen)
+{
+	double now = sl_now(), hb = l->hb_ms * 1e-3;
+	/* a coordinator that refused us stays connected: it answers the
+	 * retries, and a fresh socket would not change its mind */
+	if (!l->refused && now - l->last_heard > LEADER_DEAD_INTERVALS * hb) {
+		if (l->registered || node_sched_busy(l->s))
+			SL_WARN("leader", "coordinator silent for %d ms: dropping %s requests, reconnecting",
+				(int)((now - l->last_heard) * 1e3), node_sched_busy(l->s) ? "its" : "no");
+		node_sched_cancel_all(l->s);
+		int rc = open_socket(l, err, errlen);
+		if (rc)
+			return rc;
+	}
+	if (!l->registered) {
+		double every = l->refused ? 10 * hb : hb;
+		if (now - l->last_register >= every)
+			send_register(l);
+	} else if (now - l->last_hb >= hb) {
+		send_heartbeat(l);
+	}
+	return SL_OK;
+}
+
+static int poll_ms(const leader *l)
+{
+	double now = sl_now();
+	if (node_sched_busy(l->s)) {
+		double wait = l->next_step - now;
+		return wait > 0 ? (int)(wait * 1e3) + 1 : 0;
+	}
+	int ms = l->hb_ms / 4;
+	return ms < 50 ? ms : 50;
+}
+
+static int step(leader *l, char *err, size_t errlen)
+{
+	const node_sched_event *ev;
+	int n;
+	l->next_step = sl_now() + l->o->min_step_ms * 1e-3;
+	int rc = node_sched_step(l->s, &ev, &n, err, errlen);
+	if (rc)
+		return rc;
+	l->step++;
+	if (n > 0 && l->registered)
+		send_events(l, ev, n);
+	return SL_OK;
+}
+
+static int serve(leader *l, char *err, size_t errlen)
+{
+	int rc = open_socket(l, err, errlen);
+	while (!rc && !*l->o->stop) {
+		zmq_pollitem_t it = {l->sock, 0, ZMQ_POLLIN, 0};
+		if (zmq_poll(&it, 1, poll_ms(l)) < 0 && errno != EINTR)
+			return sl_errf(err, errlen, SL_ECOMM, "zmq_poll: %s", zmq_strerror(errno));
+		coord_wire_msg w;
+		int got = 0, budget = 1000; /* a flood of messages cannot stop the steps */
+		while (budget-- > 0 && (got = coord_wire_recv(l->sock, &w)) == 1) {
+			on_message(l, &w);
+			coord_wire_msg_close(&w);
+		}
+		if (got < 0)
+			return sl_errf(err, errlen, SL_ECOMM, "receive: %s", zmq_strerror(errno));
+		if ((rc = timers(l, err, errlen)))
+			break;
+		if (node_sched_busy(l->s) && sl_now() >= l->next_step)
+			rc = step(l, err, errlen);
+		if (l->draining && l->drain_exit && !node_sched_busy(l->s)) {
+			SL_INFO("leader", "drained; leaving");
+			break;
+		}
+	}
+	return rc;
+}
+
+/* The engine failed: every request it held ends with the reason. */
+static void fail_all(leader *l, const char *why)
+{
+	const node_sched_event *ev;
+	int n;
+	node_sched_fail_all(l->s, why, &ev, &n);
+	if (n > 0)
+		send_events(l, ev, n);
+}
+
+int node_leader_run(node_group *g, const node_leader_opts *o, char *err, size_t errlen)
+{
+	node_leader_opts eff = *o; /* defaults filled in */
+	if (eff.max_running <= 0)
+		eff.max_running = g->m->opts.max_seqs > 0 ? g->m->opts.max_seqs : 64;
+	if (eff.max_waiting < 0)
+		eff.max_waiting = 0;
+	leader l = {.o = &eff, .g = g, .hb_ms = o->heartbeat_ms > 0 ? o->heartbeat_ms : 1000};
+	char host[64] = "?";
+	gethostname(host, sizeof host - 1);
+	snprintf(l.name, sizeof l.name, "%s:%d", host, (int)getpid());
+	node_sched_opts so = {.max_running = eff.max_running, .max_waiting = eff.max_waiting};
+	int rc = node_engine_create(g->m, &l.e, err, errlen);
+	if (!rc)
+		rc = node_sched_create(l.e, &so, &l.s, err, errlen);
+	if (!rc && !(l.ctx = zmq_ctx_new()))
+		rc = sl_errf(err, errlen, SL_ECOMM, "zmq_ctx_new failed");
+	if (!rc) {
+		SL_INFO("leader", "serving model %s for %s (tp %d x pp %d, %d KV blocks, up to %d running)",
+			eff.model_name, eff.coordinator, g->m->shard.tp, g->m->shard.pp,
+			node_engine_total_blocks(l.e), eff.max_running);
+		rc = serve(&l, err, errlen);
+		if (rc && l.sock)
+			fail_all(&l, err);
+	}
+	node_sched_destroy(l.s);
+	node_engine_destroy(l.e);
+	if (l.sock)
+		zmq_close(l.sock);
+	if (l.ctx)
+		zmq_ctx_term(l.ctx);
+	node_step_stop(g->m);
+	return rc;
+}

@@ -1,0 +1,39 @@
+/*
+ * leader.h — the serving loop of a node group's leader (rank 0): one
+ * ZeroMQ DEALER socket to the coordinator, the scheduler (scheduler.h) in
+ * front of the engine, one TokenBatch upstream per engine step.
+ *
+ * Single-threaded: the loop polls the socket with a short timeout between
+ * engine steps, so heartbeats, cancels and new requests are handled while
+ * it generates. The other ranks sit in node_worker_loop and follow the
+ * step plans node_engine_step sends them.
+ *
+ * Liveness: the leader registers, then sends a heartbeat every interval;
+ * a coordinator silent for three intervals is taken as gone: the leader
+ * drops its requests (nobody is left to stream them to), opens a fresh
+ * socket and registers again until a coordinator (the same one restarted)
+ * answers. Called by node/main.c in --coordinator mode.
+ */
+#ifndef NODE_LEADER_H
+#define NODE_LEADER_H
+
+#include <signal.h>
+#include <stddef.h>
+
+#include "group.h"
+
+typedef struct node_leader_opts {
+	const char *coordinator;   /* endpoint to connect: tcp://host:port */
+	const char *model_name;    /* the name the coordinator routes by */
+	int heartbeat_ms;          /* until the coordinator's RegisterAck sets it */
+	int max_running;           /* sequences at once (0: the model's max_seqs) */
+	int max_waiting;           /* requests held beyond those */
+	int min_step_ms;           /* pace engine steps (tests, demos); 0: off */
+	volatile sig_atomic_t *stop; /* set by a signal handler: leave cleanly */
+} node_leader_opts;
+
+/* Serve until *stop, a Drain with exit, or an engine failure; releases the
+ * worker ranks (node_step_stop) before returning. */
+int node_leader_run(node_group *g, const node_leader_opts *o, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,255 @@
+/*
+ * scheduler.c — simple batching behind the scheduler interface (see scheduler.h).
+ * Requests live in one array: the running ones (engine_id >= 0) and the
+ * waiting ones in arrival order. Counts are small (hundreds), so linear
+ * scans keep it obvious.
+ */
+#include "scheduler.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "sl.h"
+
+typedef struct sched_req {
+	uint64_t req_id;
+	node_request r;      /* r.prompt points at prompt */
+	int32_t *prompt;     /* owned copy */
+	int engine_id;       /* -1 while waiting */
+	int blocks;          /* KV blocks it holds at its full length */
+	int n_reported;      /* generated tokens already reported */
+	uint64_t arrival;
+} sched_req;
+
+struct node_sched {
+	node_engine *e;
+	node_sched_opts o;
+	sched_req *reqs;          /* [cap] running and waiting */
+	int n, cap, n_running;
+	int blocks_reserved;      /* sum of blocks over running requests */
+	uint64_t arrivals;
+	node_sched_event *events; /* [cap] */
+	int32_t *tokens;          /* event tokens */
+	size_t n_tok, cap_tok;
+};
+
+int node_sched_create(node_engine *e, const node_sched_opts *o, node_sched **out, char *err,
+		      size_t errlen)
+{
+	if (o->max_running < 1 || o->max_waiting < 0)
+		return sl_errf(err, errlen, SL_EINVAL, "scheduler: max_running >= 1, max_waiting >= 0");
+	node_sched *s = calloc(1, sizeof *s);
+	if (!s)
+		return sl_errf(err, errlen, SL_ENOMEM, "out of memory");
+	s->e = e;
+	s->o = *o;
+	s->cap = o->max_running + o->max_waiting;
+	s->reqs = calloc(s->cap, sizeof *s->reqs);
+	s->events = calloc(s->cap, sizeof *s->events);
+	if (!s->reqs || !s->events) {
+		node_sched_destroy(s);
+		return sl_errf(err, errlen, SL_ENOMEM, "out of memory");
+	}
+	*out = s;
+	return SL_OK;
+}
+
+void node_sched_destroy(node_sched *s)
+{
+	if (!s)
+		return;
+	node_sched_cancel_all(s);
+	free(s->reqs);
+	free(s->events);
+	free(s->tokens);
+	free(s);
+}
+
+static sched_req *find(node_sched *s, uint64_t req_id)
+{
+	for (int i = 0; i < s->n; i++)
+		if (s->reqs[i].req_id == req_id)
+			return &s->reqs[i];
+	return NULL;
+}
+
+/* The checks node_engine_add makes, up front, so a request that can never
+ * run is refused now rather than waiting first. */
+static int check_request(const node_sched *s, const node_request *r, char *err, size_t errlen)
+{
+	const model_config *c = node_engine_config(s->e);
+	if (r->n_prompt <= 0 || r->max_new_tokens <= 0)
+		return sl_errf(err, errlen, SL_EINVAL, "empty prompt or max_tokens <= 0");
+	long total = (long)r->n_prompt + r->max_new_tokens;
+	if (total > c->max_pos)
+		return sl_errf(err, errlen, SL_EINVAL, "prompt (%d) + max_tokens (%d) exceeds the context of %d",
+			       r->n_prompt, r->max_new_tokens, c->max_pos);
+	if (node_engine_blocks_for(s->e, (int)total) > node_engine_total_blocks(s->e))
+		return sl_errf(err, errlen, SL_EINVAL, "%ld tokens need more KV blocks than the pool's %d",
+			       total, node_engine_total_blocks(s->e));
+	for (int i = 0; i < r->n_prompt; i++)
+		if (r->prompt[i] < 0 || r->prompt[i] >= c->vocab_size)
+			return sl_errf(err, errlen, SL_EINVAL, "prompt token %d is outside the vocabulary (%d)",
+				       r->prompt[i], c->vocab_size);
+	if (!(r->sampling.top_p > 0 && r->sampling.top_p <= 1) || !(r->sampling.temperature >= 0))
+		return sl_errf(err, errlen, SL_EINVAL, "top_p must be in (0, 1], temperature >= 0");
+	return SL_OK;
+}
+
+int node_sched_submit(node_sched *s, uint64_t req_id, const node_request *r, char *err,
+		      size_t errlen)
+{
+	int rc = check_request(s, r, err, errlen);
+	if (rc)
+		return rc;
+	if (find(s, req_id))
+		return sl_errf(err, errlen, SL_EINVAL, "request %llu is already here",
+			       (unsigned long long)req_id);
+	if (s->n == s->cap)
+		return sl_errf(err, errlen, SL_ENOMEM, "node group full (%d requests)", s->cap);
+	sched_req *q = &s->reqs[s->n];
+	*q = (sched_req){.req_id = req_id, .r = *r, .engine_id = -1, .arrival = s->arrivals++};
+	if (!(q->prompt = malloc(sizeof(int32_t) * r->n_prompt)))
+		return sl_errf(err, errlen, SL_ENOMEM, "out of memory");
+	memcpy(q->prompt, r->prompt, sizeof(int32_t) * r->n_prompt);
+	q->r.prompt = q->prompt;
+	q->r.prompt_logits = NULL;
+	q->blocks = node_engine_blocks_for(s->e, r->n_prompt + r->max_new_tokens);
+	s->n++;
+	return SL_OK;
+}
+
+static void remove_at(node_sched *s, int i)
+{
+	sched_req *q = &s->reqs[i];
+	if (q->engine_id >= 0) {
+		node_engine_drop(s->e, q->engine_id);
+		s->n_running--;
+		s->blocks_reserved -= q->blocks;
+	}
+	free(q->prompt);
+	memmove(q, q + 1, sizeof *q * (s->n - i - 1));
+	s->n--;
+}
+
+int node_sched_cancel(node_sched *s, uint64_t req_id)
+{
+	sched_req *q = find(s, req_id);
+	if (!q)
+		return SL_ENOTFOUND;
+	remove_at(s, (int)(q - s->reqs));
+	return SL_OK;
+}
+
+void node_sched_cancel_all(node_sched *s)
+{
+	while (s->n > 0)
+		remove_at(s, s->n - 1);
+}
+
+static int push_event(node_sched *s, int *n_ev, uint64_t id, const int32_t *t, int n,
+		      node_sched_finish f, const char *error)
+{
+	if (s->n_tok + n > s->cap_tok) {
+		size_t cap = (s->n_tok + n) * 2 + 64;
+		int32_t *nt = realloc(s->tokens, sizeof(int32_t) * cap);
+		if (!nt)
+			return SL_ENOMEM;
+		s->tokens = nt;
+		s->cap_tok = cap;
+	}
+	if (n > 0)
+		memcpy(s->tokens + s->n_tok, t, sizeof(int32_t) * n);
+	/* tokens are fixed up to pointers once the buffer stops moving */
+	s->events[(*n_ev)++] = (node_sched_event){.req_id = id, .tokens = (const int32_t *)(uintptr_t)s->n_tok,
+						  .n_tokens = n, .finish = f, .error = error};
+	s->n_tok += n;
+	return SL_OK;
+}
+
+/* FIFO admission under the running and KV limits. A request the engine
+ * refuses (it should not: check_request ran) becomes an error event. */
+static int admit(node_sched *s, int *n_ev, char *err, size_t errlen)
+{
+	int total = node_engine_total_blocks(s->e);
+	for (int i = 0; i < s->n && s->n_running < s->o.max_running; i++) {
+		sched_req *q = &s->reqs[i];
+		if (q->engine_id >= 0)
+			continue;
+		if (s->blocks_reserved + q->blocks > total)
+			break; /* FIFO: no overtaking by smaller requests */
+		if (node_engine_add(s->e, &q->r, &q->engine_id, err, errlen)) {
+			q->engine_id = -1;
+			if (push_event(s, n_ev, q->req_id, NULL, 0, NODE_SCHED_ERROR, "engine refused the request"))
+				return SL_ENOMEM;
+			remove_at(s, i--);
+			continue;
+		}
+		s->n_running++;
+		s->blocks_reserved += q->blocks;
+	}
+	return SL_OK;
+}
+
+/* New tokens and finish states of the running requests; finished ones leave. */
+static int collect(node_sched *s, int *n_ev)
+{
+	for (int i = 0; i < s->n; i++) {
+		sched_req *q = &s->reqs[i];
+		const int32_t *gen;
+		int n_gen;
+		node_seq_state st;
+		if (q->engine_id < 0 || node_engine_peek(s->e, q->engine_id, &gen, &n_gen, &st))
+			continue;
+		node_sched_finish f = st == SEQ_DONE_EOS ? NODE_SCHED_EOS
+				    : st == SEQ_DONE_LENGTH ? NODE_SCHED_LENGTH : NODE_SCHED_RUNNING;
+		if (n_gen == q->n_reported && f == NODE_SCHED_RUNNING)
+			continue;
+		if (push_event(s, n_ev, q->req_id, gen + q->n_reported, n_gen - q->n_reported, f, NULL))
+			return SL_ENOMEM;
+		q->n_reported = n_gen;
+		if (f != NODE_SCHED_RUNNING)
+			remove_at(s, i--);
+	}
+	return SL_OK;
+}
+
+int node_sched_step(node_sched *s, const node_sched_event **events, int *n_events, char *err,
+		    size_t errlen)
+{
+	int n_ev = 0, active = 0, rc;
+	s->n_tok = 0;
+	*n_events = 0;
+	*events = s->events;
+	if ((rc = admit(s, &n_ev, err, errlen)))
+		return sl_errf(err, errlen, rc, "out of memory");
+	if (s->n_running > 0 && (rc = node_engine_step(s->e, &active, err, errlen)))
+		return rc;
+	if ((rc = collect(s, &n_ev)))
+		return sl_errf(err, errlen, rc, "out of memory");
+	for (int i = 0; i < n_ev; i++)
+		s->events[i].tokens = s->tokens ? s->tokens + (uintptr_t)s->events[i].tokens : NULL;
+	*n_events = n_ev;
+	return SL_OK;
+}
+
+void node_sched_fail_all(node_sched *s, const char *why, const node_sched_event **events,
+			 int *n_events)
+{
+	int n = 0;
+	for (int i = 0; i < s->n; i++)
+		s->events[n++] = (node_sched_event){.req_id = s->reqs[i].req_id,
+						    .finish = NODE_SCHED_ERROR, .error = why};
+	node_sched_cancel_all(s);
+	*events = s->events;
+	*n_events = n;
+}
+
+int node_sched_busy(const node_sched *s) { return s->n > 0; }
+
+void node_sched_load(const node_sched *s, int *running, int *waiting, int *kv_free)
+{
+	*running = s->n_running;
+	*waiting = s->n - s->n_running;
+	*kv_free = node_engine_free_blocks(s->e);
+}

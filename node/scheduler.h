@@ -1,0 +1,70 @@
+/*
+ * scheduler.h — the serving leader's scheduler: which requests enter the
+ * engine and when, and what each engine step produced for each request.
+ *
+ * The leader (node/leader.c) submits requests by the coordinator's id,
+ * cancels them, and calls node_sched_step once per loop turn; it never
+ * touches the engine's sequences itself. The policy lives only here, so a
+ * continuous-batching scheduler can replace it behind the same calls.
+ *
+ * Policy now (simple batching): first come, first admitted, while fewer
+ * than max_running sequences run and the KV pool can hold every admitted
+ * sequence at its full length (prompt + max_new_tokens), so a sequence
+ * once admitted never waits for blocks; the engine then steps all running
+ * sequences together.
+ */
+#ifndef NODE_SCHED_H
+#define NODE_SCHED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine.h"
+
+typedef struct node_sched node_sched;
+
+typedef struct node_sched_opts {
+	int max_running;  /* sequences in the engine at once (>= 1) */
+	int max_waiting;  /* submitted requests beyond those (>= 0) */
+} node_sched_opts;
+
+typedef enum {
+	NODE_SCHED_RUNNING = 0, NODE_SCHED_LENGTH, NODE_SCHED_EOS, NODE_SCHED_ERROR
+} node_sched_finish;
+
+/* What one step did for one request. */
+typedef struct node_sched_event {
+	uint64_t req_id;
+	const int32_t *tokens;    /* new tokens since its last event (owned by the scheduler) */
+	int n_tokens;
+	node_sched_finish finish; /* not RUNNING: the request is gone from the scheduler */
+	const char *error;        /* with NODE_SCHED_ERROR */
+} node_sched_event;
+
+int node_sched_create(node_engine *e, const node_sched_opts *o, node_sched **out, char *err,
+		      size_t errlen);
+void node_sched_destroy(node_sched *s);
+
+/* Take a request (the prompt is copied). SL_EINVAL when it can never run
+ * here (err says why), SL_ENOMEM when the waiting queue is full, or an id
+ * already present. */
+int node_sched_submit(node_sched *s, uint64_t req_id, const node_request *r, char *err,
+		      size_t errlen);
+/* Forget a request, waiting or running, freeing its KV blocks. */
+int node_sched_cancel(node_sched *s, uint64_t req_id);
+void node_sched_cancel_all(node_sched *s);
+/* Remove every request, reporting each as a NODE_SCHED_ERROR event with
+ * reason why (the engine failed). */
+void node_sched_fail_all(node_sched *s, const char *why, const node_sched_event **events,
+			 int *n_events);
+
+/* Admit what fits, run one engine step when anything runs, and report.
+ * *events (owned by s) stays valid until the next call. An error return
+ * means the engine failed: the group cannot go on. */
+int node_sched_step(node_sched *s, const node_sched_event **events, int *n_events, char *err,
+		    size_t errlen);
+
+int node_sched_busy(const node_sched *s);     /* any request waiting or running */
+void node_sched_load(const node_sched *s, int *running, int *waiting, int *kv_free);
+
+#endif

@@ -1,0 +1,253 @@
+/*
+ * cli.c — shardline, the command-line client of the coordinator:
+ *   shardline generate --prompt TEXT [...]   stream a generation to stdout
+ *   shardline status                         groups, models, load, queue
+ *   shardline drain [--group ID] [--exit]    stop routing to groups
+ * Built on the client library (coordinator/client.h).
+ */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "coordinator/client.h"
+#include "sl.h"
+
+#define MAX_STOPS 16
+#define PING_EVERY_MS 2000   /* while a request is quiet, check the coordinator lives */
+#define PING_LIMIT_MS 5000   /* no answer this long: it is gone */
+
+typedef struct cli_args {
+	const char *endpoint, *cmd;
+	coord_gen_params p;
+	const char *stops[MAX_STOPS];
+	int32_t *ids;
+	int print_ids, quiet, drain_exit;
+	long group, wait_ms;
+} cli_args;
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: shardline [--coordinator tcp://127.0.0.1:5555] COMMAND [options]\n"
+		"  generate --prompt TEXT | --prompt-ids 1,2,3   [--model NAME] [--max-tokens N]\n"
+		"           [--temperature T] [--top-k K] [--top-p P] [--seed S] [--stop STR]...\n"
+		"           [--no-stream] [--ignore-eos] [--timeout-ms N] [--print-ids] [--quiet]\n"
+		"      prints the text as it streams; a summary (finish reason, tokens,\n"
+		"      timings) on stderr. Ctrl-C cancels. Exit 0 when it finished by length,\n"
+		"      stop or EOS, 1 otherwise.\n"
+		"  status   [--wait-ms 3000]     groups, their model, tp x pp, load, queue depth\n"
+		"  drain    [--group ID] [--exit]  stop routing to a group (default all);\n"
+		"           --exit: its processes leave once idle\n"
+		"The coordinator endpoint defaults to $SHARDLINE_COORDINATOR, then\n"
+		"tcp://127.0.0.1:5555.\n");
+}
+
+static volatile sig_atomic_t g_interrupted;
+static void on_sigint(int sig) { g_interrupted = 1; }
+
+static int parse(int argc, char **argv, cli_args *a, char *err, size_t errlen)
+{
+	static const struct option o[] = {
+		{"coordinator", 1, 0, 'C'}, {"prompt", 1, 0, 'p'}, {"prompt-ids", 1, 0, 'i'},
+		{"model", 1, 0, 'm'}, {"max-tokens", 1, 0, 'n'}, {"temperature", 1, 0, 't'},
+		{"top-k", 1, 0, 'k'}, {"top-p", 1, 0, 'P'}, {"seed", 1, 0, 's'}, {"stop", 1, 0, 'S'},
+		{"no-stream", 0, 0, 'N'}, {"ignore-eos", 0, 0, 'E'}, {"timeout-ms", 1, 0, 'T'},
+		{"print-ids", 0, 0, 'I'}, {"quiet", 0, 0, 'q'}, {"group", 1, 0, 'g'},
+		{"exit", 0, 0, 'x'}, {"wait-ms", 1, 0, 'w'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+	const char *env = getenv("SHARDLINE_COORDINATOR");
+	a->endpoint = env && env[0] ? env : "tcp://127.0.0.1:5555";
+	a->wait_ms = 3000;
+	int c, rc = 0;
+	long v;
+	double d;
+	while (!rc && (c = getopt_long(argc, argv, "", o, NULL)) != -1) {
+		switch (c) {
+		case 'C': a->endpoint = optarg; break;
+		case 'p': a->p.prompt = optarg; break;
+		case 'i': rc = sl_parse_ids("--prompt-ids", optarg, (1L << 24) - 1, &a->ids, &a->p.n_prompt_ids, err, errlen);
+			  a->p.prompt_ids = a->ids; break;
+		case 'm': a->p.model = optarg; break;
+		case 'n': rc = sl_parse_int("--max-tokens", optarg, 1, 1 << 20, &v, err, errlen); a->p.max_tokens = (int)v; break;
+		case 't': rc = sl_parse_float("--temperature", optarg, 0, 100, &d, err, errlen); a->p.temperature = (float)d; break;
+		case 'k': rc = sl_parse_int("--top-k", optarg, 0, 1 << 24, &v, err, errlen); a->p.top_k = (int)v; break;
+		case 'P': rc = sl_parse_float("--top-p", optarg, 1e-6, 1, &d, err, errlen); a->p.top_p = (float)d; break;
+		case 's': rc = sl_parse_u64("--seed", optarg, &a->p.seed, err, errlen); break;
+		case 'S':
+			if (a->p.n_stop == MAX_STOPS)
+				return sl_errf(err, errlen, SL_EINVAL, "at most %d --stop", MAX_STOPS);
+			a->stops[a->p.n_stop++] = optarg;
+			a->p.stop = a->stops;
+			break;
+		case 'N': a->p.no_stream = 1; break;
+		case 'E': a->p.ignore_eos = 1; break;
+		case 'T': rc = sl_parse_int("--timeout-ms", optarg, 1, 86400000, &v, err, errlen); a->p.timeout_ms = (unsigned)v; break;
+		case 'I': a->print_ids = 1; break;
+		case 'q': a->quiet = 1; break;
+		case 'g': rc = sl_parse_int("--group", optarg, 1, 1L << 31, &a->group, err, errlen); break;
+		case 'x': a->drain_exit = 1; break;
+		case 'w': rc = sl_parse_int("--wait-ms", optarg, 1, 86400000, &a->wait_ms, err, errlen); break;
+		case 'h': usage(stdout); exit(0);
+		default: return sl_errf(err, errlen, SL_EINVAL, "unknown option (see --help)");
+		}
+	}
+	if (rc)
+		return rc;
+	if (optind != argc - 1)
+		return sl_errf(err, errlen, SL_EINVAL, "give one command: generate, status or drain");
+	a->cmd = argv[optind];
+	if (!strcmp(a->cmd, "generate") && !a->p.prompt && !a->p.n_prompt_ids)
+		return sl_errf(err, errlen, SL_EINVAL, "generate needs --prompt or --prompt-ids");
+	return SL_OK;
+}
+
+static void print_summary(const cli_args *a, const coord_event *ev, const int32_t *ids, size_t n)
+{
+	if (a->print_ids) {
+		fprintf(stderr, "ids:");
+		for (size_t i = 0; i < n; i++)
+			fprintf(stderr, " %d", ids[i]);
+		fprintf(stderr, "\n");
+	}
+	if (a->quiet)
+		return;
+	fprintf(stderr, "[%s%s%s | prompt %d + completion %d tokens | queue %.1f ms, first token %.1f ms, "
+		"total %.1f ms]\n", coord_finish_name(ev->finish), ev->message[0] ? ": " : "", ev->message,
+		ev->prompt_tokens, ev->completion_tokens, ev->queue_ms, ev->ttft_ms, ev->total_ms);
+}
+
+/* Events of request tag until its Done or Error; a quiet coordinator is
+ * pinged with a status request, and one that does not answer is gone. */
+static int generate(cli_args *a, coord_client *c, char *err, size_t errlen)
+{
+	uint64_t tag, ping_tag = 0;
+	int rc = coord_client_submit(c, &a->p, &tag, err, errlen), cancelled = 0, result = -1;
+	double last_heard = sl_now(), ping_sent = 0;
+	int32_t *ids = NULL;
+	size_t n_ids = 0;
+	while (!rc && result < 0) {
+		if (g_interrupted && !cancelled) {
+			cancelled = 1;
+			rc = coord_client_cancel(c, tag, err, errlen);
+		}
+		coord_event ev;
+		int got = coord_client_next(c, 200, &ev, err, errlen);
+		if (got < 0)
+			break;
+		double now = sl_now();
+		if (got == 0) {
+			if (ping_sent && now - ping_sent > PING_LIMIT_MS * 1e-3)
+				rc = sl_errf(err, errlen, SL_ECOMM, "no answer from the coordinator at %s", a->endpoint);
+			else if (!ping_sent && now - last_heard > PING_EVERY_MS * 1e-3) {
+				ping_sent = now;
+				rc = coord_client_status(c, &ping_tag, err, errlen);
+			}
+			continue;
+		}
+		last_heard = now;
+		ping_sent = 0;
+		if (ev.tag == tag && ev.kind == COORD_EV_CHUNK) {
+			fwrite(ev.text, 1, ev.text_len, stdout);
+			fflush(stdout);
+		}
+		if (ev.tag == tag && (ev.kind == COORD_EV_CHUNK || ev.kind == COORD_EV_DONE) && ev.n_token_ids) {
+			int32_t *ni = realloc(ids, sizeof(int32_t) * (n_ids + ev.n_token_ids));
+			if (ni) {
+				memcpy(ni + n_ids, ev.token_ids, sizeof(int32_t) * ev.n_token_ids);
+				ids = ni, n_ids += ev.n_token_ids;
+			}
+		}
+		if (ev.tag == tag && ev.kind == COORD_EV_DONE) {
+			fwrite(ev.text, 1, ev.text_len, stdout);
+			printf("\n");
+			fflush(stdout);
+			print_summary(a, &ev, ids, n_ids);
+			result = ev.finish >= COORD_FINISH_LENGTH && ev.finish <= COORD_FINISH_EOS ? 0 : 1;
+		} else if (ev.tag == tag && ev.kind == COORD_EV_ERROR) {
+			rc = sl_errf(err, errlen, SL_EINVAL, "%s: %s", coord_error_name(ev.error_code), ev.message);
+		}
+		coord_event_release(&ev);
+	}
+	free(ids);
+	if (rc)
+		return rc;
+	return result == 0 ? SL_OK : sl_errf(err, errlen, SL_EINVAL, "generation did not finish");
+}
+
+static void print_status(const char *endpoint, const coord_event *ev)
+{
+	printf("coordinator %s: %d active, %d queued (max %d), %ld re-queued; %d group%s\n", endpoint,
+	       ev->active, ev->queued, ev->max_queue, ev->requeued, ev->n_groups,
+	       ev->n_groups == 1 ? "" : "s");
+	if (ev->n_groups)
+		printf("%-5s %-22s %-16s %-7s %7s %7s %8s %15s %7s %8s\n", "group", "name", "model",
+		       "tp x pp", "running", "waiting", "assigned", "kv free/blocks", "context", "seen");
+	for (int i = 0; i < ev->n_groups; i++) {
+		const coord_group_info *g = &ev->groups[i];
+		char grid[32], kv[40];
+		snprintf(grid, sizeof grid, "%d x %d", g->tp, g->pp);
+		snprintf(kv, sizeof kv, "%d/%d", g->kv_free, g->kv_blocks);
+		printf("%-5u %-22.22s %-16.16s %-7s %7d %7d %8d %15s %7d %5.0f ms%s\n", g->id, g->name,
+		       g->model, grid, g->running, g->waiting, g->assigned, kv, g->max_pos,
+		       g->last_seen_ms, g->draining ? " draining" : "");
+	}
+}
+
+/* One request, one Status (or Error) reply within --wait-ms. */
+static int ask(cli_args *a, coord_client *c, int drain, char *err, size_t errlen)
+{
+	uint64_t tag = 0;
+	int rc = drain ? coord_client_drain(c, (unsigned)a->group, a->drain_exit, err, errlen)
+		       : coord_client_status(c, &tag, err, errlen);
+	double deadline = sl_now() + a->wait_ms * 1e-3;
+	while (!rc) {
+		coord_event ev;
+		int left = (int)((deadline - sl_now()) * 1e3);
+		int got = left > 0 ? coord_client_next(c, left, &ev, err, errlen) : 0;
+		if (got <= 0)
+			return got < 0 ? got : sl_errf(err, errlen, SL_ECOMM, "no answer from the coordinator at "
+							"%s within %ld ms", a->endpoint, a->wait_ms);
+		if (ev.kind == COORD_EV_STATUS)
+			print_status(a->endpoint, &ev);
+		else if (ev.kind == COORD_EV_ERROR)
+			rc = sl_errf(err, errlen, SL_EINVAL, "%s: %s", coord_error_name(ev.error_code), ev.message);
+		int done = ev.kind == COORD_EV_STATUS || ev.kind == COORD_EV_ERROR;
+		coord_event_release(&ev);
+		if (done)
+			break;
+	}
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	char err[SL_ERRLEN] = "";
+	cli_args a = {0};
+	coord_client *c = NULL;
+	int rc = parse(argc, argv, &a, err, sizeof err);
+	if (rc) {
+		fprintf(stderr, "shardline: %s\n", err);
+		usage(stderr);
+		free(a.ids);
+		return 2;
+	}
+	struct sigaction sa = {.sa_handler = on_sigint};
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	rc = coord_client_create(NULL, a.endpoint, &c, err, sizeof err);
+	if (!rc) {
+		if (!strcmp(a.cmd, "generate"))
+			rc = generate(&a, c, err, sizeof err);
+		else if (!strcmp(a.cmd, "status") || !strcmp(a.cmd, "drain"))
+			rc = ask(&a, c, !strcmp(a.cmd, "drain"), err, sizeof err);
+		else
+			rc = sl_errf(err, sizeof err, SL_EINVAL, "unknown command '%s' (generate, status, drain)", a.cmd);
+	}
+	if (rc)
+		fprintf(stderr, "shardline: %s\n", err);
+	coord_client_destroy(c);
+	free(a.ids);
+	return rc ? 1 : 0;
+}
