@@ -145,7 +145,7 @@ static size_t utf8_unit(const unsigned char *s, size_t n, uint32_t *cp)
 	return i;
 }
 
-static int utf8_valid(const char *s, size_t n)
+int coord_utf8_valid(const char *s, size_t n)
 {
 	uint32_t cp;
 	for (size_t i = 0; i < n;) {
@@ -748,7 +748,7 @@ static int load_vocab(coord_tok *t, const cJSON *vocab, char *err, size_t errlen
 		int32_t id = jid(it);
 		tok_entry *e = &t->tok[id];
 		uint32_t len = (uint32_t)strlen(it->string), off, roff, rlen;
-		if (!utf8_valid(it->string, len))
+		if (!coord_utf8_valid(it->string, len))
 			return LERR(SL_EINVAL, "model.vocab: token %d is not valid UTF-8", id);
 		if (e->present)
 			return LERR(SL_EINVAL, "model.vocab: id %d is used by \"%.60s\" and \"%.60s\"",
@@ -945,7 +945,7 @@ static int load_one_added(coord_tok *t, const cJSON *it, added_tok *a, tk_buf nb
 	if (jbool(it, "lstrip", 0) || jbool(it, "rstrip", 0) || jbool(it, "single_word", 0))
 		return LERR(SL_ENOTSUP, "added token \"%.60s\": lstrip/rstrip/single_word "
 			    "not supported", content);
-	if (!utf8_valid(content, clen))
+	if (!coord_utf8_valid(content, clen))
 		return LERR(SL_EINVAL, "added token %d is not valid UTF-8", a->id);
 	TRY(arena_put(t, content, clen, &a->coff));
 	a->clen = (uint32_t)clen;
@@ -1830,7 +1830,7 @@ static void run_end(coord_detok *d)
 	}
 	if (d->run.len == 0)
 		return;
-	if (utf8_valid(d->run.p, d->run.len))
+	if (coord_utf8_valid(d->run.p, d->run.len))
 		emit(d, d->run.p, d->run.len);
 	else
 		emit_replacements(d, d->run.len);

@@ -106,4 +106,8 @@ enum { COORD_UNI_OTHER, COORD_UNI_LETTER, COORD_UNI_NUMBER, COORD_UNI_SPACE,
        COORD_UNI_CRLF };
 int coord_uni_class(uint32_t cp);
 
+/* 1 when s[0..n) is well-formed UTF-8 (no overlongs, surrogates or
+ * truncated sequences). */
+int coord_utf8_valid(const char *s, size_t n);
+
 #endif

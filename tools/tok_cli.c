@@ -107,31 +107,6 @@ static long parse_ids(char *s, int32_t **ids)
 	return (long)n;
 }
 
-/* Strict UTF-8 check of one streamed chunk. */
-static int whole_utf8(const unsigned char *s, size_t n)
-{
-	for (size_t i = 0; i < n;) {
-		unsigned b = s[i], need, lo = 0x80, hi = 0xBF;
-		if (b < 0x80) {
-			i++;
-			continue;
-		}
-		if (b >= 0xC2 && b <= 0xDF)
-			need = 1;
-		else if (b >= 0xE0 && b <= 0xEF)
-			need = 2, lo = b == 0xE0 ? 0xA0 : 0x80, hi = b == 0xED ? 0x9F : 0xBF;
-		else if (b >= 0xF0 && b <= 0xF4)
-			need = 3, lo = b == 0xF0 ? 0x90 : 0x80, hi = b == 0xF4 ? 0x8F : 0xBF;
-		else
-			return 0;
-		for (unsigned k = 1; k <= need; k++, lo = 0x80, hi = 0xBF)
-			if (i + k >= n || s[i + k] < lo || s[i + k] > hi)
-				return 0;
-		i += need + 1;
-	}
-	return 1;
-}
-
 static void batch_encode(const coord_tok *t, char *args)
 {
 	char err[SL_ERRLEN], *sp = strchr(args, ' ');
@@ -194,7 +169,7 @@ static void batch_decode(const coord_tok *t, char *args, int stream)
 			break;
 		}
 		all = na;
-		bad |= !whole_utf8((const unsigned char *)chunk, cl);
+		bad |= !coord_utf8_valid(chunk, cl);
 		memcpy(all + all_len, chunk, cl);
 		all_len += cl;
 	}

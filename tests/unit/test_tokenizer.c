@@ -79,6 +79,8 @@ static char *decode(const coord_tok *t, const int32_t *ids, size_t n, int skip)
 }
 
 /* Strict UTF-8 validity (the decoder must never produce anything else). */
+/* Deliberately not coord_utf8_valid: these checks judge the tokenizer's
+ * output, so the judge must not share its code. */
 static int valid_utf8(const unsigned char *s, size_t n)
 {
 	for (size_t i = 0; i < n;) {
