@@ -210,32 +210,104 @@ static int running_in_order(node_engine *e)
 	return n;
 }
 
-/* Pick (sequence, token count) pairs in FIFO order under the token and
- * logits-row budgets, reserving KV blocks; returns how many were picked. */
-static int choose(node_engine *e, int n_run, int *take, char *err, size_t errlen, int *rc)
+/* Token budget of running sequence k (order index) in want[k], decodes
+ * first: every sequence with one token left gets it (FIFO) before any
+ * prefill chunk, so a long prompt never stalls the sequences already
+ * generating; then prefill chunks in FIFO order with what remains. */
+static void plan_budget(node_engine *e, int n_run, int *want)
 {
-	int T = e->m->opts.max_tokens, R = e->m->opts.max_rows, n_tok = 0, n_rows = 0, ns = 0;
-	*rc = SL_OK;
-	int S = e->m->opts.max_seqs;
-	for (int k = 0; k < n_run && n_tok < T && n_rows < R && ns < S; k++) {
-		seq *s = &e->seqs[e->order[k]];
-		int t = s->n_tokens - s->n_cached;
-		t = t < T - n_tok ? t : T - n_tok;
-		/* with prompt logits every prompt row is a logits row */
-		int rows = s->req.prompt_logits ? t : 1;
-		if (rows > R - n_rows)
-			t = R - n_rows, rows = t;
-		if (kv_table_reserve(e->pool, &s->kv, s->n_cached + t)) {
-			if (ns == 0)
-				*rc = sl_errf(err, errlen, SL_ENOMEM,
-					      "KV pool exhausted (%d blocks); raise --kv-blocks",
-					      kv_pool_blocks(e->pool));
-			break;
+	int T = e->m->opts.max_tokens, R = e->m->opts.max_rows, S = e->m->opts.max_seqs;
+	int n_tok = 0, n_rows = 0, ns = 0;
+	for (int k = 0; k < n_run; k++)
+		want[k] = 0;
+	for (int pass = 0; pass < 2; pass++)
+		for (int k = 0; k < n_run && n_tok < T && n_rows < R && ns < S; k++) {
+			seq *s = &e->seqs[e->order[k]];
+			int t = s->n_tokens - s->n_cached;
+			if ((t == 1) != (pass == 0))
+				continue;
+			t = t < T - n_tok ? t : T - n_tok;
+			/* with prompt logits every prompt row is a logits row */
+			int rows = s->req.prompt_logits ? t : 1;
+			if (rows > R - n_rows)
+				t = R - n_rows, rows = t;
+			want[k] = t;
+			ns++;
+			n_tok += t;
+			n_rows += rows;
 		}
+}
+
+/* Give up a sequence's KV blocks; it stays running with every token it
+ * knows (prompt and generated) and recomputes them as a prefill when
+ * blocks are free again. Sampling is keyed by (seed, position), so the
+ * tokens it goes on to generate are the ones it would have. */
+static void preempt(node_engine *e, seq *s)
+{
+	kv_table_release(e->pool, &s->kv);
+	s->n_cached = 0;
+	e->stats.preemptions++;
+}
+
+/* The newest running sequence after order index k that holds blocks, or -1. */
+static int newest_holder(const node_engine *e, int k, int n_run)
+{
+	for (int v = n_run - 1; v > k; v--)
+		if (e->seqs[e->order[v]].kv.n > 0)
+			return v;
+	return -1;
+}
+
+/* Reserve KV for want[k] tokens of sequence k; returns the tokens it may
+ * take (0: it sits this step out). A sequence that holds a cache preempts
+ * newer ones while the pool is short and, with none left, takes what fits
+ * (a shorter prefill chunk, or nothing). One without a cache (new, or
+ * preempted) starts only when its chunk fits in free blocks, and only
+ * while no older one was turned away and nothing was preempted this step
+ * (*closed): starting it would take blocks from an older sequence or hand
+ * just-freed blocks to one that would likely be preempted again. */
+static int reserve_for(node_engine *e, int k, int n_run, int *want, int *closed)
+{
+	seq *s = &e->seqs[e->order[k]];
+	if (s->kv.n == 0) {
+		if (*closed || kv_table_reserve(e->pool, &s->kv, s->n_cached + want[k])) {
+			*closed = 1;
+			return 0;
+		}
+		return want[k];
+	}
+	while (kv_table_reserve(e->pool, &s->kv, s->n_cached + want[k])) {
+		int v = newest_holder(e, k, n_run);
+		if (v < 0)
+			break;
+		preempt(e, &e->seqs[e->order[v]]);
+		want[v] = 0;
+		*closed = 1;
+	}
+	if (kv_blocks_for(e->pool, s->n_cached + want[k]) <= s->kv.n)
+		return want[k];
+	int bt = kv_pool_block_tokens(e->pool);
+	int fit = (s->kv.n + kv_pool_free_blocks(e->pool)) * bt - s->n_cached;
+	if (fit <= 0)
+		return 0;
+	return kv_table_reserve(e->pool, &s->kv, s->n_cached + fit) ? 0 : fit;
+}
+
+/* Pick (sequence, token count) pairs for the step: the token budget by
+ * plan_budget, then KV blocks in FIFO order, so an older sequence always
+ * wins blocks from a newer one and the oldest is never preempted. Some
+ * sequence always progresses: the oldest holding a cache can preempt all
+ * newer ones and fits alone (node_engine_add checks); with no caches held
+ * the pool is empty and the oldest starts. Returns how many were picked. */
+static int choose(node_engine *e, int n_run, int *take)
+{
+	int want[n_run > 0 ? n_run : 1], ns = 0, closed = 0;
+	plan_budget(e, n_run, want);
+	for (int k = 0; k < n_run; k++) {
+		if (want[k] == 0 || (want[k] = reserve_for(e, k, n_run, want, &closed)) == 0)
+			continue;
 		e->w.seq_of[ns] = e->order[k];
-		take[ns++] = t;
-		n_tok += t;
-		n_rows += rows;
+		take[ns++] = want[k];
 	}
 	return ns;
 }
@@ -350,6 +422,10 @@ static int apply_step(node_engine *e, const node_plan *p)
 		s->n_cached += w->q_len[k];
 		if (w->sample_of[k] >= 0 && finish_seq(e, s, w->sampled[w->sample_of[k]]))
 			return SL_ENOMEM;
+		/* a finished sequence's cache is never read again: free it now,
+		 * not at take, so running sequences can grow into it */
+		if (s->state != SEQ_RUNNING)
+			kv_table_release(e->pool, &s->kv);
 	}
 	return SL_OK;
 }
@@ -358,10 +434,13 @@ int node_engine_step(node_engine *e, int *n_active, char *err, size_t errlen)
 {
 	int take[e->m->opts.max_tokens], rc;
 	int n_run = running_in_order(e);
-	int ns = choose(e, n_run, take, err, errlen, &rc);
+	int ns = choose(e, n_run, take);
 	*n_active = n_run;
-	if (rc || ns == 0)
-		return rc;
+	if (ns == 0 && n_run > 0) /* cannot happen: the oldest always fits */
+		return sl_errf(err, errlen, SL_ENOMEM, "KV pool (%d blocks) holds no running sequence",
+			       kv_pool_blocks(e->pool));
+	if (ns == 0)
+		return SL_OK;
 	node_plan p;
 	int prefill = build_plan(e, &p, ns, take);
 	double t0 = sl_now();
@@ -449,6 +528,19 @@ int node_engine_peek(const node_engine *e, int id, const int32_t **gen, int *n_g
 	*n_gen = s->n_tokens - s->req.n_prompt;
 	*state = s->state;
 	return SL_OK;
+}
+
+int node_engine_blocks_wanted(const node_engine *e)
+{
+	int n = 0;
+	for (int i = 0; i < e->n_seqs; i++) {
+		const seq *s = &e->seqs[i];
+		if (s->used && s->state == SEQ_RUNNING) {
+			int need = kv_blocks_for(e->pool, s->n_tokens) - s->kv.n;
+			n += need > 0 ? need : 0;
+		}
+	}
+	return n;
 }
 
 int node_engine_total_blocks(const node_engine *e) { return kv_pool_blocks(e->pool); }

@@ -3,13 +3,21 @@
  * tables, and the step loop that feeds them through model_forward and
  * samples their next tokens.
  *
- * A step packs work from the active sequences in arrival order under a
- * token budget: a sequence with tokens not yet in the KV cache (its
- * prompt, in chunks when long) contributes them; one whose cache is
- * complete contributes its last sampled token (decode). Each sequence
+ * A step packs work from the running sequences under a token budget
+ * (max_tokens), a logits-row budget and a sequence limit (max_seqs): first
+ * one decode token (its last sampled one) for every sequence whose cache
+ * is otherwise complete, then chunks of the tokens not yet cached (prompts,
+ * or a preempted sequence's whole history) in arrival order. Each sequence
  * whose known tokens are all cached after the step gets one new token.
- * The policy sits behind node_engine_step so a smarter scheduler can
- * replace how sequences are picked without touching the mechanics.
+ *
+ * KV blocks go to sequences in arrival order. When the pool runs short,
+ * the newest sequence holding blocks is preempted: its blocks are freed
+ * and its tokens recomputed later, with identical results (sampling is
+ * keyed by seed and position). The oldest sequence is never preempted and
+ * always fits (node_engine_add refuses one that alone exceeds the pool),
+ * so every step makes progress. A finished sequence frees its blocks at
+ * once; which requests enter the engine, and when, is node/scheduler.c's
+ * business.
  */
 #ifndef NODE_ENGINE_H
 #define NODE_ENGINE_H
@@ -42,6 +50,7 @@ typedef struct node_stats {
 	int steps, decode_steps;
 	long prefill_tokens, decode_tokens;
 	double prefill_s, decode_s;     /* wall time of steps that held prefill / only decode */
+	long preemptions;               /* sequences whose KV blocks were taken back */
 } node_stats;
 
 int node_engine_create(model *m, node_engine **out, char *err, size_t errlen);
@@ -52,7 +61,8 @@ void node_engine_destroy(node_engine *e);
 int node_engine_add(node_engine *e, const node_request *r, int *id, char *err, size_t errlen);
 /* Run one step. *n_active receives the number of sequences still running. */
 int node_engine_step(node_engine *e, int *n_active, char *err, size_t errlen);
-/* Take a finished (or running) sequence's result and free its KV blocks. */
+/* Take a finished (or running) sequence's result and forget it (freeing
+ * any KV blocks it still holds). */
 int node_engine_take(node_engine *e, int id, node_result *out);
 
 /* Convenience: run n requests together to completion. results[i] gets
@@ -71,6 +81,10 @@ int node_engine_drop(node_engine *e, int id);
 int node_engine_peek(const node_engine *e, int id, const int32_t **gen, int *n_gen,
 		     node_seq_state *state);
 int node_engine_total_blocks(const node_engine *e);
+/* Blocks the running sequences still need to cache every token they know
+ * (prompts not yet prefilled, preempted sequences, the next decode token):
+ * what an admission check must leave free. */
+int node_engine_blocks_wanted(const node_engine *e);
 /* KV blocks a sequence of n_tokens holds at most. */
 int node_engine_blocks_for(const node_engine *e, int n_tokens);
 const model_config *node_engine_config(const node_engine *e);

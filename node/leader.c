@@ -33,6 +33,8 @@ typedef struct leader {
 	int hb_ms;
 	double last_heard;         /* any message from the coordinator (or the socket's birth) */
 	double last_hb, last_register, next_step;
+	long preemptions_logged;   /* node_stats.preemptions at the last log line */
+	double last_preempt_log;
 	uint64_t step;
 	char name[160];
 } leader;
@@ -289,6 +291,20 @@ static int poll_ms(const leader *l)
 	return ms < 50 ? ms : 50;
 }
 
+/* Preemption means the KV pool is too small for the load: say so, at most
+ * every 10 s so a saturated group does not flood its log; force: now. */
+static void log_preemptions(leader *l, int force)
+{
+	long n = node_engine_stats(l->e)->preemptions;
+	if (n == l->preemptions_logged || (!force && sl_now() - l->last_preempt_log < 10))
+		return;
+	SL_WARN("leader", "kv: %ld sequences preempted (%ld in all; %d of %d blocks free); "
+		"more --kv-blocks would avoid recomputing them", n - l->preemptions_logged, n,
+		node_engine_free_blocks(l->e), node_engine_total_blocks(l->e));
+	l->preemptions_logged = n;
+	l->last_preempt_log = sl_now();
+}
+
 static int step(leader *l, char *err, size_t errlen)
 {
 	const node_sched_event *ev;
@@ -300,6 +316,7 @@ static int step(leader *l, char *err, size_t errlen)
 	l->step++;
 	if (n > 0 && l->registered)
 		send_events(l, ev, n);
+	log_preemptions(l, 0);
 	return SL_OK;
 }
 
@@ -351,17 +368,20 @@ int node_leader_run(node_group *g, const node_leader_opts *o, char *err, size_t 
 	char host[64] = "?";
 	gethostname(host, sizeof host - 1);
 	snprintf(l.name, sizeof l.name, "%s:%d", host, (int)getpid());
-	node_sched_opts so = {.max_running = eff.max_running, .max_waiting = eff.max_waiting};
+	node_sched_opts so = {.max_running = eff.max_running, .max_waiting = eff.max_waiting,
+			      .policy = eff.batching};
 	int rc = node_engine_create(g->m, &l.e, err, errlen);
 	if (!rc)
 		rc = node_sched_create(l.e, &so, &l.s, err, errlen);
 	if (!rc && !(l.ctx = zmq_ctx_new()))
 		rc = sl_errf(err, errlen, SL_ECOMM, "zmq_ctx_new failed");
 	if (!rc) {
-		SL_INFO("leader", "serving model %s for %s (tp %d x pp %d, %d KV blocks, up to %d running)",
-			eff.model_name, eff.coordinator, g->m->shard.tp, g->m->shard.pp,
-			node_engine_total_blocks(l.e), eff.max_running);
+		SL_INFO("leader", "serving model %s for %s (tp %d x pp %d, %d KV blocks, up to %d running, "
+			"%s batching, %d tokens per step)", eff.model_name, eff.coordinator,
+			g->m->shard.tp, g->m->shard.pp, node_engine_total_blocks(l.e), eff.max_running,
+			node_sched_policy_name(eff.batching), g->m->opts.max_tokens);
 		rc = serve(&l, err, errlen);
+		log_preemptions(&l, 1);
 		if (rc && l.sock)
 			fail_all(&l, err);
 	}

@@ -21,6 +21,7 @@
 #include <stddef.h>
 
 #include "group.h"
+#include "scheduler.h"
 
 typedef struct node_leader_opts {
 	const char *coordinator;   /* endpoint to connect: tcp://host:port */
@@ -29,6 +30,7 @@ typedef struct node_leader_opts {
 	int max_running;           /* sequences at once (0: the model's max_seqs) */
 	int max_waiting;           /* requests held beyond those */
 	int min_step_ms;           /* pace engine steps (tests, demos); 0: off */
+	node_sched_policy batching; /* continuous (default) or simple */
 	volatile sig_atomic_t *stop; /* set by a signal handler: leave cleanly */
 } node_leader_opts;
 

@@ -38,6 +38,8 @@ typedef struct node_args {
 	const char *coordinator; /* serving mode: the coordinator's node endpoint */
 	const char *model_name;
 	long heartbeat_ms, max_running, max_waiting, min_step_ms;
+	long max_seqs;          /* sequences per step; 0: the model's default */
+	node_sched_policy batching;
 } node_args;
 
 static void usage(FILE *f)
@@ -51,7 +53,9 @@ static void usage(FILE *f)
 		"       mpirun -np N shardline-node --tp T --pp P --model DIR ... (T x P = N)\n"
 		"       [mpirun -np N] shardline-node --model DIR --coordinator tcp://HOST:PORT\n"
 		"                      --model-name NAME [--heartbeat-ms 1000] [--max-running N]\n"
-		"                      [--max-waiting 64] [--min-step-ms 0] [--kv-blocks N] ...\n"
+		"                      [--max-waiting 64] [--min-step-ms 0] [--kv-blocks N]\n"
+		"                      [--batching continuous|simple] [--no-continuous-batching]\n"
+		"                      [--max-seqs N] ...\n"
 		"Prints the generated ids of each prompt on its own stdout line; logs and\n"
 		"timings go to stderr. Several --prompt-ids run together in one batch.\n"
 		"Defaults: --max-tokens 32, greedy (--temperature 0), --top-k 0 (off),\n"
@@ -61,7 +65,11 @@ static void usage(FILE *f)
 		"when a GPU is present; --dtype: the checkpoint's, fp32 cast to f16.\n"
 		"Serving mode: rank 0 registers with the coordinator and runs the requests\n"
 		"it sends until drained or signalled (SIGINT/SIGTERM); --kv-blocks on cpu\n"
-		"defaults to 1024; --max-running to the step's sequence limit.\n");
+		"defaults to 1024; --max-running to the step's sequence limit (--max-seqs,\n"
+		"256). --batching continuous (default) admits a request when the KV blocks\n"
+		"for its prompt are free and preempts the newest sequence when the pool\n"
+		"runs out; simple (or --no-continuous-batching) admits only what fits at\n"
+		"full length (docs/scheduling.md).\n");
 }
 
 static int parse_args(int argc, char **argv, node_args *a, char *err, size_t errlen)
@@ -74,7 +82,8 @@ static int parse_args(int argc, char **argv, node_args *a, char *err, size_t err
 		{"tp", 1, 0, 'x'}, {"pp", 1, 0, 'y'}, {"dtype", 1, 0, 'D'},
 		{"gpu-mem-fraction", 1, 0, 'G'}, {"help", 0, 0, 'h'}, {"coordinator", 1, 0, 'C'},
 		{"model-name", 1, 0, 'M'}, {"heartbeat-ms", 1, 0, 'H'}, {"max-running", 1, 0, 'R'},
-		{"max-waiting", 1, 0, 'W'}, {"min-step-ms", 1, 0, 'S'}, {0, 0, 0, 0}};
+		{"max-waiting", 1, 0, 'W'}, {"min-step-ms", 1, 0, 'S'}, {"batching", 1, 0, 'c'},
+		{"no-continuous-batching", 0, 0, 'N'}, {"max-seqs", 1, 0, 'Q'}, {0, 0, 0, 0}};
 	*a = (node_args){.max_tokens = 32, .max_step_tokens = 2048, .block_tokens = 16,
 			 .top_p = 1.0, .dtype = -1, .mem_fraction = 0.9, .heartbeat_ms = 1000,
 			 .max_waiting = 64};
@@ -111,6 +120,13 @@ static int parse_args(int argc, char **argv, node_args *a, char *err, size_t err
 		case 'R': rc = sl_parse_int("--max-running", optarg, 1, 1 << 16, &a->max_running, err, errlen); break;
 		case 'W': rc = sl_parse_int("--max-waiting", optarg, 0, 1 << 16, &a->max_waiting, err, errlen); break;
 		case 'S': rc = sl_parse_int("--min-step-ms", optarg, 0, 60000, &a->min_step_ms, err, errlen); break;
+		case 'c':
+			if (strcmp(optarg, "continuous") && strcmp(optarg, "simple"))
+				return sl_errf(err, errlen, SL_EINVAL, "--batching: '%s' is not continuous or simple", optarg);
+			a->batching = !strcmp(optarg, "simple") ? NODE_SCHED_SIMPLE : NODE_SCHED_CONTINUOUS;
+			break;
+		case 'N': a->batching = NODE_SCHED_SIMPLE; break;
+		case 'Q': rc = sl_parse_int("--max-seqs", optarg, 1, 1 << 16, &a->max_seqs, err, errlen); break;
 		case 'h': usage(stdout); exit(0);
 		default: return sl_errf(err, errlen, SL_EINVAL, "unknown option (see --help)");
 		}
@@ -145,6 +161,9 @@ static void print_timings(const node_stats *st)
 	fprintf(stderr, "decode: %ld tokens in %.1f ms (%.2f ms/token step, %.1f tokens/s)\n",
 		st->decode_tokens, 1e3 * st->decode_s, ms,
 		st->decode_s > 0 ? st->decode_tokens / st->decode_s : 0);
+	if (st->preemptions)
+		fprintf(stderr, "kv: %ld sequences preempted and recomputed; more --kv-blocks avoids it\n",
+			st->preemptions);
 }
 
 /* Parse every prompt, sum the blocks they need, run them together. */
@@ -213,7 +232,7 @@ static int serve(node_args *a, node_group *g, char *err, size_t errlen)
 	node_leader_opts o = {.coordinator = a->coordinator, .model_name = a->model_name,
 			      .heartbeat_ms = (int)a->heartbeat_ms, .max_running = (int)a->max_running,
 			      .max_waiting = (int)a->max_waiting, .min_step_ms = (int)a->min_step_ms,
-			      .stop = &g_stop};
+			      .batching = a->batching, .stop = &g_stop};
 	return node_leader_run(g, &o, err, errlen);
 }
 
@@ -240,6 +259,7 @@ int main(int argc, char **argv)
 	int cuda = a.device ? !strcmp(a.device, "cuda") : node_group_have_gpu();
 	node_group_opts o = {.model_dir = a.model_dir, .device = a.device, .dtype = a.dtype,
 			     .tp = (int)a.tp, .pp = (int)a.pp, .max_tokens = (int)a.max_step_tokens,
+			     .max_seqs = (int)a.max_seqs,
 			     .block_tokens = (int)a.block_tokens, .mem_fraction = (float)a.mem_fraction,
 			     .n_kv_blocks = (int)(a.kv_blocks ? a.kv_blocks
 						: cuda ? 0 : a.coordinator ? 1024 : default_kv_blocks(&a))};

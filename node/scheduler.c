@@ -1,5 +1,6 @@
 /*
- * scheduler.c — simple batching behind the scheduler interface (see scheduler.h).
+ * scheduler.c — continuous and simple batching behind the scheduler
+ * interface (see scheduler.h).
  * Requests live in one array: the running ones (engine_id >= 0) and the
  * waiting ones in arrival order. Counts are small (hundreds), so linear
  * scans keep it obvious.
@@ -16,7 +17,7 @@ typedef struct sched_req {
 	node_request r;      /* r.prompt points at prompt */
 	int32_t *prompt;     /* owned copy */
 	int engine_id;       /* -1 while waiting */
-	int blocks;          /* KV blocks it holds at its full length */
+	int blocks;          /* KV blocks it needs to be admitted (policy's measure) */
 	int n_reported;      /* generated tokens already reported */
 	uint64_t arrival;
 } sched_req;
@@ -26,7 +27,7 @@ struct node_sched {
 	node_sched_opts o;
 	sched_req *reqs;          /* [cap] running and waiting */
 	int n, cap, n_running;
-	int blocks_reserved;      /* sum of blocks over running requests */
+	int blocks_reserved;      /* sum of blocks over running requests (simple's measure) */
 	uint64_t arrivals;
 	node_sched_event *events; /* [cap] */
 	int32_t *tokens;          /* event tokens */
@@ -36,8 +37,10 @@ struct node_sched {
 int node_sched_create(node_engine *e, const node_sched_opts *o, node_sched **out, char *err,
 		      size_t errlen)
 {
-	if (o->max_running < 1 || o->max_waiting < 0)
-		return sl_errf(err, errlen, SL_EINVAL, "scheduler: max_running >= 1, max_waiting >= 0");
+	if (o->max_running < 1 || o->max_waiting < 0 ||
+	    (o->policy != NODE_SCHED_CONTINUOUS && o->policy != NODE_SCHED_SIMPLE))
+		return sl_errf(err, errlen, SL_EINVAL,
+			       "scheduler: max_running >= 1, max_waiting >= 0, a known policy");
 	node_sched *s = calloc(1, sizeof *s);
 	if (!s)
 		return sl_errf(err, errlen, SL_ENOMEM, "out of memory");
@@ -114,7 +117,8 @@ int node_sched_submit(node_sched *s, uint64_t req_id, const node_request *r, cha
 	memcpy(q->prompt, r->prompt, sizeof(int32_t) * r->n_prompt);
 	q->r.prompt = q->prompt;
 	q->r.prompt_logits = NULL;
-	q->blocks = node_engine_blocks_for(s->e, r->n_prompt + r->max_new_tokens);
+	q->blocks = node_engine_blocks_for(s->e, r->n_prompt + (s->o.policy == NODE_SCHED_SIMPLE
+								  ? r->max_new_tokens : 0));
 	s->n++;
 	return SL_OK;
 }
@@ -167,16 +171,27 @@ static int push_event(node_sched *s, int *n_ev, uint64_t id, const int32_t *t, i
 	return SL_OK;
 }
 
+/* Whether the KV pool has room for q under the policy: simple counts full
+ * lengths against the whole pool; continuous counts q's prompt against the
+ * free blocks less those the running sequences still want (prompts not yet
+ * prefilled, preempted sequences), so a new request never pushes out one
+ * that is waiting to be recomputed. */
+static int kv_room(const node_sched *s, const sched_req *q)
+{
+	if (s->o.policy == NODE_SCHED_SIMPLE)
+		return s->blocks_reserved + q->blocks <= node_engine_total_blocks(s->e);
+	return q->blocks <= node_engine_free_blocks(s->e) - node_engine_blocks_wanted(s->e);
+}
+
 /* FIFO admission under the running and KV limits. A request the engine
  * refuses (it should not: check_request ran) becomes an error event. */
 static int admit(node_sched *s, int *n_ev, char *err, size_t errlen)
 {
-	int total = node_engine_total_blocks(s->e);
 	for (int i = 0; i < s->n && s->n_running < s->o.max_running; i++) {
 		sched_req *q = &s->reqs[i];
 		if (q->engine_id >= 0)
 			continue;
-		if (s->blocks_reserved + q->blocks > total)
+		if (!kv_room(s, q))
 			break; /* FIFO: no overtaking by smaller requests */
 		if (node_engine_add(s->e, &q->r, &q->engine_id, err, errlen)) {
 			q->engine_id = -1;
@@ -252,4 +267,9 @@ void node_sched_load(const node_sched *s, int *running, int *waiting, int *kv_fr
 	*running = s->n_running;
 	*waiting = s->n - s->n_running;
 	*kv_free = node_engine_free_blocks(s->e);
+}
+
+const char *node_sched_policy_name(node_sched_policy p)
+{
+	return p == NODE_SCHED_SIMPLE ? "simple" : "continuous";
 }

@@ -7,11 +7,22 @@
  * touches the engine's sequences itself. The policy lives only here, so a
  * continuous-batching scheduler can replace it behind the same calls.
  *
- * Policy now (simple batching): first come, first admitted, while fewer
- * than max_running sequences run and the KV pool can hold every admitted
- * sequence at its full length (prompt + max_new_tokens), so a sequence
- * once admitted never waits for blocks; the engine then steps all running
- * sequences together.
+ * Two admission policies, both first come first admitted with no
+ * overtaking (a long prompt at the head of the queue waits for its blocks
+ * rather than being starved by shorter ones behind it), both while fewer
+ * than max_running sequences run (docs/scheduling.md):
+ *
+ *   continuous (default): admit when the KV blocks for the prompt are free,
+ *     after what the running sequences still need. Sequences grow into the
+ *     pool as they decode; when it runs out the engine preempts the newest
+ *     and recomputes it later (engine.h). Uses the pool fully.
+ *   simple: admit only when the pool can hold every admitted sequence at
+ *     its full length (prompt + max_new_tokens), so nothing is ever
+ *     preempted but most of the pool sits reserved and unused. Kept to
+ *     measure continuous batching against.
+ *
+ * Either way each engine step carries every running sequence's decode
+ * token plus prefill chunks under the step's token budget.
  */
 #ifndef NODE_SCHED_H
 #define NODE_SCHED_H
@@ -23,9 +34,12 @@
 
 typedef struct node_sched node_sched;
 
+typedef enum { NODE_SCHED_CONTINUOUS = 0, NODE_SCHED_SIMPLE } node_sched_policy;
+
 typedef struct node_sched_opts {
 	int max_running;  /* sequences in the engine at once (>= 1) */
 	int max_waiting;  /* submitted requests beyond those (>= 0) */
+	node_sched_policy policy;
 } node_sched_opts;
 
 typedef enum {
@@ -66,5 +80,6 @@ int node_sched_step(node_sched *s, const node_sched_event **events, int *n_event
 
 int node_sched_busy(const node_sched *s);     /* any request waiting or running */
 void node_sched_load(const node_sched *s, int *running, int *waiting, int *kv_free);
+const char *node_sched_policy_name(node_sched_policy p);
 
 #endif

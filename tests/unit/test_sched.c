@@ -2,7 +2,10 @@
  * test_sched.c — node/scheduler.c, the serving leader's scheduler, on the CPU
  * engine with a golden checkpoint: requests run through it give Hugging
  * Face's greedy tokens, cancel frees KV blocks at once, admission respects
- * max_running, max_waiting and the KV pool, refused requests say why.
+ * max_running, max_waiting and the KV pool (full lengths under the simple
+ * policy, prompts under continuous batching, which then preempts), refused
+ * requests say why. tests/unit/test_batching.c covers continuous batching
+ * at scale.
  */
 #include <check.h>
 #include <stdlib.h>
@@ -22,12 +25,12 @@ typedef struct fixture {
 	model *m;
 	node_engine *e;
 	node_sched *s;
-	int32_t out[GOLDEN_MAX_PROMPTS][128];  /* tokens per request id */
+	int32_t out[GOLDEN_MAX_PROMPTS][256];  /* tokens per request id */
 	int n_out[GOLDEN_MAX_PROMPTS];
 	int finish[GOLDEN_MAX_PROMPTS];
 } fixture;
 
-static void setup(fixture *f, int max_running, int max_waiting)
+static void setup_policy(fixture *f, int max_running, int max_waiting, node_sched_policy policy)
 {
 	char dir[512], err[SL_ERRLEN] = "";
 	const char *root = getenv("SL_GOLDEN_DIR");
@@ -38,8 +41,13 @@ static void setup(fixture *f, int max_running, int max_waiting)
 	model_opts o = {.tp = 1, .pp = 1, .max_tokens = 64, .n_kv_blocks = BLOCKS, .block_tokens = 4};
 	ck_assert_msg(model_create(dir, f->be, &o, &f->m, err, sizeof err) == 0, "%s", err);
 	ck_assert_int_eq(node_engine_create(f->m, &f->e, err, sizeof err), 0);
-	node_sched_opts so = {.max_running = max_running, .max_waiting = max_waiting};
+	node_sched_opts so = {.max_running = max_running, .max_waiting = max_waiting, .policy = policy};
 	ck_assert_msg(node_sched_create(f->e, &so, &f->s, err, sizeof err) == 0, "%s", err);
+}
+
+static void setup(fixture *f, int max_running, int max_waiting)
+{
+	setup_policy(f, max_running, max_waiting, NODE_SCHED_CONTINUOUS);
 }
 
 static void teardown(fixture *f)
@@ -163,12 +171,13 @@ START_TEST(test_limits)
 }
 END_TEST
 
-/* 64 blocks of 4 tokens: two requests of 160 tokens each cannot hold the
- * pool together, so the second waits although max_running allows it. */
+/* Simple policy, 64 blocks of 4 tokens: two requests of 160 tokens each
+ * cannot hold the pool together, so the second waits although max_running
+ * allows it. */
 START_TEST(test_kv_admission)
 {
 	fixture f;
-	setup(&f, 4, 4);
+	setup_policy(&f, 4, 4, NODE_SCHED_SIMPLE);
 	char err[SL_ERRLEN];
 	node_request a = req(&f.g, 0, 160 - f.g.n_prompt[0]), b = req(&f.g, 1, 160 - f.g.n_prompt[1]);
 	ck_assert_int_eq(node_sched_submit(f.s, 0, &a, err, sizeof err), 0);
@@ -184,6 +193,43 @@ START_TEST(test_kv_admission)
 	ck_assert_int_eq(running, 1);
 	ck_assert_int_eq(waiting, 0);
 	node_sched_cancel_all(f.s);
+	teardown(&f);
+}
+END_TEST
+
+/* Continuous batching, the same two requests: both prompts fit, so both
+ * run at once; as they grow past the pool the newer is preempted and
+ * recomputed, and both still give the tokens they give alone. */
+START_TEST(test_kv_admission_continuous)
+{
+	fixture f;
+	char err[SL_ERRLEN];
+	int32_t alone[2][160];
+	int n_alone[2];
+	setup(&f, 4, 4);
+	node_request r[2];
+	for (int i = 0; i < 2; i++) {
+		r[i] = req(&f.g, i, 160 - f.g.n_prompt[i]);
+		node_result res = {0};
+		ck_assert_msg(node_generate(f.e, 1, &r[i], &res, err, sizeof err) == 0, "%s", err);
+		n_alone[i] = res.n_tokens;
+		memcpy(alone[i], res.tokens, sizeof(int32_t) * res.n_tokens);
+		free(res.tokens);
+		ck_assert_int_eq(node_sched_submit(f.s, (uint64_t)i, &r[i], err, sizeof err), 0);
+	}
+	int running, waiting, kv;
+	step(&f);
+	node_sched_load(f.s, &running, &waiting, &kv);
+	ck_assert_int_eq(running, 2);
+	ck_assert_int_eq(waiting, 0);
+	run_all(&f);
+	ck_assert(node_engine_stats(f.e)->preemptions > 0);
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(f.n_out[i], n_alone[i]);
+		for (int k = 0; k < n_alone[i]; k++)
+			ck_assert_msg(f.out[i][k] == alone[i][k], "request %d token %d: got %d, alone %d",
+				      i, k, f.out[i][k], alone[i][k]);
+	}
 	teardown(&f);
 }
 END_TEST
@@ -221,6 +267,7 @@ int main(void)
 	tcase_add_test(tc, test_cancel_frees_blocks);
 	tcase_add_test(tc, test_limits);
 	tcase_add_test(tc, test_kv_admission);
+	tcase_add_test(tc, test_kv_admission_continuous);
 	tcase_add_test(tc, test_fail_all);
 	suite_add_tcase(s, tc);
 	SRunner *r = srunner_create(s);
