@@ -45,7 +45,7 @@ MAIN_coord := coordinator/main.c
 MAIN_cli   := tools/cli.c
 MAINS      := $(MAIN_node) $(MAIN_mkckpt) $(MAIN_tok) $(MAIN_coord) $(MAIN_cli)
 BINS       := $(BUILD)/bin/shardline-node $(BUILD)/bin/shardline-mkckpt $(BUILD)/bin/shardline-tok \
-              $(BUILD)/bin/shardline-coordinator $(BUILD)/bin/shardline
+              $(BUILD)/bin/shardline-coordinator $(BUILD)/bin/shardline $(BUILD)/bin/shardline-loadgen
 
 # Protocol: C generated from proto/*.proto by protoc-c into $(GEN) (never committed).
 PROTOS   := $(wildcard proto/*.proto)
@@ -131,6 +131,10 @@ $(BUILD)/bin/shardline: $(BUILD)/obj/tools/cli.o $(LIB)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/bin/shardline-bench: $(BUILD)/obj/bench/decode.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/bin/shardline-loadgen: $(BUILD)/obj/bench/serve.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 

@@ -26,6 +26,7 @@
 #include "args.h"
 #include "engine.h"
 #include "group.h"
+#include "shapes.h"
 #include "sl.h"
 #include "step.h"
 
@@ -37,25 +38,6 @@ typedef struct bench_args {
 	long tp, pp;
 	int comm_off;
 } bench_args;
-
-static int shape_config(const char *name, model_config *c)
-{
-	memset(c, 0, sizeof *c);
-	c->norm_eps = 1e-5f, c->rope_theta = 10000, c->bos_id = 1, c->n_eos = 0;
-	c->max_pos = 4096, c->vocab_size = 32000;
-	if (!strcmp(name, "7b"))
-		c->dim = 4096, c->hidden_dim = 11008, c->n_layers = 32, c->n_heads = 32, c->n_kv_heads = 32;
-	else if (!strcmp(name, "13b"))
-		c->dim = 5120, c->hidden_dim = 13824, c->n_layers = 40, c->n_heads = 40, c->n_kv_heads = 40;
-	else if (!strcmp(name, "70b"))
-		c->dim = 8192, c->hidden_dim = 28672, c->n_layers = 80, c->n_heads = 64, c->n_kv_heads = 8;
-	else if (!strcmp(name, "tiny"))
-		c->dim = 512, c->hidden_dim = 1376, c->n_layers = 4, c->n_heads = 8, c->n_kv_heads = 8;
-	else
-		return SL_EINVAL;
-	c->head_dim = c->dim / c->n_heads;
-	return SL_OK;
-}
 
 /* Bytes read + written per second by a device-to-device copy of 1 GiB. */
 static double copy_bandwidth(void)
@@ -264,13 +246,12 @@ int main(int argc, char **argv)
 	node_group g = {0};
 	sl_log_set_role("bench", 0, 1);
 	int rc = parse(argc, argv, &a, err, sizeof err);
-	if (!rc && shape_config(a.shape, &cfg))
-		rc = sl_errf(err, sizeof err, SL_EINVAL, "unknown --shape %s", a.shape);
+	if (!rc && model_config_shape(a.shape, (sl_dtype)a.dtype, &cfg))
+		rc = sl_errf(err, sizeof err, SL_EINVAL, "unknown --shape %s (7b, 13b, 70b, tiny)", a.shape);
 	if (rc) {
 		fprintf(stderr, "shardline-bench: %s\n", err);
 		return 1;
 	}
-	cfg.dtype = (sl_dtype)a.dtype;
 	long most = 1;
 	for (int i = 0; i < a.n_batches; i++)
 		most = a.batches[i] > most ? a.batches[i] : most;

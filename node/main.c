@@ -17,6 +17,7 @@
 #include "engine.h"
 #include "group.h"
 #include "leader.h"
+#include "shapes.h"
 #include "sl.h"
 #include "step.h"
 
@@ -24,6 +25,7 @@
 
 typedef struct node_args {
 	const char *model_dir;
+	const char *random_shape; /* instead of a checkpoint: random weights of this shape */
 	const char *device;     /* NULL: cuda when a GPU is present */
 	int dtype;
 	double mem_fraction;
@@ -45,7 +47,8 @@ typedef struct node_args {
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: shardline-node --model DIR --prompt-ids 1,2,3 [--prompt-ids ...]\n"
+		"usage: shardline-node --model DIR|--random-shape 7b|13b|70b|tiny --prompt-ids 1,2,3\n"
+		"                      [--prompt-ids ...]\n"
 		"                      [--max-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
 		"                      [--seed S] [--ignore-eos] [--device cpu|cuda]\n"
 		"                      [--dtype f16|bf16] [--gpu-mem-fraction F]\n"
@@ -63,6 +66,8 @@ static void usage(FILE *f)
 		"--kv-blocks: on cpu enough for every prompt plus its new tokens, on cuda\n"
 		"as many as --gpu-mem-fraction (0.9) of the device holds. --device: cuda\n"
 		"when a GPU is present; --dtype: the checkpoint's, fp32 cast to f16.\n"
+		"--random-shape NAME: no checkpoint; Llama-2-shaped random weights (vocab\n"
+		"32000, context 4096) made on the device, for benchmarks and load tests.\n"
 		"Serving mode: rank 0 registers with the coordinator and runs the requests\n"
 		"it sends until drained or signalled (SIGINT/SIGTERM); --kv-blocks on cpu\n"
 		"defaults to 1024; --max-running to the step's sequence limit (--max-seqs,\n"
@@ -75,7 +80,7 @@ static void usage(FILE *f)
 static int parse_args(int argc, char **argv, node_args *a, char *err, size_t errlen)
 {
 	static const struct option opts[] = {
-		{"model", 1, 0, 'm'}, {"prompt-ids", 1, 0, 'p'}, {"max-tokens", 1, 0, 'n'},
+		{"model", 1, 0, 'm'}, {"random-shape", 1, 0, 0x100}, {"prompt-ids", 1, 0, 'p'}, {"max-tokens", 1, 0, 'n'},
 		{"temperature", 1, 0, 't'}, {"top-k", 1, 0, 'k'}, {"top-p", 1, 0, 'P'},
 		{"seed", 1, 0, 's'}, {"device", 1, 0, 'd'}, {"max-step-tokens", 1, 0, 'T'},
 		{"kv-blocks", 1, 0, 'B'}, {"block-tokens", 1, 0, 'b'}, {"ignore-eos", 0, 0, 'i'},
@@ -91,6 +96,7 @@ static int parse_args(int argc, char **argv, node_args *a, char *err, size_t err
 	while (!rc && (c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
 		case 'm': a->model_dir = optarg; break;
+		case 0x100: a->random_shape = optarg; break;
 		case 'p':
 			if (a->n_prompts == MAX_PROMPTS)
 				return sl_errf(err, errlen, SL_EINVAL, "at most %d prompts", MAX_PROMPTS);
@@ -135,14 +141,16 @@ static int parse_args(int argc, char **argv, node_args *a, char *err, size_t err
 		return rc;
 	if (optind < argc)
 		return sl_errf(err, errlen, SL_EINVAL, "unexpected argument '%s'", argv[optind]);
+	if (!a->model_dir == !a->random_shape)
+		return sl_errf(err, errlen, SL_EINVAL, "give one of --model DIR and --random-shape NAME");
 	if (a->coordinator) {
-		if (!a->model_dir || !a->model_name || a->n_prompts)
+		if (!a->model_name || a->n_prompts)
 			return sl_errf(err, errlen, SL_EINVAL,
-				       "--coordinator needs --model and --model-name, and no --prompt-ids");
+				       "--coordinator needs --model-name, and no --prompt-ids");
 		return SL_OK;
 	}
-	if (!a->model_dir || a->n_prompts == 0)
-		return sl_errf(err, errlen, SL_EINVAL, "--model and --prompt-ids are required");
+	if (a->n_prompts == 0)
+		return sl_errf(err, errlen, SL_EINVAL, "--prompt-ids is required");
 	return SL_OK;
 }
 
@@ -257,7 +265,15 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	int cuda = a.device ? !strcmp(a.device, "cuda") : node_group_have_gpu();
+	model_config shape_cfg;
+	if (a.random_shape && model_config_shape(a.random_shape, a.dtype == SL_DT_BF16 ? SL_DT_BF16
+				 : cuda ? SL_DT_F16 : SL_DT_F32, &shape_cfg)) {
+		fprintf(stderr, "shardline-node: --random-shape %s: expected 7b, 13b, 70b or tiny\n",
+			a.random_shape);
+		return 1;
+	}
 	node_group_opts o = {.model_dir = a.model_dir, .device = a.device, .dtype = a.dtype,
+			     .random_cfg = a.random_shape ? &shape_cfg : NULL, .seed = 1,
 			     .tp = (int)a.tp, .pp = (int)a.pp, .max_tokens = (int)a.max_step_tokens,
 			     .max_seqs = (int)a.max_seqs,
 			     .block_tokens = (int)a.block_tokens, .mem_fraction = (float)a.mem_fraction,

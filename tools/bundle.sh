@@ -15,7 +15,7 @@ if [ -d "$build/tests" ]; then
 	mkdir -p "$out/tests"
 	find "$build/tests" -maxdepth 2 -type f -perm -u+x -exec cp {} "$out/tests/" \;
 fi
-skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcurand|libnccl|libmpi|libopen-|libhwloc|libevent|libpmix|libucp|libucs|libuct|libfabric|libpsm|libibverbs|librdmacm|libnl-|libz\.|libutil\.)'
+skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libresolv\.|libnss_|libanl\.|libcrypt\.|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcurand|libnccl|libmpi|libopen-|libhwloc|libevent|libpmix|libucp|libucs|libuct|libfabric|libpsm|libibverbs|librdmacm|libnl-|libz\.|libutil\.)'
 for f in "$out"/bin/* "$out"/tests/*; do
 	[ -f "$f" ] || continue
 	ldd "$f" 2>/dev/null | awk '/=> \// {print $1, $3}'

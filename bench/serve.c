@@ -1,0 +1,795 @@
+/*
+ * serve.c — shardline-loadgen: the serving benchmark's load generator.
+ * Drives a running coordinator (coordinator/client.h) with N concurrent
+ * streams and reports what a client sees: output tokens/s, requests/s,
+ * time to first token and inter-token latency percentiles. bench/serve.sh
+ * starts the coordinator and a node group around it; docs/benchmarks.md
+ * says how to run it and what every number means.
+ *
+ * Load (closed loop): --streams N DEALER connections, each with one
+ * request in flight; when a request ends, its connection submits the next
+ * one of the workload, until --requests have been sent and answered. The
+ * workload is made up front from --seed, so two runs (and two engines)
+ * see the same requests in the same order:
+ *   --mix fixed    every prompt is --prompt-len ids, every output
+ *                  --output-len tokens;
+ *   --mix uniform  prompt length uniform over the integers in
+ *                  [L(1-s), L(1+s)], output length likewise around
+ *                  --output-len, independently (s = --spread, 0.5);
+ * prompt ids: BOS (1), then ids uniform in [3, --vocab) (no special ids).
+ * Requests are greedy (--temperature 0) with ignore_eos, so every one
+ * generates exactly its output length whatever a random model emits.
+ *
+ * Warm-up (--warmup W, not measured): W requests at once (W connections
+ * for it, whatever --streams is), 16-id prompts,
+ * request i asking for 2 + i tokens, so the engine meets every batch size
+ * from W down to 1 (CUDA graphs are captured per batch size) before the
+ * measured run.
+ *
+ * Metrics, from client-side receive times (CLOCK_MONOTONIC; one thread,
+ * one zmq_poll loop, so a timestamp is when the loop took the message):
+ *   TTFT        first Chunk - submit, per request;
+ *   ITL         gap between consecutive Chunks of a request; a Chunk of k
+ *               tokens counts as k gaps of gap/k (the tokens are taken as
+ *               evenly spaced); the first Chunk's tokens start the clock
+ *               and are no ITL sample;
+ *   TPOT        per request: (last Chunk - first Chunk) / (tokens after
+ *               the first Chunk);
+ *   e2e         Done - submit, per request;
+ *   tokens/s    every output token received / wall time (first submit to
+ *               last Done);
+ *   requests/s  requests finished by length, stop or EOS / wall time.
+ * Percentiles are exact over all samples: nearest rank on the sorted
+ * values (p-th: the ceil(p/100 n)-th smallest). A second connection
+ * samples the coordinator's Status every --status-ms during the run:
+ * the sequences running in the engine, waiting in the leader, queued in
+ * the coordinator (mean and max), which shows how full the batches were.
+ *
+ * Writes a table on stdout and, with --out, the same as JSON. Exits 0
+ * when every request finished, 1 otherwise (the JSON is still written).
+ */
+#include <cjson/cJSON.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <zmq.h>
+
+#include "args.h"
+#include "coordinator/client.h"
+#include "sl.h"
+
+#define LG_MAX_STREAMS 1000 /* ZeroMQ's default socket limit per context is 1023 */
+#define LG_MAX_META 16
+#define LG_POLL_MS 10       /* loop tick: timers (status, progress, deadline) */
+#define LG_PROGRESS_S 10
+
+typedef struct lg_args {
+	const char *endpoint, *model, *out, *mix;
+	long streams, requests, prompt_len, output_len, vocab, warmup, wait_s, timeout_s, status_ms;
+	double spread, temperature;
+	uint64_t seed;
+	int honor_eos;
+	const char *meta[LG_MAX_META]; /* "key=value", copied into the JSON */
+	int n_meta;
+} lg_args;
+
+/* One generation of the workload and what the client saw of it. */
+typedef struct lg_request {
+	int32_t *prompt;          /* [n_prompt] token ids, BOS first */
+	int n_prompt, max_tokens;
+	uint64_t seed;
+	int sent, ended;
+	double t_submit, t_first, t_last, t_end; /* sl_now() seconds */
+	int n_tokens, n_chunks, first_tokens;    /* first_tokens: ids in the first Chunk */
+	int finish;               /* DONE: COORD_FINISH_*; 0 for an Error reply */
+	int error_code;           /* ERROR: COORD_ERR_* */
+	int completion_tokens;    /* as Done reports */
+	double coord_queue_ms, coord_ttft_ms;
+	char message[160];
+} lg_request;
+
+typedef struct lg_stream {
+	coord_client *c;
+	int req;                  /* index of the request in flight, -1: idle */
+	uint64_t tag;
+} lg_stream;
+
+/* Status samples: engine occupancy during the run. */
+typedef struct lg_load {
+	long samples;
+	double running, waiting, queued; /* sums */
+	int running_max, waiting_max, queued_max;
+} lg_load;
+
+/* Growable array of doubles (ITL samples). */
+typedef struct lg_vec {
+	double *v;
+	size_t n, cap;
+} lg_vec;
+
+static int vec_push(lg_vec *a, double x)
+{
+	if (a->n == a->cap) {
+		size_t cap = a->cap ? 2 * a->cap : 4096;
+		double *v = realloc(a->v, cap * sizeof *v);
+		if (!v)
+			return SL_ENOMEM;
+		a->v = v, a->cap = cap;
+	}
+	a->v[a->n++] = x;
+	return SL_OK;
+}
+
+static uint64_t splitmix(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+/* Uniform integer in [lo, hi]. */
+static long uniform(uint64_t *rng, long lo, long hi)
+{
+	return lo + (long)(splitmix(rng) % (uint64_t)(hi - lo + 1));
+}
+
+/* Length around `mean` for the mix: fixed, or uniform over +-spread. */
+static long draw_len(const lg_args *a, long mean, uint64_t *rng)
+{
+	if (strcmp(a->mix, "uniform"))
+		return mean;
+	long lo = lround(mean * (1 - a->spread)), hi = lround(mean * (1 + a->spread));
+	return uniform(rng, lo < 1 ? 1 : lo, hi < 1 ? 1 : hi);
+}
+
+static int make_request(lg_request *r, int n_prompt, int max_tokens, long vocab, uint64_t seed,
+			uint64_t *rng)
+{
+	memset(r, 0, sizeof *r);
+	r->prompt = malloc(sizeof(int32_t) * n_prompt);
+	if (!r->prompt)
+		return SL_ENOMEM;
+	r->prompt[0] = 1;
+	for (int i = 1; i < n_prompt; i++)
+		r->prompt[i] = (int32_t)uniform(rng, 3, vocab - 1);
+	r->n_prompt = n_prompt, r->max_tokens = max_tokens, r->seed = seed;
+	return SL_OK;
+}
+
+/* The measured workload, from the seed alone. */
+static int make_workload(const lg_args *a, lg_request **out)
+{
+	lg_request *w = calloc(a->requests, sizeof *w);
+	uint64_t rng = a->seed;
+	int rc = w ? SL_OK : SL_ENOMEM;
+	for (long i = 0; !rc && i < a->requests; i++) {
+		long p = draw_len(a, a->prompt_len, &rng), o = draw_len(a, a->output_len, &rng);
+		rc = make_request(&w[i], (int)p, (int)o, a->vocab, a->seed + (uint64_t)i, &rng);
+	}
+	*out = w;
+	return rc;
+}
+
+/* Warm-up: request i asks for 2 + i tokens, so batch sizes W..1 all occur. */
+static int make_warmup(const lg_args *a, lg_request **out)
+{
+	lg_request *w = calloc(a->warmup, sizeof *w);
+	uint64_t rng = a->seed ^ 0x5741524D5550ull;
+	int rc = w ? SL_OK : SL_ENOMEM;
+	for (long i = 0; !rc && i < a->warmup; i++)
+		rc = make_request(&w[i], 16, (int)(2 + i), a->vocab, i, &rng);
+	*out = w;
+	return rc;
+}
+
+static void free_requests(lg_request *w, long n)
+{
+	for (long i = 0; w && i < n; i++)
+		free(w[i].prompt);
+	free(w);
+}
+
+/* The run: connections, the workload, where it has got to. */
+typedef struct lg_run {
+	const lg_args *a;
+	lg_stream *streams;       /* max(--streams, --warmup) connections */
+	int n_streams;
+	coord_client *ctl;        /* Status samples */
+	lg_request *reqs;
+	long n_reqs, next, ended, failed;
+	lg_vec itl_ms;
+	lg_load load;
+	int sample_load;
+	uint64_t status_tag;
+	int status_pending;
+	double t_start, t_end;
+	long tokens;
+} lg_run;
+
+static int submit_next(lg_run *R, lg_stream *s, char *err, size_t errlen)
+{
+	s->req = -1;
+	if (R->next >= R->n_reqs)
+		return SL_OK;
+	lg_request *r = &R->reqs[R->next];
+	coord_gen_params p = {.model = R->a->model, .prompt_ids = r->prompt,
+			      .n_prompt_ids = r->n_prompt, .max_tokens = r->max_tokens,
+			      .temperature = (float)R->a->temperature, .seed = r->seed,
+			      .ignore_eos = !R->a->honor_eos};
+	r->t_submit = sl_now();
+	int rc = coord_client_submit(s->c, &p, &s->tag, err, errlen);
+	if (rc)
+		return rc;
+	r->sent = 1;
+	s->req = (int)R->next++;
+	return SL_OK;
+}
+
+static int on_chunk(lg_run *R, lg_request *r, const coord_event *ev, double now)
+{
+	int k = (int)ev->n_token_ids;
+	if (k == 0)
+		return SL_OK; /* text held back and released without new ids: no token arrived */
+	if (r->n_chunks == 0) {
+		r->t_first = now;
+		r->first_tokens = k;
+	} else {
+		double gap_ms = 1e3 * (now - r->t_last) / k;
+		for (int i = 0; i < k; i++)
+			if (vec_push(&R->itl_ms, gap_ms))
+				return SL_ENOMEM;
+	}
+	r->t_last = now;
+	r->n_tokens += k;
+	r->n_chunks++;
+	R->tokens += k;
+	return SL_OK;
+}
+
+static void on_end(lg_run *R, lg_request *r, const coord_event *ev, double now)
+{
+	r->ended = 1;
+	r->t_end = now;
+	if (ev->kind == COORD_EV_DONE) {
+		r->finish = ev->finish;
+		r->completion_tokens = ev->completion_tokens;
+		r->coord_queue_ms = ev->queue_ms, r->coord_ttft_ms = ev->ttft_ms;
+	} else {
+		r->error_code = ev->error_code;
+	}
+	snprintf(r->message, sizeof r->message, "%s", ev->message ? ev->message : "");
+	int ok = ev->kind == COORD_EV_DONE && (ev->finish == COORD_FINISH_LENGTH ||
+					       ev->finish == COORD_FINISH_STOP ||
+					       ev->finish == COORD_FINISH_EOS);
+	if (ok && r->n_tokens != r->completion_tokens)
+		SL_WARN("loadgen", "request %ld: %d tokens streamed, Done says %d", (long)(r - R->reqs),
+			r->n_tokens, r->completion_tokens);
+	if (!ok) {
+		R->failed++;
+		if (R->failed <= 5)
+			SL_WARN("loadgen", "request %ld failed (%s): %s", (long)(r - R->reqs),
+				ev->kind == COORD_EV_DONE ? coord_finish_name(ev->finish)
+							  : coord_error_name(ev->error_code),
+				r->message);
+	}
+	R->ended++;
+	R->t_end = now;
+}
+
+/* Every reply waiting on one stream's socket. */
+static int drain_stream(lg_run *R, lg_stream *s, char *err, size_t errlen)
+{
+	coord_event ev;
+	int got, rc = SL_OK;
+	while (!rc && (got = coord_client_next(s->c, 0, &ev, err, errlen)) == 1) {
+		double now = sl_now();
+		if (ev.kind == COORD_EV_ERROR && ev.tag == 0)
+			rc = sl_errf(err, errlen, SL_EINVAL, "the coordinator refused a frame: %s",
+				     ev.message);
+		else if (s->req < 0 || ev.tag != s->tag)
+			SL_WARN("loadgen", "reply for tag %llu, which is not in flight",
+				(unsigned long long)ev.tag);
+		else if (ev.kind == COORD_EV_CHUNK)
+			rc = on_chunk(R, &R->reqs[s->req], &ev, now);
+		else if (ev.kind == COORD_EV_DONE || ev.kind == COORD_EV_ERROR) {
+			on_end(R, &R->reqs[s->req], &ev, now);
+			rc = submit_next(R, s, err, errlen);
+		}
+		coord_event_release(&ev);
+	}
+	return rc ? rc : got < 0 ? got : SL_OK;
+}
+
+static void on_status(lg_run *R, const coord_event *ev)
+{
+	int running = 0, waiting = 0;
+	for (int i = 0; i < ev->n_groups; i++)
+		running += ev->groups[i].running, waiting += ev->groups[i].waiting;
+	lg_load *L = &R->load;
+	L->samples++;
+	L->running += running, L->waiting += waiting, L->queued += ev->queued;
+	L->running_max = running > L->running_max ? running : L->running_max;
+	L->waiting_max = waiting > L->waiting_max ? waiting : L->waiting_max;
+	L->queued_max = ev->queued > L->queued_max ? ev->queued : L->queued_max;
+}
+
+static int drain_ctl(lg_run *R, char *err, size_t errlen)
+{
+	coord_event ev;
+	int got;
+	while ((got = coord_client_next(R->ctl, 0, &ev, err, errlen)) == 1) {
+		if (ev.kind == COORD_EV_STATUS && ev.tag == R->status_tag) {
+			R->status_pending = 0;
+			if (R->sample_load)
+				on_status(R, &ev);
+		}
+		coord_event_release(&ev);
+	}
+	return got < 0 ? got : SL_OK;
+}
+
+/* Run reqs to the end over the first ns streams (at most one request in
+ * flight on each). A deadline passed ends it early with SL_EIO. */
+static int run_phase(lg_run *R, int ns, lg_request *reqs, long n, int sample_load,
+		     const char *what, char *err, size_t errlen)
+{
+	const lg_args *a = R->a;
+	int rc = SL_OK;
+	zmq_pollitem_t items[LG_MAX_STREAMS + 1];
+	R->reqs = reqs, R->n_reqs = n, R->next = R->ended = R->failed = R->tokens = 0;
+	R->sample_load = sample_load;
+	R->itl_ms.n = 0;
+	R->load = (lg_load){0};
+	for (int i = 0; i < ns; i++)
+		items[i] = (zmq_pollitem_t){coord_client_socket(R->streams[i].c), 0, ZMQ_POLLIN, 0};
+	items[ns] = (zmq_pollitem_t){coord_client_socket(R->ctl), 0, ZMQ_POLLIN, 0};
+	R->t_start = R->t_end = sl_now();
+	double deadline = R->t_start + a->timeout_s, next_status = R->t_start,
+	       next_progress = R->t_start + LG_PROGRESS_S;
+	for (int i = 0; !rc && i < ns; i++)
+		rc = submit_next(R, &R->streams[i], err, errlen);
+	while (!rc && R->ended < n) {
+		double now = sl_now();
+		if (now > deadline) {
+			rc = sl_errf(err, errlen, SL_EIO, "%s: %ld of %ld requests ended in %ld s",
+				     what, R->ended, n, a->timeout_s);
+			break;
+		}
+		if (sample_load && a->status_ms > 0 && now >= next_status && !R->status_pending) {
+			rc = coord_client_status(R->ctl, &R->status_tag, err, errlen);
+			R->status_pending = 1;
+			next_status = now + a->status_ms * 1e-3;
+		}
+		if (now >= next_progress) {
+			SL_INFO("loadgen", "%s: %.0f s, %ld/%ld requests ended, %.0f output tokens/s",
+				what, now - R->t_start, R->ended, n, R->tokens / (now - R->t_start));
+			next_progress += LG_PROGRESS_S;
+		}
+		if (!rc && zmq_poll(items, ns + 1, LG_POLL_MS) < 0)
+			rc = sl_errf(err, errlen, SL_ECOMM, "poll: %s", zmq_strerror(zmq_errno()));
+		for (int i = 0; !rc && i < ns; i++)
+			if (items[i].revents & ZMQ_POLLIN)
+				rc = drain_stream(R, &R->streams[i], err, errlen);
+		if (!rc && (items[ns].revents & ZMQ_POLLIN))
+			rc = drain_ctl(R, err, errlen);
+	}
+	/* whatever is still in flight (deadline, error): cancel it; the run
+	 * then lasted until now */
+	if (R->ended < n)
+		R->t_end = sl_now();
+	for (int i = 0; i < ns; i++)
+		if (R->streams[i].req >= 0) {
+			char e2[SL_ERRLEN];
+			coord_client_cancel(R->streams[i].c, R->streams[i].tag, e2, sizeof e2);
+			R->streams[i].req = -1;
+		}
+	return rc;
+}
+
+/* Wait until a live, non-draining group serves; keep its Status. */
+static int wait_ready(lg_run *R, coord_event *st, char *err, size_t errlen)
+{
+	double deadline = sl_now() + R->a->wait_s;
+	while (sl_now() < deadline) {
+		uint64_t tag;
+		int rc = coord_client_status(R->ctl, &tag, err, errlen);
+		if (rc)
+			return rc;
+		double until = sl_now() + 1.0;
+		while (sl_now() < until) {
+			int got = coord_client_next(R->ctl, 100, st, err, errlen);
+			if (got < 0)
+				return got;
+			if (got == 0)
+				continue;
+			if (st->kind == COORD_EV_STATUS && st->tag == tag) {
+				for (int i = 0; i < st->n_groups; i++)
+					if (!st->groups[i].draining)
+						return SL_OK;
+				break;
+			}
+			coord_event_release(st);
+		}
+		if (st->kind == COORD_EV_STATUS)
+			coord_event_release(st);
+		struct timespec ts = {0, 250 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	return sl_errf(err, errlen, SL_EIO, "no node group served at %s within %ld s",
+		       R->a->endpoint, R->a->wait_s);
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+	double a = *(const double *)x, b = *(const double *)y;
+	return (a > b) - (a < b);
+}
+
+/* Nearest rank on sorted v: the ceil(p/100 n)-th smallest. */
+static double pct(const double *v, size_t n, double p)
+{
+	if (n == 0)
+		return NAN;
+	size_t k = (size_t)ceil(p / 100.0 * (double)n);
+	k = k < 1 ? 1 : k > n ? n : k;
+	return v[k - 1];
+}
+
+typedef struct lg_dist {
+	size_t n;
+	double mean, p50, p90, p99, max;
+} lg_dist;
+
+/* Sorts v in place. */
+static lg_dist dist(double *v, size_t n)
+{
+	lg_dist d = {.n = n, .mean = NAN, .p50 = NAN, .p90 = NAN, .p99 = NAN, .max = NAN};
+	if (n == 0)
+		return d;
+	qsort(v, n, sizeof *v, cmp_double);
+	double s = 0;
+	for (size_t i = 0; i < n; i++)
+		s += v[i];
+	d.mean = s / n, d.p50 = pct(v, n, 50), d.p90 = pct(v, n, 90), d.p99 = pct(v, n, 99);
+	d.max = v[n - 1];
+	return d;
+}
+
+typedef struct lg_report {
+	double wall_s, tokens_per_s, requests_per_s;
+	long ok, failed, unanswered, output_tokens, prompt_tokens;
+	lg_dist ttft_ms, itl_ms, tpot_ms, e2e_ms;
+} lg_report;
+
+static int summarize(lg_run *R, lg_report *o)
+{
+	long n = R->n_reqs;
+	double *ttft = malloc(sizeof(double) * (n + 1)), *tpot = malloc(sizeof(double) * (n + 1)),
+	       *e2e = malloc(sizeof(double) * (n + 1));
+	size_t nt = 0, np = 0, ne = 0;
+	if (!ttft || !tpot || !e2e) {
+		free(ttft), free(tpot), free(e2e);
+		return SL_ENOMEM;
+	}
+	memset(o, 0, sizeof *o);
+	for (long i = 0; i < n; i++) {
+		const lg_request *r = &R->reqs[i];
+		o->output_tokens += r->n_tokens;
+		if (!r->sent)
+			continue;
+		o->prompt_tokens += r->n_prompt;
+		if (!r->ended)
+			o->unanswered++;
+		if (r->n_chunks > 0)
+			ttft[nt++] = 1e3 * (r->t_first - r->t_submit);
+		if (r->n_tokens > r->first_tokens)
+			tpot[np++] = 1e3 * (r->t_last - r->t_first) / (r->n_tokens - r->first_tokens);
+		if (r->ended && (r->finish == COORD_FINISH_LENGTH || r->finish == COORD_FINISH_STOP ||
+				 r->finish == COORD_FINISH_EOS)) {
+			o->ok++;
+			e2e[ne++] = 1e3 * (r->t_end - r->t_submit);
+		}
+	}
+	o->failed = R->failed;
+	o->wall_s = R->t_end - R->t_start;
+	o->tokens_per_s = o->wall_s > 0 ? o->output_tokens / o->wall_s : 0;
+	o->requests_per_s = o->wall_s > 0 ? o->ok / o->wall_s : 0;
+	o->ttft_ms = dist(ttft, nt);
+	o->tpot_ms = dist(tpot, np);
+	o->e2e_ms = dist(e2e, ne);
+	o->itl_ms = dist(R->itl_ms.v, R->itl_ms.n);
+	free(ttft), free(tpot), free(e2e);
+	return SL_OK;
+}
+
+static void print_report(const lg_run *R, const lg_report *o, const coord_event *st)
+{
+	const lg_args *a = R->a;
+	for (int i = 0; i < st->n_groups; i++) {
+		const coord_group_info *g = &st->groups[i];
+		printf("group %u %s: model %s, tp %d x pp %d, %d KV blocks of %d tokens, context %d\n",
+		       g->id, g->name, g->model, g->tp, g->pp, g->kv_blocks, g->block_tokens, g->max_pos);
+	}
+	printf("load: %ld streams, %ld requests, mix %s: prompt %ld, output %ld%s, seed %llu\n",
+	       a->streams, a->requests, a->mix, a->prompt_len, a->output_len,
+	       strcmp(a->mix, "uniform") ? "" : " (uniform +-spread)", (unsigned long long)a->seed);
+	printf("%-18s %ld ok, %ld failed, %ld unanswered; %ld prompt + %ld output tokens in %.2f s\n",
+	       "requests", o->ok, o->failed, o->unanswered, o->prompt_tokens, o->output_tokens,
+	       o->wall_s);
+	printf("%-18s %.1f\n", "output tokens/s", o->tokens_per_s);
+	printf("%-18s %.2f\n", "requests/s", o->requests_per_s);
+	printf("%-18s %8s %8s %8s %8s %8s\n", "", "p50", "p90", "p99", "max", "mean");
+	const struct { const char *name; const lg_dist *d; } rows[] = {
+		{"TTFT ms", &o->ttft_ms}, {"ITL ms", &o->itl_ms}, {"TPOT ms", &o->tpot_ms},
+		{"e2e latency ms", &o->e2e_ms}};
+	for (int i = 0; i < 4; i++)
+		printf("%-18s %8.1f %8.1f %8.1f %8.1f %8.1f  (%zu samples)\n", rows[i].name,
+		       rows[i].d->p50, rows[i].d->p90, rows[i].d->p99, rows[i].d->max, rows[i].d->mean,
+		       rows[i].d->n);
+	const lg_load *L = &R->load;
+	if (L->samples)
+		printf("%-18s running mean %.1f max %d, waiting in leader mean %.1f max %d, "
+		       "queued mean %.1f max %d (%ld samples)\n", "engine load",
+		       L->running / L->samples, L->running_max, L->waiting / L->samples,
+		       L->waiting_max, L->queued / L->samples, L->queued_max, L->samples);
+}
+
+static cJSON *dist_json(const lg_dist *d)
+{
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddNumberToObject(j, "n", (double)d->n);
+	/* cJSON writes NaN as null, which is what an empty distribution is */
+	cJSON_AddNumberToObject(j, "p50", d->p50);
+	cJSON_AddNumberToObject(j, "p90", d->p90);
+	cJSON_AddNumberToObject(j, "p99", d->p99);
+	cJSON_AddNumberToObject(j, "max", d->max);
+	cJSON_AddNumberToObject(j, "mean", d->mean);
+	return j;
+}
+
+static int write_json(const char *path, const lg_run *R, const lg_report *o, const coord_event *st)
+{
+	const lg_args *a = R->a;
+	cJSON *j = cJSON_CreateObject(), *meta = cJSON_CreateObject(), *load = cJSON_CreateObject(),
+	      *groups = cJSON_CreateArray(), *reqs = cJSON_CreateArray();
+	char date[32];
+	time_t now = time(NULL);
+	strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+	cJSON_AddStringToObject(j, "date", date);
+	for (int i = 0; i < a->n_meta; i++) {
+		const char *eq = strchr(a->meta[i], '=');
+		char key[64];
+		snprintf(key, sizeof key, "%.*s", (int)(eq - a->meta[i]), a->meta[i]);
+		cJSON_AddStringToObject(meta, key, eq + 1);
+	}
+	cJSON_AddItemToObject(j, "meta", meta);
+	cJSON_AddStringToObject(j, "mix", a->mix);
+	cJSON_AddNumberToObject(j, "streams", a->streams);
+	cJSON_AddNumberToObject(j, "requests", a->requests);
+	cJSON_AddNumberToObject(j, "prompt_len", a->prompt_len);
+	cJSON_AddNumberToObject(j, "output_len", a->output_len);
+	cJSON_AddNumberToObject(j, "spread", strcmp(a->mix, "uniform") ? 0 : a->spread);
+	cJSON_AddNumberToObject(j, "seed", (double)a->seed);
+	cJSON_AddNumberToObject(j, "temperature", a->temperature);
+	cJSON_AddBoolToObject(j, "ignore_eos", !a->honor_eos);
+	cJSON_AddNumberToObject(j, "warmup", a->warmup);
+	for (int i = 0; i < st->n_groups; i++) {
+		const coord_group_info *g = &st->groups[i];
+		cJSON *x = cJSON_CreateObject();
+		cJSON_AddNumberToObject(x, "id", g->id);
+		cJSON_AddStringToObject(x, "name", g->name);
+		cJSON_AddStringToObject(x, "model", g->model);
+		cJSON_AddNumberToObject(x, "tp", g->tp);
+		cJSON_AddNumberToObject(x, "pp", g->pp);
+		cJSON_AddNumberToObject(x, "kv_blocks", g->kv_blocks);
+		cJSON_AddNumberToObject(x, "block_tokens", g->block_tokens);
+		cJSON_AddNumberToObject(x, "max_pos", g->max_pos);
+		cJSON_AddItemToArray(groups, x);
+	}
+	cJSON_AddItemToObject(j, "groups", groups);
+	cJSON_AddNumberToObject(j, "ok", o->ok);
+	cJSON_AddNumberToObject(j, "failed", o->failed);
+	cJSON_AddNumberToObject(j, "unanswered", o->unanswered);
+	cJSON_AddNumberToObject(j, "prompt_tokens", o->prompt_tokens);
+	cJSON_AddNumberToObject(j, "output_tokens", o->output_tokens);
+	cJSON_AddNumberToObject(j, "wall_s", o->wall_s);
+	cJSON_AddNumberToObject(j, "output_tokens_per_s", o->tokens_per_s);
+	cJSON_AddNumberToObject(j, "requests_per_s", o->requests_per_s);
+	cJSON_AddItemToObject(j, "ttft_ms", dist_json(&o->ttft_ms));
+	cJSON_AddItemToObject(j, "itl_ms", dist_json(&o->itl_ms));
+	cJSON_AddItemToObject(j, "tpot_ms", dist_json(&o->tpot_ms));
+	cJSON_AddItemToObject(j, "e2e_ms", dist_json(&o->e2e_ms));
+	const lg_load *L = &R->load;
+	double ns = L->samples ? (double)L->samples : NAN;
+	cJSON_AddNumberToObject(load, "samples", (double)L->samples);
+	cJSON_AddNumberToObject(load, "running_mean", L->running / ns);
+	cJSON_AddNumberToObject(load, "running_max", L->running_max);
+	cJSON_AddNumberToObject(load, "waiting_mean", L->waiting / ns);
+	cJSON_AddNumberToObject(load, "waiting_max", L->waiting_max);
+	cJSON_AddNumberToObject(load, "queued_mean", L->queued / ns);
+	cJSON_AddNumberToObject(load, "queued_max", L->queued_max);
+	cJSON_AddItemToObject(j, "engine_load", load);
+	/* per request, in workload order: one row of request_fields */
+	cJSON_AddItemToObject(j, "request_fields",
+			      cJSON_CreateStringArray((const char *[]){"prompt_tokens", "output_tokens",
+								       "submit_s", "ttft_ms", "e2e_ms",
+								       "finish", "coord_queue_ms",
+								       "coord_ttft_ms"}, 8));
+	for (long i = 0; i < R->n_reqs; i++) {
+		const lg_request *r = &R->reqs[i];
+		double row[] = {r->n_prompt, r->n_tokens,
+				r->sent ? round(1e6 * (r->t_submit - R->t_start)) / 1e6 : NAN,
+				r->n_chunks ? round(1e6 * (r->t_first - r->t_submit)) / 1e3 : NAN,
+				r->ended ? round(1e6 * (r->t_end - r->t_submit)) / 1e3 : NAN, r->finish,
+				round(1e3 * r->coord_queue_ms) / 1e3, round(1e3 * r->coord_ttft_ms) / 1e3};
+		cJSON_AddItemToArray(reqs, cJSON_CreateDoubleArray(row, 8));
+	}
+	cJSON_AddItemToObject(j, "per_request", reqs);
+	char *txt = cJSON_Print(j);
+	cJSON_Delete(j);
+	FILE *f = txt ? fopen(path, "w") : NULL;
+	int ok = f && fputs(txt, f) >= 0;
+	if (f)
+		ok &= fclose(f) == 0;
+	free(txt);
+	return ok ? SL_OK : SL_EIO;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: shardline-loadgen [--coordinator tcp://127.0.0.1:5555] [--model NAME]\n"
+		"         [--streams 8] [--requests 4*streams] [--mix fixed|uniform]\n"
+		"         [--prompt-len 512] [--output-len 256] [--spread 0.5] [--vocab 32000]\n"
+		"         [--seed 1] [--temperature 0] [--honor-eos] [--warmup 0]\n"
+		"         [--status-ms 200] [--wait-s 300] [--timeout-s 600]\n"
+		"         [--out FILE.json] [--meta KEY=VALUE]...\n"
+		"N concurrent streams (one DEALER each, one request in flight each) run a\n"
+		"seeded synthetic workload through the coordinator; prints output tokens/s,\n"
+		"requests/s, TTFT / inter-token latency / TPOT / end-to-end percentiles.\n"
+		"--mix uniform: lengths uniform in [L(1-spread), L(1+spread)]. Prompt ids\n"
+		"are BOS then uniform in [3, vocab). ignore_eos unless --honor-eos.\n"
+		"--warmup W: W unmeasured requests first (outputs of 2..W+1 tokens).\n"
+		"--meta: strings copied into the JSON's \"meta\" (device, scheduler, ...).\n");
+}
+
+static int parse(int argc, char **argv, lg_args *a, char *err, size_t errlen)
+{
+	static const struct option o[] = {
+		{"coordinator", 1, 0, 'c'}, {"model", 1, 0, 'm'}, {"streams", 1, 0, 'n'},
+		{"requests", 1, 0, 'r'}, {"mix", 1, 0, 'x'}, {"prompt-len", 1, 0, 'p'},
+		{"output-len", 1, 0, 'o'}, {"spread", 1, 0, 'S'}, {"vocab", 1, 0, 'v'},
+		{"seed", 1, 0, 's'}, {"temperature", 1, 0, 't'}, {"honor-eos", 0, 0, 'E'},
+		{"warmup", 1, 0, 'w'}, {"status-ms", 1, 0, 'i'}, {"wait-s", 1, 0, 'W'},
+		{"timeout-s", 1, 0, 'T'}, {"out", 1, 0, 'O'}, {"meta", 1, 0, 'M'},
+		{"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+	const char *env = getenv("SHARDLINE_COORDINATOR");
+	*a = (lg_args){.endpoint = env && *env ? env : "tcp://127.0.0.1:5555", .mix = "fixed",
+		       .streams = 8, .prompt_len = 512, .output_len = 256, .spread = 0.5,
+		       .vocab = 32000, .seed = 1, .status_ms = 200, .wait_s = 300, .timeout_s = 600};
+	int c, rc = 0;
+	while (!rc && (c = getopt_long(argc, argv, "", o, NULL)) != -1) {
+		switch (c) {
+		case 'c': a->endpoint = optarg; break;
+		case 'm': a->model = optarg; break;
+		case 'n': rc = sl_parse_int("--streams", optarg, 1, LG_MAX_STREAMS, &a->streams, err, errlen); break;
+		case 'r': rc = sl_parse_int("--requests", optarg, 1, 1 << 20, &a->requests, err, errlen); break;
+		case 'x':
+			if (strcmp(optarg, "fixed") && strcmp(optarg, "uniform"))
+				return sl_errf(err, errlen, SL_EINVAL, "--mix: '%s' is not fixed or uniform", optarg);
+			a->mix = optarg;
+			break;
+		case 'p': rc = sl_parse_int("--prompt-len", optarg, 1, 65536, &a->prompt_len, err, errlen); break;
+		case 'o': rc = sl_parse_int("--output-len", optarg, 1, 1 << 20, &a->output_len, err, errlen); break;
+		case 'S': rc = sl_parse_float("--spread", optarg, 0, 0.99, &a->spread, err, errlen); break;
+		case 'v': rc = sl_parse_int("--vocab", optarg, 4, 1 << 24, &a->vocab, err, errlen); break;
+		case 's': rc = sl_parse_u64("--seed", optarg, &a->seed, err, errlen); break;
+		case 't': rc = sl_parse_float("--temperature", optarg, 0, 100, &a->temperature, err, errlen); break;
+		case 'E': a->honor_eos = 1; break;
+		case 'w': rc = sl_parse_int("--warmup", optarg, 0, LG_MAX_STREAMS, &a->warmup, err, errlen); break;
+		case 'i': rc = sl_parse_int("--status-ms", optarg, 0, 60000, &a->status_ms, err, errlen); break;
+		case 'W': rc = sl_parse_int("--wait-s", optarg, 0, 86400, &a->wait_s, err, errlen); break;
+		case 'T': rc = sl_parse_int("--timeout-s", optarg, 1, 86400, &a->timeout_s, err, errlen); break;
+		case 'O': a->out = optarg; break;
+		case 'M':
+			if (!strchr(optarg, '=') || strchr(optarg, '=') == optarg || a->n_meta == LG_MAX_META)
+				return sl_errf(err, errlen, SL_EINVAL, "--meta: KEY=VALUE, at most %d", LG_MAX_META);
+			a->meta[a->n_meta++] = optarg;
+			break;
+		case 'h': usage(stdout); exit(0);
+		default: return sl_errf(err, errlen, SL_EINVAL, "unknown option (see --help)");
+		}
+	}
+	if (!rc && optind < argc)
+		rc = sl_errf(err, errlen, SL_EINVAL, "unexpected argument '%s'", argv[optind]);
+	if (!rc && !a->requests)
+		a->requests = 4 * a->streams;
+	/* with uniform lengths the longest prompt is L(1+spread) */
+	if (!rc && lround(a->prompt_len * (1 + (strcmp(a->mix, "uniform") ? 0 : a->spread))) > 65536)
+		rc = sl_errf(err, errlen, SL_EINVAL, "prompts of over 65536 ids are refused by the coordinator");
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	char err[SL_ERRLEN] = "";
+	lg_args a;
+	lg_run R = {0};
+	lg_report rep;
+	lg_request *work = NULL, *warm = NULL;
+	coord_event st = {0};
+	void *ctx = NULL;
+	sl_log_set_role("loadgen", 0, 1);
+	int rc = parse(argc, argv, &a, err, sizeof err);
+	if (rc) {
+		fprintf(stderr, "shardline-loadgen: %s\n", err);
+		if (rc == SL_EINVAL)
+			usage(stderr);
+		return 2;
+	}
+	/* each connection holds a few descriptors (TCP, ZeroMQ's signaller) */
+	struct rlimit nofile;
+	if (!getrlimit(RLIMIT_NOFILE, &nofile) && nofile.rlim_cur < nofile.rlim_max) {
+		nofile.rlim_cur = nofile.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &nofile);
+	}
+	R.a = &a;
+	R.n_streams = (int)(a.warmup > a.streams ? a.warmup : a.streams);
+	rc = make_workload(&a, &work);
+	if (!rc)
+		rc = make_warmup(&a, &warm);
+	if (!rc && !(ctx = zmq_ctx_new()))
+		rc = sl_errf(err, sizeof err, SL_ECOMM, "zmq_ctx_new failed");
+	if (!rc && (rc = zmq_ctx_set(ctx, ZMQ_MAX_SOCKETS, LG_MAX_STREAMS + 8)))
+		rc = sl_errf(err, sizeof err, SL_ECOMM, "zmq_ctx_set: %s", zmq_strerror(zmq_errno()));
+	if (!rc && !(R.streams = calloc(R.n_streams, sizeof *R.streams)))
+		rc = SL_ENOMEM;
+	if (!rc)
+		rc = coord_client_create(ctx, a.endpoint, &R.ctl, err, sizeof err);
+	for (int i = 0; !rc && i < R.n_streams; i++)
+		rc = coord_client_create(ctx, a.endpoint, &R.streams[i].c, err, sizeof err);
+	if (!rc)
+		rc = wait_ready(&R, &st, err, sizeof err);
+	if (!rc && a.warmup) {
+		SL_INFO("loadgen", "warm-up: %ld requests of 16 + 2..%ld tokens", a.warmup, a.warmup + 1);
+		rc = run_phase(&R, (int)a.warmup, warm, a.warmup, 0, "warm-up", err, sizeof err);
+		if (!rc && R.failed)
+			rc = sl_errf(err, sizeof err, SL_EIO, "%ld warm-up requests failed", R.failed);
+	}
+	int measured = 0;
+	if (!rc) {
+		SL_INFO("loadgen", "run: %ld streams, %ld requests (%s, prompt %ld, output %ld)",
+			a.streams, a.requests, a.mix, a.prompt_len, a.output_len);
+		rc = run_phase(&R, (int)a.streams, work, a.requests, 1, "run", err, sizeof err);
+		measured = 1;
+	}
+	/* a run cut short still reports what it measured */
+	if (measured && summarize(&R, &rep) == SL_OK) {
+		print_report(&R, &rep, &st);
+		if (a.out && write_json(a.out, &R, &rep, &st)) {
+			fprintf(stderr, "shardline-loadgen: cannot write %s\n", a.out);
+			rc = rc ? rc : SL_EIO;
+		}
+		if (!rc && (rep.failed || rep.unanswered))
+			rc = sl_errf(err, sizeof err, SL_EIO, "%ld requests failed", rep.failed + rep.unanswered);
+	}
+	if (rc)
+		fprintf(stderr, "shardline-loadgen: %s\n", err[0] ? err : "failed");
+	if (st.kind == COORD_EV_STATUS)
+		coord_event_release(&st);
+	for (int i = 0; R.streams && i < R.n_streams; i++)
+		coord_client_destroy(R.streams[i].c);
+	free(R.streams);
+	coord_client_destroy(R.ctl);
+	free(R.itl_ms.v);
+	free_requests(work, a.requests);
+	free_requests(warm, a.warmup);
+	if (ctx)
+		zmq_ctx_term(ctx);
+	return rc ? 1 : 0;
+}
