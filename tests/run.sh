@@ -7,6 +7,8 @@ passed=0; failed=0
 for t in "$@"; do
 	out=$("$t" 2>&1); rc=$?
 	printf '%s\n' "$out" | grep -v '^[0-9]*%: Checks' | grep -E 'FAIL|Failure|Error|error' | head -20
+	# kernel tests report their worst error per case: keep them in the log
+	printf '%s\n' "$out" | grep -E 'worst rel err|mismatches' | sed "s/^/$label: /"
 	line=$(printf '%s\n' "$out" | grep -E '^[0-9]+%: Checks: ' | tail -1)
 	if [ -n "$line" ]; then
 		n=$(echo "$line" | sed -E 's/.*Checks: ([0-9]+).*/\1/')
