@@ -34,7 +34,7 @@ CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
 
 CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Wno-unused-parameter \
-           -fopenmp -I. -Ikernels -Inode -Iparallel -I$(GEN) $(PKG_CFLAGS) $(MPI_CFLAGS) $(SANFL)
+           -fopenmp -I. -Icommon -Iproto -Ikernels -Inode -Iparallel -I$(GEN) $(PKG_CFLAGS) $(MPI_CFLAGS) $(SANFL)
 LDLIBS  += $(PKG_LIBS) $(MPI_LIBS) -fopenmp -lm -lpthread $(SANFL)
 
 # Binaries: each main source and the name it is installed under.
@@ -53,14 +53,15 @@ GEN_SRCS := $(PROTOS:%.proto=$(GEN)/%.pb-c.c)
 GEN_HDRS := $(GEN_SRCS:.c=.h)
 GEN_OBJS := $(GEN_SRCS:$(GEN)/%.c=$(BUILD)/obj/gen/%.o)
 
-LIB_SRCS := $(filter-out $(MAINS),$(wildcard kernels/*.c node/*.c parallel/*.c coordinator/*.c))
+LIB_SRCS := $(filter-out $(MAINS),$(wildcard common/*.c proto/*.c client/*.c kernels/*.c \
+              parallel/*.c node/*.c coordinator/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(GEN_OBJS)
 
 ifeq ($(CUDA),1)
 CU_SRCS   := $(wildcard kernels/*.cu node/*.cu parallel/*.cu)
 CU_OBJS   := $(CU_SRCS:%.cu=$(BUILD)/obj/%.cu.o)
 GENCODE   := $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a))
-NVCCFLAGS := -std=c++17 -O3 -lineinfo $(GENCODE) -I. -Ikernels -Inode -Iparallel \
+NVCCFLAGS := -std=c++17 -O3 -lineinfo $(GENCODE) -I. -Icommon -Ikernels -Inode -Iparallel \
              -Xcompiler -fPIC --expt-relaxed-constexpr -DSL_HAVE_CUDA
 CFLAGS    += -DSL_HAVE_CUDA -I$(CUDA_HOME)/include
 LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 \
@@ -68,6 +69,9 @@ LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 \
 endif
 
 LIB := $(BUILD)/libshardline.a
+# What only tools and tests use (writing checkpoints), kept out of LIB.
+TOOLS_LIB_SRCS := tools/st_writer.c
+TOOLS_LIB := $(BUILD)/libshardline-tools.a
 
 # Objects depend on the build configuration: changing CUDA, CUDA_ARCHS,
 # DEBUG or SANITIZE rebuilds everything instead of mixing old objects in.
@@ -110,11 +114,15 @@ $(LIB): $(LIB_OBJS) $(CU_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
+$(TOOLS_LIB): $(TOOLS_LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
 $(BUILD)/bin/shardline-node: $(BUILD)/obj/node/main.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/bin/shardline-mkckpt: $(BUILD)/obj/tools/mkckpt.o $(LIB)
+$(BUILD)/bin/shardline-mkckpt: $(BUILD)/obj/tools/mkckpt.o $(TOOLS_LIB) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
@@ -138,9 +146,9 @@ $(BUILD)/bin/shardline-loadgen: $(BUILD)/obj/bench/serve.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/unit/%.c $(LIB)
+$(BUILD)/tests/%: tests/unit/%.c $(TOOLS_LIB) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Itests $< $(LIB) -o $@ $(LDLIBS) $(CHECK_LIBS)
+	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Itests $< $(TOOLS_LIB) $(LIB) -o $@ $(LDLIBS) $(CHECK_LIBS)
 
 $(BUILD)/tests/mpi/%: tests/mpi/%.c $(LIB)
 	@mkdir -p $(dir $@)

@@ -1,6 +1,6 @@
 /*
  * serve.c — shardline-loadgen: the serving benchmark's load generator.
- * Drives a running coordinator (coordinator/client.h) with N concurrent
+ * Drives a running coordinator (client/client.h) with N concurrent
  * streams and reports what a client sees: output tokens/s, requests/s,
  * time to first token and inter-token latency percentiles. bench/serve.sh
  * starts the coordinator and a node group around it; docs/benchmarks.md
@@ -59,7 +59,8 @@
 #include <zmq.h>
 
 #include "args.h"
-#include "coordinator/client.h"
+#include "client/client.h"
+#include "rng.h"
 #include "sl.h"
 
 #define LG_MAX_STREAMS 1000 /* ZeroMQ's default socket limit per context is 1023 */
@@ -85,15 +86,15 @@ typedef struct lg_request {
 	int sent, ended;
 	double t_submit, t_first, t_last, t_end; /* sl_now() seconds */
 	int n_tokens, n_chunks, first_tokens;    /* first_tokens: ids in the first Chunk */
-	int finish;               /* DONE: COORD_FINISH_*; 0 for an Error reply */
-	int error_code;           /* ERROR: COORD_ERR_* */
+	int finish;               /* DONE: SL_FINISH_*; 0 for an Error reply */
+	int error_code;           /* ERROR: SL_ERR_* */
 	int completion_tokens;    /* as Done reports */
 	double coord_queue_ms, coord_ttft_ms;
 	char message[160];
 } lg_request;
 
 typedef struct lg_stream {
-	coord_client *c;
+	sl_client *c;
 	int req;                  /* index of the request in flight, -1: idle */
 	uint64_t tag;
 } lg_stream;
@@ -124,18 +125,10 @@ static int vec_push(lg_vec *a, double x)
 	return SL_OK;
 }
 
-static uint64_t splitmix(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
-}
-
 /* Uniform integer in [lo, hi]. */
 static long uniform(uint64_t *rng, long lo, long hi)
 {
-	return lo + (long)(splitmix(rng) % (uint64_t)(hi - lo + 1));
+	return lo + (long)(sl_splitmix64(rng) % (uint64_t)(hi - lo + 1));
 }
 
 /* Length around `mean` for the mix: fixed, or uniform over +-spread. */
@@ -199,7 +192,7 @@ typedef struct lg_run {
 	const lg_args *a;
 	lg_stream *streams;       /* max(--streams, --warmup) connections */
 	int n_streams;
-	coord_client *ctl;        /* Status samples */
+	sl_client *ctl;        /* Status samples */
 	lg_request *reqs;
 	long n_reqs, next, ended, failed;
 	lg_vec itl_ms;
@@ -217,12 +210,12 @@ static int submit_next(lg_run *R, lg_stream *s, char *err, size_t errlen)
 	if (R->next >= R->n_reqs)
 		return SL_OK;
 	lg_request *r = &R->reqs[R->next];
-	coord_gen_params p = {.model = R->a->model, .prompt_ids = r->prompt,
+	sl_gen_params p = {.model = R->a->model, .prompt_ids = r->prompt,
 			      .n_prompt_ids = r->n_prompt, .max_tokens = r->max_tokens,
 			      .temperature = (float)R->a->temperature, .seed = r->seed,
 			      .ignore_eos = !R->a->honor_eos};
 	r->t_submit = sl_now();
-	int rc = coord_client_submit(s->c, &p, &s->tag, err, errlen);
+	int rc = sl_client_submit(s->c, &p, &s->tag, err, errlen);
 	if (rc)
 		return rc;
 	r->sent = 1;
@@ -230,7 +223,7 @@ static int submit_next(lg_run *R, lg_stream *s, char *err, size_t errlen)
 	return SL_OK;
 }
 
-static int on_chunk(lg_run *R, lg_request *r, const coord_event *ev, double now)
+static int on_chunk(lg_run *R, lg_request *r, const sl_event *ev, double now)
 {
 	int k = (int)ev->n_token_ids;
 	if (k == 0)
@@ -251,11 +244,11 @@ static int on_chunk(lg_run *R, lg_request *r, const coord_event *ev, double now)
 	return SL_OK;
 }
 
-static void on_end(lg_run *R, lg_request *r, const coord_event *ev, double now)
+static void on_end(lg_run *R, lg_request *r, const sl_event *ev, double now)
 {
 	r->ended = 1;
 	r->t_end = now;
-	if (ev->kind == COORD_EV_DONE) {
+	if (ev->kind == SL_EV_DONE) {
 		r->finish = ev->finish;
 		r->completion_tokens = ev->completion_tokens;
 		r->coord_queue_ms = ev->queue_ms, r->coord_ttft_ms = ev->ttft_ms;
@@ -263,9 +256,9 @@ static void on_end(lg_run *R, lg_request *r, const coord_event *ev, double now)
 		r->error_code = ev->error_code;
 	}
 	snprintf(r->message, sizeof r->message, "%s", ev->message ? ev->message : "");
-	int ok = ev->kind == COORD_EV_DONE && (ev->finish == COORD_FINISH_LENGTH ||
-					       ev->finish == COORD_FINISH_STOP ||
-					       ev->finish == COORD_FINISH_EOS);
+	int ok = ev->kind == SL_EV_DONE && (ev->finish == SL_FINISH_LENGTH ||
+					       ev->finish == SL_FINISH_STOP ||
+					       ev->finish == SL_FINISH_EOS);
 	if (ok && r->n_tokens != r->completion_tokens)
 		SL_WARN("loadgen", "request %ld: %d tokens streamed, Done says %d", (long)(r - R->reqs),
 			r->n_tokens, r->completion_tokens);
@@ -273,8 +266,8 @@ static void on_end(lg_run *R, lg_request *r, const coord_event *ev, double now)
 		R->failed++;
 		if (R->failed <= 5)
 			SL_WARN("loadgen", "request %ld failed (%s): %s", (long)(r - R->reqs),
-				ev->kind == COORD_EV_DONE ? coord_finish_name(ev->finish)
-							  : coord_error_name(ev->error_code),
+				ev->kind == SL_EV_DONE ? sl_finish_name(ev->finish)
+							  : sl_error_name(ev->error_code),
 				r->message);
 	}
 	R->ended++;
@@ -284,28 +277,28 @@ static void on_end(lg_run *R, lg_request *r, const coord_event *ev, double now)
 /* Every reply waiting on one stream's socket. */
 static int drain_stream(lg_run *R, lg_stream *s, char *err, size_t errlen)
 {
-	coord_event ev;
+	sl_event ev;
 	int got, rc = SL_OK;
-	while (!rc && (got = coord_client_next(s->c, 0, &ev, err, errlen)) == 1) {
+	while (!rc && (got = sl_client_next(s->c, 0, &ev, err, errlen)) == 1) {
 		double now = sl_now();
-		if (ev.kind == COORD_EV_ERROR && ev.tag == 0)
+		if (ev.kind == SL_EV_ERROR && ev.tag == 0)
 			rc = sl_errf(err, errlen, SL_EINVAL, "the coordinator refused a frame: %s",
 				     ev.message);
 		else if (s->req < 0 || ev.tag != s->tag)
 			SL_WARN("loadgen", "reply for tag %llu, which is not in flight",
 				(unsigned long long)ev.tag);
-		else if (ev.kind == COORD_EV_CHUNK)
+		else if (ev.kind == SL_EV_CHUNK)
 			rc = on_chunk(R, &R->reqs[s->req], &ev, now);
-		else if (ev.kind == COORD_EV_DONE || ev.kind == COORD_EV_ERROR) {
+		else if (ev.kind == SL_EV_DONE || ev.kind == SL_EV_ERROR) {
 			on_end(R, &R->reqs[s->req], &ev, now);
 			rc = submit_next(R, s, err, errlen);
 		}
-		coord_event_release(&ev);
+		sl_event_release(&ev);
 	}
 	return rc ? rc : got < 0 ? got : SL_OK;
 }
 
-static void on_status(lg_run *R, const coord_event *ev)
+static void on_status(lg_run *R, const sl_event *ev)
 {
 	int running = 0, waiting = 0;
 	for (int i = 0; i < ev->n_groups; i++)
@@ -320,15 +313,15 @@ static void on_status(lg_run *R, const coord_event *ev)
 
 static int drain_ctl(lg_run *R, char *err, size_t errlen)
 {
-	coord_event ev;
+	sl_event ev;
 	int got;
-	while ((got = coord_client_next(R->ctl, 0, &ev, err, errlen)) == 1) {
-		if (ev.kind == COORD_EV_STATUS && ev.tag == R->status_tag) {
+	while ((got = sl_client_next(R->ctl, 0, &ev, err, errlen)) == 1) {
+		if (ev.kind == SL_EV_STATUS && ev.tag == R->status_tag) {
 			R->status_pending = 0;
 			if (R->sample_load)
 				on_status(R, &ev);
 		}
-		coord_event_release(&ev);
+		sl_event_release(&ev);
 	}
 	return got < 0 ? got : SL_OK;
 }
@@ -346,8 +339,8 @@ static int run_phase(lg_run *R, int ns, lg_request *reqs, long n, int sample_loa
 	R->itl_ms.n = 0;
 	R->load = (lg_load){0};
 	for (int i = 0; i < ns; i++)
-		items[i] = (zmq_pollitem_t){coord_client_socket(R->streams[i].c), 0, ZMQ_POLLIN, 0};
-	items[ns] = (zmq_pollitem_t){coord_client_socket(R->ctl), 0, ZMQ_POLLIN, 0};
+		items[i] = (zmq_pollitem_t){sl_client_socket(R->streams[i].c), 0, ZMQ_POLLIN, 0};
+	items[ns] = (zmq_pollitem_t){sl_client_socket(R->ctl), 0, ZMQ_POLLIN, 0};
 	R->t_start = R->t_end = sl_now();
 	double deadline = R->t_start + a->timeout_s, next_status = R->t_start,
 	       next_progress = R->t_start + LG_PROGRESS_S;
@@ -361,7 +354,7 @@ static int run_phase(lg_run *R, int ns, lg_request *reqs, long n, int sample_loa
 			break;
 		}
 		if (sample_load && a->status_ms > 0 && now >= next_status && !R->status_pending) {
-			rc = coord_client_status(R->ctl, &R->status_tag, err, errlen);
+			rc = sl_client_status(R->ctl, &R->status_tag, err, errlen);
 			R->status_pending = 1;
 			next_status = now + a->status_ms * 1e-3;
 		}
@@ -385,38 +378,38 @@ static int run_phase(lg_run *R, int ns, lg_request *reqs, long n, int sample_loa
 	for (int i = 0; i < ns; i++)
 		if (R->streams[i].req >= 0) {
 			char e2[SL_ERRLEN];
-			coord_client_cancel(R->streams[i].c, R->streams[i].tag, e2, sizeof e2);
+			sl_client_cancel(R->streams[i].c, R->streams[i].tag, e2, sizeof e2);
 			R->streams[i].req = -1;
 		}
 	return rc;
 }
 
 /* Wait until a live, non-draining group serves; keep its Status. */
-static int wait_ready(lg_run *R, coord_event *st, char *err, size_t errlen)
+static int wait_ready(lg_run *R, sl_event *st, char *err, size_t errlen)
 {
 	double deadline = sl_now() + R->a->wait_s;
 	while (sl_now() < deadline) {
 		uint64_t tag;
-		int rc = coord_client_status(R->ctl, &tag, err, errlen);
+		int rc = sl_client_status(R->ctl, &tag, err, errlen);
 		if (rc)
 			return rc;
 		double until = sl_now() + 1.0;
 		while (sl_now() < until) {
-			int got = coord_client_next(R->ctl, 100, st, err, errlen);
+			int got = sl_client_next(R->ctl, 100, st, err, errlen);
 			if (got < 0)
 				return got;
 			if (got == 0)
 				continue;
-			if (st->kind == COORD_EV_STATUS && st->tag == tag) {
+			if (st->kind == SL_EV_STATUS && st->tag == tag) {
 				for (int i = 0; i < st->n_groups; i++)
 					if (!st->groups[i].draining)
 						return SL_OK;
 				break;
 			}
-			coord_event_release(st);
+			sl_event_release(st);
 		}
-		if (st->kind == COORD_EV_STATUS)
-			coord_event_release(st);
+		if (st->kind == SL_EV_STATUS)
+			sl_event_release(st);
 		struct timespec ts = {0, 250 * 1000 * 1000};
 		nanosleep(&ts, NULL);
 	}
@@ -489,8 +482,8 @@ static int summarize(lg_run *R, lg_report *o)
 			ttft[nt++] = 1e3 * (r->t_first - r->t_submit);
 		if (r->n_tokens > r->first_tokens)
 			tpot[np++] = 1e3 * (r->t_last - r->t_first) / (r->n_tokens - r->first_tokens);
-		if (r->ended && (r->finish == COORD_FINISH_LENGTH || r->finish == COORD_FINISH_STOP ||
-				 r->finish == COORD_FINISH_EOS)) {
+		if (r->ended && (r->finish == SL_FINISH_LENGTH || r->finish == SL_FINISH_STOP ||
+				 r->finish == SL_FINISH_EOS)) {
 			o->ok++;
 			e2e[ne++] = 1e3 * (r->t_end - r->t_submit);
 		}
@@ -507,11 +500,11 @@ static int summarize(lg_run *R, lg_report *o)
 	return SL_OK;
 }
 
-static void print_report(const lg_run *R, const lg_report *o, const coord_event *st)
+static void print_report(const lg_run *R, const lg_report *o, const sl_event *st)
 {
 	const lg_args *a = R->a;
 	for (int i = 0; i < st->n_groups; i++) {
-		const coord_group_info *g = &st->groups[i];
+		const sl_group_info *g = &st->groups[i];
 		printf("group %u %s: model %s, tp %d x pp %d, %d KV blocks of %d tokens, context %d\n",
 		       g->id, g->name, g->model, g->tp, g->pp, g->kv_blocks, g->block_tokens, g->max_pos);
 	}
@@ -552,7 +545,7 @@ static cJSON *dist_json(const lg_dist *d)
 	return j;
 }
 
-static int write_json(const char *path, const lg_run *R, const lg_report *o, const coord_event *st)
+static int write_json(const char *path, const lg_run *R, const lg_report *o, const sl_event *st)
 {
 	const lg_args *a = R->a;
 	cJSON *j = cJSON_CreateObject(), *meta = cJSON_CreateObject(), *load = cJSON_CreateObject(),
@@ -579,7 +572,7 @@ static int write_json(const char *path, const lg_run *R, const lg_report *o, con
 	cJSON_AddBoolToObject(j, "ignore_eos", !a->honor_eos);
 	cJSON_AddNumberToObject(j, "warmup", a->warmup);
 	for (int i = 0; i < st->n_groups; i++) {
-		const coord_group_info *g = &st->groups[i];
+		const sl_group_info *g = &st->groups[i];
 		cJSON *x = cJSON_CreateObject();
 		cJSON_AddNumberToObject(x, "id", g->id);
 		cJSON_AddStringToObject(x, "name", g->name);
@@ -722,7 +715,7 @@ int main(int argc, char **argv)
 	lg_run R = {0};
 	lg_report rep;
 	lg_request *work = NULL, *warm = NULL;
-	coord_event st = {0};
+	sl_event st = {0};
 	void *ctx = NULL;
 	sl_log_set_role("loadgen", 0, 1);
 	int rc = parse(argc, argv, &a, err, sizeof err);
@@ -750,9 +743,9 @@ int main(int argc, char **argv)
 	if (!rc && !(R.streams = calloc(R.n_streams, sizeof *R.streams)))
 		rc = SL_ENOMEM;
 	if (!rc)
-		rc = coord_client_create(ctx, a.endpoint, &R.ctl, err, sizeof err);
+		rc = sl_client_create(ctx, a.endpoint, &R.ctl, err, sizeof err);
 	for (int i = 0; !rc && i < R.n_streams; i++)
-		rc = coord_client_create(ctx, a.endpoint, &R.streams[i].c, err, sizeof err);
+		rc = sl_client_create(ctx, a.endpoint, &R.streams[i].c, err, sizeof err);
 	if (!rc)
 		rc = wait_ready(&R, &st, err, sizeof err);
 	if (!rc && a.warmup) {
@@ -780,12 +773,12 @@ int main(int argc, char **argv)
 	}
 	if (rc)
 		fprintf(stderr, "shardline-loadgen: %s\n", err[0] ? err : "failed");
-	if (st.kind == COORD_EV_STATUS)
-		coord_event_release(&st);
+	if (st.kind == SL_EV_STATUS)
+		sl_event_release(&st);
 	for (int i = 0; R.streams && i < R.n_streams; i++)
-		coord_client_destroy(R.streams[i].c);
+		sl_client_destroy(R.streams[i].c);
 	free(R.streams);
-	coord_client_destroy(R.ctl);
+	sl_client_destroy(R.ctl);
 	free(R.itl_ms.v);
 	free_requests(work, a.requests);
 	free_requests(warm, a.warmup);

@@ -64,7 +64,7 @@ static int load_models(coord *c, char *err, size_t errlen)
 static int bind_socket(coord *c, void **s, const char *endpoint, char *err, size_t errlen)
 {
 	int one = 1;
-	*s = coord_wire_socket(c->ctx, ZMQ_ROUTER, COORD_SOCKET_MAX_MSG);
+	*s = sl_wire_socket(c->ctx, ZMQ_ROUTER, COORD_SOCKET_MAX_MSG);
 	if (!*s)
 		return sl_errf(err, errlen, SL_ECOMM, "zmq_socket: %s", zmq_strerror(errno));
 	/* a reply to a peer that is gone fails instead of vanishing */
@@ -170,13 +170,13 @@ static void tick(coord *c)
 
 /* Up to `budget` messages from one socket: a flood on one side cannot
  * starve the other or the timers. */
-static int drain(coord *c, void *sock, void (*handle)(coord *, coord_wire_msg *), int budget)
+static int drain(coord *c, void *sock, void (*handle)(coord *, sl_wire_msg *), int budget)
 {
-	coord_wire_msg m;
+	sl_wire_msg m;
 	int got = 0;
-	while (budget-- > 0 && (got = coord_wire_recv(sock, &m)) == 1) {
+	while (budget-- > 0 && (got = sl_wire_recv(sock, &m)) == 1) {
 		handle(c, &m);
-		coord_wire_msg_close(&m);
+		sl_wire_msg_close(&m);
 	}
 	return got < 0 ? SL_ECOMM : SL_OK;
 }

@@ -2,6 +2,7 @@
  * coord_int.h — the coordinator's state, shared by its files:
  *   coord.c      the loop, timers, sockets, create/destroy
  *   requests.c   the request table (by id), the queue, request life cycle
+ *   send.c       every outgoing message: client replies, node messages
  *   on_client.c  client messages: submit (validation), cancel, status, drain
  *   on_node.c    leader messages: register, heartbeat, tokens; group loss
  *   route.c      which group gets a queued request
@@ -43,7 +44,7 @@ typedef struct coord_model {
 
 typedef struct coord_group {
 	uint32_t id;
-	uint8_t ident[COORD_WIRE_MAX_IDENT];
+	uint8_t ident[SL_WIRE_MAX_IDENT];
 	size_t ident_len;
 	uint64_t session;
 	char name[COORD_MAX_NAME + 1];
@@ -63,7 +64,7 @@ typedef struct coord_ids { int32_t *p; size_t n, cap; } coord_ids;
 
 typedef struct coord_req {
 	uint64_t id, tag;
-	uint8_t client[COORD_WIRE_MAX_IDENT];
+	uint8_t client[SL_WIRE_MAX_IDENT];
 	size_t client_len;
 	int client_gone;           /* a reply could not be delivered */
 	int model;
@@ -124,18 +125,27 @@ void coord_req_free(coord *c, coord_req *r);
 int coord_bytes_add(coord_bytes *b, const char *p, size_t n);
 int coord_ids_add(coord_ids *b, const int32_t *p, size_t n);
 
-/* on_client.c */
-void coord_on_client(coord *c, coord_wire_msg *m);
+/* send.c */
+/* To a client by routing id (status replies); SL_ECOMM, *zerrno set, on failure. */
+int coord_send_client(coord *c, const void *client, size_t client_len,
+		      Shardline__Client__Reply *rep, int *zerrno);
+/* To r's client; a failed send marks r client_gone (the tick cancels it). */
 void coord_send_reply(coord *c, coord_req *r, Shardline__Client__Reply *reply);
 void coord_reply_error(coord *c, const void *client, size_t client_len, uint64_t tag,
 		       Shardline__Client__ErrorCode code, const char *fmt, ...)
 	__attribute__((format(printf, 6, 7)));
+/* To g's leader; a failed send marks g lost (the tick reaps it). */
+int coord_send_node(coord *c, coord_group *g, Shardline__Node__CoordMsg *m);
+/* To a leader by routing id, registered or not; failures are ignored. */
+void coord_send_ident(coord *c, const void *ident, size_t len, Shardline__Node__CoordMsg *m);
+void coord_send_ping(coord *c, coord_group *g);
+
+/* on_client.c */
+void coord_on_client(coord *c, sl_wire_msg *m);
 
 /* on_node.c */
-void coord_on_node(coord *c, coord_wire_msg *m);
-int coord_send_node(coord *c, coord_group *g, Shardline__Node__CoordMsg *m);
+void coord_on_node(coord *c, sl_wire_msg *m);
 void coord_group_lost(coord *c, coord_group *g, const char *why);
-void coord_send_ping(coord *c, coord_group *g);
 
 /* route.c */
 void coord_dispatch(coord *c);

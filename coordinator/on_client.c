@@ -23,46 +23,6 @@ typedef Shardline__Client__Submit pb_submit;
 #define E_NOT_FOUND SHARDLINE__CLIENT__ERROR_CODE__NOT_FOUND
 #define E_INTERNAL SHARDLINE__CLIENT__ERROR_CODE__INTERNAL
 
-static void send_to(coord *c, const void *client, size_t client_len, Shardline__Client__Reply *rep,
-		    int *zerrno)
-{
-	coord_wire_send(c->clients, client, client_len, &rep->base, zerrno);
-}
-
-void coord_reply_error(coord *c, const void *client, size_t client_len, uint64_t tag,
-		       Shardline__Client__ErrorCode code, const char *fmt, ...)
-{
-	char msg[SL_ERRLEN];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	Shardline__Client__Error e = SHARDLINE__CLIENT__ERROR__INIT;
-	e.has_tag = e.has_code = 1;
-	e.tag = tag;
-	e.code = code;
-	e.message = msg;
-	Shardline__Client__Reply rep = SHARDLINE__CLIENT__REPLY__INIT;
-	rep.msg_case = SHARDLINE__CLIENT__REPLY__MSG_ERROR;
-	rep.error = &e;
-	int zerr = 0;
-	send_to(c, client, client_len, &rep, &zerr);
-	SL_DEBUG("coord", "error reply (tag %llu): %s", (unsigned long long)tag, msg);
-}
-
-void coord_send_reply(coord *c, coord_req *r, Shardline__Client__Reply *rep)
-{
-	int zerr = 0;
-	if (r->client_gone)
-		return;
-	send_to(c, r->client, r->client_len, rep, &zerr);
-	if (zerr) { /* gone or not reading: the tick cancels the request */
-		SL_WARN("coord", "request %llu: client unreachable (%s); cancelling",
-			(unsigned long long)r->id, zmq_strerror(zerr));
-		r->client_gone = 1;
-	}
-}
-
 /* Field checks of a Submit that need no tokenizer. */
 static int check_fields(coord *c, const pb_submit *s, int *model, char *err, size_t n)
 {
@@ -309,7 +269,7 @@ static void send_status(coord *c, const void *client, size_t client_len, uint64_
 	rep.msg_case = SHARDLINE__CLIENT__REPLY__MSG_STATUS;
 	rep.status = &st;
 	int zerr = 0;
-	send_to(c, client, client_len, &rep, &zerr);
+	coord_send_client(c, client, client_len, &rep, &zerr);
 }
 
 static void on_drain(coord *c, const void *client, size_t client_len,
@@ -339,18 +299,18 @@ static void on_drain(coord *c, const void *client, size_t client_len,
 	send_status(c, client, client_len, d->tag);
 }
 
-void coord_on_client(coord *c, coord_wire_msg *m)
+void coord_on_client(coord *c, sl_wire_msg *m)
 {
 	if (m->n < 1)
 		return;
-	const void *client = coord_wire_data(m, 0);
-	size_t client_len = coord_wire_size(m, 0);
+	const void *client = sl_wire_data(m, 0);
+	size_t client_len = sl_wire_size(m, 0);
 	if (m->n_total != 2) {
 		coord_reply_error(c, client, client_len, 0, E_MALFORMED,
 				  "expected one frame (a Request), got %d", m->n_total - 1);
 		return;
 	}
-	size_t len = coord_wire_size(m, 1);
+	size_t len = sl_wire_size(m, 1);
 	if (len == 0) {
 		coord_reply_error(c, client, client_len, 0, E_MALFORMED, "empty message");
 		return;
@@ -360,7 +320,7 @@ void coord_on_client(coord *c, coord_wire_msg *m)
 				  "message of %zu bytes exceeds the limit of %d", len, COORD_MAX_FRAME);
 		return;
 	}
-	Shardline__Client__Request *q = shardline__client__request__unpack(NULL, len, coord_wire_data(m, 1));
+	Shardline__Client__Request *q = shardline__client__request__unpack(NULL, len, sl_wire_data(m, 1));
 	if (!q) {
 		coord_reply_error(c, client, client_len, 0, E_MALFORMED,
 				  "cannot parse a Request from %zu bytes (truncated or not protobuf)", len);

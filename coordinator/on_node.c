@@ -23,36 +23,6 @@ static coord_group *find_group(coord *c, const void *ident, size_t len)
 	return NULL;
 }
 
-int coord_send_node(coord *c, coord_group *g, Shardline__Node__CoordMsg *m)
-{
-	int zerr = 0;
-	if (g->lost)
-		return SL_ECOMM;
-	if (coord_wire_send(c->nodes, g->ident, g->ident_len, &m->base, &zerr)) {
-		if (!g->draining)
-			SL_WARN("coord", "group %u (%s): send failed (%s); dropping it", g->id, g->name,
-				zmq_strerror(zerr));
-		g->lost = 1; /* reaped by the next tick, not here: callers may be iterating */
-		return SL_ECOMM;
-	}
-	return SL_OK;
-}
-
-static void send_ident(coord *c, const void *ident, size_t len, Shardline__Node__CoordMsg *m)
-{
-	coord_wire_send(c->nodes, ident, len, &m->base, NULL);
-}
-
-void coord_send_ping(coord *c, coord_group *g)
-{
-	Shardline__Node__Ping p = SHARDLINE__NODE__PING__INIT;
-	Shardline__Node__CoordMsg m = SHARDLINE__NODE__COORD_MSG__INIT;
-	m.msg_case = SHARDLINE__NODE__COORD_MSG__MSG_PING;
-	m.ping = &p;
-	coord_send_node(c, g, &m);
-	g->last_ping = sl_now();
-}
-
 static void send_ack(coord *c, const void *ident, size_t len, uint32_t id, const char *error)
 {
 	Shardline__Node__RegisterAck a = SHARDLINE__NODE__REGISTER_ACK__INIT;
@@ -64,7 +34,7 @@ static void send_ack(coord *c, const void *ident, size_t len, uint32_t id, const
 	Shardline__Node__CoordMsg m = SHARDLINE__NODE__COORD_MSG__INIT;
 	m.msg_case = SHARDLINE__NODE__COORD_MSG__MSG_ACK;
 	m.ack = &a;
-	send_ident(c, ident, len, &m);
+	coord_send_ident(c, ident, len, &m);
 }
 
 static void send_reregister(coord *c, const void *ident, size_t len)
@@ -73,7 +43,7 @@ static void send_reregister(coord *c, const void *ident, size_t len)
 	Shardline__Node__CoordMsg m = SHARDLINE__NODE__COORD_MSG__INIT;
 	m.msg_case = SHARDLINE__NODE__COORD_MSG__MSG_REREGISTER;
 	m.reregister = &rr;
-	send_ident(c, ident, len, &m);
+	coord_send_ident(c, ident, len, &m);
 }
 
 static int in_range(int has, long v, long lo, long hi) { return has && v >= lo && v <= hi; }
@@ -190,21 +160,21 @@ static void on_tokens(coord *c, coord_group *g, const Shardline__Node__TokenBatc
 	}
 }
 
-void coord_on_node(coord *c, coord_wire_msg *m)
+void coord_on_node(coord *c, sl_wire_msg *m)
 {
 	if (m->n < 1)
 		return;
-	const void *ident = coord_wire_data(m, 0);
-	size_t len = coord_wire_size(m, 0);
+	const void *ident = sl_wire_data(m, 0);
+	size_t len = sl_wire_size(m, 0);
 	if (m->n_total != 2) {
 		SL_WARN("coord", "node socket: dropped a %d-frame message", m->n_total);
 		return;
 	}
-	Shardline__Node__NodeMsg *q = shardline__node__node_msg__unpack(NULL, coord_wire_size(m, 1),
-									 coord_wire_data(m, 1));
+	Shardline__Node__NodeMsg *q = shardline__node__node_msg__unpack(NULL, sl_wire_size(m, 1),
+									 sl_wire_data(m, 1));
 	if (!q) {
 		SL_WARN("coord", "node socket: dropped a malformed message (%zu bytes)",
-			coord_wire_size(m, 1));
+			sl_wire_size(m, 1));
 		return;
 	}
 	coord_group *g = find_group(c, ident, len);

@@ -23,6 +23,7 @@
  * construction.
  */
 #include "tokenizer.h"
+#include "checks.h"
 #include "sl.h"
 
 #include <cjson/cJSON.h>
@@ -512,8 +513,6 @@ static int load_err(const coord_tok *t, char *err, size_t errlen, int code,
 }
 
 #define LERR(code, ...) load_err(t, err, errlen, code, __VA_ARGS__)
-#define TRY(x) do { int rc_ = (x); if (rc_) return rc_; } while (0)
-
 static const cJSON *jget(const cJSON *o, const char *key)
 {
 	return cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;

@@ -39,7 +39,7 @@
 #include <stdlib.h>
 
 #include "attention.h"
-#include "cuda_check.h"
+#include "checks.h"
 #include "sl.h"
 
 namespace {

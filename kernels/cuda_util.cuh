@@ -17,7 +17,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "cuda_check.h"
+#include "checks.h"
 #include "dtype.h"
 
 /* ---- scalar conversions (round to nearest even, as dtype.c does) ---- */

@@ -7,7 +7,7 @@
 #include <cuda_fp16.h>
 #include <curand.h>
 
-#include "cuda_check.h"
+#include "checks.h"
 #include "random.h"
 
 template <typename T> __device__ T from_float(float v);

@@ -14,7 +14,7 @@
 
 #include "attention.h"
 #include "backend.h"
-#include "cuda_check.h"
+#include "checks.h"
 #include "embedding.h"
 #include "matmul.h"
 #include "random.h"

@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "coordinator/wire.h"
+#include "wire.h"
 #include "engine.h"
 #include "proto/node.pb-c.h"
 #include "scheduler.h"
@@ -52,7 +52,7 @@ static uint64_t random_u64(void)
 static int send_msg(leader *l, Shardline__Node__NodeMsg *m)
 {
 	int e = 0;
-	if (coord_wire_send(l->sock, NULL, 0, &m->base, &e)) {
+	if (sl_wire_send(l->sock, NULL, 0, &m->base, &e)) {
 		SL_WARN("leader", "send to the coordinator failed: %s", zmq_strerror(e));
 		return SL_ECOMM;
 	}
@@ -65,7 +65,7 @@ static int open_socket(leader *l, char *err, size_t errlen)
 {
 	if (l->sock)
 		zmq_close(l->sock);
-	l->sock = coord_wire_socket(l->ctx, ZMQ_DEALER, LEADER_MAX_MSG);
+	l->sock = sl_wire_socket(l->ctx, ZMQ_DEALER, LEADER_MAX_MSG);
 	if (!l->sock || zmq_connect(l->sock, l->o->coordinator))
 		return sl_errf(err, errlen, SL_ECOMM, "cannot connect to %s: %s", l->o->coordinator,
 			       zmq_strerror(errno));
@@ -221,16 +221,16 @@ static void on_drain(leader *l, const Shardline__Node__Drain *d)
 	send_heartbeat(l);
 }
 
-static void on_message(leader *l, coord_wire_msg *w)
+static void on_message(leader *l, sl_wire_msg *w)
 {
 	if (w->n_total != 1) {
 		SL_WARN("leader", "dropped a %d-frame message", w->n_total);
 		return;
 	}
 	Shardline__Node__CoordMsg *m = shardline__node__coord_msg__unpack(
-		NULL, coord_wire_size(w, 0), coord_wire_data(w, 0));
+		NULL, sl_wire_size(w, 0), sl_wire_data(w, 0));
 	if (!m) {
-		SL_WARN("leader", "dropped a malformed message (%zu bytes)", coord_wire_size(w, 0));
+		SL_WARN("leader", "dropped a malformed message (%zu bytes)", sl_wire_size(w, 0));
 		return;
 	}
 	l->last_heard = sl_now();
@@ -327,11 +327,11 @@ static int serve(leader *l, char *err, size_t errlen)
 		zmq_pollitem_t it = {l->sock, 0, ZMQ_POLLIN, 0};
 		if (zmq_poll(&it, 1, poll_ms(l)) < 0 && errno != EINTR)
 			return sl_errf(err, errlen, SL_ECOMM, "zmq_poll: %s", zmq_strerror(errno));
-		coord_wire_msg w;
+		sl_wire_msg w;
 		int got = 0, budget = 1000; /* a flood of messages cannot stop the steps */
-		while (budget-- > 0 && (got = coord_wire_recv(l->sock, &w)) == 1) {
+		while (budget-- > 0 && (got = sl_wire_recv(l->sock, &w)) == 1) {
 			on_message(l, &w);
-			coord_wire_msg_close(&w);
+			sl_wire_msg_close(&w);
 		}
 		if (got < 0)
 			return sl_errf(err, errlen, SL_ECOMM, "receive: %s", zmq_strerror(errno));

@@ -12,9 +12,8 @@
 
 #include "comm.h"
 #include "model.h"
+#include "checks.h"
 #include "sl.h"
-
-#define TRY(x) do { int rc_ = (x); if (rc_) return rc_; } while (0)
 
 /* Sum partial results across the tensor-parallel group. */
 static int tp_all_reduce(model *m, void *buf, size_t n, sl_dtype dt)

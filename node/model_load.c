@@ -17,9 +17,8 @@
 
 #include "rope.h"
 #include "safetensors.h"
+#include "checks.h"
 #include "sl.h"
-
-#define TRY(x) do { int rc_ = (x); if (rc_) return rc_; } while (0)
 
 /* Loading context: where slices come from and the staging buffer. */
 typedef struct loader {

@@ -1,5 +1,6 @@
 /*
- * safetensors.h — read (and write) Hugging Face safetensors checkpoints.
+ * safetensors.h — read Hugging Face safetensors checkpoints (tools/st_writer.h
+ * writes them).
  *
  * A checkpoint is one `model.safetensors` or several shards listed by
  * `model.safetensors.index.json`. Files are memory-mapped; nothing is read
@@ -60,21 +61,5 @@ int sl_st_read_slice(sl_st_set *s, const sl_st_tensor *t, int64_t r0, int64_t nr
 		     int64_t c0, int64_t nc, sl_dtype dst_dtype, void *dst,
 		     char *err, size_t errlen);
 uint64_t sl_st_bytes_read(const sl_st_set *s);
-
-/* Streaming writer: the header is written from the descriptors up front,
- * then each tensor's data in order with sl_st_writer_put(). */
-typedef struct sl_st_desc {
-	const char *name;
-	sl_dtype dtype;
-	int ndim;
-	int64_t shape[SL_ST_MAX_DIMS];
-} sl_st_desc;
-typedef struct sl_st_writer sl_st_writer;
-int sl_st_writer_open(const char *path, int n, const sl_st_desc *descs,
-		      sl_st_writer **out, char *err, size_t errlen);
-/* Append the next tensor's bytes (nbytes must equal shape x dtype size). */
-int sl_st_writer_put(sl_st_writer *w, const void *data, size_t nbytes, char *err, size_t errlen);
-/* Finish: checks every tensor was written; frees w whatever the result. */
-int sl_st_writer_close(sl_st_writer *w, char *err, size_t errlen);
 
 #endif

@@ -9,9 +9,8 @@
 #include <string.h>
 
 #include "comm.h"
+#include "checks.h"
 #include "sl.h"
-
-#define TRY(x) do { int rc_ = (x); if (rc_) return rc_; } while (0)
 
 /* Scratch for one micro-batch's rebased indices; sized per call. */
 typedef struct micro {

@@ -9,19 +9,8 @@
 #include <string.h>
 
 #include "comm_impl.h"
+#include "checks.h"
 #include "sl.h"
-
-#define MPI_TRY(call)                                                                    \
-	do {                                                                             \
-		int r_ = (call);                                                         \
-		if (r_ != MPI_SUCCESS) {                                                 \
-			char m_[MPI_MAX_ERROR_STRING];                                   \
-			int n_ = 0;                                                      \
-			MPI_Error_string(r_, m_, &n_);                                   \
-			sl_log(SL_LOG_ERROR, "mpi", "%s:%d: %s: %s", __FILE__, __LINE__, #call, m_); \
-			return SL_ECOMM;                                                 \
-		}                                                                        \
-	} while (0)
 
 #define TAG_PLAN 11
 #define TAG_ACT 12

@@ -11,22 +11,13 @@
 #include <stdlib.h>
 
 #include "comm_impl.h"
+#include "checks.h"
 #include "sl.h"
 
 typedef struct nccl_state {
 	ncclComm_t tp, world;
 	cudaStream_t stream;
 } nccl_state;
-
-#define NCCL_TRY(call)                                                                    \
-	do {                                                                              \
-		ncclResult_t r_ = (call);                                                 \
-		if (r_ != ncclSuccess) {                                                  \
-			sl_log(SL_LOG_ERROR, "nccl", "%s:%d: %s: %s", __FILE__, __LINE__, #call, \
-			       ncclGetErrorString(r_));                                   \
-			return SL_ECOMM;                                                  \
-		}                                                                         \
-	} while (0)
 
 static ncclDataType_t nccl_type(sl_dtype dt)
 {

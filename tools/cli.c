@@ -3,7 +3,7 @@
  *   shardline generate --prompt TEXT [...]   stream a generation to stdout
  *   shardline status                         groups, models, load, queue
  *   shardline drain [--group ID] [--exit]    stop routing to groups
- * Built on the client library (coordinator/client.h).
+ * Built on the client library (client/client.h).
  */
 #include <getopt.h>
 #include <signal.h>
@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "args.h"
-#include "coordinator/client.h"
+#include "client/client.h"
 #include "sl.h"
 
 #define MAX_STOPS 16
@@ -21,7 +21,7 @@
 
 typedef struct cli_args {
 	const char *endpoint, *cmd;
-	coord_gen_params p;
+	sl_gen_params p;
 	const char *stops[MAX_STOPS];
 	int32_t *ids;
 	int print_ids, quiet, drain_exit;
@@ -103,7 +103,7 @@ static int parse(int argc, char **argv, cli_args *a, char *err, size_t errlen)
 	return SL_OK;
 }
 
-static void print_summary(const cli_args *a, const coord_event *ev, const int32_t *ids, size_t n)
+static void print_summary(const cli_args *a, const sl_event *ev, const int32_t *ids, size_t n)
 {
 	if (a->print_ids) {
 		fprintf(stderr, "ids:");
@@ -114,26 +114,26 @@ static void print_summary(const cli_args *a, const coord_event *ev, const int32_
 	if (a->quiet)
 		return;
 	fprintf(stderr, "[%s%s%s | prompt %d + completion %d tokens | queue %.1f ms, first token %.1f ms, "
-		"total %.1f ms]\n", coord_finish_name(ev->finish), ev->message[0] ? ": " : "", ev->message,
+		"total %.1f ms]\n", sl_finish_name(ev->finish), ev->message[0] ? ": " : "", ev->message,
 		ev->prompt_tokens, ev->completion_tokens, ev->queue_ms, ev->ttft_ms, ev->total_ms);
 }
 
 /* Events of request tag until its Done or Error; a quiet coordinator is
  * pinged with a status request, and one that does not answer is gone. */
-static int generate(cli_args *a, coord_client *c, char *err, size_t errlen)
+static int generate(cli_args *a, sl_client *c, char *err, size_t errlen)
 {
 	uint64_t tag, ping_tag = 0;
-	int rc = coord_client_submit(c, &a->p, &tag, err, errlen), cancelled = 0, result = -1;
+	int rc = sl_client_submit(c, &a->p, &tag, err, errlen), cancelled = 0, result = -1;
 	double last_heard = sl_now(), ping_sent = 0;
 	int32_t *ids = NULL;
 	size_t n_ids = 0;
 	while (!rc && result < 0) {
 		if (g_interrupted && !cancelled) {
 			cancelled = 1;
-			rc = coord_client_cancel(c, tag, err, errlen);
+			rc = sl_client_cancel(c, tag, err, errlen);
 		}
-		coord_event ev;
-		int got = coord_client_next(c, 200, &ev, err, errlen);
+		sl_event ev;
+		int got = sl_client_next(c, 200, &ev, err, errlen);
 		if (got < 0)
 			break;
 		double now = sl_now();
@@ -142,33 +142,33 @@ static int generate(cli_args *a, coord_client *c, char *err, size_t errlen)
 				rc = sl_errf(err, errlen, SL_ECOMM, "no answer from the coordinator at %s", a->endpoint);
 			else if (!ping_sent && now - last_heard > PING_EVERY_MS * 1e-3) {
 				ping_sent = now;
-				rc = coord_client_status(c, &ping_tag, err, errlen);
+				rc = sl_client_status(c, &ping_tag, err, errlen);
 			}
 			continue;
 		}
 		last_heard = now;
 		ping_sent = 0;
-		if (ev.tag == tag && ev.kind == COORD_EV_CHUNK) {
+		if (ev.tag == tag && ev.kind == SL_EV_CHUNK) {
 			fwrite(ev.text, 1, ev.text_len, stdout);
 			fflush(stdout);
 		}
-		if (ev.tag == tag && (ev.kind == COORD_EV_CHUNK || ev.kind == COORD_EV_DONE) && ev.n_token_ids) {
+		if (ev.tag == tag && (ev.kind == SL_EV_CHUNK || ev.kind == SL_EV_DONE) && ev.n_token_ids) {
 			int32_t *ni = realloc(ids, sizeof(int32_t) * (n_ids + ev.n_token_ids));
 			if (ni) {
 				memcpy(ni + n_ids, ev.token_ids, sizeof(int32_t) * ev.n_token_ids);
 				ids = ni, n_ids += ev.n_token_ids;
 			}
 		}
-		if (ev.tag == tag && ev.kind == COORD_EV_DONE) {
+		if (ev.tag == tag && ev.kind == SL_EV_DONE) {
 			fwrite(ev.text, 1, ev.text_len, stdout);
 			printf("\n");
 			fflush(stdout);
 			print_summary(a, &ev, ids, n_ids);
-			result = ev.finish >= COORD_FINISH_LENGTH && ev.finish <= COORD_FINISH_EOS ? 0 : 1;
-		} else if (ev.tag == tag && ev.kind == COORD_EV_ERROR) {
-			rc = sl_errf(err, errlen, SL_EINVAL, "%s: %s", coord_error_name(ev.error_code), ev.message);
+			result = ev.finish >= SL_FINISH_LENGTH && ev.finish <= SL_FINISH_EOS ? 0 : 1;
+		} else if (ev.tag == tag && ev.kind == SL_EV_ERROR) {
+			rc = sl_errf(err, errlen, SL_EINVAL, "%s: %s", sl_error_name(ev.error_code), ev.message);
 		}
-		coord_event_release(&ev);
+		sl_event_release(&ev);
 	}
 	free(ids);
 	if (rc)
@@ -176,7 +176,7 @@ static int generate(cli_args *a, coord_client *c, char *err, size_t errlen)
 	return result == 0 ? SL_OK : sl_errf(err, errlen, SL_EINVAL, "generation did not finish");
 }
 
-static void print_status(const char *endpoint, const coord_event *ev)
+static void print_status(const char *endpoint, const sl_event *ev)
 {
 	printf("coordinator %s: %d active, %d queued (max %d), %ld re-queued; %d group%s\n", endpoint,
 	       ev->active, ev->queued, ev->max_queue, ev->requeued, ev->n_groups,
@@ -185,7 +185,7 @@ static void print_status(const char *endpoint, const coord_event *ev)
 		printf("%-5s %-22s %-16s %-7s %7s %7s %8s %15s %7s %8s\n", "group", "name", "model",
 		       "tp x pp", "running", "waiting", "assigned", "kv free/blocks", "context", "seen");
 	for (int i = 0; i < ev->n_groups; i++) {
-		const coord_group_info *g = &ev->groups[i];
+		const sl_group_info *g = &ev->groups[i];
 		char grid[32], kv[40];
 		snprintf(grid, sizeof grid, "%d x %d", g->tp, g->pp);
 		snprintf(kv, sizeof kv, "%d/%d", g->kv_free, g->kv_blocks);
@@ -196,25 +196,25 @@ static void print_status(const char *endpoint, const coord_event *ev)
 }
 
 /* One request, one Status (or Error) reply within --wait-ms. */
-static int ask(cli_args *a, coord_client *c, int drain, char *err, size_t errlen)
+static int ask(cli_args *a, sl_client *c, int drain, char *err, size_t errlen)
 {
 	uint64_t tag = 0;
-	int rc = drain ? coord_client_drain(c, (unsigned)a->group, a->drain_exit, err, errlen)
-		       : coord_client_status(c, &tag, err, errlen);
+	int rc = drain ? sl_client_drain(c, (unsigned)a->group, a->drain_exit, err, errlen)
+		       : sl_client_status(c, &tag, err, errlen);
 	double deadline = sl_now() + a->wait_ms * 1e-3;
 	while (!rc) {
-		coord_event ev;
+		sl_event ev;
 		int left = (int)((deadline - sl_now()) * 1e3);
-		int got = left > 0 ? coord_client_next(c, left, &ev, err, errlen) : 0;
+		int got = left > 0 ? sl_client_next(c, left, &ev, err, errlen) : 0;
 		if (got <= 0)
 			return got < 0 ? got : sl_errf(err, errlen, SL_ECOMM, "no answer from the coordinator at "
 							"%s within %ld ms", a->endpoint, a->wait_ms);
-		if (ev.kind == COORD_EV_STATUS)
+		if (ev.kind == SL_EV_STATUS)
 			print_status(a->endpoint, &ev);
-		else if (ev.kind == COORD_EV_ERROR)
-			rc = sl_errf(err, errlen, SL_EINVAL, "%s: %s", coord_error_name(ev.error_code), ev.message);
-		int done = ev.kind == COORD_EV_STATUS || ev.kind == COORD_EV_ERROR;
-		coord_event_release(&ev);
+		else if (ev.kind == SL_EV_ERROR)
+			rc = sl_errf(err, errlen, SL_EINVAL, "%s: %s", sl_error_name(ev.error_code), ev.message);
+		int done = ev.kind == SL_EV_STATUS || ev.kind == SL_EV_ERROR;
+		sl_event_release(&ev);
 		if (done)
 			break;
 	}
@@ -225,7 +225,7 @@ int main(int argc, char **argv)
 {
 	char err[SL_ERRLEN] = "";
 	cli_args a = {0};
-	coord_client *c = NULL;
+	sl_client *c = NULL;
 	int rc = parse(argc, argv, &a, err, sizeof err);
 	if (rc) {
 		fprintf(stderr, "shardline: %s\n", err);
@@ -236,7 +236,7 @@ int main(int argc, char **argv)
 	struct sigaction sa = {.sa_handler = on_sigint};
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
-	rc = coord_client_create(NULL, a.endpoint, &c, err, sizeof err);
+	rc = sl_client_create(NULL, a.endpoint, &c, err, sizeof err);
 	if (!rc) {
 		if (!strcmp(a.cmd, "generate"))
 			rc = generate(&a, c, err, sizeof err);
@@ -247,7 +247,7 @@ int main(int argc, char **argv)
 	}
 	if (rc)
 		fprintf(stderr, "shardline: %s\n", err);
-	coord_client_destroy(c);
+	sl_client_destroy(c);
 	free(a.ids);
 	return rc ? 1 : 0;
 }

@@ -14,6 +14,8 @@
 
 #include "args.h"
 #include "safetensors.h"
+#include "tools/st_writer.h"
+#include "rng.h"
 #include "sl.h"
 
 typedef struct ck_args {
@@ -25,20 +27,12 @@ typedef struct ck_args {
 	uint64_t seed;
 } ck_args;
 
-static uint64_t splitmix(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
-}
-
 /* Uniform with standard deviation `std` around `mean`. */
 static void fill_random(float *v, size_t n, float mean, float std, uint64_t *rng)
 {
 	float a = std * sqrtf(3.0f);
 	for (size_t i = 0; i < n; i++) {
-		float u = (float)(splitmix(rng) >> 40) * (1.0f / 16777216.0f);
+		float u = sl_rng_unit(rng);
 		v[i] = mean + a * (2 * u - 1);
 	}
 }

@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "dtype.h"
+#include "rng.h"
 
 /* A CUDA runtime call that must succeed (test setup, not the code under test). */
 #define GT_CUDA(call)                                                                   \
@@ -64,10 +65,7 @@ static inline void gt_reseed(uint64_t seed, uint64_t salt)
 
 static inline uint64_t gt_next(void)
 {
-	uint64_t z = (gt_state += 0x9E3779B97F4A7C15ull);
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
+	return sl_splitmix64(&gt_state);
 }
 
 /* Uniform in [0, 1). */

@@ -29,6 +29,7 @@
 
 #include "attention.h"
 #include "dtype.h"
+#include "rng.h"
 #include "sl.h"
 
 #define BLOCK_TOKENS 16
@@ -38,13 +39,7 @@ static uint64_t g_rng;
 
 static void rng_seed(uint64_t s) { g_rng = s * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull; }
 
-static uint64_t rng_next(void) /* splitmix64 */
-{
-	uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
+static uint64_t rng_next(void) { return sl_splitmix64(&g_rng); }
 
 static float rng_uniform(float lo, float hi)
 {

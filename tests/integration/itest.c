@@ -29,7 +29,7 @@
 #include <time.h>
 #include <zmq.h>
 
-#include "coordinator/client.h"
+#include "client/client.h"
 #include "proto/client.pb-c.h"
 #include "sl.h"
 
@@ -73,7 +73,7 @@ static int utf8_valid(const char *s, size_t n)
 
 /* One tracked generation. */
 typedef struct gen {
-	coord_client *c;
+	sl_client *c;
 	uint64_t tag;
 	int n_chunks, done, finish, bad_utf8, error_code;
 	int32_t ids[4096];
@@ -86,14 +86,14 @@ typedef struct gen {
 	int completion_tokens;
 } gen;
 
-static void gen_event(gen *g, const coord_event *ev)
+static void gen_event(gen *g, const sl_event *ev)
 {
 	if (ev->tag != g->tag)
 		return;
 	if (g->mark > 0 && g->t_first_after == 0)
 		g->t_first_after = sl_now();
-	if (ev->kind == COORD_EV_CHUNK || ev->kind == COORD_EV_DONE) {
-		if (ev->kind == COORD_EV_CHUNK) {
+	if (ev->kind == SL_EV_CHUNK || ev->kind == SL_EV_DONE) {
+		if (ev->kind == SL_EV_CHUNK) {
 			g->n_chunks++;
 			g->bad_utf8 |= !utf8_valid(ev->text, ev->text_len);
 		}
@@ -105,10 +105,10 @@ static void gen_event(gen *g, const coord_event *ev)
 		g->text_len += n;
 		g->text[g->text_len] = 0;
 	}
-	if (ev->kind == COORD_EV_DONE || ev->kind == COORD_EV_ERROR) {
+	if (ev->kind == SL_EV_DONE || ev->kind == SL_EV_ERROR) {
 		g->done = 1;
 		g->t_done = sl_now();
-		g->finish = ev->kind == COORD_EV_DONE ? ev->finish : -1;
+		g->finish = ev->kind == SL_EV_DONE ? ev->finish : -1;
 		g->error_code = ev->error_code;
 		g->completion_tokens = ev->completion_tokens;
 		snprintf(g->message, sizeof g->message, "%s", ev->message);
@@ -127,7 +127,7 @@ static int pump(gen *gs, int n, int ms, int (*until)(gen *, int))
 		int k = 0;
 		for (int i = 0; i < n && k < 256; i++)
 			if (!gs[i].done)
-				items[k] = (zmq_pollitem_t){coord_client_socket(gs[i].c), 0, ZMQ_POLLIN, 0},
+				items[k] = (zmq_pollitem_t){sl_client_socket(gs[i].c), 0, ZMQ_POLLIN, 0},
 				map[k++] = i;
 		if (k == 0)
 			return 1;
@@ -136,10 +136,10 @@ static int pump(gen *gs, int n, int ms, int (*until)(gen *, int))
 		for (int j = 0; j < k; j++) {
 			if (!(items[j].revents & ZMQ_POLLIN))
 				continue;
-			coord_event ev;
-			while (coord_client_next(gs[map[j]].c, 0, &ev, g_err, sizeof g_err) == 1) {
+			sl_event ev;
+			while (sl_client_next(gs[map[j]].c, 0, &ev, g_err, sizeof g_err) == 1) {
 				gen_event(&gs[map[j]], &ev);
-				coord_event_release(&ev);
+				sl_event_release(&ev);
 			}
 		}
 	}
@@ -155,25 +155,25 @@ static int all_done(gen *gs, int n)
 }
 
 /* Status through a fresh client; 1 when it answered. */
-static int get_status(const char *ep, coord_event *st)
+static int get_status(const char *ep, sl_event *st)
 {
-	coord_client *c;
+	sl_client *c;
 	uint64_t tag;
 	int got = 0;
-	if (coord_client_create(NULL, ep, &c, g_err, sizeof g_err))
+	if (sl_client_create(NULL, ep, &c, g_err, sizeof g_err))
 		return 0;
-	if (!coord_client_status(c, &tag, g_err, sizeof g_err)) {
+	if (!sl_client_status(c, &tag, g_err, sizeof g_err)) {
 		double deadline = sl_now() + 3;
 		while (!got && sl_now() < deadline) {
-			if (coord_client_next(c, 100, st, g_err, sizeof g_err) != 1)
+			if (sl_client_next(c, 100, st, g_err, sizeof g_err) != 1)
 				continue;
-			if (st->kind == COORD_EV_STATUS)
+			if (st->kind == SL_EV_STATUS)
 				got = 1;
 			else
-				coord_event_release(st);
+				sl_event_release(st);
 		}
 	}
-	coord_client_destroy(c);
+	sl_client_destroy(c);
 	return got;
 }
 
@@ -181,10 +181,10 @@ static int cmd_wait_groups(const char *ep, int n, int ms)
 {
 	double deadline = sl_now() + ms * 1e-3;
 	while (sl_now() < deadline) {
-		coord_event st;
+		sl_event st;
 		if (get_status(ep, &st)) {
 			int ok = st.n_groups >= n;
-			coord_event_release(&st);
+			sl_event_release(&st);
 			if (ok)
 				return 0;
 		}
@@ -239,9 +239,9 @@ static int cmd_concurrent(const char *ep, const char *prompts_path, const char *
 	void *ctx = zmq_ctx_new();
 	gen *gs = calloc(n, sizeof *gs);
 	for (int i = 0; i < n; i++) {
-		coord_gen_params p = {.prompt = prompts[i], .max_tokens = max_tokens};
-		if (coord_client_create(ctx, ep, &gs[i].c, g_err, sizeof g_err) ||
-		    coord_client_submit(gs[i].c, &p, &gs[i].tag, g_err, sizeof g_err))
+		sl_gen_params p = {.prompt = prompts[i], .max_tokens = max_tokens};
+		if (sl_client_create(ctx, ep, &gs[i].c, g_err, sizeof g_err) ||
+		    sl_client_submit(gs[i].c, &p, &gs[i].tag, g_err, sizeof g_err))
 			return printf("FAIL: client %d: %s\n", i, g_err), 1;
 	}
 	double t0 = sl_now();
@@ -256,14 +256,14 @@ static int cmd_concurrent(const char *ep, const char *prompts_path, const char *
 		int first_diff = 0;
 		while (first_diff < nw && first_diff < g->n_ids && g->ids[first_diff] == want[first_diff])
 			first_diff++;
-		CHECK(g->done && (g->finish == COORD_FINISH_LENGTH || g->finish == COORD_FINISH_EOS),
+		CHECK(g->done && (g->finish == SL_FINISH_LENGTH || g->finish == SL_FINISH_EOS),
 		      "client %d: finish %d (%s)", i, g->finish, g->message);
 		CHECK(same, "client %d: %d ids, want %d; first difference at %d: got %d, want %d", i,
 		      g->n_ids, nw, first_diff, first_diff < g->n_ids ? g->ids[first_diff] : -1,
 		      first_diff < nw ? want[first_diff] : -1);
 		CHECK(!g->bad_utf8, "client %d: a chunk split a UTF-8 character", i);
 		concurrent_chunks += g->n_chunks;
-		coord_client_destroy(g->c);
+		sl_client_destroy(g->c);
 	}
 	printf("itest concurrent: %d clients, %d chunks in %.2f s\n", n, concurrent_chunks, sl_now() - t0);
 	free(gs);
@@ -271,11 +271,11 @@ static int cmd_concurrent(const char *ep, const char *prompts_path, const char *
 	return finish();
 }
 
-static int start(gen *g, void *ctx, const char *ep, const coord_gen_params *p)
+static int start(gen *g, void *ctx, const char *ep, const sl_gen_params *p)
 {
 	memset(g, 0, sizeof *g);
-	if (coord_client_create(ctx, ep, &g->c, g_err, sizeof g_err) ||
-	    coord_client_submit(g->c, p, &g->tag, g_err, sizeof g_err)) {
+	if (sl_client_create(ctx, ep, &g->c, g_err, sizeof g_err) ||
+	    sl_client_submit(g->c, p, &g->tag, g_err, sizeof g_err)) {
 		printf("FAIL: start: %s\n", g_err);
 		return -1;
 	}
@@ -289,18 +289,18 @@ static int wait_idle(const char *ep, int ms, char *why, size_t n)
 {
 	double deadline = sl_now() + ms * 1e-3;
 	while (sl_now() < deadline) {
-		coord_event st;
+		sl_event st;
 		if (get_status(ep, &st)) {
 			int idle = st.n_groups > 0 && st.active == 0;
 			for (int i = 0; i < st.n_groups; i++) {
-				coord_group_info *g = &st.groups[i];
+				sl_group_info *g = &st.groups[i];
 				idle &= g->running == 0 && g->waiting == 0 && g->assigned == 0 &&
 					g->kv_free == g->kv_blocks;
 				snprintf(why, n, "group %u: running %d waiting %d assigned %d kv %d/%d; active %d",
 					 g->id, g->running, g->waiting, g->assigned, g->kv_free, g->kv_blocks,
 					 st.active);
 			}
-			coord_event_release(&st);
+			sl_event_release(&st);
 			if (idle)
 				return 1;
 		}
@@ -313,26 +313,26 @@ static int wait_idle(const char *ep, int ms, char *why, size_t n)
 static void test_cancel(void *ctx, const char *ep)
 {
 	gen g;
-	coord_gen_params p = {.prompt = "Tell me a long story", .max_tokens = 200, .ignore_eos = 1};
+	sl_gen_params p = {.prompt = "Tell me a long story", .max_tokens = 200, .ignore_eos = 1};
 	if (start(&g, ctx, ep, &p))
 		return;
 	pump(&g, 1, 10000, has_chunks3);
 	CHECK(g.n_chunks >= 3 && !g.done, "no stream to cancel (%d chunks, done %d)", g.n_chunks, g.done);
-	coord_client_cancel(g.c, g.tag, g_err, sizeof g_err);
+	sl_client_cancel(g.c, g.tag, g_err, sizeof g_err);
 	double t0 = sl_now();
 	pump(&g, 1, 3000, all_done);
-	CHECK(g.done && g.finish == COORD_FINISH_CANCELLED, "cancel: finish %d (%s)", g.finish, g.message);
+	CHECK(g.done && g.finish == SL_FINISH_CANCELLED, "cancel: finish %d (%s)", g.finish, g.message);
 	CHECK(g.done && g.t_done - t0 < 1.0, "cancel took %.0f ms", (g.t_done - t0) * 1e3);
 	CHECK(g.n_ids < 200, "cancelled request still produced all %d tokens", g.n_ids);
 	char why[256] = "";
 	CHECK(wait_idle(ep, 5000, why, sizeof why), "slot or KV blocks not freed: %s", why);
 	/* cancel of a tag that is not running */
 	gen u = {.c = g.c, .tag = 999999};
-	coord_client_cancel(g.c, u.tag, g_err, sizeof g_err);
+	sl_client_cancel(g.c, u.tag, g_err, sizeof g_err);
 	pump(&u, 1, 3000, all_done);
-	CHECK(u.done && u.finish == -1 && u.error_code == COORD_ERR_NOT_FOUND,
+	CHECK(u.done && u.finish == -1 && u.error_code == SL_ERR_NOT_FOUND,
 	      "cancel of an unknown tag: done %d code %d", u.done, u.error_code);
-	coord_client_destroy(g.c);
+	sl_client_destroy(g.c);
 }
 
 /* Greedy text once; then the same with a stop string taken from its
@@ -341,13 +341,13 @@ static void test_cancel(void *ctx, const char *ep)
 static void test_stop_and_nostream(void *ctx, const char *ep)
 {
 	gen a, b, s;
-	coord_gen_params p = {.prompt = "Once upon a time", .max_tokens = 40, .ignore_eos = 1};
+	sl_gen_params p = {.prompt = "Once upon a time", .max_tokens = 40, .ignore_eos = 1};
 	if (start(&a, ctx, ep, &p))
 		return;
 	pump(&a, 1, 20000, all_done);
-	CHECK(a.done && a.finish == COORD_FINISH_LENGTH && a.n_ids == 40, "reference run: finish %d, %d ids",
+	CHECK(a.done && a.finish == SL_FINISH_LENGTH && a.n_ids == 40, "reference run: finish %d, %d ids",
 	      a.finish, a.n_ids);
-	coord_gen_params q = p;
+	sl_gen_params q = p;
 	q.no_stream = 1;
 	if (start(&b, ctx, ep, &q))
 		return;
@@ -380,13 +380,13 @@ static void test_stop_and_nostream(void *ctx, const char *ep)
 		return;
 	pump(&s, 1, 20000, all_done);
 	size_t want = first ? (size_t)(first - a.text) : 0;
-	CHECK(s.done && s.finish == COORD_FINISH_STOP, "stop string: finish %d (%s)", s.finish, s.message);
+	CHECK(s.done && s.finish == SL_FINISH_STOP, "stop string: finish %d (%s)", s.finish, s.message);
 	CHECK(s.text_len == want && !memcmp(s.text, a.text, want),
 	      "stop string '%s': text of %zu bytes, want the %zu before it", stop, s.text_len, want);
 	CHECK(!s.bad_utf8 && !a.bad_utf8, "a chunk split a UTF-8 character");
-	coord_client_destroy(a.c);
-	coord_client_destroy(b.c);
-	coord_client_destroy(s.c);
+	sl_client_destroy(a.c);
+	sl_client_destroy(b.c);
+	sl_client_destroy(s.c);
 }
 
 /* The model's greedy output for [1, 2]: EOS (id 2) given as a prompt
@@ -398,7 +398,7 @@ static void test_eos_or_length(void *ctx, const char *ep)
 {
 	gen g;
 	int32_t ids[] = {1, 2, 2, 2};
-	coord_gen_params p = {.prompt_ids = ids, .n_prompt_ids = 4, .max_tokens = 30};
+	sl_gen_params p = {.prompt_ids = ids, .n_prompt_ids = 4, .max_tokens = 30};
 	if (start(&g, ctx, ep, &p))
 		return;
 	pump(&g, 1, 20000, all_done);
@@ -406,10 +406,10 @@ static void test_eos_or_length(void *ctx, const char *ep)
 	for (int i = 0; i < g.n_ids; i++)
 		if (g.ids[i] == 2 && eos_at < 0)
 			eos_at = i;
-	CHECK(g.done && ((g.finish == COORD_FINISH_EOS && eos_at == g.n_ids - 1) ||
-			 (g.finish == COORD_FINISH_LENGTH && eos_at < 0 && g.n_ids == 30)),
+	CHECK(g.done && ((g.finish == SL_FINISH_EOS && eos_at == g.n_ids - 1) ||
+			 (g.finish == SL_FINISH_LENGTH && eos_at < 0 && g.n_ids == 30)),
 	      "finish %d with %d ids, EOS at %d", g.finish, g.n_ids, eos_at);
-	coord_client_destroy(g.c);
+	sl_client_destroy(g.c);
 }
 
 /* A per-request deadline ends a long generation with an error, and the
@@ -417,16 +417,16 @@ static void test_eos_or_length(void *ctx, const char *ep)
 static void test_timeout(void *ctx, const char *ep)
 {
 	gen g;
-	coord_gen_params p = {.prompt = "Slowly", .max_tokens = 200, .ignore_eos = 1, .timeout_ms = 300};
+	sl_gen_params p = {.prompt = "Slowly", .max_tokens = 200, .ignore_eos = 1, .timeout_ms = 300};
 	if (start(&g, ctx, ep, &p))
 		return;
 	pump(&g, 1, 5000, all_done);
-	CHECK(g.done && g.finish == COORD_FINISH_ERROR && strstr(g.message, "timed out"),
+	CHECK(g.done && g.finish == SL_FINISH_ERROR && strstr(g.message, "timed out"),
 	      "timeout: finish %d (%s)", g.finish, g.message);
 	CHECK(g.n_ids < 200, "timed-out request produced all its tokens");
 	char why[256] = "";
 	CHECK(wait_idle(ep, 5000, why, sizeof why), "after a timeout: %s", why);
-	coord_client_destroy(g.c);
+	sl_client_destroy(g.c);
 }
 
 /* A client that disconnects mid-stream: its request is cancelled (the
@@ -434,11 +434,11 @@ static void test_timeout(void *ctx, const char *ep)
 static void test_vanish(void *ctx, const char *ep)
 {
 	gen g;
-	coord_gen_params p = {.prompt = "Nobody listens", .max_tokens = 200, .ignore_eos = 1};
+	sl_gen_params p = {.prompt = "Nobody listens", .max_tokens = 200, .ignore_eos = 1};
 	if (start(&g, ctx, ep, &p))
 		return;
 	pump(&g, 1, 10000, has_chunks3);
-	coord_client_destroy(g.c);
+	sl_client_destroy(g.c);
 	char why[256] = "";
 	CHECK(wait_idle(ep, 5000, why, sizeof why), "after a client vanished: %s", why);
 }
@@ -585,22 +585,22 @@ static void t_dup(Shardline__Client__Submit *s, Shardline__Client__Sampling *p)
 static void bad_params(void *s)
 {
 	static const struct { const char *what; tweak_fn f; int code; const char *want; } cases[] = {
-		{"max_tokens 0", t_max0, COORD_ERR_BAD_REQUEST, "max_tokens"},
-		{"max_tokens -5", t_maxneg, COORD_ERR_BAD_REQUEST, "max_tokens"},
-		{"top_p 1.5", t_topp, COORD_ERR_BAD_REQUEST, "top_p"},
-		{"top_p 0", t_topp0, COORD_ERR_BAD_REQUEST, "top_p"},
-		{"temperature -1", t_temp, COORD_ERR_BAD_REQUEST, "temperature"},
-		{"temperature NaN", t_tempnan, COORD_ERR_BAD_REQUEST, "temperature"},
-		{"top_k -3", t_topk, COORD_ERR_BAD_REQUEST, "top_k"},
-		{"no prompt", t_noprompt, COORD_ERR_BAD_REQUEST, "empty prompt"},
-		{"empty prompt", t_emptyprompt, COORD_ERR_BAD_REQUEST, "empty prompt"},
-		{"unknown model", t_model, COORD_ERR_UNKNOWN_MODEL, "unknown model 'gpt-9'"},
-		{"id outside vocab", t_vocab, COORD_ERR_BAD_REQUEST, "outside the vocabulary"},
-		{"prompt and ids", t_both, COORD_ERR_BAD_REQUEST, "not both"},
-		{"prompt longer than the context", t_longctx, COORD_ERR_BAD_REQUEST, "longer than the context"},
-		{"prompt + max_tokens over the context", t_ctxsum, COORD_ERR_BAD_REQUEST, "exceeds the context"},
-		{"17 stop strings", t_stops, COORD_ERR_BAD_REQUEST, "stop strings"},
-		{"empty stop string", t_emptystop, COORD_ERR_BAD_REQUEST, "stop[0]"},
+		{"max_tokens 0", t_max0, SL_ERR_BAD_REQUEST, "max_tokens"},
+		{"max_tokens -5", t_maxneg, SL_ERR_BAD_REQUEST, "max_tokens"},
+		{"top_p 1.5", t_topp, SL_ERR_BAD_REQUEST, "top_p"},
+		{"top_p 0", t_topp0, SL_ERR_BAD_REQUEST, "top_p"},
+		{"temperature -1", t_temp, SL_ERR_BAD_REQUEST, "temperature"},
+		{"temperature NaN", t_tempnan, SL_ERR_BAD_REQUEST, "temperature"},
+		{"top_k -3", t_topk, SL_ERR_BAD_REQUEST, "top_k"},
+		{"no prompt", t_noprompt, SL_ERR_BAD_REQUEST, "empty prompt"},
+		{"empty prompt", t_emptyprompt, SL_ERR_BAD_REQUEST, "empty prompt"},
+		{"unknown model", t_model, SL_ERR_UNKNOWN_MODEL, "unknown model 'gpt-9'"},
+		{"id outside vocab", t_vocab, SL_ERR_BAD_REQUEST, "outside the vocabulary"},
+		{"prompt and ids", t_both, SL_ERR_BAD_REQUEST, "not both"},
+		{"prompt longer than the context", t_longctx, SL_ERR_BAD_REQUEST, "longer than the context"},
+		{"prompt + max_tokens over the context", t_ctxsum, SL_ERR_BAD_REQUEST, "exceeds the context"},
+		{"17 stop strings", t_stops, SL_ERR_BAD_REQUEST, "stop strings"},
+		{"empty stop string", t_emptystop, SL_ERR_BAD_REQUEST, "stop[0]"},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		uint8_t *buf;
@@ -613,23 +613,23 @@ static void bad_params(void *s)
 static void bad_frames(void *s)
 {
 	static const char garbage[] = "\xff\xfe\xfd garbage \x00\x01\x02";
-	expect_error1(s, "garbage", garbage, sizeof garbage - 1, COORD_ERR_MALFORMED, "cannot parse");
+	expect_error1(s, "garbage", garbage, sizeof garbage - 1, SL_ERR_MALFORMED, "cannot parse");
 	uint8_t *buf;
 	size_t n = pack_submit(t_longctx, &buf);
-	expect_error1(s, "truncated", buf, n / 2, COORD_ERR_MALFORMED, "cannot parse");
+	expect_error1(s, "truncated", buf, n / 2, SL_ERR_MALFORMED, "cannot parse");
 	free(buf);
 	size_t big = 2u << 20;
 	char *huge = calloc(1, big);
-	expect_error1(s, "oversized (2 MiB)", huge, big, COORD_ERR_MALFORMED, "exceeds the limit");
+	expect_error1(s, "oversized (2 MiB)", huge, big, SL_ERR_MALFORMED, "exceeds the limit");
 	free(huge);
 	static const uint8_t unknown[] = {0x4A, 0x00}; /* field 9, length 0 */
-	expect_error1(s, "unknown message type", unknown, sizeof unknown, COORD_ERR_MALFORMED, "unknown");
-	expect_error1(s, "empty frame", "", 0, COORD_ERR_MALFORMED, "empty");
+	expect_error1(s, "unknown message type", unknown, sizeof unknown, SL_ERR_MALFORMED, "unknown");
+	expect_error1(s, "empty frame", "", 0, SL_ERR_MALFORMED, "empty");
 	const void *two[] = {"a", "b"};
 	size_t two_len[] = {1, 1};
-	expect_error(s, "two frames", two, two_len, 2, COORD_ERR_MALFORMED, "one frame");
+	expect_error(s, "two frames", two, two_len, 2, SL_ERR_MALFORMED, "one frame");
 	static const uint8_t empty_req[] = {0x0A, 0x00}; /* Submit with no fields */
-	expect_error1(s, "empty submit", empty_req, sizeof empty_req, COORD_ERR_BAD_REQUEST, "empty prompt");
+	expect_error1(s, "empty submit", empty_req, sizeof empty_req, SL_ERR_BAD_REQUEST, "empty prompt");
 }
 
 static void dup_tag(void *s)
@@ -637,7 +637,7 @@ static void dup_tag(void *s)
 	uint8_t *buf;
 	size_t n = pack_submit(t_dup, &buf);
 	zmq_send(s, buf, n, 0);
-	expect_error1(s, "duplicate tag", buf, n, COORD_ERR_BAD_REQUEST, "in use");
+	expect_error1(s, "duplicate tag", buf, n, SL_ERR_BAD_REQUEST, "in use");
 	free(buf);
 	Shardline__Client__Cancel cn = SHARDLINE__CLIENT__CANCEL__INIT;
 	cn.has_tag = 1, cn.tag = 77;
@@ -656,14 +656,14 @@ static void dup_tag(void *s)
 		if (r)
 			shardline__client__reply__free_unpacked(r, NULL);
 	}
-	CHECK(finish == COORD_FINISH_CANCELLED, "duplicate-tag request: finish %d after cancel", finish);
+	CHECK(finish == SL_FINISH_CANCELLED, "duplicate-tag request: finish %d after cancel", finish);
 }
 
 static int cmd_hostile(const char *ep)
 {
 	void *ctx = zmq_ctx_new();
 	gen good;
-	coord_gen_params p = {.prompt = "A good client", .max_tokens = 60, .ignore_eos = 1};
+	sl_gen_params p = {.prompt = "A good client", .max_tokens = 60, .ignore_eos = 1};
 	if (start(&good, ctx, ep, &p))
 		return finish();
 	void *s = raw_socket(ctx, ep);
@@ -672,16 +672,16 @@ static int cmd_hostile(const char *ep)
 	dup_tag(s);
 	zmq_close(s);
 	pump(&good, 1, 30000, all_done);
-	CHECK(good.done && good.finish == COORD_FINISH_LENGTH && good.n_ids == 60,
+	CHECK(good.done && good.finish == SL_FINISH_LENGTH && good.n_ids == 60,
 	      "the good client during the barrage: finish %d, %d ids (%s)", good.finish, good.n_ids,
 	      good.message);
-	coord_client_destroy(good.c);
+	sl_client_destroy(good.c);
 	gen after;
 	if (!start(&after, ctx, ep, &p)) {
 		pump(&after, 1, 30000, all_done);
-		CHECK(after.done && after.finish == COORD_FINISH_LENGTH, "a client after the barrage: finish %d",
+		CHECK(after.done && after.finish == SL_FINISH_LENGTH, "a client after the barrage: finish %d",
 		      after.finish);
-		coord_client_destroy(after.c);
+		sl_client_destroy(after.c);
 	}
 	zmq_ctx_term(ctx);
 	return finish();
@@ -705,7 +705,7 @@ static int cmd_kill(const char *ep, pid_t victim, int hb_ms)
 	int32_t ids[] = {1, 300, 400, 500};
 	for (int i = 0; i < N; i++) {
 		ids[3] = 500 + i;
-		coord_gen_params p = {.prompt_ids = ids, .n_prompt_ids = 4, .max_tokens = MAX_TOKENS,
+		sl_gen_params p = {.prompt_ids = ids, .n_prompt_ids = 4, .max_tokens = MAX_TOKENS,
 				      .ignore_eos = 1};
 		if (start(&gs[i], ctx, ep, &p))
 			return finish();
@@ -722,7 +722,7 @@ static int cmd_kill(const char *ep, pid_t victim, int hb_ms)
 	for (int i = 0; i < N; i++) {
 		gen *g = &gs[i];
 		CHECK(g->done, "request %d never finished", i);
-		if (g->finish == COORD_FINISH_ERROR) {
+		if (g->finish == SL_FINISH_ERROR) {
 			errors++;
 			CHECK(streamed[i], "request %d failed though it had streamed nothing: %s", i, g->message);
 			CHECK(g->t_done - t_kill <= bound, "request %d: error %.0f ms after the kill (bound %.0f)",
@@ -730,23 +730,23 @@ static int cmd_kill(const char *ep, pid_t victim, int hb_ms)
 			CHECK(strstr(g->message, "lost") != NULL, "request %d: error '%s'", i, g->message);
 		} else {
 			completed++;
-			CHECK(g->finish == COORD_FINISH_LENGTH && g->n_ids == MAX_TOKENS,
+			CHECK(g->finish == SL_FINISH_LENGTH && g->n_ids == MAX_TOKENS,
 			      "request %d: finish %d with %d ids", i, g->finish, g->n_ids);
 		}
-		printf("itest kill: request %d: %s after %.0f ms%s%s\n", i, coord_finish_name(g->finish),
+		printf("itest kill: request %d: %s after %.0f ms%s%s\n", i, sl_finish_name(g->finish),
 		       (g->t_done - t_kill) * 1e3, g->message[0] ? ": " : "", g->message);
 	}
 	CHECK(errors >= 1, "no request was running on the killed group");
-	coord_event st;
+	sl_event st;
 	if (get_status(ep, &st)) {
 		CHECK(st.requeued >= 1, "no request was re-queued (requeued %ld)", st.requeued);
 		CHECK(st.n_groups == 1, "%d groups left, want 1", st.n_groups);
-		coord_event_release(&st);
+		sl_event_release(&st);
 	} else {
 		CHECK(0, "no status after the kill");
 	}
 	for (int i = 0; i < N; i++)
-		coord_client_destroy(gs[i].c);
+		sl_client_destroy(gs[i].c);
 	free(gs);
 	zmq_ctx_term(ctx);
 	printf("itest kill: %d errors, %d completed\n", errors, completed);
@@ -760,22 +760,22 @@ static int cmd_overload(const char *ep, int n, int max_tokens)
 	void *ctx = zmq_ctx_new();
 	gen *gs = calloc(n, sizeof *gs);
 	for (int i = 0; i < n; i++) {
-		coord_gen_params p = {.prompt = "Busy", .max_tokens = max_tokens, .ignore_eos = 1};
+		sl_gen_params p = {.prompt = "Busy", .max_tokens = max_tokens, .ignore_eos = 1};
 		if (start(&gs[i], ctx, ep, &p))
 			return finish();
 	}
 	pump(gs, n, 60000, all_done);
 	int over = 0, done = 0;
 	for (int i = 0; i < n; i++) {
-		if (gs[i].finish == -1 && gs[i].error_code == COORD_ERR_OVERLOADED &&
+		if (gs[i].finish == -1 && gs[i].error_code == SL_ERR_OVERLOADED &&
 		    strstr(gs[i].message, "overloaded"))
 			over++;
-		else if (gs[i].finish == COORD_FINISH_LENGTH && gs[i].n_ids == max_tokens)
+		else if (gs[i].finish == SL_FINISH_LENGTH && gs[i].n_ids == max_tokens)
 			done++;
 		else
 			CHECK(0, "request %d: finish %d code %d (%s)", i, gs[i].finish, gs[i].error_code,
 			      gs[i].message);
-		coord_client_destroy(gs[i].c);
+		sl_client_destroy(gs[i].c);
 	}
 	CHECK(over >= 1 && done >= 1, "%d overloaded, %d finished of %d", over, done, n);
 	printf("itest overload: %d overloaded, %d finished\n", over, done);

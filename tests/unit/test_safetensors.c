@@ -13,6 +13,7 @@
 
 #include "dtype.h"
 #include "safetensors.h"
+#include "tools/st_writer.h"
 #include "sl.h"
 #include "st_craft.h"
 

@@ -9,7 +9,7 @@
 
 #include "sl.h"
 
-int coord_wire_send(void *sock, const void *ident, size_t ident_len, const ProtobufCMessage *m,
+int sl_wire_send(void *sock, const void *ident, size_t ident_len, const ProtobufCMessage *m,
 		    int *zerrno)
 {
 	uint8_t small[4096], *buf = small;
@@ -36,11 +36,11 @@ int coord_wire_send(void *sock, const void *ident, size_t ident_len, const Proto
 	return SL_OK;
 }
 
-int coord_wire_recv(void *sock, coord_wire_msg *m)
+int sl_wire_recv(void *sock, sl_wire_msg *m)
 {
 	m->n = m->n_total = 0;
 	for (;;) {
-		zmq_msg_t scratch, *f = m->n < COORD_WIRE_MAX_FRAMES ? &m->frames[m->n] : &scratch;
+		zmq_msg_t scratch, *f = m->n < SL_WIRE_MAX_FRAMES ? &m->frames[m->n] : &scratch;
 		zmq_msg_init(f);
 		int flags = m->n_total == 0 ? ZMQ_DONTWAIT : 0; /* the rest of a message is there */
 		if (zmq_msg_recv(f, sock, flags) < 0) {
@@ -48,7 +48,7 @@ int coord_wire_recv(void *sock, coord_wire_msg *m)
 			zmq_msg_close(f);
 			if (m->n_total == 0 && (e == EAGAIN || e == EINTR))
 				return 0;
-			coord_wire_msg_close(m);
+			sl_wire_msg_close(m);
 			return SL_ECOMM;
 		}
 		int more = zmq_msg_more(f);
@@ -62,17 +62,17 @@ int coord_wire_recv(void *sock, coord_wire_msg *m)
 	}
 }
 
-void coord_wire_msg_close(coord_wire_msg *m)
+void sl_wire_msg_close(sl_wire_msg *m)
 {
 	for (int i = 0; i < m->n; i++)
 		zmq_msg_close(&m->frames[i]);
 	m->n = m->n_total = 0;
 }
 
-const void *coord_wire_data(coord_wire_msg *m, int i) { return zmq_msg_data(&m->frames[i]); }
-size_t coord_wire_size(coord_wire_msg *m, int i) { return zmq_msg_size(&m->frames[i]); }
+const void *sl_wire_data(sl_wire_msg *m, int i) { return zmq_msg_data(&m->frames[i]); }
+size_t sl_wire_size(sl_wire_msg *m, int i) { return zmq_msg_size(&m->frames[i]); }
 
-void *coord_wire_socket(void *ctx, int type, long max_msg_bytes)
+void *sl_wire_socket(void *ctx, int type, long max_msg_bytes)
 {
 	void *s = zmq_socket(ctx, type);
 	if (!s)

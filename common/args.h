@@ -2,8 +2,8 @@
  * args.h — small, strict parsers for command-line values: a number that is
  * not entirely a number, or out of range, is an error that names the flag.
  */
-#ifndef NODE_ARGS_H
-#define NODE_ARGS_H
+#ifndef SL_ARGS_H
+#define SL_ARGS_H
 
 #include <stddef.h>
 #include <stdint.h>

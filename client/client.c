@@ -11,16 +11,16 @@
 #include "sl.h"
 #include "wire.h"
 
-struct coord_client {
+struct sl_client {
 	void *ctx, *sock;
 	int own_ctx;
 	uint64_t next_tag;
 };
 
-int coord_client_create(void *ctx, const char *endpoint, coord_client **out, char *err,
+int sl_client_create(void *ctx, const char *endpoint, sl_client **out, char *err,
 			size_t errlen)
 {
-	coord_client *c = calloc(1, sizeof *c);
+	sl_client *c = calloc(1, sizeof *c);
 	if (!c)
 		return sl_errf(err, errlen, SL_ENOMEM, "out of memory");
 	c->next_tag = 1;
@@ -30,17 +30,17 @@ int coord_client_create(void *ctx, const char *endpoint, coord_client **out, cha
 		c->own_ctx = 1;
 	}
 	if (c->ctx)
-		c->sock = coord_wire_socket(c->ctx, ZMQ_DEALER, 0);
+		c->sock = sl_wire_socket(c->ctx, ZMQ_DEALER, 0);
 	if (!c->sock || zmq_connect(c->sock, endpoint)) {
 		int e = errno;
-		coord_client_destroy(c);
+		sl_client_destroy(c);
 		return sl_errf(err, errlen, SL_ECOMM, "cannot connect to %s: %s", endpoint, zmq_strerror(e));
 	}
 	*out = c;
 	return SL_OK;
 }
 
-void coord_client_destroy(coord_client *c)
+void sl_client_destroy(sl_client *c)
 {
 	if (!c)
 		return;
@@ -51,17 +51,17 @@ void coord_client_destroy(coord_client *c)
 	free(c);
 }
 
-void *coord_client_socket(coord_client *c) { return c->sock; }
+void *sl_client_socket(sl_client *c) { return c->sock; }
 
-static int send_request(coord_client *c, Shardline__Client__Request *q, char *err, size_t errlen)
+static int send_request(sl_client *c, Shardline__Client__Request *q, char *err, size_t errlen)
 {
 	int e = 0;
-	if (coord_wire_send(c->sock, NULL, 0, &q->base, &e))
+	if (sl_wire_send(c->sock, NULL, 0, &q->base, &e))
 		return sl_errf(err, errlen, SL_ECOMM, "send: %s", zmq_strerror(e));
 	return SL_OK;
 }
 
-int coord_client_submit(coord_client *c, const coord_gen_params *p, uint64_t *tag, char *err,
+int sl_client_submit(sl_client *c, const sl_gen_params *p, uint64_t *tag, char *err,
 			size_t errlen)
 {
 	Shardline__Client__Sampling sp = SHARDLINE__CLIENT__SAMPLING__INIT;
@@ -98,7 +98,7 @@ int coord_client_submit(coord_client *c, const coord_gen_params *p, uint64_t *ta
 	return send_request(c, &q, err, errlen);
 }
 
-int coord_client_cancel(coord_client *c, uint64_t tag, char *err, size_t errlen)
+int sl_client_cancel(sl_client *c, uint64_t tag, char *err, size_t errlen)
 {
 	Shardline__Client__Cancel m = SHARDLINE__CLIENT__CANCEL__INIT;
 	m.has_tag = 1;
@@ -109,7 +109,7 @@ int coord_client_cancel(coord_client *c, uint64_t tag, char *err, size_t errlen)
 	return send_request(c, &q, err, errlen);
 }
 
-int coord_client_status(coord_client *c, uint64_t *tag, char *err, size_t errlen)
+int sl_client_status(sl_client *c, uint64_t *tag, char *err, size_t errlen)
 {
 	Shardline__Client__StatusRequest m = SHARDLINE__CLIENT__STATUS_REQUEST__INIT;
 	m.has_tag = 1;
@@ -120,7 +120,7 @@ int coord_client_status(coord_client *c, uint64_t *tag, char *err, size_t errlen
 	return send_request(c, &q, err, errlen);
 }
 
-int coord_client_drain(coord_client *c, unsigned group_id, int exit, char *err, size_t errlen)
+int sl_client_drain(sl_client *c, unsigned group_id, int exit, char *err, size_t errlen)
 {
 	Shardline__Client__Drain m = SHARDLINE__CLIENT__DRAIN__INIT;
 	m.has_tag = m.has_group_id = m.has_exit = 1;
@@ -133,9 +133,9 @@ int coord_client_drain(coord_client *c, unsigned group_id, int exit, char *err, 
 	return send_request(c, &q, err, errlen);
 }
 
-static int fill_status(coord_event *ev, const Shardline__Client__Status *st)
+static int fill_status(sl_event *ev, const Shardline__Client__Status *st)
 {
-	ev->kind = COORD_EV_STATUS;
+	ev->kind = SL_EV_STATUS;
 	ev->tag = st->tag;
 	ev->queued = st->queued, ev->max_queue = st->max_queue, ev->active = st->active;
 	ev->requeued = (long)st->requeued;
@@ -145,7 +145,7 @@ static int fill_status(coord_event *ev, const Shardline__Client__Status *st)
 		return SL_ENOMEM;
 	for (size_t i = 0; i < st->n_groups; i++) {
 		const Shardline__Client__GroupStatus *g = st->groups[i];
-		ev->groups[i] = (coord_group_info){
+		ev->groups[i] = (sl_group_info){
 			.id = g->id, .name = g->name ? g->name : "", .model = g->model ? g->model : "",
 			.tp = g->tp, .pp = g->pp, .kv_blocks = g->kv_blocks, .kv_free = g->kv_free,
 			.block_tokens = g->block_tokens, .running = g->running, .waiting = g->waiting,
@@ -155,13 +155,13 @@ static int fill_status(coord_event *ev, const Shardline__Client__Status *st)
 	return SL_OK;
 }
 
-static int fill_event(coord_event *ev, Shardline__Client__Reply *r)
+static int fill_event(sl_event *ev, Shardline__Client__Reply *r)
 {
 	ev->priv = r;
 	ev->message = "";
 	switch (r->msg_case) {
 	case SHARDLINE__CLIENT__REPLY__MSG_CHUNK:
-		ev->kind = COORD_EV_CHUNK;
+		ev->kind = SL_EV_CHUNK;
 		ev->tag = r->chunk->tag;
 		ev->text = (const char *)r->chunk->text.data;
 		ev->text_len = r->chunk->text.len;
@@ -170,7 +170,7 @@ static int fill_event(coord_event *ev, Shardline__Client__Reply *r)
 		return SL_OK;
 	case SHARDLINE__CLIENT__REPLY__MSG_DONE: {
 		const Shardline__Client__Done *d = r->done;
-		ev->kind = COORD_EV_DONE;
+		ev->kind = SL_EV_DONE;
 		ev->tag = d->tag;
 		ev->finish = d->finish;
 		ev->message = d->error ? d->error : "";
@@ -183,7 +183,7 @@ static int fill_event(coord_event *ev, Shardline__Client__Reply *r)
 		return SL_OK;
 	}
 	case SHARDLINE__CLIENT__REPLY__MSG_ERROR:
-		ev->kind = COORD_EV_ERROR;
+		ev->kind = SL_EV_ERROR;
 		ev->tag = r->error->tag;
 		ev->error_code = r->error->code;
 		ev->message = r->error->message ? r->error->message : "";
@@ -195,7 +195,7 @@ static int fill_event(coord_event *ev, Shardline__Client__Reply *r)
 	}
 }
 
-int coord_client_next(coord_client *c, int timeout_ms, coord_event *ev, char *err, size_t errlen)
+int sl_client_next(sl_client *c, int timeout_ms, sl_event *ev, char *err, size_t errlen)
 {
 	memset(ev, 0, sizeof *ev);
 	zmq_pollitem_t it = {c->sock, 0, ZMQ_POLLIN, 0};
@@ -204,14 +204,14 @@ int coord_client_next(coord_client *c, int timeout_ms, coord_event *ev, char *er
 		return sl_errf(err, errlen, SL_ECOMM, "poll: %s", zmq_strerror(errno));
 	if (n == 0)
 		return 0;
-	coord_wire_msg m;
-	int got = coord_wire_recv(c->sock, &m);
+	sl_wire_msg m;
+	int got = sl_wire_recv(c->sock, &m);
 	if (got <= 0)
 		return got < 0 ? sl_errf(err, errlen, SL_ECOMM, "receive: %s", zmq_strerror(errno)) : 0;
-	size_t len = m.n_total == 1 ? coord_wire_size(&m, 0) : 0;
+	size_t len = m.n_total == 1 ? sl_wire_size(&m, 0) : 0;
 	Shardline__Client__Reply *r =
-		len ? shardline__client__reply__unpack(NULL, len, coord_wire_data(&m, 0)) : NULL;
-	coord_wire_msg_close(&m);
+		len ? shardline__client__reply__unpack(NULL, len, sl_wire_data(&m, 0)) : NULL;
+	sl_wire_msg_close(&m);
 	if (!r)
 		return sl_errf(err, errlen, SL_EINVAL, "not a Reply (%zu bytes)", len);
 	if (fill_event(ev, r)) {
@@ -222,7 +222,7 @@ int coord_client_next(coord_client *c, int timeout_ms, coord_event *ev, char *er
 	return 1;
 }
 
-void coord_event_release(coord_event *ev)
+void sl_event_release(sl_event *ev)
 {
 	if (ev->priv)
 		shardline__client__reply__free_unpacked(ev->priv, NULL);
@@ -230,13 +230,13 @@ void coord_event_release(coord_event *ev)
 	memset(ev, 0, sizeof *ev);
 }
 
-const char *coord_finish_name(int f)
+const char *sl_finish_name(int f)
 {
 	static const char *n[] = {"none", "length", "stop", "eos", "cancelled", "error"};
 	return f >= 0 && f <= 5 ? n[f] : "unknown";
 }
 
-const char *coord_error_name(int code)
+const char *sl_error_name(int code)
 {
 	static const char *n[] = {"none", "malformed", "bad request", "unknown model", "overloaded",
 				  "not found", "internal"};

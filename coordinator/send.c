@@ -1,0 +1,82 @@
+/*
+ * send.c — every message the coordinator sends goes out here: replies to
+ * clients (a vanished client marks its request for the tick to cancel)
+ * and messages to node group leaders (a failed send marks the group lost
+ * for the tick to reap). The handlers and the router call these; keeping
+ * them apart from the handlers is what keeps coordinator/ free of cycles.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "coord_int.h"
+#include "sl.h"
+
+int coord_send_client(coord *c, const void *client, size_t client_len,
+		      Shardline__Client__Reply *rep, int *zerrno)
+{
+	return sl_wire_send(c->clients, client, client_len, &rep->base, zerrno);
+}
+
+void coord_reply_error(coord *c, const void *client, size_t client_len, uint64_t tag,
+		       Shardline__Client__ErrorCode code, const char *fmt, ...)
+{
+	char msg[SL_ERRLEN];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	Shardline__Client__Error e = SHARDLINE__CLIENT__ERROR__INIT;
+	e.has_tag = e.has_code = 1;
+	e.tag = tag;
+	e.code = code;
+	e.message = msg;
+	Shardline__Client__Reply rep = SHARDLINE__CLIENT__REPLY__INIT;
+	rep.msg_case = SHARDLINE__CLIENT__REPLY__MSG_ERROR;
+	rep.error = &e;
+	int zerr = 0;
+	coord_send_client(c, client, client_len, &rep, &zerr);
+	SL_DEBUG("coord", "error reply (tag %llu): %s", (unsigned long long)tag, msg);
+}
+
+void coord_send_reply(coord *c, coord_req *r, Shardline__Client__Reply *rep)
+{
+	int zerr = 0;
+	if (r->client_gone)
+		return;
+	coord_send_client(c, r->client, r->client_len, rep, &zerr);
+	if (zerr) { /* gone or not reading: the tick cancels the request */
+		SL_WARN("coord", "request %llu: client unreachable (%s); cancelling",
+			(unsigned long long)r->id, zmq_strerror(zerr));
+		r->client_gone = 1;
+	}
+}
+
+int coord_send_node(coord *c, coord_group *g, Shardline__Node__CoordMsg *m)
+{
+	int zerr = 0;
+	if (g->lost)
+		return SL_ECOMM;
+	if (sl_wire_send(c->nodes, g->ident, g->ident_len, &m->base, &zerr)) {
+		if (!g->draining)
+			SL_WARN("coord", "group %u (%s): send failed (%s); dropping it", g->id, g->name,
+				zmq_strerror(zerr));
+		g->lost = 1; /* reaped by the next tick, not here: callers may be iterating */
+		return SL_ECOMM;
+	}
+	return SL_OK;
+}
+
+void coord_send_ident(coord *c, const void *ident, size_t len, Shardline__Node__CoordMsg *m)
+{
+	sl_wire_send(c->nodes, ident, len, &m->base, NULL);
+}
+
+void coord_send_ping(coord *c, coord_group *g)
+{
+	Shardline__Node__Ping p = SHARDLINE__NODE__PING__INIT;
+	Shardline__Node__CoordMsg m = SHARDLINE__NODE__COORD_MSG__INIT;
+	m.msg_case = SHARDLINE__NODE__COORD_MSG__MSG_PING;
+	m.ping = &p;
+	coord_send_node(c, g, &m);
+	g->last_ping = sl_now();
+}
