@@ -3,8 +3,8 @@
  * Used by the checkpoint reader (convert on load), the CPU backend and the
  * kernel tests (compare fp16/bf16 device results with fp32 references).
  */
-#ifndef KERN_DTYPE_H
-#define KERN_DTYPE_H
+#ifndef SL_DTYPE_H
+#define SL_DTYPE_H
 
 #include <stddef.h>
 #include <stdint.h>
