@@ -160,9 +160,9 @@ static int write_json(const char *path, const bench_args *a, const model *m, con
 	cJSON_AddStringToObject(j, "device", r->device);
 	cJSON_AddStringToObject(j, "shape", a->shape);
 	cJSON_AddStringToObject(j, "dtype", sl_dtype_name(m->be->dtype));
-	cJSON_AddNumberToObject(j, "tp", m->shard.tp);
-	cJSON_AddNumberToObject(j, "pp", m->shard.pp);
-	cJSON_AddNumberToObject(j, "gpus", m->shard.tp * m->shard.pp);
+	cJSON_AddNumberToObject(j, "tp", m->shard.grid.tp);
+	cJSON_AddNumberToObject(j, "pp", m->shard.grid.pp);
+	cJSON_AddNumberToObject(j, "gpus", m->shard.grid.tp * m->shard.grid.pp);
 	cJSON_AddBoolToObject(j, "tp_comm_skipped", m->opts.skip_tp_comm);
 	cJSON_AddNumberToObject(j, "copy_bandwidth_GBps", r->copy_bw / 1e9);
 	cJSON_AddNumberToObject(j, "prompt_tokens", a->prompt);
@@ -256,7 +256,7 @@ int main(int argc, char **argv)
 	for (int i = 0; i < a.n_batches; i++)
 		most = a.batches[i] > most ? a.batches[i] : most;
 	node_group_opts o = {.device = "cuda", .dtype = a.dtype, .random_cfg = &cfg, .seed = 1,
-			     .tp = (int)a.tp, .pp = (int)a.pp, .max_tokens = 2048,
+			     .tp = (int)a.tp, .pp = (int)a.pp, .step_tokens = 2048,
 			     .max_seqs = (int)most, .block_tokens = 16, .mem_fraction = 0.9f,
 			     .skip_tp_comm = a.comm_off};
 	rc = node_group_open(&argc, &argv, &o, &g, err, sizeof err);
@@ -267,7 +267,7 @@ int main(int argc, char **argv)
 		r.copy_bw = copy_bandwidth();
 		printf("device: %s x %d (tp %d, pp %d)\ncopy bandwidth: %.0f GB/s (read + write)\n"
 		       "shape %s, %s, %.2f GB of weights on rank 0%s\n", r.device, g.world,
-		       g.m->shard.tp, g.m->shard.pp, r.copy_bw / 1e9, a.shape,
+		       g.m->shard.grid.tp, g.m->shard.grid.pp, r.copy_bw / 1e9, a.shape,
 		       sl_dtype_name(g.be->dtype), g.m->weight_bytes / 1e9,
 		       a.comm_off ? ", tensor-parallel all-reduces SKIPPED" : "");
 		rc = measure(g.m, &a, &r, err, sizeof err);

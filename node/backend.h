@@ -79,7 +79,7 @@ typedef struct node_backend_ops {
 } node_backend_ops;
 
 typedef struct node_backend_limits {
-	int max_tokens, max_rows, max_seqs, max_table_entries, vocab;
+	int step_tokens, max_rows, max_seqs, max_table_entries, vocab;
 	int n_heads, head_dim, max_ctx;
 } node_backend_limits;
 

@@ -118,10 +118,10 @@ static int cu_set_batch(node_backend *be, const kern_paged_batch *h, kern_paged_
 	cuda_impl *c = I(be);
 	int n = h->n_tokens, s = h->n_seqs, stride = c->table_stride;
 	size_t ints = 3 * (size_t)n + 3 * (size_t)s + (size_t)s * stride;
-	if (n > c->lim.max_tokens || s > c->lim.max_seqs || h->max_blocks > stride ||
+	if (n > c->lim.step_tokens || s > c->lim.max_seqs || h->max_blocks > stride ||
 	    ints * 4 > c->batch.cap) {
 		SL_ERROR("cuda", "step of %d tokens, %d sequences, %d blocks exceeds the reserved %d/%d/%d",
-			 n, s, h->max_blocks, c->lim.max_tokens, c->lim.max_seqs, stride);
+			 n, s, h->max_blocks, c->lim.step_tokens, c->lim.max_seqs, stride);
 		return SL_EINVAL;
 	}
 	int rc = staged_wait(&c->batch);
@@ -266,7 +266,7 @@ static int cu_reserve(node_backend *be, const node_backend_limits *lim)
 	c->table_stride = lim->max_table_entries / (lim->max_seqs > 0 ? lim->max_seqs : 1);
 	if (c->table_stride < 1)
 		c->table_stride = 1;
-	size_t batch_ints = 3 * (size_t)lim->max_tokens + 3 * (size_t)lim->max_seqs +
+	size_t batch_ints = 3 * (size_t)lim->step_tokens + 3 * (size_t)lim->max_seqs +
 			    (size_t)lim->max_seqs * c->table_stride;
 	int rc;
 	if ((rc = staged_init(&c->batch, 4 * batch_ints)) ||
@@ -277,7 +277,7 @@ static int cu_reserve(node_backend *be, const node_backend_limits *lim)
 	CUDA_TRY(cudaMalloc((void **)&c->d_tokens, 4 * (size_t)lim->max_seqs));
 	CUDA_TRY(cudaMallocHost((void **)&c->h_tokens, 4 * (size_t)lim->max_seqs));
 	CUDA_TRY(cudaMalloc((void **)&c->d_sel, sizeof(float) * lim->max_seqs * (size_t)lim->vocab));
-	if ((rc = kern_attn_ws_create(lim->max_tokens, lim->n_heads, lim->head_dim, lim->max_ctx,
+	if ((rc = kern_attn_ws_create(lim->step_tokens, lim->n_heads, lim->head_dim, lim->max_ctx,
 				      &c->attn)))
 		return rc;
 	return kern_sampler_create(lim->max_seqs, lim->vocab, &c->sampler);

@@ -51,7 +51,7 @@ struct node_engine {
 
 static int alloc_scratch(node_engine *e)
 {
-	size_t T = e->m->opts.max_tokens, R = e->m->opts.max_rows, V = e->m->cfg.vocab_size;
+	size_t T = e->m->opts.step_tokens, R = e->m->opts.max_rows, V = e->m->cfg.vocab_size;
 	step_scratch *w = &e->w;
 	e->max_blocks = kv_blocks_for(e->pool, e->m->cfg.max_pos);
 	int32_t **i32[] = {&w->tokens, &w->positions, &w->slots, &w->q_start, &w->q_len, &w->kv_len,
@@ -216,7 +216,7 @@ static int running_in_order(node_engine *e)
  * generating; then prefill chunks in FIFO order with what remains. */
 static void plan_budget(node_engine *e, int n_run, int *want)
 {
-	int T = e->m->opts.max_tokens, R = e->m->opts.max_rows, S = e->m->opts.max_seqs;
+	int T = e->m->opts.step_tokens, R = e->m->opts.max_rows, S = e->m->opts.max_seqs;
 	int n_tok = 0, n_rows = 0, ns = 0;
 	for (int k = 0; k < n_run; k++)
 		want[k] = 0;
@@ -386,7 +386,7 @@ static int build_plan(node_engine *e, node_plan *p, int ns, const int *take)
 		p->want_logits |= s->req.prompt_logits != NULL;
 		fill_seq(e, p, k, take[k], stride);
 	}
-	p->n_micro = split_micro(e, ns, p->b.n_tokens, e->m->shard.pp);
+	p->n_micro = split_micro(e, ns, p->b.n_tokens, e->m->shard.grid.pp);
 	return prefill;
 }
 
@@ -432,7 +432,7 @@ static int apply_step(node_engine *e, const node_plan *p)
 
 int node_engine_step(node_engine *e, int *n_active, char *err, size_t errlen)
 {
-	int take[e->m->opts.max_tokens], rc;
+	int take[e->m->opts.step_tokens], rc;
 	int n_run = running_in_order(e);
 	int ns = choose(e, n_run, take);
 	*n_active = n_run;

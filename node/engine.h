@@ -1,10 +1,10 @@
 /*
  * engine.h — sequences on one node group: their tokens, their KV block
- * tables, and the step loop that feeds them through model_forward and
+ * tables, and the step loop that feeds them through the forward pass and
  * samples their next tokens.
  *
  * A step packs work from the running sequences under a token budget
- * (max_tokens), a logits-row budget and a sequence limit (max_seqs): first
+ * (step_tokens), a logits-row budget and a sequence limit (max_seqs): first
  * one decode token (its last sampled one) for every sequence whose cache
  * is otherwise complete, then chunks of the tokens not yet cached (prompts,
  * or a preempted sequence's whole history) in arrival order. Each sequence

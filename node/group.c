@@ -60,34 +60,34 @@ static sl_dtype cuda_dtype(const node_group_opts *o)
 }
 #endif
 
-static int open_backend(const node_group_opts *o, node_group *g, int tp, int pp, char *err,
+static int open_backend(const node_group_opts *o, node_group *g, const par_grid *grid, char *err,
 			size_t errlen)
 {
 	int cuda = o->device ? !strcmp(o->device, "cuda") : node_group_have_gpu();
 	if (o->device && !cuda && strcmp(o->device, "cpu"))
 		return sl_errf(err, errlen, SL_EINVAL, "--device %s: expected cpu or cuda", o->device);
 	if (!cuda) {
-		int rc = g->mpi ? par_comm_create_mpi(tp, pp, &g->comm, err, errlen) : SL_OK;
+		int rc = g->mpi ? par_comm_create_mpi(grid, &g->comm, err, errlen) : SL_OK;
 		return rc ? rc : node_backend_cpu_create(&g->be);
 	}
 #ifdef SL_HAVE_CUDA
 	int rc = node_backend_cuda_create(local_rank(), cuda_dtype(o), &g->be, err, errlen);
 	if (!rc && g->mpi)
-		rc = par_comm_create_nccl(tp, pp, g->be->stream, &g->comm, err, errlen);
+		rc = par_comm_create_nccl(grid, g->be->stream, &g->comm, err, errlen);
 	return rc;
 #else
 	return sl_errf(err, errlen, SL_ENOTSUP, "--device cuda: this build has no CUDA (make CUDA=1)");
 #endif
 }
 
-static int open_shard(const node_group_opts *o, node_group *g, int tp, int pp, char *err,
+static int open_shard(const node_group_opts *o, node_group *g, const par_grid *grid, char *err,
 		      size_t errlen)
 {
-	int rc = open_backend(o, g, tp, pp, err, errlen);
+	int rc = open_backend(o, g, grid, err, errlen);
 	if (rc)
 		return rc;
-	model_opts mo = {.tp = tp, .pp = pp, .tp_rank = g->rank % tp, .pp_rank = g->rank / tp,
-			 .max_tokens = o->max_tokens, .max_rows = o->max_rows, .max_seqs = o->max_seqs,
+	model_opts mo = {.grid = *grid,
+			 .step_tokens = o->step_tokens, .max_rows = o->max_rows, .max_seqs = o->max_seqs,
 			 .block_tokens = o->block_tokens, .n_kv_blocks = o->n_kv_blocks,
 			 .mem_fraction = o->mem_fraction, .skip_tp_comm = o->skip_tp_comm};
 	if (o->random_cfg)
@@ -114,13 +114,10 @@ int node_group_open(int *argc, char ***argv, const node_group_opts *o, node_grou
 		MPI_Comm_size(MPI_COMM_WORLD, &g->world);
 	}
 	sl_log_set_role("node", g->rank, g->world);
-	int pp = o->pp ? o->pp : 1, tp = o->tp ? o->tp : g->world / pp;
-	int rc = SL_OK;
-	if (tp * pp != g->world)
-		rc = sl_errf(err, errlen, SL_EINVAL, "--tp %d x --pp %d must equal the number of ranks (%d)",
-			     tp, pp, g->world);
+	par_grid grid;
+	int rc = par_grid_place(o->tp, o->pp, g->rank, g->world, &grid, err, errlen);
 	if (!rc)
-		rc = open_shard(o, g, tp, pp, err, errlen);
+		rc = open_shard(o, g, &grid, err, errlen);
 	if (g->mpi) { /* every rank learns whether all of them are ready */
 		int mine = rc ? 1 : 0, any = 0;
 		MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);

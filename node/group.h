@@ -16,7 +16,8 @@ typedef struct node_group_opts {
 	const char *device;      /* "cpu", "cuda" or NULL: cuda when a GPU is present */
 	int dtype;               /* CUDA storage: SL_DT_F16/BF16, -1: the checkpoint's (F16 for F32) */
 	int tp, pp;              /* 0: tp = world size / pp, pp = 1 */
-	int max_tokens, max_rows, max_seqs, block_tokens, n_kv_blocks;
+	int step_tokens;         /* tokens per forward step (--max-step-tokens) */
+	int max_rows, max_seqs, block_tokens, n_kv_blocks;
 	float mem_fraction;      /* CUDA, with n_kv_blocks 0 */
 	const model_config *random_cfg; /* non-NULL: random weights of this shape, no checkpoint */
 	int skip_tp_comm;        /* benchmarks: see model_opts */

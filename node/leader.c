@@ -98,8 +98,8 @@ static void send_register(leader *l)
 	r.model = (char *)l->o->model_name;
 	r.name = l->name;
 	r.session = l->session;
-	r.tp = m->shard.tp;
-	r.pp = m->shard.pp;
+	r.tp = m->shard.grid.tp;
+	r.pp = m->shard.grid.pp;
 	r.kv_blocks = node_engine_total_blocks(l->e);
 	r.block_tokens = m->opts.block_tokens;
 	r.max_pos = m->cfg.max_pos;
@@ -378,8 +378,8 @@ int node_leader_run(node_group *g, const node_leader_opts *o, char *err, size_t 
 	if (!rc) {
 		SL_INFO("leader", "serving model %s for %s (tp %d x pp %d, %d KV blocks, up to %d running, "
 			"%s batching, %d tokens per step)", eff.model_name, eff.coordinator,
-			g->m->shard.tp, g->m->shard.pp, node_engine_total_blocks(l.e), eff.max_running,
-			node_sched_policy_name(eff.batching), g->m->opts.max_tokens);
+			g->m->shard.grid.tp, g->m->shard.grid.pp, node_engine_total_blocks(l.e), eff.max_running,
+			node_sched_policy_name(eff.batching), g->m->opts.step_tokens);
 		rc = serve(&l, err, errlen);
 		log_preemptions(&l, 1);
 		if (rc && l.sock)

@@ -274,7 +274,7 @@ int main(int argc, char **argv)
 	}
 	node_group_opts o = {.model_dir = a.model_dir, .device = a.device, .dtype = a.dtype,
 			     .random_cfg = a.random_shape ? &shape_cfg : NULL, .seed = 1,
-			     .tp = (int)a.tp, .pp = (int)a.pp, .max_tokens = (int)a.max_step_tokens,
+			     .tp = (int)a.tp, .pp = (int)a.pp, .step_tokens = (int)a.max_step_tokens,
 			     .max_seqs = (int)a.max_seqs,
 			     .block_tokens = (int)a.block_tokens, .mem_fraction = (float)a.mem_fraction,
 			     .n_kv_blocks = (int)(a.kv_blocks ? a.kv_blocks

@@ -30,14 +30,14 @@ static const void *norm_after(const model *m, int l)
 {
 	if (l + 1 < m->shard.n_layers)
 		return m->w.layers[l + 1].attn_norm;
-	return m->shard.pp_rank == m->shard.pp - 1 ? m->w.final_norm : NULL;
+	return m->shard.grid.pp_rank == m->shard.grid.pp - 1 ? m->w.final_norm : NULL;
 }
 
 int model_set_batch(model *m, const kern_paged_batch *host, char *err, size_t errlen)
 {
-	if (host->n_tokens <= 0 || host->n_tokens > m->opts.max_tokens)
+	if (host->n_tokens <= 0 || host->n_tokens > m->opts.step_tokens)
 		return sl_errf(err, errlen, SL_EINVAL, "step has %d tokens; the arena holds %d",
-			       host->n_tokens, m->opts.max_tokens);
+			       host->n_tokens, m->opts.step_tokens);
 	return m->be->ops->set_batch(m->be, host, &m->batch);
 }
 
@@ -109,14 +109,14 @@ int model_lm_head(model *m, const int32_t *rows, int n_rows, int row0)
 		in = a->lm_in;
 	}
 	float *dst = a->logits + (size_t)row0 * V;
-	if (s->tp == 1)
+	if (s->grid.tp == 1)
 		return be->ops->matmul_f32out(be, dst, in, m->w.lm_head, n_rows, dim, V);
-	int per = s->vocab_padded / s->tp;
+	int per = s->vocab_padded / s->grid.tp;
 	TRY(be->ops->matmul_f32out(be, a->logits_local, in, m->w.lm_head, n_rows, dim, s->vocab));
 	TRY(par_tp_allgather(m->comm, a->logits_local, a->logits_gather, (size_t)n_rows * per,
 			     SL_DT_F32));
 	/* [tp][n_rows][per] -> [n_rows][V]; the last slice may be short */
-	for (int r = 0; r < s->tp; r++) {
+	for (int r = 0; r < s->grid.tp; r++) {
 		int v0 = r * per, w = v0 + per <= V ? per : V - v0;
 		if (w > 0)
 			TRY(be->ops->copy2d(be, dst + v0, sizeof(float) * V,

@@ -3,7 +3,7 @@
  * shard, its KV pools and the step arena, plus the forward pass.
  *
  * Everything is allocated once in model_create (weights, KV blocks for the
- * whole pool, activations for max_tokens); model_forward never allocates.
+ * whole pool, activations for step_tokens); the forward pass never allocates.
  */
 #ifndef NODE_MODEL_H
 #define NODE_MODEL_H
@@ -33,13 +33,13 @@ typedef struct model_weights {
 } model_weights;
 
 typedef struct model_arena {
-	float *x;      /* [max_tokens, dim] fp32 residual stream */
-	void *xb;      /* [max_tokens, dim] act: normed input of each block */
-	void *qkv;     /* [max_tokens, (hq + 2 hkv) * head_dim] act */
-	void *att;     /* [max_tokens, hq * head_dim] act */
-	void *proj;    /* [max_tokens, dim] act: wo / w2 output */
-	void *gate_up; /* [max_tokens, 2 * hidden] act */
-	void *hb;      /* [max_tokens, hidden] act */
+	float *x;      /* [step_tokens, dim] fp32 residual stream */
+	void *xb;      /* [step_tokens, dim] act: normed input of each block */
+	void *qkv;     /* [step_tokens, (hq + 2 hkv) * head_dim] act */
+	void *att;     /* [step_tokens, hq * head_dim] act */
+	void *proj;    /* [step_tokens, dim] act: wo / w2 output */
+	void *gate_up; /* [step_tokens, 2 * hidden] act */
+	void *hb;      /* [step_tokens, hidden] act */
 	void *lm_in;   /* [max_rows, dim] act: rows whose logits are wanted */
 	float *logits; /* [max_rows, vocab] fp32, full vocabulary */
 	float *logits_local;  /* [max_rows, vocab_padded / tp] fp32 (tp > 1) */
@@ -48,10 +48,11 @@ typedef struct model_arena {
 } model_arena;
 
 typedef struct model_opts {
-	int tp, tp_rank, pp, pp_rank;
-	int max_tokens;     /* step token budget: the arena is sized for it */
-	int max_rows;       /* logits rows per step (0: max_tokens) */
-	int max_seqs;       /* sequences per step (0: min(256, max_tokens)) */
+	par_grid grid;      /* this rank's place (zero: a group of one); input to the
+			     * shard, which is what the model reads afterwards */
+	int step_tokens;    /* tokens per forward step (the step budget): the arena is sized for it */
+	int max_rows;       /* logits rows per step (0: step_tokens) */
+	int max_seqs;       /* sequences per step (0: min(256, step_tokens)) */
 	int n_kv_blocks;    /* KV pool size (blocks); 0: from free device memory */
 	float mem_fraction; /* with n_kv_blocks 0: fraction of device memory to fill (default 0.9) */
 	int skip_tp_comm;   /* benchmarks only: skip tensor-parallel collectives (wrong

@@ -101,7 +101,7 @@ static int load_ends(loader *L)
 	model *m = L->m;
 	const model_config *c = &m->cfg;
 	const par_shard *s = &m->shard;
-	int first = s->pp_rank == 0, last = s->pp_rank == s->pp - 1;
+	int first = s->grid.pp_rank == 0, last = s->grid.pp_rank == s->grid.pp - 1;
 	if (first || (last && c->tie_embeddings)) {
 		TRY(stage_slice(L, "model.embed_tokens.weight", c->vocab_size, c->dim, s->vocab0,
 				s->vocab, 0, c->dim, 0));
@@ -219,7 +219,7 @@ static int alloc_arena(model *m, char *err, size_t errlen)
 {
 	const model_config *c = &m->cfg;
 	const par_shard *s = &m->shard;
-	size_t T = m->opts.max_tokens, e = esize(m), hd = c->head_dim;
+	size_t T = m->opts.step_tokens, e = esize(m), hd = c->head_dim;
 	model_arena *a = &m->a;
 	TRY(alloc_buf(m, T * c->dim * sizeof(float), (void **)&a->x, err, errlen));
 	TRY(alloc_buf(m, T * c->dim * e, &a->xb, err, errlen));
@@ -228,12 +228,12 @@ static int alloc_arena(model *m, char *err, size_t errlen)
 	TRY(alloc_buf(m, T * c->dim * e, &a->proj, err, errlen));
 	TRY(alloc_buf(m, T * 2 * s->hidden * e, &a->gate_up, err, errlen));
 	TRY(alloc_buf(m, T * s->hidden * e, &a->hb, err, errlen));
-	size_t R = m->opts.max_rows, per = s->vocab_padded / s->tp;
+	size_t R = m->opts.max_rows, per = s->vocab_padded / s->grid.tp;
 	TRY(alloc_buf(m, R * c->dim * e, &a->lm_in, err, errlen));
 	TRY(alloc_buf(m, R * c->vocab_size * sizeof(float), (void **)&a->logits, err, errlen));
-	if (s->tp > 1) {
+	if (s->grid.tp > 1) {
 		TRY(alloc_buf(m, R * per * sizeof(float), (void **)&a->logits_local, err, errlen));
-		TRY(alloc_buf(m, R * per * s->tp * sizeof(float), (void **)&a->logits_gather, err,
+		TRY(alloc_buf(m, R * per * s->grid.tp * sizeof(float), (void **)&a->logits_gather, err,
 			      errlen));
 	}
 	TRY(alloc_buf(m, hd / 2 * sizeof(float), (void **)&a->inv_freq, err, errlen));
@@ -252,7 +252,7 @@ static int open_checkpoint(model *m, const char *dir, sl_st_set **st, char *err,
 	TRY(model_config_load(path, &m->cfg, err, errlen));
 	const model_config *c = &m->cfg;
 	const model_opts *o = &m->opts;
-	TRY(par_shard_init(o->tp, o->tp_rank, o->pp, o->pp_rank, c->n_layers, c->n_heads,
+	TRY(par_shard_init(&o->grid, c->n_layers, c->n_heads,
 			   c->n_kv_heads, c->hidden_dim, c->vocab_size, &m->shard, err, errlen));
 	return sl_st_open_dir(dir, st, err, errlen);
 }
@@ -263,7 +263,7 @@ static int reserve_backend(model *m)
 	const model_opts *o = &m->opts;
 	int per_seq = (m->cfg.max_pos + o->block_tokens - 1) / o->block_tokens;
 	node_backend_limits lim = {
-		.max_tokens = o->max_tokens, .max_rows = o->max_rows, .max_seqs = o->max_seqs,
+		.step_tokens = o->step_tokens, .max_rows = o->max_rows, .max_seqs = o->max_seqs,
 		.max_table_entries = o->max_seqs * per_seq, .vocab = m->cfg.vocab_size,
 		.n_heads = m->shard.n_heads, .head_dim = m->cfg.head_dim, .max_ctx = m->cfg.max_pos};
 	return m->be->ops->reserve(m->be, &lim);
@@ -277,12 +277,14 @@ static model *model_new(node_backend *be, const model_opts *opts)
 	m->be = be;
 	m->opts = *opts;
 	model_opts *o = &m->opts;
-	if (o->max_rows <= 0 || o->max_rows > o->max_tokens)
-		o->max_rows = o->max_tokens;
+	if (o->grid.tp == 0) /* not placed: the whole group is this rank */
+		o->grid = (par_grid){.tp = 1, .pp = 1};
+	if (o->max_rows <= 0 || o->max_rows > o->step_tokens)
+		o->max_rows = o->step_tokens;
 	if (o->max_seqs <= 0)
 		o->max_seqs = 256;
-	if (o->max_seqs > o->max_tokens)
-		o->max_seqs = o->max_tokens;
+	if (o->max_seqs > o->step_tokens)
+		o->max_seqs = o->step_tokens;
 	return m;
 }
 
@@ -306,8 +308,8 @@ static int finish_create(model *m, int rc, model **out, char *err, size_t errlen
 
 static int check_opts(const model_opts *opts, char *err, size_t errlen)
 {
-	if (opts->max_tokens <= 0 || opts->n_kv_blocks < 0 || opts->block_tokens <= 0)
-		return sl_errf(err, errlen, SL_EINVAL, "max_tokens and block size must be > 0");
+	if (opts->step_tokens <= 0 || opts->n_kv_blocks < 0 || opts->block_tokens <= 0)
+		return sl_errf(err, errlen, SL_EINVAL, "step_tokens and block size must be > 0");
 	return SL_OK;
 }
 
@@ -337,7 +339,7 @@ int model_create_random(const model_config *cfg, node_backend *be, const model_o
 		return sl_errf(err, errlen, SL_ENOMEM, "out of host memory");
 	m->cfg = *cfg;
 	const model_opts *o = &m->opts;
-	int rc = par_shard_init(o->tp, o->tp_rank, o->pp, o->pp_rank, cfg->n_layers, cfg->n_heads,
+	int rc = par_shard_init(&o->grid, cfg->n_layers, cfg->n_heads,
 				cfg->n_kv_heads, cfg->hidden_dim, cfg->vocab_size, &m->shard, err,
 				errlen);
 	if (!rc)

@@ -4,8 +4,7 @@
  *
  * The leader (node/leader.c) submits requests by the coordinator's id,
  * cancels them, and calls node_sched_step once per loop turn; it never
- * touches the engine's sequences itself. The policy lives only here, so a
- * continuous-batching scheduler can replace it behind the same calls.
+ * touches the engine's sequences itself. Admission policy lives only here.
  *
  * Two admission policies, both first come first admitted with no
  * overtaking (a long prompt at the head of the queue waits for its blocks

@@ -77,12 +77,12 @@ static int run_stage(void *arg)
 	model *m = x->m;
 	const par_shard *s = &m->shard;
 	size_t x_count = (size_t)x->u->b.n_tokens * m->cfg.dim;
-	if (s->pp_rank == 0)
+	if (s->grid.pp_rank == 0)
 		TRY(model_embed(m));
 	else
 		TRY(par_recv_prev(m->comm, m->a.x, x_count, SL_DT_F32));
 	TRY(model_layers(m));
-	if (s->pp_rank < s->pp - 1)
+	if (s->grid.pp_rank < s->grid.pp - 1)
 		return par_send_next(m->comm, m->a.x, x_count, SL_DT_F32);
 	return model_lm_head(m, x->u->rows, x->u->n_rows, x->u->row0);
 }
@@ -147,7 +147,7 @@ static int step_run(model *m, const node_plan *p, int32_t *tokens_out, float *lo
 	free(u.q_start);
 	free(u.rows);
 	const par_shard *s = &m->shard;
-	if (!rc && s->pp_rank == s->pp - 1 && s->tp_rank == 0)
+	if (!rc && s->grid.pp_rank == s->grid.pp - 1 && s->grid.tp_rank == 0)
 		rc = finish_last_stage(m, p, tokens_out, logits_out);
 	if (!rc)
 		rc = m->be->ops->sync(m->be);
@@ -172,9 +172,9 @@ int node_step_lead(model *m, const node_plan *p, int32_t *tokens_out, float *log
 	}
 	TRY(step_run(m, p, tokens_out, logits_out, err, errlen));
 	const par_shard *s = &m->shard;
-	if (s->pp == 1)
+	if (s->grid.pp == 1)
 		return SL_OK;
-	int last = (s->pp - 1) * s->tp; /* world rank of the last stage's first tp rank */
+	int last = par_grid_rank(&s->grid, 0, s->grid.pp - 1); /* the last stage's first tp rank */
 	if (p->n_sample && par_host_recv(c, last, tokens_out, 4 * (size_t)p->n_sample))
 		return sl_errf(err, errlen, SL_ECOMM, "no tokens from rank %d", last);
 	if (p->want_logits && logits_out &&

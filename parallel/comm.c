@@ -36,13 +36,13 @@ static int mpi_allgather(par_comm *c, const void *send, void *recv, size_t count
 
 static int mpi_send_next(par_comm *c, const void *buf, size_t count, sl_dtype dt)
 {
-	MPI_TRY(MPI_Send(buf, (int)count, mpi_type(dt), c->rank + c->tp, TAG_ACT, MPI_COMM_WORLD));
+	MPI_TRY(MPI_Send(buf, (int)count, mpi_type(dt), c->next, TAG_ACT, MPI_COMM_WORLD));
 	return SL_OK;
 }
 
 static int mpi_recv_prev(par_comm *c, void *buf, size_t count, sl_dtype dt)
 {
-	MPI_TRY(MPI_Recv(buf, (int)count, mpi_type(dt), c->rank - c->tp, TAG_ACT, MPI_COMM_WORLD,
+	MPI_TRY(MPI_Recv(buf, (int)count, mpi_type(dt), c->prev, TAG_ACT, MPI_COMM_WORLD,
 			 MPI_STATUS_IGNORE));
 	return SL_OK;
 }
@@ -57,31 +57,30 @@ static const par_comm_ops mpi_ops = {
 	.destroy = mpi_destroy,
 };
 
-int par_comm_init_common(par_comm *c, int tp, int pp, char *err, size_t errlen)
+int par_comm_init_common(par_comm *c, const par_grid *g, char *err, size_t errlen)
 {
 	MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &c->size);
-	if (tp < 1 || pp < 1 || tp * pp != c->size)
+	if ((long)g->tp * g->pp != c->size || par_grid_rank(g, g->tp_rank, g->pp_rank) != c->rank)
 		return sl_errf(err, errlen, SL_EINVAL,
-			       "--tp %d x --pp %d must equal the number of MPI ranks (%d)", tp, pp,
-			       c->size);
-	c->tp = tp;
-	c->pp = pp;
-	c->tp_rank = c->rank % tp;
-	c->pp_rank = c->rank / tp;
-	if (MPI_Comm_split(MPI_COMM_WORLD, c->pp_rank, c->tp_rank, &c->tp_comm) != MPI_SUCCESS)
+			       "--tp %d x --pp %d does not place MPI rank %d of %d", g->tp, g->pp,
+			       c->rank, c->size);
+	c->tp_size = g->tp;
+	c->next = g->pp_rank + 1 < g->pp ? par_grid_rank(g, g->tp_rank, g->pp_rank + 1) : -1;
+	c->prev = g->pp_rank > 0 ? par_grid_rank(g, g->tp_rank, g->pp_rank - 1) : -1;
+	if (MPI_Comm_split(MPI_COMM_WORLD, g->pp_rank, g->tp_rank, &c->tp_comm) != MPI_SUCCESS)
 		return sl_errf(err, errlen, SL_ECOMM, "MPI_Comm_split failed");
 	return SL_OK;
 }
 
-int par_comm_create_mpi(int tp, int pp, par_comm **out, char *err, size_t errlen)
+int par_comm_create_mpi(const par_grid *g, par_comm **out, char *err, size_t errlen)
 {
 	par_comm *c = calloc(1, sizeof *c);
 	if (!c)
 		return sl_errf(err, errlen, SL_ENOMEM, "out of memory");
 	c->ops = &mpi_ops;
 	c->tp_comm = MPI_COMM_NULL;
-	int rc = par_comm_init_common(c, tp, pp, err, errlen);
+	int rc = par_comm_init_common(c, g, err, errlen);
 	if (rc) {
 		par_comm_destroy(c);
 		return rc;
@@ -102,33 +101,24 @@ void par_comm_destroy(par_comm *c)
 
 int par_world_rank(const par_comm *c) { return c->rank; }
 int par_world_size(const par_comm *c) { return c->size; }
-int par_tp(const par_comm *c) { return c->tp; }
-int par_pp(const par_comm *c) { return c->pp; }
-double par_comm_seconds(const par_comm *c) { return c->seconds; }
-
-/* Each collective is timed so benchmarks can say where the step goes. */
-#define TIMED(expr) do { double t0_ = sl_now(); int rc_ = (expr); c->seconds += sl_now() - t0_; return rc_; } while (0)
-
 int par_tp_allreduce(par_comm *c, void *buf, size_t count, sl_dtype dt)
 {
-	if (c->tp == 1)
-		return SL_OK;
-	TIMED(c->ops->allreduce(c, buf, count, dt));
+	return c->tp_size == 1 ? SL_OK : c->ops->allreduce(c, buf, count, dt);
 }
 
 int par_tp_allgather(par_comm *c, const void *send, void *recv, size_t count, sl_dtype dt)
 {
-	TIMED(c->ops->allgather(c, send, recv, count, dt));
+	return c->ops->allgather(c, send, recv, count, dt);
 }
 
 int par_send_next(par_comm *c, const void *buf, size_t count, sl_dtype dt)
 {
-	TIMED(c->ops->send_next(c, buf, count, dt));
+	return c->next < 0 ? SL_EINVAL : c->ops->send_next(c, buf, count, dt);
 }
 
 int par_recv_prev(par_comm *c, void *buf, size_t count, sl_dtype dt)
 {
-	TIMED(c->ops->recv_prev(c, buf, count, dt));
+	return c->prev < 0 ? SL_EINVAL : c->ops->recv_prev(c, buf, count, dt);
 }
 
 int par_host_bcast_msg(par_comm *c, const void *buf, size_t bytes)

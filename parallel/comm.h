@@ -7,7 +7,9 @@
  *
  * Groups: `tp` ranks of one pipeline stage share all-reduce / all-gather;
  * stage neighbours exchange activations with send_next / recv_prev.
- * Rank layout is parallel/grid.h's: world rank = pp_rank * tp + tp_rank.
+ * The rank layout is parallel/grid.h's (par_grid_rank); the communicator
+ * keeps only what it derives from the grid: its tp sub-communicator and its
+ * pipeline neighbours.
  */
 #ifndef PAR_COMM_H
 #define PAR_COMM_H
@@ -15,24 +17,24 @@
 #include <stddef.h>
 
 #include "dtype.h"
+#include "grid.h"
 
 typedef struct par_comm par_comm;
 
-/* Collective over MPI_COMM_WORLD (MPI must be initialised). tp * pp must
- * equal the world size. */
-int par_comm_create_mpi(int tp, int pp, par_comm **out, char *err, size_t errlen);
+/* Collective over MPI_COMM_WORLD (MPI must be initialised); g is this
+ * rank's place (par_grid_place over the world). */
+int par_comm_create_mpi(const par_grid *g, par_comm **out, char *err, size_t errlen);
 #ifdef SL_HAVE_CUDA
 /* NCCL communicators for the tp group and the pipeline neighbours, ids
  * made by each group's first rank and broadcast over MPI. `stream` is the
  * cudaStream_t every operation is enqueued on. */
-int par_comm_create_nccl(int tp, int pp, void *stream, par_comm **out, char *err, size_t errlen);
+int par_comm_create_nccl(const par_grid *g, void *stream, par_comm **out, char *err,
+			 size_t errlen);
 #endif
 void par_comm_destroy(par_comm *c);
 
 int par_world_rank(const par_comm *c);
 int par_world_size(const par_comm *c);
-int par_tp(const par_comm *c);
-int par_pp(const par_comm *c);
 
 /* Sum `count` elements of buf across the tp group, in place. */
 int par_tp_allreduce(par_comm *c, void *buf, size_t count, sl_dtype dt);
@@ -41,9 +43,6 @@ int par_tp_allgather(par_comm *c, const void *send, void *recv, size_t count, sl
 /* Activations to the same tp rank of the next stage / from the previous one. */
 int par_send_next(par_comm *c, const void *buf, size_t count, sl_dtype dt);
 int par_recv_prev(par_comm *c, void *buf, size_t count, sl_dtype dt);
-/* Seconds spent inside communication calls since creation (for benchmarks;
- * on NCCL, host-side enqueue time unless the caller synchronises). */
-double par_comm_seconds(const par_comm *c);
 
 /* Host-side messages over MPI, whatever the backend. */
 /* Leader -> every other rank: one message each. */

@@ -19,13 +19,14 @@ typedef struct par_comm_ops {
 
 struct par_comm {
 	const par_comm_ops *ops;
-	int rank, size, tp, pp, tp_rank, pp_rank;
+	int rank, size;        /* world */
+	int tp_size;           /* ranks of tp_comm */
+	int next, prev;        /* same tp rank in the next / previous stage; -1: none */
 	MPI_Comm tp_comm;      /* the tp ranks of this stage */
-	double seconds;        /* time inside collectives */
 	void *impl;            /* NCCL state */
 };
 
-/* Rank, size, grid position and the tp sub-communicator. */
-int par_comm_init_common(par_comm *c, int tp, int pp, char *err, size_t errlen);
+/* World rank and size, neighbours and the tp sub-communicator for grid g. */
+int par_comm_init_common(par_comm *c, const par_grid *g, char *err, size_t errlen);
 
 #endif

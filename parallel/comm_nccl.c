@@ -40,13 +40,13 @@ static int n_allgather(par_comm *c, const void *send, void *recv, size_t count, 
 
 static int n_send_next(par_comm *c, const void *buf, size_t count, sl_dtype dt)
 {
-	NCCL_TRY(ncclSend(buf, count, nccl_type(dt), c->rank + c->tp, S(c)->world, S(c)->stream));
+	NCCL_TRY(ncclSend(buf, count, nccl_type(dt), c->next, S(c)->world, S(c)->stream));
 	return SL_OK;
 }
 
 static int n_recv_prev(par_comm *c, void *buf, size_t count, sl_dtype dt)
 {
-	NCCL_TRY(ncclRecv(buf, count, nccl_type(dt), c->rank - c->tp, S(c)->world, S(c)->stream));
+	NCCL_TRY(ncclRecv(buf, count, nccl_type(dt), c->prev, S(c)->world, S(c)->stream));
 	return SL_OK;
 }
 
@@ -86,7 +86,8 @@ static int nccl_over(MPI_Comm mc, ncclComm_t *out)
 	return SL_OK;
 }
 
-int par_comm_create_nccl(int tp, int pp, void *stream, par_comm **out, char *err, size_t errlen)
+int par_comm_create_nccl(const par_grid *g, void *stream, par_comm **out, char *err,
+			 size_t errlen)
 {
 	par_comm *c = calloc(1, sizeof *c);
 	nccl_state *s = calloc(1, sizeof *s);
@@ -98,8 +99,9 @@ int par_comm_create_nccl(int tp, int pp, void *stream, par_comm **out, char *err
 	c->impl = s;
 	c->tp_comm = MPI_COMM_NULL;
 	s->stream = (cudaStream_t)stream;
-	int rc = par_comm_init_common(c, tp, pp, err, errlen);
-	if (!rc && (nccl_over(c->tp_comm, &s->tp) || (pp > 1 && nccl_over(MPI_COMM_WORLD, &s->world))))
+	int rc = par_comm_init_common(c, g, err, errlen);
+	if (!rc && (nccl_over(c->tp_comm, &s->tp) ||
+		    (g->pp > 1 && nccl_over(MPI_COMM_WORLD, &s->world))))
 		rc = sl_errf(err, errlen, SL_ECOMM, "NCCL initialisation failed (see the log above)");
 	if (rc) {
 		par_comm_destroy(c);

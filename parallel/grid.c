@@ -3,9 +3,25 @@
 
 #include "sl.h"
 
-int par_shard_init(int tp, int tp_rank, int pp, int pp_rank, int n_layers, int n_heads,
-		   int n_kv_heads, int hidden, int vocab, par_shard *s, char *err, size_t errlen)
+int par_grid_place(int tp, int pp, int rank, int world, par_grid *g, char *err, size_t errlen)
 {
+	pp = pp ? pp : 1;
+	tp = tp ? tp : world / pp;
+	if (tp < 1 || pp < 1 || (long)tp * pp != world)
+		return sl_errf(err, errlen, SL_EINVAL,
+			       "--tp %d x --pp %d must equal the number of ranks (%d)", tp, pp, world);
+	if (rank < 0 || rank >= world)
+		return sl_errf(err, errlen, SL_EINVAL, "rank %d outside a group of %d", rank, world);
+	*g = (par_grid){.tp = tp, .pp = pp, .tp_rank = rank % tp, .pp_rank = rank / tp};
+	return SL_OK;
+}
+
+int par_grid_rank(const par_grid *g, int tp_rank, int pp_rank) { return pp_rank * g->tp + tp_rank; }
+
+int par_shard_init(const par_grid *g, int n_layers, int n_heads, int n_kv_heads, int hidden,
+		   int vocab, par_shard *s, char *err, size_t errlen)
+{
+	int tp = g->tp, tp_rank = g->tp_rank, pp = g->pp, pp_rank = g->pp_rank;
 	if (tp < 1 || pp < 1 || tp_rank < 0 || tp_rank >= tp || pp_rank < 0 || pp_rank >= pp)
 		return sl_errf(err, errlen, SL_EINVAL, "bad grid position (tp %d/%d, pp %d/%d)",
 			       tp_rank, tp, pp_rank, pp);
@@ -22,7 +38,7 @@ int par_shard_init(int tp, int tp_rank, int pp, int pp_rank, int n_layers, int n
 	if (pp > n_layers)
 		return sl_errf(err, errlen, SL_EINVAL, "--pp %d exceeds num_hidden_layers %d", pp,
 			       n_layers);
-	s->tp = tp, s->tp_rank = tp_rank, s->pp = pp, s->pp_rank = pp_rank;
+	s->grid = *g;
 	/* layers: the first (n_layers % pp) stages take one extra */
 	int base = n_layers / pp, extra = n_layers % pp;
 	s->n_layers = base + (pp_rank < extra);

@@ -11,8 +11,21 @@
 
 #include <stddef.h>
 
+/* A rank's place in the tp x pp grid of one node group. Computed once, by
+ * par_grid_place, from the world rank; the model's shard holds it. */
+typedef struct par_grid {
+	int tp, pp;             /* grid size: tp * pp ranks */
+	int tp_rank, pp_rank;   /* this rank's column (tensor) and row (stage) */
+} par_grid;
+
+/* Place world rank `rank` of `world` in a tp x pp grid (tp 0: world / pp;
+ * pp 0: 1). Errors name the flags when tp x pp is not the world size. */
+int par_grid_place(int tp, int pp, int rank, int world, par_grid *g, char *err, size_t errlen);
+/* World rank of grid position (tp_rank, pp_rank). */
+int par_grid_rank(const par_grid *g, int tp_rank, int pp_rank);
+
 typedef struct par_shard {
-	int tp, tp_rank, pp, pp_rank;
+	par_grid grid;
 	int layer0, n_layers;        /* this stage's layers [layer0, layer0 + n_layers) */
 	int head0, n_heads;          /* query heads owned */
 	int kv_head0, n_kv_heads;    /* KV heads owned (replicated when tp > kv heads) */
@@ -21,9 +34,9 @@ typedef struct par_shard {
 	int vocab_padded;            /* vocab rows per rank x tp: the all-gathered width */
 } par_shard;
 
-/* Fill *s for rank (tp_rank, pp_rank). Errors name the dimension that tp or
- * pp does not divide. */
-int par_shard_init(int tp, int tp_rank, int pp, int pp_rank, int n_layers, int n_heads,
-		   int n_kv_heads, int hidden, int vocab, par_shard *s, char *err, size_t errlen);
+/* Fill *s for grid position *g. Errors name the dimension that tp or pp
+ * does not divide. */
+int par_shard_init(const par_grid *g, int n_layers, int n_heads, int n_kv_heads, int hidden,
+		   int vocab, par_shard *s, char *err, size_t errlen);
 
 #endif

@@ -112,7 +112,7 @@ static void run_model(const char *root, const char *name, int tp, int pp)
 		result(0, "cannot read golden record%s", name, "");
 		return;
 	}
-	node_group_opts o = {.model_dir = dir, .tp = tp, .pp = pp, .max_tokens = 256,
+	node_group_opts o = {.model_dir = dir, .tp = tp, .pp = pp, .step_tokens = 256,
 			     .block_tokens = 4, .n_kv_blocks = 128, .device = g_device,
 			     .dtype = g_dtype};
 	node_group gr = {0};

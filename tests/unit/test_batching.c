@@ -57,7 +57,7 @@ static void rig_open(rig *r, int kv_blocks, int max_running, node_sched_policy p
 	char dir[512], err[SL_ERRLEN] = "";
 	memset(r, 0, sizeof *r);
 	ck_assert_int_eq(node_backend_cpu_create(&r->be), 0);
-	model_opts o = {.tp = 1, .pp = 1, .max_tokens = STEP_TOKENS, .n_kv_blocks = kv_blocks,
+	model_opts o = {.step_tokens = STEP_TOKENS, .n_kv_blocks = kv_blocks,
 			.block_tokens = BLOCK_TOKENS};
 	ck_assert_msg(model_create(model_dir(dir, sizeof dir), r->be, &o, &r->m, err, sizeof err) == 0,
 		      "%s", err);

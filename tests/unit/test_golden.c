@@ -29,13 +29,13 @@ typedef struct fixture {
 	node_engine *e;
 } fixture;
 
-static void setup(fixture *f, const char *name, int max_tokens)
+static void setup(fixture *f, const char *name, int step_tokens)
 {
 	char dir[512], err[SL_ERRLEN] = "";
 	snprintf(dir, sizeof dir, "%s/%s", golden_root(), name);
 	ck_assert_msg(golden_load(dir, &f->g) == 0, "cannot read golden record in %s", dir);
 	ck_assert_int_eq(node_backend_cpu_create(&f->be), 0);
-	model_opts o = {.tp = 1, .pp = 1, .max_tokens = max_tokens, .n_kv_blocks = 64,
+	model_opts o = {.step_tokens = step_tokens, .n_kv_blocks = 64,
 			.block_tokens = 4};
 	int rc = model_create(dir, f->be, &o, &f->m, err, sizeof err);
 	ck_assert_msg(rc == 0, "model_create(%s): %s", dir, err);
@@ -75,11 +75,11 @@ static void check_prompt(const golden *g, int i, const float *logits, const node
 }
 
 /* Run `batch` prompts at a time (1 = alone, n = all together). */
-static void run_model(const char *name, int batch, int max_tokens)
+static void run_model(const char *name, int batch, int step_tokens)
 {
 	fixture f;
 	char err[SL_ERRLEN] = "";
-	setup(&f, name, max_tokens);
+	setup(&f, name, step_tokens);
 	golden *g = &f.g;
 	for (int i0 = 0; i0 < g->n_prompts; i0 += batch) {
 		int n = g->n_prompts - i0 < batch ? g->n_prompts - i0 : batch;

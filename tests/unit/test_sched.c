@@ -38,7 +38,7 @@ static void setup_policy(fixture *f, int max_running, int max_waiting, node_sche
 	snprintf(dir, sizeof dir, "%s/mha_f32", root ? root : "tests/golden");
 	ck_assert_msg(golden_load(dir, &f->g) == 0, "cannot read golden record in %s", dir);
 	ck_assert_int_eq(node_backend_cpu_create(&f->be), 0);
-	model_opts o = {.tp = 1, .pp = 1, .max_tokens = 64, .n_kv_blocks = BLOCKS, .block_tokens = 4};
+	model_opts o = {.step_tokens = 64, .n_kv_blocks = BLOCKS, .block_tokens = 4};
 	ck_assert_msg(model_create(dir, f->be, &o, &f->m, err, sizeof err) == 0, "%s", err);
 	ck_assert_int_eq(node_engine_create(f->m, &f->e, err, sizeof err), 0);
 	node_sched_opts so = {.max_running = max_running, .max_waiting = max_waiting, .policy = policy};
