@@ -271,7 +271,6 @@ int main(int argc, char **argv)
 		       sl_dtype_name(g.be->dtype), g.m->weight_bytes / 1e9,
 		       a.comm_off ? ", tensor-parallel all-reduces SKIPPED" : "");
 		rc = measure(g.m, &a, &r, err, sizeof err);
-		node_step_stop(g.m);
 		if (!rc && a.out && write_json(a.out, &a, g.m, &r))
 			rc = sl_errf(err, sizeof err, SL_EIO, "cannot write %s", a.out);
 	}

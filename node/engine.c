@@ -1,7 +1,8 @@
 /*
  * engine.c — sequence bookkeeping and the step loop (see engine.h).
- * All step arrays are sized once for the model's token budget; a step
- * allocates nothing but the growth of a sequence's token list.
+ * All step arrays are sized once: for the step budget at create, for the
+ * number of sequences when one is added. A step allocates nothing but the
+ * growth of a sequence's token list.
  */
 #include "engine.h"
 
@@ -35,6 +36,7 @@ typedef struct step_scratch {
 	kern_sample_params *sampling;             /* [T] */
 	int64_t *sample_pos;                      /* [T] */
 	int32_t *sampled;                         /* [T] tokens back from the step */
+	int *take;                                /* [T] tokens of step sequence k */
 	float *logits;                            /* [max_rows, vocab] prompt logits back */
 } step_scratch;
 
@@ -45,8 +47,10 @@ struct node_engine {
 	int n_seqs, cap_seqs, next_id;
 	int max_blocks;       /* blocks of a full-context sequence */
 	int *order;           /* [cap_seqs] running sequences in arrival order */
+	int *want;            /* [cap_seqs] tokens each running sequence asks for this step */
 	node_stats stats;
 	step_scratch w;
+	node_stepper *stepper;
 };
 
 static int alloc_scratch(node_engine *e)
@@ -63,18 +67,19 @@ static int alloc_scratch(node_engine *e)
 	w->tables = malloc(sizeof(int32_t) * T * e->max_blocks);
 	w->seq_of = malloc(sizeof(int) * T);
 	w->sample_of = malloc(sizeof(int) * T);
+	w->take = malloc(sizeof(int) * T);
 	w->sampling = malloc(sizeof(kern_sample_params) * T);
 	w->sample_pos = malloc(sizeof(int64_t) * T);
 	w->logits = malloc(sizeof(float) * R * V);
-	return (w->micro_seq0 && w->tables && w->seq_of && w->sample_of && w->sampling &&
-		w->sample_pos && w->logits) ? SL_OK : SL_ENOMEM;
+	return (w->micro_seq0 && w->tables && w->seq_of && w->sample_of && w->take &&
+		w->sampling && w->sample_pos && w->logits) ? SL_OK : SL_ENOMEM;
 }
 
 static void free_scratch(step_scratch *w)
 {
 	void *all[] = {w->tokens, w->positions, w->slots, w->q_start, w->q_len, w->kv_len, w->rows,
 		       w->sample_rows, w->sampled, w->micro_seq0, w->tables, w->seq_of,
-		       w->sample_of, w->sampling, w->sample_pos, w->logits};
+		       w->sample_of, w->take, w->sampling, w->sample_pos, w->logits};
 	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
 		free(all[i]);
 }
@@ -92,6 +97,10 @@ int node_engine_create(model *m, node_engine **out, char *err, size_t errlen)
 		node_engine_destroy(e);
 		return sl_errf(err, errlen, rc, "engine: out of memory");
 	}
+	if ((rc = node_stepper_create(m, &e->stepper, err, errlen))) {
+		node_engine_destroy(e);
+		return rc;
+	}
 	*out = e;
 	return SL_OK;
 }
@@ -107,6 +116,8 @@ void node_engine_destroy(node_engine *e)
 		}
 	free(e->seqs);
 	free(e->order);
+	free(e->want);
+	node_stepper_destroy(e->stepper);
 	kv_pool_destroy(e->pool);
 	free_scratch(&e->w);
 	free(e);
@@ -126,7 +137,8 @@ static int push_token(seq *s, int32_t t)
 	return SL_OK;
 }
 
-static int validate_request(const node_engine *e, const node_request *r, char *err, size_t errlen)
+int node_engine_check_request(const node_engine *e, const node_request *r, char *err,
+			      size_t errlen)
 {
 	const model_config *c = &e->m->cfg;
 	if (r->n_prompt <= 0)
@@ -145,8 +157,8 @@ static int validate_request(const node_engine *e, const node_request *r, char *e
 		if (r->prompt[i] < 0 || r->prompt[i] >= c->vocab_size)
 			return sl_errf(err, errlen, SL_EINVAL, "prompt token %d at index %d is outside the vocabulary (%d)",
 				       r->prompt[i], i, c->vocab_size);
-	if (r->sampling.top_p <= 0 || r->sampling.top_p > 1)
-		return sl_errf(err, errlen, SL_EINVAL, "top_p must be in (0, 1]");
+	if (!(r->sampling.top_p > 0 && r->sampling.top_p <= 1) || !(r->sampling.temperature >= 0))
+		return sl_errf(err, errlen, SL_EINVAL, "top_p must be in (0, 1], temperature >= 0");
 	return SL_OK;
 }
 
@@ -165,6 +177,10 @@ static seq *new_slot(node_engine *e)
 		if (!no)
 			return NULL;
 		e->order = no;
+		int *nw = realloc(e->want, sizeof(int) * cap);
+		if (!nw)
+			return NULL;
+		e->want = nw;
 		e->cap_seqs = cap;
 	}
 	return &e->seqs[e->n_seqs++];
@@ -172,7 +188,7 @@ static seq *new_slot(node_engine *e)
 
 int node_engine_add(node_engine *e, const node_request *r, int *id, char *err, size_t errlen)
 {
-	int rc = validate_request(e, r, err, errlen);
+	int rc = node_engine_check_request(e, r, err, errlen);
 	if (rc)
 		return rc;
 	seq *s = new_slot(e);
@@ -301,7 +317,7 @@ static int reserve_for(node_engine *e, int k, int n_run, int *want, int *closed)
  * the pool is empty and the oldest starts. Returns how many were picked. */
 static int choose(node_engine *e, int n_run, int *take)
 {
-	int want[n_run > 0 ? n_run : 1], ns = 0, closed = 0;
+	int *want = e->want, ns = 0, closed = 0;
 	plan_budget(e, n_run, want);
 	for (int k = 0; k < n_run; k++) {
 		if (want[k] == 0 || (want[k] = reserve_for(e, k, n_run, want, &closed)) == 0)
@@ -432,7 +448,7 @@ static int apply_step(node_engine *e, const node_plan *p)
 
 int node_engine_step(node_engine *e, int *n_active, char *err, size_t errlen)
 {
-	int take[e->m->opts.step_tokens], rc;
+	int *take = e->w.take, rc;
 	int n_run = running_in_order(e);
 	int ns = choose(e, n_run, take);
 	*n_active = n_run;
@@ -444,7 +460,7 @@ int node_engine_step(node_engine *e, int *n_active, char *err, size_t errlen)
 	node_plan p;
 	int prefill = build_plan(e, &p, ns, take);
 	double t0 = sl_now();
-	if ((rc = node_step_lead(e->m, &p, e->w.sampled, e->w.logits, err, errlen)))
+	if ((rc = node_step_lead(e->stepper, &p, e->w.sampled, e->w.logits, err, errlen)))
 		return rc;
 	if ((rc = apply_step(e, &p)))
 		return sl_errf(err, errlen, rc, "out of memory");
@@ -487,7 +503,9 @@ int node_engine_take(node_engine *e, int id, node_result *out)
 int node_generate(node_engine *e, int n, const node_request *reqs, node_result *results,
 		  char *err, size_t errlen)
 {
-	int ids[n > 0 ? n : 1], rc = SL_OK, k = 0, active = 1;
+	int *ids = malloc(sizeof(int) * (n > 0 ? n : 1)), rc = SL_OK, k = 0, active = 1;
+	if (!ids)
+		return sl_errf(err, errlen, SL_ENOMEM, "out of memory");
 	while (k < n && !rc)
 		if (!(rc = node_engine_add(e, &reqs[k], &ids[k], err, errlen)))
 			k++;
@@ -501,6 +519,7 @@ int node_generate(node_engine *e, int n, const node_request *reqs, node_result *
 		else
 			free(r.tokens);
 	}
+	free(ids);
 	return rc;
 }
 

@@ -56,8 +56,14 @@ typedef struct node_stats {
 int node_engine_create(model *m, node_engine **out, char *err, size_t errlen);
 void node_engine_destroy(node_engine *e);
 
-/* Queue a sequence; *id identifies it. Fails if the prompt cannot fit the
- * model's context or the whole KV pool. */
+/* Whether r could ever run here: a non-empty prompt of in-vocabulary ids,
+ * new tokens > 0, prompt + new tokens within the context and the whole KV
+ * pool, sampling parameters in range. The one validation of a request on
+ * the node; node_engine_add and the scheduler's submit both call it. */
+int node_engine_check_request(const node_engine *e, const node_request *r, char *err,
+			      size_t errlen);
+/* Queue a sequence; *id identifies it. Fails (node_engine_check_request)
+ * if it could never run. */
 int node_engine_add(node_engine *e, const node_request *r, int *id, char *err, size_t errlen);
 /* Run one step. *n_active receives the number of sequences still running. */
 int node_engine_step(node_engine *e, int *n_active, char *err, size_t errlen);

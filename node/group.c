@@ -12,6 +12,7 @@
 #include <cuda_runtime_api.h>
 #endif
 #include "sl.h"
+#include "step.h"
 
 int node_group_under_mpi(void)
 {
@@ -126,11 +127,15 @@ int node_group_open(int *argc, char ***argv, const node_group_opts *o, node_grou
 		if (rc && g->rank != 0 && !strstr(err, "another rank"))
 			SL_ERROR("start", "%s", err); /* rank 0 reports the common case */
 	}
+	g->ready = rc == SL_OK;
 	return rc;
 }
 
 void node_group_close(node_group *g, int failed)
 {
+	if (g->ready && g->rank == 0)
+		node_step_stop(g->m);
+	g->ready = 0;
 	model_destroy(g->m);
 	node_backend_destroy(g->be);
 	par_comm_destroy(g->comm);

@@ -27,6 +27,7 @@ typedef struct node_group_opts {
 typedef struct node_group {
 	int rank, world;
 	int mpi, own_mpi;        /* running under MPI; MPI_Init was called here */
+	int ready;               /* node_group_open succeeded on every rank */
 	struct par_comm *comm;
 	node_backend *be;
 	model *m;
@@ -38,8 +39,10 @@ int node_group_under_mpi(void);
 int node_group_have_gpu(void);
 int node_group_open(int *argc, char ***argv, const node_group_opts *o, node_group *g, char *err,
 		    size_t errlen);
-/* failed: this rank is leaving on an error (MPI then aborts the group
- * rather than finalise, because the others may be blocked on it). */
+/* On the leader of a ready group, first releases the workers from
+ * node_worker_loop (node_step_stop), whatever happened before. failed:
+ * this rank is leaving on an error (MPI then aborts the group rather than
+ * finalise, because the others may be blocked on it). */
 void node_group_close(node_group *g, int failed);
 
 #endif

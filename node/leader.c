@@ -12,12 +12,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "wire.h"
 #include "engine.h"
 #include "proto/node.pb-c.h"
 #include "scheduler.h"
 #include "sl.h"
 #include "step.h"
+#include "wire.h"
 
 #define LEADER_MAX_MSG (64 << 20)   /* largest message taken from the coordinator */
 #define LEADER_DEAD_INTERVALS 3
@@ -391,6 +391,5 @@ int node_leader_run(node_group *g, const node_leader_opts *o, char *err, size_t 
 		zmq_close(l.sock);
 	if (l.ctx)
 		zmq_ctx_term(l.ctx);
-	node_step_stop(g->m);
 	return rc;
 }

@@ -34,8 +34,8 @@ typedef struct node_leader_opts {
 	volatile sig_atomic_t *stop; /* set by a signal handler: leave cleanly */
 } node_leader_opts;
 
-/* Serve until *stop, a Drain with exit, or an engine failure; releases the
- * worker ranks (node_step_stop) before returning. */
+/* Serve until *stop, a Drain with exit, or an engine failure; the
+ * caller's node_group_close then releases the worker ranks. */
 int node_leader_run(node_group *g, const node_leader_opts *o, char *err, size_t errlen);
 
 #endif

@@ -217,7 +217,7 @@ static long default_kv_blocks(const node_args *a)
 	return blocks > 0 ? blocks : 1;
 }
 
-/* Leader: run the prompts, then release the workers whatever happened. */
+/* Leader: run the prompts (node_group_close then releases the workers). */
 static int lead(node_args *a, node_group *g, char *err, size_t errlen)
 {
 	node_engine *e = NULL;
@@ -225,7 +225,6 @@ static int lead(node_args *a, node_group *g, char *err, size_t errlen)
 	if (!rc)
 		rc = run(a, e, g->m, err, errlen);
 	node_engine_destroy(e);
-	node_step_stop(g->m);
 	return rc;
 }
 

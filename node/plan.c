@@ -30,6 +30,14 @@ static size_t total_bytes(const int32_t *h)
 	return align8(4 * i32_count(h)) + (size_t)h[H_NSAMPLE] * (8 + sizeof(kern_sample_params));
 }
 
+size_t node_plan_max_bytes(int tokens, int seqs, int blocks_per_seq, int rows)
+{
+	int32_t h[H_LEN] = {0};
+	h[H_NTOK] = tokens, h[H_NSEQ] = seqs, h[H_MAXB] = blocks_per_seq, h[H_NROWS] = rows;
+	h[H_NSAMPLE] = seqs, h[H_NMICRO] = seqs;
+	return total_bytes(h);
+}
+
 static int32_t *put(int32_t *dst, const int32_t *src, size_t n)
 {
 	if (n)

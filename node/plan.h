@@ -31,6 +31,10 @@ typedef struct node_plan {
 	const int32_t *micro_seq0;    /* [n_micro + 1] sequence boundaries of micro-batches */
 } node_plan;
 
+/* Bytes of the largest plan with these limits (tokens, sequences, block
+ * table entries per sequence, logits rows): a buffer this large never
+ * grows in node_plan_pack or the worker's receive. */
+size_t node_plan_max_bytes(int tokens, int seqs, int blocks_per_seq, int rows);
 /* Serialise p into *buf (grown as needed). */
 int node_plan_pack(const node_plan *p, void **buf, size_t *cap, size_t *bytes);
 /* Parse a packed plan; p's pointers point into buf. Every count and

@@ -76,33 +76,10 @@ static sched_req *find(node_sched *s, uint64_t req_id)
 	return NULL;
 }
 
-/* The checks node_engine_add makes, up front, so a request that can never
- * run is refused now rather than waiting first. */
-static int check_request(const node_sched *s, const node_request *r, char *err, size_t errlen)
-{
-	const model_config *c = node_engine_config(s->e);
-	if (r->n_prompt <= 0 || r->max_new_tokens <= 0)
-		return sl_errf(err, errlen, SL_EINVAL, "empty prompt or max_tokens <= 0");
-	long total = (long)r->n_prompt + r->max_new_tokens;
-	if (total > c->max_pos)
-		return sl_errf(err, errlen, SL_EINVAL, "prompt (%d) + max_tokens (%d) exceeds the context of %d",
-			       r->n_prompt, r->max_new_tokens, c->max_pos);
-	if (node_engine_blocks_for(s->e, (int)total) > node_engine_total_blocks(s->e))
-		return sl_errf(err, errlen, SL_EINVAL, "%ld tokens need more KV blocks than the pool's %d",
-			       total, node_engine_total_blocks(s->e));
-	for (int i = 0; i < r->n_prompt; i++)
-		if (r->prompt[i] < 0 || r->prompt[i] >= c->vocab_size)
-			return sl_errf(err, errlen, SL_EINVAL, "prompt token %d is outside the vocabulary (%d)",
-				       r->prompt[i], c->vocab_size);
-	if (!(r->sampling.top_p > 0 && r->sampling.top_p <= 1) || !(r->sampling.temperature >= 0))
-		return sl_errf(err, errlen, SL_EINVAL, "top_p must be in (0, 1], temperature >= 0");
-	return SL_OK;
-}
-
 int node_sched_submit(node_sched *s, uint64_t req_id, const node_request *r, char *err,
 		      size_t errlen)
 {
-	int rc = check_request(s, r, err, errlen);
+	int rc = node_engine_check_request(s->e, r, err, errlen);
 	if (rc)
 		return rc;
 	if (find(s, req_id))

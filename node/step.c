@@ -12,13 +12,65 @@
 #include "checks.h"
 #include "sl.h"
 
-/* Scratch for one micro-batch's rebased indices; sized per call. */
+/* Scratch every step needs, taken once when the stepper is created (the
+ * step loop allocates nothing). Who runs steps owns one: the engine on the
+ * leader, node_worker_loop on the other ranks. */
+struct node_stepper {
+	model *m;
+	int32_t *q_start;   /* [max_seqs + 1] a micro-batch's q_start, rebased */
+	int32_t *rows;      /* [max_rows + 1] its logits rows, rebased */
+	int32_t *tokens;    /* [max_seqs] sampled ids going back to the leader */
+	float *logits;      /* [LOGIT_CHUNK, vocab] fp32 logits rows going back, a chunk at a time */
+	void *msg;          /* [msg_cap] a packed plan: sent (leader) or received (workers) */
+	size_t msg_cap;
+};
+
+/* Logits rows sent back to the leader per message: bounds the buffer on
+ * the last stage whatever --max-step-tokens is (prompt logits are only
+ * wanted by tests and perplexity runs). */
+#define LOGIT_CHUNK 64
+
+/* One micro-batch of a plan: a view of the plan's batch, rebased. */
 typedef struct micro {
 	kern_paged_batch b;
 	int32_t *q_start;  /* [n_seqs] rebased to the micro-batch's first token */
 	int32_t *rows;     /* [n_rows] rebased */
 	int n_rows, row0;  /* its rows are plan rows [row0, row0 + n_rows) */
 } micro;
+
+int node_stepper_create(model *m, node_stepper **out, char *err, size_t errlen)
+{
+	node_stepper *st = calloc(1, sizeof *st);
+	const model_opts *o = &m->opts;
+	int per_seq = (m->cfg.max_pos + o->block_tokens - 1) / o->block_tokens;
+	if (st) {
+		st->m = m;
+		st->msg_cap = node_plan_max_bytes(o->step_tokens, o->max_seqs, per_seq, o->max_rows);
+		st->q_start = malloc(sizeof(int32_t) * (o->max_seqs + 1));
+		st->rows = malloc(sizeof(int32_t) * (o->max_rows + 1));
+		st->tokens = malloc(sizeof(int32_t) * o->max_seqs);
+		st->logits = malloc(sizeof(float) * LOGIT_CHUNK * m->cfg.vocab_size);
+		st->msg = malloc(st->msg_cap);
+	}
+	if (!st || !st->q_start || !st->rows || !st->tokens || !st->logits || !st->msg) {
+		node_stepper_destroy(st);
+		return sl_errf(err, errlen, SL_ENOMEM, "step scratch: out of memory");
+	}
+	*out = st;
+	return SL_OK;
+}
+
+void node_stepper_destroy(node_stepper *st)
+{
+	if (!st)
+		return;
+	free(st->q_start);
+	free(st->rows);
+	free(st->tokens);
+	free(st->logits);
+	free(st->msg);
+	free(st);
+}
 
 static void slice_micro(const node_plan *p, int k, micro *u)
 {
@@ -47,19 +99,27 @@ static void slice_micro(const node_plan *p, int k, micro *u)
 	}
 }
 
-/* KV slots and block ids must lie inside this rank's pool. */
-static int check_pool(const model *m, const node_plan *p, char *err, size_t errlen)
+/* The plan must fit the step limits the scratch was sized for, and its KV
+ * slots and block ids must lie inside this rank's pool. */
+static int check_limits(const model *m, const node_plan *p, char *err, size_t errlen)
 {
-	long n_slots = (long)m->opts.n_kv_blocks * p->b.block_tokens;
-	if (p->b.block_tokens != m->opts.block_tokens)
+	const model_opts *o = &m->opts;
+	long n_slots = (long)o->n_kv_blocks * p->b.block_tokens;
+	if (p->b.n_tokens > o->step_tokens || p->b.n_seqs > o->max_seqs || p->n_rows > o->max_rows ||
+	    p->n_sample > p->b.n_seqs)
+		return sl_errf(err, errlen, SL_EINVAL,
+			       "step plan: %d tokens, %d sequences, %d rows, %d samples exceed the "
+			       "step limits (%d, %d, %d)", p->b.n_tokens, p->b.n_seqs, p->n_rows,
+			       p->n_sample, o->step_tokens, o->max_seqs, o->max_rows);
+	if (p->b.block_tokens != o->block_tokens)
 		return sl_errf(err, errlen, SL_EINVAL, "step plan: block size %d, pool has %d",
-			       p->b.block_tokens, m->opts.block_tokens);
+			       p->b.block_tokens, o->block_tokens);
 	for (int t = 0; t < p->b.n_tokens; t++)
 		if (p->b.slots[t] < 0 || p->b.slots[t] >= n_slots)
 			return sl_errf(err, errlen, SL_EINVAL, "step plan: KV slot %d out of the pool",
 				       p->b.slots[t]);
 	for (long i = 0; i < (long)p->b.n_seqs * p->b.max_blocks; i++)
-		if (p->b.block_tables[i] < 0 || p->b.block_tables[i] >= m->opts.n_kv_blocks)
+		if (p->b.block_tables[i] < 0 || p->b.block_tables[i] >= o->n_kv_blocks)
 			return sl_errf(err, errlen, SL_EINVAL, "step plan: block id out of the pool");
 	return SL_OK;
 }
@@ -104,51 +164,59 @@ static int run_micro(model *m, const node_plan *p, micro *u, char *err, size_t e
 	return m->be->ops->run_cached(m->be, graph_key(p, u), run_stage, &x);
 }
 
-/* Last stage, first tp rank: sample, then hand tokens (and logits) to the
- * leader, or keep them when this rank is the leader. */
-static int finish_last_stage(model *m, const node_plan *p, int32_t *tokens_out, float *logits_out)
+/* Last stage, first tp rank, when that is not the leader: sample, then
+ * send the tokens (and the logits rows, a chunk at a time) to the leader,
+ * which receives them in the same order in collect(). */
+static int send_back(node_stepper *st, const node_plan *p)
 {
+	model *m = st->m;
 	node_backend *be = m->be;
-	int V = m->cfg.vocab_size, leader = !m->comm || par_world_rank(m->comm) == 0;
-	int32_t stack_tokens[256], *tok = leader ? tokens_out : stack_tokens;
-	int32_t *heap = NULL;
-	if (!leader && p->n_sample > 256 && !(tok = heap = malloc(4 * (size_t)p->n_sample)))
-		return SL_ENOMEM;
-	int rc = p->n_sample ? be->ops->sample(be, tok, m->a.logits, p->sample_rows, p->n_sample, V,
-					      p->sampling, p->sample_pos) : SL_OK;
-	size_t lbytes = sizeof(float) * (size_t)p->n_rows * V;
-	float *lg = leader ? logits_out : NULL;
-	if (!rc && p->want_logits && !leader && !(lg = malloc(lbytes ? lbytes : 1)))
-		rc = SL_ENOMEM;
-	if (!rc && p->want_logits && lg)
-		rc = be->ops->download(be, lg, m->a.logits, lbytes);
-	if (!rc && !leader && p->n_sample)
-		rc = par_host_send(m->comm, 0, tok, 4 * (size_t)p->n_sample);
-	if (!rc && !leader && p->want_logits)
-		rc = par_host_send(m->comm, 0, lg, lbytes);
-	if (!leader)
-		free(lg);
-	free(heap);
-	return rc;
+	int V = m->cfg.vocab_size;
+	if (p->n_sample) {
+		TRY(be->ops->sample(be, st->tokens, m->a.logits, p->sample_rows, p->n_sample, V,
+				    p->sampling, p->sample_pos));
+		TRY(par_host_send(m->comm, 0, st->tokens, 4 * (size_t)p->n_sample));
+	}
+	for (int r0 = 0; p->want_logits && r0 < p->n_rows; r0 += LOGIT_CHUNK) {
+		size_t n = (size_t)(p->n_rows - r0 < LOGIT_CHUNK ? p->n_rows - r0 : LOGIT_CHUNK) * V;
+		TRY(be->ops->download(be, st->logits, m->a.logits + (size_t)r0 * V, sizeof(float) * n));
+		TRY(par_host_send(m->comm, 0, st->logits, sizeof(float) * n));
+	}
+	return SL_OK;
 }
 
-static int step_run(model *m, const node_plan *p, int32_t *tokens_out, float *logits_out,
-		    char *err, size_t errlen)
+/* The leader is the last stage's first tp rank: sample and download here. */
+static int keep_here(node_stepper *st, const node_plan *p, int32_t *tokens_out,
+		     float *logits_out)
 {
-	TRY(check_pool(m, p, err, errlen));
-	micro u = {0};
-	u.q_start = malloc(sizeof(int32_t) * (p->b.n_seqs + 1));
-	u.rows = malloc(sizeof(int32_t) * (p->n_rows + 1));
-	int rc = (!u.q_start || !u.rows) ? SL_ENOMEM : SL_OK;
+	model *m = st->m;
+	node_backend *be = m->be;
+	int V = m->cfg.vocab_size;
+	if (p->n_sample)
+		TRY(be->ops->sample(be, tokens_out, m->a.logits, p->sample_rows, p->n_sample, V,
+				    p->sampling, p->sample_pos));
+	if (p->want_logits && logits_out)
+		TRY(be->ops->download(be, logits_out, m->a.logits,
+				      sizeof(float) * (size_t)p->n_rows * V));
+	return SL_OK;
+}
+
+static int is_leader(const model *m) { return !m->comm || par_world_rank(m->comm) == 0; }
+
+static int step_run(node_stepper *st, const node_plan *p, int32_t *tokens_out,
+		    float *logits_out, char *err, size_t errlen)
+{
+	model *m = st->m;
+	TRY(check_limits(m, p, err, errlen));
+	micro u = {.q_start = st->q_start, .rows = st->rows};
+	int rc = SL_OK;
 	for (int k = 0; !rc && k < p->n_micro; k++) {
 		slice_micro(p, k, &u);
 		rc = run_micro(m, p, &u, err, errlen);
 	}
-	free(u.q_start);
-	free(u.rows);
-	const par_shard *s = &m->shard;
-	if (!rc && s->grid.pp_rank == s->grid.pp - 1 && s->grid.tp_rank == 0)
-		rc = finish_last_stage(m, p, tokens_out, logits_out);
+	const par_grid *g = &m->shard.grid;
+	if (!rc && g->pp_rank == g->pp - 1 && g->tp_rank == 0)
+		rc = is_leader(m) ? keep_here(st, p, tokens_out, logits_out) : send_back(st, p);
 	if (!rc)
 		rc = m->be->ops->sync(m->be);
 	if (rc && !err[0])
@@ -157,57 +225,65 @@ static int step_run(model *m, const node_plan *p, int32_t *tokens_out, float *lo
 	return rc;
 }
 
-/* Scratch for packing plans on the leader. */
-static void *g_pack;
-static size_t g_pack_cap;
+/* Leader, pipeline: the tokens (and logits) the last stage sent back. */
+static int collect(node_stepper *st, const node_plan *p, int32_t *tokens_out,
+		   float *logits_out, char *err, size_t errlen)
+{
+	model *m = st->m;
+	int V = m->cfg.vocab_size, last = par_grid_rank(&m->shard.grid, 0, m->shard.grid.pp - 1);
+	if (p->n_sample && par_host_recv(m->comm, last, tokens_out, 4 * (size_t)p->n_sample))
+		return sl_errf(err, errlen, SL_ECOMM, "no tokens from rank %d", last);
+	for (int r0 = 0; p->want_logits && r0 < p->n_rows; r0 += LOGIT_CHUNK) {
+		size_t n = (size_t)(p->n_rows - r0 < LOGIT_CHUNK ? p->n_rows - r0 : LOGIT_CHUNK) * V;
+		float *dst = logits_out ? logits_out + (size_t)r0 * V : st->logits;
+		if (par_host_recv(m->comm, last, dst, sizeof(float) * n))
+			return sl_errf(err, errlen, SL_ECOMM, "no logits from rank %d", last);
+	}
+	return SL_OK;
+}
 
-int node_step_lead(model *m, const node_plan *p, int32_t *tokens_out, float *logits_out,
+int node_step_lead(node_stepper *st, const node_plan *p, int32_t *tokens_out, float *logits_out,
 		   char *err, size_t errlen)
 {
-	par_comm *c = m->comm;
+	par_comm *c = st->m->comm;
 	if (c && par_world_size(c) > 1) {
 		size_t n;
-		if (node_plan_pack(p, &g_pack, &g_pack_cap, &n) || par_host_bcast_msg(c, g_pack, n))
+		if (node_plan_pack(p, &st->msg, &st->msg_cap, &n) || par_host_bcast_msg(c, st->msg, n))
 			return sl_errf(err, errlen, SL_ECOMM, "cannot send the step plan");
 	}
-	TRY(step_run(m, p, tokens_out, logits_out, err, errlen));
-	const par_shard *s = &m->shard;
-	if (s->grid.pp == 1)
+	TRY(step_run(st, p, tokens_out, logits_out, err, errlen));
+	if (st->m->shard.grid.pp == 1)
 		return SL_OK;
-	int last = par_grid_rank(&s->grid, 0, s->grid.pp - 1); /* the last stage's first tp rank */
-	if (p->n_sample && par_host_recv(c, last, tokens_out, 4 * (size_t)p->n_sample))
-		return sl_errf(err, errlen, SL_ECOMM, "no tokens from rank %d", last);
-	if (p->want_logits && logits_out &&
-	    par_host_recv(c, last, logits_out, sizeof(float) * (size_t)p->n_rows * m->cfg.vocab_size))
-		return sl_errf(err, errlen, SL_ECOMM, "no logits from rank %d", last);
-	return SL_OK;
+	return collect(st, p, tokens_out, logits_out, err, errlen);
 }
 
 int node_step_stop(model *m)
 {
-	if (!m->comm || par_world_size(m->comm) == 1)
+	if (!m || !m->comm || par_world_size(m->comm) == 1)
 		return SL_OK;
 	node_plan p = {.cmd = NODE_PLAN_STOP};
-	size_t n;
-	if (node_plan_pack(&p, &g_pack, &g_pack_cap, &n))
-		return SL_ENOMEM;
-	return par_host_bcast_msg(m->comm, g_pack, n);
+	void *buf = NULL;
+	size_t cap = 0, n;
+	int rc = node_plan_pack(&p, &buf, &cap, &n);
+	if (!rc)
+		rc = par_host_bcast_msg(m->comm, buf, n);
+	free(buf);
+	return rc;
 }
 
 int node_worker_loop(model *m, char *err, size_t errlen)
 {
-	void *buf = NULL;
-	size_t cap = 0, n;
-	int rc;
-	for (;;) {
+	node_stepper *st = NULL;
+	int rc = node_stepper_create(m, &st, err, errlen);
+	while (!rc) {
 		node_plan p;
-		if ((rc = par_host_recv_msg(m->comm, &buf, &cap, &n)))
+		size_t n;
+		if ((rc = par_host_recv_msg(m->comm, &st->msg, &st->msg_cap, &n)))
 			break;
-		if ((rc = node_plan_unpack(buf, n, &p, err, errlen)) || p.cmd == NODE_PLAN_STOP)
+		if ((rc = node_plan_unpack(st->msg, n, &p, err, errlen)) || p.cmd == NODE_PLAN_STOP)
 			break;
-		if ((rc = step_run(m, &p, NULL, NULL, err, errlen)))
-			break;
+		rc = step_run(st, &p, NULL, NULL, err, errlen);
 	}
-	free(buf);
+	node_stepper_destroy(st);
 	return rc;
 }

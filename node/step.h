@@ -18,13 +18,20 @@
 #include "model.h"
 #include "plan.h"
 
+/* The scratch steps need, sized once from m's limits; created by whoever
+ * runs steps (the engine on the leader; node_worker_loop on the others). */
+typedef struct node_stepper node_stepper;
+int node_stepper_create(model *m, node_stepper **out, char *err, size_t errlen);
+void node_stepper_destroy(node_stepper *st);
+
 /* Leader: tokens_out gets n_sample ids; logits_out (when the plan wants
  * logits and it is not NULL) gets [n_rows, vocab]. */
-int node_step_lead(model *m, const node_plan *p, int32_t *tokens_out, float *logits_out,
+int node_step_lead(node_stepper *st, const node_plan *p, int32_t *tokens_out, float *logits_out,
 		   char *err, size_t errlen);
 /* Non-leader ranks: run plans until the leader sends NODE_PLAN_STOP. */
 int node_worker_loop(model *m, char *err, size_t errlen);
-/* Leader: tell every worker to leave its loop. */
+/* Leader: tell every worker to leave its loop. Called once, by
+ * node_group_close on the leader, whatever happened before. */
 int node_step_stop(model *m);
 
 #endif
