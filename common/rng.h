@@ -7,6 +7,8 @@
 #define SL_RNG_H
 
 #include <stdint.h>
+#include <time.h>
+#include <unistd.h>
 
 /* Next 64 random bits; advances *state. */
 static inline uint64_t sl_splitmix64(uint64_t *state)
@@ -21,6 +23,16 @@ static inline uint64_t sl_splitmix64(uint64_t *state)
 static inline float sl_rng_unit(uint64_t *state)
 {
 	return (float)(sl_splitmix64(state) >> 40) * (1.0f / 16777216.0f);
+}
+
+/* A seed that differs between processes and runs (wall clock, pid):
+ * session ids, request-id epochs, retry jitter. Not for anything secret. */
+static inline uint64_t sl_random_seed(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	uint64_t s = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ ((uint64_t)getpid() << 40);
+	return sl_splitmix64(&s);
 }
 
 #endif

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "coord_int.h"
+#include "rng.h"
 #include "sl.h"
 
 void coord_opts_default(coord_opts *o)
@@ -26,12 +27,7 @@ void coord_opts_default(coord_opts *o)
 
 static uint64_t random_epoch(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	uint64_t z = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 24) ^ ((uint64_t)getpid() << 44);
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z ^= z >> 31;
-	return (z & 0x7fffffffull) << 32; /* low 32 bits count requests */
+	return (sl_random_seed() & 0x7fffffffull) << 32; /* low 32 bits count requests */
 }
 
 static int load_models(coord *c, char *err, size_t errlen)

@@ -14,6 +14,7 @@
 
 #include "engine.h"
 #include "proto/node.pb-c.h"
+#include "rng.h"
 #include "scheduler.h"
 #include "sl.h"
 #include "step.h"
@@ -32,21 +33,28 @@ typedef struct leader {
 	int registered, refused, draining, drain_exit;
 	int hb_ms;
 	double last_heard;         /* any message from the coordinator (or the socket's birth) */
-	double last_hb, last_register, next_step;
+	double last_hb, next_register, next_step;
+	int reg_tries;             /* registrations sent since the coordinator last spoke */
+	uint64_t rng;              /* jitter */
 	long preemptions_logged;   /* node_stats.preemptions at the last log line */
 	double last_preempt_log;
 	uint64_t step;
 	char name[160];
 } leader;
 
-static uint64_t random_u64(void)
+/* Registration retries back off exponentially, from one heartbeat to
+ * LEADER_BACKOFF_MAX heartbeats, each delay drawn from [d/2, d) so that
+ * groups reconnecting to a restarted coordinator do not all arrive at once.
+ * Any message from the coordinator resets the backoff. */
+#define LEADER_BACKOFF_MAX 10
+
+static double register_delay(leader *l)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	uint64_t z = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ ((uint64_t)getpid() << 40);
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
+	double hb = l->hb_ms * 1e-3, d = hb;
+	for (int k = 0; k < l->reg_tries && d < LEADER_BACKOFF_MAX * hb; k++)
+		d *= 2;
+	d = d < LEADER_BACKOFF_MAX * hb ? d : LEADER_BACKOFF_MAX * hb;
+	return d * (0.5 + 0.5 * sl_rng_unit(&l->rng));
 }
 
 static int send_msg(leader *l, Shardline__Node__NodeMsg *m)
@@ -69,10 +77,10 @@ static int open_socket(leader *l, char *err, size_t errlen)
 	if (!l->sock || zmq_connect(l->sock, l->o->coordinator))
 		return sl_errf(err, errlen, SL_ECOMM, "cannot connect to %s: %s", l->o->coordinator,
 			       zmq_strerror(errno));
-	l->session = random_u64();
+	l->session = sl_splitmix64(&l->rng);
 	l->registered = 0;
 	l->last_heard = sl_now();
-	l->last_register = 0;
+	l->next_register = 0;
 	return SL_OK;
 }
 
@@ -110,7 +118,8 @@ static void send_register(leader *l)
 	msg.msg_case = SHARDLINE__NODE__NODE_MSG__MSG_REGISTER;
 	msg.register_ = &r;
 	send_msg(l, &msg);
-	l->last_register = sl_now();
+	l->next_register = sl_now() + register_delay(l);
+	l->reg_tries++;
 }
 
 static void send_heartbeat(leader *l)
@@ -181,6 +190,7 @@ static void on_ack(leader *l, const Shardline__Node__RegisterAck *a)
 			l->o->coordinator, a->group_id, l->o->model_name, l->hb_ms);
 	l->registered = 1;
 	l->refused = 0;
+	l->reg_tries = 0;
 }
 
 static void on_enqueue(leader *l, const Shardline__Node__Enqueue *q)
@@ -271,8 +281,7 @@ static int timers(leader *l, char *err, size_t errlen)
 			return rc;
 	}
 	if (!l->registered) {
-		double every = l->refused ? 10 * hb : hb;
-		if (now - l->last_register >= every)
+		if (now >= l->next_register)
 			send_register(l);
 	} else if (now - l->last_hb >= hb) {
 		send_heartbeat(l);
@@ -364,7 +373,8 @@ int node_leader_run(node_group *g, const node_leader_opts *o, char *err, size_t 
 		eff.max_running = g->m->opts.max_seqs > 0 ? g->m->opts.max_seqs : 64;
 	if (eff.max_waiting < 0)
 		eff.max_waiting = 0;
-	leader l = {.o = &eff, .g = g, .hb_ms = o->heartbeat_ms > 0 ? o->heartbeat_ms : 1000};
+	leader l = {.o = &eff, .g = g, .hb_ms = o->heartbeat_ms > 0 ? o->heartbeat_ms : 1000,
+		    .rng = sl_random_seed()};
 	char host[64] = "?";
 	gethostname(host, sizeof host - 1);
 	snprintf(l.name, sizeof l.name, "%s:%d", host, (int)getpid());
