@@ -11,7 +11,8 @@
  *    through shared memory with cp.async (double buffered, gathered from the
  *    paged cache row by row, so chunked prefill over earlier context works);
  *    S = Q K^T and O += P V run on tensor cores (mma.sync m16n8k16, fp16 or
- *    bf16 in, fp32 accumulate); the online softmax stays in registers.
+ *    bf16 in, fp32 accumulate: mma.cuh); the online softmax stays in
+ *    registers.
  *
  *  - decode (sequences with q_len == 1): memory bound, so each K/V row is
  *    read once for the whole GQA group: a block takes one KV head and its G
@@ -31,16 +32,13 @@
  * workspace serves one stream at a time (its split buffers and counters are
  * reused by every launch).
  */
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "attention.h"
-#include "checks.h"
-#include "sl.h"
+#include "cuda_util.cuh"
+#include "mma.cuh"
 
 namespace {
 
@@ -51,58 +49,7 @@ constexpr int kPreM = 64;       /* prefill: query rows per block (16 per warp) *
 constexpr int kPreN = 64;       /* prefill: cache positions per tile */
 constexpr float kLog2e = 1.4426950408889634f;
 
-/* ---- element types: conversions and the tensor-core MMA ---------------- */
-
-template <typename E> struct elem;
-
-template <> struct elem<__half> {
-	static __device__ __forceinline__ float2 to2(uint32_t u)
-	{
-		__half2 h = *reinterpret_cast<const __half2 *>(&u);
-		return __half22float2(h);
-	}
-	static __device__ __forceinline__ uint32_t from2(float x, float y)
-	{
-		__half2 h = __floats2half2_rn(x, y); /* x in the low half */
-		return *reinterpret_cast<const uint32_t *>(&h);
-	}
-	static __device__ __forceinline__ float to1(__half x) { return __half2float(x); }
-	static __device__ __forceinline__ __half from1(float x) { return __float2half_rn(x); }
-	/* c += a * b, A 16x16 row-major, B 16x8 col-major, fp32 C. */
-	static __device__ __forceinline__ void mma(float c[4], const uint32_t a[4], uint32_t b0,
-						   uint32_t b1)
-	{
-		asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-			     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-			     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-			     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-	}
-};
-
-template <> struct elem<__nv_bfloat16> {
-	static __device__ __forceinline__ float2 to2(uint32_t u)
-	{
-		__nv_bfloat162 h = *reinterpret_cast<const __nv_bfloat162 *>(&u);
-		return __bfloat1622float2(h);
-	}
-	static __device__ __forceinline__ uint32_t from2(float x, float y)
-	{
-		__nv_bfloat162 h = __floats2bfloat162_rn(x, y);
-		return *reinterpret_cast<const uint32_t *>(&h);
-	}
-	static __device__ __forceinline__ float to1(__nv_bfloat16 x) { return __bfloat162float(x); }
-	static __device__ __forceinline__ __nv_bfloat16 from1(float x) { return __float2bfloat16_rn(x); }
-	static __device__ __forceinline__ void mma(float c[4], const uint32_t a[4], uint32_t b0,
-						   uint32_t b1)
-	{
-		asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-			     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-			     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-			     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-	}
-};
-
-/* ---- async copies and ldmatrix ----------------------------------------- */
+/* ---- async copies ------------------------------------------------------ */
 
 /* 16 bytes global -> shared; when !valid nothing is read and the 16 bytes are
  * zero-filled (rows past the context must be finite: p = 0 times garbage
@@ -117,34 +64,6 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N> __device__ __forceinline__ void cp_async_wait()
 {
 	asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void *smem)
-{
-	unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-		     : "r"(s));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const void *smem)
-{
-	unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-		     : "r"(s));
-}
-
-__device__ __forceinline__ float warp_max(float x)
-{
-	for (int o = 16; o > 0; o >>= 1)
-		x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
-	return x;
-}
-__device__ __forceinline__ float warp_sum(float x)
-{
-	for (int o = 16; o > 0; o >>= 1)
-		x += __shfl_xor_sync(0xffffffffu, x, o);
-	return x;
 }
 
 /* Everything a launch needs; device pointers except where noted. */
@@ -272,8 +191,8 @@ __global__ void __launch_bounds__(kThreads) attn_decode_kernel(attn_args a)
 		if (tile == 0) {
 #pragma unroll
 			for (int kk = 0; kk < D / 16; kk++)
-				ldmatrix_x4(qf[kk], q_s + ((lm & 1) * 8 + lr) * S::stride + kk * 16 +
-							    (lm >> 1) * 8);
+				kern_ldmatrix_x4(qf[kk], q_s + ((lm & 1) * 8 + lr) * S::stride +
+								 kk * 16 + (lm >> 1) * 8);
 		}
 		const E *ks = kv_s + (size_t)(tile % kDecStages) * 2 * S::tile_elems + warp * 16 * S::stride;
 		const E *vs = ks + S::tile_elems;
@@ -283,9 +202,10 @@ __global__ void __launch_bounds__(kThreads) attn_decode_kernel(attn_args a)
 #pragma unroll
 		for (int kk = 0; kk < D / 16; kk++) {
 			uint32_t b[4];
-			ldmatrix_x4(b, ks + ((lm >> 1) * 8 + lr) * S::stride + kk * 16 + (lm & 1) * 8);
-			elem<E>::mma(sc[0], qf[kk], b[0], b[1]);
-			elem<E>::mma(sc[1], qf[kk], b[2], b[3]);
+			kern_ldmatrix_x4(b, ks + ((lm >> 1) * 8 + lr) * S::stride + kk * 16 +
+					    (lm & 1) * 8);
+			kern_mma_m16n8k16<E>(sc[0], qf[kk], b[0], b[1]);
+			kern_mma_m16n8k16<E>(sc[1], qf[kk], b[2], b[3]);
 		}
 
 		/* online softmax of row g over positions p0 + {2t, 2t+1, 8+2t, 9+2t} */
@@ -296,8 +216,7 @@ __global__ void __launch_bounds__(kThreads) attn_decode_kernel(attn_args a)
 		x[2] = p0 + 8 < end ? sc[1][0] * a.scale_log2 : -INFINITY;
 		x[3] = p0 + 9 < end ? sc[1][1] * a.scale_log2 : -INFINITY;
 		float mx = fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
-		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+		mx = kern_quad_max(mx);
 		const float mn = fmaxf(m, mx);
 		/* a warp whose positions all lie past the end has mn = -inf */
 		const float base = mn == -INFINITY ? 0.f : mn;
@@ -316,24 +235,24 @@ __global__ void __launch_bounds__(kThreads) attn_decode_kernel(attn_args a)
 
 		/* O += P V, P as one A fragment (padding rows zero) */
 		uint32_t pa[4];
-		pa[0] = elem<E>::from2(p[0], p[1]);
+		pa[0] = kern_pack2<E>(p[0], p[1]);
 		pa[1] = 0u;
-		pa[2] = elem<E>::from2(p[2], p[3]);
+		pa[2] = kern_pack2<E>(p[2], p[3]);
 		pa[3] = 0u;
 #pragma unroll
 		for (int np = 0; np < D / 16; np++) {
 			uint32_t b[4];
-			ldmatrix_x4_trans(b, vs + ((lm & 1) * 8 + lr) * S::stride + np * 16 + (lm >> 1) * 8);
-			elem<E>::mma(o[2 * np], pa, b[0], b[1]);
-			elem<E>::mma(o[2 * np + 1], pa, b[2], b[3]);
+			kern_ldmatrix_x4_trans(b, vs + ((lm & 1) * 8 + lr) * S::stride + np * 16 +
+						  (lm >> 1) * 8);
+			kern_mma_m16n8k16<E>(o[2 * np], pa, b[0], b[1]);
+			kern_mma_m16n8k16<E>(o[2 * np + 1], pa, b[2], b[3]);
 		}
 	}
 
 	/* merge the four warps through the idle tiles */
 	cp_async_wait<0>();
 	__syncthreads();
-	l += __shfl_xor_sync(0xffffffffu, l, 1);
-	l += __shfl_xor_sync(0xffffffffu, l, 2);
+	l = kern_quad_sum(l);
 	float *o_s = reinterpret_cast<float *>(kv_s); /* [4][8][D] */
 	float *m_s = o_s + 4 * 8 * D;                  /* [4][8] */
 	float *l_s = m_s + 4 * 8;                      /* [4][8] */
@@ -363,7 +282,7 @@ __global__ void __launch_bounds__(kThreads) attn_decode_kernel(attn_args a)
 		}
 		const int h = kvh * G + hg;
 		if (a.n_splits == 1) {
-			((E *)a.out)[tok * a.n_heads * D + (long)h * D + d] = elem<E>::from1(O / L);
+			((E *)a.out)[tok * a.n_heads * D + (long)h * D + d] = kern_from_f32<E>(O / L);
 		} else {
 			const long pair = (long)s * a.n_splits + split;
 			a.part_o[(pair * a.n_heads + h) * D + d] = O;
@@ -402,10 +321,10 @@ __global__ void __launch_bounds__(kThreads) attn_decode_kernel(attn_args a)
 		float M = -INFINITY, L = 0.f;
 		for (int k = lane; k < n_run; k += 32)
 			M = fmaxf(M, ml[k].x);
-		M = warp_max(M);
+		M = kern_warp_max(M);
 		for (int k = lane; k < n_run; k += 32)
 			L += exp2f(ml[k].x - M) * ml[k].y;
-		L = warp_sum(L);
+		L = kern_warp_sum(L);
 		for (int k = lane; k < n_run; k += 32)
 			w_s[hg * n_run + k] = exp2f(ml[k].x - M) / L;
 	}
@@ -427,7 +346,7 @@ __global__ void __launch_bounds__(kThreads) attn_decode_kernel(attn_args a)
 			acc.z += w[k] * x.z;
 			acc.w += w[k] * x.w;
 		}
-		uint2 packed = make_uint2(elem<E>::from2(acc.x, acc.y), elem<E>::from2(acc.z, acc.w));
+		uint2 packed = make_uint2(kern_pack2<E>(acc.x, acc.y), kern_pack2<E>(acc.z, acc.w));
 		*reinterpret_cast<uint2 *>(out + v * 4) = packed;
 	}
 	if (tid == 0)
@@ -511,8 +430,8 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_kernel(attn_args a)
 			 * (rows 0-7, k 8-15), (rows 8-15, k 8-15) = a0..a3 */
 #pragma unroll
 			for (int kk = 0; kk < D / 16; kk++)
-				ldmatrix_x4(qf[kk], q_s + (warp * 16 + (lm & 1) * 8 + lr) * P::stride +
-							    kk * 16 + (lm >> 1) * 8);
+				kern_ldmatrix_x4(qf[kk], q_s + (warp * 16 + (lm & 1) * 8 + lr) * P::stride +
+								 kk * 16 + (lm >> 1) * 8);
 		}
 
 		/* S = Q K^T: K rows (positions) are B's columns, so plain
@@ -528,10 +447,10 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_kernel(attn_args a)
 #pragma unroll
 			for (int jp = 0; jp < kPreN / 16; jp++) {
 				uint32_t b[4];
-				ldmatrix_x4(b, ks + (jp * 16 + (lm >> 1) * 8 + lr) * P::stride + kk * 16 +
-						       (lm & 1) * 8);
-				elem<E>::mma(sc[2 * jp], qf[kk], b[0], b[1]);
-				elem<E>::mma(sc[2 * jp + 1], qf[kk], b[2], b[3]);
+				kern_ldmatrix_x4(b, ks + (jp * 16 + (lm >> 1) * 8 + lr) * P::stride +
+							    kk * 16 + (lm & 1) * 8);
+				kern_mma_m16n8k16<E>(sc[2 * jp], qf[kk], b[0], b[1]);
+				kern_mma_m16n8k16<E>(sc[2 * jp + 1], qf[kk], b[2], b[3]);
 			}
 		}
 
@@ -563,10 +482,8 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_kernel(attn_args a)
 			mx_lo = fmaxf(mx_lo, fmaxf(sc[j][0], sc[j][1]));
 			mx_hi = fmaxf(mx_hi, fmaxf(sc[j][2], sc[j][3]));
 		}
-		mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, 1));
-		mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, 2));
-		mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, 1));
-		mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, 2));
+		mx_lo = kern_quad_max(mx_lo);
+		mx_hi = kern_quad_max(mx_hi);
 		const float mn_lo = fmaxf(m_lo, mx_lo), mn_hi = fmaxf(m_hi, mx_hi);
 		const float base_lo = mn_lo == -INFINITY ? 0.f : mn_lo;
 		const float base_hi = mn_hi == -INFINITY ? 0.f : mn_hi;
@@ -600,26 +517,24 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_kernel(attn_args a)
 #pragma unroll
 		for (int kt = 0; kt < kPreN / 16; kt++) {
 			uint32_t pa[4];
-			pa[0] = elem<E>::from2(sc[2 * kt][0], sc[2 * kt][1]);
-			pa[1] = elem<E>::from2(sc[2 * kt][2], sc[2 * kt][3]);
-			pa[2] = elem<E>::from2(sc[2 * kt + 1][0], sc[2 * kt + 1][1]);
-			pa[3] = elem<E>::from2(sc[2 * kt + 1][2], sc[2 * kt + 1][3]);
+			pa[0] = kern_pack2<E>(sc[2 * kt][0], sc[2 * kt][1]);
+			pa[1] = kern_pack2<E>(sc[2 * kt][2], sc[2 * kt][3]);
+			pa[2] = kern_pack2<E>(sc[2 * kt + 1][0], sc[2 * kt + 1][1]);
+			pa[3] = kern_pack2<E>(sc[2 * kt + 1][2], sc[2 * kt + 1][3]);
 #pragma unroll
 			for (int np = 0; np < D / 16; np++) {
 				uint32_t b[4];
-				ldmatrix_x4_trans(b, vs + (kt * 16 + (lm & 1) * 8 + lr) * P::stride +
-							     np * 16 + (lm >> 1) * 8);
-				elem<E>::mma(o[2 * np], pa, b[0], b[1]);
-				elem<E>::mma(o[2 * np + 1], pa, b[2], b[3]);
+				kern_ldmatrix_x4_trans(b, vs + (kt * 16 + (lm & 1) * 8 + lr) * P::stride +
+								  np * 16 + (lm >> 1) * 8);
+				kern_mma_m16n8k16<E>(o[2 * np], pa, b[0], b[1]);
+				kern_mma_m16n8k16<E>(o[2 * np + 1], pa, b[2], b[3]);
 			}
 		}
 		__syncthreads(); /* the next prefetch overwrites this stage */
 	}
 
-	l_lo += __shfl_xor_sync(0xffffffffu, l_lo, 1);
-	l_lo += __shfl_xor_sync(0xffffffffu, l_lo, 2);
-	l_hi += __shfl_xor_sync(0xffffffffu, l_hi, 1);
-	l_hi += __shfl_xor_sync(0xffffffffu, l_hi, 2);
+	l_lo = kern_quad_sum(l_lo);
+	l_hi = kern_quad_sum(l_hi);
 	const float inv_lo = 1.f / l_lo, inv_hi = 1.f / l_hi;
 	const int r_lo = warp * 16 + g, r_hi = r_lo + 8;
 	const long ostride = (long)a.n_heads * D;
@@ -629,10 +544,10 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_kernel(attn_args a)
 	for (int n = 0; n < D / 8; n++) {
 		if (r_lo < rows)
 			*reinterpret_cast<uint32_t *>(out_lo + n * 8) =
-				elem<E>::from2(o[n][0] * inv_lo, o[n][1] * inv_lo);
+				kern_pack2<E>(o[n][0] * inv_lo, o[n][1] * inv_lo);
 		if (r_hi < rows)
 			*reinterpret_cast<uint32_t *>(out_hi + n * 8) =
-				elem<E>::from2(o[n][2] * inv_hi, o[n][3] * inv_hi);
+				kern_pack2<E>(o[n][2] * inv_hi, o[n][3] * inv_hi);
 	}
 }
 
@@ -811,7 +726,7 @@ attn_generic_kernel(attn_args a, int n_seqs, int head_dim, float scale)
 	float qv[kGenMaxD / 32], o[kGenMaxD / 32], m = -INFINITY, l = 0;
 	for (int j = 0; j < per; j++) {
 		int d = lane + 32 * j;
-		qv[j] = d < head_dim ? elem<E>::to1(q[d]) * scale : 0.f;
+		qv[j] = d < head_dim ? kern_to_f32(q[d]) * scale : 0.f;
 		o[j] = 0.f;
 	}
 	for (int pos = w; pos < n_ctx; pos += kGenWarps) {
@@ -822,14 +737,14 @@ attn_generic_kernel(attn_args a, int n_seqs, int head_dim, float scale)
 		for (int j = 0; j < per; j++) {
 			int d = lane + 32 * j;
 			if (d < head_dim)
-				dot += qv[j] * elem<E>::to1(k[d]);
+				dot += qv[j] * kern_to_f32(k[d]);
 		}
-		dot = warp_sum(dot);
+		dot = kern_warp_sum(dot);
 		float mn = fmaxf(m, dot), corr = __expf(m - mn), p = __expf(dot - mn);
 		l = l * corr + p;
 		for (int j = 0; j < per; j++) {
 			int d = lane + 32 * j;
-			o[j] = o[j] * corr + (d < head_dim ? p * elem<E>::to1(v[d]) : 0.f);
+			o[j] = o[j] * corr + (d < head_dim ? p * kern_to_f32(v[d]) : 0.f);
 		}
 		m = mn;
 	}
@@ -850,23 +765,20 @@ attn_generic_kernel(attn_args a, int n_seqs, int head_dim, float scale)
 		float acc = 0.f;
 		for (int i = 0; i < kGenWarps; i++)
 			acc += sm[i] == -INFINITY ? 0.f : so[i][d] * __expf(sm[i] - M);
-		out[d] = elem<E>::from1(acc / L);
+		out[d] = kern_from_f32<E>(acc / L);
 	}
 }
 
+template <typename E>
 static int launch_generic(const attn_args &a, const kern_paged_batch *b, int head_dim, float scale,
-			  sl_dtype dt, cudaStream_t st)
+			  cudaStream_t st)
 {
 	if (head_dim > kGenMaxD) {
 		SL_ERROR("attn", "head_dim %d not supported (at most %d)", head_dim, kGenMaxD);
 		return SL_ENOTSUP;
 	}
 	dim3 grid(b->n_tokens, a.n_heads);
-	if (dt == SL_DT_F16)
-		attn_generic_kernel<__half><<<grid, kGenWarps * 32, 0, st>>>(a, b->n_seqs, head_dim, scale);
-	else
-		attn_generic_kernel<__nv_bfloat16><<<grid, kGenWarps * 32, 0, st>>>(a, b->n_seqs, head_dim,
-										  scale);
+	attn_generic_kernel<E><<<grid, kGenWarps * 32, 0, st>>>(a, b->n_seqs, head_dim, scale);
 	CUDA_TRY_LAUNCH();
 	return SL_OK;
 }
@@ -876,8 +788,6 @@ static int fast_shape(int head_dim, int group)
 	return (head_dim == 64 || head_dim == 80 || head_dim == 96 || head_dim == 128) &&
 	       group <= kMaxGroup;
 }
-
-static int misaligned(const void *p) { return ((uintptr_t)p & 15) != 0; }
 
 extern "C" int kern_attention_cuda(kern_attn_ws *ws, void *out, const void *qkv, int q_stride,
 				   const void *k_cache, const void *v_cache,
@@ -910,8 +820,8 @@ extern "C" int kern_attention_cuda(kern_attn_ws *ws, void *out, const void *qkv,
 	}
 	int fast = fast_shape(head_dim, n_heads / n_kv_heads);
 	if (q_stride < n_heads * head_dim ||
-	    (fast && (q_stride % 8 || misaligned(out) || misaligned(qkv) || misaligned(k_cache) ||
-		      misaligned(v_cache)))) {
+	    (fast && (q_stride % 8 || !kern_aligned16(out) || !kern_aligned16(qkv) ||
+		      !kern_aligned16(k_cache) || !kern_aligned16(v_cache)))) {
 		SL_ERROR("attn", "q_stride %d or a buffer is not 16-byte aligned", q_stride);
 		return SL_EINVAL;
 	}
@@ -937,7 +847,6 @@ extern "C" int kern_attention_cuda(kern_attn_ws *ws, void *out, const void *qkv,
 	a.split_done = ws->split_done;
 	cudaStream_t st = (cudaStream_t)stream;
 	if (!fast)
-		return launch_generic(a, b, head_dim, scale, dt, st);
-	return dt == SL_DT_F16 ? launch_dim<__half>(ws, a, b, head_dim, st)
-			       : launch_dim<__nv_bfloat16>(ws, a, b, head_dim, st);
+		KERN_DISPATCH_DT(dt, launch_generic, a, b, head_dim, scale, st);
+	KERN_DISPATCH_DT(dt, launch_dim, ws, a, b, head_dim, st);
 }
