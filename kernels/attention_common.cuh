@@ -2,7 +2,7 @@
  * attention_common.cuh — what the attention kernels share, private to
  * kernels/attention*.cu: the launch arguments (attn_args), the workspace
  * (kern_attn_ws), the block shape, cp.async copies, the paged K/V tile
- * loader, and each kernel file's host entry. Tensor-core instructions are
+ * loader, the online-softmax step, and each kernel file's host entry. Tensor-core instructions are
  * in mma.cuh, reductions and conversions in cuda_util.cuh.
  *
  * Files: attention.cu (kern_attention_cuda: checks, dispatch, workspace),
@@ -91,6 +91,20 @@ __device__ __forceinline__ void load_kv_tile(const attn_args &a, const int32_t *
 		cp_async16(ks + r * stride + c * 8, (const E *)a.k_cache + off, ok);
 		cp_async16(vs + r * stride + c * 8, (const E *)a.v_cache + off, ok);
 	}
+}
+
+/* One online-softmax step of a row (scores in base 2): m is the running
+ * max, mx the max of the row's new scores. Updates m and returns the base
+ * the new exponents are taken against; alpha rescales the running sum and
+ * output. A row that has seen only -inf so far (positions past its end)
+ * keeps base 0, so its exponents are 0, not NaN. */
+__device__ __forceinline__ float softmax_step(float &m, float mx, float &alpha)
+{
+	const float mn = fmaxf(m, mx);
+	const float base = mn == -INFINITY ? 0.f : mn;
+	alpha = exp2f(m - base);
+	m = mn;
+	return base;
 }
 
 /* ---- each kernel file's host side --------------------------------------- */

@@ -7,7 +7,7 @@
  * a 3-stage pipeline of 16-byte cp.async loads. The context is split
  * across blocks (flash-decoding) so one long sequence still fills every
  * SM; each split writes its unnormalised output and (max, sum) to the
- * workspace and the last split to finish merges them. When
+ * workspace and the last split to finish merges them (merge_splits). When
  * one split per sequence already fills the GPU the blocks write the output
  * directly. Launched by kern_attention_cuda (attention.cu).
  */
@@ -30,6 +30,76 @@ template <int D> struct dec_shape {
 	static_assert((size_t)kMaxGroup * kMaxSplits * 12 <= kDecStages * 2 * tile_elems * 2,
 		      "split weights fit");
 };
+
+/* The split-K merge. Every split of sequence s and KV head kvh writes its
+ * unnormalised output and (max, sum) to the workspace; the last of them to
+ * finish merges all of them into the output (threadFenceReduction
+ * pattern: saves a second launch):
+ * out = sum_i 2^(m_i - M) o_i / sum_i 2^(m_i - M) l_i. Called by every
+ * thread of the block after its split's partials are written; kv_s, the
+ * block's K/V tiles, is idle by then and serves as scratch. */
+template <int D, typename E>
+__device__ __forceinline__ void merge_splits(const attn_args &a, int s, int kvh, long tok,
+					     int kv_len, E *kv_s)
+{
+	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+	const int G = a.group;
+	__shared__ int is_last;
+	const int n_run = (kv_len + a.chunk - 1) / a.chunk; /* splits that ran */
+	int *counter = a.split_done + (long)s * a.n_kv_heads + kvh;
+	__threadfence();
+	__syncthreads();
+	if (tid == 0)
+		is_last = atomicAdd(counter, 1) == n_run - 1;
+	__syncthreads();
+	if (!is_last)
+		return;
+	__threadfence();
+	/* weights per (head, split) into the idle tiles: ml_s [G][n_run], w_s [G][n_run] */
+	const long pair0 = (long)s * a.n_splits;
+	float2 *ml_s = reinterpret_cast<float2 *>(kv_s);
+	float *w_s = reinterpret_cast<float *>(ml_s + G * n_run);
+	for (int i = tid; i < G * n_run; i += kThreads) {
+		const int hg = i / n_run, k = i - hg * n_run;
+		ml_s[i] = __ldcg(&a.part_ml[(pair0 + k) * a.n_heads + kvh * G + hg]);
+	}
+	__syncthreads();
+	for (int hg = warp; hg < G; hg += kThreads / 32) {
+		const float2 *ml = ml_s + hg * n_run;
+		float M = -INFINITY, L = 0.f;
+		for (int k = lane; k < n_run; k += 32)
+			M = fmaxf(M, ml[k].x);
+		M = kern_warp_max(M);
+		for (int k = lane; k < n_run; k += 32)
+			L += exp2f(ml[k].x - M) * ml[k].y;
+		L = kern_warp_sum(L);
+		for (int k = lane; k < n_run; k += 32)
+			w_s[hg * n_run + k] = exp2f(ml[k].x - M) / L;
+	}
+	__syncthreads();
+	/* the group's G heads are contiguous: G * D floats per split, read as
+	 * float4 with all splits' loads independent */
+	const long kstride = (long)a.n_heads * D;
+	const float4 *po = reinterpret_cast<const float4 *>(a.part_o + pair0 * kstride +
+							      (long)kvh * G * D);
+	E *out = (E *)a.out + tok * a.n_heads * D + (long)kvh * G * D;
+	for (int v = tid; v < G * D / 4; v += kThreads) {
+		const float *w = w_s + (v * 4 / D) * n_run;
+		float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 8
+		for (int k = 0; k < n_run; k++) {
+			float4 x = __ldcg(po + k * (kstride / 4) + v);
+			acc.x += w[k] * x.x;
+			acc.y += w[k] * x.y;
+			acc.z += w[k] * x.z;
+			acc.w += w[k] * x.w;
+		}
+		uint2 packed = make_uint2(kern_pack2<E>(acc.x, acc.y), kern_pack2<E>(acc.z, acc.w));
+		*reinterpret_cast<uint2 *>(out + v * 4) = packed;
+	}
+	if (tid == 0)
+		*counter = 0; /* ready for the next launch */
+}
 
 /* grid (n_splits, n_kv_heads, n_seqs), kThreads threads. One block: one
  * split of one sequence's context for all G query heads of one KV head.
@@ -126,11 +196,9 @@ __global__ void __launch_bounds__(kThreads) attn_decode_kernel(attn_args a)
 		x[3] = p0 + 9 < end ? sc[1][1] * a.scale_log2 : -INFINITY;
 		float mx = fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
 		mx = kern_quad_max(mx);
-		const float mn = fmaxf(m, mx);
-		/* a warp whose positions all lie past the end has mn = -inf */
-		const float base = mn == -INFINITY ? 0.f : mn;
-		const float al = exp2f(m - base);
-		m = mn;
+		/* a warp whose positions all lie past the end keeps m = -inf */
+		float al;
+		const float base = softmax_step(m, mx, al);
 		float p[4];
 #pragma unroll
 		for (int e = 0; e < 4; e++)
@@ -202,64 +270,7 @@ __global__ void __launch_bounds__(kThreads) attn_decode_kernel(attn_args a)
 	if (a.n_splits == 1)
 		return;
 
-	/* The last split of (sequence, KV head) to finish merges all of them
-	 * (threadFenceReduction pattern: saves a second launch):
-	 * out = sum_i 2^(m_i - M) o_i / sum_i 2^(m_i - M) l_i. */
-	__shared__ int is_last;
-	const int n_run = (kv_len + a.chunk - 1) / a.chunk; /* splits that ran */
-	int *counter = a.split_done + (long)s * a.n_kv_heads + kvh;
-	__threadfence();
-	__syncthreads();
-	if (tid == 0)
-		is_last = atomicAdd(counter, 1) == n_run - 1;
-	__syncthreads();
-	if (!is_last)
-		return;
-	__threadfence();
-	/* weights per (head, split) into the idle tiles: ml_s [G][n_run], w_s [G][n_run] */
-	const long pair0 = (long)s * a.n_splits;
-	float2 *ml_s = reinterpret_cast<float2 *>(kv_s);
-	float *w_s = reinterpret_cast<float *>(ml_s + G * n_run);
-	for (int i = tid; i < G * n_run; i += kThreads) {
-		const int hg = i / n_run, k = i - hg * n_run;
-		ml_s[i] = __ldcg(&a.part_ml[(pair0 + k) * a.n_heads + kvh * G + hg]);
-	}
-	__syncthreads();
-	for (int hg = warp; hg < G; hg += kThreads / 32) {
-		const float2 *ml = ml_s + hg * n_run;
-		float M = -INFINITY, L = 0.f;
-		for (int k = lane; k < n_run; k += 32)
-			M = fmaxf(M, ml[k].x);
-		M = kern_warp_max(M);
-		for (int k = lane; k < n_run; k += 32)
-			L += exp2f(ml[k].x - M) * ml[k].y;
-		L = kern_warp_sum(L);
-		for (int k = lane; k < n_run; k += 32)
-			w_s[hg * n_run + k] = exp2f(ml[k].x - M) / L;
-	}
-	__syncthreads();
-	/* the group's G heads are contiguous: G * D floats per split, read as
-	 * float4 with all splits' loads independent */
-	const long kstride = (long)a.n_heads * D;
-	const float4 *po = reinterpret_cast<const float4 *>(a.part_o + pair0 * kstride +
-							      (long)kvh * G * D);
-	E *out = (E *)a.out + tok * a.n_heads * D + (long)kvh * G * D;
-	for (int v = tid; v < G * D / 4; v += kThreads) {
-		const float *w = w_s + (v * 4 / D) * n_run;
-		float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 8
-		for (int k = 0; k < n_run; k++) {
-			float4 x = __ldcg(po + k * (kstride / 4) + v);
-			acc.x += w[k] * x.x;
-			acc.y += w[k] * x.y;
-			acc.z += w[k] * x.z;
-			acc.w += w[k] * x.w;
-		}
-		uint2 packed = make_uint2(kern_pack2<E>(acc.x, acc.y), kern_pack2<E>(acc.z, acc.w));
-		*reinterpret_cast<uint2 *>(out + v * 4) = packed;
-	}
-	if (tid == 0)
-		*counter = 0; /* ready for the next launch */
+	merge_splits<D, E>(a, s, kvh, tok, kv_len, kv_s);
 }
 
 template <int D, typename E>

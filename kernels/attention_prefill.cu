@@ -145,12 +145,9 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_kernel(attn_args a)
 		}
 		mx_lo = kern_quad_max(mx_lo);
 		mx_hi = kern_quad_max(mx_hi);
-		const float mn_lo = fmaxf(m_lo, mx_lo), mn_hi = fmaxf(m_hi, mx_hi);
-		const float base_lo = mn_lo == -INFINITY ? 0.f : mn_lo;
-		const float base_hi = mn_hi == -INFINITY ? 0.f : mn_hi;
-		const float al_lo = exp2f(m_lo - base_lo), al_hi = exp2f(m_hi - base_hi);
-		m_lo = mn_lo;
-		m_hi = mn_hi;
+		float al_lo, al_hi;
+		const float base_lo = softmax_step(m_lo, mx_lo, al_lo);
+		const float base_hi = softmax_step(m_hi, mx_hi, al_hi);
 		float sum_lo = 0.f, sum_hi = 0.f;
 #pragma unroll
 		for (int j = 0; j < kPreN / 8; j++) {
