@@ -75,6 +75,13 @@ typedef struct node_backend_ops {
 	 * reproducible from seed (random weights for benchmarks) */
 	int (*fill_random)(node_backend *be, void *dst, size_t n, float mean, float std,
 			   uint64_t seed);
+	/* Named profiler ranges around a stretch of ops (a layer): NVTX on
+	 * CUDA, so an Nsight Systems timeline reads by name; nothing on CPU.
+	 * push opens "name index" ("name" when index < 0), pop closes the
+	 * innermost. Host-side only: cheap without a profiler, allowed inside
+	 * run_cached's graph capture. */
+	void (*range_push)(node_backend *be, const char *name, int index);
+	void (*range_pop)(node_backend *be);
 	void (*destroy)(node_backend *be);
 } node_backend_ops;
 

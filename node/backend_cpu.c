@@ -157,6 +157,10 @@ static int cpu_fill_random(node_backend *be, void *dst, size_t n, float mean, fl
 	return SL_OK;
 }
 
+static void cpu_range_push(node_backend *be, const char *name, int index) {}
+
+static void cpu_range_pop(node_backend *be) {}
+
 static void cpu_destroy(node_backend *be)
 {
 	cpu_state *st = be->impl;
@@ -187,6 +191,8 @@ static const node_backend_ops cpu_ops = {
 	.reserve = cpu_reserve,
 	.run_cached = cpu_run_cached,
 	.fill_random = cpu_fill_random,
+	.range_push = cpu_range_push,
+	.range_pop = cpu_range_pop,
 	.destroy = cpu_destroy,
 };
 
