@@ -6,8 +6,8 @@
  *
  *   attention_prefill.cu  q_len > 1: tiled flash attention on tensor cores
  *   attention_decode.cu   q_len == 1: split-context, the GQA group as MMA rows
- *   attention_generic.cu  head_dim outside {64, 80, 96, 128} or a group over
- *                         kMaxGroup: CUDA cores, any head_dim up to 256
+ *   attention_generic.cu  the other shapes (kern_attn_mma_shape in
+ *                         attention.h): CUDA cores, head_dim up to 256
  *   attention_common.cuh  what they share
  *
  * A mixed batch launches prefill then decode: prefill blocks skip q_len <= 1
@@ -83,12 +83,6 @@ extern "C" void kern_attn_ws_destroy(kern_attn_ws *ws)
 	free(ws);
 }
 
-static int fast_shape(int head_dim, int group)
-{
-	return (head_dim == 64 || head_dim == 80 || head_dim == 96 || head_dim == 128) &&
-	       group <= kMaxGroup;
-}
-
 extern "C" int kern_attention_cuda(kern_attn_ws *ws, void *out, const void *qkv, int q_stride,
 				   const void *k_cache, const void *v_cache,
 				   const kern_paged_batch *b, int n_heads, int n_kv_heads,
@@ -118,7 +112,7 @@ extern "C" int kern_attention_cuda(kern_attn_ws *ws, void *out, const void *qkv,
 			 ws->n_heads, ws->head_dim, n_heads, head_dim);
 		return SL_EINVAL;
 	}
-	int fast = fast_shape(head_dim, n_heads / n_kv_heads);
+	int fast = kern_attn_mma_shape(head_dim, n_heads / n_kv_heads);
 	if (q_stride < n_heads * head_dim ||
 	    (fast && (q_stride % 8 || !kern_aligned16(out) || !kern_aligned16(qkv) ||
 		      !kern_aligned16(k_cache) || !kern_aligned16(v_cache)))) {

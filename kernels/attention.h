@@ -19,6 +19,22 @@ void kern_attention_cpu(float *out, const float *qkv, int q_stride, const float 
 			const float *v_cache, const kern_paged_batch *b, int n_heads,
 			int n_kv_heads, int head_dim, float scale);
 
+/* What kern_attention_cuda takes: KV blocks of a power-of-two number of
+ * tokens, any head_dim up to KERN_ATTN_MAX_HEAD_DIM, any whole number of
+ * query heads per KV head. Tensor-core kernels run head_dim 64, 80, 96 or
+ * 128 with up to KERN_ATTN_MMA_MAX_GROUP query heads per KV head (the G
+ * rows of the decode kernel's MMAs); every other shape runs on a slower
+ * CUDA-core kernel. Plain C, so the node checks a model against it at
+ * start (node/backend_cuda.c) without a device. */
+#define KERN_ATTN_MAX_HEAD_DIM 256
+#define KERN_ATTN_MMA_MAX_GROUP 8
+
+static inline int kern_attn_mma_shape(int head_dim, int group)
+{
+	return (head_dim == 64 || head_dim == 80 || head_dim == 96 || head_dim == 128) &&
+	       group <= KERN_ATTN_MMA_MAX_GROUP;
+}
+
 #ifdef SL_HAVE_CUDA
 #include "dtype.h"
 typedef struct kern_attn_ws kern_attn_ws;  /* split-context scratch, sized once */

@@ -21,8 +21,9 @@
 #include "mma.cuh"
 
 constexpr int kThreads = 128;   /* decode and prefill: 4 warps */
-constexpr int kMaxGroup = 8;    /* query heads per KV head in decode: rows 0-7 of an MMA */
 constexpr int kDecTile = 64;    /* decode: cache positions per shared-memory tile */
+/* query heads per KV head in decode: rows 0-7 of its MMAs */
+constexpr int kMaxGroup = KERN_ATTN_MMA_MAX_GROUP;
 
 /* Decode blocks of one launch are meant to fill the GPU once: the split
  * count per sequence is sized so (sequences x KV heads x splits) about
@@ -120,7 +121,7 @@ int attn_decode_launch(const kern_attn_ws *ws, attn_args a, const kern_paged_bat
 		       int head_dim, sl_dtype dt, cudaStream_t st);
 int attn_prefill_launch(const attn_args &a, const kern_paged_batch *b, int head_dim, sl_dtype dt,
 			cudaStream_t st);
-/* Any head_dim up to 256, any group, any alignment. */
+/* Any head_dim up to KERN_ATTN_MAX_HEAD_DIM, any group, any alignment. */
 int attn_generic_launch(const attn_args &a, const kern_paged_batch *b, int head_dim, float scale,
 			sl_dtype dt, cudaStream_t st);
 

@@ -13,7 +13,7 @@
 namespace {
 
 constexpr int kGenWarps = 4;
-constexpr int kGenMaxD = 256;
+constexpr int kGenMaxD = KERN_ATTN_MAX_HEAD_DIM;
 
 template <typename E>
 __global__ void __launch_bounds__(kGenWarps * 32)

@@ -143,7 +143,10 @@ static int cpu_sample(node_backend *be, int32_t *tokens_out, const float *logits
 	return SL_OK;
 }
 
-static int cpu_reserve(node_backend *be, const node_backend_limits *lim) { return SL_OK; }
+static int cpu_reserve(node_backend *be, const node_backend_limits *lim, char *err, size_t errlen)
+{
+	return SL_OK;
+}
 
 static int cpu_run_cached(node_backend *be, int key, int (*fn)(void *), void *ctx)
 {

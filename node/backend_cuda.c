@@ -11,7 +11,39 @@
  * Nsight Systems timeline reads by name. NVTX (header-only, v3, from the
  * CUDA toolkit) calls are host-side markers: a few nanoseconds when no
  * profiler is attached, and nothing is recorded into a captured graph.
+ *
+ * reserve first checks what the kernels need of the model and the KV
+ * layout (node_backend_cuda_check), so a node refuses a shape they cannot
+ * run at start, naming the flag or config field, not at its first step.
  */
+#include "attention.h"
+#include "backend.h"
+#include "sl.h"
+
+int node_backend_cuda_check(const node_backend_limits *lim, char *err, size_t errlen)
+{
+	int bt = lim->block_tokens, hd = lim->head_dim;
+	if (bt <= 0 || (bt & (bt - 1)))
+		return sl_errf(err, errlen, SL_EINVAL,
+			       "--block-tokens %d: the CUDA attention kernels need a power of two", bt);
+	/* rope.cu rotates element i with i + head_dim / 2 */
+	if (hd <= 0 || hd % 2)
+		return sl_errf(err, errlen, SL_ENOTSUP,
+			       "head_dim %d (config head_dim, or hidden_size / num_attention_heads): "
+			       "the CUDA RoPE kernel needs an even head_dim", hd);
+	if (hd > KERN_ATTN_MAX_HEAD_DIM)
+		return sl_errf(err, errlen, SL_ENOTSUP,
+			       "head_dim %d (config head_dim, or hidden_size / num_attention_heads): "
+			       "the CUDA attention kernels take at most %d", hd, KERN_ATTN_MAX_HEAD_DIM);
+	if (lim->n_heads <= 0 || lim->n_kv_heads <= 0 || lim->n_heads % lim->n_kv_heads)
+		return sl_errf(err, errlen, SL_EINVAL,
+			       "%d query heads over %d KV heads on this rank (config "
+			       "num_attention_heads and num_key_value_heads, split by --tp): the CUDA "
+			       "attention kernels need a whole number of query heads per KV head",
+			       lim->n_heads, lim->n_kv_heads);
+	return SL_OK;
+}
+
 #ifdef SL_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #include <nvtx3/nvToolsExt.h>
@@ -19,15 +51,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attention.h"
-#include "backend.h"
 #include "checks.h"
 #include "embedding.h"
 #include "matmul.h"
 #include "random.h"
 #include "rmsnorm.h"
 #include "rope.h"
-#include "sl.h"
 #include "swiglu.h"
 
 #define MAX_GRAPHS 1024
@@ -324,7 +353,7 @@ static int cu_sample(node_backend *be, int32_t *tokens_out, const float *logits,
 	RANGED("sample", sample(be, tokens_out, logits, rows, n, vocab, params, positions));
 }
 
-static int cu_reserve(node_backend *be, const node_backend_limits *lim)
+static int reserve_scratch(node_backend *be, const node_backend_limits *lim)
 {
 	cuda_impl *c = I(be);
 	c->lim = *lim;
@@ -347,6 +376,25 @@ static int cu_reserve(node_backend *be, const node_backend_limits *lim)
 				      &c->attn)))
 		return rc;
 	return kern_sampler_create(lim->max_seqs, lim->vocab, &c->sampler);
+}
+
+static int cu_reserve(node_backend *be, const node_backend_limits *lim, char *err, size_t errlen)
+{
+	int rc = node_backend_cuda_check(lim, err, errlen);
+	if (rc)
+		return rc;
+	int group = lim->n_heads / lim->n_kv_heads;
+	if (kern_attn_mma_shape(lim->head_dim, group))
+		SL_INFO("cuda", "attention: tensor-core kernels (head_dim %d, %d query heads per KV "
+			"head)", lim->head_dim, group);
+	else
+		SL_INFO("cuda", "attention: head_dim %d with %d query heads per KV head runs on the "
+			"CUDA-core kernel (tensor cores take head_dim 64, 80, 96, 128 and groups up "
+			"to %d)", lim->head_dim, group, KERN_ATTN_MMA_MAX_GROUP);
+	if ((rc = reserve_scratch(be, lim)))
+		return sl_errf(err, errlen, rc, "cannot reserve the CUDA step scratch (the log "
+			       "above says why)");
+	return SL_OK;
 }
 
 static int capture(node_backend *be, int key, int (*fn)(void *), void *ctx)

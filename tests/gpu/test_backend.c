@@ -1,6 +1,8 @@
 /*
  * test_backend.c — the CUDA backend (node/backend_cuda.c) driven the way
- * node/model.c drives it. Ranges: a run of ops inside per-layer NVTX
+ * node/model.c drives it. Reserve: a shape the kernels cannot run is
+ * refused there, before any step, naming the flag or config field; one
+ * they can run is taken. Ranges: a run of ops inside per-layer NVTX
  * ranges, captured into a CUDA graph by run_cached and replayed, must
  * give exactly what the same ops give when run directly (NVTX calls are
  * host-side markers and must neither break the capture nor leave
@@ -34,9 +36,40 @@ static node_backend_limits small_limits(void)
 {
 	node_backend_limits lim = {.max_tokens = 8, .max_rows = 8, .max_seqs = 4,
 				   .max_table_entries = 16, .vocab = 128, .n_heads = 4,
-				   .head_dim = 64, .max_ctx = 64};
+				   .n_kv_heads = 2, .head_dim = 64, .max_ctx = 64,
+				   .block_tokens = 16};
 	return lim;
 }
+
+/* Refused at reserve with the flag or field in the message; each refusal
+ * on a fresh backend, then the fixed shape is taken. */
+START_TEST(test_reserve_refuses)
+{
+	static const struct {
+		int block_tokens, head_dim;
+		const char *says;
+	} bad[] = {{24, 64, "--block-tokens 24"}, {16, 320, "head_dim 320"}, {16, 63, "head_dim 63"}};
+	for (int i = 0; i < (int)(sizeof bad / sizeof bad[0]); i++) {
+		node_backend *be = make_backend();
+		node_backend_limits lim = small_limits();
+		lim.block_tokens = bad[i].block_tokens;
+		lim.head_dim = bad[i].head_dim;
+		char err[SL_ERRLEN] = "";
+		int rc = be->ops->reserve(be, &lim, err, sizeof err);
+		ck_assert_msg(rc != 0 && strstr(err, bad[i].says),
+			      "reserve of block_tokens %d, head_dim %d: rc %d, \"%s\" (want an "
+			      "error naming \"%s\")", bad[i].block_tokens, bad[i].head_dim, rc, err,
+			      bad[i].says);
+		printf("backend: reserve refuses: %s\n", err);
+		node_backend_destroy(be);
+	}
+	node_backend *be = make_backend();
+	node_backend_limits lim = small_limits();
+	char err[SL_ERRLEN] = "";
+	ck_assert_msg(be->ops->reserve(be, &lim, err, sizeof err) == 0, "reserve: %s", err);
+	node_backend_destroy(be);
+}
+END_TEST
 
 typedef struct {
 	node_backend *be;
@@ -65,7 +98,8 @@ START_TEST(test_ranges_in_graph)
 	node_backend *be = make_backend();
 	const node_backend_ops *op = be->ops;
 	node_backend_limits lim = small_limits();
-	ck_assert_int_eq(op->reserve(be, &lim), 0);
+	char err[SL_ERRLEN] = "";
+	ck_assert_msg(op->reserve(be, &lim, err, sizeof err) == 0, "reserve: %s", err);
 
 	float hx[ROWS * DIM], hw[DIM];
 	gt_fill(hx, ROWS * DIM, -2.f, 2.f);
@@ -105,6 +139,7 @@ static Suite *backend_suite(void)
 	Suite *s = suite_create("cuda_backend");
 	TCase *tc = tcase_create("backend");
 	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_reserve_refuses);
 	tcase_add_test(tc, test_ranges_in_graph);
 	suite_add_tcase(s, tc);
 	return s;
