@@ -22,7 +22,6 @@
  */
 #include <cublas_v2.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "cuda_util.cuh"
 #include "matmul.h"
@@ -51,6 +50,7 @@ struct kern_blas {
 	void *workspace; /* device, BLAS_WORKSPACE_BYTES: cuBLAS, or GEMV split-K partials */
 	cudaStream_t stream;
 	int sm_count;    /* streaming multiprocessors: sizes the GEMV's split-K */
+	int cc_major;    /* compute capability: PDL needs 9 or more */
 	bool pdl;        /* launch the GEMV as a programmatic dependent (sm_90+) */
 };
 
@@ -67,16 +67,11 @@ extern "C" void kern_blas_destroy(kern_blas *b)
 
 static int blas_init(kern_blas *b, void *stream)
 {
-	int dev = 0, major = 0;
+	int dev = 0;
 	b->stream = kern_stream(stream);
 	CUDA_TRY(cudaGetDevice(&dev));
 	CUDA_TRY(cudaDeviceGetAttribute(&b->sm_count, cudaDevAttrMultiProcessorCount, dev));
-	CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-	/* SL_PDL=1: launch the GEMV as a programmatic dependent. Off by default:
-	 * it measured no gain on the 7B decode step while the kernels before
-	 * the GEMV do not use PDL themselves (bench/gemv.cu, "all PDL"). */
-	const char *pdl = getenv("SL_PDL");
-	b->pdl = major >= 9 && pdl && !strcmp(pdl, "1");
+	CUDA_TRY(cudaDeviceGetAttribute(&b->cc_major, cudaDevAttrComputeCapabilityMajor, dev));
 	CUBLAS_TRY(cublasCreate(&b->handle));
 	CUBLAS_TRY(cublasSetStream(b->handle, b->stream));
 	CUDA_TRY(cudaMalloc(&b->workspace, BLAS_WORKSPACE_BYTES));
@@ -84,6 +79,14 @@ static int blas_init(kern_blas *b, void *stream)
 	/* results must not depend on what else runs: no atomics-based split-K */
 	CUBLAS_TRY(cublasSetAtomicsMode(b->handle, CUBLAS_ATOMICS_NOT_ALLOWED));
 	return SL_OK;
+}
+
+/* Off by default: PDL measured no gain on the 7B decode step while the
+ * kernels before the GEMV do not use it themselves (bench/gemv.cu, "all
+ * PDL"). */
+extern "C" void kern_blas_set_pdl(kern_blas *b, int on)
+{
+	b->pdl = on && b->cc_major >= 9;
 }
 
 extern "C" int kern_blas_create(void *stream, kern_blas **out)
@@ -128,11 +131,11 @@ extern "C" int kern_blas_create(void *stream, kern_blas **out)
  * them in split order. Both sums run in a fixed order: results are
  * deterministic.
  *
- * Ready to run as a programmatic dependent (PDL, sm_90; SL_PDL=1): the
- * block may then start while the previous kernel drains, loads its first W
- * chunks (weights never change under us), and waits on griddepcontrol.wait
- * before reading x or writing anything; it lets the next kernel launch once
- * its W is read.
+ * Ready to run as a programmatic dependent (PDL, sm_90; kern_blas_set_pdl,
+ * which the backend sets from SL_PDL=1): the block may then start while
+ * the previous kernel drains, loads its first W chunks (weights never
+ * change under us), and waits on griddepcontrol.wait before reading x or
+ * writing anything; it lets the next kernel launch once its W is read.
  */
 #define GEMV_ROWS 16 /* W rows per tile: the MMA's M */
 #define GEMV_CHUNK 32 /* k per chunk: 4 lanes x 8 */

@@ -81,6 +81,7 @@ typedef struct cuda_impl {
 	float *d_sel;              /* [max_seqs, vocab] rows picked for sampling */
 	cudaGraphExec_t graphs[MAX_GRAPHS];
 	int open_ranges;           /* range_push depth, so a failed step's ranges can be closed */
+	int no_graphs;             /* SL_NO_GRAPHS: run_cached runs fn directly */
 } cuda_impl;
 
 static cuda_impl *I(node_backend *be) { return be->impl; }
@@ -426,7 +427,7 @@ static int capture(node_backend *be, int key, int (*fn)(void *), void *ctx)
 static int cu_run_cached(node_backend *be, int key, int (*fn)(void *), void *ctx)
 {
 	cuda_impl *c = I(be);
-	if (key < 0 || key >= MAX_GRAPHS || getenv("SL_NO_GRAPHS"))
+	if (key < 0 || key >= MAX_GRAPHS || c->no_graphs)
 		return fn(ctx);
 	if (!c->graphs[key]) {
 		nvtxRangePushA("graph capture");
@@ -476,6 +477,21 @@ static const node_backend_ops cuda_ops = {
 	.range_push = cu_range_push, .range_pop = cu_range_pop, .destroy = cu_destroy,
 };
 
+/* The environment switches (docs/cuda.md), read once here rather than on
+ * every step: SL_NO_GRAPHS (any value) runs decode steps without CUDA
+ * graphs, for comparisons and profiles; SL_PDL=1 launches the decode GEMV
+ * as a programmatic dependent (sm_90 and later). */
+static void read_switches(cuda_impl *c)
+{
+	const char *pdl = getenv("SL_PDL");
+	c->no_graphs = getenv("SL_NO_GRAPHS") != NULL;
+	kern_blas_set_pdl(c->blas, pdl && !strcmp(pdl, "1"));
+	if (c->no_graphs)
+		SL_INFO("cuda", "SL_NO_GRAPHS: decode steps run without CUDA graphs");
+	if (pdl && !strcmp(pdl, "1"))
+		SL_INFO("cuda", "SL_PDL=1: the decode GEMV launches as a programmatic dependent");
+}
+
 int node_backend_cuda_create(int device, sl_dtype dtype, node_backend **out, char *err,
 			     size_t errlen)
 {
@@ -511,6 +527,7 @@ int node_backend_cuda_create(int device, sl_dtype dtype, node_backend **out, cha
 	}
 	SL_INFO("cuda", "device %d: %s, %.1f GiB, %s", c->device, c->name,
 		prop.totalGlobalMem / 1073741824.0, sl_dtype_name(dtype));
+	read_switches(c);
 	*out = be;
 	return SL_OK;
 }
