@@ -28,11 +28,17 @@ void kern_attention_cpu(float *out, const float *qkv, int q_stride, const float 
  * start (node/backend_cuda.c) without a device. */
 #define KERN_ATTN_MAX_HEAD_DIM 256
 #define KERN_ATTN_MMA_MAX_GROUP 8
+/* The head_dims the tensor-core kernels are compiled for, the one list of
+ * them: X(D) is expanded once per head_dim. */
+#define KERN_ATTN_MMA_HEAD_DIMS(X) X(64) X(80) X(96) X(128)
 
 static inline int kern_attn_mma_shape(int head_dim, int group)
 {
-	return (head_dim == 64 || head_dim == 80 || head_dim == 96 || head_dim == 128) &&
-	       group <= KERN_ATTN_MMA_MAX_GROUP;
+	int listed = 0;
+#define KERN_ATTN_IS_(D) listed |= head_dim == D;
+	KERN_ATTN_MMA_HEAD_DIMS(KERN_ATTN_IS_)
+#undef KERN_ATTN_IS_
+	return listed && group <= KERN_ATTN_MMA_MAX_GROUP;
 }
 
 #ifdef SL_HAVE_CUDA

@@ -307,28 +307,23 @@ int decode_dim(const kern_attn_ws *ws, const attn_args &a, const kern_paged_batc
 	       cudaStream_t st)
 {
 	switch (head_dim) {
-	case 64: return decode_launch<64, E>(ws, a, b, st);
-	case 80: return decode_launch<80, E>(ws, a, b, st);
-	case 96: return decode_launch<96, E>(ws, a, b, st);
-	case 128: return decode_launch<128, E>(ws, a, b, st);
+#define CASE(D) case D: return decode_launch<D, E>(ws, a, b, st);
+	KERN_ATTN_MMA_HEAD_DIMS(CASE)
+#undef CASE
 	}
 	return SL_ENOTSUP;
 }
 
-template <int D, typename E> int set_smem_limit()
-{
-	CUDA_TRY(cudaFuncSetAttribute(attn_decode_kernel<D, E>,
-				      cudaFuncAttributeMaxDynamicSharedMemorySize,
-				      (int)dec_shape<D>::smem));
-	return 0;
-}
-
+/* Each head_dim's kernel may use more than the default 48 KiB of shared
+ * memory only once opted in. */
 template <typename E> int set_smem_limits()
 {
-	int rc;
-	if ((rc = set_smem_limit<64, E>()) || (rc = set_smem_limit<80, E>()) ||
-	    (rc = set_smem_limit<96, E>()) || (rc = set_smem_limit<128, E>()))
-		return rc;
+#define SET(D)                                                                      \
+	CUDA_TRY(cudaFuncSetAttribute(attn_decode_kernel<D, E>,                     \
+				      cudaFuncAttributeMaxDynamicSharedMemorySize,  \
+				      (int)dec_shape<D>::smem));
+	KERN_ATTN_MMA_HEAD_DIMS(SET)
+#undef SET
 	return 0;
 }
 

@@ -222,28 +222,23 @@ template <typename E>
 int prefill_dim(const attn_args &a, const kern_paged_batch *b, int head_dim, cudaStream_t st)
 {
 	switch (head_dim) {
-	case 64: return prefill_launch<64, E>(a, b, st);
-	case 80: return prefill_launch<80, E>(a, b, st);
-	case 96: return prefill_launch<96, E>(a, b, st);
-	case 128: return prefill_launch<128, E>(a, b, st);
+#define CASE(D) case D: return prefill_launch<D, E>(a, b, st);
+	KERN_ATTN_MMA_HEAD_DIMS(CASE)
+#undef CASE
 	}
 	return SL_ENOTSUP;
 }
 
-template <int D, typename E> int set_smem_limit()
-{
-	CUDA_TRY(cudaFuncSetAttribute(attn_prefill_kernel<D, E>,
-				      cudaFuncAttributeMaxDynamicSharedMemorySize,
-				      (int)pre_shape<D>::smem));
-	return 0;
-}
-
+/* Each head_dim's kernel may use more than the default 48 KiB of shared
+ * memory only once opted in. */
 template <typename E> int set_smem_limits()
 {
-	int rc;
-	if ((rc = set_smem_limit<64, E>()) || (rc = set_smem_limit<80, E>()) ||
-	    (rc = set_smem_limit<96, E>()) || (rc = set_smem_limit<128, E>()))
-		return rc;
+#define SET(D)                                                                      \
+	CUDA_TRY(cudaFuncSetAttribute(attn_prefill_kernel<D, E>,                    \
+				      cudaFuncAttributeMaxDynamicSharedMemorySize,  \
+				      (int)pre_shape<D>::smem));
+	KERN_ATTN_MMA_HEAD_DIMS(SET)
+#undef SET
 	return 0;
 }
 
