@@ -15,7 +15,7 @@
  *
  * Not built by the Makefile (it needs the kernel's templates, not the
  * library's entry points). Build, next to a CUDA build of the library:
- *   nvcc -std=c++17 -O3 -gencode arch=compute_90,code=sm_90 -I. -Ikernels \
+ *   nvcc -std=c++17 -O3 -gencode arch=compute_90,code=sm_90 -I. -Icommon -Ikernels \
  *     -Inode -Iparallel -DSL_HAVE_CUDA bench/gemv.cu build-cuda/libshardline.a \
  *     -o build-cuda/bin/shardline-gemv -lcublas -lcudart
  */

@@ -19,10 +19,32 @@ void kern_attention_cpu(float *out, const float *qkv, int q_stride, const float 
 			const float *v_cache, const kern_paged_batch *b, int n_heads,
 			int n_kv_heads, int head_dim, float scale);
 
+/* What kern_attention_cuda takes: KV blocks of a power-of-two number of
+ * tokens, any head_dim up to KERN_ATTN_MAX_HEAD_DIM, any whole number of
+ * query heads per KV head. Tensor-core kernels run head_dim 64, 80, 96 or
+ * 128 with up to KERN_ATTN_MMA_MAX_GROUP query heads per KV head (the G
+ * rows of the decode kernel's MMAs); every other shape runs on a slower
+ * CUDA-core kernel. Plain C, so the node checks a model against it at
+ * start (node/backend_cuda.c) without a device. */
+#define KERN_ATTN_MAX_HEAD_DIM 256
+#define KERN_ATTN_MMA_MAX_GROUP 8
+/* The head_dims the tensor-core kernels are compiled for, the one list of
+ * them: X(D) is expanded once per head_dim. */
+#define KERN_ATTN_MMA_HEAD_DIMS(X) X(64) X(80) X(96) X(128)
+
+static inline int kern_attn_mma_shape(int head_dim, int group)
+{
+	int listed = 0;
+#define KERN_ATTN_IS_(D) listed |= head_dim == D;
+	KERN_ATTN_MMA_HEAD_DIMS(KERN_ATTN_IS_)
+#undef KERN_ATTN_IS_
+	return listed && group <= KERN_ATTN_MMA_MAX_GROUP;
+}
+
 #ifdef SL_HAVE_CUDA
 #include "dtype.h"
 typedef struct kern_attn_ws kern_attn_ws;  /* split-context scratch, sized once */
-int kern_attn_ws_create(int max_tokens, int n_heads, int head_dim, int max_ctx,
+int kern_attn_ws_create(int step_tokens, int n_heads, int head_dim, int max_ctx,
 			kern_attn_ws **out);
 void kern_attn_ws_destroy(kern_attn_ws *ws);
 int kern_attention_cuda(kern_attn_ws *ws, void *out, const void *qkv, int q_stride,

@@ -2,7 +2,8 @@
  * cuda_util.cuh — device helpers shared by the kernels/<op>.cu files: fp32 <->
  * storage dtype conversions (__half, __nv_bfloat16), 16-byte vector loads
  * and stores of 8 storage elements, warp and block reductions, and the
- * host-side dtype dispatch. Header-only, included by .cu files only.
+ * host-side dtype dispatch. Header-only, included by .cu files only; every
+ * kernel takes these from here (tensor-core instructions: mma.cuh).
  *
  * Conventions every kernel here follows: storage is F16 or BF16, math is
  * fp32 (or double where the CPU reference uses double), a vector path is
@@ -36,6 +37,20 @@ template <> __device__ __forceinline__ __nv_bfloat16 kern_from_f32<__nv_bfloat16
 	return __float2bfloat16_rn(v);
 }
 template <> __device__ __forceinline__ float kern_from_f32<float>(float v) { return v; }
+
+/* Two fp32 values as a packed pair of storage elements, x in the low half:
+ * one 32-bit register of an MMA fragment, or two adjacent outputs. */
+template <typename T> __device__ __forceinline__ uint32_t kern_pack2(float x, float y);
+template <> __device__ __forceinline__ uint32_t kern_pack2<__half>(float x, float y)
+{
+	__half2 h = __floats2half2_rn(x, y);
+	return *reinterpret_cast<const uint32_t *>(&h);
+}
+template <> __device__ __forceinline__ uint32_t kern_pack2<__nv_bfloat16>(float x, float y)
+{
+	__nv_bfloat162 h = __floats2bfloat162_rn(x, y);
+	return *reinterpret_cast<const uint32_t *>(&h);
+}
 
 /* ---- 16-byte vectors: 8 storage elements of 2 bytes ---- */
 
@@ -93,6 +108,46 @@ template <typename T> __device__ __forceinline__ T kern_warp_sum(T v)
 	return v;
 }
 
+__device__ __forceinline__ float kern_warp_max(float v)
+{
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1)
+		v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+	return v;
+}
+
+/* Over the four lanes of a quad (lanes 4k .. 4k+3: one row of an m16n8 MMA
+ * accumulator, see mma.cuh), offsets 1 then 2. The order is part of the
+ * result: the attention kernels' sums are defined by it. */
+__device__ __forceinline__ float kern_quad_sum(float v)
+{
+	v += __shfl_xor_sync(0xffffffffu, v, 1);
+	v += __shfl_xor_sync(0xffffffffu, v, 2);
+	return v;
+}
+
+__device__ __forceinline__ float kern_quad_max(float v)
+{
+	v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+	v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+	return v;
+}
+
+/* Argmax over the warp, lowest index among equal values; every lane gets
+ * the winner in (*v, *i). */
+__device__ __forceinline__ void kern_warp_argmax(float *v, int *i)
+{
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1) {
+		float ov = __shfl_xor_sync(0xffffffffu, *v, o);
+		int oi = __shfl_xor_sync(0xffffffffu, *i, o);
+		if (ov > *v || (ov == *v && oi < *i)) {
+			*v = ov;
+			*i = oi;
+		}
+	}
+}
+
 /* Sum over the block; every thread gets the result. blockDim.x must be a
  * multiple of 32 (at most 1024). Contains __syncthreads: call it from
  * every thread of the block. */
@@ -123,6 +178,15 @@ template <typename T> __device__ __forceinline__ T kern_block_sum(T v)
 			       sl_dtype_name(dt));                                           \
 			return SL_ENOTSUP;                                                   \
 		}                                                                            \
+	} while (0)
+
+/* As KERN_DISPATCH_DT, and FN<float>(...) for SL_DT_F32: for the few
+ * kernels that also fill fp32 buffers. */
+#define KERN_DISPATCH_DT_F32(dt, FN, ...)                                                    \
+	do {                                                                                 \
+		if ((dt) == SL_DT_F32)                                                       \
+			return FN<float>(__VA_ARGS__);                                       \
+		KERN_DISPATCH_DT(dt, FN, __VA_ARGS__);                                       \
 	} while (0)
 
 static inline cudaStream_t kern_stream(void *s) { return (cudaStream_t)s; }

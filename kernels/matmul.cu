@@ -22,10 +22,10 @@
  */
 #include <cublas_v2.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "cuda_util.cuh"
 #include "matmul.h"
+#include "mma.cuh"
 
 /* Hopper wants 32 MiB for its best kernels (cuBLAS docs, cublasSetWorkspace). */
 #define BLAS_WORKSPACE_BYTES (32u << 20)
@@ -50,6 +50,7 @@ struct kern_blas {
 	void *workspace; /* device, BLAS_WORKSPACE_BYTES: cuBLAS, or GEMV split-K partials */
 	cudaStream_t stream;
 	int sm_count;    /* streaming multiprocessors: sizes the GEMV's split-K */
+	int cc_major;    /* compute capability: PDL needs 9 or more */
 	bool pdl;        /* launch the GEMV as a programmatic dependent (sm_90+) */
 };
 
@@ -66,16 +67,11 @@ extern "C" void kern_blas_destroy(kern_blas *b)
 
 static int blas_init(kern_blas *b, void *stream)
 {
-	int dev = 0, major = 0;
+	int dev = 0;
 	b->stream = kern_stream(stream);
 	CUDA_TRY(cudaGetDevice(&dev));
 	CUDA_TRY(cudaDeviceGetAttribute(&b->sm_count, cudaDevAttrMultiProcessorCount, dev));
-	CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-	/* SL_PDL=1: launch the GEMV as a programmatic dependent. Off by default:
-	 * it measured no gain on the 7B decode step while the kernels before
-	 * the GEMV do not use PDL themselves (bench/gemv.cu, "all PDL"). */
-	const char *pdl = getenv("SL_PDL");
-	b->pdl = major >= 9 && pdl && !strcmp(pdl, "1");
+	CUDA_TRY(cudaDeviceGetAttribute(&b->cc_major, cudaDevAttrComputeCapabilityMajor, dev));
 	CUBLAS_TRY(cublasCreate(&b->handle));
 	CUBLAS_TRY(cublasSetStream(b->handle, b->stream));
 	CUDA_TRY(cudaMalloc(&b->workspace, BLAS_WORKSPACE_BYTES));
@@ -83,6 +79,14 @@ static int blas_init(kern_blas *b, void *stream)
 	/* results must not depend on what else runs: no atomics-based split-K */
 	CUBLAS_TRY(cublasSetAtomicsMode(b->handle, CUBLAS_ATOMICS_NOT_ALLOWED));
 	return SL_OK;
+}
+
+/* Off by default: PDL measured no gain on the 7B decode step while the
+ * kernels before the GEMV do not use it themselves (bench/gemv.cu, "all
+ * PDL"). */
+extern "C" void kern_blas_set_pdl(kern_blas *b, int on)
+{
+	b->pdl = on && b->cc_major >= 9;
 }
 
 extern "C" int kern_blas_create(void *stream, kern_blas **out)
@@ -102,7 +106,8 @@ extern "C" int kern_blas_create(void *stream, kern_blas **out)
 /* ---- GEMV: a few tokens, W streamed once ---- */
 
 /*
- * The product runs on tensor cores (mma.sync m16n8k16, fp32 accumulators):
+ * The product runs on tensor cores (mma.sync m16n8k16, fp32 accumulators,
+ * kernels/mma.cuh):
  * a warp's tile is 16 rows of W by the (up to) 8 tokens, so there is no
  * per-lane dot product to reduce, and 2..8 tokens cost the same as one.
  *
@@ -126,11 +131,11 @@ extern "C" int kern_blas_create(void *stream, kern_blas **out)
  * them in split order. Both sums run in a fixed order: results are
  * deterministic.
  *
- * Ready to run as a programmatic dependent (PDL, sm_90; SL_PDL=1): the
- * block may then start while the previous kernel drains, loads its first W
- * chunks (weights never change under us), and waits on griddepcontrol.wait
- * before reading x or writing anything; it lets the next kernel launch once
- * its W is read.
+ * Ready to run as a programmatic dependent (PDL, sm_90; kern_blas_set_pdl,
+ * which the backend sets from SL_PDL=1): the block may then start while
+ * the previous kernel drains, loads its first W chunks (weights never
+ * change under us), and waits on griddepcontrol.wait before reading x or
+ * writing anything; it lets the next kernel launch once its W is read.
  */
 #define GEMV_ROWS 16 /* W rows per tile: the MMA's M */
 #define GEMV_CHUNK 32 /* k per chunk: 4 lanes x 8 */
@@ -161,30 +166,6 @@ __device__ __forceinline__ void gemv_allow_next_grid()
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
-}
-
-/* c[16 x 8] += a[16 x 16] * b[16 x 8], fp32 accumulators. */
-template <typename T> __device__ __forceinline__ void gemv_mma(float c[4], uint32_t a0, uint32_t a1,
-							       uint32_t a2, uint32_t a3, uint32_t b0,
-							       uint32_t b1);
-template <>
-__device__ __forceinline__ void gemv_mma<__half>(float c[4], uint32_t a0, uint32_t a1, uint32_t a2,
-						 uint32_t a3, uint32_t b0, uint32_t b1)
-{
-	asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
-	    "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-	    : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-	    : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-template <>
-__device__ __forceinline__ void gemv_mma<__nv_bfloat16>(float c[4], uint32_t a0, uint32_t a1,
-							uint32_t a2, uint32_t a3, uint32_t b0,
-							uint32_t b1)
-{
-	asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
-	    "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-	    : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-	    : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 /*
@@ -239,8 +220,10 @@ __global__ void __launch_bounds__(KSPLIT * 32)
 		}
 #pragma unroll
 		for (int u = 0; u < UNROLL; u++) {
-			gemv_mma<T>(acc, va[u].x, vb[u].x, va[u].y, vb[u].y, vx[u].x, vx[u].y);
-			gemv_mma<T>(acc, va[u].z, vb[u].z, va[u].w, vb[u].w, vx[u].z, vx[u].w);
+			const uint32_t a0[4] = {va[u].x, vb[u].x, va[u].y, vb[u].y};
+			const uint32_t a1[4] = {va[u].z, vb[u].z, va[u].w, vb[u].w};
+			kern_mma_m16n8k16<T>(acc, a0, vx[u].x, vx[u].y);
+			kern_mma_m16n8k16<T>(acc, a1, vx[u].z, vx[u].w);
 		}
 		ch += stride;
 		if (ch >= ch_end)
@@ -402,11 +385,8 @@ static int gemm(kern_blas *b, void *out, bool f32_out, const void *x, const void
 		sl_log(SL_LOG_ERROR, "cublas", "matmul: unsupported dtype %s", sl_dtype_name(dt));
 		return SL_ENOTSUP;
 	}
-	if (gemv_fits(x, w, n, in_dim, out_dim)) {
-		if (dt == SL_DT_F16)
-			return gemv_dispatch<__half>(b, out, f32_out, x, w, n, in_dim, out_dim);
-		return gemv_dispatch<__nv_bfloat16>(b, out, f32_out, x, w, n, in_dim, out_dim);
-	}
+	if (gemv_fits(x, w, n, in_dim, out_dim))
+		KERN_DISPATCH_DT(dt, gemv_dispatch, b, out, f32_out, x, w, n, in_dim, out_dim);
 	cudaDataType out_type = f32_out ? CUDA_R_32F : in_type;
 	const float alpha = 1.0f, beta = 0.0f;
 	CUBLAS_TRY(cublasGemmEx(b->handle, CUBLAS_OP_T, CUBLAS_OP_N, out_dim, n, in_dim, &alpha, w,

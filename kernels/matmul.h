@@ -15,6 +15,10 @@ void kern_matmul_cpu(float *out, const float *x, const float *w, int n, int in_d
 typedef struct kern_blas kern_blas;    /* cuBLAS handle + workspace */
 int kern_blas_create(void *stream, kern_blas **out);
 void kern_blas_destroy(kern_blas *b);
+/* Launch the decode GEMV as a programmatic dependent (PDL) from now on, or
+ * not (the default). Taken only on sm_90 and later; the CUDA backend sets
+ * it once from SL_PDL. */
+void kern_blas_set_pdl(kern_blas *b, int on);
 /* out, x, w in dtype dt; fp32 accumulation. */
 int kern_matmul_cuda(kern_blas *b, void *out, const void *x, const void *w, int n, int in_dim,
 		     int out_dim, sl_dtype dt);

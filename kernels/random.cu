@@ -3,38 +3,32 @@
  * uniforms in chunks of a scratch buffer, a small kernel maps them to
  * mean + a * (2u - 1) in the target dtype. Runs at load time only.
  */
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <curand.h>
 
-#include "checks.h"
+#include "cuda_util.cuh"
 #include "random.h"
-
-template <typename T> __device__ T from_float(float v);
-template <> __device__ float from_float<float>(float v) { return v; }
-template <> __device__ __half from_float<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 
 template <typename T>
 __global__ void scale_kernel(T *dst, const float *u, size_t n, float mean, float a)
 {
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
 	     i += (size_t)gridDim.x * blockDim.x)
-		dst[i] = from_float<T>(mean + a * (2.0f * u[i] - 1.0f));
+		dst[i] = kern_from_f32<T>(mean + a * (2.0f * u[i] - 1.0f));
+}
+
+template <typename T>
+static int scale_launch(void *dst, const float *u, size_t n, float mean, float a, cudaStream_t st)
+{
+	int blocks = (int)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096);
+	scale_kernel<<<blocks, 256, 0, st>>>((T *)dst, u, n, mean, a);
+	CUDA_TRY_LAUNCH();
+	return SL_OK;
 }
 
 static int scale(void *dst, const float *u, size_t n, float mean, float a, sl_dtype dt,
 		 cudaStream_t st)
 {
-	int blocks = (int)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096);
-	if (dt == SL_DT_F16)
-		scale_kernel<<<blocks, 256, 0, st>>>((__half *)dst, u, n, mean, a);
-	else if (dt == SL_DT_BF16)
-		scale_kernel<<<blocks, 256, 0, st>>>((__nv_bfloat16 *)dst, u, n, mean, a);
-	else
-		scale_kernel<<<blocks, 256, 0, st>>>((float *)dst, u, n, mean, a);
-	CUDA_TRY_LAUNCH();
-	return SL_OK;
+	KERN_DISPATCH_DT_F32(dt, scale_launch, dst, u, n, mean, a, st);
 }
 
 extern "C" int kern_fill_uniform_cuda(void *dst, size_t n, float mean, float std, uint64_t seed,

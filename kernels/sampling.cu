@@ -52,38 +52,21 @@ struct kern_sampler {
 
 /* ---- 1. prep ---- */
 
-/* (v, i) is better than (bv, bi): larger value, or equal and lower index. */
-__device__ __forceinline__ bool argmax_better(float v, int i, float bv, int bi)
-{
-	return v > bv || (v == bv && i < bi);
-}
-
-/* Block-wide argmax; every thread gets the winner. */
+/* Block-wide argmax, lowest index on ties; every thread gets the winner. */
 __device__ void block_argmax(float *v, int *i)
 {
 	__shared__ float sv[32];
 	__shared__ int si[32];
 	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-	for (int pass = 0; pass < 2; pass++) {
-#pragma unroll
-		for (int o = 16; o > 0; o >>= 1) {
-			float ov = __shfl_xor_sync(0xffffffffu, *v, o);
-			int oi = __shfl_xor_sync(0xffffffffu, *i, o);
-			if (argmax_better(ov, oi, *v, *i)) {
-				*v = ov;
-				*i = oi;
-			}
-		}
-		if (pass == 1)
-			break;
-		if (lane == 0) {
-			sv[warp] = *v;
-			si[warp] = *i;
-		}
-		__syncthreads();
-		*v = lane < nwarps ? sv[lane] : -INFINITY;
-		*i = lane < nwarps ? si[lane] : INT_MAX;
+	kern_warp_argmax(v, i);
+	if (lane == 0) {
+		sv[warp] = *v;
+		si[warp] = *i;
 	}
+	__syncthreads();
+	*v = lane < nwarps ? sv[lane] : -INFINITY;
+	*i = lane < nwarps ? si[lane] : INT_MAX;
+	kern_warp_argmax(v, i);
 }
 
 __global__ void __launch_bounds__(PREP_THREADS)

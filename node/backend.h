@@ -62,11 +62,12 @@ typedef struct node_backend_ops {
 	 * params, positions are host arrays of n */
 	int (*sample)(node_backend *be, int32_t *tokens_out, const float *logits, const int32_t *rows,
 		      int n, int vocab, const kern_sample_params *params, const int64_t *positions);
-	/* Size per-step scratch once, before the first step (no allocation in
-	 * the step loop): tokens and rows per step, sequences per step, block
-	 * table entries per step, vocabulary, local query heads, head_dim and
-	 * the longest context. */
-	int (*reserve)(node_backend *be, const struct node_backend_limits *lim);
+	/* Once, before the first step: checks that the backend's kernels take
+	 * the model and KV layout in lim, and sizes the per-step scratch (no
+	 * allocation in the step loop). A refusal names the flag or config
+	 * field to change in err. */
+	int (*reserve)(node_backend *be, const struct node_backend_limits *lim, char *err,
+		       size_t errlen);
 	/* Run fn(ctx) — a run of ops with no host synchronisation — through a
 	 * CUDA graph cached under key (key < 0: run directly). The CPU backend
 	 * just calls fn. Every launch shape inside must depend only on key. */
@@ -75,12 +76,23 @@ typedef struct node_backend_ops {
 	 * reproducible from seed (random weights for benchmarks) */
 	int (*fill_random)(node_backend *be, void *dst, size_t n, float mean, float std,
 			   uint64_t seed);
+	/* Named profiler ranges around a stretch of ops (a layer): NVTX on
+	 * CUDA, so an Nsight Systems timeline reads by name; nothing on CPU.
+	 * push opens "name index" ("name" when index < 0), pop closes the
+	 * innermost. Host-side only: cheap without a profiler, allowed inside
+	 * run_cached's graph capture. */
+	void (*range_push)(node_backend *be, const char *name, int index);
+	void (*range_pop)(node_backend *be);
 	void (*destroy)(node_backend *be);
 } node_backend_ops;
 
+/* What reserve sizes for: per step, tokens, rows (of logits), sequences and
+ * block table entries; the model's vocabulary, this rank's query and KV
+ * heads, head_dim, the longest context; tokens per KV block. */
 typedef struct node_backend_limits {
 	int step_tokens, max_rows, max_seqs, max_table_entries, vocab;
-	int n_heads, head_dim, max_ctx;
+	int n_heads, n_kv_heads, head_dim, max_ctx;
+	int block_tokens;
 } node_backend_limits;
 
 struct node_backend {
@@ -92,6 +104,11 @@ struct node_backend {
 };
 
 int node_backend_cpu_create(node_backend **out);
+/* What the CUDA kernels need of lim (power-of-two KV blocks, an even
+ * head_dim up to 256, whole GQA groups): 0, or an error naming the flag or
+ * config field. The CUDA backend's reserve runs it; it needs no device, so
+ * every build has it (and tests it). */
+int node_backend_cuda_check(const node_backend_limits *lim, char *err, size_t errlen);
 #ifdef SL_HAVE_CUDA
 /* dtype: SL_DT_F16 or SL_DT_BF16; device: CUDA ordinal. */
 int node_backend_cuda_create(int device, sl_dtype dtype, node_backend **out, char *err,

@@ -143,7 +143,10 @@ static int cpu_sample(node_backend *be, int32_t *tokens_out, const float *logits
 	return SL_OK;
 }
 
-static int cpu_reserve(node_backend *be, const node_backend_limits *lim) { return SL_OK; }
+static int cpu_reserve(node_backend *be, const node_backend_limits *lim, char *err, size_t errlen)
+{
+	return SL_OK;
+}
 
 static int cpu_run_cached(node_backend *be, int key, int (*fn)(void *), void *ctx)
 {
@@ -156,6 +159,10 @@ static int cpu_fill_random(node_backend *be, void *dst, size_t n, float mean, fl
 	kern_fill_uniform_cpu(dst, n, mean, std, seed);
 	return SL_OK;
 }
+
+static void cpu_range_push(node_backend *be, const char *name, int index) {}
+
+static void cpu_range_pop(node_backend *be) {}
 
 static void cpu_destroy(node_backend *be)
 {
@@ -187,6 +194,8 @@ static const node_backend_ops cpu_ops = {
 	.reserve = cpu_reserve,
 	.run_cached = cpu_run_cached,
 	.fill_random = cpu_fill_random,
+	.range_push = cpu_range_push,
+	.range_pop = cpu_range_pop,
 	.destroy = cpu_destroy,
 };
 

@@ -5,22 +5,58 @@
  * fixed stride (blocks of a full-context sequence) so a decode step of a
  * given batch size always has the same launch shapes and device addresses,
  * which is what lets run_cached replay it as a CUDA graph.
+ *
+ * Every op runs inside an NVTX range named after it ("matmul",
+ * "attention", ...; model.c adds one per layer through range_push), so an
+ * Nsight Systems timeline reads by name. NVTX (header-only, v3, from the
+ * CUDA toolkit) calls are host-side markers: a few nanoseconds when no
+ * profiler is attached, and nothing is recorded into a captured graph.
+ *
+ * reserve first checks what the kernels need of the model and the KV
+ * layout (node_backend_cuda_check), so a node refuses a shape they cannot
+ * run at start, naming the flag or config field, not at its first step.
  */
+#include "attention.h"
+#include "backend.h"
+#include "sl.h"
+
+int node_backend_cuda_check(const node_backend_limits *lim, char *err, size_t errlen)
+{
+	int bt = lim->block_tokens, hd = lim->head_dim;
+	if (bt <= 0 || (bt & (bt - 1)))
+		return sl_errf(err, errlen, SL_EINVAL,
+			       "--block-tokens %d: the CUDA attention kernels need a power of two", bt);
+	/* rope.cu rotates element i with i + head_dim / 2 */
+	if (hd <= 0 || hd % 2)
+		return sl_errf(err, errlen, SL_ENOTSUP,
+			       "head_dim %d (config head_dim, or hidden_size / num_attention_heads): "
+			       "the CUDA RoPE kernel needs an even head_dim", hd);
+	if (hd > KERN_ATTN_MAX_HEAD_DIM)
+		return sl_errf(err, errlen, SL_ENOTSUP,
+			       "head_dim %d (config head_dim, or hidden_size / num_attention_heads): "
+			       "the CUDA attention kernels take at most %d", hd, KERN_ATTN_MAX_HEAD_DIM);
+	if (lim->n_heads <= 0 || lim->n_kv_heads <= 0 || lim->n_heads % lim->n_kv_heads)
+		return sl_errf(err, errlen, SL_EINVAL,
+			       "%d query heads over %d KV heads on this rank (config "
+			       "num_attention_heads and num_key_value_heads, split by --tp): the CUDA "
+			       "attention kernels need a whole number of query heads per KV head",
+			       lim->n_heads, lim->n_kv_heads);
+	return SL_OK;
+}
+
 #ifdef SL_HAVE_CUDA
 #include <cuda_runtime_api.h>
+#include <nvtx3/nvToolsExt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "attention.h"
-#include "backend.h"
 #include "checks.h"
 #include "embedding.h"
 #include "matmul.h"
 #include "random.h"
 #include "rmsnorm.h"
 #include "rope.h"
-#include "sl.h"
 #include "swiglu.h"
 
 #define MAX_GRAPHS 1024
@@ -44,10 +80,40 @@ typedef struct cuda_impl {
 	int32_t *d_tokens, *h_tokens; /* sampled ids */
 	float *d_sel;              /* [max_seqs, vocab] rows picked for sampling */
 	cudaGraphExec_t graphs[MAX_GRAPHS];
+	int open_ranges;           /* range_push depth, so a failed step's ranges can be closed */
+	int no_graphs;             /* SL_NO_GRAPHS: run_cached runs fn directly */
 } cuda_impl;
 
 static cuda_impl *I(node_backend *be) { return be->impl; }
 static cudaStream_t S(node_backend *be) { return I(be)->stream; }
+
+/* Returns call's result from inside an NVTX range called name. */
+#define RANGED(name, call)            \
+	do {                          \
+		nvtxRangePushA(name); \
+		int rc_ = (call);     \
+		nvtxRangePop();       \
+		return rc_;           \
+	} while (0)
+
+static void cu_range_push(node_backend *be, const char *name, int index)
+{
+	char label[64];
+	if (index >= 0) {
+		snprintf(label, sizeof label, "%s %d", name, index);
+		name = label;
+	}
+	nvtxRangePushA(name);
+	I(be)->open_ranges++;
+}
+
+static void cu_range_pop(node_backend *be)
+{
+	if (I(be)->open_ranges > 0) {
+		nvtxRangePop();
+		I(be)->open_ranges--;
+	}
+}
 
 static int staged_init(staged *s, size_t bytes)
 {
@@ -113,7 +179,7 @@ static int cu_sync(node_backend *be)
 
 /* Lay the batch out in the staging buffer: tokens | positions | slots |
  * q_start | q_len | kv_len | tables[n_seqs][table_stride]. */
-static int cu_set_batch(node_backend *be, const kern_paged_batch *h, kern_paged_batch *d)
+static int stage_batch(node_backend *be, const kern_paged_batch *h, kern_paged_batch *d)
 {
 	cuda_impl *c = I(be);
 	int n = h->n_tokens, s = h->n_seqs, stride = c->table_stride;
@@ -153,59 +219,71 @@ static int cu_set_batch(node_backend *be, const kern_paged_batch *h, kern_paged_
 	return staged_up(be, &c->batch, 4 * ints);
 }
 
+/* A new step. Ranges a failed step left open (an op failed mid-layer, so
+ * model.c never reached its range_pop) are closed first, or every later
+ * range would nest under them. */
+static int cu_set_batch(node_backend *be, const kern_paged_batch *h, kern_paged_batch *d)
+{
+	while (I(be)->open_ranges > 0)
+		cu_range_pop(be);
+	RANGED("set_batch", stage_batch(be, h, d));
+}
+
 static int cu_embed(node_backend *be, float *x, const void *table, const int32_t *tokens, int n,
 		    int dim, int row0, int rows)
 {
-	return kern_embedding_cuda(x, table, tokens, n, dim, row0, rows, be->dtype, S(be));
+	RANGED("embed", kern_embedding_cuda(x, table, tokens, n, dim, row0, rows, be->dtype, S(be)));
 }
 
 static int cu_rmsnorm(node_backend *be, void *out, const float *x, const void *w, int n, int dim,
 		      float eps)
 {
-	return kern_rmsnorm_cuda(out, x, w, n, dim, eps, be->dtype, S(be));
+	RANGED("rmsnorm", kern_rmsnorm_cuda(out, x, w, n, dim, eps, be->dtype, S(be)));
 }
 
 static int cu_add_rmsnorm(node_backend *be, float *x, const void *delta, const void *w, void *out,
 			  int n, int dim, float eps)
 {
-	return kern_add_rmsnorm_cuda(x, delta, w, out, n, dim, eps, be->dtype, S(be));
+	RANGED("add_rmsnorm", kern_add_rmsnorm_cuda(x, delta, w, out, n, dim, eps, be->dtype, S(be)));
 }
 
 static int cu_matmul(node_backend *be, void *out, const void *x, const void *w, int n, int in_dim,
 		     int out_dim)
 {
-	return kern_matmul_cuda(I(be)->blas, out, x, w, n, in_dim, out_dim, be->dtype);
+	RANGED("matmul", kern_matmul_cuda(I(be)->blas, out, x, w, n, in_dim, out_dim, be->dtype));
 }
 
 static int cu_matmul_f32out(node_backend *be, float *out, const void *x, const void *w, int n,
 			    int in_dim, int out_dim)
 {
-	return kern_matmul_f32out_cuda(I(be)->blas, out, x, w, n, in_dim, out_dim, be->dtype);
+	RANGED("matmul_f32out",
+	       kern_matmul_f32out_cuda(I(be)->blas, out, x, w, n, in_dim, out_dim, be->dtype));
 }
 
 static int cu_rope_kv_write(node_backend *be, void *qkv, void *k_cache, void *v_cache,
 			    const kern_paged_batch *b, int n_heads, int n_kv_heads, int head_dim,
 			    const float *inv_freq)
 {
-	return kern_rope_kv_write_cuda(qkv, k_cache, v_cache, b, n_heads, n_kv_heads, head_dim,
-				       inv_freq, be->dtype, S(be));
+	RANGED("rope_kv_write", kern_rope_kv_write_cuda(qkv, k_cache, v_cache, b, n_heads, n_kv_heads,
+							head_dim, inv_freq, be->dtype, S(be)));
 }
 
 static int cu_attention(node_backend *be, void *out, const void *qkv, int q_stride,
 			const void *k_cache, const void *v_cache, const kern_paged_batch *b,
 			int n_heads, int n_kv_heads, int head_dim, float scale)
 {
-	return kern_attention_cuda(I(be)->attn, out, qkv, q_stride, k_cache, v_cache, b, n_heads,
-				   n_kv_heads, head_dim, scale, be->dtype, S(be));
+	RANGED("attention", kern_attention_cuda(I(be)->attn, out, qkv, q_stride, k_cache, v_cache, b,
+						n_heads, n_kv_heads, head_dim, scale, be->dtype,
+						S(be)));
 }
 
 static int cu_silu_mul(node_backend *be, void *out, const void *gate_up, int n, int hidden)
 {
-	return kern_silu_mul_cuda(out, gate_up, n, hidden, be->dtype, S(be));
+	RANGED("silu_mul", kern_silu_mul_cuda(out, gate_up, n, hidden, be->dtype, S(be)));
 }
 
-static int cu_gather_rows(node_backend *be, void *out, const void *x, const int32_t *rows, int n,
-			  int dim)
+static int gather_rows(node_backend *be, void *out, const void *x, const int32_t *rows, int n,
+		       int dim)
 {
 	cuda_impl *c = I(be);
 	if ((size_t)n * 4 > c->rows.cap)
@@ -219,18 +297,30 @@ static int cu_gather_rows(node_backend *be, void *out, const void *x, const int3
 	return kern_gather_rows_cuda(out, x, c->rows.d, n, dim, be->dtype, S(be));
 }
 
-static int cu_copy2d(node_backend *be, void *dst, size_t dpitch, const void *src, size_t spitch,
-		     size_t width_bytes, size_t rows)
+static int cu_gather_rows(node_backend *be, void *out, const void *x, const int32_t *rows, int n,
+			  int dim)
+{
+	RANGED("gather_rows", gather_rows(be, out, x, rows, n, dim));
+}
+
+static int copy2d(node_backend *be, void *dst, size_t dpitch, const void *src, size_t spitch,
+		  size_t width_bytes, size_t rows)
 {
 	CUDA_TRY(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width_bytes, rows,
 				   cudaMemcpyDeviceToDevice, S(be)));
 	return SL_OK;
 }
 
+static int cu_copy2d(node_backend *be, void *dst, size_t dpitch, const void *src, size_t spitch,
+		     size_t width_bytes, size_t rows)
+{
+	RANGED("copy2d", copy2d(be, dst, dpitch, src, spitch, width_bytes, rows));
+}
+
 /* Sampled rows are picked out of the logits (a row copy in fp32), their
  * parameters and positions go up with them, the ids come back. */
-static int cu_sample(node_backend *be, int32_t *tokens_out, const float *logits, const int32_t *rows,
-		     int n, int vocab, const kern_sample_params *params, const int64_t *positions)
+static int sample(node_backend *be, int32_t *tokens_out, const float *logits, const int32_t *rows,
+		  int n, int vocab, const kern_sample_params *params, const int64_t *positions)
 {
 	cuda_impl *c = I(be);
 	if (n > c->lim.max_seqs)
@@ -258,7 +348,13 @@ static int cu_sample(node_backend *be, int32_t *tokens_out, const float *logits,
 	return SL_OK;
 }
 
-static int cu_reserve(node_backend *be, const node_backend_limits *lim)
+static int cu_sample(node_backend *be, int32_t *tokens_out, const float *logits, const int32_t *rows,
+		     int n, int vocab, const kern_sample_params *params, const int64_t *positions)
+{
+	RANGED("sample", sample(be, tokens_out, logits, rows, n, vocab, params, positions));
+}
+
+static int reserve_scratch(node_backend *be, const node_backend_limits *lim)
 {
 	cuda_impl *c = I(be);
 	c->lim = *lim;
@@ -281,6 +377,25 @@ static int cu_reserve(node_backend *be, const node_backend_limits *lim)
 				      &c->attn)))
 		return rc;
 	return kern_sampler_create(lim->max_seqs, lim->vocab, &c->sampler);
+}
+
+static int cu_reserve(node_backend *be, const node_backend_limits *lim, char *err, size_t errlen)
+{
+	int rc = node_backend_cuda_check(lim, err, errlen);
+	if (rc)
+		return rc;
+	int group = lim->n_heads / lim->n_kv_heads;
+	if (kern_attn_mma_shape(lim->head_dim, group))
+		SL_INFO("cuda", "attention: tensor-core kernels (head_dim %d, %d query heads per KV "
+			"head)", lim->head_dim, group);
+	else
+		SL_INFO("cuda", "attention: head_dim %d with %d query heads per KV head runs on the "
+			"CUDA-core kernel (tensor cores take head_dim 64, 80, 96, 128 and groups up "
+			"to %d)", lim->head_dim, group, KERN_ATTN_MMA_MAX_GROUP);
+	if ((rc = reserve_scratch(be, lim)))
+		return sl_errf(err, errlen, rc, "cannot reserve the CUDA step scratch (the log "
+			       "above says why)");
+	return SL_OK;
 }
 
 static int capture(node_backend *be, int key, int (*fn)(void *), void *ctx)
@@ -312,10 +427,12 @@ static int capture(node_backend *be, int key, int (*fn)(void *), void *ctx)
 static int cu_run_cached(node_backend *be, int key, int (*fn)(void *), void *ctx)
 {
 	cuda_impl *c = I(be);
-	if (key < 0 || key >= MAX_GRAPHS || getenv("SL_NO_GRAPHS"))
+	if (key < 0 || key >= MAX_GRAPHS || c->no_graphs)
 		return fn(ctx);
 	if (!c->graphs[key]) {
+		nvtxRangePushA("graph capture");
 		int rc = capture(be, key, fn, ctx);
+		nvtxRangePop();
 		if (rc)
 			return rc;
 	}
@@ -357,8 +474,23 @@ static const node_backend_ops cuda_ops = {
 	.rope_kv_write = cu_rope_kv_write, .attention = cu_attention, .silu_mul = cu_silu_mul,
 	.gather_rows = cu_gather_rows, .copy2d = cu_copy2d, .sample = cu_sample,
 	.reserve = cu_reserve, .run_cached = cu_run_cached, .fill_random = cu_fill_random,
-	.destroy = cu_destroy,
+	.range_push = cu_range_push, .range_pop = cu_range_pop, .destroy = cu_destroy,
 };
+
+/* The environment switches (docs/cuda.md), read once here rather than on
+ * every step: SL_NO_GRAPHS (any value) runs decode steps without CUDA
+ * graphs, for comparisons and profiles; SL_PDL=1 launches the decode GEMV
+ * as a programmatic dependent (sm_90 and later). */
+static void read_switches(cuda_impl *c)
+{
+	const char *pdl = getenv("SL_PDL");
+	c->no_graphs = getenv("SL_NO_GRAPHS") != NULL;
+	kern_blas_set_pdl(c->blas, pdl && !strcmp(pdl, "1"));
+	if (c->no_graphs)
+		SL_INFO("cuda", "SL_NO_GRAPHS: decode steps run without CUDA graphs");
+	if (pdl && !strcmp(pdl, "1"))
+		SL_INFO("cuda", "SL_PDL=1: the decode GEMV launches as a programmatic dependent");
+}
 
 int node_backend_cuda_create(int device, sl_dtype dtype, node_backend **out, char *err,
 			     size_t errlen)
@@ -395,6 +527,7 @@ int node_backend_cuda_create(int device, sl_dtype dtype, node_backend **out, cha
 	}
 	SL_INFO("cuda", "device %d: %s, %.1f GiB, %s", c->device, c->name,
 		prop.totalGlobalMem / 1073741824.0, sl_dtype_name(dtype));
+	read_switches(c);
 	*out = be;
 	return SL_OK;
 }

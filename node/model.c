@@ -68,6 +68,7 @@ int model_layers(model *m)
 	TRY(op->rmsnorm(be, a->xb, a->x, m->w.layers[0].attn_norm, n, dim, eps));
 	for (int l = 0; l < s->n_layers; l++) {
 		const layer_weights *w = &m->w.layers[l];
+		op->range_push(be, "layer", s->layer0 + l);
 		TRY(op->matmul(be, a->qkv, a->xb, w->wqkv, n, dim, qkv_dim));
 		TRY(op->rope_kv_write(be, a->qkv, m->k_cache[l], m->v_cache[l], b, hq, hkv, hd,
 				      a->inv_freq));
@@ -81,6 +82,7 @@ int model_layers(model *m)
 		TRY(op->matmul(be, a->proj, a->hb, w->w2, n, s->hidden, dim));
 		TRY(tp_all_reduce(m, a->proj, (size_t)n * dim, dt));
 		TRY(op->add_rmsnorm(be, a->x, a->proj, norm_after(m, l), a->xb, n, dim, eps));
+		op->range_pop(be);
 	}
 	return SL_OK;
 }

@@ -257,16 +257,19 @@ static int open_checkpoint(model *m, const char *dir, sl_st_set **st, char *err,
 	return sl_st_open_dir(dir, st, err, errlen);
 }
 
-/* Scratch every backend needs per step, sized once. */
-static int reserve_backend(model *m)
+/* Scratch every backend needs per step, sized once; the backend also
+ * refuses here what its kernels cannot run. */
+static int reserve_backend(model *m, char *err, size_t errlen)
 {
 	const model_opts *o = &m->opts;
 	int per_seq = (m->cfg.max_pos + o->block_tokens - 1) / o->block_tokens;
 	node_backend_limits lim = {
 		.step_tokens = o->step_tokens, .max_rows = o->max_rows, .max_seqs = o->max_seqs,
 		.max_table_entries = o->max_seqs * per_seq, .vocab = m->cfg.vocab_size,
-		.n_heads = m->shard.n_heads, .head_dim = m->cfg.head_dim, .max_ctx = m->cfg.max_pos};
-	return m->be->ops->reserve(m->be, &lim);
+		.n_heads = m->shard.n_heads, .n_kv_heads = m->shard.n_kv_heads,
+		.head_dim = m->cfg.head_dim, .max_ctx = m->cfg.max_pos,
+		.block_tokens = o->block_tokens};
+	return m->be->ops->reserve(m->be, &lim, err, errlen);
 }
 
 static model *model_new(node_backend *be, const model_opts *opts)
@@ -294,8 +297,8 @@ static int finish_create(model *m, int rc, model **out, char *err, size_t errlen
 {
 	if (!rc)
 		rc = alloc_arena(m, err, errlen);
-	if (!rc && (rc = reserve_backend(m)))
-		sl_errf(err, errlen, rc, "cannot reserve %s step scratch", m->be->name);
+	if (!rc)
+		rc = reserve_backend(m, err, errlen);
 	if (!rc)
 		rc = alloc_kv(m, err, errlen);
 	if (rc) {

@@ -395,6 +395,9 @@ START_TEST(test_matmul)
 {
 	kern_blas *blas = NULL;
 	ck_assert_int_eq(kern_blas_create(NULL, &blas), 0);
+	/* SL_PDL=1 runs the GEMV as a programmatic dependent, as the backend does */
+	const char *pdl = getenv("SL_PDL");
+	kern_blas_set_pdl(blas, pdl && !strcmp(pdl, "1"));
 	for (int di = 0; di < N_DTS; di++) {
 		sl_dtype dt = k_dts[di];
 		gt_reseed(g_seed, 500 + di);

@@ -1,0 +1,128 @@
+/*
+ * attention_common.cuh — what the attention kernels share, private to
+ * kernels/attention*.cu: the launch arguments (attn_args), the workspace
+ * (kern_attn_ws), the block shape, cp.async copies, the paged K/V tile
+ * loader, the online-softmax step, and each kernel file's host entry. Tensor-core instructions are
+ * in mma.cuh, reductions and conversions in cuda_util.cuh.
+ *
+ * Files: attention.cu (kern_attention_cuda: checks, dispatch, workspace),
+ * attention_decode.cu (q_len == 1, split-context), attention_prefill.cu
+ * (q_len > 1, tiled), attention_generic.cu (the shapes the tensor-core
+ * kernels do not take).
+ */
+#ifndef KERN_ATTENTION_COMMON_CUH
+#define KERN_ATTENTION_COMMON_CUH
+
+#include <math.h>
+#include <stdint.h>
+
+#include "attention.h"
+#include "cuda_util.cuh"
+#include "mma.cuh"
+
+constexpr int kThreads = 128;   /* decode and prefill: 4 warps */
+constexpr int kDecTile = 64;    /* decode: cache positions per shared-memory tile */
+/* query heads per KV head in decode: rows 0-7 of its MMAs */
+constexpr int kMaxGroup = KERN_ATTN_MMA_MAX_GROUP;
+
+/* Decode blocks of one launch are meant to fill the GPU once: the split
+ * count per sequence is sized so (sequences x KV heads x splits) about
+ * matches the blocks resident at once, hence never more pairs than this. */
+constexpr int kMaxDecBlocksPerSm = 4;
+
+struct kern_attn_ws {
+	int n_heads, head_dim;  /* capacity the partial buffers were sized for */
+	long cap_pairs;         /* (sequence, split) pairs they hold */
+	int n_sms, smem_per_sm; /* of the device the workspace was created on */
+	float *part_o;          /* [cap_pairs, n_heads, head_dim] fp32, unnormalised split outputs */
+	float2 *part_ml;        /* [cap_pairs, n_heads] (max, sum of 2^(s - max)) per split */
+	int *split_done;        /* [cap_pairs, n_heads] per (sequence, KV head) counters, zero at rest */
+};
+
+/* Everything a launch needs; device pointers except where noted. */
+struct attn_args {
+	void *out;                  /* [n_tokens, n_heads * D] */
+	const void *qkv;            /* rows of q_stride elements, q first */
+	long q_stride;
+	const void *k_cache, *v_cache;  /* [blocks][n_kv_heads][block_tokens][D] */
+	const int32_t *q_start, *q_len, *kv_len, *block_tables;
+	int max_blocks, bt_shift;   /* block_tokens = 1 << bt_shift */
+	int n_heads, n_kv_heads, group;
+	float scale_log2;           /* scale * log2(e) */
+	int chunk, n_splits;        /* decode: positions per split (tile multiple), splits per sequence */
+	float *part_o;              /* [n_seqs * n_splits, n_heads, D] fp32, unnormalised */
+	float2 *part_ml;            /* [n_seqs * n_splits, n_heads] (max, sum), base 2 */
+	int *split_done;            /* [n_seqs, n_kv_heads] splits finished; zero between launches */
+};
+
+/* ---- async copies ------------------------------------------------------ */
+
+/* 16 bytes global -> shared; when !valid nothing is read and the 16 bytes are
+ * zero-filled (rows past the context must be finite: p = 0 times garbage
+ * left in shared memory could be 0 * NaN). */
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid)
+{
+	unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+	int n = valid ? 16 : 0;
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait()
+{
+	asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+/* Gathers cache rows [t0, t0 + rows) of one KV head into a shared tile of
+ * row stride `stride` elements, K then V at v_off elements further. Rows at
+ * or past `end` are zero-filled and their block-table entries never read. */
+template <int D, typename E>
+__device__ __forceinline__ void load_kv_tile(const attn_args &a, const int32_t *table, int kvh,
+					     int t0, int end, int rows, int stride, E *ks, E *vs)
+{
+	constexpr int nc = D / 8;
+	const int mask = (1 << a.bt_shift) - 1;
+	for (int i = threadIdx.x; i < rows * nc; i += kThreads) {
+		int r = i / nc, c = i - r * nc, pos = t0 + r;
+		bool ok = pos < end;
+		long off = 0;
+		if (ok) {
+			long page = table[pos >> a.bt_shift];
+			off = (((page * a.n_kv_heads + kvh) << a.bt_shift) + (pos & mask)) * D + c * 8;
+		}
+		cp_async16(ks + r * stride + c * 8, (const E *)a.k_cache + off, ok);
+		cp_async16(vs + r * stride + c * 8, (const E *)a.v_cache + off, ok);
+	}
+}
+
+/* One online-softmax step of a row (scores in base 2): m is the running
+ * max, mx the max of the row's new scores. Updates m and returns the base
+ * the new exponents are taken against; alpha rescales the running sum and
+ * output. A row that has seen only -inf so far (positions past its end)
+ * keeps base 0, so its exponents are 0, not NaN. */
+__device__ __forceinline__ float softmax_step(float &m, float mx, float &alpha)
+{
+	const float mn = fmaxf(m, mx);
+	const float base = mn == -INFINITY ? 0.f : mn;
+	alpha = exp2f(m - base);
+	m = mn;
+	return base;
+}
+
+/* ---- each kernel file's host side --------------------------------------- */
+
+/* Opt in to the dynamic shared memory every head_dim and dtype needs
+ * (over the 48 KiB default): once, from kern_attn_ws_create. */
+int attn_decode_init();
+int attn_prefill_init();
+
+/* Launch on st; a.chunk and a.n_splits are the decode launch's to fill.
+ * head_dim one of 64, 80, 96, 128 and the group at most kMaxGroup. */
+int attn_decode_launch(const kern_attn_ws *ws, attn_args a, const kern_paged_batch *b,
+		       int head_dim, sl_dtype dt, cudaStream_t st);
+int attn_prefill_launch(const attn_args &a, const kern_paged_batch *b, int head_dim, sl_dtype dt,
+			cudaStream_t st);
+/* Any head_dim up to KERN_ATTN_MAX_HEAD_DIM, any group, any alignment. */
+int attn_generic_launch(const attn_args &a, const kern_paged_batch *b, int head_dim, float scale,
+			sl_dtype dt, cudaStream_t st);
+
+#endif

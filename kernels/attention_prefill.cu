@@ -1,0 +1,259 @@
+/*
+ * attention_prefill.cu — prefill attention (sequences with q_len > 1),
+ * FlashAttention-2 style. A block takes 64 query rows of one head; each of
+ * its 4 warps owns 16 rows and keeps them in registers. K/V tiles of 64
+ * cache positions are staged through shared memory with cp.async (double
+ * buffered, gathered from the paged cache row by row, so chunked prefill
+ * over earlier context works); S = Q K^T and O += P V run on tensor cores
+ * (mma.sync m16n8k16, fp16 or bf16 in, fp32 accumulate: mma.cuh); the
+ * online softmax stays in registers. Launched by kern_attention_cuda
+ * (attention.cu) before the decode blocks of the same batch.
+ */
+#include "attention_common.cuh"
+
+namespace {
+
+constexpr int kPreM = 64;       /* query rows per block (16 per warp) */
+constexpr int kPreN = 64;       /* cache positions per tile */
+
+template <int D> struct pre_shape {
+	/* +8 elements (16 bytes) per row: the eight rows one ldmatrix phase
+	 * reads then start on distinct bank groups for every D used here. */
+	static constexpr int stride = D + 8;
+	static constexpr int nc = D / 8;
+	static constexpr size_t q_elems = (size_t)kPreM * stride;
+	static constexpr size_t tile_elems = (size_t)kPreN * stride;
+	static constexpr size_t smem = (q_elems + 2 /* stages */ * 2 /* K, V */ * tile_elems) * 2;
+};
+
+/* grid (ceil(max_q_len / kPreM), n_heads, n_seqs), kThreads threads. Warp w
+ * owns query rows 16w .. 16w+15 of the block's 64; lane (g = lane/4,
+ * t = lane%4) holds, per 8-column MMA tile, rows g and g+8 at columns 2t and
+ * 2t+1 (the m16n8 accumulator layout). */
+template <int D, typename E>
+__global__ void __launch_bounds__(kThreads) attn_prefill_kernel(attn_args a)
+{
+	using P = pre_shape<D>;
+	/* last query tiles see the most context: schedule them first */
+	const int qt = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, s = blockIdx.z;
+	const int q_len = a.q_len[s];
+	if (q_len <= 1 || qt * kPreM >= q_len)
+		return; /* single-token sequences go to the decode kernel */
+	const int kv_len = a.kv_len[s], past = kv_len - q_len;
+	const int row0 = qt * kPreM, rows = min(kPreM, q_len - row0);
+	const long tok0 = (long)a.q_start[s] + row0;
+	const int kvh = h / a.group;
+	const int first_pos = past + row0, last_pos = past + row0 + rows - 1;
+	const int n_tiles = last_pos / kPreN + 1;
+	const int32_t *table = a.block_tables + (long)s * a.max_blocks;
+	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+	const int g = lane >> 2, t4 = lane & 3;
+
+	extern __shared__ __align__(16) unsigned char smem[];
+	E *q_s = reinterpret_cast<E *>(smem); /* [kPreM][stride] */
+	E *kv_s = q_s + P::q_elems;           /* [stage][K|V][kPreN][stride] */
+
+	for (int i = tid; i < kPreM * P::nc; i += kThreads) {
+		int r = i / P::nc, c = i - r * P::nc;
+		bool ok = r < rows;
+		const E *src = (const E *)a.qkv + (ok ? (tok0 + r) * a.q_stride + (long)h * D + c * 8 : 0);
+		cp_async16(q_s + r * P::stride + c * 8, src, ok);
+	}
+	load_kv_tile<D, E>(a, table, kvh, 0, kv_len, kPreN, P::stride, kv_s, kv_s + P::tile_elems);
+	cp_async_commit();
+
+	uint32_t qf[D / 16][4];  /* Q rows of this warp as MMA A fragments */
+	float o[D / 8][4];       /* output accumulator, fp32 */
+#pragma unroll
+	for (int n = 0; n < D / 8; n++)
+		o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+	float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.f, l_hi = 0.f;
+	const int qpos_lo = first_pos + warp * 16 + g, qpos_hi = qpos_lo + 8;
+	/* ldmatrix x4: lanes 8j..8j+7 address the rows of matrix j */
+	const int lm = lane >> 3, lr = lane & 7;
+
+	for (int tile = 0; tile < n_tiles; tile++) {
+		const int stage = tile & 1;
+		if (tile + 1 < n_tiles) {
+			E *nk = kv_s + (size_t)(stage ^ 1) * 2 * P::tile_elems;
+			load_kv_tile<D, E>(a, table, kvh, (tile + 1) * kPreN, kv_len, kPreN, P::stride,
+					   nk, nk + P::tile_elems);
+			cp_async_commit();
+			cp_async_wait<1>();
+		} else {
+			cp_async_wait<0>();
+		}
+		__syncthreads();
+		const E *ks = kv_s + (size_t)stage * 2 * P::tile_elems, *vs = ks + P::tile_elems;
+
+		if (tile == 0) {
+			/* matrices: (rows 0-7, k 0-7), (rows 8-15, k 0-7),
+			 * (rows 0-7, k 8-15), (rows 8-15, k 8-15) = a0..a3 */
+#pragma unroll
+			for (int kk = 0; kk < D / 16; kk++)
+				kern_ldmatrix_x4(qf[kk], q_s + (warp * 16 + (lm & 1) * 8 + lr) * P::stride +
+								 kk * 16 + (lm >> 1) * 8);
+		}
+
+		/* S = Q K^T: K rows (positions) are B's columns, so plain
+		 * ldmatrix on [pos][d] yields B fragments; matrices:
+		 * (pos 0-7, d 0-7), (pos 0-7, d 8-15) = b0,b1 of column tile
+		 * 2jp, then the same for positions 8-15 = tile 2jp+1. */
+		float sc[kPreN / 8][4];
+#pragma unroll
+		for (int j = 0; j < kPreN / 8; j++)
+			sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.f;
+#pragma unroll
+		for (int kk = 0; kk < D / 16; kk++) {
+#pragma unroll
+			for (int jp = 0; jp < kPreN / 16; jp++) {
+				uint32_t b[4];
+				kern_ldmatrix_x4(b, ks + (jp * 16 + (lm >> 1) * 8 + lr) * P::stride +
+							    kk * 16 + (lm & 1) * 8);
+				kern_mma_m16n8k16<E>(sc[2 * jp], qf[kk], b[0], b[1]);
+				kern_mma_m16n8k16<E>(sc[2 * jp + 1], qf[kk], b[2], b[3]);
+			}
+		}
+
+		/* scale, causal mask (only tiles reaching past the block's first
+		 * query position or the context end need it) */
+		const int kv0 = tile * kPreN;
+		const bool need_mask = kv0 + kPreN - 1 > first_pos || kv0 + kPreN > kv_len;
+#pragma unroll
+		for (int j = 0; j < kPreN / 8; j++) {
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				float x = sc[j][e] * a.scale_log2;
+				if (need_mask) {
+					int kp = kv0 + j * 8 + 2 * t4 + (e & 1);
+					int qp = e < 2 ? qpos_lo : qpos_hi;
+					if (kp > qp || kp >= kv_len)
+						x = -INFINITY;
+				}
+				sc[j][e] = x;
+			}
+		}
+
+		/* online softmax on rows g (lo) and g+8 (hi); the four lanes of
+		 * a quad share a row. Tile 0 holds position 0, which every row
+		 * sees, so the running max is finite from then on. */
+		float mx_lo = -INFINITY, mx_hi = -INFINITY;
+#pragma unroll
+		for (int j = 0; j < kPreN / 8; j++) {
+			mx_lo = fmaxf(mx_lo, fmaxf(sc[j][0], sc[j][1]));
+			mx_hi = fmaxf(mx_hi, fmaxf(sc[j][2], sc[j][3]));
+		}
+		mx_lo = kern_quad_max(mx_lo);
+		mx_hi = kern_quad_max(mx_hi);
+		float al_lo, al_hi;
+		const float base_lo = softmax_step(m_lo, mx_lo, al_lo);
+		const float base_hi = softmax_step(m_hi, mx_hi, al_hi);
+		float sum_lo = 0.f, sum_hi = 0.f;
+#pragma unroll
+		for (int j = 0; j < kPreN / 8; j++) {
+			sc[j][0] = exp2f(sc[j][0] - base_lo);
+			sc[j][1] = exp2f(sc[j][1] - base_lo);
+			sc[j][2] = exp2f(sc[j][2] - base_hi);
+			sc[j][3] = exp2f(sc[j][3] - base_hi);
+			sum_lo += sc[j][0] + sc[j][1];
+			sum_hi += sc[j][2] + sc[j][3];
+		}
+		l_lo = l_lo * al_lo + sum_lo; /* per-lane partial; quad-reduced at the end */
+		l_hi = l_hi * al_hi + sum_hi;
+#pragma unroll
+		for (int n = 0; n < D / 8; n++) {
+			o[n][0] *= al_lo;
+			o[n][1] *= al_lo;
+			o[n][2] *= al_hi;
+			o[n][3] *= al_hi;
+		}
+
+		/* O += P V: two accumulator tiles of P form one A fragment;
+		 * V is [pos][d], so B fragments come from ldmatrix.trans;
+		 * matrices: (pos 0-7, d 0-7), (pos 8-15, d 0-7) = b0,b1 of
+		 * column tile 2np, then d 8-15 = tile 2np+1. */
+#pragma unroll
+		for (int kt = 0; kt < kPreN / 16; kt++) {
+			uint32_t pa[4];
+			pa[0] = kern_pack2<E>(sc[2 * kt][0], sc[2 * kt][1]);
+			pa[1] = kern_pack2<E>(sc[2 * kt][2], sc[2 * kt][3]);
+			pa[2] = kern_pack2<E>(sc[2 * kt + 1][0], sc[2 * kt + 1][1]);
+			pa[3] = kern_pack2<E>(sc[2 * kt + 1][2], sc[2 * kt + 1][3]);
+#pragma unroll
+			for (int np = 0; np < D / 16; np++) {
+				uint32_t b[4];
+				kern_ldmatrix_x4_trans(b, vs + (kt * 16 + (lm & 1) * 8 + lr) * P::stride +
+								  np * 16 + (lm >> 1) * 8);
+				kern_mma_m16n8k16<E>(o[2 * np], pa, b[0], b[1]);
+				kern_mma_m16n8k16<E>(o[2 * np + 1], pa, b[2], b[3]);
+			}
+		}
+		__syncthreads(); /* the next prefetch overwrites this stage */
+	}
+
+	l_lo = kern_quad_sum(l_lo);
+	l_hi = kern_quad_sum(l_hi);
+	const float inv_lo = 1.f / l_lo, inv_hi = 1.f / l_hi;
+	const int r_lo = warp * 16 + g, r_hi = r_lo + 8;
+	const long ostride = (long)a.n_heads * D;
+	E *out_lo = (E *)a.out + (tok0 + r_lo) * ostride + (long)h * D + 2 * t4;
+	E *out_hi = (E *)a.out + (tok0 + r_hi) * ostride + (long)h * D + 2 * t4;
+#pragma unroll
+	for (int n = 0; n < D / 8; n++) {
+		if (r_lo < rows)
+			*reinterpret_cast<uint32_t *>(out_lo + n * 8) =
+				kern_pack2<E>(o[n][0] * inv_lo, o[n][1] * inv_lo);
+		if (r_hi < rows)
+			*reinterpret_cast<uint32_t *>(out_hi + n * 8) =
+				kern_pack2<E>(o[n][2] * inv_hi, o[n][3] * inv_hi);
+	}
+}
+
+template <int D, typename E>
+int prefill_launch(const attn_args &a, const kern_paged_batch *b, cudaStream_t st)
+{
+	dim3 grid((b->max_q_len + kPreM - 1) / kPreM, a.n_heads, b->n_seqs);
+	attn_prefill_kernel<D, E><<<grid, kThreads, pre_shape<D>::smem, st>>>(a);
+	CUDA_TRY_LAUNCH();
+	return 0;
+}
+
+template <typename E>
+int prefill_dim(const attn_args &a, const kern_paged_batch *b, int head_dim, cudaStream_t st)
+{
+	switch (head_dim) {
+#define CASE(D) case D: return prefill_launch<D, E>(a, b, st);
+	KERN_ATTN_MMA_HEAD_DIMS(CASE)
+#undef CASE
+	}
+	return SL_ENOTSUP;
+}
+
+/* Each head_dim's kernel may use more than the default 48 KiB of shared
+ * memory only once opted in. */
+template <typename E> int set_smem_limits()
+{
+#define SET(D)                                                                      \
+	CUDA_TRY(cudaFuncSetAttribute(attn_prefill_kernel<D, E>,                    \
+				      cudaFuncAttributeMaxDynamicSharedMemorySize,  \
+				      (int)pre_shape<D>::smem));
+	KERN_ATTN_MMA_HEAD_DIMS(SET)
+#undef SET
+	return 0;
+}
+
+} /* namespace */
+
+int attn_prefill_init()
+{
+	int rc;
+	if ((rc = set_smem_limits<__half>()) || (rc = set_smem_limits<__nv_bfloat16>()))
+		return rc;
+	return 0;
+}
+
+int attn_prefill_launch(const attn_args &a, const kern_paged_batch *b, int head_dim, sl_dtype dt,
+			cudaStream_t st)
+{
+	KERN_DISPATCH_DT(dt, prefill_dim, a, b, head_dim, st);
+}
