@@ -33,6 +33,9 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #define GGUF_DEFAULT_ALIGNMENT 32
 #define GGUF_MAX_KEY 65535      /* the format's own bound on key length */
@@ -1062,15 +1065,25 @@ int sl_gguf_read_slice(sl_gguf *g, const sl_gguf_tensor *t, int64_t r0, int64_t 
 	int64_t b0 = c0 / be, b1 = (c0 + nc + be - 1) / be;
 	size_t row_bytes = (size_t)(cols / be) * (size_t)bb, span = (size_t)(b1 - b0) * be;
 	size_t dsz = sl_dtype_size(dst_dtype);
-	float *tmp = malloc(span * sizeof *tmp);
+	int threads = 1;
+#ifdef _OPENMP
+	threads = omp_get_max_threads(); /* decoding a 70B model is long work: share it */
+#endif
+	float *tmp = malloc(span * (size_t)threads * sizeof *tmp);
 	if (!tmp)
 		return sl_errf(err, errlen, SL_ENOMEM, "%s: tensor %s: out of memory", path, t->name);
+#pragma omp parallel for schedule(static) if (nr * (int64_t)span > (1 << 18))
 	for (int64_t i = 0; i < nr; i++) {
+		int me = 0;
+#ifdef _OPENMP
+		me = omp_get_thread_num();
+#endif
+		float *row = tmp + (size_t)me * span;
 		const unsigned char *src = (const unsigned char *)t->data +
 					   (size_t)(r0 + i) * row_bytes + (size_t)b0 * (size_t)bb;
-		sl_ggml_dequant_row(t->type, src, tmp, (int64_t)span);
+		sl_ggml_dequant_row(t->type, src, row, (int64_t)span);
 		sl_convert((char *)dst + (size_t)i * (size_t)nc * dsz, dst_dtype,
-			   tmp + (c0 - b0 * be), SL_DT_F32, (size_t)nc);
+			   row + (c0 - b0 * be), SL_DT_F32, (size_t)nc);
 	}
 	free(tmp);
 	g->bytes_read += (uint64_t)nr * (uint64_t)(b1 - b0) * (uint64_t)bb;
