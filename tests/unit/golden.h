@@ -99,7 +99,7 @@ static int golden_load(const char *dir, golden *g)
 
 /* Prompt i's logits as the engine writes them (every prompt position),
  * and the golden rows to compare them with: all rows, or the last. */
-static void golden_rows(const golden *g, int i, const float *engine, const float **got,
+static inline void golden_rows(const golden *g, int i, const float *engine, const float **got,
 			const float **want, long *n)
 {
 	long rows = g->last_only ? 1 : g->n_prompt[i];
