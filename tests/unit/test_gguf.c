@@ -736,11 +736,65 @@ START_TEST(test_split_bad)
 }
 END_TEST
 
+/* Corrupt the fixture's header a byte (or a run of bytes) at a time: each
+ * open must either fail with a message naming the file or give a set whose
+ * every tensor reads back; under SANITIZE=address this is a small fuzzer. */
+START_TEST(test_corrupted_headers)
+{
+	char *orig;
+	size_t n;
+	ck_assert_int_eq(sl_read_file("tests/data/gguf/quant_ref.gguf", &orig, &n, g_err,
+				      sizeof g_err), 0);
+	size_t header = n < 1400 ? n : 1400; /* the fixture's header and tensor infos */
+	const char *path = tpath("fuzz.gguf");
+	uint32_t lcg = 7;
+	float *out = malloc(sizeof(float) * 3 * 512);
+	int opened = 0;
+	for (int it = 0; it < 800; it++) {
+		char *buf = malloc(n);
+		memcpy(buf, orig, n);
+		int runs = 1 + it % 3;
+		for (int k = 0; k < runs; k++) {
+			lcg = lcg * 1664525u + 1013904223u;
+			size_t at = (lcg >> 8) % header;
+			lcg = lcg * 1664525u + 1013904223u;
+			buf[at] = (char)(it % 2 ? (int)(lcg >> 24) : buf[at] ^ (1 << (lcg % 8)));
+		}
+		lcg = lcg * 1664525u + 1013904223u;
+		size_t len = it % 7 == 0 ? (lcg >> 8) % n : n; /* sometimes truncated too */
+		ck_assert_int_eq(craft_raw(path, buf, len), 0);
+		free(buf);
+		sl_gguf *g = NULL;
+		g_err[0] = 0;
+		int rc = sl_gguf_open(path, &g, g_err, sizeof g_err);
+		if (rc) {
+			ck_assert_msg(strstr(g_err, path), "error \"%s\" does not name the file", g_err);
+			continue;
+		}
+		opened++;
+		for (int i = 0; i < sl_gguf_tensor_count(g); i++) {
+			const sl_gguf_tensor *t = sl_gguf_tensor_at(g, i);
+			int64_t rows = t->ne[1] * t->ne[2] * t->ne[3];
+			if (rows * t->ne[0] > 3 * 512)
+				continue;
+			ck_assert_int_eq(sl_gguf_read_slice(g, t, 0, rows, 0, t->ne[0], SL_DT_F32, out,
+							    g_err, sizeof g_err), 0);
+		}
+		sl_gguf_close(g);
+	}
+	printf("gguf: %d of 800 corrupted headers opened, the rest refused\n", opened);
+	ck_assert_int_gt(opened, 0); /* some corruptions only touch values */
+	free(out);
+	free(orig);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("gguf");
 	TCase *tc = tcase_create("gguf");
 	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_good_metadata);
 	tcase_add_test(tc, test_good_tensors);
 	tcase_add_test(tc, test_slices_tile_the_tensor);
@@ -765,6 +819,7 @@ int main(void)
 	tcase_add_test(tc, test_metadata_only_file);
 	tcase_add_test(tc, test_split_ok);
 	tcase_add_test(tc, test_split_bad);
+	tcase_add_test(tc, test_corrupted_headers);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
