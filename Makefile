@@ -1,7 +1,8 @@
 # shardline — one Makefile.
 #
 #   make            build the CPU backend, plus CUDA kernels when nvcc is found
-#   make deps       install the Debian/Ubuntu packages the build needs
+#   make deps       install the Debian/Ubuntu packages the build needs, and
+#                   fetch the real model the tests run (SmolLM2, into build/models)
 #   make test       every CPU test; ends with "N passed, N failed"
 #   make test-gpu   CUDA kernels against the CPU reference (GPU host only)
 #   make demo       the main job: coordinator + `mpirun -np 2` node group + one
@@ -162,17 +163,20 @@ $(BUILD)/tests/gpu/%: tests/gpu/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Itests $< $(LIB) -o $@ $(LDLIBS) $(CHECK_LIBS)
 
+# The real model `make test` checks (tools/fetch-model.sh: pinned, sha256 checked).
+SMOLLM2 := $(BUILD)/models/SmolLM2-135M-Instruct.Q4_1.gguf
+
 deps:
-	@sh tools/install-deps.sh
+	@sh tools/install-deps.sh && sh tools/fetch-model.sh $(dir $(SMOLLM2))
 
 test: $(BINS) $(UNIT_BINS) $(MPI_BINS) $(ITEST_BIN)
-	@BIN=$(BUILD)/bin ITEST=$(ITEST_BIN) sh tests/run.sh unit $(UNIT_BINS) tests/cli.sh tests/mpi.sh \
+	@BIN=$(BUILD)/bin ITEST=$(ITEST_BIN) SL_SMOLLM2_GGUF=$${SL_SMOLLM2_GGUF:-$(SMOLLM2)} sh tests/run.sh unit $(UNIT_BINS) tests/cli.sh tests/mpi.sh \
 		tests/tokenizer_conformance.py tests/integration/serve.sh
 
 # GPU host only. Where the build's libraries are missing, `make bundle`
 # elsewhere and run `sh bundle/test-gpu.sh` from the repository root.
 test-gpu: $(BINS) $(GPU_BINS) $(MPI_BINS)
-	@GOLDEN_BIN=$(BUILD)/tests/mpi/test_parallel sh tests/run.sh gpu $(GPU_BINS) tests/gpu_golden.sh
+	@GOLDEN_BIN=$(BUILD)/tests/mpi/test_parallel SL_SMOLLM2_GGUF=$${SL_SMOLLM2_GGUF:-$(SMOLLM2)} sh tests/run.sh gpu $(GPU_BINS) tests/gpu_golden.sh
 
 demo: $(BINS)
 	@BIN=$(BUILD)/bin DEMO_MODEL=$(BUILD)/demo-model sh tools/demo.sh

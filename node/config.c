@@ -1,22 +1,27 @@
 /*
- * config.c — model_config from a Hugging Face Llama config.json (see
+ * config.c — model_config from a Hugging Face Llama config.json (plus
+ * generation_config.json's EOS ids) or from a GGUF file's metadata (see
  * config.h).
  *
  * Called once per process by the model loader before any weight is read,
  * so a checkpoint we cannot run is refused up front with the offending
  * field named, instead of producing garbage tokens later. Defaults follow
  * transformers' LlamaConfig so that minimal configs load the same way they
- * do in Python.
+ * do in Python; for GGUF they follow llama.cpp's reading of the same keys.
  */
 #include "config.h"
+#include "checks.h"
 #include "sl.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* Where fields are read from, and where errors go. */
 typedef struct cfg_ctx {
@@ -196,6 +201,38 @@ static int token_id(const cfg_ctx *c, const char *key, const cJSON *j, int *out)
 	return SL_OK;
 }
 
+/* Adds an EOS id unless it is already there. */
+static int add_eos(model_config *m, int id, const char *name, const char *key, char *err,
+		   size_t errlen)
+{
+	for (int k = 0; k < m->n_eos; k++)
+		if (m->eos_ids[k] == id)
+			return SL_OK;
+	if (m->n_eos == MODEL_MAX_EOS)
+		return sl_errf(err, errlen, SL_ENOTSUP, "%s: %s: more than %d distinct EOS ids "
+			       "are not supported", name, key, MODEL_MAX_EOS);
+	m->eos_ids[m->n_eos++] = id;
+	return SL_OK;
+}
+
+/* eos_token_id: an int or a list of ints, added to m's EOS ids. */
+static int parse_eos(const cfg_ctx *c, const cJSON *eos, model_config *m)
+{
+	int rc, id;
+	if (!cJSON_IsArray(eos)) {
+		if ((rc = token_id(c, "eos_token_id", eos, &id)))
+			return rc;
+		return add_eos(m, id, c->name, "eos_token_id", c->err, c->errlen);
+	}
+	const cJSON *e;
+	cJSON_ArrayForEach(e, eos) {
+		if ((rc = token_id(c, "eos_token_id", e, &id)) ||
+		    (rc = add_eos(m, id, c->name, "eos_token_id", c->err, c->errlen)))
+			return rc;
+	}
+	return SL_OK;
+}
+
 /* bos_token_id: an int; eos_token_id: an int or a list of ints. */
 static int parse_tokens(const cfg_ctx *c, const cJSON *root, model_config *m)
 {
@@ -204,22 +241,7 @@ static int parse_tokens(const cfg_ctx *c, const cJSON *root, model_config *m)
 	m->bos_id = -1;
 	if (bos && (rc = token_id(c, "bos_token_id", bos, &m->bos_id)))
 		return rc;
-	if (!eos)
-		return SL_OK;
-	if (!cJSON_IsArray(eos)) {
-		m->n_eos = 1;
-		return token_id(c, "eos_token_id", eos, &m->eos_ids[0]);
-	}
-	if (cJSON_GetArraySize(eos) > MODEL_MAX_EOS)
-		return sl_errf(c->err, c->errlen, SL_ENOTSUP, "%s: eos_token_id lists %d ids, at "
-			       "most %d are supported", c->name, cJSON_GetArraySize(eos),
-			       MODEL_MAX_EOS);
-	const cJSON *e;
-	cJSON_ArrayForEach(e, eos) {
-		if ((rc = token_id(c, "eos_token_id", e, &m->eos_ids[m->n_eos++])))
-			return rc;
-	}
-	return SL_OK;
+	return eos ? parse_eos(c, eos, m) : SL_OK;
 }
 
 /* torch_dtype, renamed "dtype" by newer transformers. */
@@ -330,4 +352,283 @@ int model_config_load(const char *path, model_config *out, char *err, size_t err
 		rc = model_config_parse(text, path, out, err, errlen);
 	free(text);
 	return rc;
+}
+
+/* ---- generation_config.json ---- */
+
+int model_config_parse_generation(const char *json, const char *name, model_config *m,
+				  char *err, size_t errlen)
+{
+	cfg_ctx c = {name ? name : "generation_config.json", err, errlen};
+	const char *end = NULL;
+	cJSON *root = json ? cJSON_ParseWithOpts(json, &end, 1) : NULL;
+	model_config t = *m; /* m is left as it was on error */
+	int rc = SL_OK;
+	if (!root)
+		rc = sl_errf(err, errlen, SL_EINVAL, "%s: not valid JSON (near byte %lld)", c.name,
+			     json && end ? (long long)(end - json) : -1LL);
+	else if (!cJSON_IsObject(root))
+		rc = sl_errf(err, errlen, SL_EINVAL, "%s: not a JSON object", c.name);
+	else if (field(root, "eos_token_id"))
+		rc = parse_eos(&c, field(root, "eos_token_id"), &t);
+	cJSON_Delete(root);
+	if (!rc)
+		*m = t;
+	return rc;
+}
+
+int model_config_load_dir(const char *dir, model_config *out, char *err, size_t errlen)
+{
+	char path[4096];
+	struct stat st;
+	if (sl_path_join(path, sizeof path, dir, "config.json"))
+		return sl_errf(err, errlen, SL_EINVAL, "model path too long: %s", dir);
+	TRY(model_config_load(path, out, err, errlen));
+	sl_path_join(path, sizeof path, dir, "generation_config.json");
+	if (stat(path, &st) != 0 && errno == ENOENT)
+		return SL_OK;
+	char *text = NULL;
+	int rc = sl_read_file(path, &text, NULL, err, errlen);
+	if (!rc)
+		rc = model_config_parse_generation(text, path, out, err, errlen);
+	free(text);
+	return rc;
+}
+
+int model_config_load_path(const char *path, model_config *out, char *err, size_t errlen)
+{
+	if (!model_path_is_file(path))
+		return model_config_load_dir(path, out, err, errlen);
+	sl_gguf *g;
+	TRY(sl_gguf_open(path, &g, err, errlen));
+	int rc = model_config_from_gguf(g, out, err, errlen);
+	sl_gguf_close(g);
+	return rc;
+}
+
+int model_path_is_file(const char *path)
+{
+	struct stat st;
+	return path && stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* ---- GGUF ---- */
+
+/* Where GGUF keys are read from, and where errors go. */
+typedef struct gguf_ctx {
+	const sl_gguf *g;
+	const char *path;
+	char *err;
+	size_t errlen;
+} gguf_ctx;
+
+/* An integer key in [lo, hi]; absent keeps *out unless required. */
+static int gguf_int(const gguf_ctx *c, const char *key, int required, int64_t lo, int64_t hi,
+		    int *out)
+{
+	int64_t v;
+	int rc = sl_gguf_get_i64(c->g, key, &v, c->err, c->errlen);
+	if (rc == SL_ENOTFOUND && !required)
+		return SL_OK;
+	if (rc == SL_ENOTFOUND)
+		return sl_errf(c->err, c->errlen, SL_EINVAL, "%s: missing required key %s", c->path,
+			       key);
+	if (rc)
+		return rc;
+	if (v < lo || v > hi)
+		return sl_errf(c->err, c->errlen, SL_EINVAL, "%s: key %s is %lld, expected %lld to "
+			       "%lld", c->path, key, (long long)v, (long long)lo, (long long)hi);
+	*out = (int)v;
+	return SL_OK;
+}
+
+/* A positive finite number; absent keeps *out unless required. */
+static int gguf_posf(const gguf_ctx *c, const char *key, int required, float *out)
+{
+	double v;
+	int rc = sl_gguf_get_f64(c->g, key, &v, c->err, c->errlen);
+	if (rc == SL_ENOTFOUND && !required)
+		return SL_OK;
+	if (rc == SL_ENOTFOUND)
+		return sl_errf(c->err, c->errlen, SL_EINVAL, "%s: missing required key %s", c->path,
+			       key);
+	if (rc)
+		return rc;
+	if (!(v > 0) || !isfinite((float)v))
+		return sl_errf(c->err, c->errlen, SL_EINVAL, "%s: key %s must be positive, got %g",
+			       c->path, key, v);
+	*out = (float)v;
+	return SL_OK;
+}
+
+/* A string key compared with `want`; absent is 0 (no match). */
+static int gguf_str_is(const sl_gguf *g, const char *key, const char *want)
+{
+	sl_gguf_str s;
+	char e[8];
+	return !sl_gguf_get_str(g, key, &s, e, sizeof e) && s.n == strlen(want) &&
+	       !memcmp(s.p, want, s.n);
+}
+
+/* llama only; anything that loads the same tensors but computes another
+ * function (biases, experts) is refused. */
+static int gguf_check_arch(const gguf_ctx *c)
+{
+	sl_gguf_str s;
+	TRY(sl_gguf_get_str(c->g, "general.architecture", &s, c->err, c->errlen));
+	if (!gguf_str_is(c->g, "general.architecture", "llama"))
+		return sl_errf(c->err, c->errlen, SL_ENOTSUP, "%s: general.architecture %.*s is not "
+			       "supported (llama only)", c->path, (int)(s.n > 64 ? 64 : s.n), s.p);
+	int experts = 0;
+	TRY(gguf_int(c, "llama.expert_count", 0, 0, INT_MAX, &experts));
+	if (experts > 0)
+		return sl_errf(c->err, c->errlen, SL_ENOTSUP, "%s: llama.expert_count %d: mixture "
+			       "of experts is not supported", c->path, experts);
+	static const char *biases[] = {"attn_q.bias", "attn_k.bias", "attn_v.bias",
+				       "attn_output.bias", "ffn_up.bias", "ffn_down.bias"};
+	for (size_t i = 0; i < sizeof biases / sizeof biases[0]; i++) {
+		char name[64];
+		snprintf(name, sizeof name, "blk.0.%s", biases[i]);
+		if (sl_gguf_find_tensor(c->g, name))
+			return sl_errf(c->err, c->errlen, SL_ENOTSUP, "%s: tensor %s: biases are not "
+				       "supported (Llama only)", c->path, name);
+	}
+	return SL_OK;
+}
+
+static int gguf_sizes(const gguf_ctx *c, model_config *m)
+{
+	const int big = 1 << 24;
+	TRY(gguf_int(c, "llama.block_count", 1, 1, 65536, &m->n_layers));
+	TRY(gguf_int(c, "llama.embedding_length", 1, 1, big, &m->dim));
+	TRY(gguf_int(c, "llama.feed_forward_length", 1, 1, big, &m->hidden_dim));
+	TRY(gguf_int(c, "llama.attention.head_count", 1, 1, 65536, &m->n_heads));
+	m->n_kv_heads = m->n_heads;
+	TRY(gguf_int(c, "llama.attention.head_count_kv", 0, 1, 65536, &m->n_kv_heads));
+	TRY(gguf_int(c, "llama.context_length", 0, 1, INT_MAX, &m->max_pos));
+	if (m->n_heads % m->n_kv_heads)
+		return sl_errf(c->err, c->errlen, SL_ENOTSUP, "%s: llama.attention.head_count %d is "
+			       "not a multiple of llama.attention.head_count_kv %d", c->path,
+			       m->n_heads, m->n_kv_heads);
+	/* head_dim: key_length, else dim / heads (as llama.cpp reads them);
+	 * the rotary width and value length must agree, since the engine
+	 * rotates whole heads */
+	int kl = 0, vl = 0, rot = 0;
+	TRY(gguf_int(c, "llama.attention.key_length", 0, 1, 65536, &kl));
+	TRY(gguf_int(c, "llama.attention.value_length", 0, 1, 65536, &vl));
+	TRY(gguf_int(c, "llama.rope.dimension_count", 0, 1, 65536, &rot));
+	if (!kl && m->dim % m->n_heads)
+		return sl_errf(c->err, c->errlen, SL_EINVAL, "%s: llama.embedding_length %d is not a "
+			       "multiple of llama.attention.head_count %d and "
+			       "llama.attention.key_length is not given", c->path, m->dim, m->n_heads);
+	m->head_dim = kl ? kl : m->dim / m->n_heads;
+	if ((vl && vl != m->head_dim) || (rot && rot != m->head_dim) || m->head_dim % 2)
+		return sl_errf(c->err, c->errlen, SL_ENOTSUP, "%s: head size %d, "
+			       "llama.attention.value_length %d and llama.rope.dimension_count %d "
+			       "must be one even number (partial rotary is not supported)", c->path,
+			       m->head_dim, vl, rot);
+	return SL_OK;
+}
+
+/* rope.freq_base, rope.scaling.{type,factor} (or the older
+ * rope.scale_linear), and a rope_freqs.weight tensor. */
+static int gguf_rope(const gguf_ctx *c, model_config *m)
+{
+	TRY(gguf_posf(c, "llama.rope.freq_base", 0, &m->rope_theta));
+	m->rope = ROPE_DEFAULT;
+	m->rope_factor = 1.0f;
+	const char *tkey = "llama.rope.scaling.type";
+	sl_gguf_str s;
+	int rc = sl_gguf_get_str(c->g, tkey, &s, c->err, c->errlen);
+	if (rc && rc != SL_ENOTFOUND)
+		return rc;
+	if (!rc && !gguf_str_is(c->g, tkey, "none") && !gguf_str_is(c->g, tkey, "linear"))
+		return sl_errf(c->err, c->errlen, SL_ENOTSUP, "%s: %s %.*s is not supported (none "
+			       "and linear only)", c->path, tkey, (int)(s.n > 32 ? 32 : s.n), s.p);
+	if (!rc && gguf_str_is(c->g, tkey, "linear"))
+		TRY(gguf_posf(c, "llama.rope.scaling.factor", 1, &m->rope_factor));
+	else if (rc == SL_ENOTFOUND)
+		TRY(gguf_posf(c, "llama.rope.scale_linear", 0, &m->rope_factor));
+	if (m->rope_factor != 1.0f)
+		m->rope = ROPE_LINEAR;
+	m->rope_freqs = sl_gguf_find_tensor(c->g, "rope_freqs.weight") != NULL;
+	return SL_OK;
+}
+
+/* vocabulary: the token list's length, else llama.vocab_size, else the
+ * embedding's rows; ties: output.weight absent. */
+static int gguf_vocab(const gguf_ctx *c, model_config *m)
+{
+	sl_gguf_vtype et;
+	uint64_t n;
+	int rc = sl_gguf_get_arr(c->g, "tokenizer.ggml.tokens", &et, &n, c->err, c->errlen);
+	if (rc && rc != SL_ENOTFOUND)
+		return rc;
+	if (!rc) {
+		if (n < 1 || n > (1u << 24))
+			return sl_errf(c->err, c->errlen, SL_EINVAL, "%s: tokenizer.ggml.tokens lists "
+				       "%llu tokens (1 to 2^24)", c->path, (unsigned long long)n);
+		m->vocab_size = (int)n;
+	} else {
+		TRY(gguf_int(c, "llama.vocab_size", 0, 1, 1 << 24, &m->vocab_size));
+		const sl_gguf_tensor *t = sl_gguf_find_tensor(c->g, "token_embd.weight");
+		if (!m->vocab_size && t && t->ne[1] > 0 && t->ne[1] <= (1 << 24))
+			m->vocab_size = (int)t->ne[1];
+		if (!m->vocab_size)
+			return sl_errf(c->err, c->errlen, SL_EINVAL, "%s: no vocabulary size: neither "
+				       "tokenizer.ggml.tokens, llama.vocab_size nor token_embd.weight",
+				       c->path);
+	}
+	m->tie_embeddings = sl_gguf_find_tensor(c->g, "output.weight") == NULL;
+	return SL_OK;
+}
+
+/* BOS, and every id that ends a turn: eos, eot (Llama 3's <|eot_id|>) and
+ * eom, each checked against the vocabulary. */
+static int gguf_tokens(const gguf_ctx *c, model_config *m)
+{
+	static const char *eos_keys[] = {"tokenizer.ggml.eos_token_id",
+					 "tokenizer.ggml.eot_token_id",
+					 "tokenizer.ggml.eom_token_id"};
+	m->bos_id = -1;
+	TRY(gguf_int(c, "tokenizer.ggml.bos_token_id", 0, 0, m->vocab_size - 1, &m->bos_id));
+	for (size_t i = 0; i < sizeof eos_keys / sizeof eos_keys[0]; i++) {
+		int id = -1;
+		TRY(gguf_int(c, eos_keys[i], 0, 0, m->vocab_size - 1, &id));
+		if (id >= 0)
+			TRY(add_eos(m, id, c->path, eos_keys[i], c->err, c->errlen));
+	}
+	return SL_OK;
+}
+
+/* What the GPU should store: the matrices' own precision when it is one
+ * it can hold, fp16 for quantized ones. */
+static sl_dtype gguf_dtype(const sl_gguf *g)
+{
+	const sl_gguf_tensor *t = sl_gguf_find_tensor(g, "blk.0.ffn_up.weight");
+	if (t && t->type == SL_GGML_F32)
+		return SL_DT_F32;
+	if (t && t->type == SL_GGML_BF16)
+		return SL_DT_BF16;
+	return SL_DT_F16;
+}
+
+int model_config_from_gguf(const sl_gguf *g, model_config *out, char *err, size_t errlen)
+{
+	gguf_ctx c = {g, sl_gguf_file_path(g, 0), err, errlen};
+	model_config m = {
+		.max_pos = 2048, .norm_eps = 1e-5f, .rope_theta = 10000.0f,
+		.bos_id = -1, .rope = ROPE_DEFAULT,
+	};
+	if (!g)
+		return sl_errf(err, errlen, SL_EINVAL, "no GGUF file");
+	TRY(gguf_check_arch(&c));
+	TRY(gguf_sizes(&c, &m));
+	TRY(gguf_posf(&c, "llama.attention.layer_norm_rms_epsilon", 1, &m.norm_eps));
+	TRY(gguf_rope(&c, &m));
+	TRY(gguf_vocab(&c, &m));
+	TRY(gguf_tokens(&c, &m));
+	m.dtype = gguf_dtype(g);
+	*out = m;
+	return SL_OK;
 }

@@ -50,12 +50,11 @@ static sl_dtype cuda_dtype(const node_group_opts *o)
 	if (o->dtype == SL_DT_F16 || o->dtype == SL_DT_BF16)
 		return (sl_dtype)o->dtype;
 	model_config c;
-	char path[4096], err[SL_ERRLEN];
+	char err[SL_ERRLEN];
 	sl_dtype d = SL_DT_F32;
 	if (o->random_cfg)
 		d = o->random_cfg->dtype;
-	else if (!sl_path_join(path, sizeof path, o->model_dir, "config.json") &&
-		 !model_config_load(path, &c, err, sizeof err))
+	else if (!model_config_load_path(o->model_dir, &c, err, sizeof err))
 		d = c.dtype;
 	return d == SL_DT_BF16 ? SL_DT_BF16 : SL_DT_F16;
 }

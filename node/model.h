@@ -70,12 +70,15 @@ typedef struct model {
 	model_weights w;
 	model_arena a;
 	void **k_cache, **v_cache; /* [shard.n_layers] each [blocks][kv_local][block_tokens][head_dim] */
+	float *rope_freqs;         /* [head_dim / 2] host: GGUF rope_freqs.weight, a divisor
+				    * per rotary frequency; NULL when the model has none */
 	uint64_t weight_bytes;     /* bytes of weights held by this rank */
 	uint64_t bytes_read;       /* checkpoint bytes this rank read */
 } model;
 
-/* Load config and this rank's weight shard from a Hugging Face folder. */
-int model_create(const char *dir, node_backend *be, const model_opts *opts, model **out,
+/* Load config and this rank's weight shard from a Hugging Face folder or
+ * a GGUF file (the first part, for a split model). */
+int model_create(const char *path, node_backend *be, const model_opts *opts, model **out,
 		 char *err, size_t errlen);
 /* Same shapes from a config alone, weights random (benchmarks: fp16/bf16
  * generated on the device, nothing read from disk). */

@@ -3,10 +3,15 @@
  * Llama checkpoint into backend memory and takes the KV pools and the step
  * arena, once, up front.
  *
- * Weight loading reads exactly this rank's rows/columns from the mmapped
- * safetensors (sl_st_read_slice), converting to the backend dtype in a host
- * staging buffer, then uploads. Fused layouts: q|k|v rows in one matrix and
- * gate|up rows in another, so each is one GEMM.
+ * A checkpoint is a Hugging Face folder (config.json + safetensors) or a
+ * GGUF file (llama.cpp's format, possibly split in parts). Weight loading
+ * reads exactly this rank's rows/columns (sl_st_read_slice from the mmapped
+ * safetensors, or sl_gguf_read_slice, which dequantizes whole blocks),
+ * converting to the backend dtype in a host staging buffer, then uploads.
+ * Tensors are named the Hugging Face way here; GGUF names are mapped, and
+ * the rows llama.cpp's converter permuted in Q and K are put back (see
+ * gguf_unpermute). Fused layouts: q|k|v rows in one matrix and gate|up rows
+ * in another, so each is one GEMM.
  */
 #include "model.h"
 
@@ -17,13 +22,15 @@
 
 #include "rope.h"
 #include "safetensors.h"
+#include "gguf.h"
 #include "checks.h"
 #include "sl.h"
 
 /* Loading context: where slices come from and the staging buffer. */
 typedef struct loader {
 	model *m;
-	sl_st_set *st;     /* NULL: random weights */
+	sl_st_set *st;     /* safetensors checkpoint, or */
+	sl_gguf *gg;       /* GGUF checkpoint; neither: random weights */
 	uint64_t seed;
 	void *stage;       /* host staging, be->dtype */
 	size_t stage_bytes;
@@ -33,11 +40,89 @@ typedef struct loader {
 
 static size_t esize(const model *m) { return sl_dtype_size(m->be->dtype); }
 
+/* Hugging Face tensor names and their GGUF names (llama.cpp's). */
+static const struct { const char *hf, *gguf; } k_gguf_names[] = {
+	{"input_layernorm.weight", "attn_norm.weight"},
+	{"post_attention_layernorm.weight", "ffn_norm.weight"},
+	{"self_attn.q_proj.weight", "attn_q.weight"},
+	{"self_attn.k_proj.weight", "attn_k.weight"},
+	{"self_attn.v_proj.weight", "attn_v.weight"},
+	{"self_attn.o_proj.weight", "attn_output.weight"},
+	{"mlp.gate_proj.weight", "ffn_gate.weight"},
+	{"mlp.up_proj.weight", "ffn_up.weight"},
+	{"mlp.down_proj.weight", "ffn_down.weight"},
+	{"model.embed_tokens.weight", "token_embd.weight"},
+	{"model.norm.weight", "output_norm.weight"},
+	{"lm_head.weight", "output.weight"},
+};
+
+/* The GGUF name of a Hugging Face tensor name: model.layers.N.X -> blk.N.Y. */
+static int gguf_name(const char *hf, char *out, size_t n)
+{
+	int layer = -1, used = 0;
+	if (sscanf(hf, "model.layers.%d.%n", &layer, &used) == 1 && used > 0)
+		hf += used;
+	for (size_t i = 0; i < sizeof k_gguf_names / sizeof k_gguf_names[0]; i++) {
+		if (strcmp(hf, k_gguf_names[i].hf))
+			continue;
+		if (layer >= 0)
+			snprintf(out, n, "blk.%d.%s", layer, k_gguf_names[i].gguf);
+		else
+			snprintf(out, n, "%s", k_gguf_names[i].gguf);
+		return SL_OK;
+	}
+	return SL_ENOTFOUND;
+}
+
+/* llama.cpp's converter reorders the rows of each Q and K head so that its
+ * RoPE, which rotates adjacent pairs (2i, 2i+1), gives what Hugging Face's
+ * rotate_half gives on pairs (i, i + hd/2): HF row a * hd/2 + i is stored as
+ * row 2i + a. Our RoPE is Hugging Face's, so the staged rows of `heads`
+ * whole heads ([heads * hd, cols], element size es) are put back. */
+static int gguf_unpermute(loader *L, void *rows, int64_t heads, int64_t hd, int64_t cols)
+{
+	size_t es = esize(L->m), row = (size_t)cols * es, half = (size_t)hd / 2;
+	char *tmp = malloc((size_t)hd * row);
+	if (!tmp)
+		return sl_errf(L->err, L->errlen, SL_ENOMEM, "out of host memory");
+	for (int64_t h = 0; h < heads; h++) {
+		char *head = (char *)rows + (size_t)h * (size_t)hd * row;
+		memcpy(tmp, head, (size_t)hd * row);
+		for (size_t r = 0; r < (size_t)hd; r++) {
+			size_t stored = 2 * (r % half) + r / half;
+			memcpy(head + r * row, tmp + stored * row, row);
+		}
+	}
+	free(tmp);
+	return SL_OK;
+}
+
+/* stage_slice from a GGUF file: shapes in GGUF order (ne[0] = columns). */
+static int stage_gguf(loader *L, const char *name, int64_t rows, int64_t cols, int64_t r0,
+		      int64_t nr, int64_t c0, int64_t nc, size_t at)
+{
+	char gname[160];
+	const sl_gguf_tensor *t;
+	if (gguf_name(name, gname, sizeof gname))
+		return sl_errf(L->err, L->errlen, SL_ENOTFOUND, "no GGUF name for tensor %s", name);
+	int64_t ne[2] = {cols, rows};
+	TRY(sl_gguf_get_tensor(L->gg, gname, rows == 1 ? 1 : 2, ne, &t, L->err, L->errlen));
+	void *dst = (char *)L->stage + at * esize(L->m);
+	TRY(sl_gguf_read_slice(L->gg, t, r0, nr, c0, nc, L->m->be->dtype, dst, L->err, L->errlen));
+	int64_t hd = L->m->cfg.head_dim;
+	if (strstr(name, "q_proj") || strstr(name, "k_proj"))
+		return gguf_unpermute(L, dst, nr / hd, hd, nc); /* whole heads: r0, nr % hd == 0 */
+	return SL_OK;
+}
+
 /* Read rows [r0, r0+nr) x cols [c0, c0+nc) of tensor `name` (full shape
- * rows x cols) into the staging buffer at element offset `at`. */
+ * rows x cols, Hugging Face naming) into the staging buffer at element
+ * offset `at`. */
 static int stage_slice(loader *L, const char *name, int64_t rows, int64_t cols, int64_t r0,
 		       int64_t nr, int64_t c0, int64_t nc, size_t at)
 {
+	if (L->gg)
+		return stage_gguf(L, name, rows, cols, r0, nr, c0, nc, at);
 	if (!L->st)
 		return SL_OK; /* random weights: nothing to read */
 	const sl_st_tensor *t;
@@ -58,7 +143,7 @@ static int upload_stage(loader *L, size_t n, void **out)
 		return sl_errf(L->err, L->errlen, rc, "out of %s memory for weights (%zu bytes)",
 			       be->name, bytes);
 	L->m->weight_bytes += bytes;
-	if (!L->st) /* norms around 1, matrices small: activations stay finite */
+	if (!L->st && !L->gg) /* norms around 1, matrices small: activations stay finite */
 		return be->ops->fill_random(be, *out, n, n == (size_t)L->m->cfg.dim ? 1.0f : 0.0f,
 					    n == (size_t)L->m->cfg.dim ? 0.1f : 0.02f, L->seed++);
 	return be->ops->upload(be, *out, L->stage, bytes);
@@ -130,10 +215,34 @@ static size_t max_staging_elems(const model *m)
 	return mx > emb ? mx : emb;
 }
 
-static int load_weights(model *m, sl_st_set *st, uint64_t seed, char *err, size_t errlen)
+/* GGUF's rope_freqs.weight ([head_dim / 2] F32): llama.cpp's form of
+ * Llama 3 rope scaling, a divisor per frequency; kept for alloc_arena. */
+static int load_rope_freqs(loader *L)
 {
-	loader L = {.m = m, .st = st, .seed = seed, .err = err, .errlen = errlen};
-	L.stage_bytes = st ? max_staging_elems(m) * esize(m) : 16;
+	model *m = L->m;
+	int64_t n = m->cfg.head_dim / 2;
+	const sl_gguf_tensor *t;
+	if (!L->gg || !m->cfg.rope_freqs)
+		return SL_OK;
+	TRY(sl_gguf_get_tensor(L->gg, "rope_freqs.weight", 1, &n, &t, L->err, L->errlen));
+	if (!(m->rope_freqs = malloc(sizeof(float) * (size_t)n)))
+		return sl_errf(L->err, L->errlen, SL_ENOMEM, "out of host memory");
+	TRY(sl_gguf_read_slice(L->gg, t, 0, 1, 0, n, SL_DT_F32, m->rope_freqs, L->err, L->errlen));
+	for (int64_t i = 0; i < n; i++)
+		if (!(m->rope_freqs[i] > 0) || !isfinite(m->rope_freqs[i]))
+			return sl_errf(L->err, L->errlen, SL_EINVAL, "%s: tensor rope_freqs.weight: "
+				       "value %lld is %g, expected a positive number",
+				       sl_gguf_file_path(L->gg, t->file_index), (long long)i,
+				       m->rope_freqs[i]);
+	return SL_OK;
+}
+
+/* From a checkpoint (st or gg) or, with neither, random (seed). */
+static int load_weights(model *m, sl_st_set *st, sl_gguf *gg, uint64_t seed, char *err,
+			size_t errlen)
+{
+	loader L = {.m = m, .st = st, .gg = gg, .seed = seed, .err = err, .errlen = errlen};
+	L.stage_bytes = st || gg ? max_staging_elems(m) * esize(m) : 16;
 	L.stage = malloc(L.stage_bytes);
 	m->w.layers = calloc(m->shard.n_layers, sizeof(layer_weights));
 	int rc = (!L.stage || !m->w.layers) ? sl_errf(err, errlen, SL_ENOMEM, "out of host memory") : 0;
@@ -148,8 +257,10 @@ static int load_weights(model *m, sl_st_set *st, uint64_t seed, char *err, size_
 	}
 	if (!rc)
 		rc = load_ends(&L);
+	if (!rc)
+		rc = load_rope_freqs(&L);
 	free(L.stage);
-	m->bytes_read = st ? sl_st_bytes_read(st) : 0;
+	m->bytes_read = st ? sl_st_bytes_read(st) : gg ? sl_gguf_bytes_read(gg) : 0;
 	if (!rc)
 		SL_INFO("load", "%d layers, %.1f MiB of weights, %.1f MiB read from checkpoint in %.2f s",
 			m->shard.n_layers, m->weight_bytes / 1048576.0, m->bytes_read / 1048576.0,
@@ -241,20 +352,31 @@ static int alloc_arena(model *m, char *err, size_t errlen)
 	kern_rope_params rp = {c->rope_theta, c->rope == ROPE_LLAMA3, c->rope_factor,
 			       c->rope_low_freq_factor, c->rope_high_freq_factor, c->rope_orig_max_pos};
 	kern_rope_inv_freq(inv, (int)hd, &rp);
+	for (size_t i = 0; i < hd / 2; i++) {
+		if (c->rope == ROPE_LINEAR)
+			inv[i] /= c->rope_factor;
+		if (m->rope_freqs)
+			inv[i] /= m->rope_freqs[i];
+	}
 	return m->be->ops->upload(m->be, a->inv_freq, inv, sizeof(float) * (hd / 2));
 }
 
-static int open_checkpoint(model *m, const char *dir, sl_st_set **st, char *err, size_t errlen)
+/* Config from the checkpoint (a GGUF file, else a Hugging Face folder),
+ * this rank's shard of it, and the weights opened for reading. */
+static int open_checkpoint(model *m, const char *path, sl_st_set **st, sl_gguf **gg, char *err,
+			   size_t errlen)
 {
-	char path[4096];
-	if (sl_path_join(path, sizeof path, dir, "config.json"))
-		return sl_errf(err, errlen, SL_EINVAL, "model path too long: %s", dir);
-	TRY(model_config_load(path, &m->cfg, err, errlen));
+	if (model_path_is_file(path)) {
+		TRY(sl_gguf_open(path, gg, err, errlen));
+		TRY(model_config_from_gguf(*gg, &m->cfg, err, errlen));
+	} else {
+		TRY(model_config_load_dir(path, &m->cfg, err, errlen));
+	}
 	const model_config *c = &m->cfg;
 	const model_opts *o = &m->opts;
 	TRY(par_shard_init(&o->grid, c->n_layers, c->n_heads,
 			   c->n_kv_heads, c->hidden_dim, c->vocab_size, &m->shard, err, errlen));
-	return sl_st_open_dir(dir, st, err, errlen);
+	return *gg ? SL_OK : sl_st_open_dir(path, st, err, errlen);
 }
 
 /* Scratch every backend needs per step, sized once; the backend also
@@ -316,7 +438,7 @@ static int check_opts(const model_opts *opts, char *err, size_t errlen)
 	return SL_OK;
 }
 
-int model_create(const char *dir, node_backend *be, const model_opts *opts, model **out,
+int model_create(const char *path, node_backend *be, const model_opts *opts, model **out,
 		 char *err, size_t errlen)
 {
 	if (check_opts(opts, err, errlen))
@@ -325,10 +447,12 @@ int model_create(const char *dir, node_backend *be, const model_opts *opts, mode
 	if (!m)
 		return sl_errf(err, errlen, SL_ENOMEM, "out of host memory");
 	sl_st_set *st = NULL;
-	int rc = open_checkpoint(m, dir, &st, err, errlen);
+	sl_gguf *gg = NULL;
+	int rc = open_checkpoint(m, path, &st, &gg, err, errlen);
 	if (!rc)
-		rc = load_weights(m, st, 0, err, errlen);
+		rc = load_weights(m, st, gg, 0, err, errlen);
 	sl_st_close(st);
+	sl_gguf_close(gg);
 	return finish_create(m, rc, out, err, errlen);
 }
 
@@ -346,7 +470,7 @@ int model_create_random(const model_config *cfg, node_backend *be, const model_o
 				cfg->n_kv_heads, cfg->hidden_dim, cfg->vocab_size, &m->shard, err,
 				errlen);
 	if (!rc)
-		rc = load_weights(m, NULL, seed, err, errlen);
+		rc = load_weights(m, NULL, NULL, seed, err, errlen);
 	return finish_create(m, rc, out, err, errlen);
 }
 
@@ -372,6 +496,7 @@ void model_destroy(model *m)
 	}
 	free(m->k_cache);
 	free(m->v_cache);
+	free(m->rope_freqs);
 	model_arena *a = &m->a;
 	fr(be, a->x), fr(be, a->xb), fr(be, a->qkv), fr(be, a->att), fr(be, a->proj);
 	fr(be, a->gate_up), fr(be, a->hb), fr(be, a->lm_in), fr(be, a->logits), fr(be, a->inv_freq);

@@ -1,25 +1,43 @@
 #!/bin/sh
 # Tensor/pipeline parallel tests on the CPU backend over MPI (loopback):
 # -np 2 with tp=2, -np 2 with pp=2, -np 4 with tp=4 and with tp=2 x pp=2,
-# each against the Hugging Face golden data. Sums the runs' counts into
-# one "N passed, N failed" line.
+# each against the Hugging Face golden data (safetensors and GGUF
+# checkpoints); then the real SmolLM2-135M-Instruct GGUF ($SL_SMOLLM2_GGUF,
+# default build/models/SmolLM2-135M-Instruct.Q4_1.gguf, fetched by
+# `make deps`) at tp 1, tp 3 and pp 2. Sums the runs' counts into one
+# "N passed, N failed" line.
 bin=${1:-build/tests/mpi/test_parallel}
+smollm2=${SL_SMOLLM2_GGUF:-build/models/SmolLM2-135M-Instruct.Q4_1.gguf}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 pass=0; fail=0
-for grid in "2 --tp 2 --pp 1" "2 --tp 1 --pp 2" "4 --tp 4 --pp 1" "4 --tp 2 --pp 2"; do
-	set -- $grid
+run() { # run NP ARGS...: one mpirun, its counts added
 	n=$1; shift
-	out=$(timeout 300 mpirun --oversubscribe -np "$n" "$bin" "$@" 2>&1); rc=$?
+	out=$(timeout 600 mpirun --oversubscribe -np "$n" "$bin" "$@" 2>&1); rc=$?
 	line=$(printf '%s\n' "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed' | tail -1)
 	printf '%s\n' "$out" | grep -E '^(FAIL|rank)' | head -20
 	if [ -z "$line" ]; then
 		printf '%s\n' "$out" | tail -20
-		echo "mpirun -np $n $*: no result (exit $rc)"; fail=$((fail + 1)); continue
+		echo "mpirun -np $n $*: no result (exit $rc)"; fail=$((fail + 1)); return
 	fi
 	echo "mpirun -np $n $*: $line"
 	p=${line%% passed*}; f=${line#*passed, }; f=${f%% failed*}
 	pass=$((pass + p)); fail=$((fail + f))
 	[ "$f" -eq 0 ] && [ $rc -ne 0 ] && fail=$((fail + 1))
+}
+for grid in "2 --tp 2 --pp 1" "2 --tp 1 --pp 2" "4 --tp 4 --pp 1" "4 --tp 2 --pp 2"; do
+	run $grid
 done
+if [ -f "$smollm2" ]; then
+	# more ranks than cores here: one OpenMP thread each, or they fight
+	for grid in "1 --tp 1 --pp 1" "3 --tp 3 --pp 1" "2 --tp 1 --pp 2"; do
+		set -- $grid
+		[ "$1" -gt 1 ] && export OMP_NUM_THREADS=1
+		run $grid --smollm2 "$smollm2"
+	done
+	unset OMP_NUM_THREADS
+else
+	echo "FAIL: SmolLM2 GGUF not found at $smollm2: run \`make deps\` (tools/fetch-model.sh fetches it)"
+	fail=$((fail + 1))
+fi
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -2,12 +2,18 @@
  * test_parallel.c — tensor and pipeline parallelism against Hugging Face.
  * Run under mpirun with --tp T --pp P (T x P = ranks) [--device cpu|cuda
  * --dtype f16|bf16 --logit-tol X]: for every golden
- * checkpoint, all prompts batched, logits at every prompt position within
- * 1e-4 of transformers' and 32 identical greedy tokens (the same check the
- * single-rank golden test makes, so tp/pp agree with tp=1 too); and each
- * rank read only its share of the checkpoint. A grid the model cannot be
- * split on must fail with an error naming the reason. Rank 0 prints
- * "N passed, N failed".
+ * checkpoint (safetensors folders and GGUF files), all prompts batched,
+ * logits at every prompt position within 1e-4 of transformers' and 32
+ * identical greedy tokens (the same check the single-rank golden test
+ * makes, so tp/pp agree with tp=1 too); and each rank read only its share
+ * of the checkpoint. A grid the model cannot be split on must fail with an
+ * error naming the reason. Rank 0 prints "N passed, N failed".
+ *
+ * --smollm2 FILE runs the real SmolLM2-135M-Instruct GGUF instead (record
+ * in tests/golden/smollm2): logits at each prompt's last position, and the
+ * greedy tokens up to the first step where transformers' top-1 beat its
+ * runner-up by less than twice the logit tolerance (all 32 on the CPU),
+ * since beyond such a near-tie a correct engine may pick the other token.
  */
 #include <math.h>
 #include <mpi.h>
@@ -17,10 +23,18 @@
 
 #include "../unit/golden.h"
 #include "engine.h"
+#include "gguf.h"
 #include "group.h"
 #include "step.h"
 
 static int g_pass, g_fail;
+
+static int gr_rank(void)
+{
+	int r = 0;
+	MPI_Comm_rank(MPI_COMM_WORLD, &r);
+	return r;
+}
 static const char *g_device = "cpu";
 static int g_dtype = -1;
 static double g_tol = 1e-4; /* fp32 CPU backend; half precision on the GPU needs more */
@@ -36,6 +50,28 @@ static void result(int ok, const char *fmt, const char *model, const char *what)
 		printf(fmt, what);
 		printf("\n");
 	}
+}
+
+/* Greedy steps of prompt i that must equal HF's: all, or, where the record
+ * has each step's top-1 margin, those before the first margin under twice
+ * the logit tolerance (an engine within tolerance may flip that one). */
+static int greedy_required(const golden *g, int i)
+{
+	char path[640], *txt, err[SL_ERRLEN];
+	snprintf(path, sizeof path, "%s/golden.json", g->dir);
+	if (sl_read_file(path, &txt, NULL, err, sizeof err))
+		return g->steps;
+	cJSON *j = cJSON_Parse(txt);
+	free(txt);
+	const cJSON *m = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "greedy_step_margins_rel"), i);
+	int need = g->steps;
+	for (int t = 0; m && t < g->steps; t++)
+		if (cJSON_GetArrayItem(m, t)->valuedouble < 2 * g_tol) {
+			need = t;
+			break;
+		}
+	cJSON_Delete(j);
+	return need;
 }
 
 /* Rank 0: run every prompt together and compare with the golden record. */
@@ -59,20 +95,24 @@ static void check_outputs(node_group *gr, golden *g, const char *name)
 		rc = node_generate(e, g->n_prompts, req, res, err, sizeof err);
 	result(rc == 0, "generate: %s", name, err);
 	for (int i = 0; !rc && i < g->n_prompts; i++) {
-		long at;
-		double re = golden_rel_err(lg[i], g->logits + g->row0[i] * g->vocab,
-					   (long)g->n_prompt[i] * g->vocab, &at);
-		snprintf(msg, sizeof msg, "prompt %d logits rel err %.3g (tol %.0e)", i, re, g_tol);
-		if (strcmp(g_device, "cpu"))
+		long at, n;
+		const float *got, *want;
+		golden_rows(g, i, lg[i], &got, &want, &n);
+		double re = golden_rel_err(got, want, n, &at);
+		snprintf(msg, sizeof msg, "prompt %d logits rel err %.3g (tol %.0e) at row %ld token "
+			 "%ld: %.7g, HF %.7g", i, re, g_tol, at / g->vocab, at % g->vocab, got[at],
+			 want[at]);
+		if (strcmp(g_device, "cpu") || g->last_only)
 			printf("%s: %s\n", name, msg);
 		result(re <= g_tol, "%s", name, msg);
-		int same = 0;
+		int same = 0, need = greedy_required(g, i);
 		while (same < res[i].n_tokens && same < g->steps && res[i].tokens[same] == g->greedy[i][same])
 			same++;
-		snprintf(msg, sizeof msg, "prompt %d: %d of %d greedy tokens equal HF's", i, same, g->steps);
-		if (strcmp(g_device, "cpu"))
+		snprintf(msg, sizeof msg, "prompt %d: %d of %d greedy tokens equal HF's (%d required)",
+			 i, same, g->steps, need);
+		if (strcmp(g_device, "cpu") || g->last_only)
 			printf("%s: %s\n", name, msg);
-		result(same == g->steps || g_greedy_report_only, "%s", name, msg);
+		result(same >= need || g_greedy_report_only, "%s", name, msg);
 	}
 	for (int i = 0; i < g->n_prompts; i++)
 		free(lg[i]), free(res[i].tokens);
@@ -81,17 +121,32 @@ static void check_outputs(node_group *gr, golden *g, const char *name)
 
 /* Every byte of the checkpoint is read by some rank, and no rank reads
  * much more than its share (norms and replicated KV heads are the slack). */
-static void check_bytes_read(node_group *gr, const char *dir, const char *name)
+/* Bytes of weights in the checkpoint: the safetensors file, or the sum of
+ * a GGUF model's tensors (its metadata, the tokenizer, is not weights). */
+static double checkpoint_bytes(const golden *g)
+{
+	char path[1100], err[SL_ERRLEN];
+	struct stat st;
+	sl_gguf *gg;
+	if (!sl_gguf_open(g->model, &gg, err, sizeof err)) {
+		double sum = 0;
+		for (int i = 0; i < sl_gguf_tensor_count(gg); i++)
+			sum += (double)sl_gguf_tensor_at(gg, i)->nbytes;
+		sl_gguf_close(gg);
+		return sum;
+	}
+	snprintf(path, sizeof path, "%s/model.safetensors", g->model);
+	return stat(path, &st) ? 0 : (double)st.st_size;
+}
+
+static void check_bytes_read(node_group *gr, const golden *g, const char *name)
 {
 	unsigned long long mine = gr->m->bytes_read, all[64] = {0};
 	MPI_Gather(&mine, 1, MPI_UNSIGNED_LONG_LONG, all, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
 	if (gr->rank != 0)
 		return;
-	char path[600], msg[256];
-	struct stat st;
-	snprintf(path, sizeof path, "%s/model.safetensors", dir);
-	stat(path, &st);
-	double total = (double)st.st_size, share = total / gr->world, sum = 0, worst = 0;
+	char msg[256];
+	double total = checkpoint_bytes(g), share = total / gr->world, sum = 0, worst = 0;
 	for (int r = 0; r < gr->world; r++) {
 		sum += (double)all[r];
 		worst = all[r] > worst ? all[r] : worst;
@@ -102,16 +157,29 @@ static void check_bytes_read(node_group *gr, const char *dir, const char *name)
 	result(worst <= 1.35 * share && sum >= 0.98 * total, "%s", name, msg);
 }
 
-static void run_model(const char *root, const char *name, int tp, int pp)
+/* model: the checkpoint, when the record does not hold it (SmolLM2). */
+static void run_model(const char *root, const char *name, const char *model, int tp, int pp)
 {
 	char dir[512], err[SL_ERRLEN] = "";
+	struct stat st;
 	snprintf(dir, sizeof dir, "%s/%s", root, name);
 	golden g;
 	if (golden_load(dir, &g)) {
 		result(0, "cannot read golden record%s", name, "");
 		return;
 	}
-	node_group_opts o = {.model_dir = dir, .tp = tp, .pp = pp, .step_tokens = 256,
+	if (model)
+		snprintf(g.model, sizeof g.model, "%s", model);
+	if (model && stat(model, &st)) {
+		/* every rank sees the same file system: all return here together */
+		snprintf(err, sizeof err, "%s: not found; `make deps` fetches it (tools/fetch-model.sh)",
+			 model);
+		if (gr_rank() == 0)
+			result(0, "%s", name, err);
+		golden_free(&g);
+		return;
+	}
+	node_group_opts o = {.model_dir = g.model, .tp = tp, .pp = pp, .step_tokens = 256,
 			     .block_tokens = 4, .n_kv_blocks = 128, .device = g_device,
 			     .dtype = g_dtype};
 	node_group gr = {0};
@@ -124,7 +192,7 @@ static void run_model(const char *root, const char *name, int tp, int pp)
 			result(expected, "unexpected error: %s", name, err);
 		}
 	} else {
-		check_bytes_read(&gr, dir, name);
+		check_bytes_read(&gr, &g, name);
 		if (gr.rank == 0)
 			check_outputs(&gr, &g, name);
 		else if (node_worker_loop(gr.m, err, sizeof err))
@@ -139,6 +207,7 @@ int main(int argc, char **argv)
 {
 	MPI_Init(&argc, &argv);
 	int tp = 0, pp = 1, rank;
+	const char *smollm2 = NULL;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--greedy-report-only")) {
 			g_greedy_report_only = 1;
@@ -150,15 +219,18 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--pp")) pp = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--device")) g_device = argv[++i];
 		else if (!strcmp(argv[i], "--logit-tol")) g_tol = atof(argv[++i]);
-
+		else if (!strcmp(argv[i], "--smollm2")) smollm2 = argv[++i];
 		else if (!strcmp(argv[i], "--dtype"))
 			g_dtype = !strcmp(argv[++i], "bf16") ? SL_DT_BF16 : SL_DT_F16;
 	}
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	const char *root = getenv("SL_GOLDEN_DIR") ? getenv("SL_GOLDEN_DIR") : "tests/golden";
-	const char *models[] = {"mha_f32", "gqa_bf16_tied", "llama3_f16", "odd_f32"};
-	for (int i = 0; i < 4; i++)
-		run_model(root, models[i], tp, pp);
+	const char *models[] = {"mha_f32", "gqa_bf16_tied", "llama3_f16", "odd_f32",
+				"gguf_quant", "gguf_llama3_f16", "gguf_gqa_bf16_split"};
+	if (smollm2)
+		run_model(root, "smollm2", smollm2, tp, pp);
+	for (int i = 0; !smollm2 && i < (int)(sizeof models / sizeof models[0]); i++)
+		run_model(root, models[i], NULL, tp, pp);
 	if (rank == 0)
 		printf("%d passed, %d failed\n", g_pass, g_fail);
 	MPI_Finalize();

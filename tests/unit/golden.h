@@ -1,6 +1,8 @@
 /*
  * golden.h — reads a golden record written by tools/make_golden.py:
- * prompts, greedy tokens and the logits transformers computed.
+ * prompts, greedy tokens and the logits transformers computed (float32 at
+ * every prompt position, or, with "logits_rows": "last", one int16-scaled
+ * row per prompt), and which checkpoint they belong to.
  */
 #ifndef TESTS_GOLDEN_H
 #define TESTS_GOLDEN_H
@@ -16,13 +18,40 @@
 
 typedef struct golden {
 	char dir[512];
+	char model[1024];  /* what model_create opens: dir, or dir/model_file (GGUF) */
 	int vocab, n_prompts, steps;
 	int32_t *prompts[GOLDEN_MAX_PROMPTS];
 	int n_prompt[GOLDEN_MAX_PROMPTS];
 	int32_t *greedy[GOLDEN_MAX_PROMPTS];
 	long row0[GOLDEN_MAX_PROMPTS];
-	float *logits;     /* [sum of prompt lengths, vocab] */
+	int last_only;     /* logits of each prompt's last position only */
+	float *logits;     /* [sum of prompt lengths, vocab], or [n_prompts, vocab] */
 } golden;
+
+/* The rows of logits.bin: float32, or int16 times a per-row scale. */
+static int golden_read_logits(golden *g, const cJSON *j, long rows)
+{
+	char path[640];
+	snprintf(path, sizeof path, "%s/logits.bin", g->dir);
+	const cJSON *dt = cJSON_GetObjectItem(j, "logits_dtype");
+	int i16 = cJSON_IsString(dt) && !strcmp(dt->valuestring, "int16_scaled");
+	const cJSON *sc = cJSON_GetObjectItem(j, "logits_scale");
+	if (i16 && cJSON_GetArraySize(sc) != rows)
+		return -1;
+	size_t n = (size_t)rows * g->vocab, es = i16 ? 2 : 4;
+	void *raw = malloc(n * es);
+	g->logits = malloc(sizeof(float) * n);
+	FILE *f = fopen(path, "rb");
+	size_t got = f && raw ? fread(raw, es, n, f) : 0;
+	if (f)
+		fclose(f);
+	for (size_t i = 0; got == n && i < n; i++)
+		g->logits[i] = i16 ? (float)(((int16_t *)raw)[i] *
+					     cJSON_GetArrayItem(sc, (int)(i / g->vocab))->valuedouble)
+				   : ((float *)raw)[i];
+	free(raw);
+	return got == n ? 0 : -1;
+}
 
 static int32_t *golden_ids(const cJSON *arr, int *n)
 {
@@ -45,6 +74,11 @@ static int golden_load(const char *dir, golden *g)
 	free(txt);
 	if (!j)
 		return -1;
+	const cJSON *mf = cJSON_GetObjectItem(j, "model_file");
+	snprintf(g->model, sizeof g->model, "%s%s%s", dir, cJSON_IsString(mf) ? "/" : "",
+		 cJSON_IsString(mf) ? mf->valuestring : "");
+	const cJSON *lr = cJSON_GetObjectItem(j, "logits_rows");
+	g->last_only = cJSON_IsString(lr) && !strcmp(lr->valuestring, "last");
 	g->vocab = cJSON_GetObjectItem(j, "vocab_size")->valueint;
 	g->steps = cJSON_GetObjectItem(j, "greedy_steps")->valueint;
 	const cJSON *pr = cJSON_GetObjectItem(j, "prompts"), *gr = cJSON_GetObjectItem(j, "greedy");
@@ -56,16 +90,22 @@ static int golden_load(const char *dir, golden *g)
 		g->prompts[i] = golden_ids(cJSON_GetArrayItem(pr, i), &g->n_prompt[i]);
 		g->greedy[i] = golden_ids(cJSON_GetArrayItem(gr, i), &n);
 		g->row0[i] = (long)cJSON_GetArrayItem(off, i)->valuedouble;
-		rows += g->n_prompt[i];
+		rows += g->last_only ? 1 : g->n_prompt[i];
 	}
+	int rc = golden_read_logits(g, j, rows);
 	cJSON_Delete(j);
-	snprintf(path, sizeof path, "%s/logits.bin", dir);
-	FILE *f = fopen(path, "rb");
-	g->logits = malloc(sizeof(float) * rows * g->vocab);
-	size_t got = f ? fread(g->logits, sizeof(float), rows * g->vocab, f) : 0;
-	if (f)
-		fclose(f);
-	return got == (size_t)(rows * g->vocab) ? 0 : -1;
+	return rc;
+}
+
+/* Prompt i's logits as the engine writes them (every prompt position),
+ * and the golden rows to compare them with: all rows, or the last. */
+static inline void golden_rows(const golden *g, int i, const float *engine, const float **got,
+			const float **want, long *n)
+{
+	long rows = g->last_only ? 1 : g->n_prompt[i];
+	*got = engine + (long)(g->n_prompt[i] - rows) * g->vocab;
+	*want = g->logits + g->row0[i] * g->vocab;
+	*n = rows * g->vocab;
 }
 
 static void golden_free(golden *g)

@@ -4,7 +4,10 @@
  * at every prompt position within 1e-4 (max abs error relative to the
  * largest logit magnitude) and 32 identical greedy tokens, one sequence at
  * a time, all prompts batched in one step, and batched under a tiny step
- * budget (chunked prefill mixed with decode).
+ * budget (chunked prefill mixed with decode). The gguf_* checkpoints are
+ * GGUF files: every quantized storage type as transformers dequantizes it,
+ * and lossless conversions of two safetensors ones (Llama 3 rope scaling as
+ * rope_freqs, a split file) checked against the safetensors records.
  */
 #include <check.h>
 #include <math.h>
@@ -14,7 +17,8 @@
 
 #define LOGIT_TOL 1e-4
 
-static const char *g_models[] = {"mha_f32", "gqa_bf16_tied", "llama3_f16", "odd_f32"};
+static const char *g_models[] = {"mha_f32", "gqa_bf16_tied", "llama3_f16", "odd_f32",
+				 "gguf_quant", "gguf_llama3_f16", "gguf_gqa_bf16_split"};
 
 static const char *golden_root(void)
 {
@@ -37,8 +41,8 @@ static void setup(fixture *f, const char *name, int step_tokens)
 	ck_assert_int_eq(node_backend_cpu_create(&f->be), 0);
 	model_opts o = {.step_tokens = step_tokens, .n_kv_blocks = 64,
 			.block_tokens = 4};
-	int rc = model_create(dir, f->be, &o, &f->m, err, sizeof err);
-	ck_assert_msg(rc == 0, "model_create(%s): %s", dir, err);
+	int rc = model_create(f->g.model, f->be, &o, &f->m, err, sizeof err);
+	ck_assert_msg(rc == 0, "model_create(%s): %s", f->g.model, err);
 	ck_assert_int_eq(node_engine_create(f->m, &f->e, err, sizeof err), 0);
 }
 
@@ -61,12 +65,13 @@ static node_request request_for(const golden *g, int i, float *logits)
 static void check_prompt(const golden *g, int i, const float *logits, const node_result *r,
 			 const char *name)
 {
-	long n = (long)g->n_prompt[i] * g->vocab, at;
-	const float *want = g->logits + g->row0[i] * g->vocab;
-	double e = golden_rel_err(logits, want, n, &at);
+	long n, at;
+	const float *got, *want;
+	golden_rows(g, i, logits, &got, &want, &n);
+	double e = golden_rel_err(got, want, n, &at);
 	ck_assert_msg(e <= LOGIT_TOL,
-		      "%s prompt %d: logits rel err %.3g > %.0e at position %ld token %ld: got %.7g, HF %.7g",
-		      name, i, e, LOGIT_TOL, at / g->vocab, at % g->vocab, logits[at], want[at]);
+		      "%s prompt %d: logits rel err %.3g > %.0e at row %ld token %ld: got %.7g, HF %.7g",
+		      name, i, e, LOGIT_TOL, at / g->vocab, at % g->vocab, got[at], want[at]);
 	ck_assert_int_eq(r->n_tokens, g->steps);
 	for (int t = 0; t < g->steps; t++)
 		ck_assert_msg(r->tokens[t] == g->greedy[i][t],
