@@ -17,6 +17,7 @@
 #include "coord.h"
 #include "proto/client.pb-c.h"
 #include "proto/node.pb-c.h"
+#include "model_meta.h"
 #include "tokenizer.h"
 #include "wire.h"
 
@@ -36,6 +37,7 @@
 
 typedef struct coord_model {
 	char name[COORD_MAX_NAME + 1];
+	coord_model_meta *meta;    /* owns tok; chat template, BOS/EOS strings */
 	coord_tok *tok;
 	int32_t eos[COORD_MAX_EOS];
 	int n_eos;

@@ -14,7 +14,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: shardline-coordinator --model-name NAME --tokenizer tokenizer.json\n"
+		"usage: shardline-coordinator --model-name NAME --tokenizer tokenizer.json|model.gguf\n"
 		"           [--model-name NAME2 --tokenizer PATH2 ...]\n"
 		"           [--client-bind tcp://127.0.0.1:5555] [--node-bind tcp://127.0.0.1:5556]\n"
 		"           [--eos-ids 2,3] [--heartbeat-ms 1000] [--max-queue 1024]\n"
@@ -23,7 +23,9 @@ static void usage(FILE *f)
 		"Clients connect to --client-bind, node group leaders to --node-bind (both\n"
 		"loopback only by default; give tcp://0.0.0.0:PORT to serve other hosts;\n"
 		"PORT * picks a free port, which --ports-file records). EOS ids default to\n"
-		"each tokenizer's. SIGINT/SIGTERM stop it; running requests end with an error.\n");
+		"each model's own: generation_config.json, config.json and tokenizer_config.json\n"
+		"beside a tokenizer.json, or a GGUF's eos/eot/eom ids; --eos-ids replaces them.\n"
+		"SIGINT/SIGTERM stop it; running requests end with an error.\n");
 }
 
 static volatile sig_atomic_t g_stop;
