@@ -32,6 +32,9 @@
 #define COORD_MAX_STOPS 16
 #define COORD_MAX_STOP_BYTES 256
 #define COORD_MAX_TIMEOUT_MS (24 * 3600 * 1000)
+#define COORD_MAX_TOP_LOGPROBS 20        /* alternatives per token (OpenAI's bound) */
+#define COORD_MAX_PENALTY 2.0f           /* |presence|, |frequency| (OpenAI's range) */
+#define COORD_MAX_REP_PENALTY 10.0f      /* repetition_penalty in (0, this] */
 #define COORD_DEAD_INTERVALS 3
 #define COORD_REQ_BUCKETS 4096
 
@@ -64,6 +67,41 @@ typedef enum { REQ_QUEUED = 0, REQ_ASSIGNED } coord_req_state;
 typedef struct coord_bytes { char *p; size_t n, cap; } coord_bytes;
 typedef struct coord_ids { int32_t *p; size_t n, cap; } coord_ids;
 
+/* Log-probs of the ids in a coord_ids, entry for entry: each id's own and
+ * top_n alternatives (row i of top_ids / top at [i * top_n, ...)). */
+typedef struct coord_logprobs {
+	float *lp;                 /* [n] */
+	int32_t *top_ids;          /* [n, top_n] */
+	float *top;                /* [n, top_n] */
+	size_t n, cap;
+	int top_n;                 /* min(top_logprobs, the group's vocabulary) */
+} coord_logprobs;
+
+/* The log-probs of n tokens as a group sent them (layout as above). */
+typedef struct coord_lp_view {
+	const float *lp;
+	const int32_t *top_ids;
+	const float *top;
+	int top_n;
+} coord_lp_view;
+
+/* What to sample and what to return besides tokens: filled from a
+ * native Submit (on_client.c) or an OpenAI request (the HTTP API), then
+ * checked by coord_sampling_check, the one range check of these fields.
+ * docs/sampling.md has the semantics. */
+typedef struct coord_sampling {
+	float temperature;         /* 0: greedy; [0, 100] */
+	int top_k;                 /* 0: off; [0, vocab] */
+	float top_p;               /* 1: off; (0, 1] */
+	float min_p;               /* 0: off; [0, 1] */
+	uint64_t seed;
+	float presence_penalty;    /* 0: off; [-2, 2], over generated tokens */
+	float frequency_penalty;   /* 0: off; [-2, 2], over generated tokens */
+	float repetition_penalty;  /* 1: off; (0, 10], over prompt and generated tokens */
+	int logprobs;              /* return each generated token's log-prob */
+	int top_logprobs;          /* and this many alternatives, [0, 20] (> 0 implies logprobs) */
+} coord_sampling;
+
 typedef struct coord_req {
 	uint64_t id, tag;
 	uint8_t client[SL_WIRE_MAX_IDENT];
@@ -73,9 +111,7 @@ typedef struct coord_req {
 	int32_t *prompt;           /* [n_prompt] */
 	int n_prompt;
 	int32_t max_prompt_id;
-	float temperature, top_p;
-	int top_k;
-	uint64_t seed;
+	coord_sampling sampling;
 	int max_tokens, ignore_eos, stream;
 	char **stop;               /* [n_stop] NUL-terminated copies */
 	size_t *stop_len;
@@ -90,6 +126,7 @@ typedef struct coord_req {
 	coord_bytes held;          /* text not yet sent (stop strings may still match) */
 	coord_bytes text;          /* stream = false: everything released */
 	coord_ids ids;             /* stream: ids since the last chunk; else all */
+	coord_logprobs lps;        /* with sampling.logprobs: those of ids, entry for entry */
 	double t_submit, t_assigned, t_first, deadline;
 	struct coord_req *hnext;               /* id hash chain */
 	struct coord_req *qprev, *qnext;       /* the queue (REQ_QUEUED) */
@@ -144,6 +181,11 @@ void coord_send_ping(coord *c, coord_group *g);
 
 /* on_client.c */
 void coord_on_client(coord *c, sl_wire_msg *m);
+/* Every field off: greedy, no penalties, no log-probs. */
+void coord_sampling_default(coord_sampling *s);
+/* 0, or nonzero with err naming the first field out of range and the
+ * range (NaN is out of every range). vocab: the model's. */
+int coord_sampling_check(const coord_sampling *s, int vocab, char *err, size_t n);
 
 /* on_node.c */
 void coord_on_node(coord *c, sl_wire_msg *m);
@@ -155,8 +197,12 @@ void coord_dispatch(coord *c);
 int coord_model_context(const coord *c, int m);
 
 /* stream.c */
+/* n new tokens of r from its group, and their log-probs (lp: NULL when r
+ * did not ask for them; checked by the caller: one per token). */
 void coord_stream_tokens(coord *c, coord_req *r, const int32_t *ids, size_t n,
-			 Shardline__Node__Finish node_finish, const char *node_error);
+			 const coord_lp_view *lp, Shardline__Node__Finish node_finish,
+			 const char *node_error);
+void coord_logprobs_free(coord_logprobs *b);
 /* End r with reason (text flushed unless it is CANCELLED/ERROR), send Done, free r. */
 void coord_finish(coord *c, coord_req *r, Shardline__Client__FinishReason reason,
 		  const char *error);

@@ -58,14 +58,19 @@ typedef struct node_backend_ops {
 	int (*copy2d)(node_backend *be, void *dst, size_t dpitch, const void *src, size_t spitch,
 		      size_t width_bytes, size_t rows);
 	/* tokens_out[i] (host) = sample of logits row rows[i] (logits: backend
-	 * fp32 [*, vocab]) with params[i] at position positions[i]; rows,
-	 * params, positions are host arrays of n */
+	 * fp32 [*, vocab]) with params[i] at position positions[i], after the
+	 * penalties from row i of hist; lp (NULL: none) gets row i's
+	 * log-probs. rows, params, positions, hist are host arrays of n (hist
+	 * NULL: no history), lp host outputs (kernels/sampling.h) */
 	int (*sample)(node_backend *be, int32_t *tokens_out, const float *logits, const int32_t *rows,
-		      int n, int vocab, const kern_sample_params *params, const int64_t *positions);
+		      int n, int vocab, const kern_sample_params *params, const int64_t *positions,
+		      const kern_token_hist *hist, const kern_logprobs *lp);
 	/* Once, before the first step: checks that the backend's kernels take
 	 * the model and KV layout in lim, and sizes the per-step scratch (no
-	 * allocation in the step loop). A refusal names the flag or config
-	 * field to change in err. */
+	 * allocation in the step loop): tokens and rows per step, sequences per
+	 * step, block table entries per step, penalty history entries per step,
+	 * vocabulary, local query heads, head_dim and the longest context. A
+	 * refusal names the flag or config field to change in err. */
 	int (*reserve)(node_backend *be, const struct node_backend_limits *lim, char *err,
 		       size_t errlen);
 	/* Run fn(ctx) — a run of ops with no host synchronisation — through a
@@ -90,7 +95,7 @@ typedef struct node_backend_ops {
  * block table entries; the model's vocabulary, this rank's query and KV
  * heads, head_dim, the longest context; tokens per KV block. */
 typedef struct node_backend_limits {
-	int step_tokens, max_rows, max_seqs, max_table_entries, vocab;
+	int step_tokens, max_rows, max_seqs, max_table_entries, max_hist, vocab;
 	int n_heads, n_kv_heads, head_dim, max_ctx;
 	int block_tokens;
 } node_backend_limits;

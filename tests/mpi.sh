@@ -4,40 +4,45 @@
 # each against the Hugging Face golden data (safetensors and GGUF
 # checkpoints); then the real SmolLM2-135M-Instruct GGUF ($SL_SMOLLM2_GGUF,
 # default build/models/SmolLM2-135M-Instruct.Q4_1.gguf, fetched by
-# `make deps`) at tp 1, tp 3 and pp 2. Sums the runs' counts into one
-# "N passed, N failed" line.
+# `make deps`) at tp 1, tp 3 and pp 2; then penalties, min-p and log-probs
+# (test_sampling_par) with tp=2, pp=2 and tp=2 x pp=2 against tp=1. Sums
+# the runs' counts into one "N passed, N failed" line.
 bin=${1:-build/tests/mpi/test_parallel}
+sbin=${2:-$(dirname "$bin")/test_sampling_par}
 smollm2=${SL_SMOLLM2_GGUF:-build/models/SmolLM2-135M-Instruct.Q4_1.gguf}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 pass=0; fail=0
-run() { # run NP ARGS...: one mpirun, its counts added
-	n=$1; shift
-	out=$(timeout 600 mpirun --oversubscribe -np "$n" "$bin" "$@" 2>&1); rc=$?
+run() { # run EXE NP ARGS...: one mpirun, its counts added
+	exe=$1 n=$2; shift 2
+	out=$(timeout 600 mpirun --oversubscribe -np "$n" "$exe" "$@" 2>&1); rc=$?
 	line=$(printf '%s\n' "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed' | tail -1)
 	printf '%s\n' "$out" | grep -E '^(FAIL|rank)' | head -20
 	if [ -z "$line" ]; then
 		printf '%s\n' "$out" | tail -20
-		echo "mpirun -np $n $*: no result (exit $rc)"; fail=$((fail + 1)); return
+		echo "mpirun -np $n $(basename "$exe") $*: no result (exit $rc)"; fail=$((fail + 1)); return
 	fi
-	echo "mpirun -np $n $*: $line"
+	echo "mpirun -np $n $(basename "$exe") $*: $line"
 	p=${line%% passed*}; f=${line#*passed, }; f=${f%% failed*}
 	pass=$((pass + p)); fail=$((fail + f))
 	[ "$f" -eq 0 ] && [ $rc -ne 0 ] && fail=$((fail + 1))
 }
 for grid in "2 --tp 2 --pp 1" "2 --tp 1 --pp 2" "4 --tp 4 --pp 1" "4 --tp 2 --pp 2"; do
-	run $grid
+	run "$bin" $grid
 done
 if [ -f "$smollm2" ]; then
 	# more ranks than cores here: one OpenMP thread each, or they fight
 	for grid in "1 --tp 1 --pp 1" "3 --tp 3 --pp 1" "2 --tp 1 --pp 2"; do
 		set -- $grid
 		[ "$1" -gt 1 ] && export OMP_NUM_THREADS=1
-		run $grid --smollm2 "$smollm2"
+		run "$bin" $grid --smollm2 "$smollm2"
 	done
 	unset OMP_NUM_THREADS
 else
 	echo "FAIL: SmolLM2 GGUF not found at $smollm2: run \`make deps\` (tools/fetch-model.sh fetches it)"
 	fail=$((fail + 1))
 fi
+for grid in "2 --tp 2 --pp 1" "2 --tp 1 --pp 2" "4 --tp 2 --pp 2"; do
+	run "$sbin" $grid
+done
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
