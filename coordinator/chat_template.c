@@ -1,91 +1,26 @@
 /*
- * chat_template.c — the chat-template module's front: compiling a template
- * (normalize, lex, parse), its lifetime, and the arena and error helpers the
- * other chat_template_*.c files share.  The model registry calls
- * coord_tmpl_compile once per model; rendering is in chat_template_eval.c.
+ * chat_template.c — the chat-template module's public face (chat_template.h):
+ * compiling a template (normalize, check UTF-8, lex, parse), rendering it
+ * (the render's limits, the messages and globals a template sees, then
+ * tmpl_exec), and its lifetime.  A template is compiled once per model and
+ * rendered per chat request (today tests/unit/test_chat_template.c is the
+ * only caller).  This is the top of the module's layers and the only file
+ * that sees the public types: the layers below work on a tmpl_program and
+ * a tmpl_ctx (chat_template_int.h).
  */
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "chat_template.h"
 #include "chat_template_int.h"
 #include "sl.h"
 
-int tmpl_parse(coord_tmpl *t, const tmpl_toks *toks, char *err, size_t errlen);
-
-/* ---- arena ---- */
-
-struct tmpl_chunk {
-	tmpl_chunk *next;
-	size_t cap, used;
-	_Alignas(16) unsigned char data[];
+/* The public handle only hides the compiled program; immutable once built,
+ * so any number of renders may share it. */
+struct coord_tmpl {
+	tmpl_program prog;
 };
-
-void *tmpl_alloc(tmpl_arena *a, size_t n)
-{
-	n = (n + 15) & ~(size_t)15;
-	if (a->limit && (n > a->limit || a->used > a->limit - n))
-		return NULL;
-	tmpl_chunk *c = a->head;
-	if (!c || c->cap - c->used < n) {
-		size_t cap = n > (64u << 10) ? n : (64u << 10);
-		c = malloc(sizeof *c + cap);
-		if (!c)
-			return NULL;
-		c->cap = cap;
-		c->used = 0;
-		c->next = a->head;
-		a->head = c;
-	}
-	void *p = c->data + c->used;
-	c->used += n;
-	a->used += n;
-	memset(p, 0, n);
-	return p;
-}
-
-void tmpl_arena_free(tmpl_arena *a)
-{
-	tmpl_chunk *c = a->head;
-	while (c) {
-		tmpl_chunk *next = c->next;
-		free(c);
-		c = next;
-	}
-	a->head = NULL;
-	a->used = 0;
-}
-
-/* ---- errors ---- */
-
-void tmpl_linecol(const char *src, int pos, int *line, int *col)
-{
-	int l = 1, c = 1;
-	for (int i = 0; i < pos; i++) {
-		if (src[i] == '\n') {
-			l++;
-			c = 1;
-		} else if (((unsigned char)src[i] & 0xC0) != 0x80) {
-			c++;
-		}
-	}
-	*line = l;
-	*col = c;
-}
-
-int tmpl_errat(char *err, size_t errlen, const char *name, const char *src, int pos,
-	       const char *fmt, ...)
-{
-	char msg[SL_ERRLEN];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	int line, col;
-	tmpl_linecol(src, pos, &line, &col);
-	return sl_errf(err, errlen, SL_EINVAL, "%s:%d:%d: %s", name, line, col, msg);
-}
 
 /* ---- compile ---- */
 
@@ -147,22 +82,22 @@ int coord_tmpl_compile(const char *src, size_t len, const char *name, coord_tmpl
 		return sl_errf(err, errlen, SL_EINVAL,
 			       "%s: chat template is not valid UTF-8 (byte %zu)", name, bad);
 	coord_tmpl *t = calloc(1, sizeof *t);
-	if (!t || !(t->name = strdup(name))) {
+	if (!t || !(t->prog.name = strdup(name))) {
 		free(t);
 		return sl_errf(err, errlen, SL_ENOMEM, "%s: out of memory", name);
 	}
 	size_t n;
-	char *s = normalize(&t->arena, src, len, &n);
+	char *s = normalize(&t->prog.arena, src, len, &n);
 	tmpl_toks toks;
 	int rc = SL_ENOMEM;
 	if (!s) {
 		sl_errf(err, errlen, rc, "%s: out of memory", name);
 		goto fail;
 	}
-	t->src = s;
-	if ((rc = tmpl_lex(s, n, t->name, &t->arena, &toks, err, errlen)))
+	t->prog.src = s;
+	if ((rc = tmpl_lex(s, n, t->prog.name, &t->prog.arena, &toks, err, errlen)))
 		goto fail;
-	if ((rc = tmpl_parse(t, &toks, err, errlen)))
+	if ((rc = tmpl_parse(&t->prog, &toks, err, errlen)))
 		goto fail;
 	*out = t;
 	return 0;
@@ -177,12 +112,132 @@ void coord_tmpl_destroy(coord_tmpl *t)
 {
 	if (!t)
 		return;
-	tmpl_arena_free(&t->arena);
-	free(t->name);
+	tmpl_arena_free(&t->prog.arena);
+	free(t->prog.name);
 	free(t);
 }
 
 int coord_tmpl_iterates_content(const coord_tmpl *t)
 {
-	return t ? t->iterates_content : 0;
+	return t ? t->prog.iterates_content : 0;
+}
+
+/* ---- render ---- */
+
+static tmpl_val str_or_undef(const char *s, const char *name)
+{
+	return s ? tv_str(s, strlen(s)) : tv_undef(name);
+}
+
+static int build_messages(tmpl_ctx *c, const coord_chat_msg *msgs, int n, tmpl_val *out)
+{
+	tmpl_list *l = tl_new(c, n);
+	if (!l)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		const coord_chat_msg *m = &msgs[i];
+		tmpl_dict *d = td_new(c, 2);
+		tmpl_val content = tv_none();
+		if (!d)
+			return -1;
+		if (m->parts) {
+			tmpl_list *parts = tl_new(c, m->n_parts);
+			if (!parts)
+				return -1;
+			for (int j = 0; j < m->n_parts; j++) {
+				tmpl_dict *p = td_new(c, 2);
+				const coord_chat_part *cp = &m->parts[j];
+				if (!p || td_set(c, p, tv_str("type", 4), str_or_undef(cp->type, NULL)) ||
+				    td_set(c, p, tv_str("text", 4),
+					   tv_str(cp->text ? cp->text : "", cp->text_len)))
+					return -1;
+				parts->it[j].k = V_DICT;
+				parts->it[j].u.d = p;
+			}
+			content.k = V_LIST;
+			content.u.l = parts;
+		} else if (m->content) {
+			content = tv_str(m->content, m->content_len);
+		}
+		if (td_set(c, d, tv_str("role", 4), str_or_undef(m->role ? m->role : "", NULL)) ||
+		    td_set(c, d, tv_str("content", 7), content))
+			return -1;
+		l->it[i].k = V_DICT;
+		l->it[i].u.d = d;
+	}
+	out->k = V_LIST;
+	out->u.l = l;
+	return 0;
+}
+
+static int define_globals(tmpl_ctx *c, const coord_chat_msg *msgs, int n,
+			  const coord_tmpl_vars *vars)
+{
+	static const struct {
+		const char *name;
+		int fn;
+	} fns[] = {
+		{"raise_exception", FN_RAISE_EXCEPTION}, {"strftime_now", FN_STRFTIME_NOW},
+		{"namespace", FN_NAMESPACE}, {"range", FN_RANGE}, {"dict", FN_DICT},
+	};
+	tmpl_val messages;
+	if (tmpl_scope_push(c) || build_messages(c, msgs, n, &messages))
+		return -1;
+	for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
+		tmpl_val f = {.k = V_FUNC};
+		f.u.i = fns[i].fn;
+		if (tmpl_scope_set(c, fns[i].name, strlen(fns[i].name), f))
+			return -1;
+	}
+	if (tmpl_scope_set(c, "messages", 8, messages) || tmpl_scope_set(c, "tools", 5, tv_none()) ||
+	    tmpl_scope_set(c, "documents", 9, tv_none()) ||
+	    tmpl_scope_set(c, "add_generation_prompt", 21, tv_bool(vars->add_generation_prompt)))
+		return -1;
+	if (vars->bos_token && tmpl_scope_set(c, "bos_token", 9, str_or_undef(vars->bos_token, NULL)))
+		return -1;
+	if (vars->eos_token && tmpl_scope_set(c, "eos_token", 9, str_or_undef(vars->eos_token, NULL)))
+		return -1;
+	if (vars->date_string &&
+	    tmpl_scope_set(c, "date_string", 11, str_or_undef(vars->date_string, NULL)))
+		return -1;
+	return tmpl_scope_push(c);  /* the template's own top-level scope */
+}
+
+int coord_tmpl_render(const coord_tmpl *t, const coord_chat_msg *msgs, int n,
+		      const coord_tmpl_vars *vars, char **out, size_t *len, char *err,
+		      size_t errlen)
+{
+	static const coord_tmpl_vars none = {0};
+	*out = NULL;
+	*len = 0;
+	if (!vars)
+		vars = &none;
+	if (!t)
+		return sl_errf(err, errlen, SL_EINVAL, "no chat template");
+	if (n < 0 || (n && !msgs))
+		return sl_errf(err, errlen, SL_EINVAL, "%s: bad message list", t->prog.name);
+	tmpl_ctx c = {.prog = &t->prog, .err = err, .errlen = errlen};
+	c.arena.limit = vars->max_memory_bytes ? vars->max_memory_bytes
+					       : COORD_TMPL_DEFAULT_MAX_MEMORY;
+	c.out_limit = vars->max_output_bytes ? vars->max_output_bytes
+					     : COORD_TMPL_DEFAULT_MAX_OUTPUT;
+	c.step_limit = vars->max_steps ? vars->max_steps : COORD_TMPL_DEFAULT_MAX_STEPS;
+	c.now_unix = vars->now_unix ? vars->now_unix : (int64_t)time(NULL);
+	c.out_cap = 4096;
+	c.out = malloc(c.out_cap);
+	if (!c.out)
+		return sl_errf(err, errlen, SL_ENOMEM, "%s: out of memory", t->prog.name);
+	if (define_globals(&c, msgs, n, vars))
+		tmpl_fail_oom(&c, NULL);
+	else
+		tmpl_exec(&c, t->prog.root);
+	tmpl_arena_free(&c.arena);
+	if (c.failed) {
+		free(c.out);
+		return SL_EINVAL;
+	}
+	c.out[c.out_n] = 0;
+	*out = c.out;
+	*len = c.out_n;
+	return 0;
 }

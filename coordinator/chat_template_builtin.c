@@ -4,10 +4,12 @@
  * define them (tojson is transformers' json.dumps(ensure_ascii=False)
  * override; raise_exception ends the render with the template's message;
  * namespace() refuses underscore names like transformers' TemplateNamespace;
- * range() stops at Jinja's sandbox limit of 100000 items).  Names are
- * resolved at compile time (tmpl_*_id), so the parser can refuse anything
- * not in these tables.  Case mapping (upper, lower, title, capitalize) is
- * ASCII-only: other characters pass through unchanged.
+ * range() stops at Jinja's sandbox limit of 100000 items).  Their names,
+ * ids and argument counts are chat_template_names.c's tables, which the
+ * parser resolves at compile time; this file implements them, on the value
+ * operations of chat_template_value.c, for the evaluator to call.  Case
+ * mapping (upper, lower, title, capitalize) is ASCII-only: other characters
+ * pass through unchanged.
  */
 #include <stdio.h>
 #include <string.h>
@@ -17,123 +19,6 @@
 #include "sl.h"
 
 #define SANDBOX_MAX_RANGE 100000
-
-typedef struct {
-	const char *name;
-	int id;
-	int min, max;  /* positional arguments */
-} builtin;
-
-static const builtin filters[] = {
-	{"trim", FILTER_TRIM, 0, 1}, {"length", FILTER_LENGTH, 0, 0},
-	{"count", FILTER_LENGTH, 0, 0}, {"upper", FILTER_UPPER, 0, 0},
-	{"lower", FILTER_LOWER, 0, 0}, {"capitalize", FILTER_CAPITALIZE, 0, 0},
-	{"title", FILTER_TITLE, 0, 0}, {"default", FILTER_DEFAULT, 0, 2},
-	{"d", FILTER_DEFAULT, 0, 2}, {"join", FILTER_JOIN, 0, 2},
-	{"tojson", FILTER_TOJSON, 0, 1}, {"first", FILTER_FIRST, 0, 0},
-	{"last", FILTER_LAST, 0, 0}, {"list", FILTER_LIST, 0, 0},
-	{"string", FILTER_STRING, 0, 0}, {"int", FILTER_INT, 0, 2},
-	{"reverse", FILTER_REVERSE, 0, 0}, {"items", FILTER_ITEMS, 0, 0},
-	{"select", FILTER_SELECT, 0, -1}, {"reject", FILTER_REJECT, 0, -1},
-	{"selectattr", FILTER_SELECTATTR, 1, -1}, {"rejectattr", FILTER_REJECTATTR, 1, -1},
-	{"map", FILTER_MAP, 0, -1}, {"replace", FILTER_REPLACE, 2, 3},
-	{"safe", FILTER_SAFE, 0, 0}, {"abs", FILTER_ABS, 0, 0},
-};
-
-static const builtin tests[] = {
-	{"defined", TEST_DEFINED, 0, 0}, {"undefined", TEST_UNDEFINED, 0, 0},
-	{"none", TEST_NONE, 0, 0}, {"string", TEST_STRING, 0, 0},
-	{"mapping", TEST_MAPPING, 0, 0}, {"iterable", TEST_ITERABLE, 0, 0},
-	{"sequence", TEST_SEQUENCE, 0, 0}, {"number", TEST_NUMBER, 0, 0},
-	{"integer", TEST_INTEGER, 0, 0}, {"boolean", TEST_BOOLEAN, 0, 0},
-	{"true", TEST_TRUE, 0, 0}, {"false", TEST_FALSE, 0, 0},
-	{"eq", TEST_EQ, 1, 1}, {"equalto", TEST_EQ, 1, 1}, {"==", TEST_EQ, 1, 1},
-	{"ne", TEST_NE, 1, 1}, {"!=", TEST_NE, 1, 1},
-	{"gt", TEST_GT, 1, 1}, {"greaterthan", TEST_GT, 1, 1}, {">", TEST_GT, 1, 1},
-	{"ge", TEST_GE, 1, 1}, {">=", TEST_GE, 1, 1},
-	{"lt", TEST_LT, 1, 1}, {"lessthan", TEST_LT, 1, 1}, {"<", TEST_LT, 1, 1},
-	{"le", TEST_LE, 1, 1}, {"<=", TEST_LE, 1, 1},
-	{"odd", TEST_ODD, 0, 0}, {"even", TEST_EVEN, 0, 0},
-	{"divisibleby", TEST_DIVISIBLEBY, 1, 1}, {"in", TEST_IN, 1, 1},
-	{"sameas", TEST_SAMEAS, 1, 1}, {"lower", TEST_LOWER, 0, 0},
-	{"upper", TEST_UPPER, 0, 0}, {"callable", TEST_CALLABLE, 0, 0},
-};
-
-static const builtin methods[] = {
-	{"strip", M_STRIP, 0, 1}, {"lstrip", M_LSTRIP, 0, 1}, {"rstrip", M_RSTRIP, 0, 1},
-	{"split", M_SPLIT, 0, 2}, {"startswith", M_STARTSWITH, 1, 1},
-	{"endswith", M_ENDSWITH, 1, 1}, {"upper", M_UPPER, 0, 0}, {"lower", M_LOWER, 0, 0},
-	{"title", M_TITLE, 0, 0}, {"capitalize", M_CAPITALIZE, 0, 0},
-	{"replace", M_REPLACE, 2, 3}, {"join", M_JOIN, 1, 1}, {"items", M_ITEMS, 0, 0},
-	{"keys", M_KEYS, 0, 0}, {"values", M_VALUES, 0, 0}, {"get", M_GET, 1, 2},
-};
-
-static const builtin functions[] = {
-	{"raise_exception", FN_RAISE_EXCEPTION, 1, 1}, {"strftime_now", FN_STRFTIME_NOW, 1, 1},
-	{"namespace", FN_NAMESPACE, 0, 1}, {"range", FN_RANGE, 1, 3}, {"dict", FN_DICT, 0, 1},
-};
-
-#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
-
-static const builtin *find(const builtin *t, int n, const char *s, size_t len)
-{
-	for (int i = 0; i < n; i++)
-		if (strlen(t[i].name) == len && !memcmp(t[i].name, s, len))
-			return &t[i];
-	return NULL;
-}
-
-static const builtin *find_id(const builtin *t, int n, int id)
-{
-	for (int i = 0; i < n; i++)
-		if (t[i].id == id)
-			return &t[i];
-	return NULL;
-}
-
-int tmpl_filter_id(const char *s, size_t n)
-{
-	const builtin *b = find(filters, COUNT(filters), s, n);
-	return b ? b->id : 0;
-}
-
-int tmpl_test_id(const char *s, size_t n)
-{
-	const builtin *b = find(tests, COUNT(tests), s, n);
-	return b ? b->id : 0;
-}
-
-int tmpl_method_id(const char *s, size_t n)
-{
-	const builtin *b = find(methods, COUNT(methods), s, n);
-	return b ? b->id : 0;
-}
-
-int tmpl_function_id(const char *s, size_t n)
-{
-	const builtin *b = find(functions, COUNT(functions), s, n);
-	return b ? b->id : 0;
-}
-
-const char *tmpl_function_name(int fn)
-{
-	const builtin *b = find_id(functions, COUNT(functions), fn);
-	return b ? b->name : "?";
-}
-
-void tmpl_filter_arity(int id, int *min, int *max)
-{
-	const builtin *b = find_id(filters, COUNT(filters), id);
-	*min = b ? b->min : 0;
-	*max = b ? b->max : 0;
-}
-
-void tmpl_test_arity(int id, int *min, int *max)
-{
-	const builtin *b = find_id(tests, COUNT(tests), id);
-	*min = b ? b->min : 0;
-	*max = b ? b->max : 0;
-}
 
 /* ---- argument helpers ---- */
 
@@ -872,13 +757,14 @@ static tmpl_val call_method(tmpl_ctx *c, const tmpl_node *at, const tmpl_method 
 	static const char *const split_kw[] = {"sep", "maxsplit", NULL};
 	static const char *const replace_kw[] = {"count", NULL};
 	static const char *const no_kw[] = {NULL};
-	const builtin *b = find_id(methods, COUNT(methods), m->id);
+	int min, max;
+	tmpl_method_arity(m->id, &min, &max);
 	if (check_kw(c, at, a, "method",
 		     m->id == M_SPLIT ? split_kw : m->id == M_REPLACE ? replace_kw : no_kw))
 		return tv_undef(NULL);
-	if (a->n < b->min || a->n > b->max) {
-		tmpl_fail(c, at, "%s() takes %d to %d arguments, got %d", b->name, b->min, b->max,
-			  a->n);
+	if (a->n < min || a->n > max) {
+		tmpl_fail(c, at, "%s() takes %d to %d arguments, got %d", tmpl_method_name(m->id),
+			  min, max, a->n);
 		return tv_undef(NULL);
 	}
 	tmpl_val s = m->self;
@@ -1025,10 +911,10 @@ tmpl_val tmpl_call(tmpl_ctx *c, const tmpl_node *at, tmpl_val fn, const tmpl_arg
 		tmpl_fail(c, at, "'%s' object is not callable", tv_type_name(&fn));
 		return tv_undef(NULL);
 	}
-	const builtin *b = find_id(functions, COUNT(functions), (int)fn.u.i);
+	int min, max, known = !tmpl_function_arity((int)fn.u.i, &min, &max);
 	int takes_kw = fn.u.i == FN_NAMESPACE || fn.u.i == FN_DICT;
-	if (!b || a->n < b->min || a->n > b->max || (a->nkw && !takes_kw)) {
-		tmpl_fail(c, at, "bad arguments to %s()", b ? b->name : "?");
+	if (!known || a->n < min || a->n > max || (a->nkw && !takes_kw)) {
+		tmpl_fail(c, at, "bad arguments to %s()", tmpl_function_name((int)fn.u.i));
 		return tv_undef(NULL);
 	}
 	switch (fn.u.i) {

@@ -1,6 +1,9 @@
 /*
- * chat_template_eval.c — renders a compiled chat template: statements,
- * expressions, attribute and item lookup, and coord_tmpl_render.
+ * chat_template_eval.c — runs a compiled chat template: statements and
+ * expressions.  coord_tmpl_render (chat_template.c) sets up the render
+ * context and the globals, then calls tmpl_exec; attribute and item lookup
+ * and comparisons are value operations (chat_template_value.c); filters,
+ * tests and calls are chat_template_builtin.c's.
  *
  * Semantics are Jinja2's (3.1) as transformers runs it: names resolve
  * through scopes (each for-loop iteration gets a fresh one, so a `set` in a
@@ -11,54 +14,14 @@
  * bytes, arena memory and steps (statements run plus loop iterations), so
  * an untrusted template cannot take the coordinator down.
  */
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "chat_template_int.h"
-#include "sl.h"
 
 enum { EXEC_OK = 0, EXEC_BREAK = 1, EXEC_CONTINUE = 2, EXEC_FAIL = -1 };
 
-/* ---- failures ---- */
-
-void tmpl_fail(tmpl_ctx *c, const tmpl_node *at, const char *fmt, ...)
-{
-	if (c->failed)
-		return;
-	char msg[SL_ERRLEN];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	c->failed = 1;
-	tmpl_errat(c->err, c->errlen, c->t->name, c->t->src, at ? at->pos : 0, "%s", msg);
-}
-
-void tmpl_fail_oom(tmpl_ctx *c, const tmpl_node *at)
-{
-	tmpl_fail(c, at, "template needs more than %zu bytes of working memory",
-		  c->arena.limit);
-}
-
-static tmpl_val fail_undefined(tmpl_ctx *c, const tmpl_node *at, const tmpl_val *u)
-{
-	if (u->u.s.p)
-		tmpl_fail(c, at, "'%.*s' is undefined", (int)u->u.s.n, u->u.s.p);
-	else
-		tmpl_fail(c, at, "a value is undefined");
-	return tv_undef(NULL);
-}
-
-static tmpl_val undef_named(const char *p, size_t n)
-{
-	tmpl_val v = tv_undef(NULL);
-	v.u.s.p = p;
-	v.u.s.n = n;
-	return v;
-}
+/* ---- limits ---- */
 
 int tmpl_count_step(tmpl_ctx *c, const tmpl_node *at)
 {
@@ -72,7 +35,7 @@ int tmpl_count_step(tmpl_ctx *c, const tmpl_node *at)
 
 /* ---- scopes ---- */
 
-static int scope_push(tmpl_ctx *c)
+int tmpl_scope_push(tmpl_ctx *c)
 {
 	tmpl_scope *s = tmpl_alloc(&c->arena, sizeof *s);
 	if (!s)
@@ -87,7 +50,7 @@ static void scope_pop(tmpl_ctx *c)
 	c->scope = c->scope->up;
 }
 
-static int scope_set(tmpl_ctx *c, const char *name, size_t n, tmpl_val v)
+int tmpl_scope_set(tmpl_ctx *c, const char *name, size_t n, tmpl_val v)
 {
 	tmpl_scope *s = c->scope;
 	for (int i = 0; i < s->n; i++)
@@ -125,7 +88,7 @@ static tmpl_val lookup(tmpl_ctx *c, const char *name, size_t n)
 		for (int i = s->n - 1; i >= 0; i--)
 			if (s->lens[i] == n && !memcmp(s->names[i], name, n))
 				return s->vals[i];
-	return undef_named(name, n);
+	return tv_undef_named(name, n);
 }
 
 /* ---- output ---- */
@@ -155,143 +118,6 @@ static int emit(tmpl_ctx *c, const tmpl_node *at, const char *s, size_t n)
 	return 0;
 }
 
-/* ---- attribute and item lookup (environment.getattr / getitem) ---- */
-
-static tmpl_val method(tmpl_ctx *c, const tmpl_node *at, tmpl_val self, int id)
-{
-	tmpl_method *m = tmpl_alloc(&c->arena, sizeof *m);
-	tmpl_val v = {0};
-	if (!m) {
-		tmpl_fail_oom(c, at);
-		return v;
-	}
-	m->id = id;
-	m->self = self;
-	v.k = V_METHOD;
-	v.u.m = m;
-	return v;
-}
-
-static int is_str_method(int id)
-{
-	return id && id < M_ITEMS;
-}
-
-static int is_dict_method(int id)
-{
-	return id >= M_ITEMS;
-}
-
-static tmpl_val loop_attr(tmpl_ctx *c, const tmpl_loop *lp, const char *name, size_t n)
-{
-#define IS(s) (n == sizeof(s) - 1 && !memcmp(name, s, n))
-	int64_t i = lp->index0, len = lp->length;
-	if (IS("index0"))
-		return tv_int(i);
-	if (IS("index"))
-		return tv_int(i + 1);
-	if (IS("revindex"))
-		return tv_int(len - i);
-	if (IS("revindex0"))
-		return tv_int(len - i - 1);
-	if (IS("first"))
-		return tv_bool(i == 0);
-	if (IS("last"))
-		return tv_bool(i == len - 1);
-	if (IS("length"))
-		return tv_int(len);
-	if (IS("depth"))
-		return tv_int(1);
-	if (IS("depth0"))
-		return tv_int(0);
-	if (IS("previtem"))
-		return i > 0 ? lp->items->it[i - 1] : undef_named(name, n);
-	if (IS("nextitem"))
-		return i + 1 < len ? lp->items->it[i + 1] : undef_named(name, n);
-#undef IS
-	(void)c;
-	return undef_named(name, n);
-}
-
-tmpl_val tmpl_getattr(tmpl_ctx *c, const tmpl_node *at, tmpl_val obj, const char *name,
-		      size_t n)
-{
-	int id = tmpl_method_id(name, n);
-	const tmpl_val *v;
-	switch (obj.k) {
-	case V_UNDEF:
-		return fail_undefined(c, at, &obj);
-	case V_DICT:
-		if (is_dict_method(id))
-			return method(c, at, obj, id);
-		v = td_get(obj.u.d, name, n);
-		return v ? *v : undef_named(name, n);
-	case V_NS:
-		v = td_get(obj.u.d, name, n);
-		return v ? *v : undef_named(name, n);
-	case V_LOOP:
-		return loop_attr(c, obj.u.lp, name, n);
-	case V_STR:
-		if (is_str_method(id))
-			return method(c, at, obj, id);
-		return undef_named(name, n);
-	default:
-		return undef_named(name, n);
-	}
-}
-
-/* Python index of a sequence of length len; -1 when out of range. */
-static int64_t seq_index(int64_t i, int64_t len)
-{
-	if (i < 0)
-		i += len;
-	return i < 0 || i >= len ? -1 : i;
-}
-
-/* The i-th character of a UTF-8 string. */
-static tmpl_val str_char(const char *s, size_t n, int64_t i)
-{
-	size_t p = 0;
-	for (int64_t k = 0; p < n; k++) {
-		uint32_t cp;
-		size_t w = utf8_decode(s + p, n - p, &cp);
-		if (k == i)
-			return tv_str(s + p, w);
-		p += w;
-	}
-	return tv_undef(NULL);
-}
-
-tmpl_val tmpl_getitem(tmpl_ctx *c, const tmpl_node *at, tmpl_val obj, tmpl_val key)
-{
-	const tmpl_val *v;
-	switch (obj.k) {
-	case V_UNDEF:
-		return fail_undefined(c, at, &obj);
-	case V_DICT:
-		if ((v = td_get_val(obj.u.d, &key)))
-			return *v;
-		break;
-	case V_LIST:
-		if (tv_is_int(&key)) {
-			int64_t i = seq_index(key.u.i, obj.u.l->n);
-			return i < 0 ? tv_undef(NULL) : obj.u.l->it[i];
-		}
-		break;
-	case V_STR:
-		if (tv_is_int(&key)) {
-			int64_t i = seq_index(key.u.i, (int64_t)utf8_count(obj.u.s.p, obj.u.s.n));
-			return i < 0 ? tv_undef(NULL) : str_char(obj.u.s.p, obj.u.s.n, i);
-		}
-		break;
-	default:
-		break;
-	}
-	if (key.k == V_STR)
-		return tmpl_getattr(c, at, obj, key.u.s.p, key.u.s.n);
-	return tv_undef(NULL);
-}
-
 /* Python slice semantics: obj[start:stop:step] on lists, tuples, strings. */
 static tmpl_val eval_slice(tmpl_ctx *c, const tmpl_node *e)
 {
@@ -308,7 +134,7 @@ static tmpl_val eval_slice(tmpl_ctx *c, const tmpl_node *e)
 		idx[i] = part[i].u.i;
 	}
 	if (obj.k == V_UNDEF)
-		return fail_undefined(c, e, &obj);
+		return tmpl_fail_undefined(c, e, &obj);
 	if (obj.k == V_LIST)
 		len = obj.u.l->n;
 	else if (obj.k == V_STR)
@@ -378,9 +204,9 @@ static tmpl_val type_error(tmpl_ctx *c, const tmpl_node *e, const char *op, cons
 			   const tmpl_val *b)
 {
 	if (a->k == V_UNDEF)
-		return fail_undefined(c, e, a);
+		return tmpl_fail_undefined(c, e, a);
 	if (b->k == V_UNDEF)
-		return fail_undefined(c, e, b);
+		return tmpl_fail_undefined(c, e, b);
 	if (a->k == V_STR && !strcmp(op, "+"))
 		tmpl_fail(c, e, "can only concatenate str (not \"%s\") to str", tv_type_name(b));
 	else
@@ -510,74 +336,6 @@ static tmpl_val eval_binop(tmpl_ctx *c, const tmpl_node *e)
 	}
 	tmpl_fail(c, e, "integer overflow");
 	return tv_undef(NULL);
-}
-
-static int contains(tmpl_ctx *c, const tmpl_node *e, const tmpl_val *item, const tmpl_val *seq)
-{
-	switch (seq->k) {
-	case V_STR:
-		if (item->k != V_STR) {
-			if (item->k == V_UNDEF)
-				fail_undefined(c, e, item);
-			else
-				tmpl_fail(c, e, "'in <string>' requires string as left operand, not %s",
-					  tv_type_name(item));
-			return 0;
-		}
-		if (!item->u.s.n)
-			return 1;
-		return memmem(seq->u.s.p, seq->u.s.n, item->u.s.p, item->u.s.n) != NULL;
-	case V_LIST:
-		for (int i = 0; i < seq->u.l->n; i++)
-			if (tv_equal(&seq->u.l->it[i], item))
-				return 1;
-		return 0;
-	case V_DICT:
-		return td_get_val(seq->u.d, item) != NULL;
-	case V_UNDEF:
-		return 0;
-	default:
-		tmpl_fail(c, e, "argument of type '%s' is not iterable", tv_type_name(seq));
-		return 0;
-	}
-}
-
-static int str_cmp(const tmpl_val *a, const tmpl_val *b)
-{
-	size_t n = a->u.s.n < b->u.s.n ? a->u.s.n : b->u.s.n;
-	int r = memcmp(a->u.s.p, b->u.s.p, n);
-	return r ? r : (a->u.s.n > b->u.s.n) - (a->u.s.n < b->u.s.n);
-}
-
-int tmpl_compare(tmpl_ctx *c, const tmpl_node *e, int op, const tmpl_val *a, const tmpl_val *b)
-{
-	int r;
-	switch (op) {
-	case OP_EQ: return tv_equal(a, b);
-	case OP_NE: return !tv_equal(a, b);
-	case OP_IN: r = contains(c, e, a, b); return c->failed ? -1 : r;
-	case OP_NOTIN: r = contains(c, e, a, b); return c->failed ? -1 : !r;
-	}
-	if (tv_is_int(a) && tv_is_int(b))
-		r = (a->u.i > b->u.i) - (a->u.i < b->u.i);
-	else if (a->k == V_STR && b->k == V_STR)
-		r = str_cmp(a, b);
-	else {
-		static const char *names[] = {[OP_GT] = ">", [OP_GE] = ">=", [OP_LT] = "<",
-					      [OP_LE] = "<="};
-		if (a->k == V_UNDEF || b->k == V_UNDEF)
-			fail_undefined(c, e, a->k == V_UNDEF ? a : b);
-		else
-			tmpl_fail(c, e, "'%s' not supported between instances of '%s' and '%s'",
-				  names[op], tv_type_name(a), tv_type_name(b));
-		return -1;
-	}
-	switch (op) {
-	case OP_GT: return r > 0;
-	case OP_GE: return r >= 0;
-	case OP_LT: return r < 0;
-	default: return r <= 0;
-	}
 }
 
 static tmpl_val eval_compare(tmpl_ctx *c, const tmpl_node *e)
@@ -729,7 +487,7 @@ tmpl_val tmpl_eval(tmpl_ctx *c, const tmpl_node *e)
 			return a;
 		if (!tv_is_int(&a)) {
 			if (a.k == V_UNDEF)
-				return fail_undefined(c, e, &a);
+				return tmpl_fail_undefined(c, e, &a);
 			tmpl_fail(c, e, "bad operand type for unary %c: '%s'",
 				  e->kind == N_NEG ? '-' : '+', tv_type_name(&a));
 			return tv_undef(NULL);
@@ -776,7 +534,8 @@ static int exec_list(tmpl_ctx *c, const tmpl_node *s);
 static int bind(tmpl_ctx *c, const tmpl_node *at, tmpl_node **targets, int n, tmpl_val v)
 {
 	if (n == 1)
-		return scope_set(c, targets[0]->s, targets[0]->n, v) ? (tmpl_fail_oom(c, at), -1) : 0;
+		return tmpl_scope_set(c, targets[0]->s, targets[0]->n, v) ? (tmpl_fail_oom(c, at), -1)
+									   : 0;
 	const tmpl_list *items = tv_iter_list(c, at, &v);
 	if (!items)
 		return -1;
@@ -787,7 +546,7 @@ static int bind(tmpl_ctx *c, const tmpl_node *at, tmpl_node **targets, int n, tm
 		return -1;
 	}
 	for (int i = 0; i < n; i++)
-		if (scope_set(c, targets[i]->s, targets[i]->n, items->it[i])) {
+		if (tmpl_scope_set(c, targets[i]->s, targets[i]->n, items->it[i])) {
 			tmpl_fail_oom(c, at);
 			return -1;
 		}
@@ -836,7 +595,7 @@ static int exec_for(tmpl_ctx *c, const tmpl_node *s)
 		}
 		kept->n = 0;
 		for (int i = 0; i < items->n; i++) {
-			if (tmpl_count_step(c, s) || scope_push(c))
+			if (tmpl_count_step(c, s) || tmpl_scope_push(c))
 				return c->failed ? EXEC_FAIL : (tmpl_fail_oom(c, s), EXEC_FAIL);
 			int bad = bind(c, s, s->v, s->nv, items->it[i]);
 			tmpl_val keep = bad ? tv_undef(NULL) : tmpl_eval(c, s->b);
@@ -862,7 +621,7 @@ static int exec_for(tmpl_ctx *c, const tmpl_node *s)
 	for (int i = 0; i < items->n; i++) {
 		if (tmpl_count_step(c, s))
 			return EXEC_FAIL;
-		if (scope_push(c)) {
+		if (tmpl_scope_push(c)) {
 			tmpl_fail_oom(c, s);
 			return EXEC_FAIL;
 		}
@@ -870,7 +629,7 @@ static int exec_for(tmpl_ctx *c, const tmpl_node *s)
 		 * object stays valid because each loop allocates its own. */
 		lp->index0 = i;
 		int rc = bind(c, s, s->v, s->nv, items->it[i]);
-		if (!rc && scope_set(c, "loop", 4, loopv)) {
+		if (!rc && tmpl_scope_set(c, "loop", 4, loopv)) {
 			tmpl_fail_oom(c, s);
 			rc = -1;
 		}
@@ -919,7 +678,7 @@ static int exec_stmt(tmpl_ctx *c, const tmpl_node *s)
 	case N_BREAK: return EXEC_BREAK;
 	case N_CONTINUE: return EXEC_CONTINUE;
 	case N_SCOPE:
-		if (scope_push(c)) {
+		if (tmpl_scope_push(c)) {
 			tmpl_fail_oom(c, s);
 			return EXEC_FAIL;
 		}
@@ -941,122 +700,7 @@ static int exec_list(tmpl_ctx *c, const tmpl_node *s)
 	return EXEC_OK;
 }
 
-/* ---- render ---- */
-
-static tmpl_val str_or_undef(const char *s, const char *name)
+void tmpl_exec(tmpl_ctx *c, const tmpl_node *root)
 {
-	return s ? tv_str(s, strlen(s)) : tv_undef(name);
-}
-
-static int build_messages(tmpl_ctx *c, const coord_chat_msg *msgs, int n, tmpl_val *out)
-{
-	tmpl_list *l = tl_new(c, n);
-	if (!l)
-		return -1;
-	for (int i = 0; i < n; i++) {
-		const coord_chat_msg *m = &msgs[i];
-		tmpl_dict *d = td_new(c, 2);
-		tmpl_val content = tv_none();
-		if (!d)
-			return -1;
-		if (m->parts) {
-			tmpl_list *parts = tl_new(c, m->n_parts);
-			if (!parts)
-				return -1;
-			for (int j = 0; j < m->n_parts; j++) {
-				tmpl_dict *p = td_new(c, 2);
-				const coord_chat_part *cp = &m->parts[j];
-				if (!p || td_set(c, p, tv_str("type", 4), str_or_undef(cp->type, NULL)) ||
-				    td_set(c, p, tv_str("text", 4),
-					   tv_str(cp->text ? cp->text : "", cp->text_len)))
-					return -1;
-				parts->it[j].k = V_DICT;
-				parts->it[j].u.d = p;
-			}
-			content.k = V_LIST;
-			content.u.l = parts;
-		} else if (m->content) {
-			content = tv_str(m->content, m->content_len);
-		}
-		if (td_set(c, d, tv_str("role", 4), str_or_undef(m->role ? m->role : "", NULL)) ||
-		    td_set(c, d, tv_str("content", 7), content))
-			return -1;
-		l->it[i].k = V_DICT;
-		l->it[i].u.d = d;
-	}
-	out->k = V_LIST;
-	out->u.l = l;
-	return 0;
-}
-
-static int define_globals(tmpl_ctx *c, const coord_chat_msg *msgs, int n,
-			  const coord_tmpl_vars *vars)
-{
-	static const struct {
-		const char *name;
-		int fn;
-	} fns[] = {
-		{"raise_exception", FN_RAISE_EXCEPTION}, {"strftime_now", FN_STRFTIME_NOW},
-		{"namespace", FN_NAMESPACE}, {"range", FN_RANGE}, {"dict", FN_DICT},
-	};
-	tmpl_val messages;
-	if (scope_push(c) || build_messages(c, msgs, n, &messages))
-		return -1;
-	for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
-		tmpl_val f = {.k = V_FUNC};
-		f.u.i = fns[i].fn;
-		if (scope_set(c, fns[i].name, strlen(fns[i].name), f))
-			return -1;
-	}
-	if (scope_set(c, "messages", 8, messages) || scope_set(c, "tools", 5, tv_none()) ||
-	    scope_set(c, "documents", 9, tv_none()) ||
-	    scope_set(c, "add_generation_prompt", 21, tv_bool(vars->add_generation_prompt)))
-		return -1;
-	if (vars->bos_token && scope_set(c, "bos_token", 9, str_or_undef(vars->bos_token, NULL)))
-		return -1;
-	if (vars->eos_token && scope_set(c, "eos_token", 9, str_or_undef(vars->eos_token, NULL)))
-		return -1;
-	if (vars->date_string &&
-	    scope_set(c, "date_string", 11, str_or_undef(vars->date_string, NULL)))
-		return -1;
-	return scope_push(c);  /* the template's own top-level scope */
-}
-
-int coord_tmpl_render(const coord_tmpl *t, const coord_chat_msg *msgs, int n,
-		      const coord_tmpl_vars *vars, char **out, size_t *len, char *err,
-		      size_t errlen)
-{
-	static const coord_tmpl_vars none = {0};
-	*out = NULL;
-	*len = 0;
-	if (!vars)
-		vars = &none;
-	if (!t)
-		return sl_errf(err, errlen, SL_EINVAL, "no chat template");
-	if (n < 0 || (n && !msgs))
-		return sl_errf(err, errlen, SL_EINVAL, "%s: bad message list", t->name);
-	tmpl_ctx c = {.t = t, .err = err, .errlen = errlen};
-	c.arena.limit = vars->max_memory_bytes ? vars->max_memory_bytes
-					       : COORD_TMPL_DEFAULT_MAX_MEMORY;
-	c.out_limit = vars->max_output_bytes ? vars->max_output_bytes
-					     : COORD_TMPL_DEFAULT_MAX_OUTPUT;
-	c.step_limit = vars->max_steps ? vars->max_steps : COORD_TMPL_DEFAULT_MAX_STEPS;
-	c.now_unix = vars->now_unix ? vars->now_unix : (int64_t)time(NULL);
-	c.out_cap = 4096;
-	c.out = malloc(c.out_cap);
-	if (!c.out)
-		return sl_errf(err, errlen, SL_ENOMEM, "%s: out of memory", t->name);
-	if (define_globals(&c, msgs, n, vars))
-		tmpl_fail_oom(&c, NULL);
-	else
-		exec_list(&c, t->root);
-	tmpl_arena_free(&c.arena);
-	if (c.failed) {
-		free(c.out);
-		return SL_EINVAL;
-	}
-	c.out[c.out_n] = 0;
-	*out = c.out;
-	*len = c.out_n;
-	return 0;
+	exec_list(c, root);  /* break/continue outside a loop are refused at compile time */
 }

@@ -1,15 +1,22 @@
 /*
  * chat_template_int.h — what the chat-template files share: the arena, the
- * lexer's tokens, the syntax tree, runtime values and the tables of
- * supported filters, tests, methods and functions.  Not for use outside
- * coordinator/chat_template*.c; the public interface is chat_template.h.
+ * lexer's tokens, the syntax tree, the compiled program, runtime values and
+ * the ids of supported filters, tests, methods and functions.  Not for use
+ * outside coordinator/chat_template*.c; the public interface is
+ * chat_template.h, which only chat_template.c includes.
  *
- *   chat_template_lex.c     source -> tokens (Jinja's whitespace control)
- *   chat_template_parse.c   tokens -> tree; coord_tmpl_compile/destroy
- *   chat_template_value.c   Python semantics of values: str(), repr(),
- *                           ==, truth, strip, json
- *   chat_template_eval.c    statements and expressions; coord_tmpl_render
- *   chat_template_builtin.c filters, tests, methods, global functions
+ * The files stand in layers, top to bottom; each calls only files below it:
+ *
+ *   chat_template.c          public API: compile, render, destroy
+ *   chat_template_eval.c     statements and expressions (tmpl_exec)
+ *   chat_template_parse.c    tokens -> tree (tmpl_parse)
+ *   chat_template_builtin.c  filters, tests, methods, global functions
+ *   chat_template_lex.c      source -> tokens (tmpl_lex)
+ *   chat_template_value.c    arena; errors at line:col; Python semantics of
+ *                            values: str(), repr(), ==, <, in, [], ., truth,
+ *                            strip, json
+ *   chat_template_names.c    the names of the supported builtins: ids and
+ *                            argument counts
  */
 #ifndef COORD_CHAT_TEMPLATE_INT_H
 #define COORD_CHAT_TEMPLATE_INT_H
@@ -17,8 +24,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
-
-#include "chat_template.h"
 
 /* ---- arena: every tree node and runtime value lives in one; freed whole ---- */
 
@@ -29,6 +34,7 @@ typedef struct {
 	size_t limit;  /* 0: unlimited */
 } tmpl_arena;
 
+/* chat_template_value.c */
 void *tmpl_alloc(tmpl_arena *a, size_t n);  /* zeroed; NULL past the limit */
 void tmpl_arena_free(tmpl_arena *a);
 
@@ -70,11 +76,13 @@ typedef struct {
 	int n;
 } tmpl_toks;
 
-/* Positions turn into "line:col" (1-based, columns in characters). */
+/* Positions turn into "line:col" (1-based, columns in characters);
+ * chat_template_value.c. */
 void tmpl_linecol(const char *src, int pos, int *line, int *col);
 int tmpl_errat(char *err, size_t errlen, const char *name, const char *src, int pos,
 	       const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
+/* chat_template_lex.c */
 int tmpl_lex(const char *src, size_t len, const char *name, tmpl_arena *a, tmpl_toks *out,
 	     char *err, size_t errlen);
 
@@ -190,15 +198,20 @@ struct tmpl_node {
 	tmpl_node *body, *orelse, *next;
 };
 
-struct coord_tmpl {
+/* ---- a compiled template: what parse builds and eval runs ---- */
+
+typedef struct {
 	tmpl_arena arena;       /* owns src, tokens and tree */
-	char *name;
+	char *name;             /* labels errors */
 	const char *src;        /* normalized source (for line:col) */
 	tmpl_node *root;        /* statement list */
 	int iterates_content;
-};
+} tmpl_program;
 
-/* ---- builtins: names resolved at compile time ---- */
+/* chat_template_parse.c: fills prog->root and prog->iterates_content. */
+int tmpl_parse(tmpl_program *prog, const tmpl_toks *toks, char *err, size_t errlen);
+
+/* ---- builtins: names resolved at compile time (chat_template_names.c) ---- */
 
 enum {
 	FILTER_TRIM = 1, FILTER_LENGTH, FILTER_UPPER, FILTER_LOWER, FILTER_CAPITALIZE,
@@ -221,11 +234,20 @@ enum {
 	FN_RAISE_EXCEPTION = 1, FN_STRFTIME_NOW, FN_NAMESPACE, FN_RANGE, FN_DICT,
 };
 
+/* Ids of names; 0 when not supported. */
 int tmpl_filter_id(const char *s, size_t n);
 int tmpl_test_id(const char *s, size_t n);
 int tmpl_method_id(const char *s, size_t n);
 int tmpl_function_id(const char *s, size_t n);
+/* Names of ids; "?" when unknown. */
+const char *tmpl_method_name(int id);
 const char *tmpl_function_name(int fn);
+/* Positional argument count bounds, *min and *max; max -1: any.  0, or -1
+ * (and 0, 0) for an unknown id. */
+int tmpl_filter_arity(int id, int *min, int *max);
+int tmpl_test_arity(int id, int *min, int *max);
+int tmpl_method_arity(int id, int *min, int *max);
+int tmpl_function_arity(int fn, int *min, int *max);
 
 /* ---- render context ---- */
 
@@ -239,7 +261,7 @@ struct tmpl_scope {
 };
 
 typedef struct {
-	const coord_tmpl *t;
+	const tmpl_program *prog;
 	tmpl_arena arena;      /* values of this render */
 	char *out;             /* malloc'd result */
 	size_t out_n, out_cap, out_limit;
@@ -251,7 +273,8 @@ typedef struct {
 	size_t errlen;
 } tmpl_ctx;
 
-/* Records the first failure at a node's position; later ones are ignored. */
+/* Records the first failure at a node's position; later ones are ignored
+ * (chat_template_value.c). */
 void tmpl_fail(tmpl_ctx *c, const tmpl_node *at, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void tmpl_fail_oom(tmpl_ctx *c, const tmpl_node *at);
@@ -264,6 +287,14 @@ static inline tmpl_val tv_undef(const char *name)
 	v.k = V_UNDEF;
 	v.u.s.p = name;
 	v.u.s.n = name ? strlen(name) : 0;
+	return v;
+}
+/* Undefined, remembering the missing name (p, n bytes). */
+static inline tmpl_val tv_undef_named(const char *p, size_t n)
+{
+	tmpl_val v = tv_undef(NULL);
+	v.u.s.p = p;
+	v.u.s.n = n;
 	return v;
 }
 static inline tmpl_val tv_none(void)
@@ -339,16 +370,28 @@ void py_strip(const char *s, size_t n, int left, int right, const char *chars, s
 size_t utf8_count(const char *s, size_t n);
 size_t utf8_decode(const char *s, size_t n, uint32_t *cp);  /* bytes used (>=1) */
 
-/* ---- evaluator / builtins interface ---- */
-
-tmpl_val tmpl_eval(tmpl_ctx *c, const tmpl_node *e);
+/* Value operations that can fail: they record it with tmpl_fail. */
+/* Fails with "'NAME' is undefined" for an undefined value u; returns undefined. */
+tmpl_val tmpl_fail_undefined(tmpl_ctx *c, const tmpl_node *at, const tmpl_val *u);
 tmpl_val tmpl_getattr(tmpl_ctx *c, const tmpl_node *at, tmpl_val obj, const char *name,
 		      size_t n);
 tmpl_val tmpl_getitem(tmpl_ctx *c, const tmpl_node *at, tmpl_val obj, tmpl_val key);
-int tmpl_count_step(tmpl_ctx *c, const tmpl_node *at);
 /* One comparison (OP_EQ ... OP_NOTIN) with Python semantics: 1, 0, or -1
  * after a failure (e.g. '<' between str and int). */
 int tmpl_compare(tmpl_ctx *c, const tmpl_node *e, int op, const tmpl_val *a, const tmpl_val *b);
+
+/* ---- evaluator (chat_template_eval.c) ---- */
+
+/* Runs a statement list; a failure is in c->failed and c->err. */
+void tmpl_exec(tmpl_ctx *c, const tmpl_node *root);
+tmpl_val tmpl_eval(tmpl_ctx *c, const tmpl_node *e);
+int tmpl_count_step(tmpl_ctx *c, const tmpl_node *at);
+/* Scopes: push opens an innermost one, set binds a name in it (name, n bytes
+ * must outlive the render); -1 when out of memory. */
+int tmpl_scope_push(tmpl_ctx *c);
+int tmpl_scope_set(tmpl_ctx *c, const char *name, size_t n, tmpl_val v);
+
+/* ---- builtins (chat_template_builtin.c) ---- */
 
 /* Arguments of a filter, test or call, evaluated: positional then keyword. */
 typedef struct {
@@ -364,9 +407,5 @@ tmpl_val tmpl_apply_filter(tmpl_ctx *c, const tmpl_node *at, int id, tmpl_val x,
 			   const tmpl_args *a);
 int tmpl_apply_test(tmpl_ctx *c, const tmpl_node *at, int id, tmpl_val x, const tmpl_args *a);
 tmpl_val tmpl_call(tmpl_ctx *c, const tmpl_node *at, tmpl_val fn, const tmpl_args *a);
-
-/* Argument count bounds, checked at compile time: {min, max}; max -1: any. */
-void tmpl_filter_arity(int id, int *min, int *max);
-void tmpl_test_arity(int id, int *min, int *max);
 
 #endif

@@ -4,8 +4,9 @@
  * filter, `else`, loop.*), set (names, tuples, namespace attributes),
  * break/continue, transformers' {% generation %}, and Jinja's full
  * expression grammar minus floats, `/` and `**`.  Filters, tests, methods
- * and functions are resolved here by name, so a template that uses one we
- * do not implement is refused at compile time with its line:col.
+ * and functions are resolved here by name (chat_template_names.c), so a
+ * template that uses one we do not implement is refused at compile time
+ * with its line:col.  Called by coord_tmpl_compile on the lexer's tokens.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -17,7 +18,7 @@
 #define MAX_DEPTH 128  /* nested statements + expressions */
 
 typedef struct {
-	coord_tmpl *t;
+	tmpl_program *prog;  /* being built: its arena, name and source */
 	const tmpl_toks *tk;
 	int i;
 	int depth;
@@ -26,8 +27,6 @@ typedef struct {
 	char *err;
 	size_t errlen;
 } parser;
-
-int tmpl_parse(coord_tmpl *t, const tmpl_toks *toks, char *err, size_t errlen);
 
 static const tmpl_tok *cur(parser *P)
 {
@@ -67,7 +66,7 @@ static tmpl_node *failp(parser *P, int pos, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	P->rc = tmpl_errat(P->err, P->errlen, P->t->name, P->t->src, pos, "%s", msg);
+	P->rc = tmpl_errat(P->err, P->errlen, P->prog->name, P->prog->src, pos, "%s", msg);
 	return NULL;
 }
 
@@ -125,7 +124,7 @@ static int expect_op(parser *P, int op, const char *what)
 
 static tmpl_node *node(parser *P, int kind, int pos)
 {
-	tmpl_node *n = tmpl_alloc(&P->t->arena, sizeof *n);
+	tmpl_node *n = tmpl_alloc(&P->prog->arena, sizeof *n);
 	if (!n)
 		return oom(P);
 	n->kind = kind;
@@ -143,7 +142,7 @@ static int nl_push(parser *P, nlist *l, tmpl_node *x)
 {
 	if (l->n == l->cap) {
 		int cap = l->cap ? l->cap * 2 : 4;
-		tmpl_node **v = tmpl_alloc(&P->t->arena, (size_t)cap * sizeof *v);
+		tmpl_node **v = tmpl_alloc(&P->prog->arena, (size_t)cap * sizeof *v);
 		if (!v) {
 			oom(P);
 			return -1;
@@ -327,7 +326,7 @@ static tmpl_node *parse_test(parser *P, tmpl_node *x)
 		tmpl_node *arg = parse_primary(P);
 		if (!arg || !(arg = parse_postfix(P, arg)))
 			return NULL;
-		if (!(t->v = tmpl_alloc(&P->t->arena, sizeof *t->v)))
+		if (!(t->v = tmpl_alloc(&P->prog->arena, sizeof *t->v)))
 			return oom(P);
 		t->v[0] = arg;
 		t->nv = 1;
@@ -360,7 +359,7 @@ static tmpl_node *parse_subscribed(parser *P)
 				return NULL;
 	}
 	tmpl_node *s = node(P, N_SLICE, pos);
-	if (!s || !(s->v = tmpl_alloc(&P->t->arena, 3 * sizeof *s->v)))
+	if (!s || !(s->v = tmpl_alloc(&P->prog->arena, 3 * sizeof *s->v)))
 		return oom(P);
 	memcpy(s->v, args, sizeof args);
 	s->nv = 3;
@@ -563,7 +562,7 @@ static tmpl_node *parse_primary(parser *P)
 		int j = P->i;
 		while (P->tk->v[j].kind == TK_STRING)
 			total += P->tk->v[j++].n;
-		char *s = tmpl_alloc(&P->t->arena, total + 1);
+		char *s = tmpl_alloc(&P->prog->arena, total + 1);
 		if (!s || !(n = node(P, N_CONST, t->pos)))
 			return oom(P);
 		total = 0;
@@ -724,7 +723,7 @@ static tmpl_node *parse_compare(parser *P)
 	if (!x || !nops)
 		return x;
 	tmpl_node *c = node(P, N_COMPARE, pos);
-	if (!c || !(c->cmpops = tmpl_alloc(&P->t->arena, (size_t)nops * sizeof(int))))
+	if (!c || !(c->cmpops = tmpl_alloc(&P->prog->arena, (size_t)nops * sizeof(int))))
 		return oom(P);
 	memcpy(c->cmpops, ops, (size_t)nops * sizeof(int));
 	c->a = x;
@@ -927,7 +926,7 @@ static tmpl_node *parse_for(parser *P, int pos)
 	if (!(n->a = parse_tuple(P, 0, 0)))
 		return NULL;
 	if (is_content_access(n->a))
-		P->t->iterates_content = 1;
+		P->prog->iterates_content = 1;
 	if (is_name(cur(P), "if")) {
 		adv(P);
 		if (!(n->b = parse_expression(P, 1)))
@@ -1042,7 +1041,7 @@ static tmpl_node *parse_body(parser *P, const char *const *ends, int nends, int 
 		if (t->kind == TK_EOF) {
 			if (nends) {
 				int line, col;
-				tmpl_linecol(P->t->src, open_pos, &line, &col);
+				tmpl_linecol(P->prog->src, open_pos, &line, &col);
 				return failp(P, t->pos,
 					     "unexpected end of template: %s at %d:%d is never closed "
 					     "(expected '{%% %s %%}')",
@@ -1081,9 +1080,9 @@ static tmpl_node *parse_body(parser *P, const char *const *ends, int nends, int 
 	}
 }
 
-int tmpl_parse(coord_tmpl *t, const tmpl_toks *toks, char *err, size_t errlen)
+int tmpl_parse(tmpl_program *prog, const tmpl_toks *toks, char *err, size_t errlen)
 {
-	parser P = {.t = t, .tk = toks, .err = err, .errlen = errlen};
-	t->root = parse_body(&P, NULL, 0, 0, NULL);
+	parser P = {.prog = prog, .tk = toks, .err = err, .errlen = errlen};
+	prog->root = parse_body(&P, NULL, 0, 0, NULL);
 	return P.rc;
 }

@@ -1,16 +1,123 @@
 /*
- * chat_template_value.c — runtime values with the Python semantics Jinja
- * gives them, because chat templates are byte-exact specifications: str()
- * and repr() (a list printed by a template is its Python repr), ==, truth,
- * iteration, str.strip()'s Unicode whitespace, and json.dumps as
- * transformers' tojson calls it (ensure_ascii=False).  All values live in
- * the render's arena; strings are (pointer, length) and may contain NULs.
+ * chat_template_value.c — the base layer of the chat-template module:
+ * the arena every tree node and runtime value lives in, errors that name
+ * the template's line:col, and runtime values with the Python semantics
+ * Jinja gives them, because chat templates are byte-exact specifications:
+ * str() and repr() (a list printed by a template is its Python repr), ==,
+ * <, `in`, truth, iteration, attribute and item lookup, str.strip()'s
+ * Unicode whitespace, and json.dumps as transformers' tojson calls it
+ * (ensure_ascii=False).  All values live in the render's arena; strings are
+ * (pointer, length) and may contain NULs.  Every other chat_template*.c
+ * file builds on this one; it calls only chat_template_names.c.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "chat_template_int.h"
+#include "sl.h"
+
+/* ---- arena ---- */
+
+struct tmpl_chunk {
+	tmpl_chunk *next;
+	size_t cap, used;
+	_Alignas(16) unsigned char data[];
+};
+
+void *tmpl_alloc(tmpl_arena *a, size_t n)
+{
+	n = (n + 15) & ~(size_t)15;
+	if (a->limit && (n > a->limit || a->used > a->limit - n))
+		return NULL;
+	tmpl_chunk *c = a->head;
+	if (!c || c->cap - c->used < n) {
+		size_t cap = n > (64u << 10) ? n : (64u << 10);
+		c = malloc(sizeof *c + cap);
+		if (!c)
+			return NULL;
+		c->cap = cap;
+		c->used = 0;
+		c->next = a->head;
+		a->head = c;
+	}
+	void *p = c->data + c->used;
+	c->used += n;
+	a->used += n;
+	memset(p, 0, n);
+	return p;
+}
+
+void tmpl_arena_free(tmpl_arena *a)
+{
+	tmpl_chunk *c = a->head;
+	while (c) {
+		tmpl_chunk *next = c->next;
+		free(c);
+		c = next;
+	}
+	a->head = NULL;
+	a->used = 0;
+}
+
+/* ---- errors ---- */
+
+void tmpl_linecol(const char *src, int pos, int *line, int *col)
+{
+	int l = 1, c = 1;
+	for (int i = 0; i < pos; i++) {
+		if (src[i] == '\n') {
+			l++;
+			c = 1;
+		} else if (((unsigned char)src[i] & 0xC0) != 0x80) {
+			c++;
+		}
+	}
+	*line = l;
+	*col = c;
+}
+
+int tmpl_errat(char *err, size_t errlen, const char *name, const char *src, int pos,
+	       const char *fmt, ...)
+{
+	char msg[SL_ERRLEN];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	int line, col;
+	tmpl_linecol(src, pos, &line, &col);
+	return sl_errf(err, errlen, SL_EINVAL, "%s:%d:%d: %s", name, line, col, msg);
+}
+
+void tmpl_fail(tmpl_ctx *c, const tmpl_node *at, const char *fmt, ...)
+{
+	if (c->failed)
+		return;
+	char msg[SL_ERRLEN];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	c->failed = 1;
+	tmpl_errat(c->err, c->errlen, c->prog->name, c->prog->src, at ? at->pos : 0, "%s", msg);
+}
+
+void tmpl_fail_oom(tmpl_ctx *c, const tmpl_node *at)
+{
+	tmpl_fail(c, at, "template needs more than %zu bytes of working memory",
+		  c->arena.limit);
+}
+
+tmpl_val tmpl_fail_undefined(tmpl_ctx *c, const tmpl_node *at, const tmpl_val *u)
+{
+	if (u->u.s.p)
+		tmpl_fail(c, at, "'%.*s' is undefined", (int)u->u.s.n, u->u.s.p);
+	else
+		tmpl_fail(c, at, "a value is undefined");
+	return tv_undef(NULL);
+}
 
 /* ---- UTF-8 ---- */
 
@@ -615,5 +722,212 @@ int tv_json_into(tmpl_sb *b, const tmpl_val *v, int indent, int sort_keys, int d
 	default:
 		*bad = v;
 		return -1;
+	}
+}
+
+/* ---- attribute and item lookup (environment.getattr / getitem) ---- */
+
+static tmpl_val method(tmpl_ctx *c, const tmpl_node *at, tmpl_val self, int id)
+{
+	tmpl_method *m = tmpl_alloc(&c->arena, sizeof *m);
+	tmpl_val v = {0};
+	if (!m) {
+		tmpl_fail_oom(c, at);
+		return v;
+	}
+	m->id = id;
+	m->self = self;
+	v.k = V_METHOD;
+	v.u.m = m;
+	return v;
+}
+
+static int is_str_method(int id)
+{
+	return id && id < M_ITEMS;
+}
+
+static int is_dict_method(int id)
+{
+	return id >= M_ITEMS;
+}
+
+static tmpl_val loop_attr(tmpl_ctx *c, const tmpl_loop *lp, const char *name, size_t n)
+{
+#define IS(s) (n == sizeof(s) - 1 && !memcmp(name, s, n))
+	int64_t i = lp->index0, len = lp->length;
+	if (IS("index0"))
+		return tv_int(i);
+	if (IS("index"))
+		return tv_int(i + 1);
+	if (IS("revindex"))
+		return tv_int(len - i);
+	if (IS("revindex0"))
+		return tv_int(len - i - 1);
+	if (IS("first"))
+		return tv_bool(i == 0);
+	if (IS("last"))
+		return tv_bool(i == len - 1);
+	if (IS("length"))
+		return tv_int(len);
+	if (IS("depth"))
+		return tv_int(1);
+	if (IS("depth0"))
+		return tv_int(0);
+	if (IS("previtem"))
+		return i > 0 ? lp->items->it[i - 1] : tv_undef_named(name, n);
+	if (IS("nextitem"))
+		return i + 1 < len ? lp->items->it[i + 1] : tv_undef_named(name, n);
+#undef IS
+	(void)c;
+	return tv_undef_named(name, n);
+}
+
+tmpl_val tmpl_getattr(tmpl_ctx *c, const tmpl_node *at, tmpl_val obj, const char *name,
+		      size_t n)
+{
+	int id = tmpl_method_id(name, n);
+	const tmpl_val *v;
+	switch (obj.k) {
+	case V_UNDEF:
+		return tmpl_fail_undefined(c, at, &obj);
+	case V_DICT:
+		if (is_dict_method(id))
+			return method(c, at, obj, id);
+		v = td_get(obj.u.d, name, n);
+		return v ? *v : tv_undef_named(name, n);
+	case V_NS:
+		v = td_get(obj.u.d, name, n);
+		return v ? *v : tv_undef_named(name, n);
+	case V_LOOP:
+		return loop_attr(c, obj.u.lp, name, n);
+	case V_STR:
+		if (is_str_method(id))
+			return method(c, at, obj, id);
+		return tv_undef_named(name, n);
+	default:
+		return tv_undef_named(name, n);
+	}
+}
+
+/* Python index of a sequence of length len; -1 when out of range. */
+static int64_t seq_index(int64_t i, int64_t len)
+{
+	if (i < 0)
+		i += len;
+	return i < 0 || i >= len ? -1 : i;
+}
+
+/* The i-th character of a UTF-8 string. */
+static tmpl_val str_char(const char *s, size_t n, int64_t i)
+{
+	size_t p = 0;
+	for (int64_t k = 0; p < n; k++) {
+		uint32_t cp;
+		size_t w = utf8_decode(s + p, n - p, &cp);
+		if (k == i)
+			return tv_str(s + p, w);
+		p += w;
+	}
+	return tv_undef(NULL);
+}
+
+tmpl_val tmpl_getitem(tmpl_ctx *c, const tmpl_node *at, tmpl_val obj, tmpl_val key)
+{
+	const tmpl_val *v;
+	switch (obj.k) {
+	case V_UNDEF:
+		return tmpl_fail_undefined(c, at, &obj);
+	case V_DICT:
+		if ((v = td_get_val(obj.u.d, &key)))
+			return *v;
+		break;
+	case V_LIST:
+		if (tv_is_int(&key)) {
+			int64_t i = seq_index(key.u.i, obj.u.l->n);
+			return i < 0 ? tv_undef(NULL) : obj.u.l->it[i];
+		}
+		break;
+	case V_STR:
+		if (tv_is_int(&key)) {
+			int64_t i = seq_index(key.u.i, (int64_t)utf8_count(obj.u.s.p, obj.u.s.n));
+			return i < 0 ? tv_undef(NULL) : str_char(obj.u.s.p, obj.u.s.n, i);
+		}
+		break;
+	default:
+		break;
+	}
+	if (key.k == V_STR)
+		return tmpl_getattr(c, at, obj, key.u.s.p, key.u.s.n);
+	return tv_undef(NULL);
+}
+
+/* ---- comparison ---- */
+
+static int contains(tmpl_ctx *c, const tmpl_node *e, const tmpl_val *item, const tmpl_val *seq)
+{
+	switch (seq->k) {
+	case V_STR:
+		if (item->k != V_STR) {
+			if (item->k == V_UNDEF)
+				tmpl_fail_undefined(c, e, item);
+			else
+				tmpl_fail(c, e, "'in <string>' requires string as left operand, not %s",
+					  tv_type_name(item));
+			return 0;
+		}
+		if (!item->u.s.n)
+			return 1;
+		return memmem(seq->u.s.p, seq->u.s.n, item->u.s.p, item->u.s.n) != NULL;
+	case V_LIST:
+		for (int i = 0; i < seq->u.l->n; i++)
+			if (tv_equal(&seq->u.l->it[i], item))
+				return 1;
+		return 0;
+	case V_DICT:
+		return td_get_val(seq->u.d, item) != NULL;
+	case V_UNDEF:
+		return 0;
+	default:
+		tmpl_fail(c, e, "argument of type '%s' is not iterable", tv_type_name(seq));
+		return 0;
+	}
+}
+
+static int str_cmp(const tmpl_val *a, const tmpl_val *b)
+{
+	size_t n = a->u.s.n < b->u.s.n ? a->u.s.n : b->u.s.n;
+	int r = memcmp(a->u.s.p, b->u.s.p, n);
+	return r ? r : (a->u.s.n > b->u.s.n) - (a->u.s.n < b->u.s.n);
+}
+
+int tmpl_compare(tmpl_ctx *c, const tmpl_node *e, int op, const tmpl_val *a, const tmpl_val *b)
+{
+	int r;
+	switch (op) {
+	case OP_EQ: return tv_equal(a, b);
+	case OP_NE: return !tv_equal(a, b);
+	case OP_IN: r = contains(c, e, a, b); return c->failed ? -1 : r;
+	case OP_NOTIN: r = contains(c, e, a, b); return c->failed ? -1 : !r;
+	}
+	if (tv_is_int(a) && tv_is_int(b))
+		r = (a->u.i > b->u.i) - (a->u.i < b->u.i);
+	else if (a->k == V_STR && b->k == V_STR)
+		r = str_cmp(a, b);
+	else {
+		static const char *names[] = {[OP_GT] = ">", [OP_GE] = ">=", [OP_LT] = "<",
+					      [OP_LE] = "<="};
+		if (a->k == V_UNDEF || b->k == V_UNDEF)
+			tmpl_fail_undefined(c, e, a->k == V_UNDEF ? a : b);
+		else
+			tmpl_fail(c, e, "'%s' not supported between instances of '%s' and '%s'",
+				  names[op], tv_type_name(a), tv_type_name(b));
+		return -1;
+	}
+	switch (op) {
+	case OP_GT: return r > 0;
+	case OP_GE: return r >= 0;
+	case OP_LT: return r < 0;
+	default: return r <= 0;
 	}
 }
