@@ -246,6 +246,8 @@ int main(int argc, char **argv)
 	}
 	int n_dev = 0;
 	CK(cudaGetDeviceCount(&n_dev));
+	if (n_dev < 1)
+		die("cudaGetDeviceCount", "no GPU");
 	int dev = local_rank() % n_dev;
 	CK(cudaSetDevice(dev));
 	CK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));

@@ -226,6 +226,7 @@ static void dbuf_make(dbuf *b, size_t count, size_t pad, sl_dtype dt)
 	b->bytes = b->pre + count * es + GUARD;
 	CK(cudaMalloc((void **)&b->base, b->bytes));
 	CK(cudaMemset(b->base, GUARD_BYTE, b->bytes));
+	CK(cudaDeviceSynchronize()); /* the memset is not ordered with g_stream */
 	b->data = b->base + b->pre;
 }
 
@@ -597,6 +598,8 @@ int main(int argc, char **argv)
 	}
 	int n_dev = 0;
 	CK(cudaGetDeviceCount(&n_dev));
+	if (n_dev < 1)
+		fatal("cudaGetDeviceCount", "no GPU");
 	int dev = local_rank() % n_dev;
 	CK(cudaSetDevice(dev));
 	CK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
