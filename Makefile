@@ -4,7 +4,8 @@
 #   make deps       install the Debian/Ubuntu packages the build needs, and
 #                   fetch the real model the tests run (SmolLM2, into build/models)
 #   make test       every CPU test; ends with "N passed, N failed"
-#   make test-gpu   CUDA kernels against the CPU reference (GPU host only)
+#   make test-gpu   CUDA kernels against the CPU reference, the custom all-reduce,
+#                   golden models on the GPU (GPU host only)
 #   make demo       the main job: coordinator + `mpirun -np 2` node group + one
 #                   streamed generation through the CLI, on a small random model
 #   make bench      decode benchmark (GPU host)
@@ -81,7 +82,7 @@ CONFIG := $(CUDA) $(CUDA_ARCHS) $(DEBUG) $(SANITIZE)
 $(shell mkdir -p $(BUILD); echo '$(CONFIG)' | cmp -s - $(STAMP) || echo '$(CONFIG)' > $(STAMP))
 
 ifeq ($(CUDA),1)
-BINS += $(BUILD)/bin/shardline-bench
+BINS += $(BUILD)/bin/shardline-bench $(BUILD)/bin/shardline-bench-allreduce
 endif
 
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
@@ -89,6 +90,8 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 MPI_BINS  := $(patsubst tests/mpi/%.c,$(BUILD)/tests/mpi/%,$(wildcard tests/mpi/test_*.c))
 GPU_SRCS  := $(wildcard tests/gpu/test_*.c)
 GPU_BINS  := $(GPU_SRCS:tests/gpu/%.c=$(BUILD)/tests/gpu/%)
+# an MPI program: tests/gpu_allreduce.sh runs it under mpirun
+GPU_MPI_BIN := $(BUILD)/tests/gpu/test_allreduce
 ITEST_BIN := $(BUILD)/tests/integration/itest
 
 .PHONY: all deps test test-gpu demo bench bundle clean
@@ -143,6 +146,10 @@ $(BUILD)/bin/shardline-bench: $(BUILD)/obj/bench/decode.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
+$(BUILD)/bin/shardline-bench-allreduce: $(BUILD)/obj/bench/allreduce.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
 $(BUILD)/bin/shardline-loadgen: $(BUILD)/obj/bench/serve.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
@@ -176,7 +183,9 @@ test: $(BINS) $(UNIT_BINS) $(MPI_BINS) $(ITEST_BIN)
 # GPU host only. Where the build's libraries are missing, `make bundle`
 # elsewhere and run `sh bundle/test-gpu.sh` from the repository root.
 test-gpu: $(BINS) $(GPU_BINS) $(MPI_BINS)
-	@GOLDEN_BIN=$(BUILD)/tests/mpi/test_parallel SL_SMOLLM2_GGUF=$${SL_SMOLLM2_GGUF:-$(SMOLLM2)} sh tests/run.sh gpu $(GPU_BINS) tests/gpu_golden.sh
+	@GOLDEN_BIN=$(BUILD)/tests/mpi/test_parallel ALLREDUCE_BIN=$(GPU_MPI_BIN) \
+		SL_SMOLLM2_GGUF=$${SL_SMOLLM2_GGUF:-$(SMOLLM2)} sh tests/run.sh gpu \
+		$(filter-out $(GPU_MPI_BIN),$(GPU_BINS)) tests/gpu_allreduce.sh tests/gpu_golden.sh
 
 demo: $(BINS)
 	@BIN=$(BUILD)/bin DEMO_MODEL=$(BUILD)/demo-model sh tools/demo.sh

@@ -73,7 +73,8 @@ static int open_backend(const node_group_opts *o, node_group *g, const par_grid 
 #ifdef SL_HAVE_CUDA
 	int rc = node_backend_cuda_create(local_rank(), cuda_dtype(o), &g->be, err, errlen);
 	if (!rc && g->mpi)
-		rc = par_comm_create_nccl(grid, g->be->stream, &g->comm, err, errlen);
+		rc = par_comm_create_nccl(grid, g->be->stream, (par_car_mode)o->custom_ar, &g->comm,
+					  err, errlen);
 	return rc;
 #else
 	return sl_errf(err, errlen, SL_ENOTSUP, "--device cuda: this build has no CUDA (make CUDA=1)");

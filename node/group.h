@@ -21,6 +21,7 @@ typedef struct node_group_opts {
 	float mem_fraction;      /* CUDA, with n_kv_blocks 0 */
 	const model_config *random_cfg; /* non-NULL: random weights of this shape, no checkpoint */
 	int skip_tp_comm;        /* benchmarks: see model_opts */
+	int custom_ar;           /* par_car_mode (comm.h): 0 auto, 1 on, 2 off */
 	uint64_t seed;
 } node_group_opts;
 

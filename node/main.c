@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "allreduce.h"
 #include "args.h"
 #include "comm.h"
 #include "engine.h"
@@ -42,6 +43,7 @@ typedef struct node_args {
 	long heartbeat_ms, max_running, max_waiting, min_step_ms;
 	long max_seqs;          /* sequences per step; 0: the model's default */
 	node_sched_policy batching;
+	par_car_mode custom_ar; /* --custom-allreduce */
 } node_args;
 
 static void usage(FILE *f)
@@ -61,6 +63,7 @@ static void usage(FILE *f)
 		"                      [--max-waiting 64] [--min-step-ms 0] [--kv-blocks N]\n"
 		"                      [--batching continuous|simple] [--no-continuous-batching]\n"
 		"                      [--max-seqs N] ...\n"
+		"                      [--custom-allreduce auto|on|off]\n"
 		"Prints the generated ids of each prompt on its own stdout line; logs and\n"
 		"timings go to stderr. Several --prompt-ids run together in one batch.\n"
 		"Defaults: --max-tokens 32, greedy (--temperature 0), --top-k 0 (off),\n"
@@ -80,7 +83,10 @@ static void usage(FILE *f)
 		"256). --batching continuous (default) admits a request when the KV blocks\n"
 		"for its prompt are free and preempts the newest sequence when the pool\n"
 		"runs out; simple (or --no-continuous-batching) admits only what fits at\n"
-		"full length (docs/scheduling.md).\n");
+		"full length (docs/scheduling.md).\n"
+		"--custom-allreduce: tensor-parallel all-reduces within one host on custom\n"
+		"kernels over peer memory (auto, default: where the GPUs allow; on: fail if\n"
+		"they cannot; off: NCCL only); SL_CUSTOM_AR=0/1 overrides (docs/parallel.md).\n");
 }
 
 static int parse_args(int argc, char **argv, node_args *a, char *err, size_t errlen)
@@ -96,7 +102,8 @@ static int parse_args(int argc, char **argv, node_args *a, char *err, size_t err
 		{"max-waiting", 1, 0, 'W'}, {"min-step-ms", 1, 0, 'S'}, {"batching", 1, 0, 'c'},
 		{"no-continuous-batching", 0, 0, 'N'}, {"max-seqs", 1, 0, 'Q'}, {"min-p", 1, 0, 0x101},
 		{"presence-penalty", 1, 0, 0x102}, {"frequency-penalty", 1, 0, 0x103},
-		{"repetition-penalty", 1, 0, 0x104}, {"logprobs", 1, 0, 0x105}, {0, 0, 0, 0}};
+		{"repetition-penalty", 1, 0, 0x104}, {"logprobs", 1, 0, 0x105},
+		{"custom-allreduce", 1, 0, 0x106}, {0, 0, 0, 0}};
 	*a = (node_args){.max_tokens = 32, .max_step_tokens = 2048, .block_tokens = 16,
 			 .top_p = 1.0, .dtype = -1, .mem_fraction = 0.9, .heartbeat_ms = 1000,
 			 .max_waiting = 64, .repetition = 1, .logprobs = -1};
@@ -148,6 +155,7 @@ static int parse_args(int argc, char **argv, node_args *a, char *err, size_t err
 			rc = sl_parse_float("--repetition-penalty", optarg, 1e-6, 10, &a->repetition, err, errlen);
 			break;
 		case 0x105: rc = sl_parse_int("--logprobs", optarg, 0, KERN_MAX_TOP_LOGPROBS, &a->logprobs, err, errlen); break;
+		case 0x106: rc = par_car_parse_mode("--custom-allreduce", optarg, &a->custom_ar, err, errlen); break;
 		case 'h': usage(stdout); exit(0);
 		default: return sl_errf(err, errlen, SL_EINVAL, "unknown option (see --help)");
 		}
@@ -302,7 +310,7 @@ int main(int argc, char **argv)
 	node_group_opts o = {.model_dir = a.model_dir, .device = a.device, .dtype = a.dtype,
 			     .random_cfg = a.random_shape ? &shape_cfg : NULL, .seed = 1,
 			     .tp = (int)a.tp, .pp = (int)a.pp, .step_tokens = (int)a.max_step_tokens,
-			     .max_seqs = (int)a.max_seqs,
+			     .max_seqs = (int)a.max_seqs, .custom_ar = a.custom_ar,
 			     .block_tokens = (int)a.block_tokens, .mem_fraction = (float)a.mem_fraction,
 			     .n_kv_blocks = (int)(a.kv_blocks ? a.kv_blocks
 						: cuda ? 0 : a.coordinator ? 1024 : default_kv_blocks(&a))};

@@ -21,15 +21,23 @@
 
 typedef struct par_comm par_comm;
 
+/* The custom all-reduce of a tp group within one host (allreduce.h,
+ * docs/parallel.md): AUTO uses it where the group can, ON requires it,
+ * OFF keeps NCCL for every all-reduce. SL_CUSTOM_AR overrides it. */
+typedef enum { PAR_CAR_AUTO = 0, PAR_CAR_ON, PAR_CAR_OFF } par_car_mode;
+
 /* Collective over MPI_COMM_WORLD (MPI must be initialised); g is this
  * rank's place (par_grid_place over the world). */
 int par_comm_create_mpi(const par_grid *g, par_comm **out, char *err, size_t errlen);
 #ifdef SL_HAVE_CUDA
 /* NCCL communicators for the tp group and the pipeline neighbours, ids
- * made by each group's first rank and broadcast over MPI. `stream` is the
- * cudaStream_t every operation is enqueued on. */
-int par_comm_create_nccl(const par_grid *g, void *stream, par_comm **out, char *err,
-			 size_t errlen);
+ * made by each group's first rank and broadcast over MPI, and the custom
+ * all-reduce per `custom_ar`. `stream` is the cudaStream_t every
+ * operation is enqueued on. When the ranks of a tp group share a GPU
+ * (NCCL refuses that) and pp is 1, the custom kernels do the tp
+ * all-reduce and all-gather alone; that is how one GPU runs tp 2 tests. */
+int par_comm_create_nccl(const par_grid *g, void *stream, par_car_mode custom_ar, par_comm **out,
+			 char *err, size_t errlen);
 #endif
 void par_comm_destroy(par_comm *c);
 

@@ -4,12 +4,19 @@
  * captured in a CUDA graph. Two communicators: the tp group (all-reduce,
  * all-gather) and the whole world (pipeline send/recv). Unique ids are
  * made by each group's first rank and broadcast over MPI.
+ *
+ * The tp all-reduce goes to the custom kernels (allreduce.h) when the tp
+ * group is on one host and the message is small enough, to NCCL
+ * otherwise. When the tp ranks share a GPU, NCCL cannot run at all; with
+ * pp 1 the custom kernels then carry the tp all-reduce and all-gather
+ * alone (correct, and slow: the ranks' contexts take turns on the GPU).
  */
 #ifdef SL_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 #include <stdlib.h>
 
+#include "allreduce.h"
 #include "comm_impl.h"
 #include "checks.h"
 #include "sl.h"
@@ -17,6 +24,8 @@
 typedef struct nccl_state {
 	ncclComm_t tp, world;
 	cudaStream_t stream;
+	par_car *car;      /* custom all-reduce; NULL when off or unusable */
+	int car_only;      /* the tp ranks share a GPU: no NCCL tp communicator */
 } nccl_state;
 
 static ncclDataType_t nccl_type(sl_dtype dt)
@@ -26,14 +35,23 @@ static ncclDataType_t nccl_type(sl_dtype dt)
 
 static nccl_state *S(par_comm *c) { return c->impl; }
 
+/* Every rank of the group makes the same choice: the same count and
+ * dtype, and the limits the group agreed on at creation. */
 static int n_allreduce(par_comm *c, void *buf, size_t count, sl_dtype dt)
 {
-	NCCL_TRY(ncclAllReduce(buf, buf, count, nccl_type(dt), ncclSum, S(c)->tp, S(c)->stream));
+	nccl_state *s = S(c);
+	size_t bytes = count * sl_dtype_size(dt);
+	if (s->car && (s->car_only ||
+		       par_car_choose(par_car_get_limits(s->car), bytes) != PAR_AR_NCCL))
+		return par_car_allreduce(s->car, buf, count, dt, PAR_AR_AUTO);
+	NCCL_TRY(ncclAllReduce(buf, buf, count, nccl_type(dt), ncclSum, s->tp, s->stream));
 	return SL_OK;
 }
 
 static int n_allgather(par_comm *c, const void *send, void *recv, size_t count, sl_dtype dt)
 {
+	if (S(c)->car_only)
+		return par_car_allgather(S(c)->car, send, recv, count, dt);
 	NCCL_TRY(ncclAllGather(send, recv, count, nccl_type(dt), S(c)->tp, S(c)->stream));
 	return SL_OK;
 }
@@ -55,6 +73,7 @@ static void n_destroy(par_comm *c)
 	nccl_state *s = S(c);
 	if (!s)
 		return;
+	par_car_destroy(s->car);
 	if (s->tp)
 		ncclCommDestroy(s->tp);
 	if (s->world)
@@ -86,8 +105,74 @@ static int nccl_over(MPI_Comm mc, ncclComm_t *out)
 	return SL_OK;
 }
 
-int par_comm_create_nccl(const par_grid *g, void *stream, par_comm **out, char *err,
-			 size_t errlen)
+/* Log, once per tp group, which all-reduce it runs and why. */
+static void log_choice(const par_comm *c, const nccl_state *s, const char *why)
+{
+	int r;
+	MPI_Comm_rank(c->tp_comm, &r);
+	if (r != 0 || c->tp_size == 1)
+		return;
+	if (!s->car) {
+		SL_INFO("comm", "tp all-reduce: NCCL (%s)", why);
+		return;
+	}
+	const par_car_limits *l = par_car_get_limits(s->car);
+	if (s->car_only)
+		SL_INFO("comm", "tp all-reduce and all-gather: custom kernels only (the tp ranks "
+			"share a GPU; NCCL needs one GPU per rank): correct but not fast");
+	else
+		SL_INFO("comm", "tp all-reduce: custom one-shot up to %zu KiB, two-shot up to %zu "
+			"KiB, NCCL above (%d blocks)", l->oneshot_max >> 10, l->custom_max >> 10,
+			l->blocks);
+}
+
+/* The custom all-reduce as the flag, SL_CUSTOM_AR and the GPUs allow.
+ * Collective over the tp group: a rank with a bad variable still takes
+ * part in every collective, so the group fails together, and the mode is
+ * tp rank 0's, so it decides together. */
+static int open_custom(par_comm *c, const par_grid *g, par_car_mode flag, char *err,
+		       size_t errlen)
+{
+	nccl_state *s = S(c);
+	par_car_mode mode = PAR_CAR_OFF;
+	par_car_limits lim;
+	int distinct = 1, bad;
+	char why[SL_ERRLEN] = "tp 1";
+	if (c->tp_size == 1)
+		return log_choice(c, s, why), SL_OK;
+	int rc = par_car_mode_from_env(flag, &mode, err, errlen);
+	if (!rc)
+		rc = par_car_limits_from_env(c->tp_size, &lim, err, errlen);
+	int rc2 = par_gpus_distinct(c->tp_comm, &distinct, why, sizeof why);
+	bad = rc || rc2;
+	MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, c->tp_comm));
+	if (bad)
+		return rc ? rc : rc2 ? sl_errf(err, errlen, rc2, "%s", why)
+				 : sl_errf(err, errlen, SL_EINVAL, "another rank failed to start");
+	int m = (int)mode;
+	MPI_TRY(MPI_Bcast(&m, 1, MPI_INT, 0, c->tp_comm));
+	mode = (par_car_mode)m;
+	if (!distinct) {
+		if (g->pp > 1)
+			return sl_errf(err, errlen, SL_ENOTSUP,
+				       "tensor-parallel ranks share a GPU: pipeline parallel needs "
+				       "NCCL, which needs one GPU per rank");
+		if (mode == PAR_CAR_OFF)
+			return sl_errf(err, errlen, SL_ENOTSUP,
+				       "tensor-parallel ranks share a GPU: NCCL needs one GPU per "
+				       "rank, and the custom all-reduce is off");
+		mode = PAR_CAR_ON;
+		s->car_only = 1;
+	}
+	rc = par_car_create(c->tp_comm, s->stream, mode, &lim, &s->car, why, sizeof why);
+	if (rc)
+		return sl_errf(err, errlen, rc, "%s", why);
+	log_choice(c, s, why);
+	return SL_OK;
+}
+
+int par_comm_create_nccl(const par_grid *g, void *stream, par_car_mode custom_ar, par_comm **out,
+			 char *err, size_t errlen)
 {
 	par_comm *c = calloc(1, sizeof *c);
 	nccl_state *s = calloc(1, sizeof *s);
@@ -100,9 +185,18 @@ int par_comm_create_nccl(const par_grid *g, void *stream, par_comm **out, char *
 	c->tp_comm = MPI_COMM_NULL;
 	s->stream = (cudaStream_t)stream;
 	int rc = par_comm_init_common(c, g, err, errlen);
-	if (!rc && (nccl_over(c->tp_comm, &s->tp) ||
-		    (g->pp > 1 && nccl_over(MPI_COMM_WORLD, &s->world))))
+	if (!rc)
+		rc = open_custom(c, g, custom_ar, err, errlen);
+	if (!rc && !s->car_only && nccl_over(c->tp_comm, &s->tp))
 		rc = sl_errf(err, errlen, SL_ECOMM, "NCCL initialisation failed (see the log above)");
+	if (g->pp > 1) { /* no stage may wait in the world's NCCL set-up for one that failed */
+		int bad = rc != 0;
+		MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+		if (!rc && bad)
+			rc = sl_errf(err, errlen, SL_ECOMM, "another rank failed to set up its communicators");
+		if (!rc && nccl_over(MPI_COMM_WORLD, &s->world))
+			rc = sl_errf(err, errlen, SL_ECOMM, "NCCL initialisation failed (see the log above)");
+	}
 	if (rc) {
 		par_comm_destroy(c);
 		return rc;

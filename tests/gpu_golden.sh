@@ -2,10 +2,13 @@
 # GPU half of the golden and parallel tests (make test-gpu; GPU host only):
 # the golden checkpoints (safetensors and GGUF) on the CUDA backend in fp16
 # and bf16 against the Hugging Face logits and greedy tokens, then
-# tensor/pipeline parallel over NCCL on as many GPUs as the host has (2:
-# tp2, pp2; 4: also tp4, tp2 x pp2); then the real SmolLM2-135M-Instruct
-# GGUF ($SL_SMOLLM2_GGUF, fetched by `make deps`) at tp 1 (and pp 2 on 2+
-# GPUs, tp 3 on 3+).
+# tensor/pipeline parallel on as many GPUs as the host has (2: tp2, pp2; 4:
+# also tp4, tp2 x pp2), the tp all-reduces on the custom kernels
+# (SL_CUSTOM_AR=1) and tp2 once more on NCCL alone (SL_CUSTOM_AR=0). With one
+# GPU, tp2 runs with both ranks on it: the custom kernels then carry the tp
+# all-reduce and all-gather (NCCL cannot put two ranks on one GPU), and pp2
+# cannot run. Then the real SmolLM2-135M-Instruct GGUF ($SL_SMOLLM2_GGUF,
+# fetched by `make deps`) at tp 1 (and pp 2 on 2+ GPUs, tp 3 on 3+).
 # Logit tolerances (max abs error relative to the largest logit): fp16 2e-2,
 # bf16 6e-2 — half-precision activations against transformers in fp32
 # (measured on an H100 on the tiny models: fp16 at most 2.0e-3, bf16 at most
@@ -21,14 +24,14 @@ gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
 pass=0; fail=0
 run() { # run NP ARGS...
 	n=$1; shift
-	out=$(timeout 300 mpirun -np "$n" "$bin" "$@" 2>&1); rc=$?
+	out=$(timeout 300 mpirun --oversubscribe -np "$n" "$bin" "$@" 2>&1); rc=$?
 	printf '%s\n' "$out" | grep -E '^(FAIL|rank|[a-z0-9_]+: )' | head -40
 	line=$(printf '%s\n' "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed' | tail -1)
 	if [ -z "$line" ]; then
 		printf '%s\n' "$out" | tail -20
 		echo "mpirun -np $n $*: no result (exit $rc)"; fail=$((fail + 1)); return
 	fi
-	echo "mpirun -np $n $*: $line"
+	echo "mpirun -np $n $* (SL_CUSTOM_AR=${SL_CUSTOM_AR:-auto}): $line"
 	p=${line%% passed*}; f=${line#*passed, }; f=${f%% failed*}
 	pass=$((pass + p)); fail=$((fail + f))
 }
@@ -36,10 +39,15 @@ for dt in "f16 2e-2" "bf16 6e-2 --greedy-report-only"; do
 	set -- $dt
 	a="--device cuda --dtype $1 --logit-tol $2 ${3:-}"
 	run 1 --tp 1 --pp 1 $a
-	[ "$gpus" -ge 2 ] && run 2 --tp 2 --pp 1 $a
-	[ "$gpus" -ge 2 ] && run 2 --tp 1 --pp 2 $a
+	export SL_CUSTOM_AR=1
+	[ "$gpus" -ge 1 ] && run 2 --tp 2 --pp 1 $a
+	if [ "$gpus" -ge 2 ]; then
+		SL_CUSTOM_AR=0; run 2 --tp 2 --pp 1 $a; SL_CUSTOM_AR=1
+		run 2 --tp 1 --pp 2 $a
+	fi
 	[ "$gpus" -ge 4 ] && run 4 --tp 4 --pp 1 $a
 	[ "$gpus" -ge 4 ] && run 4 --tp 2 --pp 2 $a
+	unset SL_CUSTOM_AR
 	if [ -f "$smollm2" ]; then
 		run 1 --tp 1 --pp 1 $a --smollm2 "$smollm2"
 		[ "$gpus" -ge 2 ] && run 2 --tp 1 --pp 2 $a --smollm2 "$smollm2"

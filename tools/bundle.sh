@@ -25,17 +25,19 @@ done | sort -u | while read -r name path; do
 done
 # the GPU test suite, runnable where nothing can be built (run it from the
 # repository root so tests/golden is found): sh bundle/test-gpu.sh
-cp tests/run.sh tests/gpu_golden.sh "$out/"
+cp tests/run.sh tests/gpu_golden.sh tests/gpu_allreduce.sh "$out/"
 cat > "$out/test-gpu.sh" <<'RUN'
 #!/bin/sh
 # make test-gpu from a bundle: kernel tests, attention tests, backend tests,
-# golden models on the GPU (and NCCL tensor/pipeline parallel when the host
-# has 2+ GPUs).
+# the custom all-reduce under mpirun (MAX_NP=2 limits it to 2 ranks), golden
+# models on the GPU (tensor parallel on one shared GPU, or NCCL
+# tensor/pipeline parallel when the host has 2+ GPUs).
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/env.sh"
 set --
 for t in test_kernels test_attention test_backend; do [ -x "$here/tests/$t" ] && set -- "$@" "$here/tests/$t"; done
-GOLDEN_BIN="$here/tests/test_parallel" exec sh "$here/run.sh" gpu "$@" "$here/gpu_golden.sh"
+GOLDEN_BIN="$here/tests/test_parallel" ALLREDUCE_BIN="$here/tests/test_allreduce" \
+	exec sh "$here/run.sh" gpu "$@" "$here/gpu_allreduce.sh" "$here/gpu_golden.sh"
 RUN
 chmod +x "$out/test-gpu.sh"
 cat > "$out/env.sh" <<'ENV'

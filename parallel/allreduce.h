@@ -1,0 +1,104 @@
+/*
+ * allreduce.h — the custom all-reduce of a tensor-parallel group whose
+ * ranks share one host: one-shot and two-shot kernels over each other's
+ * exchange buffers, mapped with CUDA IPC and synchronised by flags in
+ * GPU memory, so a decode step's all-reduces run inside its CUDA graph
+ * in a few microseconds where NCCL's ring needs tens (docs/parallel.md).
+ *
+ * comm_nccl.c owns one par_car per tp group and routes to it every
+ * all-reduce small enough (par_car_choose); NCCL keeps the large ones and
+ * everything across hosts. The tests and the micro-benchmark drive a
+ * par_car directly. The size rules, limits and their parsing are plain
+ * functions, tested on the CPU (tests/unit/test_car_plan.c).
+ */
+#ifndef PAR_ALLREDUCE_H
+#define PAR_ALLREDUCE_H
+
+#include <stddef.h>
+
+#include "comm.h"
+#include "dtype.h"
+
+typedef enum {
+	PAR_AR_AUTO = 0,   /* par_car_allreduce: one-shot or two-shot by size */
+	PAR_AR_ONESHOT,
+	PAR_AR_TWOSHOT,
+	PAR_AR_NCCL,       /* par_car_choose: too large for the custom kernels */
+} par_ar_algo;
+
+/* Size rules of one group; every rank of it uses rank 0's. */
+typedef struct par_car_limits {
+	size_t oneshot_max; /* bytes: one-shot up to here */
+	size_t custom_max;  /* bytes: two-shot up to here, NCCL above; also sizes the buffers */
+	int blocks;         /* grid of every kernel, 1..64 (0: default) */
+} par_car_limits;
+
+/* Defaults, measure-ready starting points (bench/allreduce.c measures
+ * them): one-shot up to 8 MiB at tp 2 (two-shot reads as much from the
+ * peer and synchronises twice), 256 KiB at tp 4, 128 KiB at tp 8;
+ * custom up to 8 MiB; 32 blocks of 512 threads. */
+#define PAR_CAR_CUSTOM_MAX_DEFAULT ((size_t)8 << 20)
+#define PAR_CAR_BLOCKS_DEFAULT 32
+void par_car_default_limits(int tp, par_car_limits *l);
+/* Defaults overridden by SL_CUSTOM_AR_ONESHOT_MAX, SL_CUSTOM_AR_MAX (bytes,
+ * K/M/G suffixes) and SL_CUSTOM_AR_BLOCKS; errors name the variable. */
+int par_car_limits_from_env(int tp, par_car_limits *l, char *err, size_t errlen);
+/* Custom one-shot, two-shot, or NCCL for a message of `bytes`. */
+par_ar_algo par_car_choose(const par_car_limits *l, size_t bytes);
+/* Bytes of one exchange slot: custom_max rounded up to 16, at least 64 KiB. */
+size_t par_car_slot_bytes(const par_car_limits *l);
+/* The grid the kernels will use: l->blocks, or the default, within 1..64. */
+int par_car_blocks(const par_car_limits *l);
+/* "0"/"off", "1"/"on", "auto" -> *mode; anything else is an error naming
+ * `what` (a flag or variable). */
+int par_car_parse_mode(const char *what, const char *s, par_car_mode *mode, char *err,
+		       size_t errlen);
+/* A byte count: digits with an optional K, M or G (binary) suffix. */
+int par_car_parse_bytes(const char *what, const char *s, size_t *out, char *err, size_t errlen);
+/* The mode a node uses: SL_CUSTOM_AR when set, else `flag`. */
+int par_car_mode_from_env(par_car_mode flag, par_car_mode *mode, char *err, size_t errlen);
+
+#ifdef SL_HAVE_CUDA
+#include <mpi.h>
+
+typedef struct par_car par_car;
+
+/*
+ * Collective over `comm` (the tp ranks; the current CUDA device is this
+ * rank's): rank 0's mode and limits (NULL: par_car_default_limits) are
+ * broadcast so the group agrees; then, unless the mode is OFF, checks that
+ * the ranks share a host and can map each other's memory (peer access
+ * between different GPUs; ranks may also share one GPU), allocates this
+ * rank's exchange buffer, exchanges IPC handles and maps the peers'.
+ * `stream` (cudaStream_t) is where every call is enqueued.
+ * *out is NULL when the mode is OFF, or AUTO and the group cannot use it
+ * (the reason is then in err, and SL_OK is returned); mode ON turns that
+ * into an error. Every rank returns the same outcome.
+ */
+int par_car_create(MPI_Comm comm, void *stream, par_car_mode mode, const par_car_limits *limits,
+		   par_car **out, char *err, size_t errlen);
+/* Waits (bounded) for the peers to stop using this rank's memory, then
+ * frees it; logs the timeout diagnosis if a kernel gave up on a peer. */
+void par_car_destroy(par_car *c);
+
+const par_car_limits *par_car_get_limits(const par_car *c);
+/* 1 when some ranks of the group share a GPU (NCCL cannot run there). */
+int par_car_shared_gpu(const par_car *c);
+
+/* Sum count elements of buf across the group, in place, on the stream:
+ * `algo` AUTO picks by size, ONESHOT/TWOSHOT force one; messages beyond a
+ * slot run as several calls of at most a slot each. fp32 sums in rank
+ * order: every rank gets bit-identical results. Graph-capturable. */
+int par_car_allreduce(par_car *c, void *buf, size_t count, sl_dtype dt, par_ar_algo algo);
+/* recv [tp][count] gets every rank's `count` elements of send, rank order. */
+int par_car_allgather(par_car *c, const void *send, void *recv, size_t count, sl_dtype dt);
+/* SL_EDEVICE with the reason when a kernel of this group timed out
+ * waiting for a peer (its CUDA context is then lost), else SL_OK. */
+int par_car_check(const par_car *c, char *err, size_t errlen);
+
+/* Collective over comm: *distinct = 1 when every rank uses a different
+ * GPU (by PCI bus id), which NCCL requires. */
+int par_gpus_distinct(MPI_Comm comm, int *distinct, char *err, size_t errlen);
+#endif
+
+#endif

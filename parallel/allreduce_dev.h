@@ -1,0 +1,69 @@
+/*
+ * allreduce_dev.h — what the custom all-reduce kernels (allreduce.cu) see
+ * of the state that allreduce.c builds: every rank's exchange buffer and
+ * flags as mapped into this process, this rank's call counters, and the
+ * launchers. Private to parallel/: allreduce.h is the interface.
+ *
+ * Memory of one rank (one cudaMalloc, exported once with CUDA IPC):
+ *
+ *   [flags: CAR_MAX_BLOCKS x CAR_FLAG_STRIDE u32 = 8 KiB][slot 0][slot 1]
+ *
+ * flags[b * CAR_FLAG_STRIDE + p]: the last barrier value block b of rank p
+ * announced to this rank (written by rank p over peer memory, polled
+ * here). Each block owns one 128-byte line, so blocks never share a line.
+ * slot 0 / slot 1: slot_bytes each; call e uses slot e & 1 (see
+ * allreduce.cu for why two slots make an end-of-call barrier unnecessary).
+ */
+#ifndef PAR_ALLREDUCE_DEV_H
+#define PAR_ALLREDUCE_DEV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dtype.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CAR_MAX_RANKS 8
+#define CAR_MAX_BLOCKS 64
+#define CAR_FLAG_STRIDE 32 /* u32 per block: one 128-byte line */
+#define CAR_FLAGS_BYTES ((size_t)CAR_MAX_BLOCKS * CAR_FLAG_STRIDE * 4)
+#define CAR_THREADS 512
+/* A block that waits this long for a peer gives up: it records who it was
+ * waiting for (par_car_diag) and traps, so a broken group fails with a
+ * reason instead of hanging. No correct run waits anywhere near this:
+ * every rank enqueues the same all-reduces within a step. */
+#define CAR_TIMEOUT_NS 20000000000ull
+
+/* Written by a block that timed out, in mapped host memory: readable after
+ * the trap has killed the CUDA context. */
+typedef struct par_car_diag {
+	volatile uint32_t fired, rank, block, peer, seen, want;
+} par_car_diag;
+
+/* Passed by value to every kernel: fixed for the life of the group, so a
+ * captured CUDA graph replays with the same arguments. */
+typedef struct par_car_dev {
+	char *data[CAR_MAX_RANKS];      /* rank p's slot 0 as mapped here (slot 1 follows) */
+	uint32_t *flags[CAR_MAX_RANKS]; /* rank p's flag lines as mapped here */
+	uint32_t *epoch;                /* [blocks] this rank's calls so far, per block (local) */
+	par_car_diag *diag;             /* device view of the mapped diagnostic record */
+	size_t slot_bytes;              /* a multiple of 16 */
+	int rank, tp, blocks;
+} par_car_dev;
+
+/* Sum `count` elements of buf (count * dtype size <= slot_bytes) across the
+ * group, in place, on `stream`: one-shot (twoshot 0) or two-shot. */
+int par_car_launch_allreduce(const par_car_dev *d, void *buf, size_t count, sl_dtype dt,
+			     int twoshot, void *stream);
+/* recv + p * recv_stride (elements) gets rank p's `count` elements of send
+ * (count * elem_bytes <= slot_bytes; elem_bytes 2 or 4). */
+int par_car_launch_allgather(const par_car_dev *d, const void *send, void *recv, size_t count,
+			     size_t recv_stride, size_t elem_bytes, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,643 @@
+/*
+ * test_allreduce.c — the custom all-reduce (parallel/allreduce.{c,cu}) on
+ * the GPU host, as an MPI program: tests/gpu_allreduce.sh runs it with
+ * mpirun -np 2 (and 4, 8), one GPU per local rank, or every rank on GPU 0
+ * when the host has fewer GPUs than ranks (CUDA IPC works between
+ * processes on one GPU; their contexts then take turns, so it is slow).
+ *
+ * Every input element is a function of (rank, seed, index), so every
+ * rank computes the exact expected sum on the host: fp32 adds in rank
+ * order, one rounding to the dtype, as the kernels promise. Results must
+ * match it bit for bit (so all ranks agree bit for bit too), with the
+ * bytes around each buffer untouched (guards). Covered: f32, f16, bf16;
+ * 1 element to 16 MiB, odd counts, misaligned buffers; one-shot, two-shot
+ * and the size rule; a small-slot group (chunking, 3 blocks) alive
+ * beside the default one; a burst of calls with rank skew and no host
+ * synchronisation between them (the double-buffered slots and flags); a
+ * CUDA graph of several all-reduces replayed with new inputs, eager calls
+ * in between (epochs advanced by the kernels); the all-gather. When every
+ * rank has its own GPU, the results are also compared with NCCL's
+ * (within its rounding: NCCL rounds partial sums to the dtype on the way).
+ *
+ * Rank 0 prints one line per group and "N passed, N failed".
+ * --quick: fewer sizes (for 4 and 8 ranks sharing one GPU).
+ */
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <mpi.h>
+#include <nccl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "allreduce.h"
+#include "dtype.h"
+#include "rng.h"
+#include "sl.h"
+
+#define GUARD 64        /* bytes before and after every buffer */
+#define GUARD_BYTE 0xA5
+
+static int g_rank, g_tp, g_quick, g_distinct;
+static int g_pass, g_fail;
+static cudaStream_t g_stream;
+static ncclComm_t g_nccl;
+static par_car *g_car, *g_small; /* default limits; 64 KiB slots, 3 blocks */
+
+static const sl_dtype k_dts[] = {SL_DT_F32, SL_DT_F16, SL_DT_BF16};
+static const char *dt_name(sl_dtype dt)
+{
+	return dt == SL_DT_F32 ? "f32" : dt == SL_DT_F16 ? "f16" : "bf16";
+}
+static const char *algo_name(par_ar_algo a)
+{
+	return a == PAR_AR_ONESHOT ? "one-shot" : a == PAR_AR_TWOSHOT ? "two-shot" : "auto";
+}
+
+/* A CUDA or library failure in the test itself: nothing after it can be
+ * trusted (a trapped kernel kills the context), so the job stops. */
+static void fatal(const char *what, const char *why)
+{
+	char diag[SL_ERRLEN] = "";
+	if (g_car && par_car_check(g_car, diag, sizeof diag))
+		printf("rank %d: %s\n", g_rank, diag);
+	if (g_small && par_car_check(g_small, diag, sizeof diag))
+		printf("rank %d: %s\n", g_rank, diag);
+	printf("rank %d: FATAL %s: %s\n", g_rank, what, why);
+	fflush(stdout);
+	MPI_Abort(MPI_COMM_WORLD, 2);
+}
+
+#define CK(call)                                                                  \
+	do {                                                                      \
+		cudaError_t e_ = (call);                                          \
+		if (e_ != cudaSuccess)                                            \
+			fatal(#call, cudaGetErrorString(e_));                     \
+	} while (0)
+#define CK_SL(call)                                                               \
+	do {                                                                      \
+		int rc_ = (call);                                                 \
+		if (rc_) {                                                        \
+			char m_[32];                                              \
+			snprintf(m_, sizeof m_, "returned %d", rc_);              \
+			fatal(#call, m_);                                         \
+		}                                                                 \
+	} while (0)
+
+/* ---- deterministic inputs and exact expectations ---- */
+
+/* Rank r's element i of case `seed`, in [-1, 1) and not near 0, as the
+ * dtype stores it (returned in fp32, exactly representable in dt). */
+static float input_value(int r, uint64_t seed, size_t i, sl_dtype dt)
+{
+	uint64_t s = seed * 0x9E3779B97F4A7C15ull ^ (uint64_t)(r + 1) * 0xD1B54A32D192ED03ull ^
+		     (uint64_t)i * 0x8CB92BA72F3D8DD7ull;
+	float v = 2.0f * sl_rng_unit(&s) - 1.0f;
+	if (fabsf(v) < 1e-3f)
+		v = v < 0 ? -0.5f : 0.5f;
+	if (dt == SL_DT_F16)
+		return sl_f16_to_f32(sl_f32_to_f16(v));
+	if (dt == SL_DT_BF16)
+		return sl_bf16_to_f32(sl_f32_to_bf16(v));
+	return v;
+}
+
+static void store_elem(void *dst, size_t i, float v, sl_dtype dt)
+{
+	if (dt == SL_DT_F32)
+		((float *)dst)[i] = v;
+	else if (dt == SL_DT_F16)
+		((uint16_t *)dst)[i] = sl_f32_to_f16(v);
+	else
+		((uint16_t *)dst)[i] = sl_f32_to_bf16(v);
+}
+
+static float load_elem(const void *src, size_t i, sl_dtype dt)
+{
+	if (dt == SL_DT_F32)
+		return ((const float *)src)[i];
+	uint16_t h = ((const uint16_t *)src)[i];
+	return dt == SL_DT_F16 ? sl_f16_to_f32(h) : sl_bf16_to_f32(h);
+}
+
+static void *xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+	if (!p)
+		fatal("malloc", "out of memory");
+	return p;
+}
+
+/* Rank r's inputs, stored in dt. */
+static void make_input(void *dst, int r, uint64_t seed, size_t count, sl_dtype dt)
+{
+	for (size_t i = 0; i < count; i++)
+		store_elem(dst, i, input_value(r, seed, i, dt), dt);
+}
+
+/* The promised result: fp32 sum in rank order, rounded once to dt. */
+static void make_expected(void *dst, uint64_t seed, size_t count, sl_dtype dt)
+{
+	for (size_t i = 0; i < count; i++) {
+		volatile float acc = input_value(0, seed, i, dt);
+		for (int p = 1; p < g_tp; p++)
+			acc += input_value(p, seed, i, dt);
+		store_elem(dst, i, acc, dt);
+	}
+}
+
+/* Bit-exact comparison; prints the first difference. 1 when equal. */
+static int same_bits(const char *what, const void *got, const void *want, size_t count,
+		     sl_dtype dt)
+{
+	size_t es = sl_dtype_size(dt);
+	for (size_t i = 0; i < count; i++) {
+		if (memcmp((const char *)got + i * es, (const char *)want + i * es, es)) {
+			unsigned g = 0, w = 0;
+			memcpy(&g, (const char *)got + i * es, es);
+			memcpy(&w, (const char *)want + i * es, es);
+			printf("rank %d: FAIL %s: element %zu of %zu got %.9g (0x%x) want %.9g (0x%x), "
+			       "bit-exact expected\n", g_rank, what, i, count, load_elem(got, i, dt), g,
+			       load_elem(want, i, dt), w);
+			return 0;
+		}
+	}
+	return 1;
+}
+
+static int guards_intact(const char *what, const unsigned char *p, size_t n, const char *where)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != GUARD_BYTE) {
+			printf("rank %d: FAIL %s: guard byte %zu %s the buffer overwritten (0x%02x)\n",
+			       g_rank, what, i, where, p[i]);
+			return 0;
+		}
+	return 1;
+}
+
+/* ---- bookkeeping: a case passes when it passed on every rank ---- */
+
+typedef struct group {
+	char name[96];
+	int cases, failed;
+	double t0;
+} group;
+
+static void group_begin(group *g, const char *fmt, const char *a, const char *b)
+{
+	snprintf(g->name, sizeof g->name, fmt, a, b);
+	g->cases = g->failed = 0;
+	g->t0 = MPI_Wtime();
+}
+
+static void group_case(group *g, int ok)
+{
+	int all = 0;
+	MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+	g->cases++;
+	g->failed += !all;
+	all ? g_pass++ : g_fail++;
+}
+
+static void group_end(group *g)
+{
+	if (g_rank == 0)
+		printf("%s: %d cases, %d failed (%.1f s)\n", g->name, g->cases, g->failed,
+		       MPI_Wtime() - g->t0);
+	fflush(stdout);
+}
+
+/* ---- one all-reduce, checked ---- */
+
+/* Device buffer with guards: [GUARD][pad * es][count * es][GUARD]. */
+typedef struct dbuf {
+	unsigned char *base;  /* device */
+	void *data;           /* device, base + GUARD + pad */
+	size_t bytes, pre;    /* whole allocation; bytes before data */
+} dbuf;
+
+static void dbuf_make(dbuf *b, size_t count, size_t pad, sl_dtype dt)
+{
+	size_t es = sl_dtype_size(dt);
+	b->pre = GUARD + pad * es;
+	b->bytes = b->pre + count * es + GUARD;
+	CK(cudaMalloc((void **)&b->base, b->bytes));
+	CK(cudaMemset(b->base, GUARD_BYTE, b->bytes));
+	CK(cudaDeviceSynchronize()); /* the memset is not ordered with g_stream */
+	b->data = b->base + b->pre;
+}
+
+static void dbuf_free(dbuf *b) { CK(cudaFree(b->base)); }
+
+/* Download the whole allocation and check guards and data. */
+static int dbuf_check(const char *what, const dbuf *b, const void *want, size_t count,
+		      sl_dtype dt)
+{
+	unsigned char *h = xmalloc(b->bytes);
+	CK(cudaMemcpy(h, b->base, b->bytes, cudaMemcpyDeviceToHost));
+	size_t data_bytes = count * sl_dtype_size(dt);
+	int ok = guards_intact(what, h, b->pre, "before") &&
+		 guards_intact(what, h + b->pre + data_bytes, GUARD, "after") &&
+		 same_bits(what, h + b->pre, want, count, dt);
+	free(h);
+	return ok;
+}
+
+/* All-reduce `count` elements at `pad` elements past a 16-byte boundary;
+ * 1 when the result is the exact expected sum and nothing else changed. */
+static int check_allreduce(par_car *car, const char *cname, sl_dtype dt, size_t count,
+			   par_ar_algo algo, size_t pad, uint64_t seed)
+{
+	size_t es = sl_dtype_size(dt);
+	char what[160];
+	snprintf(what, sizeof what, "%s %s %s count %zu pad %zu seed %llu", cname, dt_name(dt),
+		 algo_name(algo), count, pad, (unsigned long long)seed);
+	void *in = xmalloc(count * es), *want = xmalloc(count * es);
+	make_input(in, g_rank, seed, count, dt);
+	make_expected(want, seed, count, dt);
+	dbuf b;
+	dbuf_make(&b, count, pad, dt);
+	CK(cudaMemcpy(b.data, in, count * es, cudaMemcpyHostToDevice));
+	/* launch together: the kernel spins on the GPU until its peers'
+	 * arrive (and gives up after 20 s); the host work before it takes
+	 * up to a second for the largest cases */
+	MPI_Barrier(MPI_COMM_WORLD);
+	CK_SL(par_car_allreduce(car, b.data, count, dt, algo));
+	CK(cudaStreamSynchronize(g_stream));
+	int ok = dbuf_check(what, &b, want, count, dt);
+	dbuf_free(&b);
+	free(in), free(want);
+	return ok;
+}
+
+/* Byte sizes of the sweep, as element counts of dt, odd ones included. */
+static int sweep_counts(sl_dtype dt, int big, size_t *out)
+{
+	static const size_t elems[] = {1, 2, 3, 7, 8, 9, 15, 17, 31, 33, 127, 255, 1000, 4097, 65537};
+	static const size_t quick_elems[] = {1, 3, 9, 33, 1000, 4097};
+	static const size_t bytes[] = {8 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20,
+				       8 << 20};
+	size_t es = sl_dtype_size(dt);
+	int n = 0;
+	if (g_quick) {
+		for (int i = 0; i < 6; i++)
+			out[n++] = quick_elems[i];
+		out[n++] = (16 << 10) / es;
+		out[n++] = (256 << 10) / es + 1;
+		out[n++] = (1 << 20) / es;
+		return n;
+	}
+	for (int i = 0; i < 15; i++)
+		out[n++] = elems[i];
+	for (int i = 0; i < 7; i++) {
+		if (!big && bytes[i] > (1 << 20))
+			break;
+		out[n++] = bytes[i] / es;
+		out[n++] = bytes[i] / es - 3;
+	}
+	if (big)
+		out[n++] = (16 << 20) / es + 5; /* beyond one slot: two calls and a tail */
+	return n;
+}
+
+static void test_sweep(par_car *car, const char *cname, int big)
+{
+	static const par_ar_algo algos[] = {PAR_AR_ONESHOT, PAR_AR_TWOSHOT, PAR_AR_AUTO};
+	size_t counts[40];
+	for (int d = 0; d < 3; d++) {
+		sl_dtype dt = k_dts[d];
+		int n = sweep_counts(dt, big, counts);
+		for (int a = 0; a < 3; a++) {
+			group g;
+			char label[64];
+			snprintf(label, sizeof label, "%s %s", dt_name(dt), algo_name(algos[a]));
+			group_begin(&g, "allreduce %s, %s group", label, cname);
+			for (int i = 0; i < n; i++) {
+				uint64_t seed = 1000 * d + 100 * a + i;
+				group_case(&g, check_allreduce(car, cname, dt, counts[i], algos[a], 0, seed));
+				/* misaligned: small odd counts and one large */
+				if (counts[i] % 2 && (counts[i] < 100000 || i == n - 1))
+					group_case(&g, check_allreduce(car, cname, dt, counts[i], algos[a],
+								       1, seed + 7));
+			}
+			group_end(&g);
+		}
+	}
+}
+
+/* ---- burst: many calls in flight, ranks skewed, one sync at the end ---- */
+
+static void test_burst(void)
+{
+	enum { K = 40 };
+	static const size_t counts[] = {5120, 3, 65536, 40961, 1, 163840, 777};
+	group g;
+	group_begin(&g, "burst: %s calls in flight, rank skew%s", "40", "");
+	dbuf b[K];
+	void *want[K];
+	size_t cnt[K];
+	sl_dtype dts[K];
+	par_car *cars[K];
+	par_ar_algo al[K];
+	for (int k = 0; k < K; k++) {
+		dts[k] = k_dts[k % 3];
+		cnt[k] = counts[k % 7];
+		cars[k] = k % 5 == 4 ? g_small : g_car;
+		al[k] = (par_ar_algo)(k % 3 == 2 ? PAR_AR_AUTO : k % 3 ? PAR_AR_TWOSHOT
+								       : PAR_AR_ONESHOT);
+		size_t es = sl_dtype_size(dts[k]);
+		void *in = xmalloc(cnt[k] * es);
+		want[k] = xmalloc(cnt[k] * es);
+		make_input(in, g_rank, 50000 + k, cnt[k], dts[k]);
+		make_expected(want[k], 50000 + k, cnt[k], dts[k]);
+		dbuf_make(&b[k], cnt[k], k % 4 == 3, dts[k]);
+		CK(cudaMemcpy(b[k].data, in, cnt[k] * es, cudaMemcpyHostToDevice));
+		free(in);
+	}
+	CK(cudaDeviceSynchronize());
+	MPI_Barrier(MPI_COMM_WORLD);
+	for (int k = 0; k < K; k++) {
+		if (k % 8 == g_rank % 8) /* a different rank falls behind now and then */
+			usleep(3000);
+		CK_SL(par_car_allreduce(cars[k], b[k].data, cnt[k], dts[k], al[k]));
+	}
+	CK(cudaStreamSynchronize(g_stream));
+	for (int k = 0; k < K; k++) {
+		char what[96];
+		snprintf(what, sizeof what, "burst call %d (%s %s, count %zu)", k, dt_name(dts[k]),
+			 algo_name(al[k]), cnt[k]);
+		group_case(&g, dbuf_check(what, &b[k], want[k], cnt[k], dts[k]));
+		dbuf_free(&b[k]);
+		free(want[k]);
+	}
+	group_end(&g);
+}
+
+/* ---- a captured graph replayed with new inputs ---- */
+
+typedef struct graph_buf {
+	sl_dtype dt;
+	size_t count;
+	par_ar_algo algo;
+	par_car *car;
+	void *host;  /* pinned: the graph copies it up */
+	dbuf dev;
+} graph_buf;
+
+static void graph_fill(graph_buf *gb, uint64_t seed)
+{
+	make_input(gb->host, g_rank, seed, gb->count, gb->dt);
+}
+
+static int graph_check(graph_buf *gb, uint64_t seed, int rep, int j)
+{
+	void *want = xmalloc(gb->count * sl_dtype_size(gb->dt));
+	char what[96];
+	make_expected(want, seed, gb->count, gb->dt);
+	snprintf(what, sizeof what, "graph replay %d, all-reduce %d (%s %s)", rep, j,
+		 dt_name(gb->dt), algo_name(gb->algo));
+	int ok = dbuf_check(what, &gb->dev, want, gb->count, gb->dt);
+	free(want);
+	return ok;
+}
+
+static void test_graph(void)
+{
+	graph_buf gb[3] = {{SL_DT_F16, 5120, PAR_AR_ONESHOT, NULL, NULL, {0}},
+			   {SL_DT_BF16, 70001, PAR_AR_TWOSHOT, NULL, NULL, {0}},
+			   {SL_DT_F32, 5121, PAR_AR_AUTO, NULL, NULL, {0}}};
+	gb[0].car = g_car, gb[1].car = g_car, gb[2].car = g_small;
+	int reps = g_quick ? 4 : 12;
+	group g;
+	group_begin(&g, "graph: 3 all-reduces captured, %s replays%s", reps == 4 ? "4" : "12",
+		    ", eager calls between");
+	for (int j = 0; j < 3; j++) {
+		CK(cudaMallocHost(&gb[j].host, gb[j].count * sl_dtype_size(gb[j].dt)));
+		dbuf_make(&gb[j].dev, gb[j].count, 0, gb[j].dt);
+	}
+	cudaGraph_t graph;
+	cudaGraphExec_t exec;
+	CK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeThreadLocal));
+	for (int j = 0; j < 3; j++) {
+		size_t bytes = gb[j].count * sl_dtype_size(gb[j].dt);
+		CK(cudaMemcpyAsync(gb[j].dev.data, gb[j].host, bytes, cudaMemcpyHostToDevice,
+				   g_stream));
+		CK_SL(par_car_allreduce(gb[j].car, gb[j].dev.data, gb[j].count, gb[j].dt,
+					gb[j].algo));
+	}
+	CK(cudaStreamEndCapture(g_stream, &graph));
+	CK(cudaGraphInstantiate(&exec, graph, 0));
+	for (int rep = 0; rep < reps; rep++) {
+		uint64_t seed = 90000 + 10 * rep;
+		for (int j = 0; j < 3; j++)
+			graph_fill(&gb[j], seed + j);
+		MPI_Barrier(MPI_COMM_WORLD);
+		CK(cudaGraphLaunch(exec, g_stream));
+		CK(cudaStreamSynchronize(g_stream));
+		for (int j = 0; j < 3; j++)
+			group_case(&g, graph_check(&gb[j], seed + j, rep, j));
+		if (rep % 2) /* eager calls move the counters between replays */
+			group_case(&g, check_allreduce(rep % 4 == 1 ? g_car : g_small, "eager",
+						       SL_DT_F16, 999 + rep, PAR_AR_AUTO, 0, seed + 5));
+	}
+	CK(cudaGraphExecDestroy(exec));
+	CK(cudaGraphDestroy(graph));
+	for (int j = 0; j < 3; j++) {
+		CK(cudaFreeHost(gb[j].host));
+		dbuf_free(&gb[j].dev);
+	}
+	group_end(&g);
+}
+
+/* ---- all-gather ---- */
+
+static int check_allgather(par_car *car, const char *cname, sl_dtype dt, size_t count,
+			   uint64_t seed)
+{
+	size_t es = sl_dtype_size(dt), total = count * g_tp;
+	char what[128];
+	snprintf(what, sizeof what, "allgather %s %s count %zu", cname, dt_name(dt), count);
+	void *in = xmalloc(count * es), *want = xmalloc(total * es);
+	make_input(in, g_rank, seed, count, dt);
+	for (int p = 0; p < g_tp; p++)
+		make_input((char *)want + p * count * es, p, seed, count, dt);
+	dbuf s, r;
+	dbuf_make(&s, count, 0, dt);
+	dbuf_make(&r, total, 0, dt);
+	CK(cudaMemcpy(s.data, in, count * es, cudaMemcpyHostToDevice));
+	MPI_Barrier(MPI_COMM_WORLD);
+	CK_SL(par_car_allgather(car, s.data, r.data, count, dt));
+	CK(cudaStreamSynchronize(g_stream));
+	int ok = dbuf_check(what, &r, want, total, dt) && dbuf_check(what, &s, in, count, dt);
+	dbuf_free(&s), dbuf_free(&r);
+	free(in), free(want);
+	return ok;
+}
+
+static void test_allgather(void)
+{
+	static const size_t counts[] = {1, 7, 4097, 65539, 200000};
+	static const sl_dtype dts[] = {SL_DT_F32, SL_DT_F16};
+	group g;
+	group_begin(&g, "allgather f32/f16%s%s", "", ", both groups");
+	for (int d = 0; d < 2; d++)
+		for (int i = 0; i < (g_quick ? 3 : 5); i++)
+			for (int c = 0; c < 2; c++)
+				group_case(&g, check_allgather(c ? g_small : g_car, c ? "small" : "default",
+							       dts[d], counts[i], 70000 + 10 * i + d));
+	group_end(&g);
+}
+
+/* ---- NCCL, when every rank has its own GPU ---- */
+
+static ncclDataType_t nccl_type(sl_dtype dt)
+{
+	return dt == SL_DT_F32 ? ncclFloat32 : dt == SL_DT_F16 ? ncclFloat16 : ncclBfloat16;
+}
+
+/* NCCL rounds each partial sum to the dtype as it travels the ring, so it
+ * may differ from the custom result by about tp roundings of the
+ * partial sums: tolerance tp * 2^-(mantissa bits) of sum_p |x_p| per
+ * element (f32: 2^-22, f16: 2^-10, bf16: 2^-7). */
+static void test_nccl(void)
+{
+	size_t counts[40];
+	for (int d = 0; d < 3; d++) {
+		sl_dtype dt = k_dts[d];
+		double unit = dt == SL_DT_F32 ? 0x1p-22 : dt == SL_DT_F16 ? 0x1p-10 : 0x1p-7;
+		double worst = 0;
+		group g;
+		group_begin(&g, "custom vs NCCL %s%s", dt_name(dt), "");
+		int n = sweep_counts(dt, 1, counts);
+		size_t es = sl_dtype_size(dt);
+		for (int i = 0; i < n; i++) {
+			size_t count = counts[i];
+			uint64_t seed = 30000 + 100 * d + i;
+			void *in = xmalloc(count * es), *a = xmalloc(count * es), *b = xmalloc(count * es);
+			make_input(in, g_rank, seed, count, dt);
+			void *d1, *d2;
+			CK(cudaMalloc(&d1, count * es));
+			CK(cudaMalloc(&d2, count * es));
+			CK(cudaMemcpy(d1, in, count * es, cudaMemcpyHostToDevice));
+			CK(cudaMemcpy(d2, in, count * es, cudaMemcpyHostToDevice));
+			MPI_Barrier(MPI_COMM_WORLD);
+			CK_SL(par_car_allreduce(g_car, d1, count, dt, PAR_AR_AUTO));
+			if (ncclAllReduce(d2, d2, count, nccl_type(dt), ncclSum, g_nccl, g_stream) !=
+			    ncclSuccess)
+				fatal("ncclAllReduce", "failed");
+			CK(cudaStreamSynchronize(g_stream));
+			CK(cudaMemcpy(a, d1, count * es, cudaMemcpyDeviceToHost));
+			CK(cudaMemcpy(b, d2, count * es, cudaMemcpyDeviceToHost));
+			int ok = 1;
+			for (size_t k = 0; k < count && ok; k++) {
+				double mag = 0;
+				for (int p = 0; p < g_tp; p++)
+					mag += fabs(input_value(p, seed, k, dt));
+				double diff = fabs((double)load_elem(a, k, dt) - load_elem(b, k, dt));
+				double rel = diff / mag, tol = g_tp * unit;
+				worst = rel > worst ? rel : worst;
+				if (!(rel <= tol)) {
+					printf("rank %d: FAIL custom vs NCCL %s count %zu: element %zu custom "
+					       "%.9g NCCL %.9g (|diff| / sum|x| %.2e > tol %.1e)\n", g_rank,
+					       dt_name(dt), count, k, load_elem(a, k, dt),
+					       load_elem(b, k, dt), rel, tol);
+					ok = 0;
+				}
+			}
+			group_case(&g, ok);
+			CK(cudaFree(d1));
+			CK(cudaFree(d2));
+			free(in), free(a), free(b);
+		}
+		MPI_Allreduce(MPI_IN_PLACE, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+		if (g_rank == 0)
+			printf("custom vs NCCL %s: worst |diff| / sum|x| %.2e (tol %.1e)\n", dt_name(dt),
+			       worst, g_tp * unit);
+		group_end(&g);
+	}
+}
+
+/* ---- set-up ---- */
+
+static int local_rank(void)
+{
+	MPI_Comm local;
+	int r = 0;
+	MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_rank, MPI_INFO_NULL, &local);
+	MPI_Comm_rank(local, &r);
+	MPI_Comm_free(&local);
+	return r;
+}
+
+static void open_nccl(void)
+{
+	ncclUniqueId id;
+	if (g_rank == 0 && ncclGetUniqueId(&id) != ncclSuccess)
+		fatal("ncclGetUniqueId", "failed");
+	MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+	if (ncclCommInitRank(&g_nccl, g_tp, id, g_rank) != ncclSuccess)
+		fatal("ncclCommInitRank", "failed");
+}
+
+int main(int argc, char **argv)
+{
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &g_tp);
+	for (int i = 1; i < argc; i++)
+		g_quick |= !strcmp(argv[i], "--quick");
+	sl_log_set_role("test", g_rank, g_tp);
+	if (g_tp < 2) {
+		printf("test_allreduce: needs mpirun -np 2 or more (tests/gpu_allreduce.sh); "
+		       "nothing run\n");
+		MPI_Finalize();
+		return 0;
+	}
+	int n_dev = 0;
+	CK(cudaGetDeviceCount(&n_dev));
+	if (n_dev < 1)
+		fatal("cudaGetDeviceCount", "no GPU");
+	int dev = local_rank() % n_dev;
+	CK(cudaSetDevice(dev));
+	CK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
+	char err[SL_ERRLEN] = "";
+	CK_SL(par_gpus_distinct(MPI_COMM_WORLD, &g_distinct, err, sizeof err));
+	struct cudaDeviceProp prop;
+	CK(cudaGetDeviceProperties(&prop, dev));
+	if (g_rank == 0)
+		printf("test_allreduce: %d ranks on %d GPU(s) of this host (%s)%s\n", g_tp,
+		       n_dev < g_tp ? n_dev : g_tp, prop.name,
+		       g_distinct ? "" : "; ranks share GPUs: results are checked bit-exact against "
+					 "host sums, NCCL comparison skipped (NCCL needs one GPU "
+					 "per rank)");
+	if (g_distinct)
+		open_nccl();
+	par_car_limits small = {.oneshot_max = 8 << 10, .custom_max = 64 << 10, .blocks = 3};
+	if (par_car_create(MPI_COMM_WORLD, g_stream, PAR_CAR_ON, NULL, &g_car, err, sizeof err) ||
+	    par_car_create(MPI_COMM_WORLD, g_stream, PAR_CAR_ON, &small, &g_small, err, sizeof err))
+		fatal("par_car_create", err);
+
+	test_sweep(g_car, "default", !g_quick);
+	test_sweep(g_small, "small", 0);
+	test_burst();
+	test_graph();
+	test_allgather();
+	if (g_distinct)
+		test_nccl();
+
+	if (par_car_check(g_car, err, sizeof err) || par_car_check(g_small, err, sizeof err))
+		fatal("par_car_check", err);
+	par_car_destroy(g_small);
+	par_car_destroy(g_car);
+	g_car = g_small = NULL;
+	if (g_distinct)
+		ncclCommDestroy(g_nccl);
+	cudaStreamDestroy(g_stream);
+	if (g_rank == 0)
+		printf("%d passed, %d failed\n", g_pass, g_fail);
+	MPI_Finalize();
+	return g_fail ? 1 : 0;
+}

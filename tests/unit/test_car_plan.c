@@ -1,0 +1,201 @@
+/*
+ * test_car_plan.c — the host-only half of the custom all-reduce
+ * (parallel/allreduce.c): default limits per tp size, the size rule that
+ * picks one-shot, two-shot or NCCL (at and around each boundary), slot and
+ * grid sizing, and the parsers of --custom-allreduce and the SL_CUSTOM_AR*
+ * variables, whose errors must name the flag or variable. The kernels
+ * themselves are tested on the GPU host (tests/gpu/test_allreduce.c).
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "allreduce.h"
+#include "sl.h"
+
+static char g_err[SL_ERRLEN];
+
+START_TEST(test_defaults)
+{
+	par_car_limits l;
+	par_car_default_limits(2, &l);
+	ck_assert_uint_eq(l.custom_max, (size_t)8 << 20);
+	ck_assert_uint_eq(l.oneshot_max, (size_t)8 << 20); /* tp 2: one-shot all the way */
+	ck_assert_int_eq(l.blocks, 32);
+	par_car_default_limits(4, &l);
+	ck_assert_uint_eq(l.oneshot_max, (size_t)256 << 10);
+	par_car_default_limits(8, &l);
+	ck_assert_uint_eq(l.oneshot_max, (size_t)128 << 10);
+	ck_assert_uint_eq(l.custom_max, (size_t)8 << 20);
+}
+END_TEST
+
+START_TEST(test_choose_boundaries)
+{
+	par_car_limits l = {.oneshot_max = 1000, .custom_max = 5000, .blocks = 0};
+	ck_assert_int_eq(par_car_choose(&l, 0), PAR_AR_ONESHOT);
+	ck_assert_int_eq(par_car_choose(&l, 1), PAR_AR_ONESHOT);
+	ck_assert_int_eq(par_car_choose(&l, 1000), PAR_AR_ONESHOT);
+	ck_assert_int_eq(par_car_choose(&l, 1001), PAR_AR_TWOSHOT);
+	ck_assert_int_eq(par_car_choose(&l, 5000), PAR_AR_TWOSHOT);
+	ck_assert_int_eq(par_car_choose(&l, 5001), PAR_AR_NCCL);
+	/* one-shot above custom_max never wins over NCCL */
+	l.oneshot_max = 10000;
+	ck_assert_int_eq(par_car_choose(&l, 5000), PAR_AR_ONESHOT);
+	ck_assert_int_eq(par_car_choose(&l, 5001), PAR_AR_NCCL);
+	/* custom_max 0: everything goes to NCCL but the empty message */
+	l.custom_max = 0;
+	ck_assert_int_eq(par_car_choose(&l, 1), PAR_AR_NCCL);
+}
+END_TEST
+
+/* The model's messages at the defaults: 13B decode (dim 5120, fp16). */
+START_TEST(test_choose_model_sizes)
+{
+	par_car_limits l;
+	size_t b1 = 5120 * 2, b32 = 32 * 5120 * 2, emb = 5120 * 4, prefill = 2048 * 5120 * 2;
+	par_car_default_limits(2, &l);
+	ck_assert_int_eq(par_car_choose(&l, b1), PAR_AR_ONESHOT);
+	ck_assert_int_eq(par_car_choose(&l, emb), PAR_AR_ONESHOT);
+	ck_assert_int_eq(par_car_choose(&l, b32), PAR_AR_ONESHOT);
+	ck_assert_int_eq(par_car_choose(&l, prefill), PAR_AR_NCCL);
+	par_car_default_limits(8, &l);
+	ck_assert_int_eq(par_car_choose(&l, b1), PAR_AR_ONESHOT);
+	ck_assert_int_eq(par_car_choose(&l, b32), PAR_AR_TWOSHOT);
+	ck_assert_int_eq(par_car_choose(&l, prefill), PAR_AR_NCCL);
+}
+END_TEST
+
+START_TEST(test_slot_and_blocks)
+{
+	par_car_limits l = {.oneshot_max = 0, .custom_max = (size_t)8 << 20, .blocks = 0};
+	ck_assert_uint_eq(par_car_slot_bytes(&l), (size_t)8 << 20);
+	l.custom_max = (1 << 20) + 1; /* rounded up to 16 bytes */
+	ck_assert_uint_eq(par_car_slot_bytes(&l), (1 << 20) + 16);
+	ck_assert_uint_eq(par_car_slot_bytes(&l) % 16, 0);
+	l.custom_max = 100; /* never below 64 KiB: car_only groups chunk through it */
+	ck_assert_uint_eq(par_car_slot_bytes(&l), (size_t)64 << 10);
+	l.custom_max = 0;
+	ck_assert_uint_eq(par_car_slot_bytes(&l), (size_t)64 << 10);
+	ck_assert_int_eq(par_car_blocks(&l), 32);
+	l.blocks = 1;
+	ck_assert_int_eq(par_car_blocks(&l), 1);
+	l.blocks = 64;
+	ck_assert_int_eq(par_car_blocks(&l), 64);
+	l.blocks = 65;
+	ck_assert_int_eq(par_car_blocks(&l), 32);
+	l.blocks = -3;
+	ck_assert_int_eq(par_car_blocks(&l), 32);
+}
+END_TEST
+
+START_TEST(test_parse_mode)
+{
+	par_car_mode m = PAR_CAR_AUTO;
+	ck_assert_int_eq(par_car_parse_mode("--x", "off", &m, g_err, sizeof g_err), 0);
+	ck_assert_int_eq(m, PAR_CAR_OFF);
+	ck_assert_int_eq(par_car_parse_mode("--x", "1", &m, g_err, sizeof g_err), 0);
+	ck_assert_int_eq(m, PAR_CAR_ON);
+	ck_assert_int_eq(par_car_parse_mode("--x", "0", &m, g_err, sizeof g_err), 0);
+	ck_assert_int_eq(m, PAR_CAR_OFF);
+	ck_assert_int_eq(par_car_parse_mode("--x", "on", &m, g_err, sizeof g_err), 0);
+	ck_assert_int_eq(m, PAR_CAR_ON);
+	ck_assert_int_eq(par_car_parse_mode("--x", "auto", &m, g_err, sizeof g_err), 0);
+	ck_assert_int_eq(m, PAR_CAR_AUTO);
+	const char *bad[] = {"", "yes", "ON", "2", "auto "};
+	for (int i = 0; i < 5; i++) {
+		ck_assert_int_eq(par_car_parse_mode("--custom-allreduce", bad[i], &m, g_err,
+						    sizeof g_err), SL_EINVAL);
+		ck_assert_msg(strstr(g_err, "--custom-allreduce"), "error names the flag: %s", g_err);
+	}
+}
+END_TEST
+
+START_TEST(test_parse_bytes)
+{
+	size_t v = 0;
+	ck_assert_int_eq(par_car_parse_bytes("V", "12345", &v, g_err, sizeof g_err), 0);
+	ck_assert_uint_eq(v, 12345);
+	ck_assert_int_eq(par_car_parse_bytes("V", "64K", &v, g_err, sizeof g_err), 0);
+	ck_assert_uint_eq(v, 65536);
+	ck_assert_int_eq(par_car_parse_bytes("V", "8m", &v, g_err, sizeof g_err), 0);
+	ck_assert_uint_eq(v, (size_t)8 << 20);
+	ck_assert_int_eq(par_car_parse_bytes("V", "1G", &v, g_err, sizeof g_err), 0);
+	ck_assert_uint_eq(v, (size_t)1 << 30);
+	ck_assert_int_eq(par_car_parse_bytes("V", "0", &v, g_err, sizeof g_err), 0);
+	ck_assert_uint_eq(v, 0);
+	const char *bad[] = {"", "-1", "K", "12Q", "2G", "1073741825", "8MB", " 5",
+			     "99999999999999999999999"};
+	for (int i = 0; i < 9; i++) {
+		v = 77;
+		ck_assert_msg(par_car_parse_bytes("SL_CUSTOM_AR_MAX", bad[i], &v, g_err,
+						  sizeof g_err) == SL_EINVAL, "'%s' accepted", bad[i]);
+		ck_assert_msg(strstr(g_err, "SL_CUSTOM_AR_MAX"), "error names the variable: %s", g_err);
+		ck_assert_uint_eq(v, 77);
+	}
+}
+END_TEST
+
+START_TEST(test_env)
+{
+	par_car_mode m;
+	par_car_limits l;
+	unsetenv("SL_CUSTOM_AR");
+	ck_assert_int_eq(par_car_mode_from_env(PAR_CAR_ON, &m, g_err, sizeof g_err), 0);
+	ck_assert_int_eq(m, PAR_CAR_ON); /* unset: the flag */
+	setenv("SL_CUSTOM_AR", "0", 1);
+	ck_assert_int_eq(par_car_mode_from_env(PAR_CAR_ON, &m, g_err, sizeof g_err), 0);
+	ck_assert_int_eq(m, PAR_CAR_OFF); /* set: overrides the flag */
+	setenv("SL_CUSTOM_AR", "maybe", 1);
+	ck_assert_int_eq(par_car_mode_from_env(PAR_CAR_AUTO, &m, g_err, sizeof g_err), SL_EINVAL);
+	ck_assert_msg(strstr(g_err, "SL_CUSTOM_AR"), "%s", g_err);
+	unsetenv("SL_CUSTOM_AR");
+
+	setenv("SL_CUSTOM_AR_ONESHOT_MAX", "64K", 1);
+	setenv("SL_CUSTOM_AR_MAX", "2M", 1);
+	setenv("SL_CUSTOM_AR_BLOCKS", "16", 1);
+	ck_assert_int_eq(par_car_limits_from_env(4, &l, g_err, sizeof g_err), 0);
+	ck_assert_uint_eq(l.oneshot_max, 65536);
+	ck_assert_uint_eq(l.custom_max, (size_t)2 << 20);
+	ck_assert_int_eq(l.blocks, 16);
+	setenv("SL_CUSTOM_AR_BLOCKS", "65", 1);
+	ck_assert_int_eq(par_car_limits_from_env(4, &l, g_err, sizeof g_err), SL_EINVAL);
+	ck_assert_msg(strstr(g_err, "SL_CUSTOM_AR_BLOCKS"), "%s", g_err);
+	unsetenv("SL_CUSTOM_AR_BLOCKS");
+	setenv("SL_CUSTOM_AR_ONESHOT_MAX", "lots", 1);
+	ck_assert_int_eq(par_car_limits_from_env(4, &l, g_err, sizeof g_err), SL_EINVAL);
+	ck_assert_msg(strstr(g_err, "SL_CUSTOM_AR_ONESHOT_MAX"), "%s", g_err);
+	unsetenv("SL_CUSTOM_AR_ONESHOT_MAX");
+	unsetenv("SL_CUSTOM_AR_MAX");
+	ck_assert_int_eq(par_car_limits_from_env(8, &l, g_err, sizeof g_err), 0);
+	par_car_limits d;
+	par_car_default_limits(8, &d);
+	ck_assert_uint_eq(l.oneshot_max, d.oneshot_max);
+	ck_assert_uint_eq(l.custom_max, d.custom_max);
+	ck_assert_int_eq(l.blocks, d.blocks);
+}
+END_TEST
+
+static Suite *car_suite(void)
+{
+	Suite *su = suite_create("car_plan");
+	TCase *tc = tcase_create("plan");
+	tcase_add_test(tc, test_defaults);
+	tcase_add_test(tc, test_choose_boundaries);
+	tcase_add_test(tc, test_choose_model_sizes);
+	tcase_add_test(tc, test_slot_and_blocks);
+	tcase_add_test(tc, test_parse_mode);
+	tcase_add_test(tc, test_parse_bytes);
+	tcase_add_test(tc, test_env);
+	suite_add_tcase(su, tc);
+	return su;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(car_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
