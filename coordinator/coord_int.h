@@ -39,6 +39,9 @@
 #define COORD_MAX_STOPS 16
 #define COORD_MAX_STOP_BYTES 256
 #define COORD_MAX_TIMEOUT_MS (24 * 3600 * 1000)
+#define COORD_MAX_TOP_LOGPROBS 20        /* alternatives per token (OpenAI's bound) */
+#define COORD_MAX_PENALTY 2.0f           /* |presence|, |frequency| (OpenAI's range) */
+#define COORD_MAX_REP_PENALTY 10.0f      /* repetition_penalty in (0, this] */
 #define COORD_DEAD_INTERVALS 3
 #define COORD_REQ_BUCKETS 4096
 
@@ -84,6 +87,23 @@ typedef struct coord_sink {
 	int choice;
 } coord_sink;
 
+/* What to sample and what to return besides tokens: filled from a
+ * native Submit (on_client.c) or an OpenAI request (the HTTP API), then
+ * checked by coord_sampling_check, the one range check of these fields.
+ * docs/sampling.md has the semantics. */
+typedef struct coord_sampling {
+	float temperature;         /* 0: greedy; [0, 100] */
+	int top_k;                 /* 0: off; [0, vocab] */
+	float top_p;               /* 1: off; (0, 1] */
+	float min_p;               /* 0: off; [0, 1] */
+	uint64_t seed;
+	float presence_penalty;    /* 0: off; [-2, 2], over generated tokens */
+	float frequency_penalty;   /* 0: off; [-2, 2], over generated tokens */
+	float repetition_penalty;  /* 1: off; (0, 10], over prompt and generated tokens */
+	int logprobs;              /* return each generated token's log-prob */
+	int top_logprobs;          /* and this many alternatives, [0, 20] (> 0 implies logprobs) */
+} coord_sampling;
+
 typedef struct coord_req {
 	uint64_t id, tag;
 	uint8_t client[SL_WIRE_MAX_IDENT];
@@ -96,9 +116,7 @@ typedef struct coord_req {
 	int32_t *prompt;           /* [n_prompt] */
 	int n_prompt;
 	int32_t max_prompt_id;
-	float temperature, top_p;
-	int top_k;
-	uint64_t seed;
+	coord_sampling sampling;
 	int max_tokens, ignore_eos, stream;
 	char **stop;               /* [n_stop] NUL-terminated copies */
 	size_t *stop_len;
@@ -175,6 +193,12 @@ void coord_on_client(coord *c, sl_wire_msg *m);
  * ErrorCode with err saying why. */
 int coord_submit(coord *c, const Shardline__Client__Submit *s, const coord_sink *to, char *err,
 		 size_t n);
+
+/* Every field off: greedy, no penalties, no log-probs. */
+void coord_sampling_default(coord_sampling *s);
+/* 0, or nonzero with err naming the first field out of range and the
+ * range (NaN is out of every range). vocab: the model's. */
+int coord_sampling_check(const coord_sampling *s, int vocab, char *err, size_t n);
 
 /* on_node.c */
 void coord_on_node(coord *c, sl_wire_msg *m);

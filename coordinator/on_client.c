@@ -28,8 +28,60 @@ typedef Shardline__Client__Submit pb_submit;
 #define E_NOT_FOUND SHARDLINE__CLIENT__ERROR_CODE__NOT_FOUND
 #define E_INTERNAL SHARDLINE__CLIENT__ERROR_CODE__INTERNAL
 
-/* Field checks of a Submit that need no tokenizer. */
-static int check_fields(coord *c, const pb_submit *s, int *model, char *err, size_t n)
+void coord_sampling_default(coord_sampling *s)
+{
+	*s = (coord_sampling){.top_p = 1, .repetition_penalty = 1};
+}
+
+int coord_sampling_check(const coord_sampling *s, int vocab, char *err, size_t n)
+{
+	/* written so that NaN fails every test */
+	if (!(s->temperature >= 0 && s->temperature <= 100))
+		return snprintf(err, n, "temperature must be in [0, 100], got %g", s->temperature), 1;
+	if (s->top_k < 0 || s->top_k > vocab)
+		return snprintf(err, n, "top_k must be in [0, %d], got %d", vocab, s->top_k), 1;
+	if (!(s->top_p > 0 && s->top_p <= 1))
+		return snprintf(err, n, "top_p must be in (0, 1], got %g", s->top_p), 1;
+	if (!(s->min_p >= 0 && s->min_p <= 1))
+		return snprintf(err, n, "min_p must be in [0, 1], got %g", s->min_p), 1;
+	if (!(s->presence_penalty >= -COORD_MAX_PENALTY && s->presence_penalty <= COORD_MAX_PENALTY))
+		return snprintf(err, n, "presence_penalty must be in [-%g, %g], got %g", COORD_MAX_PENALTY,
+				COORD_MAX_PENALTY, s->presence_penalty), 1;
+	if (!(s->frequency_penalty >= -COORD_MAX_PENALTY && s->frequency_penalty <= COORD_MAX_PENALTY))
+		return snprintf(err, n, "frequency_penalty must be in [-%g, %g], got %g",
+				COORD_MAX_PENALTY, COORD_MAX_PENALTY, s->frequency_penalty), 1;
+	if (!(s->repetition_penalty > 0 && s->repetition_penalty <= COORD_MAX_REP_PENALTY))
+		return snprintf(err, n, "repetition_penalty must be in (0, %g], got %g",
+				COORD_MAX_REP_PENALTY, s->repetition_penalty), 1;
+	if (s->top_logprobs < 0 || s->top_logprobs > COORD_MAX_TOP_LOGPROBS)
+		return snprintf(err, n, "top_logprobs must be in [0, %d], got %d", COORD_MAX_TOP_LOGPROBS,
+				s->top_logprobs), 1;
+	return 0;
+}
+
+/* A Submit's sampling and log-prob fields; absent ones are off. */
+static void sampling_of(const pb_submit *s, coord_sampling *o)
+{
+	const Shardline__Client__Sampling *sp = s->sampling;
+	coord_sampling_default(o);
+	if (sp) {
+		o->temperature = sp->has_temperature ? sp->temperature : o->temperature;
+		o->top_k = sp->has_top_k ? sp->top_k : o->top_k;
+		o->top_p = sp->has_top_p ? sp->top_p : o->top_p;
+		o->min_p = sp->has_min_p ? sp->min_p : o->min_p;
+		o->seed = sp->has_seed ? sp->seed : o->seed;
+		o->presence_penalty = sp->has_presence_penalty ? sp->presence_penalty : o->presence_penalty;
+		o->frequency_penalty = sp->has_frequency_penalty ? sp->frequency_penalty : o->frequency_penalty;
+		o->repetition_penalty = sp->has_repetition_penalty ? sp->repetition_penalty : o->repetition_penalty;
+	}
+	o->top_logprobs = s->has_top_logprobs ? s->top_logprobs : 0;
+	o->logprobs = (s->has_logprobs && s->logprobs) || o->top_logprobs > 0;
+}
+
+/* Field checks of a Submit that need no tokenizer; *sampling gets its
+ * sampling fields. */
+static int check_fields(coord *c, const pb_submit *s, int *model, coord_sampling *sampling,
+			char *err, size_t n)
 {
 	*model = 0;
 	if (s->model && s->model[0]) {
@@ -45,6 +97,7 @@ static int check_fields(coord *c, const pb_submit *s, int *model, char *err, siz
 		}
 	}
 	int vocab = c->models[*model].vocab;
+	sampling_of(s, sampling);
 	int text = s->has_prompt && s->prompt.len > 0, ids = s->n_prompt_ids > 0;
 	if (!text && !ids)
 		return snprintf(err, n, "empty prompt: give prompt text or prompt_ids"), E_BAD;
@@ -63,13 +116,8 @@ static int check_fields(coord *c, const pb_submit *s, int *model, char *err, siz
 	if (s->has_max_tokens && (s->max_tokens < 1 || s->max_tokens > COORD_MAX_NEW_TOKENS))
 		return snprintf(err, n, "max_tokens must be in [1, %d], got %d", COORD_MAX_NEW_TOKENS,
 				s->max_tokens), E_BAD;
-	const Shardline__Client__Sampling *sp = s->sampling;
-	if (sp && sp->has_temperature && !(sp->temperature >= 0 && sp->temperature <= 100))
-		return snprintf(err, n, "temperature must be in [0, 100], got %g", sp->temperature), E_BAD;
-	if (sp && sp->has_top_k && (sp->top_k < 0 || sp->top_k > vocab))
-		return snprintf(err, n, "top_k must be in [0, %d], got %d", vocab, sp->top_k), E_BAD;
-	if (sp && sp->has_top_p && !(sp->top_p > 0 && sp->top_p <= 1))
-		return snprintf(err, n, "top_p must be in (0, 1], got %g", sp->top_p), E_BAD;
+	if (coord_sampling_check(sampling, vocab, err, n))
+		return E_BAD;
 	if (s->n_stop > COORD_MAX_STOPS)
 		return snprintf(err, n, "%zu stop strings exceed the limit of %d", s->n_stop,
 				COORD_MAX_STOPS), E_BAD;
@@ -144,13 +192,13 @@ static int copy_stops(coord_req *r, const pb_submit *s)
 }
 
 /* A request from a validated Submit; it owns ids from here on. */
-static coord_req *make_request(coord *c, const pb_submit *s, int model, int32_t *ids, int n_ids,
+static coord_req *make_request(coord *c, const pb_submit *s, int model,
+			       const coord_sampling *sampling, int32_t *ids, int n_ids,
 			       const coord_sink *to)
 {
 	coord_req *r = coord_req_new(c);
 	if (!r)
 		return free(ids), NULL;
-	const Shardline__Client__Sampling *sp = s->sampling;
 	r->tag = s->tag;
 	if (to->client_len <= sizeof r->client) {
 		memcpy(r->client, to->client, to->client_len);
@@ -165,10 +213,7 @@ static coord_req *make_request(coord *c, const pb_submit *s, int model, int32_t 
 	r->n_prompt = n_ids;
 	for (int i = 0; i < n_ids; i++)
 		r->max_prompt_id = ids[i] > r->max_prompt_id ? ids[i] : r->max_prompt_id;
-	r->temperature = sp && sp->has_temperature ? sp->temperature : 0;
-	r->top_k = sp && sp->has_top_k ? sp->top_k : 0;
-	r->top_p = sp && sp->has_top_p ? sp->top_p : 1;
-	r->seed = sp && sp->has_seed ? sp->seed : 0;
+	r->sampling = *sampling;
 	r->max_tokens = s->has_max_tokens ? s->max_tokens : c->o.default_max_tokens;
 	r->ignore_eos = s->has_ignore_eos && s->ignore_eos;
 	r->stream = !s->has_stream || s->stream;
@@ -188,7 +233,8 @@ int coord_submit(coord *c, const pb_submit *s, const coord_sink *to, char *err, 
 {
 	int model, n_ids = 0, code;
 	int32_t *ids = NULL;
-	if ((code = check_fields(c, s, &model, err, n)))
+	coord_sampling sampling;
+	if ((code = check_fields(c, s, &model, &sampling, err, n)))
 		return code;
 	if (c->n_queued >= c->o.max_queue)
 		return snprintf(err, n, "overloaded: %d requests are waiting for a node group; retry later",
@@ -202,7 +248,7 @@ int coord_submit(coord *c, const pb_submit *s, const coord_sink *to, char *err, 
 		free(ids);
 		return code;
 	}
-	coord_req *r = make_request(c, s, model, ids, n_ids, to);
+	coord_req *r = make_request(c, s, model, &sampling, ids, n_ids, to);
 	if (!r)
 		return snprintf(err, n, "out of memory"), E_INTERNAL;
 	SL_DEBUG("coord", "request %llu: %d prompt tokens, max_tokens %d, queued (%d waiting)",

@@ -544,6 +544,14 @@ static void t_topp0(Shardline__Client__Submit *s, Shardline__Client__Sampling *p
 static void t_temp(Shardline__Client__Submit *s, Shardline__Client__Sampling *p) { p->has_temperature = 1, p->temperature = -1; }
 static void t_tempnan(Shardline__Client__Submit *s, Shardline__Client__Sampling *p) { p->has_temperature = 1, p->temperature = NAN; }
 static void t_topk(Shardline__Client__Submit *s, Shardline__Client__Sampling *p) { p->has_top_k = 1, p->top_k = -3; }
+static void t_minp(Shardline__Client__Submit *s, Shardline__Client__Sampling *p) { p->has_min_p = 1, p->min_p = 1.5f; }
+static void t_minpnan(Shardline__Client__Submit *s, Shardline__Client__Sampling *p) { p->has_min_p = 1, p->min_p = NAN; }
+static void t_presence(Shardline__Client__Submit *s, Shardline__Client__Sampling *p) { p->has_presence_penalty = 1, p->presence_penalty = 2.5f; }
+static void t_frequency(Shardline__Client__Submit *s, Shardline__Client__Sampling *p) { p->has_frequency_penalty = 1, p->frequency_penalty = -3; }
+static void t_rep0(Shardline__Client__Submit *s, Shardline__Client__Sampling *p) { p->has_repetition_penalty = 1, p->repetition_penalty = 0; }
+static void t_rep11(Shardline__Client__Submit *s, Shardline__Client__Sampling *p) { p->has_repetition_penalty = 1, p->repetition_penalty = 11; }
+static void t_toplp(Shardline__Client__Submit *s, Shardline__Client__Sampling *p) { s->has_top_logprobs = 1, s->top_logprobs = 21; }
+static void t_toplpneg(Shardline__Client__Submit *s, Shardline__Client__Sampling *p) { s->has_top_logprobs = 1, s->top_logprobs = -1; }
 static void t_noprompt(Shardline__Client__Submit *s, Shardline__Client__Sampling *p) { s->has_prompt = 0; }
 static void t_emptyprompt(Shardline__Client__Submit *s, Shardline__Client__Sampling *p) { s->prompt.len = 0; }
 static void t_model(Shardline__Client__Submit *s, Shardline__Client__Sampling *p) { s->model = "gpt-9"; }
@@ -592,6 +600,14 @@ static void bad_params(void *s)
 		{"temperature -1", t_temp, SL_ERR_BAD_REQUEST, "temperature"},
 		{"temperature NaN", t_tempnan, SL_ERR_BAD_REQUEST, "temperature"},
 		{"top_k -3", t_topk, SL_ERR_BAD_REQUEST, "top_k"},
+		{"min_p 1.5", t_minp, SL_ERR_BAD_REQUEST, "min_p must be in [0, 1]"},
+		{"min_p NaN", t_minpnan, SL_ERR_BAD_REQUEST, "min_p"},
+		{"presence_penalty 2.5", t_presence, SL_ERR_BAD_REQUEST, "presence_penalty must be in [-2, 2]"},
+		{"frequency_penalty -3", t_frequency, SL_ERR_BAD_REQUEST, "frequency_penalty must be in [-2, 2]"},
+		{"repetition_penalty 0", t_rep0, SL_ERR_BAD_REQUEST, "repetition_penalty must be in (0, 10]"},
+		{"repetition_penalty 11", t_rep11, SL_ERR_BAD_REQUEST, "repetition_penalty"},
+		{"top_logprobs 21", t_toplp, SL_ERR_BAD_REQUEST, "top_logprobs must be in [0, 20]"},
+		{"top_logprobs -1", t_toplpneg, SL_ERR_BAD_REQUEST, "top_logprobs"},
 		{"no prompt", t_noprompt, SL_ERR_BAD_REQUEST, "empty prompt"},
 		{"empty prompt", t_emptyprompt, SL_ERR_BAD_REQUEST, "empty prompt"},
 		{"unknown model", t_model, SL_ERR_UNKNOWN_MODEL, "unknown model 'gpt-9'"},
