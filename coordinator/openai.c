@@ -134,12 +134,20 @@ typedef struct oai_choice {
 	int prompt_tokens, completion_tokens;
 	coord_bytes text;          /* stream = false: the whole text */
 	coord_ids ids;             /* stream = false: every token id */
+	float *lp, *top_lp;        /* stream = false: Done's log-probs ([n_lp], [n_lp * top_n]) */
+	int32_t *top_ids;
+	size_t n_lp;
+	int top_n;
+	size_t text_off;           /* completions' text_offset of the next token */
 } oai_choice;
 
 typedef struct oai_call {
 	coord *c;
 	coord_http_call *x;
 	int chat, stream, include_usage, return_token_ids;
+	int logprobs;              /* -1: none; else alternatives per token */
+	const coord_tok *tok;
+	int32_t anchor;            /* a plain token decoded before another (token_text); -1: none */
 	int submitting;            /* Dones are only recorded, nothing is sent */
 	int answered;              /* a response (or the stream's end) went out */
 	int n_choices, n_done;
@@ -153,6 +161,9 @@ typedef struct oai_call {
 
 static void choice_release(oai_choice *ch)
 {
+	free(ch->lp);
+	free(ch->top_lp);
+	free(ch->top_ids);
 	free(ch->error);
 	free(ch->text.p);
 	free(ch->ids.p);
@@ -332,6 +343,7 @@ typedef struct oai_req {
 	pb_sampling sp;
 	ProtobufCBinaryData stops[COORD_MAX_STOPS];
 	int n, stream, include_usage, return_token_ids;
+	int logprobs;              /* -1: none; else the alternatives per token */
 	int has_seed;
 	uint64_t seed;
 	int model;
@@ -409,25 +421,49 @@ static int refuse_unsupported(const cJSON *root, int chat, oai_err *e)
 	return 0;
 }
 
-/* Sampling fields that wait for the sampler's support (issue 11). */
-static int refuse_pending(const cJSON *root, int chat, oai_err *e)
+/* min_p, the penalties and log-probs. Completions: logprobs N (0..20) is
+ * the chosen token's log-prob plus N alternatives; chat: logprobs true
+ * and top_logprobs N. Ranges are the core's (coord_sampling_check). */
+static int get_sampling_extras(const cJSON *root, int chat, oai_req *q, oai_err *e)
 {
-	static const struct { const char *key; double neutral; } F[] = {
-		{"min_p", 0}, {"presence_penalty", 0}, {"frequency_penalty", 0}, {"repetition_penalty", 1}};
+	static const struct { const char *key; size_t has, val; } F[] = {
+		{"min_p", offsetof(pb_sampling, has_min_p), offsetof(pb_sampling, min_p)},
+		{"presence_penalty", offsetof(pb_sampling, has_presence_penalty),
+		 offsetof(pb_sampling, presence_penalty)},
+		{"frequency_penalty", offsetof(pb_sampling, has_frequency_penalty),
+		 offsetof(pb_sampling, frequency_penalty)},
+		{"repetition_penalty", offsetof(pb_sampling, has_repetition_penalty),
+		 offsetof(pb_sampling, repetition_penalty)},
+	};
+	double d;
+	long long v;
+	int has;
 	for (size_t i = 0; i < sizeof F / sizeof F[0]; i++) {
-		const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, F[i].key);
-		if (is_null(f))
-			continue;
-		if (!cJSON_IsNumber(f))
-			return fail(e, 400, F[i].key, "%s must be a number", F[i].key);
-		if (f->valuedouble != F[i].neutral)
-			return fail(e, 400, F[i].key, "%s is not supported yet", F[i].key);
+		if (get_num(root, F[i].key, &d, &has, e))
+			return -1;
+		if (has) {
+			*(protobuf_c_boolean *)((char *)&q->sp + F[i].has) = 1;
+			*(float *)((char *)&q->sp + F[i].val) = (float)d;
+		}
 	}
-	const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, "logprobs");
-	if (!is_null(f) && !(chat ? cJSON_IsFalse(f) : 0))
-		return fail(e, 400, "logprobs", "logprobs are not supported yet");
-	if (!is_null(cJSON_GetObjectItemCaseSensitive(root, "top_logprobs")))
-		return fail(e, 400, "top_logprobs", "top_logprobs are not supported yet");
+	if (chat) {
+		int lp = 0;
+		if (get_bool(root, "logprobs", &lp, e) ||
+		    get_int(root, "top_logprobs", 0, COORD_MAX_TOP_LOGPROBS, &v, &has, e))
+			return -1;
+		if (has && v > 0 && !lp)
+			return fail(e, 400, "top_logprobs", "top_logprobs needs logprobs: true");
+		q->logprobs = lp ? (has ? (int)v : 0) : -1;
+	} else {
+		if (get_int(root, "logprobs", 0, COORD_MAX_TOP_LOGPROBS, &v, &has, e))
+			return -1;
+		q->logprobs = has ? (int)v : -1;
+	}
+	if (q->logprobs >= 0) {
+		q->s.has_logprobs = q->s.logprobs = 1;
+		q->s.has_top_logprobs = 1;
+		q->s.top_logprobs = q->logprobs;
+	}
 	return 0;
 }
 
@@ -438,11 +474,13 @@ static int get_common(coord *c, const cJSON *root, int chat, oai_req *q, oai_err
 	long long v;
 	int has;
 	memset(q, 0, sizeof *q);
+	q->logprobs = -1;
 	q->s = (pb_submit)SHARDLINE__CLIENT__SUBMIT__INIT;
 	q->sp = (pb_sampling)SHARDLINE__CLIENT__SAMPLING__INIT;
 	q->s.sampling = &q->sp;
 	q->n = 1;
-	if (get_model(c, root, q, e) || refuse_unsupported(root, chat, e) || refuse_pending(root, chat, e))
+	if (get_model(c, root, q, e) || refuse_unsupported(root, chat, e) ||
+	    get_sampling_extras(root, chat, q, e))
 		return -1;
 	q->s.model = c->models[q->model].name;
 	const char *mt = chat && !is_null(cJSON_GetObjectItemCaseSensitive(root, "max_completion_tokens"))
@@ -597,6 +635,9 @@ static oai_call *call_new(coord *c, coord_http_call *x, int chat, const oai_req 
 	o->stream = q->stream;
 	o->include_usage = q->stream && q->include_usage;
 	o->return_token_ids = q->return_token_ids;
+	o->logprobs = q->logprobs;
+	o->tok = c->models[q->model].tok;
+	o->anchor = coord_tok_token_to_id(o->tok, "a");
 	o->n_choices = n_choices;
 	uint64_t rng = sl_random_seed() ^ (uint64_t)(uintptr_t)o;
 	snprintf(o->id, sizeof o->id, "%s-%016llx%08llx", chat ? "chatcmpl" : "cmpl",
@@ -698,6 +739,160 @@ static void ids_json(jb *j, const int32_t *ids, size_t n)
 	jlit(j, "]");
 }
 
+/* --- log-probs -------------------------------------------------------------- */
+
+/* A token's text as it reads inside a sequence: decoded after a plain
+ * anchor token, whose text is then cut off (alone, a SentencePiece token
+ * would lose its leading space to the decoder's first-token strip).
+ * malloc'd; NULL when out of memory. */
+static char *token_text(const oai_call *o, int32_t id, size_t *n)
+{
+	char *both = NULL, *one = NULL, err[SL_ERRLEN];
+	size_t nb = 0, n1 = 0;
+	if (o->anchor >= 0) {
+		int32_t pair[2] = {o->anchor, id};
+		if (!coord_tok_decode(o->tok, pair, 2, 0, &both, &nb, err, sizeof err) &&
+		    !coord_tok_decode(o->tok, pair, 1, 0, &one, &n1, err, sizeof err) && n1 <= nb &&
+		    !memcmp(both, one, n1)) {
+			memmove(both, both + n1, nb - n1 + 1);
+			free(one);
+			*n = nb - n1;
+			return both;
+		}
+		free(both);
+		free(one);
+		both = NULL;
+	}
+	if (coord_tok_decode(o->tok, &id, 1, 0, &both, &nb, err, sizeof err))
+		return NULL;
+	*n = nb;
+	return both;
+}
+
+/* A log-prob as JSON: -inf (probability 0) is written -9999.0, as vLLM does. */
+static void jlogprob(jb *j, float v)
+{
+	if (isfinite(v))
+		jfmt(j, "%.7g", (double)v);
+	else
+		jlit(j, "-9999.0");
+}
+
+static void jbytes(jb *j, const char *t, size_t n)
+{
+	jlit(j, "[");
+	for (size_t k = 0; k < n; k++)
+		jfmt(j, k ? ",%u" : "%u", (unsigned char)t[k]);
+	jlit(j, "]");
+}
+
+/* One chat log-prob entry: {"token","logprob","bytes"[,"top_logprobs"]}. */
+static void chat_entry(jb *j, const oai_call *o, int32_t id, float lp, int open)
+{
+	size_t n = 0;
+	char *t = token_text(o, id, &n);
+	jlit(j, "{\"token\":");
+	jstr(j, t ? t : "", t ? n : 0);
+	jlit(j, ",\"logprob\":");
+	jlogprob(j, lp);
+	jlit(j, ",\"bytes\":");
+	jbytes(j, t ? t : "", t ? n : 0);
+	if (!open)
+		jlit(j, "}");
+	free(t);
+}
+
+/* "logprobs":{...} for ids[0..n) (OpenAI's completions or chat layout), or
+ * "logprobs":null when none were asked for (or the node sent none). */
+static void logprobs_json(jb *j, oai_call *o, oai_choice *ch, const int32_t *ids, size_t n,
+			  const float *lp, size_t n_lp, int top_n, const int32_t *top_ids,
+			  size_t n_top_ids, const float *top_lp, size_t n_top_lp)
+{
+	if (top_n < 0 || n_top_ids != n_top_lp || n_top_ids != n * (size_t)top_n)
+		top_n = 0, top_ids = NULL, top_lp = NULL;
+	if (o->logprobs < 0 || n_lp != n || (n && !lp)) {
+		jlit(j, "\"logprobs\":null");
+		return;
+	}
+	if (o->chat) {
+		jlit(j, "\"logprobs\":{\"content\":[");
+		for (size_t i = 0; i < n; i++) {
+			jlit(j, i ? "," : "");
+			chat_entry(j, o, ids[i], lp[i], 1);
+			jlit(j, ",\"top_logprobs\":[");
+			for (int k = 0; k < top_n; k++) {
+				jlit(j, k ? "," : "");
+				chat_entry(j, o, top_ids[i * top_n + k], top_lp[i * top_n + k], 0);
+			}
+			jlit(j, "]}");
+		}
+		jlit(j, "],\"refusal\":null}");
+		return;
+	}
+	char **texts = calloc(n ? n : 1, sizeof *texts);
+	size_t *lens = calloc(n ? n : 1, sizeof *lens);
+	if (!texts || !lens) {
+		free(texts), free(lens);
+		j->failed = 1;
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		texts[i] = token_text(o, ids[i], &lens[i]);
+	jlit(j, "\"logprobs\":{\"tokens\":[");
+	for (size_t i = 0; i < n; i++) {
+		jlit(j, i ? "," : "");
+		jstr(j, texts[i] ? texts[i] : "", texts[i] ? lens[i] : 0);
+	}
+	jlit(j, "],\"token_logprobs\":[");
+	for (size_t i = 0; i < n; i++) {
+		jlit(j, i ? "," : "");
+		jlogprob(j, lp[i]);
+	}
+	jlit(j, "],\"top_logprobs\":[");
+	for (size_t i = 0; i < n; i++) {
+		jlit(j, i ? ",{" : "{");
+		for (int k = 0; k < top_n; k++) {
+			size_t tn = 0;
+			char *t = token_text(o, top_ids[i * top_n + k], &tn);
+			jlit(j, k ? "," : "");
+			jstr(j, t ? t : "", t ? tn : 0);
+			jlit(j, ":");
+			jlogprob(j, top_lp[i * top_n + k]);
+			free(t);
+		}
+		jlit(j, "}");
+	}
+	jlit(j, "],\"text_offset\":[");
+	for (size_t i = 0; i < n; i++) {
+		jfmt(j, i ? ",%zu" : "%zu", ch->text_off);
+		ch->text_off += lens[i];
+		free(texts[i]);
+	}
+	jlit(j, "]}");
+	free(texts);
+	free(lens);
+}
+
+/* stream = false: keep Done's log-probs until every choice is done. */
+static int keep_logprobs(oai_choice *ch, const Shardline__Client__Done *d)
+{
+	size_t n = d->n_logprobs, nt = d->n_top_ids;
+	if (!n)
+		return 0;
+	if (!(ch->lp = malloc(sizeof(float) * n)))
+		return -1;
+	memcpy(ch->lp, d->logprobs, sizeof(float) * n);
+	ch->n_lp = n;
+	if (d->has_top_n && d->top_n > 0 && nt == d->n_top_logprobs && nt == n * (size_t)d->top_n) {
+		if (!(ch->top_ids = malloc(sizeof(int32_t) * nt)) || !(ch->top_lp = malloc(sizeof(float) * nt)))
+			return -1;
+		memcpy(ch->top_ids, d->top_ids, sizeof(int32_t) * nt);
+		memcpy(ch->top_lp, d->top_logprobs, sizeof(float) * nt);
+		ch->top_n = d->top_n;
+	}
+	return 0;
+}
+
 /* stream = false: the whole answer, once every choice is done. */
 static void respond_whole(oai_call *o)
 {
@@ -705,7 +900,7 @@ static void respond_whole(oai_call *o)
 	jraw(&j, o->head.b.p, o->head.b.n);
 	jlit(&j, ",\"choices\":[");
 	for (int i = 0; i < o->n_choices; i++) {
-		const oai_choice *ch = &o->ch[i];
+		oai_choice *ch = &o->ch[i];
 		jfmt(&j, "%s{\"index\":%d,", i ? "," : "", i);
 		if (o->chat) {
 			jlit(&j, "\"message\":{\"role\":\"assistant\",\"content\":");
@@ -721,7 +916,9 @@ static void respond_whole(oai_call *o)
 			ids_json(&j, ch->ids.p, ch->ids.n);
 			jlit(&j, ",");
 		}
-		jfmt(&j, "\"logprobs\":null,\"finish_reason\":\"%s\"}", finish_name(ch->finish));
+		logprobs_json(&j, o, ch, ch->ids.p, ch->ids.n, ch->lp, ch->n_lp, ch->top_n, ch->top_ids,
+			      ch->n_lp * (size_t)ch->top_n, ch->top_lp, ch->n_lp * (size_t)ch->top_n);
+		jfmt(&j, ",\"finish_reason\":\"%s\"}", finish_name(ch->finish));
 	}
 	jlit(&j, "],");
 	usage_json(&j, o);
@@ -747,32 +944,40 @@ static void send_event(oai_call *o)
 	o->ev.failed = 0;
 }
 
-/* data: {head,"choices":[{"index":i, <body> ,"finish_reason":F}]} */
-static void choice_event(oai_call *o, int i, const char *text, size_t n, const int32_t *ids,
-			 size_t n_ids, const char *finish)
+/* data: {head,"choices":[{"index":i, <delta or text> ,"finish_reason":F}]}
+ * for a Chunk k, or for the end of choice i (k NULL, finish set). */
+static void choice_event(oai_call *o, int i, const Shardline__Client__Chunk *k, const char *finish)
 {
 	jb *j = &o->ev;
+	const char *text = k ? (const char *)k->text.data : NULL;
+	size_t n = k ? k->text.len : 0;
 	jlit(j, "data: ");
 	jraw(j, o->head.b.p, o->head.b.n);
 	jfmt(j, ",\"choices\":[{\"index\":%d,", i);
 	if (o->chat) {
 		jlit(j, "\"delta\":{");
-		if (text) {
+		if (k) {
 			jlit(j, "\"content\":");
-			jstr(j, text, n);
+			jstr(j, text ? text : "", n);
 		}
 		jlit(j, "},");
 	} else {
 		jlit(j, "\"text\":");
-		jstr(j, text ? text : "", text ? n : 0);
+		jstr(j, text ? text : "", n);
 		jlit(j, ",");
 	}
 	if (o->return_token_ids) {
 		jlit(j, "\"token_ids\":");
-		ids_json(j, ids, n_ids);
+		ids_json(j, k ? k->token_ids : NULL, k ? k->n_token_ids : 0);
 		jlit(j, ",");
 	}
-	jlit(j, "\"logprobs\":null,\"finish_reason\":");
+	if (k)
+		logprobs_json(j, o, &o->ch[i], k->token_ids, k->n_token_ids, k->logprobs, k->n_logprobs,
+			      k->has_top_n ? k->top_n : 0, k->top_ids, k->n_top_ids, k->top_logprobs,
+			      k->n_top_logprobs);
+	else
+		jlit(j, "\"logprobs\":null");
+	jlit(j, ",\"finish_reason\":");
 	if (finish)
 		jfmt(j, "\"%s\"", finish);
 	else
@@ -843,7 +1048,10 @@ static void on_done(oai_call *o, oai_choice *ch, int i, const Shardline__Client_
 		ch->finish = SHARDLINE__CLIENT__FINISH_REASON__ERROR;
 	if (!o->stream && d->has_text && coord_bytes_add(&ch->text, (const char *)d->text.data, d->text.len))
 		ch->finish = SHARDLINE__CLIENT__FINISH_REASON__ERROR;
-	if (!o->stream && o->return_token_ids && coord_ids_add(&ch->ids, d->token_ids, d->n_token_ids))
+	if (!o->stream && (o->return_token_ids || o->logprobs >= 0) &&
+	    coord_ids_add(&ch->ids, d->token_ids, d->n_token_ids))
+		ch->finish = SHARDLINE__CLIENT__FINISH_REASON__ERROR;
+	if (!o->stream && o->logprobs >= 0 && keep_logprobs(ch, d))
 		ch->finish = SHARDLINE__CLIENT__FINISH_REASON__ERROR;
 	if (o->submitting || o->answered)
 		return;
@@ -855,7 +1063,7 @@ static void on_done(oai_call *o, oai_choice *ch, int i, const Shardline__Client_
 		return;
 	}
 	if (o->stream)
-		choice_event(o, i, o->chat ? NULL : "", 0, NULL, 0, finish_name(ch->finish));
+		choice_event(o, i, NULL, finish_name(ch->finish));
 	if (o->n_done < o->n_choices)
 		return;
 	if (o->stream)
@@ -875,10 +1083,9 @@ void coord_oai_reply(coord *c, coord_req *r, const Shardline__Client__Reply *rep
 		const Shardline__Client__Chunk *k = rep->chunk;
 		if (!o->stream || o->answered || o->submitting)
 			return;
-		if (k->text.len == 0 && !(o->return_token_ids && k->n_token_ids))
+		if (k->text.len == 0 && !((o->return_token_ids || o->logprobs >= 0) && k->n_token_ids))
 			return; /* nothing a client can see */
-		choice_event(o, r->choice, (const char *)k->text.data, k->text.len, k->token_ids,
-			     k->n_token_ids, NULL);
+		choice_event(o, r->choice, k, NULL);
 	} else if (rep->msg_case == SHARDLINE__CLIENT__REPLY__MSG_DONE) {
 		ch->req = NULL;
 		r->http = NULL; /* r is freed right after its Done */
@@ -929,7 +1136,7 @@ static void start_answer(oai_call *o)
 	}
 	for (int i = 0; i < o->n_choices; i++)
 		if (o->ch[i].done)
-			choice_event(o, i, o->chat ? NULL : "", 0, NULL, 0, finish_name(o->ch[i].finish));
+			choice_event(o, i, NULL, finish_name(o->ch[i].finish));
 	if (o->n_done == o->n_choices)
 		stream_end(o);
 }
