@@ -1,0 +1,619 @@
+/*
+ * chat_template_value.c — runtime values with the Python semantics Jinja
+ * gives them, because chat templates are byte-exact specifications: str()
+ * and repr() (a list printed by a template is its Python repr), ==, truth,
+ * iteration, str.strip()'s Unicode whitespace, and json.dumps as
+ * transformers' tojson calls it (ensure_ascii=False).  All values live in
+ * the render's arena; strings are (pointer, length) and may contain NULs.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chat_template_int.h"
+
+/* ---- UTF-8 ---- */
+
+size_t utf8_decode(const char *s, size_t n, uint32_t *cp)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	if (!n) {
+		*cp = 0;
+		return 1;
+	}
+	size_t k = u[0] < 0x80		? 1
+		   : (u[0] >> 5) == 6	? 2
+		   : (u[0] >> 4) == 14 ? 3
+		   : (u[0] >> 3) == 30 ? 4
+					: 0;
+	if (!k || k > n) {  /* not UTF-8: one byte, shown as U+FFFD */
+		*cp = 0xFFFD;
+		return 1;
+	}
+	uint32_t c = k == 1 ? u[0] : k == 2 ? u[0] & 0x1F : k == 3 ? u[0] & 0x0F : u[0] & 0x07;
+	for (size_t i = 1; i < k; i++) {
+		if ((u[i] & 0xC0) != 0x80) {
+			*cp = 0xFFFD;
+			return 1;
+		}
+		c = (c << 6) | (u[i] & 0x3F);
+	}
+	*cp = c;
+	return k;
+}
+
+size_t utf8_count(const char *s, size_t n)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < n;) {
+		uint32_t cp;
+		i += utf8_decode(s + i, n - i, &cp);
+		k++;
+	}
+	return k;
+}
+
+/* Python's str.isspace(). */
+static int py_isspace_cp(uint32_t c)
+{
+	return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
+	       c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
+	       c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+int py_isspace_at(const char *s, size_t n, size_t i, size_t *clen)
+{
+	uint32_t cp;
+	*clen = utf8_decode(s + i, n - i, &cp);
+	return py_isspace_cp(cp);
+}
+
+static int in_chars(uint32_t cp, const char *chars, size_t nchars)
+{
+	for (size_t i = 0; i < nchars;) {
+		uint32_t c;
+		i += utf8_decode(chars + i, nchars - i, &c);
+		if (c == cp)
+			return 1;
+	}
+	return 0;
+}
+
+static int strippable(uint32_t cp, const char *chars, size_t nchars)
+{
+	return chars ? in_chars(cp, chars, nchars) : py_isspace_cp(cp);
+}
+
+/* str.strip / lstrip / rstrip: [*start, *end) of what remains. */
+void py_strip(const char *s, size_t n, int left, int right, const char *chars, size_t nchars,
+	      size_t *start, size_t *end)
+{
+	size_t a = 0, b = n;
+	while (left && a < b) {
+		uint32_t cp;
+		size_t k = utf8_decode(s + a, b - a, &cp);
+		if (!strippable(cp, chars, nchars))
+			break;
+		a += k;
+	}
+	while (right && b > a) {
+		size_t p = b - 1;
+		while (p > a && ((unsigned char)s[p] & 0xC0) == 0x80 && b - p < 4)
+			p--;
+		uint32_t cp;
+		if (utf8_decode(s + p, b - p, &cp) != b - p)  /* stray byte: one char */
+			p = b - 1, cp = 0xFFFD;
+		if (!strippable(cp, chars, nchars))
+			break;
+		b = p;
+	}
+	*start = a;
+	*end = b;
+}
+
+/* ---- string builder ---- */
+
+void sb_init(tmpl_sb *b, tmpl_ctx *c)
+{
+	memset(b, 0, sizeof *b);
+	b->c = c;
+}
+
+void sb_put(tmpl_sb *b, const char *s, size_t n)
+{
+	if (b->oom || !n)
+		return;
+	if (b->cap - b->n < n + 1) {
+		size_t cap = b->cap ? b->cap : 64;
+		while (cap - b->n < n + 1) {
+			if (cap > ((size_t)1 << 40)) {
+				b->oom = 1;
+				return;
+			}
+			cap *= 2;
+		}
+		char *p = tmpl_alloc(&b->c->arena, cap);
+		if (!p) {
+			b->oom = 1;
+			return;
+		}
+		if (b->n)
+			memcpy(p, b->p, b->n);
+		b->p = p;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->n, s, n);
+	b->n += n;
+	b->p[b->n] = 0;
+}
+
+void sb_putc(tmpl_sb *b, char ch)
+{
+	sb_put(b, &ch, 1);
+}
+
+void sb_puts(tmpl_sb *b, const char *s)
+{
+	sb_put(b, s, strlen(s));
+}
+
+tmpl_val sb_val(tmpl_sb *b)
+{
+	return tv_str(b->p ? b->p : "", b->n);
+}
+
+/* ---- containers ---- */
+
+tmpl_list *tl_new(tmpl_ctx *c, int n)
+{
+	tmpl_list *l = tmpl_alloc(&c->arena, sizeof *l);
+	if (!l)
+		return NULL;
+	l->n = n;
+	if (n > 0 && !(l->it = tmpl_alloc(&c->arena, (size_t)n * sizeof *l->it)))
+		return NULL;
+	return l;
+}
+
+tmpl_dict *td_new(tmpl_ctx *c, int cap)
+{
+	tmpl_dict *d = tmpl_alloc(&c->arena, sizeof *d);
+	if (!d)
+		return NULL;
+	if (cap < 4)
+		cap = 4;
+	d->cap = cap;
+	d->keys = tmpl_alloc(&c->arena, (size_t)cap * sizeof *d->keys);
+	d->vals = tmpl_alloc(&c->arena, (size_t)cap * sizeof *d->vals);
+	return d->keys && d->vals ? d : NULL;
+}
+
+const tmpl_val *td_get_val(const tmpl_dict *d, const tmpl_val *key)
+{
+	for (int i = 0; i < d->n; i++)
+		if (tv_equal(&d->keys[i], key))
+			return &d->vals[i];
+	return NULL;
+}
+
+const tmpl_val *td_get(const tmpl_dict *d, const char *key, size_t n)
+{
+	tmpl_val k = tv_str(key, n);
+	return td_get_val(d, &k);
+}
+
+int td_set(tmpl_ctx *c, tmpl_dict *d, tmpl_val key, tmpl_val val)
+{
+	for (int i = 0; i < d->n; i++)
+		if (tv_equal(&d->keys[i], &key)) {
+			d->vals[i] = val;
+			return 0;
+		}
+	if (d->n == d->cap) {
+		int cap = d->cap * 2;
+		tmpl_val *k = tmpl_alloc(&c->arena, (size_t)cap * sizeof *k);
+		tmpl_val *v = tmpl_alloc(&c->arena, (size_t)cap * sizeof *v);
+		if (!k || !v)
+			return -1;
+		memcpy(k, d->keys, (size_t)d->n * sizeof *k);
+		memcpy(v, d->vals, (size_t)d->n * sizeof *v);
+		d->keys = k;
+		d->vals = v;
+		d->cap = cap;
+	}
+	d->keys[d->n] = key;
+	d->vals[d->n] = val;
+	d->n++;
+	return 0;
+}
+
+/* ---- Python semantics ---- */
+
+const char *tv_type_name(const tmpl_val *v)
+{
+	switch (v->k) {
+	case V_UNDEF: return "Undefined";
+	case V_NONE: return "NoneType";
+	case V_BOOL: return "bool";
+	case V_INT: return "int";
+	case V_STR: return "str";
+	case V_LIST: return v->u.l->tuple ? "tuple" : "list";
+	case V_DICT: return "dict";
+	case V_NS: return "Namespace";
+	case V_LOOP: return "LoopContext";
+	case V_FUNC: return "function";
+	case V_METHOD: return "builtin_function_or_method";
+	}
+	return "?";
+}
+
+int tv_is_int(const tmpl_val *v)
+{
+	return v->k == V_INT || v->k == V_BOOL;
+}
+
+int tv_truthy(const tmpl_val *v)
+{
+	switch (v->k) {
+	case V_UNDEF:
+	case V_NONE: return 0;
+	case V_BOOL:
+	case V_INT: return v->u.i != 0;
+	case V_STR: return v->u.s.n != 0;
+	case V_LIST: return v->u.l->n != 0;
+	case V_DICT: return v->u.d->n != 0;
+	default: return 1;
+	}
+}
+
+int tv_equal(const tmpl_val *a, const tmpl_val *b)
+{
+	if (tv_is_int(a) && tv_is_int(b))
+		return a->u.i == b->u.i;
+	if (a->k != b->k)
+		return 0;
+	switch (a->k) {
+	case V_UNDEF:
+	case V_NONE: return 1;
+	case V_STR: return a->u.s.n == b->u.s.n && !memcmp(a->u.s.p, b->u.s.p, a->u.s.n);
+	case V_LIST:
+		if (a->u.l->tuple != b->u.l->tuple || a->u.l->n != b->u.l->n)
+			return 0;
+		for (int i = 0; i < a->u.l->n; i++)
+			if (!tv_equal(&a->u.l->it[i], &b->u.l->it[i]))
+				return 0;
+		return 1;
+	case V_DICT:
+		if (a->u.d->n != b->u.d->n)
+			return 0;
+		for (int i = 0; i < a->u.d->n; i++) {
+			const tmpl_val *o = td_get_val(b->u.d, &a->u.d->keys[i]);
+			if (!o || !tv_equal(&a->u.d->vals[i], o))
+				return 0;
+		}
+		return 1;
+	case V_NS: return a->u.d == b->u.d;
+	case V_LOOP: return a->u.lp == b->u.lp;
+	case V_FUNC: return a->u.i == b->u.i;
+	default: return 0;
+	}
+}
+
+int tv_is_iterable(const tmpl_val *v)
+{
+	return v->k == V_STR || v->k == V_LIST || v->k == V_DICT || v->k == V_UNDEF ||
+	       v->k == V_LOOP;
+}
+
+const tmpl_list *tv_iter_list(tmpl_ctx *c, const tmpl_node *at, const tmpl_val *v)
+{
+	static tmpl_list empty;
+	tmpl_list *l;
+	switch (v->k) {
+	case V_LIST: return v->u.l;
+	case V_UNDEF: return &empty;
+	case V_DICT:
+		if (!(l = tl_new(c, v->u.d->n)))
+			break;
+		memcpy(l->it, v->u.d->keys, (size_t)l->n * sizeof *l->it);
+		return l;
+	case V_STR: {
+		size_t n = utf8_count(v->u.s.p, v->u.s.n);
+		if (n > INT32_MAX || !(l = tl_new(c, (int)n)))
+			break;
+		for (size_t i = 0, k = 0; i < v->u.s.n; k++) {
+			uint32_t cp;
+			size_t w = utf8_decode(v->u.s.p + i, v->u.s.n - i, &cp);
+			l->it[k] = tv_str(v->u.s.p + i, w);
+			i += w;
+		}
+		return l;
+	}
+	default:
+		tmpl_fail(c, at, "'%s' object is not iterable", tv_type_name(v));
+		return NULL;
+	}
+	tmpl_fail_oom(c, at);
+	return NULL;
+}
+
+/* Python's str.isprintable() for one character.  Unassigned code points
+ * (which Python also escapes) are not tabled: they print raw here. */
+static int py_printable(uint32_t c)
+{
+	static const uint32_t ranges[][2] = {
+		{0x00, 0x1F}, {0x7F, 0xA0}, {0xAD, 0xAD}, {0x600, 0x605}, {0x61C, 0x61C},
+		{0x6DD, 0x6DD}, {0x70F, 0x70F}, {0x890, 0x891}, {0x8E2, 0x8E2}, {0x1680, 0x1680},
+		{0x180E, 0x180E}, {0x2000, 0x200F}, {0x2028, 0x202F}, {0x205F, 0x2064},
+		{0x2066, 0x206F}, {0x3000, 0x3000}, {0xD800, 0xF8FF}, {0xFEFF, 0xFEFF},
+		{0xFFF9, 0xFFFB}, {0xFFFE, 0xFFFF}, {0x110BD, 0x110BD}, {0x110CD, 0x110CD},
+		{0x13430, 0x1343F}, {0x1BCA0, 0x1BCA3}, {0x1D173, 0x1D17A}, {0xE0001, 0xE0001},
+		{0xE0020, 0xE007F}, {0xF0000, 0x10FFFF},
+	};
+	for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++)
+		if (c >= ranges[i][0] && c <= ranges[i][1])
+			return 0;
+	return 1;
+}
+
+static void repr_str(tmpl_sb *b, const char *s, size_t n)
+{
+	int sq = memchr(s, '\'', n) != NULL, dq = memchr(s, '"', n) != NULL;
+	char q = sq && !dq ? '"' : '\'';
+	sb_putc(b, q);
+	for (size_t i = 0; i < n;) {
+		uint32_t cp;
+		size_t k = utf8_decode(s + i, n - i, &cp);
+		char esc[16];
+		if (cp == '\\' || cp == (uint32_t)q) {
+			esc[0] = '\\';
+			esc[1] = (char)cp;
+			sb_put(b, esc, 2);
+		} else if (cp == '\t') {
+			sb_put(b, "\\t", 2);
+		} else if (cp == '\n') {
+			sb_put(b, "\\n", 2);
+		} else if (cp == '\r') {
+			sb_put(b, "\\r", 2);
+		} else if (!py_printable(cp)) {
+			int w = cp < 0x100	 ? snprintf(esc, sizeof esc, "\\x%02x", cp)
+				: cp < 0x10000 ? snprintf(esc, sizeof esc, "\\u%04x", cp)
+					       : snprintf(esc, sizeof esc, "\\U%08x", cp);
+			sb_put(b, esc, (size_t)w);
+		} else {
+			sb_put(b, s + i, k);
+		}
+		i += k;
+	}
+	sb_putc(b, q);
+}
+
+static void put_int(tmpl_sb *b, int64_t i)
+{
+	char tmp[32];
+	int w = snprintf(tmp, sizeof tmp, "%lld", (long long)i);
+	sb_put(b, tmp, (size_t)w);
+}
+
+static void repr_dict(tmpl_sb *b, const tmpl_dict *d)
+{
+	sb_putc(b, '{');
+	for (int i = 0; i < d->n; i++) {
+		if (i)
+			sb_put(b, ", ", 2);
+		tv_repr_into(b, &d->keys[i]);
+		sb_put(b, ": ", 2);
+		tv_repr_into(b, &d->vals[i]);
+	}
+	sb_putc(b, '}');
+}
+
+void tv_repr_into(tmpl_sb *b, const tmpl_val *v)
+{
+	switch (v->k) {
+	case V_UNDEF: sb_puts(b, "Undefined"); return;
+	case V_STR: repr_str(b, v->u.s.p, v->u.s.n); return;
+	case V_LIST: {
+		const tmpl_list *l = v->u.l;
+		sb_putc(b, l->tuple ? '(' : '[');
+		for (int i = 0; i < l->n; i++) {
+			if (i)
+				sb_put(b, ", ", 2);
+			tv_repr_into(b, &l->it[i]);
+		}
+		if (l->tuple && l->n == 1)
+			sb_putc(b, ',');
+		sb_putc(b, l->tuple ? ')' : ']');
+		return;
+	}
+	case V_DICT: repr_dict(b, v->u.d); return;
+	default: tv_str_into(b, v); return;
+	}
+}
+
+void tv_str_into(tmpl_sb *b, const tmpl_val *v)
+{
+	switch (v->k) {
+	case V_UNDEF: return;
+	case V_NONE: sb_puts(b, "None"); return;
+	case V_BOOL: sb_puts(b, v->u.i ? "True" : "False"); return;
+	case V_INT: put_int(b, v->u.i); return;
+	case V_STR: sb_put(b, v->u.s.p, v->u.s.n); return;
+	case V_NS:
+		sb_puts(b, "<Namespace ");
+		repr_dict(b, v->u.d);
+		sb_putc(b, '>');
+		return;
+	case V_LOOP:
+		sb_puts(b, "<LoopContext ");
+		put_int(b, v->u.lp->index0 + 1);
+		sb_putc(b, '/');
+		put_int(b, v->u.lp->length);
+		sb_putc(b, '>');
+		return;
+	case V_FUNC:
+		sb_puts(b, "<function ");
+		sb_puts(b, tmpl_function_name((int)v->u.i));
+		sb_putc(b, '>');
+		return;
+	case V_METHOD:
+		sb_puts(b, "<built-in method of ");
+		sb_puts(b, tv_type_name(&v->u.m->self));
+		sb_puts(b, " object>");
+		return;
+	default: tv_repr_into(b, v); return;
+	}
+}
+
+tmpl_val tv_to_str(tmpl_ctx *c, const tmpl_val *v)
+{
+	if (v->k == V_STR)
+		return *v;
+	tmpl_sb b;
+	sb_init(&b, c);
+	tv_str_into(&b, v);
+	return b.oom ? tv_undef(NULL) : sb_val(&b);
+}
+
+/* ---- JSON ---- */
+
+static void json_str(tmpl_sb *b, const char *s, size_t n)
+{
+	sb_putc(b, '"');
+	size_t run = 0;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)s[i];
+		const char *e = NULL;
+		char tmp[8];
+		if (ch == '"')
+			e = "\\\"";
+		else if (ch == '\\')
+			e = "\\\\";
+		else if (ch == '\n')
+			e = "\\n";
+		else if (ch == '\r')
+			e = "\\r";
+		else if (ch == '\t')
+			e = "\\t";
+		else if (ch == '\b')
+			e = "\\b";
+		else if (ch == '\f')
+			e = "\\f";
+		else if (ch < 0x20) {
+			snprintf(tmp, sizeof tmp, "\\u%04x", ch);
+			e = tmp;
+		}
+		if (!e)
+			continue;
+		sb_put(b, s + run, i - run);
+		sb_puts(b, e);
+		run = i + 1;
+	}
+	sb_put(b, s + run, n - run);
+	sb_putc(b, '"');
+}
+
+static void json_newline(tmpl_sb *b, int indent, int level)
+{
+	sb_putc(b, '\n');
+	for (int i = 0; i < indent * level; i++)
+		sb_putc(b, ' ');
+}
+
+static int json_key(tmpl_sb *b, const tmpl_val *k)
+{
+	switch (k->k) {
+	case V_STR: json_str(b, k->u.s.p, k->u.s.n); return 0;
+	case V_INT: sb_putc(b, '"'); put_int(b, k->u.i); sb_putc(b, '"'); return 0;
+	case V_BOOL: sb_puts(b, k->u.i ? "\"true\"" : "\"false\""); return 0;
+	case V_NONE: sb_puts(b, "\"null\""); return 0;
+	default: return -1;
+	}
+}
+
+static int key_cmp(const void *x, const void *y)
+{
+	const tmpl_val *a = *(const tmpl_val *const *)x, *b = *(const tmpl_val *const *)y;
+	size_t n = a->u.s.n < b->u.s.n ? a->u.s.n : b->u.s.n;
+	int r = memcmp(a->u.s.p, b->u.s.p, n);
+	return r ? r : (a->u.s.n > b->u.s.n) - (a->u.s.n < b->u.s.n);
+}
+
+int tv_json_into(tmpl_sb *b, const tmpl_val *v, int indent, int sort_keys, int depth,
+		 const tmpl_val **bad)
+{
+	if (depth > 100) {
+		*bad = v;
+		return -1;
+	}
+	const char *sep = indent >= 0 ? "," : ", ";
+	switch (v->k) {
+	case V_NONE: sb_puts(b, "null"); return 0;
+	case V_BOOL: sb_puts(b, v->u.i ? "true" : "false"); return 0;
+	case V_INT: put_int(b, v->u.i); return 0;
+	case V_STR: json_str(b, v->u.s.p, v->u.s.n); return 0;
+	case V_LIST: {
+		const tmpl_list *l = v->u.l;
+		if (!l->n) {
+			sb_puts(b, "[]");
+			return 0;
+		}
+		sb_putc(b, '[');
+		for (int i = 0; i < l->n; i++) {
+			if (i)
+				sb_puts(b, sep);
+			if (indent >= 0)
+				json_newline(b, indent, depth + 1);
+			if (tv_json_into(b, &l->it[i], indent, sort_keys, depth + 1, bad))
+				return -1;
+		}
+		if (indent >= 0)
+			json_newline(b, indent, depth);
+		sb_putc(b, ']');
+		return 0;
+	}
+	case V_DICT: {
+		const tmpl_dict *d = v->u.d;
+		if (!d->n) {
+			sb_puts(b, "{}");
+			return 0;
+		}
+		const tmpl_val **order = tmpl_alloc(&b->c->arena, (size_t)d->n * sizeof *order);
+		if (!order) {
+			b->oom = 1;
+			return 0;
+		}
+		for (int i = 0; i < d->n; i++) {
+			order[i] = &d->keys[i];
+			if (sort_keys && d->keys[i].k != V_STR) {
+				*bad = &d->keys[i];
+				return -1;
+			}
+		}
+		if (sort_keys)
+			qsort(order, (size_t)d->n, sizeof *order, key_cmp);
+		sb_putc(b, '{');
+		for (int i = 0; i < d->n; i++) {
+			if (i)
+				sb_puts(b, sep);
+			if (indent >= 0)
+				json_newline(b, indent, depth + 1);
+			if (json_key(b, order[i])) {
+				*bad = order[i];
+				return -1;
+			}
+			sb_puts(b, ": ");
+			if (tv_json_into(b, &d->vals[order[i] - d->keys], indent, sort_keys, depth + 1,
+					 bad))
+				return -1;
+		}
+		if (indent >= 0)
+			json_newline(b, indent, depth);
+		sb_putc(b, '}');
+		return 0;
+	}
+	default:
+		*bad = v;
+		return -1;
+	}
+}
