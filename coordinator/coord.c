@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "chat_template.h"
 #include "coord_int.h"
 #include "http.h"
 #include "rng.h"
@@ -37,6 +38,29 @@ static uint64_t random_epoch(void)
 	return (sl_random_seed() & 0x7fffffffull) << 32; /* low 32 bits count requests */
 }
 
+/* The chat template of a model, compiled now so that a construct the
+ * renderer does not support stops the start with the template's line and
+ * column, rather than failing requests later. No template: chat requests
+ * to this model get a 400 that says so. */
+static int load_chat_template(coord_model *m, const char *path, char *err, size_t errlen)
+{
+	char *src = NULL;
+	size_t len = 0;
+	if (!path) {
+		SL_INFO("coord", "model %s: no chat template (--chat-template FILE gives one); "
+			"/v1/chat/completions refuses it", m->name);
+		return SL_OK;
+	}
+	int rc = sl_read_file(path, &src, &len, err, errlen);
+	if (!rc)
+		rc = coord_tmpl_compile(src, len, path, &m->tmpl, err, errlen);
+	free(src);
+	if (rc)
+		return rc;
+	SL_INFO("coord", "model %s: chat template %s (%zu bytes)", m->name, path, len);
+	return SL_OK;
+}
+
 static int load_models(coord *c, char *err, size_t errlen)
 {
 	const coord_opts *o = &c->o;
@@ -59,6 +83,8 @@ static int load_models(coord *c, char *err, size_t errlen)
 		SL_INFO("coord", "model %s: tokenizer %s (vocab %d, %d EOS id%s%s%d)", m->name,
 			o->tokenizers[i], m->vocab, m->n_eos, m->n_eos == 1 ? "" : "s",
 			m->n_eos ? ", first " : "", m->n_eos ? m->eos[0] : 0);
+		if ((rc = load_chat_template(m, o->chat_templates[i], err, errlen)))
+			return rc;
 	}
 	c->n_models = o->n_models;
 	return SL_OK;
@@ -142,8 +168,10 @@ void coord_destroy(coord *c)
 		zmq_close(c->nodes);
 	if (c->ctx)
 		zmq_ctx_term(c->ctx);
-	for (int i = 0; i < c->n_models; i++)
+	for (int i = 0; i < c->n_models; i++) {
 		coord_tok_destroy(c->models[i].tok);
+		coord_tmpl_destroy(c->models[i].tmpl);
+	}
 	free(c);
 }
 

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "chat_template.h"
 #include "coord_int.h"
 #include "rng.h"
 #include "sl.h"
@@ -1189,16 +1190,192 @@ static void completions(coord *c, coord_http_call *x, const cJSON *root)
 	free_prompts(ps, n_prompts);
 }
 
+/* messages[] as the renderer takes them; strings point into the JSON,
+ * joined text parts into *joined (one malloc'd block per message). */
+typedef struct oai_msgs {
+	coord_chat_msg *m;
+	coord_chat_part *parts;
+	char **joined;
+	int n, n_parts;
+} oai_msgs;
+
+static void free_msgs(oai_msgs *ms)
+{
+	for (int i = 0; ms->joined && i < ms->n; i++)
+		free(ms->joined[i]);
+	free(ms->joined);
+	free(ms->m);
+	free(ms->parts);
+}
+
+/* Text parts joined with newlines, for templates that print content as a
+ * string (most: a list would come out as its Python repr). */
+static int join_parts(const cJSON *content, char **out, size_t *len)
+{
+	size_t n = 0, k = 0;
+	const cJSON *p;
+	cJSON_ArrayForEach(p, content)
+		n += strlen(cJSON_GetObjectItemCaseSensitive(p, "text")->valuestring) + 1;
+	if (!(*out = malloc(n + 1)))
+		return -1;
+	cJSON_ArrayForEach(p, content) {
+		const char *t = cJSON_GetObjectItemCaseSensitive(p, "text")->valuestring;
+		if (k)
+			(*out)[k++] = '\n';
+		memcpy(*out + k, t, strlen(t));
+		k += strlen(t);
+	}
+	(*out)[k] = 0;
+	*len = k;
+	return 0;
+}
+
+static int get_messages(const cJSON *root, const coord_tmpl *t, oai_msgs *ms, oai_err *e)
+{
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, "messages");
+	char param[48];
+	memset(ms, 0, sizeof *ms);
+	if (!cJSON_IsArray(a) || !a->child)
+		return fail(e, 400, "messages", "messages must be a non-empty array of messages");
+	int n = cJSON_GetArraySize(a), n_parts = 0;
+	const cJSON *m;
+	cJSON_ArrayForEach(m, a) {
+		const cJSON *c = cJSON_IsObject(m) ? cJSON_GetObjectItemCaseSensitive(m, "content") : NULL;
+		n_parts += cJSON_IsArray(c) ? cJSON_GetArraySize(c) : 0;
+	}
+	ms->m = calloc((size_t)n, sizeof *ms->m);
+	ms->joined = calloc((size_t)n, sizeof *ms->joined);
+	ms->parts = calloc((size_t)n_parts + 1, sizeof *ms->parts);
+	if (!ms->m || !ms->joined || !ms->parts)
+		return fail(e, 500, NULL, "out of memory");
+	ms->n = n;
+	int i = 0;
+	cJSON_ArrayForEach(m, a) {
+		coord_chat_msg *cm = &ms->m[i];
+		const cJSON *role = cJSON_IsObject(m) ? cJSON_GetObjectItemCaseSensitive(m, "role") : NULL;
+		const cJSON *content = cJSON_IsObject(m) ? cJSON_GetObjectItemCaseSensitive(m, "content") : NULL;
+		snprintf(param, sizeof param, "messages[%d]", i);
+		if (!cJSON_IsObject(m))
+			return fail(e, 400, "messages", "%s must be an object with role and content", param);
+		if (!cJSON_IsString(role))
+			return fail(e, 400, "messages", "%s.role must be a string", param);
+		const char *r = role->valuestring;
+		if (!strcmp(r, "developer")) /* OpenAI's newer name for the system role */
+			r = "system";
+		if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant"))
+			return fail(e, 400, "messages", "%s.role '%.32s' is not supported (system, user, assistant)",
+				    param, r);
+		cm->role = r;
+		const cJSON *tc = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
+		if (!is_null(tc) && !(cJSON_IsArray(tc) && !tc->child))
+			return fail(e, 400, "messages", "%s.tool_calls: tool calling is not supported", param);
+		if (cJSON_IsString(content)) {
+			cm->content = content->valuestring;
+			cm->content_len = strlen(content->valuestring);
+		} else if (cJSON_IsArray(content)) {
+			int j = 0;
+			const cJSON *p;
+			cJSON_ArrayForEach(p, content) {
+				const cJSON *ty = cJSON_IsObject(p) ? cJSON_GetObjectItemCaseSensitive(p, "type") : NULL;
+				const cJSON *tx = cJSON_IsObject(p) ? cJSON_GetObjectItemCaseSensitive(p, "text") : NULL;
+				if (!cJSON_IsString(ty) || strcmp(ty->valuestring, "text"))
+					return fail(e, 400, "messages", "%s.content[%d].type %s%.32s%s is not supported "
+						    "(only text parts)", param, j, cJSON_IsString(ty) ? "'" : "",
+						    cJSON_IsString(ty) ? ty->valuestring : "missing",
+						    cJSON_IsString(ty) ? "'" : "");
+				if (!cJSON_IsString(tx))
+					return fail(e, 400, "messages", "%s.content[%d].text must be a string", param, j);
+				coord_chat_part *cp = &ms->parts[ms->n_parts + j];
+				cp->type = "text";
+				cp->text = tx->valuestring;
+				cp->text_len = strlen(tx->valuestring);
+				j++;
+			}
+			if (coord_tmpl_iterates_content(t)) {
+				cm->parts = &ms->parts[ms->n_parts];
+				cm->n_parts = j;
+			} else if (join_parts(content, &ms->joined[i], &cm->content_len)) {
+				return fail(e, 500, NULL, "out of memory");
+			} else {
+				cm->content = ms->joined[i];
+			}
+			ms->n_parts += j;
+		} else if (is_null(content) && !strcmp(r, "assistant")) {
+			/* content None: an assistant turn with nothing said */
+		} else {
+			return fail(e, 400, "messages", "%s.content must be a string or an array of text parts",
+				    param);
+		}
+		i++;
+	}
+	return 0;
+}
+
+/* The prompt's ids: the template's text encoded with its special tokens
+ * recognised and no BOS added (the template wrote the one it wants). */
+static int render_prompt(coord *c, int model, const cJSON *root, const oai_msgs *ms, oai_prompt *p,
+			 oai_err *e)
+{
+	const coord_model *cm = &c->models[model];
+	int gen = 1;
+	if (get_bool(root, "add_generation_prompt", &gen, e))
+		return -1;
+	int32_t bos = coord_tok_bos_id(cm->tok), eos = cm->n_eos ? cm->eos[0] : coord_tok_eos_id(cm->tok);
+	coord_tmpl_vars v = {.add_generation_prompt = gen,
+			     .bos_token = bos >= 0 ? coord_tok_id_to_token(cm->tok, bos) : NULL,
+			     .eos_token = eos >= 0 ? coord_tok_id_to_token(cm->tok, eos) : NULL,
+			     .max_output_bytes = 4 * (size_t)COORD_MAX_PROMPT_BYTES};
+	char *text = NULL, err[SL_ERRLEN];
+	size_t len = 0, n = 0;
+	if (coord_tmpl_render(cm->tmpl, ms->m, ms->n, &v, &text, &len, err, sizeof err))
+		return fail(e, 400, "messages", "the chat template refused the messages: %s", err);
+	int rc = 0;
+	if (len > COORD_MAX_PROMPT_BYTES)
+		rc = fail(e, 400, "messages", "the rendered conversation of %zu bytes exceeds the limit of %d",
+			  len, COORD_MAX_PROMPT_BYTES);
+	else if (coord_tok_encode(cm->tok, text, len, 0, &p->ids, &n, err, sizeof err))
+		rc = fail(e, 400, "messages", "cannot tokenize the conversation: %s", err);
+	else if (n == 0)
+		rc = fail(e, 400, "messages", "the conversation renders to no tokens");
+	else if (n > COORD_MAX_PROMPT_IDS)
+		rc = fail(e, 400, "messages", "the conversation of %zu tokens exceeds the limit of %d", n,
+			  COORD_MAX_PROMPT_IDS);
+	p->n_ids = n;
+	free(text);
+	return rc;
+}
+
 static void chat(coord *c, coord_http_call *x, const cJSON *root)
 {
 	oai_req q;
 	oai_err e;
+	oai_msgs ms = {0};
+	oai_prompt p = {0};
 	if (get_common(c, root, 1, &q, &e)) {
 		send_err(x, &e);
 		return;
 	}
-	coord_oai_error(x, 400, "invalid_request_error", "model", NULL,
-			"the model '%s' has no chat template", c->models[q.model].name);
+	if (!c->models[q.model].tmpl) {
+		coord_oai_error(x, 400, "invalid_request_error", "model", NULL,
+				"the model '%s' has no chat template (give the coordinator --chat-template "
+				"FILE); /v1/completions takes plain prompts", c->models[q.model].name);
+		return;
+	}
+	if (get_messages(root, c->models[q.model].tmpl, &ms, &e) ||
+	    render_prompt(c, q.model, root, &ms, &p, &e)) {
+		send_err(x, &e);
+	} else {
+		/* no max_tokens: as much as the context leaves, as OpenAI does */
+		int ctx = coord_model_context(c, q.model);
+		if (!q.s.has_max_tokens && ctx > (long)p.n_ids) {
+			long left = ctx - (long)p.n_ids;
+			q.s.has_max_tokens = 1;
+			q.s.max_tokens = (int32_t)(left < COORD_MAX_NEW_TOKENS ? left : COORD_MAX_NEW_TOKENS);
+		}
+		run_choices(c, x, 1, &q, &p, 1);
+	}
+	free(p.ids);
+	free_msgs(&ms);
 }
 
 static void model_json(jb *j, const coord *c, int i, long long created)
