@@ -142,7 +142,7 @@ $(BUILD)/bin/shardline-bench: $(BUILD)/obj/bench/decode.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/bin/shardline-loadgen: $(BUILD)/obj/bench/serve.o $(LIB)
+$(BUILD)/bin/shardline-loadgen: $(BUILD)/obj/bench/serve.o $(BUILD)/obj/bench/serve_http.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
