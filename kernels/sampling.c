@@ -1,10 +1,16 @@
-/* sampling.c — CPU reference sampling: argmax, temperature, top-k, top-p. */
+/*
+ * sampling.c — CPU reference sampling (see sampling.h for the order of
+ * operations): penalties, argmax or temperature softmax with top-k, top-p
+ * and min-p, the Philox draw, and log-probs of the raw distribution.
+ * Plain loops: this is the specification the CUDA sampler is tested against.
+ */
 #include "sampling.h"
 
 #include "philox.h"
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 float kern_philox_uniform(uint64_t seed, uint64_t position)
 {
@@ -25,7 +31,11 @@ typedef struct prob_idx {
 	int i;
 } prob_idx;
 
-unsigned long kern_sample_work_bytes(int n) { return (unsigned long)n * sizeof(prob_idx); }
+/* The sort's candidates, then the penalised logits. */
+unsigned long kern_sample_work_bytes(int n)
+{
+	return (unsigned long)n * (sizeof(prob_idx) + sizeof(float));
+}
 
 /* Descending probability, ascending index on ties: a total order, so the
  * kept set never depends on the sort's stability. */
@@ -37,28 +47,34 @@ static int by_prob_desc(const void *a, const void *b)
 	return (x->i > y->i) - (x->i < y->i);
 }
 
-/* Number of leading candidates that survive top-k then top-p. */
-static int nucleus_size(const prob_idx *c, int n, int top_k, float top_p)
+/* Number of leading candidates that survive top-k, top-p and min-p. */
+static int nucleus_size(const prob_idx *c, int n, const kern_sample_params *p)
 {
-	int keep = (top_k > 0 && top_k < n) ? top_k : n;
-	if (top_p >= 1.0f)
-		return keep;
-	double cum = 0;
-	int k = 0;
-	while (k < keep) {
-		cum += c[k++].p;
-		if (cum >= top_p)
-			break;
+	int keep = (p->top_k > 0 && p->top_k < n) ? p->top_k : n;
+	if (p->top_p < 1.0f) {
+		double cum = 0;
+		int k = 0;
+		while (k < keep) {
+			cum += c[k++].p;
+			if (cum >= p->top_p)
+				break;
+		}
+		keep = k;
 	}
-	return k;
+	if (p->min_p > 0) {
+		float thr = p->min_p * c[0].p;
+		int k = 1; /* the most likely token always passes (min_p <= 1) */
+		while (k < keep && c[k].p >= thr)
+			k++;
+		keep = k;
+	}
+	return keep;
 }
 
-int kern_sample_cpu(const float *logits, int n, const kern_sample_params *p, uint64_t position,
-		    void *work)
+/* Temperature softmax, truncation and the Philox draw over logits[n]. */
+static int draw(const float *logits, int n, const kern_sample_params *p, uint64_t position,
+		prob_idx *c)
 {
-	if (p->temperature <= 0)
-		return kern_argmax_cpu(logits, n);
-	prob_idx *c = work;
 	float mx = logits[kern_argmax_cpu(logits, n)];
 	double sum = 0;
 	for (int i = 0; i < n; i++) {
@@ -69,7 +85,7 @@ int kern_sample_cpu(const float *logits, int n, const kern_sample_params *p, uin
 	for (int i = 0; i < n; i++)
 		c[i].p = (float)(c[i].p / sum);
 	qsort(c, n, sizeof *c, by_prob_desc);
-	int keep = nucleus_size(c, n, p->top_k, p->top_p);
+	int keep = nucleus_size(c, n, p);
 	double total = 0;
 	for (int k = 0; k < keep; k++)
 		total += c[k].p;
@@ -80,4 +96,78 @@ int kern_sample_cpu(const float *logits, int n, const kern_sample_params *p, uin
 			return c[k].i;
 	}
 	return c[keep - 1].i;
+}
+
+/* Row r's penalised copy of logits in pen, or logits itself when nothing
+ * changes. */
+static const float *penalise_row(const float *logits, int n, const kern_sample_params *p,
+				 const kern_token_hist *h, int r, float *pen)
+{
+	if (!h || !h->off || !kern_has_penalty(p) || h->off[r + 1] == h->off[r])
+		return logits;
+	memcpy(pen, logits, sizeof(float) * n);
+	for (int e = h->off[r]; e < h->off[r + 1]; e++) {
+		int id = h->ids[e];
+		pen[id] = kern_penalise(logits[id], h->n_gen[e], h->in_prompt[e], p);
+	}
+	return pen;
+}
+
+/* Log-probs of row r from its raw logits: log_softmax = (l - max) -
+ * log(sum exp(l - max)), the sum in double; the top_logprobs largest
+ * logits by insertion (ascending ids, so an equal logit never displaces
+ * the lower id before it). */
+static void logprobs_row(const float *logits, int n, const kern_sample_params *p, int token,
+			 const kern_logprobs *lp, int r)
+{
+	int32_t *ids = lp->top_ids + (size_t)r * KERN_MAX_TOP_LOGPROBS;
+	float *top = lp->top + (size_t)r * KERN_MAX_TOP_LOGPROBS;
+	for (int k = 0; k < KERN_MAX_TOP_LOGPROBS; k++)
+		ids[k] = -1, top[k] = 0;
+	lp->chosen[r] = 0;
+	if (!kern_wants_logprobs(p))
+		return;
+	float mx = logits[kern_argmax_cpu(logits, n)];
+	double sum = 0;
+	for (int i = 0; i < n; i++)
+		sum += expf(logits[i] - mx);
+	double lse = log(sum);
+	int want = kern_top_logprobs(p, n), have = 0;
+	for (int i = 0; i < n && want > 0; i++) {
+		if (have == want && !(logits[i] > logits[ids[want - 1]]))
+			continue;
+		int k = have < want ? have++ : want - 1;
+		while (k > 0 && logits[i] > logits[ids[k - 1]]) {
+			ids[k] = ids[k - 1];
+			k--;
+		}
+		ids[k] = i;
+	}
+	for (int k = 0; k < want; k++)
+		top[k] = (float)((double)(logits[ids[k]] - mx) - lse);
+	lp->chosen[r] = (float)((double)(logits[token] - mx) - lse);
+}
+
+int kern_sample_cpu(const float *logits, int n, const kern_sample_params *p, uint64_t position,
+		    void *work)
+{
+	if (p->temperature <= 0)
+		return kern_argmax_cpu(logits, n);
+	return draw(logits, n, p, position, work);
+}
+
+void kern_sample_rows_cpu(int32_t *tokens_out, const kern_logprobs *lp, const float *logits,
+			  const int32_t *rows, int n, int vocab, const kern_sample_params *params,
+			  const int64_t *positions, const kern_token_hist *hist, void *work)
+{
+	prob_idx *c = work;
+	float *pen = (float *)(c + vocab);
+	for (int r = 0; r < n; r++) {
+		const float *raw = logits + (size_t)(rows ? rows[r] : r) * vocab;
+		const kern_sample_params *p = &params[r];
+		const float *l = penalise_row(raw, vocab, p, hist, r, pen);
+		tokens_out[r] = kern_sample_cpu(l, vocab, p, (uint64_t)positions[r], c);
+		if (lp)
+			logprobs_row(raw, vocab, p, tokens_out[r], lp, r);
+	}
 }

@@ -2,6 +2,10 @@
  * sampling.cu — CUDA next-token sampling with per-row parameters, the same
  * algorithm as kernels/sampling.c so both backends pick the same tokens:
  *
+ *   0. penalties (one block per penalised row): the row's logits copied to
+ *      scratch, then each token of its history (kern_token_hist) rewritten
+ *      by kern_penalise, the function the CPU uses. Other rows read the
+ *      logits as they are.
  *   1. prep (one block per row): argmax, lowest index on ties. Greedy rows
  *      (temperature <= 0) are done here and get an empty sort segment.
  *      Other rows: p_i = (float)(expf((l_i - max) / T) / sum), sum in double.
@@ -9,14 +13,22 @@
  *      Values are token ids written in ascending order and LSD radix sort is
  *      stable, so equal probabilities stay in ascending id order: the
  *      reference's total order (prob desc, index asc).
- *   3. pick (one block per row): inclusive prefix sums P in double over the
- *      sorted row; keep = min(top_k, first k with P[k] >= top_p, + 1);
- *      total = P[keep - 1]; u = philox(seed, position) * total; the token is
- *      the first kept k with P[k] > u (the last kept one if none).
+ *   3. pick (one block per row): keep = min(top_k, the leading p >= min_p *
+ *      p_0 (binary search: p is sorted), first k with P[k] >= top_p, + 1),
+ *      P the inclusive prefix sums in double; total = P[keep - 1];
+ *      u = philox(seed, position) * total; the token is the first kept k
+ *      with P[k] > u (the last kept one if none).
+ *   4. log-probs (one block per row, rows that want them): log_softmax of
+ *      the raw logits, (l - max) - log(sum expf(l - max)) with the sum in
+ *      double, for the chosen token and the top_logprobs largest logits,
+ *      found by repeated block argmax below the previous pick in the order
+ *      (logit desc, id asc): the same ids as the CPU, values within float
+ *      rounding of the sum.
  *
- * Philox4x32-10 is copied from sampling.c so u is bit-identical. Expect the
- * same tokens as the CPU except when a prefix sum lies within float rounding
- * of u or top_p (expf differs by an ulp between libm and CUDA).
+ * Philox4x32-10 is shared with sampling.c (philox.h) so u is bit-identical.
+ * Expect the same tokens as the CPU except when a prefix sum lies within
+ * float rounding of u or top_p (expf differs by an ulp between libm and
+ * CUDA).
  *
  * Scratch (kern_sampler) is sized once for SAMPLE_CHUNK_ROWS rows x vocab;
  * larger batches are processed in chunks of rows, so kern_sample_cuda never
@@ -37,6 +49,8 @@
 #define PREP_THREADS 512
 #define PICK_THREADS 256
 #define PICK_ITEMS 4 /* per thread per tile of the prefix scan */
+#define PEN_THREADS 256
+#define LP_THREADS 512
 
 struct kern_sampler {
 	int max_seqs, vocab, chunk_rows;
@@ -44,11 +58,41 @@ struct kern_sampler {
 	int32_t *vals[2];    /* [chunk_rows, vocab] token ids, sort double buffer */
 	int *seg_begin;      /* [chunk_rows] sort segments (empty for greedy rows) */
 	int *seg_end;        /* [chunk_rows] */
+	float *pen;          /* [chunk_rows, vocab] penalised logits of penalised rows */
 	void *sort_tmp;      /* CUB temporary storage */
 	size_t sort_tmp_bytes;
 };
 
 /* Philox4x32-10: kernels/philox.h, shared with the CPU sampler. */
+
+/* ---- 0. penalties ---- */
+
+/* Whether row r reads penalised logits: the same test in every kernel. */
+__device__ __forceinline__ bool row_penalised(const kern_sample_params &p,
+					      const kern_token_hist &h, int r)
+{
+	return h.off && kern_has_penalty(&p) && h.off[r + 1] > h.off[r];
+}
+
+__global__ void __launch_bounds__(PEN_THREADS)
+	sample_penalty_kernel(const float *__restrict__ logits, int vocab,
+			      const kern_sample_params *__restrict__ params, kern_token_hist h,
+			      float *__restrict__ pen)
+{
+	int r = blockIdx.x;
+	kern_sample_params p = params[r];
+	if (!row_penalised(p, h, r))
+		return;
+	const float *l = logits + (size_t)r * vocab;
+	float *o = pen + (size_t)r * vocab;
+	for (int i = threadIdx.x; i < vocab; i += blockDim.x)
+		o[i] = l[i];
+	__syncthreads(); /* history ids are distinct: one writer per element after this */
+	for (int e = h.off[r] + threadIdx.x; e < h.off[r + 1]; e += blockDim.x) {
+		int id = h.ids[e];
+		o[id] = kern_penalise(l[id], h.n_gen[e], h.in_prompt[e], &p);
+	}
+}
 
 /* ---- 1. prep ---- */
 
@@ -87,7 +131,8 @@ __device__ void block_argmax(float *v, int *i)
 }
 
 __global__ void __launch_bounds__(PREP_THREADS)
-	sample_prep_kernel(const float *__restrict__ logits, int vocab,
+	sample_prep_kernel(const float *__restrict__ logits, const float *__restrict__ pen,
+			   kern_token_hist h, int vocab,
 			   const kern_sample_params *__restrict__ params,
 			   int32_t *__restrict__ tokens_out, float *__restrict__ probs,
 			   int32_t *__restrict__ ids, int *__restrict__ seg_begin,
@@ -95,7 +140,8 @@ __global__ void __launch_bounds__(PREP_THREADS)
 {
 	int r = blockIdx.x;
 	size_t base = (size_t)r * vocab;
-	const float *l = logits + base;
+	kern_sample_params p = params[r];
+	const float *l = (row_penalised(p, h, r) ? pen : logits) + base;
 
 	/* each thread scans ascending indices and keeps the first maximum */
 	float bv = -INFINITY;
@@ -109,7 +155,6 @@ __global__ void __launch_bounds__(PREP_THREADS)
 	}
 	block_argmax(&bv, &bi);
 
-	kern_sample_params p = params[r];
 	if (p.temperature <= 0) { /* greedy; uniform over the block */
 		if (threadIdx.x == 0) {
 			tokens_out[r] = bi;
@@ -193,6 +238,27 @@ __device__ void scan_find(const float *__restrict__ pr, int limit, double thr, b
 	*p_out = carry;
 }
 
+/* The number of leading entries of the descending pr[0, limit) that are
+ * >= thr, at least 1: a binary search by thread 0, broadcast. */
+__device__ int min_p_keep(const float *__restrict__ pr, int limit, float thr, pick_smem &sm)
+{
+	if (threadIdx.x == 0) {
+		int lo = 1, hi = limit; /* pr[lo - 1] >= thr; answer in [lo, hi] */
+		while (lo < hi) {
+			int mid = lo + (hi - lo) / 2;
+			if (pr[mid] >= thr)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		sm.hit = lo;
+	}
+	__syncthreads();
+	int keep = sm.hit;
+	__syncthreads(); /* sm.hit is reused by scan_find */
+	return keep;
+}
+
 __global__ void __launch_bounds__(PICK_THREADS)
 	sample_pick_kernel(const float *__restrict__ probs, const int32_t *__restrict__ ids,
 			   int vocab, const kern_sample_params *__restrict__ params,
@@ -206,6 +272,8 @@ __global__ void __launch_bounds__(PICK_THREADS)
 	const float *pr = probs + (size_t)r * vocab;
 
 	int keep = (p.top_k > 0 && p.top_k < vocab) ? p.top_k : vocab;
+	if (p.min_p > 0) /* keep the leading p >= min_p * p_0 (at least p_0) */
+		keep = min_p_keep(pr, keep, p.min_p * pr[0], sm);
 	/* top-p: the smallest prefix whose mass reaches top_p (none: all of keep) */
 	double thr = p.top_p >= 1.0f ? INFINITY : (double)p.top_p;
 	int last;
@@ -221,6 +289,67 @@ __global__ void __launch_bounds__(PICK_THREADS)
 		tokens_out[r] = ids[(size_t)r * vocab + pick];
 }
 
+/* ---- 4. log-probs ---- */
+
+/* (v, i) comes after (pv, pi) in the order logit desc, id asc. */
+__device__ __forceinline__ bool after(float v, int i, float pv, int pi)
+{
+	return v < pv || (v == pv && i > pi);
+}
+
+__global__ void __launch_bounds__(LP_THREADS)
+	sample_logprobs_kernel(const float *__restrict__ logits, int vocab,
+			       const kern_sample_params *__restrict__ params,
+			       const int32_t *__restrict__ tokens, kern_logprobs lp)
+{
+	int r = blockIdx.x;
+	kern_sample_params p = params[r];
+	int32_t *top_ids = lp.top_ids + (size_t)r * KERN_MAX_TOP_LOGPROBS;
+	float *top = lp.top + (size_t)r * KERN_MAX_TOP_LOGPROBS;
+	int n_top = kern_wants_logprobs(&p) ? kern_top_logprobs(&p, vocab) : 0;
+	if (threadIdx.x >= n_top && threadIdx.x < KERN_MAX_TOP_LOGPROBS) {
+		top_ids[threadIdx.x] = -1;
+		top[threadIdx.x] = 0;
+	}
+	if (!kern_wants_logprobs(&p)) {
+		if (threadIdx.x == 0)
+			lp.chosen[r] = 0;
+		return; /* uniform over the block */
+	}
+	const float *l = logits + (size_t)r * vocab;
+	float mx = -INFINITY;
+	int mi = INT_MAX;
+	for (int i = threadIdx.x; i < vocab; i += blockDim.x)
+		if (mi == INT_MAX || l[i] > mx)
+			mx = l[i], mi = i;
+	block_argmax(&mx, &mi);
+	double sum = 0;
+	for (int i = threadIdx.x; i < vocab; i += blockDim.x)
+		sum += expf(l[i] - mx);
+	double lse = log(kern_block_sum(sum));
+	if (threadIdx.x == 0)
+		lp.chosen[r] = (float)((double)(l[tokens[r]] - mx) - lse);
+	/* pick k: the best entry after pick k - 1 (pick 0: the maximum) */
+	float pv = mx;
+	int pi = mi;
+	for (int k = 0; k < n_top; k++) {
+		if (k > 0) {
+			float bv = -INFINITY;
+			int bi = INT_MAX;
+			for (int i = threadIdx.x; i < vocab; i += blockDim.x)
+				if (after(l[i], i, pv, pi) && (bi == INT_MAX || l[i] > bv))
+					bv = l[i], bi = i;
+			__syncthreads(); /* block_argmax's shared words are still being read */
+			block_argmax(&bv, &bi);
+			pv = bv, pi = bi;
+		}
+		if (threadIdx.x == 0) {
+			top_ids[k] = pi;
+			top[k] = (float)((double)(pv - mx) - lse);
+		}
+	}
+}
+
 /* ---- host ---- */
 
 extern "C" void kern_sampler_destroy(kern_sampler *s)
@@ -233,6 +362,7 @@ extern "C" void kern_sampler_destroy(kern_sampler *s)
 	}
 	cudaFree(s->seg_begin);
 	cudaFree(s->seg_end);
+	cudaFree(s->pen);
 	cudaFree(s->sort_tmp);
 	free(s);
 }
@@ -256,6 +386,7 @@ static int sampler_init(kern_sampler *s)
 	}
 	CUDA_TRY(cudaMalloc((void **)&s->seg_begin, s->chunk_rows * sizeof(int)));
 	CUDA_TRY(cudaMalloc((void **)&s->seg_end, s->chunk_rows * sizeof(int)));
+	CUDA_TRY(cudaMalloc((void **)&s->pen, n * sizeof(float)));
 	int rc = sort_bytes(&s->sort_tmp_bytes, s, s->chunk_rows, 0);
 	if (rc)
 		return rc;
@@ -285,9 +416,25 @@ extern "C" int kern_sampler_create(int max_seqs, int vocab, kern_sampler **out)
 	return SL_OK;
 }
 
+/* Row r0's view of a history and of log-prob outputs. */
+static kern_token_hist hist_from(const kern_token_hist *h, int r0)
+{
+	kern_token_hist v = {};
+	if (h && h->off)
+		v = *h, v.off = h->off + r0;
+	return v;
+}
+
+static kern_logprobs lp_from(const kern_logprobs *lp, int r0)
+{
+	size_t top = (size_t)r0 * KERN_MAX_TOP_LOGPROBS;
+	return kern_logprobs{lp->chosen + r0, lp->top_ids + top, lp->top + top};
+}
+
 extern "C" int kern_sample_cuda(kern_sampler *s, int32_t *tokens_out, const float *logits, int n,
 				int vocab, const kern_sample_params *params,
-				const int64_t *positions, void *stream)
+				const int64_t *positions, const kern_token_hist *hist,
+				const kern_logprobs *lp, void *stream)
 {
 	if (n <= 0)
 		return SL_OK;
@@ -299,9 +446,16 @@ extern "C" int kern_sample_cuda(kern_sampler *s, int32_t *tokens_out, const floa
 	cudaStream_t st = kern_stream(stream);
 	for (int r0 = 0; r0 < n; r0 += s->chunk_rows) {
 		int rows = n - r0 < s->chunk_rows ? n - r0 : s->chunk_rows;
+		const float *l = logits + (size_t)r0 * vocab;
+		kern_token_hist h = hist_from(hist, r0);
+		if (h.off) {
+			sample_penalty_kernel<<<rows, PEN_THREADS, 0, st>>>(l, vocab, params + r0, h,
+									    s->pen);
+			CUDA_TRY_LAUNCH();
+		}
 		sample_prep_kernel<<<rows, PREP_THREADS, 0, st>>>(
-			logits + (size_t)r0 * vocab, vocab, params + r0, tokens_out + r0,
-			s->keys[0], s->vals[0], s->seg_begin, s->seg_end);
+			l, s->pen, h, vocab, params + r0, tokens_out + r0, s->keys[0], s->vals[0],
+			s->seg_begin, s->seg_end);
 		CUDA_TRY_LAUNCH();
 		cub::DoubleBuffer<float> dk(s->keys[0], s->keys[1]);
 		cub::DoubleBuffer<int32_t> dv(s->vals[0], s->vals[1]);
@@ -322,6 +476,11 @@ extern "C" int kern_sample_cuda(kern_sampler *s, int32_t *tokens_out, const floa
 			dk.Current(), dv.Current(), vocab, params + r0, positions + r0,
 			tokens_out + r0);
 		CUDA_TRY_LAUNCH();
+		if (lp) {
+			sample_logprobs_kernel<<<rows, LP_THREADS, 0, st>>>(
+				l, vocab, params + r0, tokens_out + r0, lp_from(lp, r0));
+			CUDA_TRY_LAUNCH();
+		}
 	}
 	return SL_OK;
 }

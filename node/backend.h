@@ -58,14 +58,17 @@ typedef struct node_backend_ops {
 	int (*copy2d)(node_backend *be, void *dst, size_t dpitch, const void *src, size_t spitch,
 		      size_t width_bytes, size_t rows);
 	/* tokens_out[i] (host) = sample of logits row rows[i] (logits: backend
-	 * fp32 [*, vocab]) with params[i] at position positions[i]; rows,
-	 * params, positions are host arrays of n */
+	 * fp32 [*, vocab]) with params[i] at position positions[i], after the
+	 * penalties from row i of hist; lp (NULL: none) gets row i's
+	 * log-probs. rows, params, positions, hist are host arrays of n (hist
+	 * NULL: no history), lp host outputs (kernels/sampling.h) */
 	int (*sample)(node_backend *be, int32_t *tokens_out, const float *logits, const int32_t *rows,
-		      int n, int vocab, const kern_sample_params *params, const int64_t *positions);
+		      int n, int vocab, const kern_sample_params *params, const int64_t *positions,
+		      const kern_token_hist *hist, const kern_logprobs *lp);
 	/* Size per-step scratch once, before the first step (no allocation in
 	 * the step loop): tokens and rows per step, sequences per step, block
-	 * table entries per step, vocabulary, local query heads, head_dim and
-	 * the longest context. */
+	 * table entries per step, penalty history entries per step,
+	 * vocabulary, local query heads, head_dim and the longest context. */
 	int (*reserve)(node_backend *be, const struct node_backend_limits *lim);
 	/* Run fn(ctx) — a run of ops with no host synchronisation — through a
 	 * CUDA graph cached under key (key < 0: run directly). The CPU backend
@@ -79,7 +82,7 @@ typedef struct node_backend_ops {
 } node_backend_ops;
 
 typedef struct node_backend_limits {
-	int step_tokens, max_rows, max_seqs, max_table_entries, vocab;
+	int step_tokens, max_rows, max_seqs, max_table_entries, max_hist, vocab;
 	int n_heads, head_dim, max_ctx;
 } node_backend_limits;
 

@@ -126,7 +126,8 @@ typedef struct cpu_state {
 } cpu_state;
 
 static int cpu_sample(node_backend *be, int32_t *tokens_out, const float *logits, const int32_t *rows,
-		      int n, int vocab, const kern_sample_params *params, const int64_t *positions)
+		      int n, int vocab, const kern_sample_params *params, const int64_t *positions,
+		      const kern_token_hist *hist, const kern_logprobs *lp)
 {
 	cpu_state *st = be->impl;
 	size_t need = kern_sample_work_bytes(vocab);
@@ -137,9 +138,8 @@ static int cpu_sample(node_backend *be, int32_t *tokens_out, const float *logits
 		st->work = w;
 		st->work_bytes = need;
 	}
-	for (int i = 0; i < n; i++)
-		tokens_out[i] = kern_sample_cpu(logits + (size_t)rows[i] * vocab, vocab, &params[i],
-						(uint64_t)positions[i], st->work);
+	kern_sample_rows_cpu(tokens_out, lp, logits, rows, n, vocab, params, positions, hist,
+			     st->work);
 	return SL_OK;
 }
 

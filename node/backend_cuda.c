@@ -41,7 +41,9 @@ typedef struct cuda_impl {
 	node_backend_limits lim;
 	int table_stride;          /* device block-table row length */
 	staged batch, rows, params, pos;
+	staged hist;               /* penalty history: off [max_seqs + 1] | ids | n_gen | in_prompt */
 	int32_t *d_tokens, *h_tokens; /* sampled ids */
+	void *d_lp, *h_lp;         /* log-probs of n rows: chosen [n] | top_ids [n, 20] | top [n, 20] */
 	float *d_sel;              /* [max_seqs, vocab] rows picked for sampling */
 	cudaGraphExec_t graphs[MAX_GRAPHS];
 } cuda_impl;
@@ -227,10 +229,42 @@ static int cu_copy2d(node_backend *be, void *dst, size_t dpitch, const void *src
 	return SL_OK;
 }
 
+/* The history's arrays, one after another in hist staging; *d gets
+ * their device addresses. */
+static int stage_hist(node_backend *be, const kern_token_hist *h, int n, kern_token_hist *d)
+{
+	cuda_impl *c = I(be);
+	*d = (kern_token_hist){0};
+	if (!h || !h->off)
+		return SL_OK;
+	size_t e = (size_t)h->off[n], ints = (size_t)n + 1 + 3 * e;
+	if (ints * 4 > c->hist.cap)
+		return SL_EINVAL;
+	int rc = staged_wait(&c->hist);
+	if (rc)
+		return rc;
+	int32_t *o = c->hist.h, *dev = c->hist.d;
+	memcpy(o, h->off, 4 * ((size_t)n + 1));
+	memcpy(o + n + 1, h->ids, 4 * e);
+	memcpy(o + n + 1 + e, h->n_gen, 4 * e);
+	memcpy(o + n + 1 + 2 * e, h->in_prompt, 4 * e);
+	*d = (kern_token_hist){dev, dev + n + 1, dev + n + 1 + e, dev + n + 1 + 2 * e};
+	return staged_up(be, &c->hist, 4 * ints);
+}
+
+/* Log-prob rows for n laid out contiguously from base (device or host). */
+static kern_logprobs lp_layout(void *base, int n)
+{
+	float *f = base;
+	return (kern_logprobs){f, (int32_t *)(f + n), f + n + (size_t)n * KERN_MAX_TOP_LOGPROBS};
+}
+
 /* Sampled rows are picked out of the logits (a row copy in fp32), their
- * parameters and positions go up with them, the ids come back. */
+ * parameters, positions and history go up with them, the ids (and
+ * log-probs) come back. */
 static int cu_sample(node_backend *be, int32_t *tokens_out, const float *logits, const int32_t *rows,
-		     int n, int vocab, const kern_sample_params *params, const int64_t *positions)
+		     int n, int vocab, const kern_sample_params *params, const int64_t *positions,
+		     const kern_token_hist *hist, const kern_logprobs *lp)
 {
 	cuda_impl *c = I(be);
 	if (n > c->lim.max_seqs)
@@ -245,16 +279,27 @@ static int cu_sample(node_backend *be, int32_t *tokens_out, const float *logits,
 	memcpy(c->params.h, params, sizeof *params * n);
 	memcpy(c->pos.h, positions, sizeof *positions * n);
 	memcpy(c->rows.h, rows, 4 * (size_t)n);
+	kern_token_hist d_hist;
+	kern_logprobs d_lp = lp_layout(c->d_lp, n), h_lp = lp_layout(c->h_lp, n);
+	size_t lp_bytes = (size_t)n * (1 + 2 * KERN_MAX_TOP_LOGPROBS) * 4;
 	if ((rc = staged_up(be, &c->params, sizeof *params * n)) ||
 	    (rc = staged_up(be, &c->pos, sizeof *positions * n)) ||
 	    (rc = staged_up(be, &c->rows, 4 * (size_t)n)) ||
+	    (rc = stage_hist(be, hist, n, &d_hist)) ||
 	    (rc = kern_gather_rows_cuda(c->d_sel, logits, c->rows.d, n, vocab, SL_DT_F32, S(be))) ||
 	    (rc = kern_sample_cuda(c->sampler, c->d_tokens, c->d_sel, n, vocab, c->params.d, c->pos.d,
-				   S(be))))
+				   &d_hist, lp ? &d_lp : NULL, S(be))))
 		return rc;
 	CUDA_TRY(cudaMemcpyAsync(c->h_tokens, c->d_tokens, 4 * (size_t)n, cudaMemcpyDeviceToHost, S(be)));
+	if (lp)
+		CUDA_TRY(cudaMemcpyAsync(c->h_lp, c->d_lp, lp_bytes, cudaMemcpyDeviceToHost, S(be)));
 	CUDA_TRY(cudaStreamSynchronize(S(be)));
 	memcpy(tokens_out, c->h_tokens, 4 * (size_t)n);
+	if (lp) {
+		memcpy(lp->chosen, h_lp.chosen, sizeof(float) * n);
+		memcpy(lp->top_ids, h_lp.top_ids, sizeof(int32_t) * n * KERN_MAX_TOP_LOGPROBS);
+		memcpy(lp->top, h_lp.top, sizeof(float) * n * KERN_MAX_TOP_LOGPROBS);
+	}
 	return SL_OK;
 }
 
@@ -272,10 +317,14 @@ static int cu_reserve(node_backend *be, const node_backend_limits *lim)
 	if ((rc = staged_init(&c->batch, 4 * batch_ints)) ||
 	    (rc = staged_init(&c->rows, 4 * (size_t)lim->max_rows)) ||
 	    (rc = staged_init(&c->params, sizeof(kern_sample_params) * lim->max_seqs)) ||
-	    (rc = staged_init(&c->pos, sizeof(int64_t) * lim->max_seqs)))
+	    (rc = staged_init(&c->pos, sizeof(int64_t) * lim->max_seqs)) ||
+	    (rc = staged_init(&c->hist, 4 * ((size_t)lim->max_seqs + 1 + 3 * (size_t)lim->max_hist))))
 		return rc;
+	size_t lp_bytes = (size_t)lim->max_seqs * (1 + 2 * KERN_MAX_TOP_LOGPROBS) * 4;
 	CUDA_TRY(cudaMalloc((void **)&c->d_tokens, 4 * (size_t)lim->max_seqs));
 	CUDA_TRY(cudaMallocHost((void **)&c->h_tokens, 4 * (size_t)lim->max_seqs));
+	CUDA_TRY(cudaMalloc(&c->d_lp, lp_bytes));
+	CUDA_TRY(cudaMallocHost(&c->h_lp, lp_bytes));
 	CUDA_TRY(cudaMalloc((void **)&c->d_sel, sizeof(float) * lim->max_seqs * (size_t)lim->vocab));
 	if ((rc = kern_attn_ws_create(lim->step_tokens, lim->n_heads, lim->head_dim, lim->max_ctx,
 				      &c->attn)))
@@ -341,8 +390,9 @@ static void cu_destroy(node_backend *be)
 		kern_attn_ws_destroy(c->attn);
 		kern_sampler_destroy(c->sampler);
 		staged_free(&c->batch), staged_free(&c->rows);
-		staged_free(&c->params), staged_free(&c->pos);
+		staged_free(&c->params), staged_free(&c->pos), staged_free(&c->hist);
 		cudaFree(c->d_tokens), cudaFreeHost(c->h_tokens), cudaFree(c->d_sel);
+		cudaFree(c->d_lp), cudaFreeHost(c->h_lp);
 		if (c->stream)
 			cudaStreamDestroy(c->stream);
 		free(c);

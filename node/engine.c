@@ -23,6 +23,12 @@ typedef struct seq {
 	int n_generated;
 	node_seq_state state;
 	kv_table kv;
+	/* with req.sampling wanting log-probs: per generated token */
+	int n_top;            /* alternatives per token: kern_top_logprobs */
+	int lp_cap;
+	float *lp;            /* [lp_cap] the token's log-prob */
+	int32_t *lp_ids;      /* [lp_cap, n_top] alternatives, most likely first */
+	float *lp_top;        /* [lp_cap, n_top] their log-probs */
 } seq;
 
 /* Step scratch, sized once for the model's token budget T. */
@@ -36,6 +42,11 @@ typedef struct step_scratch {
 	kern_sample_params *sampling;             /* [T] */
 	int64_t *sample_pos;                      /* [T] */
 	int32_t *sampled;                         /* [T] tokens back from the step */
+	kern_logprobs lp;                         /* [S] rows of log-probs back from the step */
+	int32_t *hist_off;                        /* [T + 1] penalty history rows */
+	int32_t *hist_ids, *hist_gen, *hist_prompt; /* [max_hist] its entries */
+	int32_t *hist_at;                         /* [vocab] a token's entry in the row being
+						   * built, -1 otherwise */
 	int *take;                                /* [T] tokens of step sequence k */
 	float *logits;                            /* [max_rows, vocab] prompt logits back */
 } step_scratch;
@@ -56,6 +67,7 @@ struct node_engine {
 static int alloc_scratch(node_engine *e)
 {
 	size_t T = e->m->opts.step_tokens, R = e->m->opts.max_rows, V = e->m->cfg.vocab_size;
+	size_t S = e->m->opts.max_seqs, H = e->m->opts.max_hist;
 	step_scratch *w = &e->w;
 	e->max_blocks = kv_blocks_for(e->pool, e->m->cfg.max_pos);
 	int32_t **i32[] = {&w->tokens, &w->positions, &w->slots, &w->q_start, &w->q_len, &w->kv_len,
@@ -71,15 +83,30 @@ static int alloc_scratch(node_engine *e)
 	w->sampling = malloc(sizeof(kern_sample_params) * T);
 	w->sample_pos = malloc(sizeof(int64_t) * T);
 	w->logits = malloc(sizeof(float) * R * V);
+	w->lp.chosen = malloc(sizeof(float) * S);
+	w->lp.top_ids = malloc(sizeof(int32_t) * S * KERN_MAX_TOP_LOGPROBS);
+	w->lp.top = malloc(sizeof(float) * S * KERN_MAX_TOP_LOGPROBS);
+	w->hist_off = malloc(sizeof(int32_t) * (T + 1));
+	w->hist_ids = malloc(sizeof(int32_t) * (H ? H : 1));
+	w->hist_gen = malloc(sizeof(int32_t) * (H ? H : 1));
+	w->hist_prompt = malloc(sizeof(int32_t) * (H ? H : 1));
+	w->hist_at = malloc(sizeof(int32_t) * V);
+	if (w->hist_at)
+		for (size_t i = 0; i < V; i++)
+			w->hist_at[i] = -1;
 	return (w->micro_seq0 && w->tables && w->seq_of && w->sample_of && w->take &&
-		w->sampling && w->sample_pos && w->logits) ? SL_OK : SL_ENOMEM;
+		w->sampling && w->sample_pos && w->logits && w->lp.chosen && w->lp.top_ids &&
+		w->lp.top && w->hist_off && w->hist_ids && w->hist_gen && w->hist_prompt &&
+		w->hist_at) ? SL_OK : SL_ENOMEM;
 }
 
 static void free_scratch(step_scratch *w)
 {
 	void *all[] = {w->tokens, w->positions, w->slots, w->q_start, w->q_len, w->kv_len, w->rows,
 		       w->sample_rows, w->sampled, w->micro_seq0, w->tables, w->seq_of,
-		       w->sample_of, w->take, w->sampling, w->sample_pos, w->logits};
+		       w->sample_of, w->take, w->sampling, w->sample_pos, w->logits, w->lp.chosen,
+		       w->lp.top_ids, w->lp.top, w->hist_off, w->hist_ids, w->hist_gen,
+		       w->hist_prompt, w->hist_at};
 	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
 		free(all[i]);
 }
@@ -105,15 +132,26 @@ int node_engine_create(model *m, node_engine **out, char *err, size_t errlen)
 	return SL_OK;
 }
 
+/* Give back what a sequence holds (KV blocks, its token and log-prob
+ * lists) and free its slot. */
+static void release_seq(node_engine *e, seq *s)
+{
+	kv_table_release(e->pool, &s->kv);
+	free(s->tokens);
+	free(s->lp);
+	free(s->lp_ids);
+	free(s->lp_top);
+	s->tokens = NULL, s->lp = NULL, s->lp_ids = NULL, s->lp_top = NULL;
+	s->used = 0;
+}
+
 void node_engine_destroy(node_engine *e)
 {
 	if (!e)
 		return;
 	for (int i = 0; i < e->n_seqs; i++)
-		if (e->seqs[i].used) {
-			kv_table_release(e->pool, &e->seqs[i].kv);
-			free(e->seqs[i].tokens);
-		}
+		if (e->seqs[i].used)
+			release_seq(e, &e->seqs[i]);
 	free(e->seqs);
 	free(e->order);
 	free(e->want);
@@ -137,6 +175,27 @@ static int push_token(seq *s, int32_t t)
 	return SL_OK;
 }
 
+/* The coordinator's ranges (docs/protocol.md), with 0 also meaning "off"
+ * for repetition_penalty (kernels/sampling.h); NaN fails every test. */
+static int check_sampling(const kern_sample_params *p, char *err, size_t errlen)
+{
+	if (!(p->top_p > 0 && p->top_p <= 1) || !(p->temperature >= 0))
+		return sl_errf(err, errlen, SL_EINVAL, "top_p must be in (0, 1], temperature >= 0");
+	if (!(p->min_p >= 0 && p->min_p <= 1))
+		return sl_errf(err, errlen, SL_EINVAL, "min_p must be in [0, 1], got %g", p->min_p);
+	if (!(p->repetition_penalty >= 0 && p->repetition_penalty <= 10))
+		return sl_errf(err, errlen, SL_EINVAL, "repetition_penalty must be in (0, 10], got %g",
+			       p->repetition_penalty);
+	if (!(p->presence_penalty >= -2 && p->presence_penalty <= 2) ||
+	    !(p->frequency_penalty >= -2 && p->frequency_penalty <= 2))
+		return sl_errf(err, errlen, SL_EINVAL, "presence_penalty and frequency_penalty must be "
+			       "in [-2, 2], got %g and %g", p->presence_penalty, p->frequency_penalty);
+	if (p->top_logprobs < 0 || p->top_logprobs > KERN_MAX_TOP_LOGPROBS)
+		return sl_errf(err, errlen, SL_EINVAL, "top_logprobs must be in [0, %d], got %d",
+			       KERN_MAX_TOP_LOGPROBS, p->top_logprobs);
+	return SL_OK;
+}
+
 int node_engine_check_request(const node_engine *e, const node_request *r, char *err,
 			      size_t errlen)
 {
@@ -157,9 +216,7 @@ int node_engine_check_request(const node_engine *e, const node_request *r, char 
 		if (r->prompt[i] < 0 || r->prompt[i] >= c->vocab_size)
 			return sl_errf(err, errlen, SL_EINVAL, "prompt token %d at index %d is outside the vocabulary (%d)",
 				       r->prompt[i], i, c->vocab_size);
-	if (!(r->sampling.top_p > 0 && r->sampling.top_p <= 1) || !(r->sampling.temperature >= 0))
-		return sl_errf(err, errlen, SL_EINVAL, "top_p must be in (0, 1], temperature >= 0");
-	return SL_OK;
+	return check_sampling(&r->sampling, err, errlen);
 }
 
 static seq *new_slot(node_engine *e)
@@ -198,10 +255,10 @@ int node_engine_add(node_engine *e, const node_request *r, int *id, char *err, s
 	s->used = 1;
 	s->id = e->next_id++;
 	s->req = *r;
+	s->n_top = kern_top_logprobs(&r->sampling, e->m->cfg.vocab_size);
 	for (int i = 0; i < r->n_prompt; i++)
 		if (push_token(s, r->prompt[i])) {
-			free(s->tokens);
-			s->used = 0;
+			release_seq(e, s);
 			return sl_errf(err, errlen, SL_ENOMEM, "out of memory");
 		}
 	*id = s->id;
@@ -226,6 +283,15 @@ static int running_in_order(node_engine *e)
 	return n;
 }
 
+/* History entries s's sample row may need: one per distinct token it
+ * knows, bounded by its length and the vocabulary; 0 without penalties. */
+static int hist_bound(const node_engine *e, const seq *s)
+{
+	if (!kern_has_penalty(&s->req.sampling))
+		return 0;
+	return s->n_tokens < e->m->cfg.vocab_size ? s->n_tokens : e->m->cfg.vocab_size;
+}
+
 /* Token budget of running sequence k (order index) in want[k], decodes
  * first: every sequence with one token left gets it (FIFO) before any
  * prefill chunk, so a long prompt never stalls the sequences already
@@ -233,7 +299,7 @@ static int running_in_order(node_engine *e)
 static void plan_budget(node_engine *e, int n_run, int *want)
 {
 	int T = e->m->opts.step_tokens, R = e->m->opts.max_rows, S = e->m->opts.max_seqs;
-	int n_tok = 0, n_rows = 0, ns = 0;
+	int H = e->m->opts.max_hist, n_tok = 0, n_rows = 0, ns = 0, n_hist = 0;
 	for (int k = 0; k < n_run; k++)
 		want[k] = 0;
 	for (int pass = 0; pass < 2; pass++)
@@ -244,13 +310,23 @@ static void plan_budget(node_engine *e, int n_run, int *want)
 				continue;
 			t = t < T - n_tok ? t : T - n_tok;
 			/* with prompt logits every prompt row is a logits row */
+			if (s->req.prompt_logits && t > R - n_rows)
+				t = R - n_rows;
+			/* a chunk that reaches the last known token samples, and its
+			 * history must fit: else it stops one short (or, a decode,
+			 * sits out); the oldest always fits (max_hist >= one sequence) */
+			int hist = t == s->n_tokens - s->n_cached ? hist_bound(e, s) : 0;
+			if (n_hist + hist > H) {
+				if (t == 1)
+					continue;
+				t--, hist = 0;
+			}
 			int rows = s->req.prompt_logits ? t : 1;
-			if (rows > R - n_rows)
-				t = R - n_rows, rows = t;
 			want[k] = t;
 			ns++;
 			n_tok += t;
 			n_rows += rows;
+			n_hist += hist;
 		}
 }
 
@@ -328,6 +404,33 @@ static int choose(node_engine *e, int n_run, int *take)
 	return ns;
 }
 
+/* Sample row p->n_sample's penalty history: one entry per distinct token
+ * of s's prompt and generated text, in first-seen order, for a request
+ * with penalties (an empty row otherwise). plan_budget made room for it. */
+static void fill_hist(node_engine *e, node_plan *p, const seq *s)
+{
+	step_scratch *w = &e->w;
+	int n = p->n_hist, max = e->m->opts.max_hist;
+	for (int i = 0; kern_has_penalty(&s->req.sampling) && i < s->n_tokens; i++) {
+		int32_t id = s->tokens[i];
+		int at = w->hist_at[id];
+		if (at < 0) {
+			if (n == max) /* cannot happen: plan_budget bounds it */
+				break;
+			at = w->hist_at[id] = n++;
+			w->hist_ids[at] = id, w->hist_gen[at] = 0, w->hist_prompt[at] = 0;
+		}
+		if (i < s->req.n_prompt)
+			w->hist_prompt[at] = 1;
+		else
+			w->hist_gen[at]++;
+	}
+	for (int j = p->n_hist; j < n; j++)
+		w->hist_at[w->hist_ids[j]] = -1;
+	w->hist_off[p->n_sample + 1] = n;
+	p->n_hist = n;
+}
+
 /* Fill step sequence k with `take` tokens of its sequence. */
 static void fill_seq(node_engine *e, node_plan *p, int k, int take, int stride)
 {
@@ -353,6 +456,7 @@ static void fill_seq(node_engine *e, node_plan *p, int k, int take, int stride)
 				w->sample_of[k] = p->n_sample;
 				w->sample_rows[p->n_sample] = p->n_rows;
 				w->sampling[p->n_sample] = s->req.sampling;
+				fill_hist(e, p, s);
 				w->sample_pos[p->n_sample++] = s->n_tokens;
 			}
 			w->rows[p->n_rows++] = t0 + i;
@@ -391,6 +495,7 @@ static int build_plan(node_engine *e, node_plan *p, int ns, const int *take)
 	*p = (node_plan){.cmd = NODE_PLAN_STEP, .rows = w->rows, .sample_rows = w->sample_rows,
 			 .sampling = w->sampling, .sample_pos = w->sample_pos,
 			 .micro_seq0 = w->micro_seq0};
+	w->hist_off[0] = 0;
 	p->b = (kern_paged_batch){.tokens = w->tokens, .positions = w->positions, .slots = w->slots,
 				  .q_start = w->q_start, .q_len = w->q_len, .kv_len = w->kv_len,
 				  .block_tables = w->tables, .max_blocks = stride, .n_seqs = ns,
@@ -403,11 +508,44 @@ static int build_plan(node_engine *e, node_plan *p, int ns, const int *take)
 		fill_seq(e, p, k, take[k], stride);
 	}
 	p->n_micro = split_micro(e, ns, p->b.n_tokens, e->m->shard.grid.pp);
+	if (p->n_hist > 0) /* only steps with a penalised row carry a history */
+		p->hist = (kern_token_hist){w->hist_off, w->hist_ids, w->hist_gen, w->hist_prompt};
 	return prefill;
 }
 
-static int finish_seq(node_engine *e, seq *s, int32_t t)
+/* Keep sample row si's log-probs for s's newest token. */
+static int keep_logprobs(node_engine *e, seq *s, int si)
 {
+	const kern_logprobs *lp = &e->w.lp;
+	int g = s->n_generated, nt = s->n_top;
+	if (g == s->lp_cap) {
+		int cap = s->lp_cap ? s->lp_cap * 2 : 64;
+		float *l = realloc(s->lp, sizeof(float) * cap);
+		if (l)
+			s->lp = l;
+		int32_t *ids = realloc(s->lp_ids, sizeof(int32_t) * cap * (nt ? nt : 1));
+		if (ids)
+			s->lp_ids = ids;
+		float *top = realloc(s->lp_top, sizeof(float) * cap * (nt ? nt : 1));
+		if (top)
+			s->lp_top = top;
+		if (!l || !ids || !top)
+			return SL_ENOMEM;
+		s->lp_cap = cap;
+	}
+	s->lp[g] = lp->chosen[si];
+	memcpy(s->lp_ids + (size_t)g * nt, lp->top_ids + (size_t)si * KERN_MAX_TOP_LOGPROBS,
+	       sizeof(int32_t) * nt);
+	memcpy(s->lp_top + (size_t)g * nt, lp->top + (size_t)si * KERN_MAX_TOP_LOGPROBS,
+	       sizeof(float) * nt);
+	return SL_OK;
+}
+
+/* s's sampled token t (sample row si) in: its log-probs, EOS, length. */
+static int finish_seq(node_engine *e, seq *s, int32_t t, int si)
+{
+	if (kern_wants_logprobs(&s->req.sampling) && keep_logprobs(e, s, si))
+		return SL_ENOMEM;
 	if (push_token(s, t))
 		return SL_ENOMEM;
 	s->n_generated++;
@@ -436,7 +574,8 @@ static int apply_step(node_engine *e, const node_plan *p)
 				       w->logits + (size_t)row * V, sizeof(float) * V);
 		}
 		s->n_cached += w->q_len[k];
-		if (w->sample_of[k] >= 0 && finish_seq(e, s, w->sampled[w->sample_of[k]]))
+		int si = w->sample_of[k];
+		if (si >= 0 && finish_seq(e, s, w->sampled[si], si))
 			return SL_ENOMEM;
 		/* a finished sequence's cache is never read again: free it now,
 		 * not at take, so running sequences can grow into it */
@@ -460,7 +599,7 @@ int node_engine_step(node_engine *e, int *n_active, char *err, size_t errlen)
 	node_plan p;
 	int prefill = build_plan(e, &p, ns, take);
 	double t0 = sl_now();
-	if ((rc = node_step_lead(e->stepper, &p, e->w.sampled, e->w.logits, err, errlen)))
+	if ((rc = node_step_lead(e->stepper, &p, e->w.sampled, &e->w.lp, e->w.logits, err, errlen)))
 		return rc;
 	if ((rc = apply_step(e, &p)))
 		return sl_errf(err, errlen, rc, "out of memory");
@@ -482,22 +621,52 @@ static seq *find_seq(node_engine *e, int id)
 	return NULL;
 }
 
+/* out's log-prob lists: copies of s's (none when it did not ask). */
+static int take_logprobs(const seq *s, node_result *out)
+{
+	size_t n = (size_t)s->n_generated, nt = (size_t)s->n_top, all = n * nt > 0 ? n * nt : 1;
+	if (!kern_wants_logprobs(&s->req.sampling))
+		return SL_OK;
+	out->top_n = s->n_top;
+	out->logprobs = malloc(sizeof(float) * (n ? n : 1));
+	out->top_ids = malloc(sizeof(int32_t) * all);
+	out->top_logprobs = malloc(sizeof(float) * all);
+	if (!out->logprobs || !out->top_ids || !out->top_logprobs)
+		return SL_ENOMEM;
+	if (n) {
+		memcpy(out->logprobs, s->lp, sizeof(float) * n);
+		memcpy(out->top_ids, s->lp_ids, sizeof(int32_t) * n * nt);
+		memcpy(out->top_logprobs, s->lp_top, sizeof(float) * n * nt);
+	}
+	return SL_OK;
+}
+
 int node_engine_take(node_engine *e, int id, node_result *out)
 {
 	seq *s = find_seq(e, id);
 	if (!s)
 		return SL_ENOTFOUND;
 	int n = s->n_tokens - s->req.n_prompt;
+	*out = (node_result){.n_tokens = n, .finish = s->state};
 	out->tokens = malloc(sizeof(int32_t) * (n > 0 ? n : 1));
-	if (!out->tokens)
+	if (!out->tokens || take_logprobs(s, out)) {
+		node_result_free(out);
 		return SL_ENOMEM;
+	}
 	memcpy(out->tokens, s->tokens + s->req.n_prompt, sizeof(int32_t) * n);
-	out->n_tokens = n;
-	out->finish = s->state;
-	kv_table_release(e->pool, &s->kv);
-	free(s->tokens);
-	s->used = 0;
+	release_seq(e, s);
 	return SL_OK;
+}
+
+void node_result_free(node_result *r)
+{
+	if (!r)
+		return;
+	free(r->tokens);
+	free(r->logprobs);
+	free(r->top_ids);
+	free(r->top_logprobs);
+	*r = (node_result){0};
 }
 
 int node_generate(node_engine *e, int n, const node_request *reqs, node_result *results,
@@ -517,7 +686,7 @@ int node_generate(node_engine *e, int n, const node_request *reqs, node_result *
 		if (node_engine_take(e, ids[i], &r) == SL_OK && !rc)
 			results[i] = r;
 		else
-			free(r.tokens);
+			node_result_free(&r);
 	}
 	free(ids);
 	return rc;
@@ -531,9 +700,7 @@ int node_engine_drop(node_engine *e, int id)
 	seq *s = find_seq(e, id);
 	if (!s)
 		return SL_ENOTFOUND;
-	kv_table_release(e->pool, &s->kv);
-	free(s->tokens);
-	s->used = 0;
+	release_seq(e, s);
 	return SL_OK;
 }
 
@@ -546,6 +713,18 @@ int node_engine_peek(const node_engine *e, int id, const int32_t **gen, int *n_g
 	*gen = s->tokens + s->req.n_prompt;
 	*n_gen = s->n_tokens - s->req.n_prompt;
 	*state = s->state;
+	return SL_OK;
+}
+
+int node_engine_peek_logprobs(const node_engine *e, int id, node_logprobs *out)
+{
+	seq *s = find_seq((node_engine *)e, id);
+	if (!s)
+		return SL_ENOTFOUND;
+	*out = (node_logprobs){0};
+	if (kern_wants_logprobs(&s->req.sampling))
+		*out = (node_logprobs){.logprobs = s->lp, .top_ids = s->lp_ids,
+				       .top_logprobs = s->lp_top, .top_n = s->n_top};
 	return SL_OK;
 }
 

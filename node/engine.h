@@ -33,18 +33,35 @@ typedef struct node_request {
 	const int32_t *prompt;
 	int n_prompt;
 	int max_new_tokens;
-	kern_sample_params sampling;
+	kern_sample_params sampling;  /* also asks for log-probs (kernels/sampling.h) */
 	int ignore_eos;          /* keep going past EOS (benchmarks, golden tests) */
 	float *prompt_logits;    /* optional out: [n_prompt, vocab] logits at every prompt position */
 } node_request;
 
 typedef enum { SEQ_RUNNING = 0, SEQ_DONE_LENGTH, SEQ_DONE_EOS } node_seq_state;
 
+/* Per generated token, when the request asked (sampling.logprobs or
+ * top_logprobs): its log-prob and top_n alternatives (row i at
+ * [i * top_n, (i + 1) * top_n), most likely first). */
+typedef struct node_logprobs {
+	const float *logprobs;       /* [n] NULL: not asked */
+	const int32_t *top_ids;      /* [n, top_n] */
+	const float *top_logprobs;   /* [n, top_n] */
+	int top_n;
+} node_logprobs;
+
 typedef struct node_result {
-	int32_t *tokens;         /* generated ids (malloc'd, caller frees) */
+	int32_t *tokens;         /* generated ids */
 	int n_tokens;
 	node_seq_state finish;
-} node_result;
+	/* as node_logprobs, for the n_tokens (NULL: not asked) */
+	float *logprobs;
+	int32_t *top_ids;
+	float *top_logprobs;
+	int top_n;
+} node_result;             /* malloc'd lists: node_result_free */
+
+void node_result_free(node_result *r);
 
 typedef struct node_stats {
 	int steps, decode_steps;
@@ -86,6 +103,9 @@ int node_engine_drop(node_engine *e, int id);
  * until the next step, take or drop) and its state. */
 int node_engine_peek(const node_engine *e, int id, const int32_t **gen, int *n_gen,
 		     node_seq_state *state);
+/* Its log-probs so far, one row per generated token (pointers into the
+ * engine, valid as peek's); all NULL when it did not ask for them. */
+int node_engine_peek_logprobs(const node_engine *e, int id, node_logprobs *out);
 int node_engine_total_blocks(const node_engine *e);
 /* Blocks the running sequences still need to cache every token they know
  * (prompts not yet prefilled, preempted sequences, the next decode token):

@@ -152,6 +152,15 @@ static void send_events(leader *l, const node_sched_event *ev, int n)
 		seq[i].tokens = (int32_t *)ev[i].tokens;
 		seq[i].finish = finish_wire[ev[i].finish];
 		seq[i].error = (char *)ev[i].error;
+		if (ev[i].logprobs) {
+			seq[i].has_top_n = 1;
+			seq[i].top_n = ev[i].top_n;
+			seq[i].n_logprobs = ev[i].n_tokens;
+			seq[i].logprobs = (float *)ev[i].logprobs;
+			seq[i].n_top_ids = seq[i].n_top_logprobs = (size_t)ev[i].n_tokens * ev[i].top_n;
+			seq[i].top_ids = (int32_t *)ev[i].top_ids;
+			seq[i].top_logprobs = (float *)ev[i].top_logprobs;
+		}
 		ptrs[i] = &seq[i];
 	}
 	Shardline__Node__Load ld = SHARDLINE__NODE__LOAD__INIT;
@@ -218,7 +227,13 @@ static void on_enqueue(leader *l, const Shardline__Node__Enqueue *q)
 		r.sampling.top_k = sp->has_top_k ? sp->top_k : 0;
 		r.sampling.top_p = sp->has_top_p ? sp->top_p : 1.0f;
 		r.sampling.seed = sp->has_seed ? sp->seed : 0;
+		r.sampling.min_p = sp->has_min_p ? sp->min_p : 0;
+		r.sampling.presence_penalty = sp->has_presence_penalty ? sp->presence_penalty : 0;
+		r.sampling.frequency_penalty = sp->has_frequency_penalty ? sp->frequency_penalty : 0;
+		r.sampling.repetition_penalty = sp->has_repetition_penalty ? sp->repetition_penalty : 1;
 	}
+	r.sampling.logprobs = q->has_logprobs && q->logprobs;
+	r.sampling.top_logprobs = q->has_top_logprobs ? q->top_logprobs : 0;
 	if (node_sched_submit(l->s, q->req_id, &r, err, sizeof err))
 		send_error(l, q->req_id, err);
 }

@@ -32,8 +32,8 @@ typedef struct node_args {
 	const char *prompts[MAX_PROMPTS];
 	int n_prompts;
 	long max_tokens, max_step_tokens, kv_blocks, block_tokens;
-	double temperature, top_p;
-	long top_k;
+	double temperature, top_p, min_p, presence, frequency, repetition;
+	long top_k, logprobs;   /* logprobs: -1 none, else alternatives per token */
 	uint64_t seed;
 	int ignore_eos;
 	long tp, pp;            /* 0: not given */
@@ -50,7 +50,9 @@ static void usage(FILE *f)
 		"usage: shardline-node --model DIR|--random-shape 7b|13b|70b|tiny --prompt-ids 1,2,3\n"
 		"                      [--prompt-ids ...]\n"
 		"                      [--max-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
-		"                      [--seed S] [--ignore-eos] [--device cpu|cuda]\n"
+		"                      [--seed S] [--min-p P] [--presence-penalty X]\n"
+		"                      [--frequency-penalty X] [--repetition-penalty R]\n"
+		"                      [--logprobs N] [--ignore-eos] [--device cpu|cuda]\n"
 		"                      [--dtype f16|bf16] [--gpu-mem-fraction F]\n"
 		"                      [--max-step-tokens N] [--kv-blocks N] [--block-tokens N]\n"
 		"       mpirun -np N shardline-node --tp T --pp P --model DIR ... (T x P = N)\n"
@@ -62,7 +64,11 @@ static void usage(FILE *f)
 		"Prints the generated ids of each prompt on its own stdout line; logs and\n"
 		"timings go to stderr. Several --prompt-ids run together in one batch.\n"
 		"Defaults: --max-tokens 32, greedy (--temperature 0), --top-k 0 (off),\n"
-		"--top-p 1 (off), --seed 0, --max-step-tokens 2048, --block-tokens 16,\n"
+		"--top-p 1 (off), --seed 0, --min-p 0 (off), penalties off (presence and\n"
+		"frequency 0, in [-2, 2]; repetition 1, in (0, 10]), --max-step-tokens 2048,\n"
+		"--block-tokens 16. --logprobs N (0..20): after a prompt's ids line, one\n"
+		"line per token: 'lp INDEX ID LOGPROB' and N 'ID:LOGPROB' alternatives\n"
+		"(docs/sampling.md).\n"
 		"--kv-blocks: on cpu enough for every prompt plus its new tokens, on cuda\n"
 		"as many as --gpu-mem-fraction (0.9) of the device holds. --device: cuda\n"
 		"when a GPU is present; --dtype: the checkpoint's, fp32 cast to f16.\n"
@@ -88,10 +94,12 @@ static int parse_args(int argc, char **argv, node_args *a, char *err, size_t err
 		{"gpu-mem-fraction", 1, 0, 'G'}, {"help", 0, 0, 'h'}, {"coordinator", 1, 0, 'C'},
 		{"model-name", 1, 0, 'M'}, {"heartbeat-ms", 1, 0, 'H'}, {"max-running", 1, 0, 'R'},
 		{"max-waiting", 1, 0, 'W'}, {"min-step-ms", 1, 0, 'S'}, {"batching", 1, 0, 'c'},
-		{"no-continuous-batching", 0, 0, 'N'}, {"max-seqs", 1, 0, 'Q'}, {0, 0, 0, 0}};
+		{"no-continuous-batching", 0, 0, 'N'}, {"max-seqs", 1, 0, 'Q'}, {"min-p", 1, 0, 0x101},
+		{"presence-penalty", 1, 0, 0x102}, {"frequency-penalty", 1, 0, 0x103},
+		{"repetition-penalty", 1, 0, 0x104}, {"logprobs", 1, 0, 0x105}, {0, 0, 0, 0}};
 	*a = (node_args){.max_tokens = 32, .max_step_tokens = 2048, .block_tokens = 16,
 			 .top_p = 1.0, .dtype = -1, .mem_fraction = 0.9, .heartbeat_ms = 1000,
-			 .max_waiting = 64};
+			 .max_waiting = 64, .repetition = 1, .logprobs = -1};
 	int c, rc = 0;
 	while (!rc && (c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -133,6 +141,13 @@ static int parse_args(int argc, char **argv, node_args *a, char *err, size_t err
 			break;
 		case 'N': a->batching = NODE_SCHED_SIMPLE; break;
 		case 'Q': rc = sl_parse_int("--max-seqs", optarg, 1, 1 << 16, &a->max_seqs, err, errlen); break;
+		case 0x101: rc = sl_parse_float("--min-p", optarg, 0, 1, &a->min_p, err, errlen); break;
+		case 0x102: rc = sl_parse_float("--presence-penalty", optarg, -2, 2, &a->presence, err, errlen); break;
+		case 0x103: rc = sl_parse_float("--frequency-penalty", optarg, -2, 2, &a->frequency, err, errlen); break;
+		case 0x104:
+			rc = sl_parse_float("--repetition-penalty", optarg, 1e-6, 10, &a->repetition, err, errlen);
+			break;
+		case 0x105: rc = sl_parse_int("--logprobs", optarg, 0, KERN_MAX_TOP_LOGPROBS, &a->logprobs, err, errlen); break;
 		case 'h': usage(stdout); exit(0);
 		default: return sl_errf(err, errlen, SL_EINVAL, "unknown option (see --help)");
 		}
@@ -159,6 +174,13 @@ static void print_tokens(const node_result *r)
 	for (int i = 0; i < r->n_tokens; i++)
 		printf(i ? " %d" : "%d", r->tokens[i]);
 	printf("\n");
+	for (int i = 0; r->logprobs && i < r->n_tokens; i++) {
+		printf("lp %d %d %.9g", i, r->tokens[i], r->logprobs[i]);
+		for (int k = 0; k < r->top_n; k++)
+			printf(" %d:%.9g", r->top_ids[(size_t)i * r->top_n + k],
+			       r->top_logprobs[(size_t)i * r->top_n + k]);
+		printf("\n");
+	}
 }
 
 static void print_timings(const node_stats *st)
@@ -184,8 +206,14 @@ static int run(node_args *a, node_engine *e, model *m, char *err, size_t errlen)
 	for (; n < a->n_prompts && !rc; n++) {
 		node_request *r = &reqs[n];
 		*r = (node_request){.max_new_tokens = (int)a->max_tokens, .ignore_eos = a->ignore_eos,
-				    .sampling = {(float)a->temperature, (int)a->top_k,
-						 (float)a->top_p, a->seed}};
+				    .sampling = {.temperature = (float)a->temperature,
+						 .top_k = (int)a->top_k, .top_p = (float)a->top_p,
+						 .seed = a->seed, .min_p = (float)a->min_p,
+						 .presence_penalty = (float)a->presence,
+						 .frequency_penalty = (float)a->frequency,
+						 .repetition_penalty = (float)a->repetition,
+						 .logprobs = a->logprobs >= 0,
+						 .top_logprobs = a->logprobs > 0 ? (int)a->logprobs : 0}};
 		rc = sl_parse_ids("--prompt-ids", a->prompts[n], m->cfg.vocab_size - 1,
 				  (int32_t **)&r->prompt, &r->n_prompt, err, errlen);
 		if (rc)
@@ -199,7 +227,7 @@ static int run(node_args *a, node_engine *e, model *m, char *err, size_t errlen)
 		print_timings(node_engine_stats(e));
 	for (int i = 0; i < n; i++) {
 		free((void *)reqs[i].prompt);
-		free(res[i].tokens);
+		node_result_free(&res[i]);
 	}
 	return rc;
 }

@@ -53,6 +53,8 @@ typedef struct model_opts {
 	int step_tokens;    /* tokens per forward step (the step budget): the arena is sized for it */
 	int max_rows;       /* logits rows per step (0: step_tokens) */
 	int max_seqs;       /* sequences per step (0: min(256, step_tokens)) */
+	int max_hist;       /* penalty history entries per step (0: a default; never fewer
+			     * than one sequence can need, min(context, vocab)) */
 	int n_kv_blocks;    /* KV pool size (blocks); 0: from free device memory */
 	float mem_fraction; /* with n_kv_blocks 0: fraction of device memory to fill (default 0.9) */
 	int skip_tp_comm;   /* benchmarks only: skip tensor-parallel collectives (wrong

@@ -264,7 +264,8 @@ static int reserve_backend(model *m)
 	int per_seq = (m->cfg.max_pos + o->block_tokens - 1) / o->block_tokens;
 	node_backend_limits lim = {
 		.step_tokens = o->step_tokens, .max_rows = o->max_rows, .max_seqs = o->max_seqs,
-		.max_table_entries = o->max_seqs * per_seq, .vocab = m->cfg.vocab_size,
+		.max_table_entries = o->max_seqs * per_seq, .max_hist = o->max_hist,
+		.vocab = m->cfg.vocab_size,
 		.n_heads = m->shard.n_heads, .head_dim = m->cfg.head_dim, .max_ctx = m->cfg.max_pos};
 	return m->be->ops->reserve(m->be, &lim);
 }
@@ -288,10 +289,28 @@ static model *model_new(node_backend *be, const model_opts *opts)
 	return m;
 }
 
+/* Penalty history entries per step (the tokens sampled rows have seen,
+ * node/plan.h): at least what one sequence can need (one entry per
+ * distinct token: min(context, vocab)); by default room for every
+ * sequence of a step, up to 2^18 entries (3 MiB of int32 per buffer). */
+static void set_hist_limit(model *m)
+{
+	model_opts *o = &m->opts;
+	int one = m->cfg.max_pos < m->cfg.vocab_size ? m->cfg.max_pos : m->cfg.vocab_size;
+	if (o->max_hist <= 0) {
+		long all = (long)o->max_seqs * one;
+		o->max_hist = all < (1 << 18) ? (int)all : 1 << 18;
+	}
+	if (o->max_hist < one)
+		o->max_hist = one;
+}
+
 /* Weights are in; now the arena, the backend's step scratch, the KV pool
  * (last, so automatic sizing sees everything else already allocated). */
 static int finish_create(model *m, int rc, model **out, char *err, size_t errlen)
 {
+	if (!rc)
+		set_hist_limit(m);
 	if (!rc)
 		rc = alloc_arena(m, err, errlen);
 	if (!rc && (rc = reserve_backend(m)))

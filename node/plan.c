@@ -1,7 +1,8 @@
 /*
  * plan.c — packing and checked unpacking of step plans. Layout: a fixed
- * int32 header, then int32 arrays, then (8-byte aligned) int64 positions
- * and sampling parameters. All ranks of a group run the same build, so
+ * int32 header, then int32 arrays (the penalty history last, only when a
+ * row has one), then (8-byte aligned) int64 positions and sampling
+ * parameters. All ranks of a group run the same build, so
  * structs travel as bytes.
  */
 #include "plan.h"
@@ -14,15 +15,16 @@
 #define PLAN_MAGIC 0x534c504e /* "SLPN" */
 
 enum { H_MAGIC, H_CMD, H_WANT, H_NTOK, H_NSEQ, H_MAXB, H_BT, H_MAXQ, H_MAXKV, H_NROWS,
-       H_NSAMPLE, H_NMICRO, H_LEN };
+       H_NSAMPLE, H_NMICRO, H_HIST, H_NHIST, H_LEN };
 
 static size_t align8(size_t n) { return (n + 7) & ~(size_t)7; }
 
 /* Sizes of the int32 part and the whole message for given counts. */
 static size_t i32_count(const int32_t *h)
 {
+	size_t hist = h[H_HIST] ? (size_t)h[H_NSAMPLE] + 1 + 3 * (size_t)h[H_NHIST] : 0;
 	return (size_t)H_LEN + 3 * (size_t)h[H_NTOK] + 3 * (size_t)h[H_NSEQ] +
-	       (size_t)h[H_NSEQ] * h[H_MAXB] + h[H_NROWS] + h[H_NSAMPLE] + h[H_NMICRO] + 1;
+	       (size_t)h[H_NSEQ] * h[H_MAXB] + h[H_NROWS] + h[H_NSAMPLE] + h[H_NMICRO] + 1 + hist;
 }
 
 static size_t total_bytes(const int32_t *h)
@@ -30,11 +32,11 @@ static size_t total_bytes(const int32_t *h)
 	return align8(4 * i32_count(h)) + (size_t)h[H_NSAMPLE] * (8 + sizeof(kern_sample_params));
 }
 
-size_t node_plan_max_bytes(int tokens, int seqs, int blocks_per_seq, int rows)
+size_t node_plan_max_bytes(int tokens, int seqs, int blocks_per_seq, int rows, int hist)
 {
 	int32_t h[H_LEN] = {0};
 	h[H_NTOK] = tokens, h[H_NSEQ] = seqs, h[H_MAXB] = blocks_per_seq, h[H_NROWS] = rows;
-	h[H_NSAMPLE] = seqs, h[H_NMICRO] = seqs;
+	h[H_NSAMPLE] = seqs, h[H_NMICRO] = seqs, h[H_HIST] = 1, h[H_NHIST] = hist;
 	return total_bytes(h);
 }
 
@@ -48,9 +50,10 @@ static int32_t *put(int32_t *dst, const int32_t *src, size_t n)
 int node_plan_pack(const node_plan *p, void **buf, size_t *cap, size_t *bytes)
 {
 	const kern_paged_batch *b = &p->b;
+	int has_hist = p->hist.off != NULL;
 	int32_t h[H_LEN] = {PLAN_MAGIC, p->cmd, p->want_logits, b->n_tokens, b->n_seqs, b->max_blocks,
 			    b->block_tokens, b->max_q_len, b->max_kv_len, p->n_rows, p->n_sample,
-			    p->n_micro};
+			    p->n_micro, has_hist, has_hist ? p->n_hist : 0};
 	if (p->cmd == NODE_PLAN_STOP)
 		for (int i = H_NTOK; i < H_LEN; i++)
 			h[i] = i == H_BT ? 1 : 0;
@@ -74,6 +77,12 @@ int node_plan_pack(const node_plan *p, void **buf, size_t *cap, size_t *bytes)
 		o = put(o, p->rows, p->n_rows);
 		o = put(o, p->sample_rows, p->n_sample);
 		o = put(o, p->micro_seq0, p->n_micro + 1);
+		if (has_hist) {
+			o = put(o, p->hist.off, p->n_sample + 1);
+			o = put(o, p->hist.ids, p->n_hist);
+			o = put(o, p->hist.n_gen, p->n_hist);
+			o = put(o, p->hist.in_prompt, p->n_hist);
+		}
 		char *tail = (char *)*buf + align8(4 * i32_count(h));
 		memcpy(tail, p->sample_pos, 8 * (size_t)p->n_sample);
 		memcpy(tail + 8 * (size_t)p->n_sample, p->sampling,
@@ -92,9 +101,29 @@ static int check_header(const int32_t *h, size_t bytes, char *err, size_t errlen
 	for (int i = H_NTOK; i < H_LEN; i++)
 		if (h[i] < 0 || h[i] > (1 << 24))
 			return sl_errf(err, errlen, SL_EINVAL, "step plan: header field %d is %d", i, h[i]);
+	if (h[H_HIST] > 1 || (!h[H_HIST] && h[H_NHIST]))
+		return sl_errf(err, errlen, SL_EINVAL, "step plan: bad history header");
 	if (h[H_BT] < 1 || (long)h[H_NSEQ] * h[H_MAXB] > (1 << 26) || total_bytes(h) != bytes)
 		return sl_errf(err, errlen, SL_EINVAL, "step plan: %zu bytes do not match its counts",
 			       bytes);
+	return SL_OK;
+}
+
+/* History rows tile [0, n_hist); counts and flags are sane. Token ids are
+ * checked against the vocabulary by the step (node/step.c), which knows it. */
+static int check_hist(const node_plan *p, char *err, size_t errlen)
+{
+	const kern_token_hist *h = &p->hist;
+	if (!h->off)
+		return SL_OK;
+	if (h->off[0] != 0 || h->off[p->n_sample] != p->n_hist)
+		return sl_errf(err, errlen, SL_EINVAL, "step plan: history offsets do not cover it");
+	for (int k = 0; k < p->n_sample; k++)
+		if (h->off[k + 1] < h->off[k])
+			return sl_errf(err, errlen, SL_EINVAL, "step plan: history row %d out of order", k);
+	for (int e = 0; e < p->n_hist; e++)
+		if (h->n_gen[e] < 0 || (h->in_prompt[e] != 0 && h->in_prompt[e] != 1))
+			return sl_errf(err, errlen, SL_EINVAL, "step plan: bad history entry %d", e);
 	return SL_OK;
 }
 
@@ -118,7 +147,7 @@ static int check_indices(const node_plan *p, char *err, size_t errlen)
 			return sl_errf(err, errlen, SL_EINVAL, "step plan: bad micro-batch %d", k);
 	if (p->cmd == NODE_PLAN_STEP && (p->n_micro < 1 || p->micro_seq0[p->n_micro] != b->n_seqs))
 		return sl_errf(err, errlen, SL_EINVAL, "step plan: micro-batches do not cover the batch");
-	return SL_OK;
+	return check_hist(p, err, errlen);
 }
 
 int node_plan_unpack(const void *buf, size_t bytes, node_plan *p, char *err, size_t errlen)
@@ -144,7 +173,14 @@ int node_plan_unpack(const void *buf, size_t bytes, node_plan *p, char *err, siz
 	b->block_tables = i, i += (size_t)b->n_seqs * b->max_blocks;
 	p->rows = i, i += p->n_rows;
 	p->sample_rows = i, i += p->n_sample;
-	p->micro_seq0 = i;
+	p->micro_seq0 = i, i += p->n_micro + 1;
+	if (h[H_HIST]) {
+		p->n_hist = h[H_NHIST];
+		p->hist.off = i, i += p->n_sample + 1;
+		p->hist.ids = i, i += p->n_hist;
+		p->hist.n_gen = i, i += p->n_hist;
+		p->hist.in_prompt = i;
+	}
 	const char *tail = (const char *)buf + align8(4 * i32_count(h));
 	p->sample_pos = (const int64_t *)tail;
 	p->sampling = (const kern_sample_params *)(tail + 8 * (size_t)p->n_sample);

@@ -2,8 +2,9 @@
  * plan.h — one step as the leader decides it, in a form every rank of the
  * group can run: the flat token batch (tokens, positions, KV slots,
  * per-sequence q_start/q_len/kv_len and block tables), which rows need
- * logits, which of those to sample with what parameters, and how the
- * sequences split into pipeline micro-batches. Packed into one buffer so
+ * logits, which of those to sample with what parameters (and, for rows
+ * with penalties, the tokens each has seen), and how the sequences split
+ * into pipeline micro-batches. Packed into one buffer so
  * the leader sends it to each rank as one message.
  */
 #ifndef NODE_PLAN_H
@@ -27,14 +28,17 @@ typedef struct node_plan {
 	const int32_t *sample_rows;   /* [n_sample] indices into rows to sample from */
 	const kern_sample_params *sampling; /* [n_sample] */
 	const int64_t *sample_pos;    /* [n_sample] position each sampled token will take */
+	int32_t n_hist;               /* penalty history entries, at most the step's max_hist */
+	kern_token_hist hist;         /* per sample row (off: [n_sample + 1], the rest [n_hist]);
+				       * off NULL when no row has a penalty */
 	int32_t n_micro;
 	const int32_t *micro_seq0;    /* [n_micro + 1] sequence boundaries of micro-batches */
 } node_plan;
 
 /* Bytes of the largest plan with these limits (tokens, sequences, block
- * table entries per sequence, logits rows): a buffer this large never
- * grows in node_plan_pack or the worker's receive. */
-size_t node_plan_max_bytes(int tokens, int seqs, int blocks_per_seq, int rows);
+ * table entries per sequence, logits rows, penalty history entries): a
+ * buffer this large never grows in node_plan_pack or the worker's receive. */
+size_t node_plan_max_bytes(int tokens, int seqs, int blocks_per_seq, int rows, int hist);
 /* Serialise p into *buf (grown as needed). */
 int node_plan_pack(const node_plan *p, void **buf, size_t *cap, size_t *bytes);
 /* Parse a packed plan; p's pointers point into buf. Every count and

@@ -32,6 +32,10 @@ struct node_sched {
 	node_sched_event *events; /* [cap] */
 	int32_t *tokens;          /* event tokens */
 	size_t n_tok, cap_tok;
+	float *lp;                /* [cap_lp] their log-probs, where asked */
+	int32_t *top_ids;         /* [cap_top_ids] alternatives of all the events' tokens */
+	float *top;               /* [cap_top] their log-probs */
+	size_t n_lp, n_top, cap_lp, cap_top_ids, cap_top;
 };
 
 int node_sched_create(node_engine *e, const node_sched_opts *o, node_sched **out, char *err,
@@ -65,6 +69,9 @@ void node_sched_destroy(node_sched *s)
 	free(s->reqs);
 	free(s->events);
 	free(s->tokens);
+	free(s->lp);
+	free(s->top_ids);
+	free(s->top);
 	free(s);
 }
 
@@ -128,23 +135,54 @@ void node_sched_cancel_all(node_sched *s)
 		remove_at(s, s->n - 1);
 }
 
-static int push_event(node_sched *s, int *n_ev, uint64_t id, const int32_t *t, int n,
-		      node_sched_finish f, const char *error)
+/* Grow *p (elements of size) to hold need; *cap tracks its size. */
+static int grow(void **p, size_t *cap, size_t need, size_t size)
 {
-	if (s->n_tok + n > s->cap_tok) {
-		size_t cap = (s->n_tok + n) * 2 + 64;
-		int32_t *nt = realloc(s->tokens, sizeof(int32_t) * cap);
-		if (!nt)
-			return SL_ENOMEM;
-		s->tokens = nt;
-		s->cap_tok = cap;
-	}
+	if (need <= *cap)
+		return SL_OK;
+	size_t n = need * 2 + 64;
+	void *np = realloc(*p, n * size);
+	if (!np)
+		return SL_ENOMEM;
+	*p = np;
+	*cap = n;
+	return SL_OK;
+}
+
+/* Copy n tokens (and their log-probs: lp rows from gen index g0, when lp
+ * has them) into the event buffers; pointers are offsets until
+ * node_sched_step fixes them up, once the buffers stop moving. */
+static int push_event(node_sched *s, int *n_ev, uint64_t id, const int32_t *t, int n,
+		      const node_logprobs *lp, int g0, node_sched_finish f, const char *error)
+{
+	int with_lp = lp && lp->logprobs && n > 0;
+	size_t nt = with_lp ? (size_t)n * lp->top_n : 0;
+	if (grow((void **)&s->tokens, &s->cap_tok, s->n_tok + n, sizeof(int32_t)) ||
+	    (with_lp && grow((void **)&s->lp, &s->cap_lp, s->n_lp + n, sizeof(float))) ||
+	    (with_lp && grow((void **)&s->top_ids, &s->cap_top_ids, s->n_top + nt, sizeof(int32_t))) ||
+	    (with_lp && grow((void **)&s->top, &s->cap_top, s->n_top + nt, sizeof(float))))
+		return SL_ENOMEM;
 	if (n > 0)
 		memcpy(s->tokens + s->n_tok, t, sizeof(int32_t) * n);
-	/* tokens are fixed up to pointers once the buffer stops moving */
-	s->events[(*n_ev)++] = (node_sched_event){.req_id = id, .tokens = (const int32_t *)(uintptr_t)s->n_tok,
-						  .n_tokens = n, .finish = f, .error = error};
+	node_sched_event *ev = &s->events[(*n_ev)++];
+	*ev = (node_sched_event){.req_id = id, .tokens = (const int32_t *)(uintptr_t)s->n_tok,
+				 .n_tokens = n, .finish = f, .error = error};
 	s->n_tok += n;
+	if (with_lp) {
+		memcpy(s->lp + s->n_lp, lp->logprobs + g0, sizeof(float) * n);
+		if (nt) {
+			memcpy(s->top_ids + s->n_top, lp->top_ids + (size_t)g0 * lp->top_n,
+			       sizeof(int32_t) * nt);
+			memcpy(s->top + s->n_top, lp->top_logprobs + (size_t)g0 * lp->top_n,
+			       sizeof(float) * nt);
+		}
+		ev->logprobs = (const float *)(uintptr_t)(s->n_lp + 1); /* + 1: 0 means none */
+		ev->top_ids = (const int32_t *)(uintptr_t)s->n_top;
+		ev->top_logprobs = (const float *)(uintptr_t)s->n_top;
+		ev->top_n = lp->top_n;
+		s->n_lp += n;
+		s->n_top += nt;
+	}
 	return SL_OK;
 }
 
@@ -172,7 +210,8 @@ static int admit(node_sched *s, int *n_ev, char *err, size_t errlen)
 			break; /* FIFO: no overtaking by smaller requests */
 		if (node_engine_add(s->e, &q->r, &q->engine_id, err, errlen)) {
 			q->engine_id = -1;
-			if (push_event(s, n_ev, q->req_id, NULL, 0, NODE_SCHED_ERROR, "engine refused the request"))
+			if (push_event(s, n_ev, q->req_id, NULL, 0, NULL, 0, NODE_SCHED_ERROR,
+				       "engine refused the request"))
 				return SL_ENOMEM;
 			remove_at(s, i--);
 			continue;
@@ -191,13 +230,16 @@ static int collect(node_sched *s, int *n_ev)
 		const int32_t *gen;
 		int n_gen;
 		node_seq_state st;
-		if (q->engine_id < 0 || node_engine_peek(s->e, q->engine_id, &gen, &n_gen, &st))
+		node_logprobs lp;
+		if (q->engine_id < 0 || node_engine_peek(s->e, q->engine_id, &gen, &n_gen, &st) ||
+		    node_engine_peek_logprobs(s->e, q->engine_id, &lp))
 			continue;
 		node_sched_finish f = st == SEQ_DONE_EOS ? NODE_SCHED_EOS
 				    : st == SEQ_DONE_LENGTH ? NODE_SCHED_LENGTH : NODE_SCHED_RUNNING;
 		if (n_gen == q->n_reported && f == NODE_SCHED_RUNNING)
 			continue;
-		if (push_event(s, n_ev, q->req_id, gen + q->n_reported, n_gen - q->n_reported, f, NULL))
+		if (push_event(s, n_ev, q->req_id, gen + q->n_reported, n_gen - q->n_reported, &lp,
+			       q->n_reported, f, NULL))
 			return SL_ENOMEM;
 		q->n_reported = n_gen;
 		if (f != NODE_SCHED_RUNNING)
@@ -210,7 +252,7 @@ int node_sched_step(node_sched *s, const node_sched_event **events, int *n_event
 		    size_t errlen)
 {
 	int n_ev = 0, active = 0, rc;
-	s->n_tok = 0;
+	s->n_tok = s->n_lp = s->n_top = 0;
 	*n_events = 0;
 	*events = s->events;
 	if ((rc = admit(s, &n_ev, err, errlen)))
@@ -219,8 +261,15 @@ int node_sched_step(node_sched *s, const node_sched_event **events, int *n_event
 		return rc;
 	if ((rc = collect(s, &n_ev)))
 		return sl_errf(err, errlen, rc, "out of memory");
-	for (int i = 0; i < n_ev; i++)
-		s->events[i].tokens = s->tokens ? s->tokens + (uintptr_t)s->events[i].tokens : NULL;
+	for (int i = 0; i < n_ev; i++) {
+		node_sched_event *ev = &s->events[i];
+		ev->tokens = s->tokens ? s->tokens + (uintptr_t)ev->tokens : NULL;
+		if (ev->logprobs) {
+			ev->logprobs = s->lp + ((uintptr_t)ev->logprobs - 1);
+			ev->top_ids = s->top_ids + (uintptr_t)ev->top_ids;
+			ev->top_logprobs = s->top + (uintptr_t)ev->top_logprobs;
+		}
+	}
 	*n_events = n_ev;
 	return SL_OK;
 }

@@ -52,6 +52,12 @@ typedef struct node_sched_event {
 	int n_tokens;
 	node_sched_finish finish; /* not RUNNING: the request is gone from the scheduler */
 	const char *error;        /* with NODE_SCHED_ERROR */
+	/* when the request asked for log-probs, those of the n_tokens (the
+	 * layout of node_logprobs; NULL otherwise; owned by the scheduler) */
+	const float *logprobs;
+	const int32_t *top_ids;
+	const float *top_logprobs;
+	int top_n;
 } node_sched_event;
 
 int node_sched_create(node_engine *e, const node_sched_opts *o, node_sched **out, char *err,

@@ -1,7 +1,7 @@
 /*
  * step.c — one step plan across the group (see step.h): micro-batch
  * slicing, the stage-to-stage hand-off, sampling on the last stage and the
- * return of tokens to the leader.
+ * return of tokens (and log-probs) to the leader.
  */
 #include "step.h"
 
@@ -20,6 +20,7 @@ struct node_stepper {
 	int32_t *q_start;   /* [max_seqs + 1] a micro-batch's q_start, rebased */
 	int32_t *rows;      /* [max_rows + 1] its logits rows, rebased */
 	int32_t *tokens;    /* [max_seqs] sampled ids going back to the leader */
+	kern_logprobs lp;   /* [max_seqs] rows of log-probs going back (kernels/sampling.h) */
 	float *logits;      /* [LOGIT_CHUNK, vocab] fp32 logits rows going back, a chunk at a time */
 	void *msg;          /* [msg_cap] a packed plan: sent (leader) or received (workers) */
 	size_t msg_cap;
@@ -45,14 +46,20 @@ int node_stepper_create(model *m, node_stepper **out, char *err, size_t errlen)
 	int per_seq = (m->cfg.max_pos + o->block_tokens - 1) / o->block_tokens;
 	if (st) {
 		st->m = m;
-		st->msg_cap = node_plan_max_bytes(o->step_tokens, o->max_seqs, per_seq, o->max_rows);
+		size_t top = (size_t)o->max_seqs * KERN_MAX_TOP_LOGPROBS;
+		st->msg_cap = node_plan_max_bytes(o->step_tokens, o->max_seqs, per_seq, o->max_rows,
+						  o->max_hist);
 		st->q_start = malloc(sizeof(int32_t) * (o->max_seqs + 1));
 		st->rows = malloc(sizeof(int32_t) * (o->max_rows + 1));
 		st->tokens = malloc(sizeof(int32_t) * o->max_seqs);
+		st->lp.chosen = malloc(sizeof(float) * o->max_seqs);
+		st->lp.top_ids = malloc(sizeof(int32_t) * top);
+		st->lp.top = malloc(sizeof(float) * top);
 		st->logits = malloc(sizeof(float) * LOGIT_CHUNK * m->cfg.vocab_size);
 		st->msg = malloc(st->msg_cap);
 	}
-	if (!st || !st->q_start || !st->rows || !st->tokens || !st->logits || !st->msg) {
+	if (!st || !st->q_start || !st->rows || !st->tokens || !st->lp.chosen || !st->lp.top_ids ||
+	    !st->lp.top || !st->logits || !st->msg) {
 		node_stepper_destroy(st);
 		return sl_errf(err, errlen, SL_ENOMEM, "step scratch: out of memory");
 	}
@@ -67,6 +74,9 @@ void node_stepper_destroy(node_stepper *st)
 	free(st->q_start);
 	free(st->rows);
 	free(st->tokens);
+	free(st->lp.chosen);
+	free(st->lp.top_ids);
+	free(st->lp.top);
 	free(st->logits);
 	free(st->msg);
 	free(st);
@@ -121,6 +131,13 @@ static int check_limits(const model *m, const node_plan *p, char *err, size_t er
 	for (long i = 0; i < (long)p->b.n_seqs * p->b.max_blocks; i++)
 		if (p->b.block_tables[i] < 0 || p->b.block_tables[i] >= o->n_kv_blocks)
 			return sl_errf(err, errlen, SL_EINVAL, "step plan: block id out of the pool");
+	if (p->n_hist > o->max_hist)
+		return sl_errf(err, errlen, SL_EINVAL, "step plan: %d history entries exceed the limit %d",
+			       p->n_hist, o->max_hist);
+	for (int e = 0; p->hist.off && e < p->n_hist; e++)
+		if (p->hist.ids[e] < 0 || p->hist.ids[e] >= m->cfg.vocab_size)
+			return sl_errf(err, errlen, SL_EINVAL, "step plan: history token %d outside the "
+				       "vocabulary", p->hist.ids[e]);
 	return SL_OK;
 }
 
@@ -164,18 +181,49 @@ static int run_micro(model *m, const node_plan *p, micro *u, char *err, size_t e
 	return m->be->ops->run_cached(m->be, graph_key(p, u), run_stage, &x);
 }
 
+/* Whether any sampled row reports log-probs: both ends of the return
+ * trip decide it from the plan, so they agree on what travels. */
+static int wants_logprobs(const node_plan *p)
+{
+	for (int k = 0; k < p->n_sample; k++)
+		if (kern_wants_logprobs(&p->sampling[k]))
+			return 1;
+	return 0;
+}
+
+static int sample(model *m, const node_plan *p, int32_t *tokens, const kern_logprobs *lp)
+{
+	node_backend *be = m->be;
+	return be->ops->sample(be, tokens, m->a.logits, p->sample_rows, p->n_sample,
+			       m->cfg.vocab_size, p->sampling, p->sample_pos,
+			       p->hist.off ? &p->hist : NULL, wants_logprobs(p) ? lp : NULL);
+}
+
+/* Sizes of the three log-prob arrays for n rows. */
+static size_t lp_bytes(int n, int part)
+{
+	return (size_t)n * (part == 0 ? sizeof(float) : KERN_MAX_TOP_LOGPROBS * sizeof(float));
+}
+
+static void *lp_part(const kern_logprobs *lp, int part)
+{
+	return part == 0 ? (void *)lp->chosen : part == 1 ? (void *)lp->top_ids : (void *)lp->top;
+}
+
 /* Last stage, first tp rank, when that is not the leader: sample, then
- * send the tokens (and the logits rows, a chunk at a time) to the leader,
- * which receives them in the same order in collect(). */
+ * send the tokens (the log-probs when a row wants them, and the logits
+ * rows, a chunk at a time) to the leader, which receives them in the same
+ * order in collect(). */
 static int send_back(node_stepper *st, const node_plan *p)
 {
 	model *m = st->m;
 	node_backend *be = m->be;
 	int V = m->cfg.vocab_size;
 	if (p->n_sample) {
-		TRY(be->ops->sample(be, st->tokens, m->a.logits, p->sample_rows, p->n_sample, V,
-				    p->sampling, p->sample_pos));
+		TRY(sample(m, p, st->tokens, &st->lp));
 		TRY(par_host_send(m->comm, 0, st->tokens, 4 * (size_t)p->n_sample));
+		for (int part = 0; part < 3 && wants_logprobs(p); part++)
+			TRY(par_host_send(m->comm, 0, lp_part(&st->lp, part), lp_bytes(p->n_sample, part)));
 	}
 	for (int r0 = 0; p->want_logits && r0 < p->n_rows; r0 += LOGIT_CHUNK) {
 		size_t n = (size_t)(p->n_rows - r0 < LOGIT_CHUNK ? p->n_rows - r0 : LOGIT_CHUNK) * V;
@@ -187,14 +235,13 @@ static int send_back(node_stepper *st, const node_plan *p)
 
 /* The leader is the last stage's first tp rank: sample and download here. */
 static int keep_here(node_stepper *st, const node_plan *p, int32_t *tokens_out,
-		     float *logits_out)
+		     const kern_logprobs *lp_out, float *logits_out)
 {
 	model *m = st->m;
 	node_backend *be = m->be;
 	int V = m->cfg.vocab_size;
 	if (p->n_sample)
-		TRY(be->ops->sample(be, tokens_out, m->a.logits, p->sample_rows, p->n_sample, V,
-				    p->sampling, p->sample_pos));
+		TRY(sample(m, p, tokens_out, lp_out));
 	if (p->want_logits && logits_out)
 		TRY(be->ops->download(be, logits_out, m->a.logits,
 				      sizeof(float) * (size_t)p->n_rows * V));
@@ -204,7 +251,7 @@ static int keep_here(node_stepper *st, const node_plan *p, int32_t *tokens_out,
 static int is_leader(const model *m) { return !m->comm || par_world_rank(m->comm) == 0; }
 
 static int step_run(node_stepper *st, const node_plan *p, int32_t *tokens_out,
-		    float *logits_out, char *err, size_t errlen)
+		    const kern_logprobs *lp_out, float *logits_out, char *err, size_t errlen)
 {
 	model *m = st->m;
 	TRY(check_limits(m, p, err, errlen));
@@ -216,7 +263,7 @@ static int step_run(node_stepper *st, const node_plan *p, int32_t *tokens_out,
 	}
 	const par_grid *g = &m->shard.grid;
 	if (!rc && g->pp_rank == g->pp - 1 && g->tp_rank == 0)
-		rc = is_leader(m) ? keep_here(st, p, tokens_out, logits_out) : send_back(st, p);
+		rc = is_leader(m) ? keep_here(st, p, tokens_out, lp_out, logits_out) : send_back(st, p);
 	if (!rc)
 		rc = m->be->ops->sync(m->be);
 	if (rc && !err[0])
@@ -225,14 +272,17 @@ static int step_run(node_stepper *st, const node_plan *p, int32_t *tokens_out,
 	return rc;
 }
 
-/* Leader, pipeline: the tokens (and logits) the last stage sent back. */
+/* Leader, pipeline: the tokens (log-probs, logits) the last stage sent back. */
 static int collect(node_stepper *st, const node_plan *p, int32_t *tokens_out,
-		   float *logits_out, char *err, size_t errlen)
+		   const kern_logprobs *lp_out, float *logits_out, char *err, size_t errlen)
 {
 	model *m = st->m;
 	int V = m->cfg.vocab_size, last = par_grid_rank(&m->shard.grid, 0, m->shard.grid.pp - 1);
 	if (p->n_sample && par_host_recv(m->comm, last, tokens_out, 4 * (size_t)p->n_sample))
 		return sl_errf(err, errlen, SL_ECOMM, "no tokens from rank %d", last);
+	for (int part = 0; p->n_sample && part < 3 && wants_logprobs(p); part++)
+		if (par_host_recv(m->comm, last, lp_part(lp_out, part), lp_bytes(p->n_sample, part)))
+			return sl_errf(err, errlen, SL_ECOMM, "no log-probs from rank %d", last);
 	for (int r0 = 0; p->want_logits && r0 < p->n_rows; r0 += LOGIT_CHUNK) {
 		size_t n = (size_t)(p->n_rows - r0 < LOGIT_CHUNK ? p->n_rows - r0 : LOGIT_CHUNK) * V;
 		float *dst = logits_out ? logits_out + (size_t)r0 * V : st->logits;
@@ -242,19 +292,21 @@ static int collect(node_stepper *st, const node_plan *p, int32_t *tokens_out,
 	return SL_OK;
 }
 
-int node_step_lead(node_stepper *st, const node_plan *p, int32_t *tokens_out, float *logits_out,
-		   char *err, size_t errlen)
+int node_step_lead(node_stepper *st, const node_plan *p, int32_t *tokens_out,
+		   const kern_logprobs *lp_out, float *logits_out, char *err, size_t errlen)
 {
 	par_comm *c = st->m->comm;
+	if (!lp_out) /* nowhere to put them: the stepper's scratch takes them */
+		lp_out = &st->lp;
 	if (c && par_world_size(c) > 1) {
 		size_t n;
 		if (node_plan_pack(p, &st->msg, &st->msg_cap, &n) || par_host_bcast_msg(c, st->msg, n))
 			return sl_errf(err, errlen, SL_ECOMM, "cannot send the step plan");
 	}
-	TRY(step_run(st, p, tokens_out, logits_out, err, errlen));
+	TRY(step_run(st, p, tokens_out, lp_out, logits_out, err, errlen));
 	if (st->m->shard.grid.pp == 1)
 		return SL_OK;
-	return collect(st, p, tokens_out, logits_out, err, errlen);
+	return collect(st, p, tokens_out, lp_out, logits_out, err, errlen);
 }
 
 int node_step_stop(model *m)
@@ -282,7 +334,7 @@ int node_worker_loop(model *m, char *err, size_t errlen)
 			break;
 		if ((rc = node_plan_unpack(st->msg, n, &p, err, errlen)) || p.cmd == NODE_PLAN_STOP)
 			break;
-		rc = step_run(st, &p, NULL, NULL, err, errlen);
+		rc = step_run(st, &p, NULL, NULL, NULL, err, errlen);
 	}
 	node_stepper_destroy(st);
 	return rc;

@@ -566,18 +566,19 @@ END_TEST
 
 /* Per-row parameter mix; seeds and positions are drawn per row. */
 static const kern_sample_params k_params[] = {
-	{0.0f, 0, 1.0f, 0},    /* greedy */
-	{1.0f, 0, 1.0f, 0},    /* temperature only */
-	{0.7f, 40, 1.0f, 0},   /* top-k */
-	{1.0f, 0, 0.9f, 0},    /* top-p */
-	{0.8f, 50, 0.95f, 0},  /* both */
-	{1.3f, 1000, 0.5f, 0}, /* both, hot */
-	{0.5f, 1, 1.0f, 0},    /* top-1: the lowest-index maximum, even when tied */
-	{1.0f, 2, 1.0f, 0},    /* top-2 over tied maxima */
-	{-1.0f, 5, 0.5f, 0},   /* negative temperature: greedy */
-	{2.0f, 0, 0.99f, 0},   /* flat, nearly everything kept */
-	{1.0f, 5000, 1.0f, 0}, /* k beyond a small vocab */
-	{0.9f, 0, 0.0f, 0},    /* top_p 0: keeps exactly one */
+	{.temperature = 0.0f, .top_p = 1.0f},                /* greedy */
+	{.temperature = 1.0f, .top_p = 1.0f},                /* temperature only */
+	{.temperature = 0.7f, .top_k = 40, .top_p = 1.0f},   /* top-k */
+	{.temperature = 1.0f, .top_p = 0.9f},                /* top-p */
+	{.temperature = 0.8f, .top_k = 50, .top_p = 0.95f},  /* both */
+	{.temperature = 1.3f, .top_k = 1000, .top_p = 0.5f}, /* both, hot */
+	{.temperature = 0.5f, .top_k = 1, .top_p = 1.0f},    /* top-1: the lowest-index maximum,
+								* even when tied */
+	{.temperature = 1.0f, .top_k = 2, .top_p = 1.0f},    /* top-2 over tied maxima */
+	{.temperature = -1.0f, .top_k = 5, .top_p = 0.5f},   /* negative temperature: greedy */
+	{.temperature = 2.0f, .top_p = 0.99f},               /* flat, nearly everything kept */
+	{.temperature = 1.0f, .top_k = 5000, .top_p = 1.0f}, /* k beyond a small vocab */
+	{.temperature = 0.9f, .top_p = 0.0f},                /* top_p 0: keeps exactly one */
 };
 #define N_PARAMS (int)(sizeof k_params / sizeof *k_params)
 
@@ -595,8 +596,8 @@ static int by_prob_desc(const void *a, const void *b)
 }
 
 /* The distance from any prefix sum of the sorted kept probabilities to u
- * or to top_p, recomputed as kern_sample_cpu does: how close this row is
- * to a decision boundary. */
+ * or to top_p, and from a kept probability to min_p * p_max, recomputed
+ * as kern_sample_cpu does: how close this row is to a decision boundary. */
 static double boundary_margin(const float *logits, int n, const kern_sample_params *p,
 			      uint64_t position)
 {
@@ -622,6 +623,16 @@ static double boundary_margin(const float *logits, int n, const kern_sample_para
 			break;
 	}
 	keep = k;
+	if (p->min_p > 0) { /* min-p: how close a kept p_k lies to min_p * p_0 */
+		float thr = p->min_p * c[0].p;
+		for (k = 1; k < keep; k++)
+			if (fabs((double)c[k].p - thr) < margin)
+				margin = fabs((double)c[k].p - thr);
+		k = 1;
+		while (k < keep && c[k].p >= thr)
+			k++;
+		keep = k;
+	}
 	double total = 0;
 	for (k = 0; k < keep; k++)
 		total += c[k].p;
@@ -679,7 +690,7 @@ START_TEST(test_sampling)
 			int64_t *d_pos = gt_upload_raw(positions, sizeof(int64_t) * rows);
 			int32_t *d_tok = gt_dev_poison(sizeof(int32_t) * rows);
 			GT_KERNEL(kern_sample_cuda(smp, d_tok, d_logits, rows, vocab, d_params, d_pos,
-						   NULL));
+						   NULL, NULL, NULL));
 			GT_CUDA(cudaMemcpy(got, d_tok, sizeof(int32_t) * rows,
 					   cudaMemcpyDeviceToHost));
 			for (int r = 0; r < rows; r++) {
@@ -736,6 +747,213 @@ START_TEST(test_sampling)
 }
 END_TEST
 
+/* ---- sampling with penalties, min-p and log-probs ---- */
+
+/* Log-probs: top ids must be the CPU's exactly (they compare raw logits);
+ * values are log_softmax with the sum in double, differing only by CUDA's
+ * expf (<= 2 ulp) inside the sum. */
+#define LOGPROB_TOL 1e-5
+
+/* Per-row mix: penalties alone and together, min-p, log-probs of every
+ * width (0, 1, 5, 20), greedy and sampled. */
+static const kern_sample_params k_ext_params[] = {
+	{.temperature = 0, .top_p = 1, .repetition_penalty = 1.5f, .logprobs = 1, .top_logprobs = 5},
+	{.temperature = 0, .top_p = 1, .presence_penalty = 1.5f, .frequency_penalty = 0.5f},
+	{.temperature = 0.8f, .top_p = 0.95f, .top_k = 40, .repetition_penalty = 1.2f,
+	 .presence_penalty = 0.4f, .frequency_penalty = 0.3f, .logprobs = 1, .top_logprobs = 20},
+	{.temperature = 1.0f, .top_p = 1, .min_p = 0.05f, .logprobs = 1},
+	{.temperature = 1.3f, .top_p = 0.9f, .min_p = 0.2f, .repetition_penalty = 0.7f,
+	 .top_logprobs = 1},
+	{.temperature = 0.6f, .top_p = 1, .min_p = 0.5f, .frequency_penalty = -1,
+	 .presence_penalty = -0.5f, .logprobs = 1, .top_logprobs = 3},
+	{.temperature = 2.0f, .top_p = 1, .frequency_penalty = 2, .presence_penalty = 2,
+	 .repetition_penalty = 10},
+	{.temperature = 0.9f, .top_p = 1, .min_p = 1.0f, .logprobs = 1, .top_logprobs = 20},
+};
+#define N_EXT (int)(sizeof k_ext_params / sizeof *k_ext_params)
+
+/* Row r's history: up to 48 draws (with repeats) among the 32 largest
+ * logits, some from the "prompt", the rest "generated". */
+static int make_hist(const float *l, int vocab, int32_t *ids, int32_t *n_gen, int32_t *in_prompt)
+{
+	int32_t top[32];
+	int have = 0;
+	for (int i = 0; i < vocab; i++) { /* the 32 largest, by insertion */
+		if (have == 32 && !(l[i] > l[top[31]]))
+			continue;
+		int k = have < 32 ? have++ : 31;
+		while (k > 0 && l[i] > l[top[k - 1]]) {
+			top[k] = top[k - 1];
+			k--;
+		}
+		top[k] = i;
+	}
+	int n = 0, draws = gt_int(1, 48), np = gt_int(1, draws);
+	for (int d = 0; d < draws; d++) {
+		int32_t id = top[gt_int(0, 31)];
+		int at = -1;
+		for (int e = 0; e < n; e++)
+			if (ids[e] == id)
+				at = e;
+		if (at < 0)
+			at = n++, ids[at] = id, n_gen[at] = 0, in_prompt[at] = 0;
+		if (d < np)
+			in_prompt[at] = 1;
+		else
+			n_gen[at]++;
+	}
+	return n;
+}
+
+/* log_softmax of logits[n] in double at index i. */
+static double ref_logprob(const float *l, int n, int i)
+{
+	double mx = l[0], sum = 0;
+	for (int k = 1; k < n; k++)
+		mx = l[k] > mx ? l[k] : mx;
+	for (int k = 0; k < n; k++)
+		sum += exp((double)l[k] - mx);
+	return (double)l[i] - mx - log(sum);
+}
+
+START_TEST(test_sampling_penalties_logprobs)
+{
+	static const int vocabs[] = {300, 32000, 128256}, quick_vocabs[] = {300, 5000, 4099};
+	const int rows = 70, W = KERN_MAX_TOP_LOGPROBS;
+	int quick = getenv("SL_TEST_QUICK") != NULL;
+	gt_reseed(g_seed, 800);
+	int greedy_bad = 0, bad = 0, near = 0, sampled = 0, lp_bad = 0;
+	double lp_worst = 0;
+	for (int vi = 0; vi < 3; vi++) {
+		int vocab = quick ? quick_vocabs[vi] : vocabs[vi];
+		size_t nl = (size_t)rows * vocab;
+		float *logits = gt_malloc(sizeof(float) * nl), *pen = gt_malloc(sizeof(float) * vocab);
+		kern_sample_params *params = gt_malloc(sizeof *params * rows);
+		int64_t *positions = gt_malloc(sizeof(int64_t) * rows);
+		int32_t *off = gt_malloc(sizeof(int32_t) * (rows + 1));
+		int32_t *ids = gt_malloc(sizeof(int32_t) * rows * 48);
+		int32_t *n_gen = gt_malloc(sizeof(int32_t) * rows * 48);
+		int32_t *in_prompt = gt_malloc(sizeof(int32_t) * rows * 48);
+		int32_t *want = gt_malloc(sizeof(int32_t) * rows), *got = gt_malloc(sizeof(int32_t) * rows);
+		float *w_ch = gt_malloc(sizeof(float) * rows), *g_ch = gt_malloc(sizeof(float) * rows);
+		int32_t *w_ids = gt_malloc(sizeof(int32_t) * rows * W);
+		int32_t *g_ids = gt_malloc(sizeof(int32_t) * rows * W);
+		float *w_top = gt_malloc(sizeof(float) * rows * W), *g_top = gt_malloc(sizeof(float) * rows * W);
+		void *work = gt_malloc(kern_sample_work_bytes(vocab));
+		off[0] = 0;
+		for (int r = 0; r < rows; r++) {
+			float *l = logits + (size_t)r * vocab;
+			static const float scales[] = {0.5f, 2.0f, 5.0f, 12.0f};
+			gt_fill(l, vocab, -scales[r % 4], scales[r % 4]);
+			if (r % 5 == 0) { /* ties at the top, for the log-prob order */
+				float mx = l[kern_argmax_cpu(l, vocab)];
+				l[gt_int(0, vocab - 1)] = mx;
+				l[gt_int(0, vocab - 1)] = mx;
+			}
+			params[r] = k_ext_params[(r + vi) % N_EXT];
+			params[r].seed = gt_next();
+			positions[r] = (int64_t)(gt_next() >> 20);
+			/* every third row has no history at all */
+			int n = r % 3 == 2 ? 0 : make_hist(l, vocab, ids + off[r], n_gen + off[r],
+							   in_prompt + off[r]);
+			off[r + 1] = off[r] + n;
+		}
+		kern_token_hist h = {off, ids, n_gen, in_prompt};
+		kern_logprobs wl = {w_ch, w_ids, w_top};
+		kern_sample_rows_cpu(want, &wl, logits, NULL, rows, vocab, params, positions, &h, work);
+
+		kern_sampler *smp = NULL;
+		ck_assert_int_eq(kern_sampler_create(rows, vocab, &smp), 0);
+		size_t ne = (size_t)off[rows] ? (size_t)off[rows] : 1;
+		float *d_logits = gt_upload(logits, nl, SL_DT_F32);
+		kern_sample_params *d_params = gt_upload_raw(params, sizeof *params * rows);
+		int64_t *d_pos = gt_upload_raw(positions, sizeof(int64_t) * rows);
+		kern_token_hist d_h = {gt_upload_raw(off, sizeof(int32_t) * (rows + 1)),
+				       gt_upload_raw(ids, sizeof(int32_t) * ne),
+				       gt_upload_raw(n_gen, sizeof(int32_t) * ne),
+				       gt_upload_raw(in_prompt, sizeof(int32_t) * ne)};
+		int32_t *d_tok = gt_dev_poison(sizeof(int32_t) * rows);
+		/* ids poisoned with 0x7F7F7F7F (0xFF bytes would read as the -1 of an empty slot) */
+		kern_logprobs d_lp = {gt_dev_poison(sizeof(float) * rows),
+				      gt_dev_alloc(sizeof(int32_t) * rows * W),
+				      gt_dev_poison(sizeof(float) * rows * W)};
+		GT_CUDA(cudaMemset(d_lp.top_ids, 0x7F, sizeof(int32_t) * rows * W));
+		GT_KERNEL(kern_sample_cuda(smp, d_tok, d_logits, rows, vocab, d_params, d_pos, &d_h, &d_lp,
+					   NULL));
+		GT_CUDA(cudaMemcpy(got, d_tok, sizeof(int32_t) * rows, cudaMemcpyDeviceToHost));
+		GT_CUDA(cudaMemcpy(g_ch, d_lp.chosen, sizeof(float) * rows, cudaMemcpyDeviceToHost));
+		GT_CUDA(cudaMemcpy(g_ids, d_lp.top_ids, sizeof(int32_t) * rows * W, cudaMemcpyDeviceToHost));
+		GT_CUDA(cudaMemcpy(g_top, d_lp.top, sizeof(float) * rows * W, cudaMemcpyDeviceToHost));
+
+		for (int r = 0; r < rows; r++) {
+			const float *l = logits + (size_t)r * vocab;
+			const kern_sample_params *p = &params[r];
+			if (got[r] != want[r]) {
+				/* the boundary margin of the penalised row */
+				memcpy(pen, l, sizeof(float) * vocab);
+				if (kern_has_penalty(p))
+					for (int e = off[r]; e < off[r + 1]; e++)
+						pen[ids[e]] = kern_penalise(l[ids[e]], n_gen[e], in_prompt[e], p);
+				double m = p->temperature > 0 ? boundary_margin(pen, vocab, p, (uint64_t)positions[r]) : 0;
+				int tolerated = p->temperature > 0 && m < SAMPLE_NEAR_TIE;
+				printf("  %s vocab %d row %d (T %.2f k %d p %.2f min_p %.2f rep %.2f pres %.2f "
+				       "freq %.2f, %d history): got %d want %d, margin %.2e\n",
+				       tolerated ? "near-tie" : "FAIL", vocab, r, p->temperature, p->top_k,
+				       p->top_p, p->min_p, p->repetition_penalty, p->presence_penalty,
+				       p->frequency_penalty, off[r + 1] - off[r], got[r], want[r], m);
+				if (p->temperature <= 0)
+					greedy_bad++;
+				else if (tolerated)
+					near++;
+				else
+					bad++;
+			}
+			sampled += p->temperature > 0;
+			/* log-probs: chosen against the GPU's own token */
+			int wants = kern_wants_logprobs(p), n_top = kern_top_logprobs(p, vocab);
+			double ch = wants ? ref_logprob(l, vocab, got[r]) : 0;
+			double e = fabs(g_ch[r] - ch);
+			if (!(e <= LOGPROB_TOL)) {
+				lp_bad++;
+				printf("  FAIL logprob vocab %d row %d: chosen %d got %.8g want %.8g (tol %.0e)\n",
+				       vocab, r, got[r], g_ch[r], ch, LOGPROB_TOL);
+			}
+			lp_worst = e > lp_worst ? e : lp_worst;
+			for (int k = 0; k < W; k++) {
+				int32_t gi = g_ids[r * W + k], wi = w_ids[r * W + k];
+				float gv = g_top[r * W + k], wv = w_top[r * W + k];
+				double te = fabs((double)gv - wv);
+				if (gi != wi || !(te <= LOGPROB_TOL) || (k >= n_top && gv != 0)) {
+					lp_bad++;
+					printf("  FAIL top logprob vocab %d row %d slot %d of %d: got (%d, %.8g) "
+					       "want (%d, %.8g)\n", vocab, r, k, n_top, gi, gv, wi, wv);
+					break;
+				}
+				lp_worst = k < n_top && te > lp_worst ? te : lp_worst;
+			}
+		}
+		fflush(stdout);
+		kern_sampler_destroy(smp);
+		gt_dev_free(d_logits), gt_dev_free(d_params), gt_dev_free(d_pos), gt_dev_free(d_tok);
+		gt_dev_free((void *)d_h.off), gt_dev_free((void *)d_h.ids);
+		gt_dev_free((void *)d_h.n_gen), gt_dev_free((void *)d_h.in_prompt);
+		gt_dev_free(d_lp.chosen), gt_dev_free(d_lp.top_ids), gt_dev_free(d_lp.top);
+		free(logits), free(pen), free(params), free(positions), free(off), free(ids), free(n_gen);
+		free(in_prompt), free(want), free(got), free(w_ch), free(g_ch), free(w_ids), free(g_ids);
+		free(w_top), free(g_top), free(work);
+	}
+	printf("kernel sample+penalties+min_p: %d sampled rows (vocab %s), %d greedy and %d sample "
+	       "mismatches, %d near-ties within %.0e tolerated\n", sampled,
+	       quick ? "300/5000/4099" : "300/32000/128256", greedy_bad, bad, near, SAMPLE_NEAR_TIE);
+	printf("kernel logprobs: worst abs err %.1e (tol %.0e), %d mismatches\n", lp_worst,
+	       LOGPROB_TOL, lp_bad);
+	fflush(stdout);
+	ck_assert_msg(greedy_bad == 0 && bad == 0 && lp_bad == 0,
+		      "sampling with penalties: %d argmax, %d sample, %d log-prob mismatches", greedy_bad,
+		      bad, lp_bad);
+}
+END_TEST
+
 /* One test case per kernel family, so one can be run alone:
  * CK_RUN_CASE=sampling build/tests/gpu/test_kernels */
 static void add_case(Suite *s, const char *name, const TTest *test)
@@ -756,6 +974,7 @@ static Suite *kernels_suite(void)
 	add_case(s, "matmul", test_matmul);
 	add_case(s, "rope", test_rope);
 	add_case(s, "sampling", test_sampling);
+	add_case(s, "sampling_ext", test_sampling_penalties_logprobs);
 	return s;
 }
 
