@@ -45,6 +45,7 @@
 #define HTTP_MEMORY_PER_CONNECTION (32 * 1024) /* MHD's buffers: bounds the request headers */
 #define HTTP_SSE_BLOCK (16 * 1024)
 #define HTTP_FLUSH_S 0.5                        /* at shutdown, for answers still being sent */
+#define HTTP_MAX_UNSENT (8 << 20)               /* event bytes a client has not read: past it, cut */
 
 enum { R_HEALTH, R_METRICS, R_MODELS, R_MODEL, R_COMPLETIONS, R_CHAT, R_NONE };
 
@@ -203,6 +204,16 @@ int coord_http_sse_write(coord_http_call *x, const char *p, size_t n)
 {
 	if (x->sse_end || x->abort)
 		return SL_OK;
+	if (x->out.n - x->out_off + n > HTTP_MAX_UNSENT) {
+		/* a client that does not read its stream must not make the
+		 * coordinator hold the whole generation: hang up (the caller
+	 * detaches the requests, which the tick then cancels) */
+		SL_WARN("coord", "HTTP client of a stream left %zu bytes unread; closing it",
+			x->out.n - x->out_off);
+		x->abort = 1;
+		wake(x);
+		return SL_EIO;
+	}
 	if (coord_bytes_add(&x->out, p, n))
 		return SL_ENOMEM;
 	wake(x);

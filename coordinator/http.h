@@ -57,7 +57,9 @@ void coord_http_respond(coord_http_call *x, int status, const char *content_type
 /* The exchange waits (suspended) for coord_http_respond. */
 void coord_http_wait(coord_http_call *x);
 /* Start a 200 text/event-stream response; coord_http_sse_write appends to
- * it, coord_http_sse_end closes it once what was written is sent. */
+ * it (SL_EIO: the client left more than 8 MiB unread and is being cut
+ * off; SL_ENOMEM), coord_http_sse_end closes it once what was written is
+ * sent. */
 int coord_http_sse_begin(coord_http_call *x);
 int coord_http_sse_write(coord_http_call *x, const char *p, size_t n);
 void coord_http_sse_end(coord_http_call *x);

@@ -936,7 +936,7 @@ static void send_event(oai_call *o)
 {
 	jlit(&o->ev, "\n\n");
 	if (o->ev.failed || coord_http_sse_write(o->x, o->ev.b.p, o->ev.b.n)) {
-		SL_WARN("http", "%s: out of memory for an event; ending the stream", o->id);
+		SL_DEBUG("http", "%s: the stream ends early (out of memory, or an unread client)", o->id);
 		detach_all(o);
 		coord_http_sse_end(o->x);
 		o->answered = 1;

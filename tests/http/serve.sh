@@ -175,12 +175,19 @@ else
 	echo "http: SmolLM2 chat skipped: $smol is not here"
 fi
 
-# --- clean stop ---
+# --- clean stop: a stream still running hears why it ends ---
+curl -sN "http://$H/v1/completions" -d '{"prompt":"long","max_tokens":200,"ignore_eos":true,"stream":true}' \
+	>"$tmp/cut" 2>&1 &
+cpid=$!
+i=0; while ! grep -qs '^data: {' "$tmp/cut" && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
 for p in $coord_pid $coord2_pid; do
 	kill -TERM "$p"
 	wait "$p"; rc=$?
 	[ $rc -eq 0 ] && ok || { bad "coordinator exit $rc on SIGTERM"; logs coord.log coord2.log; }
 done
+wait $cpid
+grep -q '"error":{"message":"coordinator shutting down"' "$tmp/cut" && tail -2 "$tmp/cut" | grep -q '\[DONE\]' &&
+	ok || { bad "a stream cut by SIGTERM: $(tail -c 300 "$tmp/cut")"; }
 if [ -n "$wrap" ]; then
 	for f in "$tmp"/valgrind-*; do
 		[ ! -s "$f" ] && ok || { bad "valgrind ($f):"; head -60 "$f"; }
