@@ -70,6 +70,12 @@ int sl_client_submit(sl_client *c, const sl_gen_params *p, uint64_t *tag, char *
 	sp.seed = p->seed;
 	sp.has_top_k = p->top_k != 0, sp.top_k = p->top_k;
 	sp.has_top_p = p->top_p != 0, sp.top_p = p->top_p;
+	sp.has_min_p = p->min_p != 0, sp.min_p = p->min_p;
+	sp.has_presence_penalty = p->presence_penalty != 0, sp.presence_penalty = p->presence_penalty;
+	sp.has_frequency_penalty = p->frequency_penalty != 0;
+	sp.frequency_penalty = p->frequency_penalty;
+	sp.has_repetition_penalty = p->repetition_penalty != 0;
+	sp.repetition_penalty = p->repetition_penalty;
 	Shardline__Client__Submit s = SHARDLINE__CLIENT__SUBMIT__INIT;
 	ProtobufCBinaryData stops[p->n_stop > 0 ? p->n_stop : 1];
 	for (int i = 0; i < p->n_stop; i++)
@@ -91,6 +97,8 @@ int sl_client_submit(sl_client *c, const sl_gen_params *p, uint64_t *tag, char *
 	s.has_stream = 1, s.stream = !p->no_stream;
 	s.has_ignore_eos = 1, s.ignore_eos = p->ignore_eos != 0;
 	s.has_timeout_ms = p->timeout_ms != 0, s.timeout_ms = p->timeout_ms;
+	s.has_logprobs = p->logprobs != 0, s.logprobs = p->logprobs != 0;
+	s.has_top_logprobs = p->top_logprobs != 0, s.top_logprobs = p->top_logprobs;
 	Shardline__Client__Request q = SHARDLINE__CLIENT__REQUEST__INIT;
 	q.msg_case = SHARDLINE__CLIENT__REQUEST__MSG_SUBMIT;
 	q.submit = &s;
@@ -155,6 +163,20 @@ static int fill_status(sl_event *ev, const Shardline__Client__Status *st)
 	return SL_OK;
 }
 
+/* The log-prob fields of a Chunk or Done; a reply whose counts do not
+ * line up with its ids is refused (as a reply of unknown type). */
+static int fill_logprobs(sl_event *ev, size_t n_lp, float *lp, int top_n, size_t n_ids,
+			 int32_t *ids, size_t n_top, float *top)
+{
+	if (n_lp == 0 && n_ids == 0 && n_top == 0)
+		return SL_OK;
+	if (n_lp != ev->n_token_ids || top_n < 0 || n_ids != n_lp * (size_t)top_n || n_top != n_ids)
+		return SL_EINVAL;
+	ev->logprobs = lp, ev->n_logprobs = n_lp, ev->top_n = top_n;
+	ev->top_ids = ids, ev->top_logprobs = top;
+	return SL_OK;
+}
+
 static int fill_event(sl_event *ev, Shardline__Client__Reply *r)
 {
 	ev->priv = r;
@@ -167,7 +189,9 @@ static int fill_event(sl_event *ev, Shardline__Client__Reply *r)
 		ev->text_len = r->chunk->text.len;
 		ev->token_ids = r->chunk->token_ids;
 		ev->n_token_ids = r->chunk->n_token_ids;
-		return SL_OK;
+		return fill_logprobs(ev, r->chunk->n_logprobs, r->chunk->logprobs, r->chunk->top_n,
+				     r->chunk->n_top_ids, r->chunk->top_ids, r->chunk->n_top_logprobs,
+				     r->chunk->top_logprobs);
 	case SHARDLINE__CLIENT__REPLY__MSG_DONE: {
 		const Shardline__Client__Done *d = r->done;
 		ev->kind = SL_EV_DONE;
@@ -180,7 +204,8 @@ static int fill_event(sl_event *ev, Shardline__Client__Reply *r)
 		ev->n_token_ids = d->n_token_ids;
 		ev->prompt_tokens = d->prompt_tokens, ev->completion_tokens = d->completion_tokens;
 		ev->queue_ms = d->queue_ms, ev->ttft_ms = d->ttft_ms, ev->total_ms = d->total_ms;
-		return SL_OK;
+		return fill_logprobs(ev, d->n_logprobs, d->logprobs, d->top_n, d->n_top_ids, d->top_ids,
+				     d->n_top_logprobs, d->top_logprobs);
 	}
 	case SHARDLINE__CLIENT__REPLY__MSG_ERROR:
 		ev->kind = SL_EV_ERROR;
@@ -217,7 +242,8 @@ int sl_client_next(sl_client *c, int timeout_ms, sl_event *ev, char *err, size_t
 	if (fill_event(ev, r)) {
 		shardline__client__reply__free_unpacked(r, NULL);
 		memset(ev, 0, sizeof *ev);
-		return sl_errf(err, errlen, SL_EINVAL, "a Reply of unknown type");
+		return sl_errf(err, errlen, SL_EINVAL, "a Reply of unknown type, or log-probs that do "
+			       "not match its token ids");
 	}
 	return 1;
 }

@@ -17,8 +17,9 @@
 
 typedef struct sl_client sl_client;
 
-/* What to generate. Zero means "the coordinator's default" for every
- * number but temperature (0 is greedy) and seed. */
+/* What to generate. Zero means "the coordinator's default" (off) for
+ * every number but temperature (0 is greedy) and seed; docs/sampling.md
+ * says what each does. */
 typedef struct sl_gen_params {
 	const char *model;                 /* NULL: the coordinator's first */
 	const char *prompt;                /* text, or */
@@ -29,6 +30,12 @@ typedef struct sl_gen_params {
 	float temperature, top_p;
 	int top_k;
 	uint64_t seed;
+	float min_p;                       /* [0, 1] */
+	float presence_penalty;            /* [-2, 2] */
+	float frequency_penalty;           /* [-2, 2] */
+	float repetition_penalty;          /* (0, 10]; 0: not sent (1, off) */
+	int logprobs;                      /* each token's log-prob */
+	int top_logprobs;                  /* and this many alternatives, 0..20 */
 	const char *const *stop;
 	int n_stop;
 	int no_stream;                     /* one Done with the whole text */
@@ -61,6 +68,14 @@ typedef struct sl_event {
 	size_t text_len;
 	const int32_t *token_ids;
 	size_t n_token_ids;
+	/* with logprobs asked, CHUNK and DONE (when not streaming): one per
+	 * token id, and top_n alternatives each (row i at [i * top_n, ...)),
+	 * most likely first */
+	const float *logprobs;             /* [n_logprobs] == n_token_ids */
+	size_t n_logprobs;
+	int top_n;
+	const int32_t *top_ids;            /* [n_logprobs, top_n] */
+	const float *top_logprobs;         /* [n_logprobs, top_n] */
 	int finish;                        /* DONE: SL_FINISH_* */
 	int error_code;                    /* ERROR: SL_ERR_* */
 	const char *message;               /* ERROR, DONE with an error: why ("" otherwise) */

@@ -87,6 +87,24 @@ typedef struct coord_sink {
 	int choice;
 } coord_sink;
 
+/* Log-probs of the ids in a coord_ids, entry for entry: each id's own and
+ * top_n alternatives (row i of top_ids / top at [i * top_n, ...)). */
+typedef struct coord_logprobs {
+	float *lp;                 /* [n] */
+	int32_t *top_ids;          /* [n, top_n] */
+	float *top;                /* [n, top_n] */
+	size_t n, cap;
+	int top_n;                 /* min(top_logprobs, the group's vocabulary) */
+} coord_logprobs;
+
+/* The log-probs of n tokens as a group sent them (layout as above). */
+typedef struct coord_lp_view {
+	const float *lp;
+	const int32_t *top_ids;
+	const float *top;
+	int top_n;
+} coord_lp_view;
+
 /* What to sample and what to return besides tokens: filled from a
  * native Submit (on_client.c) or an OpenAI request (the HTTP API), then
  * checked by coord_sampling_check, the one range check of these fields.
@@ -131,6 +149,7 @@ typedef struct coord_req {
 	coord_bytes held;          /* text not yet sent (stop strings may still match) */
 	coord_bytes text;          /* stream = false: everything released */
 	coord_ids ids;             /* stream: ids since the last chunk; else all */
+	coord_logprobs lps;        /* with sampling.logprobs: those of ids, entry for entry */
 	double t_submit, t_assigned, t_first, t_last_token, deadline;
 	struct coord_req *hnext;               /* id hash chain */
 	struct coord_req *qprev, *qnext;       /* the queue (REQ_QUEUED) */
@@ -210,8 +229,12 @@ void coord_dispatch(coord *c);
 int coord_model_context(const coord *c, int m);
 
 /* stream.c */
+/* n new tokens of r from its group, and their log-probs (lp: NULL when r
+ * did not ask for them; checked by the caller: one per token). */
 void coord_stream_tokens(coord *c, coord_req *r, const int32_t *ids, size_t n,
-			 Shardline__Node__Finish node_finish, const char *node_error);
+			 const coord_lp_view *lp, Shardline__Node__Finish node_finish,
+			 const char *node_error);
+void coord_logprobs_free(coord_logprobs *b);
 /* End r with reason (text flushed unless it is CANCELLED/ERROR), send Done, free r. */
 void coord_finish(coord *c, coord_req *r, Shardline__Client__FinishReason reason,
 		  const char *error);

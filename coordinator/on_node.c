@@ -137,6 +137,33 @@ static void cancel_stray(coord *c, coord_group *g, uint64_t req_id)
 	coord_send_node(c, g, &m);
 }
 
+/* The log-probs of s as r asked for them (one per token, top_n =
+ * min(top_logprobs, the group's vocabulary), ids inside it, values <= 0,
+ * NaN refused) into *v; 0, or nonzero with why. A request that did not
+ * ask ignores whatever came. */
+static int check_logprobs(const coord_group *g, const coord_req *r,
+			  const Shardline__Node__SeqTokens *s, coord_lp_view *v, char *why, size_t n)
+{
+	if (s->n_tokens == 0)
+		return 0;
+	int want_n = r->sampling.top_logprobs < g->vocab ? r->sampling.top_logprobs : g->vocab;
+	size_t all = s->n_tokens * (size_t)want_n;
+	if (s->n_logprobs != s->n_tokens || !s->has_top_n || s->top_n != want_n ||
+	    s->n_top_ids != all || s->n_top_logprobs != all)
+		return snprintf(why, n, "%zu log-probs and %zu + %zu alternatives (top_n %d) for %zu "
+				"tokens, want %d alternatives each", s->n_logprobs, s->n_top_ids,
+				s->n_top_logprobs, s->has_top_n ? s->top_n : -1, s->n_tokens, want_n), 1;
+	for (size_t i = 0; i < s->n_logprobs; i++)
+		if (!(s->logprobs[i] <= 0))
+			return snprintf(why, n, "log-prob %g of token %zu is not <= 0", s->logprobs[i], i), 1;
+	for (size_t i = 0; i < all; i++)
+		if (s->top_ids[i] < 0 || s->top_ids[i] >= g->vocab || !(s->top_logprobs[i] <= 0))
+			return snprintf(why, n, "alternative %zu (id %d, log-prob %g) is out of range", i,
+					s->top_ids[i], s->top_logprobs[i]), 1;
+	*v = (coord_lp_view){s->logprobs, s->top_ids, s->top_logprobs, want_n};
+	return 0;
+}
+
 static void on_tokens(coord *c, coord_group *g, const Shardline__Node__TokenBatch *tb)
 {
 	on_load(g, tb->load);
@@ -154,9 +181,18 @@ static void on_tokens(coord *c, coord_group *g, const Shardline__Node__TokenBatc
 				SL_WARN("coord", "group %u: %.200s", g->id, s->error);
 			continue;
 		}
-		char error[256];
+		char error[256], why[200];
+		coord_lp_view lp;
+		if (r->sampling.logprobs && check_logprobs(g, r, s, &lp, why, sizeof why)) {
+			SL_WARN("coord", "group %u sent malformed log-probs for request %llu: %s", g->id,
+				(unsigned long long)r->id, why);
+			snprintf(error, sizeof error, "node group %u sent malformed log-probs: %s", g->id, why);
+			coord_finish(c, r, SHARDLINE__CLIENT__FINISH_REASON__ERROR, error);
+			continue;
+		}
 		snprintf(error, sizeof error, "node group %u: %s", g->id, s->error ? s->error : "failed");
-		coord_stream_tokens(c, r, s->tokens, s->n_tokens, f, error);
+		coord_stream_tokens(c, r, s->tokens, s->n_tokens,
+				    r->sampling.logprobs && s->n_tokens ? &lp : NULL, f, error);
 	}
 }
 

@@ -95,7 +95,7 @@ void coord_req_reset_output(coord_req *r)
 {
 	coord_detok_reset(r->detok);
 	r->n_generated = r->sent_chunk = r->node_done = 0;
-	r->held.n = r->text.n = r->ids.n = 0;
+	r->held.n = r->text.n = r->ids.n = r->lps.n = 0;
 	r->t_first = r->t_last_token = 0;
 }
 
@@ -148,6 +148,7 @@ void coord_req_free(coord *c, coord_req *r)
 	free(r->held.p);
 	free(r->text.p);
 	free(r->ids.p);
+	coord_logprobs_free(&r->lps);
 	free(r);
 }
 

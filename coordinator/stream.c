@@ -8,11 +8,73 @@
  * in it — the last (longest stop - 1) bytes stay, cut down to a character
  * boundary — so a match spanning chunks is found before any of it was
  * sent, and the text sent never contains a stop string.
+ *
+ * Log-probs follow the ids, not the text: every id sent (in a Chunk, or
+ * in Done when not streaming) comes with its entry, including ids whose
+ * text is still held back and the id that completed a stop string (its
+ * text is cut, its id and log-prob are not). Ids past the end (after EOS,
+ * a stop string or max_tokens in the same batch) are dropped with theirs.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "coord_int.h"
 #include "sl.h"
+
+void coord_logprobs_free(coord_logprobs *b)
+{
+	free(b->lp);
+	free(b->top_ids);
+	free(b->top);
+	*b = (coord_logprobs){0};
+}
+
+/* Token i of v onto b (b takes v's top_n on its first entry). */
+static int logprobs_add(coord_logprobs *b, const coord_lp_view *v, size_t i)
+{
+	size_t nt = (size_t)v->top_n;
+	if (b->n == 0)
+		b->top_n = v->top_n;
+	if (b->n == b->cap) {
+		size_t cap = b->cap * 2 + 16, all = cap * (nt ? nt : 1);
+		float *lp = realloc(b->lp, sizeof(float) * cap);
+		if (lp)
+			b->lp = lp;
+		int32_t *ids = realloc(b->top_ids, sizeof(int32_t) * all);
+		if (ids)
+			b->top_ids = ids;
+		float *top = realloc(b->top, sizeof(float) * all);
+		if (top)
+			b->top = top;
+		if (!lp || !ids || !top)
+			return SL_ENOMEM;
+		b->cap = cap;
+	}
+	b->lp[b->n] = v->lp[i];
+	if (nt) {
+		memcpy(b->top_ids + b->n * nt, v->top_ids + i * nt, sizeof(int32_t) * nt);
+		memcpy(b->top + b->n * nt, v->top + i * nt, sizeof(float) * nt);
+	}
+	b->n++;
+	return SL_OK;
+}
+
+/* The log-prob fields of a Chunk or Done, from b (nothing when r did not
+ * ask for them). */
+static void set_logprobs(const coord_req *r, const coord_logprobs *b, size_t *n_lp, float **lp,
+			 protobuf_c_boolean *has_top_n, int32_t *top_n, size_t *n_ids, int32_t **ids,
+			 size_t *n_top, float **top)
+{
+	if (!r->sampling.logprobs)
+		return;
+	*has_top_n = 1;
+	*top_n = b->top_n;
+	*n_lp = b->n;
+	*lp = b->lp;
+	*n_ids = *n_top = b->n * (size_t)*top_n;
+	*ids = b->top_ids;
+	*top = b->top;
+}
 
 static int is_eos(const coord *c, const coord_req *r, int32_t id)
 {
@@ -59,11 +121,14 @@ static void release(coord *c, coord_req *r, int final)
 		ch.text.len = cut;
 		ch.n_token_ids = r->ids.n;
 		ch.token_ids = r->ids.p;
+		set_logprobs(r, &r->lps, &ch.n_logprobs, &ch.logprobs, &ch.has_top_n, &ch.top_n,
+			     &ch.n_top_ids, &ch.top_ids, &ch.n_top_logprobs, &ch.top_logprobs);
 		Shardline__Client__Reply rep = SHARDLINE__CLIENT__REPLY__INIT;
 		rep.msg_case = SHARDLINE__CLIENT__REPLY__MSG_CHUNK;
 		rep.chunk = &ch;
 		coord_send_reply(c, r, &rep);
 		r->ids.n = 0;
+		r->lps.n = 0;
 		r->sent_chunk = 1;
 	} else if (coord_bytes_add(&r->text, r->held.p, cut)) {
 		SL_WARN("coord", "request %llu: out of memory for its text", (unsigned long long)r->id);
@@ -75,7 +140,8 @@ static void release(coord *c, coord_req *r, int final)
 }
 
 void coord_stream_tokens(coord *c, coord_req *r, const int32_t *ids, size_t n,
-			 Shardline__Node__Finish node_finish, const char *node_error)
+			 const coord_lp_view *lp, Shardline__Node__Finish node_finish,
+			 const char *node_error)
 {
 	Shardline__Client__FinishReason reason = SHARDLINE__CLIENT__FINISH_REASON__FINISH_NONE;
 	const char *error = NULL;
@@ -85,7 +151,7 @@ void coord_stream_tokens(coord *c, coord_req *r, const int32_t *ids, size_t n,
 		r->n_generated++;
 		if (r->t_first == 0)
 			r->t_first = sl_now();
-		if (coord_ids_add(&r->ids, &id, 1)) {
+		if (coord_ids_add(&r->ids, &id, 1) || (lp && logprobs_add(&r->lps, lp, i))) {
 			coord_finish(c, r, SHARDLINE__CLIENT__FINISH_REASON__ERROR, "out of memory");
 			return;
 		}
@@ -180,6 +246,8 @@ void coord_finish(coord *c, coord_req *r, Shardline__Client__FinishReason reason
 		d.text.len = r->text.n;
 		d.n_token_ids = r->ids.n;
 		d.token_ids = r->ids.p;
+		set_logprobs(r, &r->lps, &d.n_logprobs, &d.logprobs, &d.has_top_n, &d.top_n,
+			     &d.n_top_ids, &d.top_ids, &d.n_top_logprobs, &d.top_logprobs);
 	}
 	Shardline__Client__Reply rep = SHARDLINE__CLIENT__REPLY__INIT;
 	rep.msg_case = SHARDLINE__CLIENT__REPLY__MSG_DONE;

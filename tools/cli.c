@@ -33,11 +33,15 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: shardline [--coordinator tcp://127.0.0.1:5555] COMMAND [options]\n"
 		"  generate --prompt TEXT | --prompt-ids 1,2,3   [--model NAME] [--max-tokens N]\n"
-		"           [--temperature T] [--top-k K] [--top-p P] [--seed S] [--stop STR]...\n"
-		"           [--no-stream] [--ignore-eos] [--timeout-ms N] [--print-ids] [--quiet]\n"
+		"           [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--seed S]\n"
+		"           [--presence-penalty X] [--frequency-penalty X] [--repetition-penalty R]\n"
+		"           [--logprobs N] [--stop STR]... [--no-stream] [--ignore-eos]\n"
+		"           [--timeout-ms N] [--print-ids] [--quiet]\n"
 		"      prints the text as it streams; a summary (finish reason, tokens,\n"
 		"      timings) on stderr. Ctrl-C cancels. Exit 0 when it finished by length,\n"
-		"      stop or EOS, 1 otherwise.\n"
+		"      stop or EOS, 1 otherwise. --logprobs N (0..20) asks for each token's\n"
+		"      log-prob and N alternatives; --print-ids prints them on stderr, one\n"
+		"      line per token: 'lp: ID LOGPROB ID:LOGPROB...'.\n"
 		"  status   [--wait-ms 3000]     groups, their model, tp x pp, load, queue depth\n"
 		"  drain    [--group ID] [--exit]  stop routing to a group (default all);\n"
 		"           --exit: its processes leave once idle\n"
@@ -56,7 +60,10 @@ static int parse(int argc, char **argv, cli_args *a, char *err, size_t errlen)
 		{"top-k", 1, 0, 'k'}, {"top-p", 1, 0, 'P'}, {"seed", 1, 0, 's'}, {"stop", 1, 0, 'S'},
 		{"no-stream", 0, 0, 'N'}, {"ignore-eos", 0, 0, 'E'}, {"timeout-ms", 1, 0, 'T'},
 		{"print-ids", 0, 0, 'I'}, {"quiet", 0, 0, 'q'}, {"group", 1, 0, 'g'},
-		{"exit", 0, 0, 'x'}, {"wait-ms", 1, 0, 'w'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+		{"exit", 0, 0, 'x'}, {"wait-ms", 1, 0, 'w'}, {"help", 0, 0, 'h'},
+		{"min-p", 1, 0, 0x101}, {"presence-penalty", 1, 0, 0x102},
+		{"frequency-penalty", 1, 0, 0x103}, {"repetition-penalty", 1, 0, 0x104},
+		{"logprobs", 1, 0, 0x105}, {0, 0, 0, 0}};
 	const char *env = getenv("SHARDLINE_COORDINATOR");
 	a->endpoint = env && env[0] ? env : "tcp://127.0.0.1:5555";
 	a->wait_ms = 3000;
@@ -89,6 +96,23 @@ static int parse(int argc, char **argv, cli_args *a, char *err, size_t errlen)
 		case 'g': rc = sl_parse_int("--group", optarg, 1, 1L << 31, &a->group, err, errlen); break;
 		case 'x': a->drain_exit = 1; break;
 		case 'w': rc = sl_parse_int("--wait-ms", optarg, 1, 86400000, &a->wait_ms, err, errlen); break;
+		case 0x101: rc = sl_parse_float("--min-p", optarg, 0, 1, &d, err, errlen); a->p.min_p = (float)d; break;
+		case 0x102:
+			rc = sl_parse_float("--presence-penalty", optarg, -2, 2, &d, err, errlen);
+			a->p.presence_penalty = (float)d;
+			break;
+		case 0x103:
+			rc = sl_parse_float("--frequency-penalty", optarg, -2, 2, &d, err, errlen);
+			a->p.frequency_penalty = (float)d;
+			break;
+		case 0x104:
+			rc = sl_parse_float("--repetition-penalty", optarg, 1e-6, 10, &d, err, errlen);
+			a->p.repetition_penalty = (float)d;
+			break;
+		case 0x105:
+			rc = sl_parse_int("--logprobs", optarg, 0, 20, &v, err, errlen);
+			a->p.logprobs = 1, a->p.top_logprobs = (int)v;
+			break;
 		case 'h': usage(stdout); exit(0);
 		default: return sl_errf(err, errlen, SL_EINVAL, "unknown option (see --help)");
 		}
@@ -103,13 +127,65 @@ static int parse(int argc, char **argv, cli_args *a, char *err, size_t errlen)
 	return SL_OK;
 }
 
-static void print_summary(const cli_args *a, const sl_event *ev, const int32_t *ids, size_t n)
+/* Every token id of a generation, and its log-probs when asked. */
+typedef struct cli_tokens {
+	int32_t *ids;
+	float *lp;             /* [n] */
+	int32_t *top_ids;      /* [n, top_n] */
+	float *top;            /* [n, top_n] */
+	size_t n;
+	int top_n, with_lp;
+} cli_tokens;
+
+static int grow(void **p, size_t bytes)
+{
+	void *np = realloc(*p, bytes ? bytes : 1);
+	if (!np)
+		return SL_ENOMEM;
+	*p = np;
+	return SL_OK;
+}
+
+static int add_tokens(cli_tokens *t, const sl_event *ev)
+{
+	size_t n = t->n + ev->n_token_ids, nt = (size_t)ev->top_n;
+	if (grow((void **)&t->ids, sizeof(int32_t) * n))
+		return SL_ENOMEM;
+	memcpy(t->ids + t->n, ev->token_ids, sizeof(int32_t) * ev->n_token_ids);
+	if (ev->logprobs) {
+		if (grow((void **)&t->lp, sizeof(float) * n) ||
+		    grow((void **)&t->top_ids, sizeof(int32_t) * n * nt) ||
+		    grow((void **)&t->top, sizeof(float) * n * nt))
+			return SL_ENOMEM;
+		memcpy(t->lp + t->n, ev->logprobs, sizeof(float) * ev->n_logprobs);
+		memcpy(t->top_ids + t->n * nt, ev->top_ids, sizeof(int32_t) * ev->n_logprobs * nt);
+		memcpy(t->top + t->n * nt, ev->top_logprobs, sizeof(float) * ev->n_logprobs * nt);
+		t->top_n = ev->top_n;
+		t->with_lp = 1;
+	}
+	t->n = n;
+	return SL_OK;
+}
+
+static void free_tokens(cli_tokens *t)
+{
+	free(t->ids), free(t->lp), free(t->top_ids), free(t->top);
+}
+
+static void print_summary(const cli_args *a, const sl_event *ev, const cli_tokens *t)
 {
 	if (a->print_ids) {
 		fprintf(stderr, "ids:");
-		for (size_t i = 0; i < n; i++)
-			fprintf(stderr, " %d", ids[i]);
+		for (size_t i = 0; i < t->n; i++)
+			fprintf(stderr, " %d", t->ids[i]);
 		fprintf(stderr, "\n");
+		for (size_t i = 0; t->with_lp && i < t->n; i++) {
+			fprintf(stderr, "lp: %d %.6f", t->ids[i], t->lp[i]);
+			for (int k = 0; k < t->top_n; k++)
+				fprintf(stderr, " %d:%.6f", t->top_ids[i * t->top_n + k],
+					t->top[i * t->top_n + k]);
+			fprintf(stderr, "\n");
+		}
 	}
 	if (a->quiet)
 		return;
@@ -125,8 +201,7 @@ static int generate(cli_args *a, sl_client *c, char *err, size_t errlen)
 	uint64_t tag, ping_tag = 0;
 	int rc = sl_client_submit(c, &a->p, &tag, err, errlen), cancelled = 0, result = -1;
 	double last_heard = sl_now(), ping_sent = 0;
-	int32_t *ids = NULL;
-	size_t n_ids = 0;
+	cli_tokens toks = {0};
 	while (!rc && result < 0) {
 		if (g_interrupted && !cancelled) {
 			cancelled = 1;
@@ -152,25 +227,21 @@ static int generate(cli_args *a, sl_client *c, char *err, size_t errlen)
 			fwrite(ev.text, 1, ev.text_len, stdout);
 			fflush(stdout);
 		}
-		if (ev.tag == tag && (ev.kind == SL_EV_CHUNK || ev.kind == SL_EV_DONE) && ev.n_token_ids) {
-			int32_t *ni = realloc(ids, sizeof(int32_t) * (n_ids + ev.n_token_ids));
-			if (ni) {
-				memcpy(ni + n_ids, ev.token_ids, sizeof(int32_t) * ev.n_token_ids);
-				ids = ni, n_ids += ev.n_token_ids;
-			}
-		}
+		if (ev.tag == tag && (ev.kind == SL_EV_CHUNK || ev.kind == SL_EV_DONE) && ev.n_token_ids &&
+		    add_tokens(&toks, &ev))
+			rc = sl_errf(err, errlen, SL_ENOMEM, "out of memory");
 		if (ev.tag == tag && ev.kind == SL_EV_DONE) {
 			fwrite(ev.text, 1, ev.text_len, stdout);
 			printf("\n");
 			fflush(stdout);
-			print_summary(a, &ev, ids, n_ids);
+			print_summary(a, &ev, &toks);
 			result = ev.finish >= SL_FINISH_LENGTH && ev.finish <= SL_FINISH_EOS ? 0 : 1;
 		} else if (ev.tag == tag && ev.kind == SL_EV_ERROR) {
 			rc = sl_errf(err, errlen, SL_EINVAL, "%s: %s", sl_error_name(ev.error_code), ev.message);
 		}
 		sl_event_release(&ev);
 	}
-	free(ids);
+	free_tokens(&toks);
 	if (rc)
 		return rc;
 	return result == 0 ? SL_OK : sl_errf(err, errlen, SL_EINVAL, "generation did not finish");

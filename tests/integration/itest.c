@@ -14,6 +14,10 @@
  *                                    stop strings, stream=false, EOS
  *   itest hostile EP                 malformed frames and bad fields get clear
  *                                    errors while a good client is served
+ *   itest logprobs EP IDS EXPECTED   penalties, min_p and log-probs through the
+ *                                    coordinator equal the local run in EXPECTED
+ *                                    (shardline-node --logprobs output); per-chunk
+ *                                    alignment, stream=false, stop strings
  *   itest kill EP VICTIM_PID HB_MS   SIGKILL a node rank mid-request: errors
  *                                    within 3 heartbeats, re-queued work done
  *   itest overload EP N MAX_TOKENS   N at once past a small --max-queue
@@ -78,6 +82,11 @@ typedef struct gen {
 	int n_chunks, done, finish, bad_utf8, error_code;
 	int32_t ids[4096];
 	int n_ids;
+	/* log-probs, when asked: one per id; lp_misaligned counts replies whose
+	 * log-probs did not match their ids */
+	float lp[4096], top[4096 * 20];
+	int32_t top_ids[4096 * 20];
+	int n_lp, top_n, lp_misaligned, want_lp;
 	char text[1 << 16];
 	size_t text_len;
 	char message[256];
@@ -96,6 +105,19 @@ static void gen_event(gen *g, const sl_event *ev)
 		if (ev->kind == SL_EV_CHUNK) {
 			g->n_chunks++;
 			g->bad_utf8 |= !utf8_valid(ev->text, ev->text_len);
+		}
+		if ((g->want_lp && ev->n_token_ids && !ev->logprobs) || (!g->want_lp && ev->logprobs) ||
+		    (ev->logprobs && (ev->n_logprobs != ev->n_token_ids ||
+				      (g->n_lp > 0 && ev->top_n != g->top_n))))
+			g->lp_misaligned++;
+		for (size_t i = 0; ev->logprobs && i < ev->n_logprobs && g->n_lp < 4096; i++) {
+			g->top_n = ev->top_n;
+			g->lp[g->n_lp] = ev->logprobs[i];
+			for (int k = 0; k < ev->top_n && k < 20; k++) {
+				g->top_ids[g->n_lp * 20 + k] = ev->top_ids[i * ev->top_n + k];
+				g->top[g->n_lp * 20 + k] = ev->top_logprobs[i * ev->top_n + k];
+			}
+			g->n_lp++;
 		}
 		for (size_t i = 0; i < ev->n_token_ids && g->n_ids < 4096; i++)
 			g->ids[g->n_ids++] = ev->token_ids[i];
@@ -229,6 +251,21 @@ static int parse_ids(const char *s, int32_t *ids, int max)
 	return n;
 }
 
+/* "1,2,3" -> ids. */
+static int parse_ids_csv(const char *s, int32_t *ids, int max)
+{
+	int n = 0;
+	char *end;
+	while (n < max && *s) {
+		long v = strtol(s, &end, 10);
+		if (end == s)
+			break;
+		ids[n++] = (int32_t)v;
+		s = *end == ',' ? end + 1 : end;
+	}
+	return n;
+}
+
 static int cmd_concurrent(const char *ep, const char *prompts_path, const char *expected_path,
 			  int max_tokens)
 {
@@ -274,6 +311,7 @@ static int cmd_concurrent(const char *ep, const char *prompts_path, const char *
 static int start(gen *g, void *ctx, const char *ep, const sl_gen_params *p)
 {
 	memset(g, 0, sizeof *g);
+	g->want_lp = p->logprobs || p->top_logprobs;
 	if (sl_client_create(ctx, ep, &g->c, g_err, sizeof g_err) ||
 	    sl_client_submit(g->c, p, &g->tag, g_err, sizeof g_err)) {
 		printf("FAIL: start: %s\n", g_err);
@@ -451,6 +489,137 @@ static int cmd_features(const char *ep)
 	test_cancel(ctx, ep);
 	test_stop_and_nostream(ctx, ep);
 	test_eos_or_length(ctx, ep);
+	zmq_ctx_term(ctx);
+	return finish();
+}
+
+/* ---- penalties, min_p and log-probs ---- */
+
+/* EXPECTED: the ids line of `shardline-node --logprobs N`, then one line
+ * per token: "lp INDEX ID LOGPROB ID:LOGPROB..." (node/main.c). */
+typedef struct lp_expect {
+	int32_t ids[512];
+	float lp[512], top[512 * 20];
+	int32_t top_ids[512 * 20];
+	int n, n_lp, top_n;
+} lp_expect;
+
+static int read_expected(const char *path, lp_expect *x)
+{
+	char **lines;
+	int n = read_lines(path, &lines);
+	memset(x, 0, sizeof *x);
+	if (n < 1)
+		return -1;
+	x->n = parse_ids(lines[0], x->ids, 512);
+	for (int i = 1; i < n && x->n_lp < 512; i++) {
+		int idx, id, used;
+		float v;
+		const char *p = lines[i];
+		if (sscanf(p, "lp %d %d %g%n", &idx, &id, &v, &used) != 3 || idx != x->n_lp)
+			continue;
+		x->lp[x->n_lp] = v;
+		int k = 0;
+		for (p += used; k < 20 && sscanf(p, " %d:%g%n", &id, &v, &used) == 2; p += used, k++)
+			x->top_ids[x->n_lp * 20 + k] = id, x->top[x->n_lp * 20 + k] = v;
+		x->top_n = k;
+		x->n_lp++;
+	}
+	free(lines);
+	return 0;
+}
+
+/* g's log-probs against x: ids, chosen and every alternative. */
+static void check_against(const gen *g, const lp_expect *x, const char *what)
+{
+	CHECK(g->done && g->finish == SL_FINISH_LENGTH, "%s: finish %d (%s)", what, g->finish, g->message);
+	CHECK(g->lp_misaligned == 0, "%s: %d replies' log-probs did not match their ids", what,
+	      g->lp_misaligned);
+	CHECK(g->n_ids == x->n && !memcmp(g->ids, x->ids, sizeof(int32_t) * x->n),
+	      "%s: %d ids differ from the local run's %d", what, g->n_ids, x->n);
+	CHECK(g->n_lp == x->n_lp && x->n_lp == x->n && g->top_n == x->top_n,
+	      "%s: %d log-probs (top %d), the local run %d (top %d)", what, g->n_lp, g->top_n, x->n_lp,
+	      x->top_n);
+	int bad = -1;
+	for (int i = 0; i < g->n_lp && i < x->n_lp && bad < 0; i++) {
+		if (fabsf(g->lp[i] - x->lp[i]) > 1e-6f)
+			bad = i;
+		for (int k = 0; k < x->top_n && bad < 0; k++)
+			if (g->top_ids[i * 20 + k] != x->top_ids[i * 20 + k] ||
+			    fabsf(g->top[i * 20 + k] - x->top[i * 20 + k]) > 1e-6f)
+				bad = i;
+	}
+	CHECK(bad < 0, "%s: token %d: log-prob %.8g (top %d:%.8g), the local run %.8g (top %d:%.8g)",
+	      what, bad, bad >= 0 ? g->lp[bad] : 0, bad >= 0 ? g->top_ids[bad * 20] : 0,
+	      bad >= 0 ? g->top[bad * 20] : 0, bad >= 0 ? x->lp[bad] : 0,
+	      bad >= 0 ? x->top_ids[bad * 20] : 0, bad >= 0 ? x->top[bad * 20] : 0);
+}
+
+static int cmd_logprobs(const char *ep, const char *ids_csv, const char *expected_path)
+{
+	lp_expect *x = calloc(1, sizeof *x);
+	int32_t ids[512];
+	int n_ids = parse_ids_csv(ids_csv, ids, 512);
+	if (read_expected(expected_path, x) || x->n == 0 || n_ids == 0)
+		return printf("FAIL: cannot read %s or the prompt ids\n", expected_path), 1;
+	void *ctx = zmq_ctx_new();
+	gen *g = calloc(4, sizeof *g);
+	/* the local run's flags (serve.sh) */
+	sl_gen_params p = {.prompt_ids = ids, .n_prompt_ids = n_ids, .max_tokens = x->n,
+			   .ignore_eos = 1, .temperature = 0.8f, .seed = 5, .min_p = 0.05f,
+			   .presence_penalty = 0.5f, .frequency_penalty = 0.3f,
+			   .repetition_penalty = 1.3f, .logprobs = 1, .top_logprobs = x->top_n};
+	if (!start(&g[0], ctx, ep, &p)) {
+		pump(&g[0], 1, 30000, all_done);
+		check_against(&g[0], x, "streamed");
+		printf("itest logprobs: streamed %d tokens in %d chunks, top %d\n", g[0].n_ids,
+		       g[0].n_chunks, g[0].top_n);
+	}
+	sl_gen_params q = p;
+	q.no_stream = 1;
+	if (!start(&g[1], ctx, ep, &q)) {
+		pump(&g[1], 1, 30000, all_done);
+		CHECK(g[1].n_chunks == 0, "stream=false sent %d chunks", g[1].n_chunks);
+		check_against(&g[1], x, "stream=false");
+	}
+	/* a stop string from the middle of the text: every id still has its entry */
+	char stop[8] = "";
+	size_t half = g[0].text_len / 2;
+	if (g[0].text_len >= 4 && !(g[0].text[half] & 0x80))
+		stop[0] = g[0].text[half];
+	q = p;
+	q.stop = (const char *const[]){stop};
+	q.n_stop = stop[0] ? 1 : 0;
+	if (!start(&g[2], ctx, ep, &q)) {
+		pump(&g[2], 1, 30000, all_done);
+		CHECK(g[2].done && g[2].lp_misaligned == 0 && g[2].n_lp == g[2].n_ids &&
+		      (!stop[0] || g[2].finish == SL_FINISH_STOP),
+		      "stop '%s': finish %d, %d ids, %d log-probs, %d misaligned", stop, g[2].finish,
+		      g[2].n_ids, g[2].n_lp, g[2].lp_misaligned);
+		CHECK(g[2].n_lp <= x->n && !memcmp(g[2].lp, x->lp, sizeof(float) * g[2].n_lp),
+		      "stop: its log-probs are not a prefix of the full run's");
+	}
+	/* greedy, no penalties: the chosen token is the most likely, first alternative */
+	sl_gen_params gr = {.prompt_ids = ids, .n_prompt_ids = n_ids, .max_tokens = 10,
+			    .ignore_eos = 1, .top_logprobs = 3};
+	if (!start(&g[3], ctx, ep, &gr)) {
+		pump(&g[3], 1, 30000, all_done);
+		int bad = g[3].n_lp == g[3].n_ids && g[3].n_ids == 10 && g[3].top_n == 3 ? -1 : 0;
+		for (int i = 0; i < g[3].n_lp && bad < 0; i++) {
+			const float *t = g[3].top + i * 20;
+			if (g[3].top_ids[i * 20] != g[3].ids[i] || t[0] != g[3].lp[i] || t[0] < t[1] ||
+			    t[1] < t[2] || !(t[0] <= 0) || expf(t[0]) + expf(t[1]) + expf(t[2]) > 1.0001f)
+				bad = i;
+		}
+		CHECK(bad < 0, "greedy top_logprobs 3: token %d of %d (%d log-probs, top %d): id %d, "
+		      "log-prob %g, first alternative %d:%g", bad, g[3].n_ids, g[3].n_lp, g[3].top_n,
+		      bad >= 0 ? g[3].ids[bad] : 0, bad >= 0 ? g[3].lp[bad] : 0,
+		      bad >= 0 ? g[3].top_ids[bad * 20] : 0, bad >= 0 ? g[3].top[bad * 20] : 0);
+	}
+	for (int i = 0; i < 4; i++)
+		sl_client_destroy(g[i].c);
+	free(g);
+	free(x);
 	zmq_ctx_term(ctx);
 	return finish();
 }
@@ -811,10 +980,13 @@ int main(int argc, char **argv)
 		return cmd_features(argv[2]);
 	if (argc >= 3 && !strcmp(argv[1], "hostile"))
 		return cmd_hostile(argv[2]);
+	if (argc >= 5 && !strcmp(argv[1], "logprobs"))
+		return cmd_logprobs(argv[2], argv[3], argv[4]);
 	if (argc >= 5 && !strcmp(argv[1], "overload"))
 		return cmd_overload(argv[2], atoi(argv[3]), atoi(argv[4]));
 	if (argc >= 5 && !strcmp(argv[1], "kill"))
 		return cmd_kill(argv[2], (pid_t)atoi(argv[3]), atoi(argv[4]));
-	fprintf(stderr, "usage: itest wait-groups|concurrent|features|hostile|kill ... (see itest.c)\n");
+	fprintf(stderr, "usage: itest wait-groups|concurrent|features|hostile|logprobs|kill ... "
+		"(see itest.c)\n");
 	return 2;
 }

@@ -7,7 +7,7 @@
 #   64 concurrent greedy clients == local single-sequence runs;
 #   cancel mid-stream frees the slot and KV blocks; stop strings,
 #   stream=false, EOS; hostile clients get clear errors while others are
-#   served; drain; the CLI through the mpirun group; a node rank SIGKILLed
+#   served; penalties, min_p and log-probs equal the local run; drain; the CLI through the mpirun group; a node rank SIGKILLed
 #   mid-request (errors within 3 heartbeats, re-queued work done by the
 #   other group); a coordinator killed and restarted is found again; past
 #   the queue bound requests get "overloaded"; a clean stop.
@@ -114,6 +114,13 @@ itest features "$CL"
 # --- hostile clients ---
 itest hostile "$CL"
 
+# --- penalties, min_p and log-probs through the coordinator == the local run ---
+lp_ids=$("$bin/shardline-tok" "$tok" encode --split-special "Once upon a time" | tr ' ' ',')
+"$bin/shardline-node" --model "$tmp/m" --prompt-ids "$lp_ids" --max-tokens 24 --ignore-eos \
+	--temperature 0.8 --seed 5 --min-p 0.05 --presence-penalty 0.5 --frequency-penalty 0.3 \
+	--repetition-penalty 1.3 --logprobs 5 2>/dev/null >"$tmp/lp_expected"
+itest logprobs "$CL" "$lp_ids" "$tmp/lp_expected"
+
 # --- drain: group 1 leaves cleanly; two paced groups for what follows ---
 s1_pid=$(echo $pids | awk '{print $NF}')
 mpirun --oversubscribe -np 2 "$bin/shardline-node" --model "$tmp/m" --tp 2 --coordinator "$NODE" \
@@ -135,6 +142,10 @@ timeout 60 "$bin/shardline" --coordinator "$CL" generate --prompt "Hello, world"
 rc=$?
 [ $rc -eq 0 ] && grep -q '^\[length' "$tmp/gen.err" && [ "$(grep '^ids:' "$tmp/gen.err" | wc -w)" -eq 13 ] && ok ||
 	bad "shardline generate (exit $rc): $(cat "$tmp/gen.err")"
+timeout 60 "$bin/shardline" --coordinator "$CL" generate --prompt "Hello" --max-tokens 4 \
+	--repetition-penalty 1.2 --min-p 0.1 --logprobs 2 --print-ids >/dev/null 2>"$tmp/gen.err"
+[ $? -eq 0 ] && [ "$(grep -c '^lp: [0-9]* -[0-9.]* [0-9]*:-[0-9.]* [0-9]*:-[0-9.]*$' "$tmp/gen.err")" -eq 4 ] && ok ||
+	bad "shardline generate --logprobs 2: $(cat "$tmp/gen.err")"
 timeout 10 "$bin/shardline" --coordinator "$CL" generate --prompt "x" --top-p 1.5 >/dev/null 2>"$tmp/gen.err"
 [ $? -ne 0 ] && grep -q "top-p" "$tmp/gen.err" && ok || bad "CLI top-p check: $(cat "$tmp/gen.err")"
 timeout 10 "$bin/shardline" --coordinator "$CL" generate --prompt "x" --model nope >/dev/null 2>"$tmp/gen.err"
