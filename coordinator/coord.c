@@ -38,27 +38,52 @@ static uint64_t random_epoch(void)
 	return (sl_random_seed() & 0x7fffffffull) << 32; /* low 32 bits count requests */
 }
 
-/* The chat template of a model, compiled now so that a construct the
- * renderer does not support stops the start with the template's line and
- * column, rather than failing requests later. No template: chat requests
- * to this model get a 400 that says so. */
+/* One line per model: where its stop tokens and chat template came from. */
+static void log_model(const coord_model *m, const char *path, int eos_from_flag)
+{
+	char ids[128] = "";
+	for (int k = 0, n = 0; k < m->n_eos && n < (int)sizeof ids; k++) {
+		const char *t = coord_tok_id_to_token(m->tok, m->eos[k]);
+		n += snprintf(ids + n, sizeof ids - (size_t)n, "%s%d%s%.24s%s", k ? " " : "",
+			      m->eos[k], t ? " (" : "", t ? t : "", t ? ")" : "");
+	}
+	SL_INFO("coord", "model %s: tokenizer %s (vocab %d); EOS %s from %s; chat template %s%s",
+		m->name, path, m->vocab, m->n_eos ? ids : "none",
+		eos_from_flag ? "--eos-ids" : m->meta->n_eos ? m->meta->eos_from : "nowhere",
+		m->meta->chat_template ? "from " : "none",
+		m->meta->chat_template ? m->meta->template_from : "");
+}
+
+/* The chat template of a model — --chat-template FILE, else the model's
+ * own (model_meta: tokenizer_config.json or the GGUF) — compiled now, so
+ * that a construct the renderer does not support stops the start with the
+ * template's line and column rather than failing chat requests later.
+ * None: chat requests to this model get a 400 that says so. */
 static int load_chat_template(coord_model *m, const char *path, char *err, size_t errlen)
 {
-	char *src = NULL;
-	size_t len = 0;
-	if (!path) {
+	char *file = NULL;
+	const char *src = m->meta->chat_template, *name = m->meta->template_from;
+	size_t len = src ? strlen(src) : 0;
+	int rc = SL_OK;
+	if (path) {
+		rc = sl_read_file(path, &file, &len, err, errlen);
+		src = file, name = path;
+	}
+	if (!rc && !src) {
 		SL_INFO("coord", "model %s: no chat template (--chat-template FILE gives one); "
 			"/v1/chat/completions refuses it", m->name);
 		return SL_OK;
 	}
-	int rc = sl_read_file(path, &src, &len, err, errlen);
-	if (!rc)
-		rc = coord_tmpl_compile(src, len, path, &m->tmpl, err, errlen);
-	free(src);
-	if (rc)
-		return rc;
-	SL_INFO("coord", "model %s: chat template %s (%zu bytes)", m->name, path, len);
-	return SL_OK;
+	if (!rc && (rc = coord_tmpl_compile(src, len, name, &m->tmpl, err, errlen)) == SL_EINVAL) {
+		size_t k = strlen(err);
+		snprintf(err + k, errlen > k ? errlen - k : 0,
+			 " (model %s; --chat-template FILE replaces the template)", m->name);
+	}
+	free(file);
+	if (!rc && path)
+		SL_INFO("coord", "model %s: chat template %s (%zu bytes) replaces the model's", m->name,
+			path, len);
+	return rc;
 }
 
 static int load_models(coord *c, char *err, size_t errlen)
@@ -72,17 +97,17 @@ static int load_models(coord *c, char *err, size_t errlen)
 		if (!o->model_names[i] || !o->model_names[i][0] || strlen(o->model_names[i]) > COORD_MAX_NAME)
 			return sl_errf(err, errlen, SL_EINVAL, "model name must be 1 to %d bytes", COORD_MAX_NAME);
 		snprintf(m->name, sizeof m->name, "%s", o->model_names[i]);
-		int rc = coord_tok_load(o->tokenizers[i], &m->tok, err, errlen);
+		int rc = coord_model_meta_load(o->tokenizers[i], &m->meta, err, errlen);
 		if (rc)
 			return rc;
+		c->n_models = i + 1; /* destroy frees what loaded */
+		m->tok = m->meta->tok;
 		m->vocab = coord_tok_vocab_size(m->tok);
 		for (int k = 0; k < o->n_eos && k < COORD_MAX_EOS; k++)
 			m->eos[m->n_eos++] = o->eos_ids[k];
-		if (!o->eos_ids && coord_tok_eos_id(m->tok) >= 0)
-			m->eos[m->n_eos++] = coord_tok_eos_id(m->tok);
-		SL_INFO("coord", "model %s: tokenizer %s (vocab %d, %d EOS id%s%s%d)", m->name,
-			o->tokenizers[i], m->vocab, m->n_eos, m->n_eos == 1 ? "" : "s",
-			m->n_eos ? ", first " : "", m->n_eos ? m->eos[0] : 0);
+		for (int k = 0; !o->eos_ids && k < m->meta->n_eos && k < COORD_MAX_EOS; k++)
+			m->eos[m->n_eos++] = m->meta->eos[k];
+		log_model(m, o->tokenizers[i], o->eos_ids != NULL);
 		if ((rc = load_chat_template(m, o->chat_templates[i], err, errlen)))
 			return rc;
 	}
@@ -169,7 +194,7 @@ void coord_destroy(coord *c)
 	if (c->ctx)
 		zmq_ctx_term(c->ctx);
 	for (int i = 0; i < c->n_models; i++) {
-		coord_tok_destroy(c->models[i].tok);
+		coord_model_meta_destroy(c->models[i].meta);
 		coord_tmpl_destroy(c->models[i].tmpl);
 	}
 	free(c);

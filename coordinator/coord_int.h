@@ -25,6 +25,7 @@
 #include "metrics.h"
 #include "proto/client.pb-c.h"
 #include "proto/node.pb-c.h"
+#include "model_meta.h"
 #include "tokenizer.h"
 #include "wire.h"
 
@@ -51,6 +52,7 @@ struct coord_tmpl;
 
 typedef struct coord_model {
 	char name[COORD_MAX_NAME + 1];
+	coord_model_meta *meta;    /* owns tok; chat template, BOS/EOS strings */
 	coord_tok *tok;
 	struct coord_tmpl *tmpl;   /* the chat template; NULL: no chat for this model */
 	int32_t eos[COORD_MAX_EOS];

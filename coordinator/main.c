@@ -15,7 +15,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: shardline-coordinator --model-name NAME --tokenizer tokenizer.json\n"
+		"usage: shardline-coordinator --model-name NAME --tokenizer tokenizer.json|model.gguf\n"
 		"           [--chat-template FILE] [--model-name NAME2 --tokenizer PATH2 ...]\n"
 		"           [--client-bind tcp://127.0.0.1:5555] [--node-bind tcp://127.0.0.1:5556]\n"
 		"           [--http-bind 127.0.0.1:8000] [--api-key-file FILE]\n"
@@ -28,8 +28,11 @@ static void usage(FILE *f)
 		"clients (the OpenAI API, /health, /metrics) to --http-bind (all loopback\n"
 		"only by default; give tcp://0.0.0.0:PORT or 0.0.0.0:PORT to serve other\n"
 		"hosts; PORT * (ZeroMQ) or 0 (HTTP) picks a free port, which --ports-file\n"
-		"records; --http-bind none: no HTTP). --chat-template FILE applies to the\n"
-		"model named just before it. EOS ids default to each tokenizer's.\n"
+		"records; --http-bind none: no HTTP). The chat template is the model's own\n"
+		"(tokenizer_config.json beside a tokenizer.json, or the GGUF's);\n"
+		"--chat-template FILE after a --model-name replaces it. EOS ids default to\n"
+		"each model's own: generation_config.json, config.json and tokenizer_config.json\n"
+		"beside a tokenizer.json, or a GGUF's eos/eot/eom ids; --eos-ids replaces them.\n"
 		"SIGINT/SIGTERM stop it; running requests end with an error.\n");
 }
 

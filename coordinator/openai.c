@@ -1320,10 +1320,13 @@ static int render_prompt(coord *c, int model, const cJSON *root, const oai_msgs 
 	int gen = 1;
 	if (get_bool(root, "add_generation_prompt", &gen, e))
 		return -1;
+	/* the model's own strings (tokenizer_config.json, the GGUF), else the
+	 * tokenizer's BOS and first EOS tokens */
 	int32_t bos = coord_tok_bos_id(cm->tok), eos = cm->n_eos ? cm->eos[0] : coord_tok_eos_id(cm->tok);
+	const char *bos_s = cm->meta->bos_token, *eos_s = cm->meta->eos_token;
 	coord_tmpl_vars v = {.add_generation_prompt = gen,
-			     .bos_token = bos >= 0 ? coord_tok_id_to_token(cm->tok, bos) : NULL,
-			     .eos_token = eos >= 0 ? coord_tok_id_to_token(cm->tok, eos) : NULL,
+			     .bos_token = bos_s ? bos_s : bos >= 0 ? coord_tok_id_to_token(cm->tok, bos) : NULL,
+			     .eos_token = eos_s ? eos_s : eos >= 0 ? coord_tok_id_to_token(cm->tok, eos) : NULL,
 			     .max_output_bytes = 4 * (size_t)COORD_MAX_PROMPT_BYTES};
 	char *text = NULL, err[SL_ERRLEN];
 	size_t len = 0, n = 0;

@@ -100,11 +100,13 @@ int coord_detok_finish(coord_detok *d, const char **text, size_t *len);
 /* Ready for a new sequence, keeping the buffer. */
 void coord_detok_reset(coord_detok *d);
 
-/* Character classes of the Llama 3 regex, from unicode_tables.c (generated
- * by tools/gen_unicode_tables.py).  Exposed for tests. */
-enum { COORD_UNI_OTHER, COORD_UNI_LETTER, COORD_UNI_NUMBER, COORD_UNI_SPACE,
-       COORD_UNI_CRLF };
-int coord_uni_class(uint32_t cp);
+/* 1 when path names a GGUF file (it starts with the GGUF magic). */
+int coord_tok_is_gguf(const char *path);
+/* A GGUF file's tokenizer (tokenizer.ggml.*) as the equivalent Hugging
+ * Face tokenizer.json text: malloc'd, NUL-terminated, *len bytes.  What
+ * coord_tok_load reads for a .gguf, and what `shardline-tok FILE.gguf
+ * export` prints.  tok_gguf.c documents the mapping. */
+int coord_tok_gguf_json(const char *path, char **json, size_t *len, char *err, size_t errlen);
 
 /* 1 when s[0..n) is well-formed UTF-8 (no overlongs, surrogates or
  * truncated sequences). */

@@ -2,7 +2,7 @@
 # Installs the Debian/Ubuntu packages shardline builds and tests with, when
 # any is missing. Needs root (or sudo); otherwise prints the command to run.
 PKGS="build-essential pkg-config libopenmpi-dev openmpi-bin libzmq3-dev \
-libprotobuf-c-dev protobuf-c-compiler check libcjson-dev python3 python3-pip \
+libprotobuf-c-dev protobuf-c-compiler check libcjson-dev libonig-dev libutf8proc-dev python3 python3-pip \
 libmicrohttpd-dev prometheus curl valgrind"
 missing=""
 for p in $PKGS; do

@@ -28,7 +28,38 @@ Outputs (each a Hugging Face tokenizer.json):
                         tokens, normalized and not, special and not
   llama3-small/         byte-level BPE with the Llama 3 Split regex,
                         ignore_merges, <|begin_of_text|> etc. as added tokens
+  gpt2-small/           GPT-2 family: ByteLevel(use_regex=true), <|endoftext|>
+  smollm2-small/        SmolLM2's layout: Digits(individual_digits=true) then
+                        ByteLevel(use_regex=true), SmolLM2's special tokens
+  qwen2-small/          Qwen2's layout: NFC, Split with the Qwen2 regex,
+                        ByteLevel(use_regex=false), <|im_start|> etc.
+  deepseek-small/       DeepSeek LLM's layout: the Split sequence llama.cpp
+                        names "deepseek-llm", ByteLevel(use_regex=false),
+                        a BOS template
+  misc-small/           the other supported parts: NFKC, Lowercase, Strip,
+                        Replace(Regex), WhitespaceSplit, Punctuation,
+                        Digits(contiguous), Split(String, MergedWithPrevious,
+                        invert), ByteLevel(add_prefix_space=true)
+  misc2-small/          NFD, StripAccents, Whitespace, Metaspace(split)
   llama2/               (optional) converted from the real Llama 2 .model
+  smollm2-gguf/transformers.json
+                        (optional, --transformers-gguf FILE.gguf) what
+                        transformers' own GGUF tokenizer
+                        (AutoTokenizer.from_pretrained(dir, gguf_file=...))
+                        makes of every hostile string, for the conformance
+                        test's check of the real SmolLM2 GGUF; needs
+                        transformers and gguf (5.23.0 and 0.19.0 produced
+                        the committed file)
+
+With --gguf (needs the `gguf` package: pip install gguf; 0.19.0 produced
+the committed files) each of the families above that a GGUF file can name
+also gets a vocabulary-only tokenizer.gguf beside its tokenizer.json,
+written the way llama.cpp's converter writes one (tokenizer.ggml.model
+gpt2, tokenizer.ggml.pre the family's llama.cpp name), and llama2/ gets a
+tokenizer.gguf from the real Llama 2 .model (tokenizer.ggml.model llama,
+scores from SentencePiece; needs sentencepiece).  The conformance test
+loads those through the C tokenizer and compares with tokenizer.json in
+Hugging Face `tokenizers`.
 
 The training text is generated here from a fixed seed, so the files are
 reproducible for a given `tokenizers` version.
@@ -41,6 +72,50 @@ import sys
 
 from tokenizers import (AddedToken, Regex, Tokenizer, decoders, models,
                         normalizers, pre_tokenizers, processors, trainers)
+
+# The pre-tokenizer regexes of the families.  The DeepSeek LLM list is
+# llama.cpp's LLAMA_VOCAB_PRE_TYPE_DEEPSEEK_LLM (coordinator/tok_gguf.c
+# carries the same strings), written with escapes so no editor can
+# normalize its compatibility characters (U+2126, U+212A, ...).
+QWEN2_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
+                 r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def _cls(ranges):
+    return "".join(chr(a) if a == b else chr(a) + "-" + chr(b) for a, b in ranges)
+
+
+DEEPSEEK_LETTERS = _cls([
+    (0x41, 0x5A), (0x61, 0x7A), (0xB5, 0xB5), (0xC0, 0xD6), (0xD8, 0xF6), (0xF8, 0x1BA),
+    (0x1BC, 0x1BF), (0x1C4, 0x293), (0x295, 0x2AF), (0x370, 0x373), (0x376, 0x376),
+    (0x377, 0x377), (0x37B, 0x37D), (0x37F, 0x37F), (0x386, 0x386), (0x388, 0x38A),
+    (0x38C, 0x38C), (0x38E, 0x3A1), (0x3A3, 0x3F5), (0x3F7, 0x481), (0x48A, 0x52F),
+    (0x531, 0x556), (0x10A0, 0x10C5), (0x13A0, 0x13F5), (0x13F8, 0x13FD), (0x1C90, 0x1CBA),
+    (0x1CBD, 0x1CBF), (0x1D00, 0x1D2B), (0x1D6B, 0x1D77), (0x1D79, 0x1D9A),
+    (0x1E00, 0x1F15), (0x1F18, 0x1F1D), (0x1F20, 0x1F45), (0x1F48, 0x1F4D),
+    (0x1F50, 0x1F57), (0x1F59, 0x1F59), (0x1F5B, 0x1F5B), (0x1F5D, 0x1F5D),
+    (0x1F5F, 0x1F7D), (0x1F80, 0x1FB4), (0x1FB6, 0x1FBC), (0x1FBE, 0x1FBE),
+    (0x1FC2, 0x1FC4), (0x1FC6, 0x1FCC), (0x1FD0, 0x1FD3), (0x1FD6, 0x1FDB),
+    (0x1FE0, 0x1FEC), (0x1FF2, 0x1FF4), (0x1FF6, 0x1FFC), (0x2102, 0x2102),
+    (0x2107, 0x2107), (0x210A, 0x2113), (0x2115, 0x2115), (0x2119, 0x211D),
+    (0x2124, 0x2124), (0x2126, 0x2126), (0x2128, 0x2128), (0x212A, 0x212D),
+    (0x212F, 0x2134), (0x2139, 0x2139), (0x213C, 0x213F), (0x2145, 0x2149),
+    (0x214E, 0x214E), (0x2183, 0x2183), (0x2184, 0x2184), (0x2C00, 0x2C7B),
+    (0x2C7E, 0x2CE4), (0x2CEB, 0x2CEE), (0x2CF2, 0x2CF2), (0x2CF3, 0x2CF3),
+    (0xA640, 0xA66D), (0xA680, 0xA69B), (0xA722, 0xA76F), (0xA771, 0xA787),
+    (0xA78B, 0xA78E), (0xAB70, 0xABBF), (0xFB00, 0xFB06), (0xFB13, 0xFB17),
+    (0xFF21, 0xFF3A), (0xFF41, 0xFF5A), (0x10400, 0x1044F), (0x104B0, 0x104D3),
+    (0x104D8, 0x104FB), (0x10C80, 0x10CB2), (0x10CC0, 0x10CF2), (0x118A0, 0x118DF),
+    (0x1E900, 0x1E943)])
+DEEPSEEK_PATTERNS = [
+    "[\r\n]",
+    "\\s?[" + DEEPSEEK_LETTERS + "]+",
+    "\\s?[" + _cls([(0x21, 0x2F), (0x3A, 0x7E), (0xFF01, 0xFF0F), (0xFF1A, 0xFF5E),
+                    (0x2018, 0x201F), (0x3000, 0x3002)]) + "]+",
+    "\\s+$",
+    "[" + _cls([(0x4E00, 0x9FA5), (0x0800, 0x4E00), (0xAC00, 0xD7FF)]) + "]+",
+    "\\p{N}+",
+]
 
 LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|"
                   r"\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|"
@@ -208,12 +283,159 @@ def llama3_tokenizer(lines, vocab_size):
     return tok
 
 
+SMOLLM2_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<repo_name>",
+                    "<file_sep>"]
+QWEN2_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+DEEPSEEK_SPECIALS = ["<\uff5cbegin\u2581of\u2581sentence\uff5c>",
+                     "<\uff5cend\u2581of\u2581sentence\uff5c>"]
+
+
+def bytelevel_tokenizer(lines, vocab_size, pre, specials, normalizer=None, bos=None):
+    """Byte-level BPE trained with the family's own pre-tokenizer (so its
+    merges never cross the family's word boundaries, as in the real ones),
+    specials as added tokens, a ByteLevel decoder, BOS when given."""
+    tok = Tokenizer(models.BPE())
+    if normalizer is not None:
+        tok.normalizer = normalizer
+    tok.pre_tokenizer = pre
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size - len(specials),
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False, special_tokens=[])
+    tok.train_from_iterator(lines, trainer)
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials])
+    if bos is not None:
+        bid = tok.token_to_id(bos)
+        tok.post_processor = processors.TemplateProcessing(
+            single=bos + " $A", pair=bos + " $A " + bos + ":1 $B:1",
+            special_tokens=[(bos, bid)])
+    else:
+        tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    tok.decoder = decoders.ByteLevel()
+    return tok
+
+
+def family_tokenizers(lines):
+    """name -> (tokenizer, llama.cpp pre-tokenizer name or None)."""
+    bl = lambda regex, prefix=False: pre_tokenizers.ByteLevel(
+        add_prefix_space=prefix, trim_offsets=True, use_regex=regex)
+    split = lambda pat, beh="isolated", inv=False: pre_tokenizers.Split(Regex(pat), beh, invert=inv)
+    out = {}
+    out["gpt2-small"] = (bytelevel_tokenizer(lines, 3000, bl(True), ["<|endoftext|>"]), "gpt-2")
+    out["smollm2-small"] = (bytelevel_tokenizer(
+        lines, 3000, pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                              bl(True)]), SMOLLM2_SPECIALS), "smollm")
+    out["qwen2-small"] = (bytelevel_tokenizer(
+        lines, 3000, pre_tokenizers.Sequence([split(QWEN2_PATTERN), bl(False)]),
+        QWEN2_SPECIALS, normalizer=normalizers.NFC()), "qwen2")
+    out["deepseek-small"] = (bytelevel_tokenizer(
+        lines, 3000, pre_tokenizers.Sequence([split(p) for p in DEEPSEEK_PATTERNS] + [bl(False)]),
+        DEEPSEEK_SPECIALS, bos=DEEPSEEK_SPECIALS[0]), "deepseek-llm")
+    out["misc-small"] = (bytelevel_tokenizer(
+        lines, 2500, pre_tokenizers.Sequence([
+            pre_tokenizers.WhitespaceSplit(),
+            pre_tokenizers.Punctuation(behavior="contiguous"),
+            pre_tokenizers.Digits(individual_digits=False),
+            pre_tokenizers.Split("-", "merged_with_previous"),
+            pre_tokenizers.Split(Regex("[aeiou]"), "merged_with_next", invert=True),
+            bl(False, prefix=True)]),
+        ["<|endoftext|>"], normalizer=normalizers.Sequence([
+            normalizers.NFKC(), normalizers.Replace(Regex("[0-9]{4,}"), "#"),
+            normalizers.Lowercase(), normalizers.Strip()])), None)
+    misc2 = Tokenizer(models.BPE(unk_token="<unk>", fuse_unk=True))
+    misc2.normalizer = normalizers.Sequence([normalizers.NFD(), normalizers.StripAccents(),
+                                             normalizers.Strip(left=True, right=False)])
+    misc2.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Whitespace(), pre_tokenizers.Punctuation(behavior="removed"),
+        pre_tokenizers.Metaspace(prepend_scheme="first", split=True)])
+    misc2.train_from_iterator(lines, trainers.BpeTrainer(vocab_size=2000, show_progress=False,
+                                                         special_tokens=["<unk>", "<s>"]))
+    misc2.decoder = decoders.Metaspace(prepend_scheme="first")
+    out["misc2-small"] = (misc2, None)
+    return out
+
+
 def save(tok, root, name):
     d = os.path.join(root, name)
     os.makedirs(d, exist_ok=True)
     path = os.path.join(d, "tokenizer.json")
     tok.save(path, pretty=True)
     print("%s: vocab %d, %d bytes" % (path, tok.get_vocab_size(), os.path.getsize(path)))
+
+
+def gguf_writer(path):
+    try:
+        import gguf
+    except ImportError:
+        sys.exit("--gguf needs: pip install gguf")
+    from importlib.metadata import version
+    print("gguf", version("gguf"))
+    return gguf, gguf.GGUFWriter(path, "llama")
+
+
+def gguf_finish(w, path):
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    print("%s: %d bytes" % (path, os.path.getsize(path)))
+
+
+def save_gguf_bpe(json_path, pre_name):
+    """A vocabulary-only GGUF holding tokenizer.json's BPE tokenizer the way
+    llama.cpp's converter stores one: every token by id, added tokens typed
+    control (special) or user-defined, merges as "a b"."""
+    spec = json.load(open(json_path, encoding="utf-8"))
+    vocab = dict(spec["model"]["vocab"])
+    kind = {}
+    for a in spec["added_tokens"]:
+        vocab[a["content"]] = a["id"]
+        kind[a["id"]] = 3 if a["special"] else 4
+    n = max(vocab.values()) + 1
+    tokens = ["[PAD%d]" % i for i in range(n)]
+    for t, i in vocab.items():
+        tokens[i] = t
+    merges = [m if isinstance(m, str) else " ".join(m) for m in spec["model"]["merges"]]
+    path = os.path.join(os.path.dirname(json_path), "tokenizer.gguf")
+    gguf, w = gguf_writer(path)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre(pre_name)
+    w.add_token_list(tokens)
+    w.add_token_types([kind.get(i, 1) for i in range(n)])
+    w.add_token_merges(merges)
+    post = json.dumps(spec.get("post_processor"), ensure_ascii=False)
+    bos = [a["id"] for a in spec["added_tokens"] if a["content"] in post]
+    w.add_add_bos_token(bool(bos))
+    if bos:
+        w.add_bos_token_id(bos[0])
+    eos = [a["id"] for a in spec["added_tokens"] if "end" in a["content"]]
+    if eos:
+        w.add_eos_token_id(eos[0])
+    gguf_finish(w, path)
+
+
+def save_gguf_llama2(model_path, root):
+    """Llama 2's tokenizer.model as llama.cpp stores it: pieces, scores,
+    token types, no merges."""
+    import sentencepiece as spm
+    sp = spm.SentencePieceProcessor(model_file=model_path)
+    path = os.path.join(root, "llama2", "tokenizer.gguf")
+    gguf, w = gguf_writer(path)
+    types = []
+    for i in range(sp.get_piece_size()):
+        types.append(2 if sp.is_unknown(i) else 3 if sp.is_control(i) else
+                     6 if sp.is_byte(i) else 5 if sp.is_unused(i) else 1)
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list([sp.id_to_piece(i) for i in range(sp.get_piece_size())])
+    w.add_token_scores([sp.get_score(i) for i in range(sp.get_piece_size())])
+    w.add_token_types(types)
+    w.add_bos_token_id(sp.bos_id())
+    w.add_eos_token_id(sp.eos_id())
+    w.add_unk_token_id(sp.unk_id())
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+    w.add_add_space_prefix(True)
+    gguf_finish(w, path)
 
 
 def convert_llama2(model_path, root):
@@ -236,17 +458,59 @@ def convert_llama2(model_path, root):
     print("%s: %d bytes" % (path, os.path.getsize(path)))
 
 
+def transformers_gguf(gguf_path, root):
+    """Records transformers' GGUF tokenizer on the hostile strings."""
+    import hashlib
+    import transformers
+    from transformers import AutoTokenizer
+    d, f = os.path.split(os.path.abspath(gguf_path))
+    tok = AutoTokenizer.from_pretrained(d, gguf_file=f)
+    hostile = []
+    with open(os.path.join(root, "hostile_strings.txt"), encoding="utf-8") as fh:
+        for line in fh.read().split("\n"):
+            if line and not line.startswith("#"):
+                hostile.append(json.loads(line))
+    sha = hashlib.sha256(open(gguf_path, "rb").read()).hexdigest()
+    out = {"transformers": transformers.__version__, "tokenizers": tokenizers_version(),
+           "gguf_file": f, "gguf_sha256": sha,
+           "pre_tokenizer": repr(tok.backend_tokenizer.pre_tokenizer),
+           "texts": hostile,
+           "ids": [tok(t, add_special_tokens=False)["input_ids"] for t in hostile]}
+    path = os.path.join(root, "smollm2-gguf", "transformers.json")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(out, fh, ensure_ascii=False, separators=(",", ":"))
+        fh.write("\n")
+    print("%s: %d strings, %d bytes" % (path, len(hostile), os.path.getsize(path)))
+
+
+def tokenizers_version():
+    import tokenizers
+    return tokenizers.__version__
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..",
                                                   "tests", "data"))
     ap.add_argument("--llama2-model", help="convert this SentencePiece .model "
                     "into llama2/tokenizer.json (and build nothing else)")
+    ap.add_argument("--gguf", action="store_true", help="also write the tokenizer.gguf "
+                    "files (with --llama2-model: llama2/tokenizer.gguf only)")
+    ap.add_argument("--transformers-gguf", metavar="GGUF", help="record transformers' "
+                    "GGUF tokenizer of this file into smollm2-gguf/transformers.json "
+                    "(and build nothing else)")
     args = ap.parse_args()
     import tokenizers
     print("tokenizers", tokenizers.__version__)
+    if args.transformers_gguf:
+        transformers_gguf(args.transformers_gguf, args.out)
+        return
     if args.llama2_model:
-        convert_llama2(args.llama2_model, args.out)
+        if args.gguf:
+            save_gguf_llama2(args.llama2_model, args.out)
+        else:
+            convert_llama2(args.llama2_model, args.out)
         return
     lines = corpus(seed=20240611, n=30000)
     vocab, merges = train_sentencepiece_style(lines, 2000)
@@ -256,6 +520,14 @@ def main():
                          ("llama2-small-added", "added")):
         save(sp_tokenizer(vocab, merges, layout), args.out, name)
     save(llama3_tokenizer(lines, 3000), args.out, "llama3-small")
+    families = family_tokenizers(lines)
+    for name, (tok, _) in families.items():
+        save(tok, args.out, name)
+    if args.gguf:
+        save_gguf_bpe(os.path.join(args.out, "llama3-small", "tokenizer.json"), "llama-bpe")
+        for name, (_, pre) in families.items():
+            if pre:
+                save_gguf_bpe(os.path.join(args.out, name, "tokenizer.json"), pre)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,11 @@
  *   shardline-tok TOKENIZER.json decode [--keep-special] ID...
  *   shardline-tok TOKENIZER.json info
  *   shardline-tok TOKENIZER.json batch   < requests
+ *   shardline-tok MODEL.gguf export      > tokenizer.json
+ *
+ * TOKENIZER.json may also be a GGUF file (its tokenizer.ggml.* keys);
+ * export prints the equivalent tokenizer.json that Hugging Face
+ * `tokenizers` loads (coordinator/tok_gguf.c says how it maps).
  *
  * Batch mode reads one request per line and answers each with exactly one
  * line, so a script can pipe thousands of cases through one process.  Text
@@ -34,7 +39,9 @@ static void usage(void)
 		"usage: shardline-tok TOKENIZER.json encode [--no-special] [--split-special] TEXT\n"
 		"       shardline-tok TOKENIZER.json decode [--keep-special] ID...\n"
 		"       shardline-tok TOKENIZER.json info\n"
-		"       shardline-tok TOKENIZER.json batch < requests  (see tools/tok_cli.c)\n");
+		"       shardline-tok TOKENIZER.json batch < requests  (see tools/tok_cli.c)\n"
+		"       shardline-tok MODEL.gguf export > tokenizer.json\n"
+		"TOKENIZER.json may also be a .gguf file.\n");
 }
 
 static void print_ids(const int32_t *ids, size_t n)
@@ -273,6 +280,25 @@ static int run_decode(const coord_tok *t, int argc, char **argv)
 	return rc;
 }
 
+static int run_export(const char *path)
+{
+	char err[SL_ERRLEN], *json;
+	size_t len;
+
+	if (!coord_tok_is_gguf(path)) {
+		fprintf(stderr, "shardline-tok: export reads a GGUF file; %s is not one\n", path);
+		return 2;
+	}
+	if (coord_tok_gguf_json(path, &json, &len, err, sizeof err)) {
+		fprintf(stderr, "shardline-tok: %s\n", err);
+		return 1;
+	}
+	fwrite(json, 1, len, stdout);
+	putchar('\n');
+	free(json);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	char err[SL_ERRLEN];
@@ -283,6 +309,8 @@ int main(int argc, char **argv)
 		usage();
 		return 2;
 	}
+	if (strcmp(argv[2], "export") == 0)
+		return run_export(argv[1]);
 	if (coord_tok_load(argv[1], &t, err, sizeof err)) {
 		fprintf(stderr, "shardline-tok: %s\n", err);
 		return 1;

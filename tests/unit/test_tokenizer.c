@@ -10,9 +10,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sl.h"
+#include "coordinator/model_meta.h"
 #include "coordinator/tokenizer.h"
+#include "unit/gguf_craft.h"
 
 static char g_err[SL_ERRLEN];
 
@@ -143,12 +146,17 @@ static const struct {
 	 "id 0 is used", SL_EINVAL},
 	{TINY_HEAD ", \"merges\": [], \"unk_token\": \"<unk>\"}}", "unk_token", SL_EINVAL},
 	{TINY_HEAD ", \"merges\": [], \"dropout\": 0.1}}", "dropout", SL_ENOTSUP},
-	{TINY_HEAD ", \"merges\": []}, \"normalizer\": {\"type\": \"NFKC\"}}", "NFKC", SL_ENOTSUP},
+	{TINY_HEAD ", \"merges\": []}, \"normalizer\": {\"type\": \"BertNormalizer\"}}",
+	 "BertNormalizer", SL_ENOTSUP},
 	{TINY_HEAD ", \"merges\": []}, \"pre_tokenizer\": {\"type\": \"Split\", \"pattern\":"
-	 " {\"Regex\": \"\\\\w+\"}, \"behavior\": \"Isolated\", \"invert\": false}}", "Llama 3 regex",
+	 " {\"Regex\": \"(\\\\w+\"}, \"behavior\": \"Isolated\", \"invert\": false}}",
+	 "does not compile", SL_EINVAL},
+	{TINY_HEAD ", \"merges\": []}, \"pre_tokenizer\": {\"type\": \"Split\", \"pattern\":"
+	 " {\"Regex\": \"\\\\w+\"}, \"behavior\": \"Sideways\", \"invert\": false}}",
+	 "Sideways", SL_ENOTSUP},
+	{TINY_HEAD ", \"merges\": []}, \"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": ["
+	 "{\"type\": \"ByteLevel\"}, {\"type\": \"Digits\"}]}}", "Digits\" after ByteLevel",
 	 SL_ENOTSUP},
-	{TINY_HEAD ", \"merges\": []}, \"pre_tokenizer\": {\"type\": \"ByteLevel\","
-	 " \"add_prefix_space\": false, \"use_regex\": true}}", "use_regex", SL_ENOTSUP},
 	{TINY_HEAD ", \"merges\": []}, \"pre_tokenizer\": {\"type\": \"BertPreTokenizer\"}}",
 	 "BertPreTokenizer", SL_ENOTSUP},
 	{TINY_HEAD ", \"merges\": []}, \"added_tokens\": [{\"id\": 3, \"content\": \"<m>\","
@@ -520,6 +528,226 @@ START_TEST(invalid_utf8_bytes_kept)
 }
 END_TEST
 
+/* ---- the families tokenizers serve through Oniguruma --------------- */
+
+START_TEST(hf_families)
+{
+	coord_tok *t = load("gpt2-small");
+	EXPECT(t, "Hello world", 1, 1504, 263, 879);
+	EXPECT(t, "it's 12345 DON'T", 1, 413, 1329, 1855, 2673, 220, 35, 846, 6, 51);
+	EXPECT(t, "  \n\n x", 1, 1118, 198, 198, 1251);
+	coord_tok_destroy(t);
+	t = load("smollm2-small"); /* Digits(individual) before GPT-2's split */
+	EXPECT(t, "Hello  12 world", 1, 1423, 1108, 16, 17, 263, 872);
+	EXPECT(t, "<|im_start|>hi<|im_end|>", 1, 2996, 1286, 2997);
+	coord_tok_destroy(t);
+	t = load("qwen2-small"); /* NFC composes e + U+0301 */
+	EXPECT(t, "Cafe\xCC\x81 1234", 1, 34, 64, 69, 390, 220, 16, 17, 18, 19);
+	EXPECT(t, "WE'RE here", 1, 1737, 1253, 394, 306);
+	coord_tok_destroy(t);
+	t = load("deepseek-small");
+	EXPECT(t, "Hello \xE4\xB8\x96\xE7\x95\x8C 123\n", 1, 2998, 1485, 220, 455, 220, 2745, 198);
+	EXPECT(t, "\xCE\xA9mega K", 1, 2998, 138, 102, 352, 70, 64, 220, 42);
+	coord_tok_destroy(t);
+	t = load("misc-small"); /* NFKC, Replace(Regex), Lowercase, Strip, ... */
+	EXPECT(t, "\xEF\xBC\xA8\xEF\xBC\xA5\xEF\xBC\xAC\xEF\xBC\xAC\xEF\xBC\xAF-World 12345 "
+	       "na\xC3\xAFve", 1, 354, 857, 1089, 384, 884, 278, 409, 1042);
+	coord_tok_destroy(t);
+	t = load("misc2-small"); /* Strip drops the start: no Metaspace prefix */
+	EXPECT(t, "  H\xC3\xA9llo, w\xC3\xB6rld!", 1, 594, 56, 281, 310);
+	coord_tok_destroy(t);
+}
+END_TEST
+
+/* A genuine private-use character next to invalid bytes keeps its own
+ * bytes: the invalid byte's stand-in must be another code point. */
+START_TEST(stand_in_avoids_private_use)
+{
+	coord_tok *t = load("gpt2-small");
+	const char text[] = "\xF3\xB0\x80\x80\xFF\xF3\xB0\x80\x81";
+	int32_t *ids;
+	size_t n, len;
+	ck_assert_int_eq(coord_tok_encode(t, text, sizeof text - 1, 0, &ids, &n, g_err,
+					  sizeof g_err), 0);
+	char *s = decode_n(t, ids, n, 0, &len);
+	ck_assert_msg(len == 11 && memcmp(s, "\xF3\xB0\x80\x80\xEF\xBF\xBD\xF3\xB0\x80\x81", 11) == 0,
+		      "decode gave %zu bytes", len);
+	free(s);
+	free(ids);
+	coord_tok_destroy(t);
+}
+END_TEST
+
+/* ---- GGUF ---------------------------------------------------------- */
+
+static coord_tok *load_gguf(const char *name)
+{
+	char path[512];
+	coord_tok *t = NULL;
+	snprintf(path, sizeof path, "%s/%s/tokenizer.gguf", data_dir(), name);
+	int rc = coord_tok_load(path, &t, g_err, sizeof g_err);
+	ck_assert_msg(rc == 0, "load %s: %s", path, g_err);
+	return t;
+}
+
+/* Each family's GGUF (written as llama.cpp writes one) encodes as its
+ * tokenizer.json does; the conformance test does this exhaustively. */
+START_TEST(gguf_equals_json)
+{
+	static const char *const names[] = {"gpt2-small", "smollm2-small", "qwen2-small",
+					    "deepseek-small", "llama3-small", "llama2"};
+	static const char *const texts[] = {"Hello  12 world", "it's 12345 DON'T\r\n\t x",
+					    "Cafe\xCC\x81 \xE6\x97\xA5\xE6\x9C\xAC 3.14159",
+					    "<|im_end|><s>", ""};
+	const char *name = names[_i];
+	coord_tok *j = load(name), *g = load_gguf(name);
+	for (size_t k = 0; k < sizeof texts / sizeof texts[0]; k++) {
+		int32_t *a, *b;
+		size_t na, nb;
+		ck_assert_int_eq(coord_tok_encode(j, texts[k], strlen(texts[k]), 1, &a, &na, g_err,
+						  sizeof g_err), 0);
+		ck_assert_int_eq(coord_tok_encode(g, texts[k], strlen(texts[k]), 1, &b, &nb, g_err,
+						  sizeof g_err), 0);
+		for (size_t i = 0; i < na && i < nb; i++)
+			ck_assert_msg(a[i] == b[i], "%s \"%s\": id %zu json %d gguf %d", name, texts[k],
+				      i, a[i], b[i]);
+		ck_assert_msg(na == nb, "%s \"%s\": json %zu ids, gguf %zu", name, texts[k], na, nb);
+		free(a);
+		free(b);
+	}
+	ck_assert_int_eq(coord_tok_vocab_size(j), coord_tok_vocab_size(g));
+	coord_tok_destroy(j);
+	coord_tok_destroy(g);
+}
+END_TEST
+
+/* A tiny byte-level GGUF: tokens a b ab <|end|> <|eot|>, one merge. */
+static void craft_tiny(const char *path, const char *model, const char *pre, const char *merge)
+{
+	static const char *const toks[] = {"a", "b", "ab", "<|end|>", "<|eot|>"};
+	static const int32_t types[] = {1, 1, 1, 3, 3};
+	const char *merges[] = {merge};
+	gb b = {0};
+	gb_header(&b, 3, 0, 9);
+	gb_kv_str(&b, "general.architecture", "llama");
+	gb_kv_str(&b, "tokenizer.ggml.model", model);
+	gb_kv_str(&b, "tokenizer.ggml.pre", pre);
+	gb_kv_strs(&b, "tokenizer.ggml.tokens", toks, 5);
+	gb_kv_i32s(&b, "tokenizer.ggml.token_type", types, 5);
+	gb_kv_strs(&b, "tokenizer.ggml.merges", merges, 1);
+	gb_kv_u32(&b, "tokenizer.ggml.eos_token_id", 3);
+	gb_kv_u32(&b, "tokenizer.ggml.eot_token_id", 4);
+	gb_kv_str(&b, "tokenizer.chat_template", "{{ bos_token }}");
+	gb_align(&b, 32);
+	ck_assert_int_eq(gb_write(&b, path), 0);
+}
+
+START_TEST(gguf_crafted)
+{
+	char path[] = "/tmp/sl_tok_tinyXXXXXX";
+	int fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	coord_tok *t;
+	coord_model_meta *m;
+
+	craft_tiny(path, "gpt2", "gpt-2", "a b");
+	ck_assert_int_eq(coord_tok_load(path, &t, g_err, sizeof g_err), 0);
+	EXPECT(t, "abab<|end|>b", 0, 2, 2, 3, 1);
+	coord_tok_destroy(t);
+	ck_assert_int_eq(coord_model_meta_load(path, &m, g_err, sizeof g_err), 0);
+	ck_assert_int_eq(m->n_eos, 2); /* eos and eot, both */
+	ck_assert_int_eq(m->eos[0], 3);
+	ck_assert_int_eq(m->eos[1], 4);
+	ck_assert_str_eq(m->eos_token, "<|end|>");
+	ck_assert_str_eq(m->chat_template, "{{ bos_token }}");
+	coord_model_meta_destroy(m);
+
+	const struct {
+		const char *model, *pre, *merge, *needle;
+		int code;
+	} bad[] = {
+		{"gpt2", "tekken", "a b", "\"tekken\" not supported (default, llama-bpe", SL_ENOTSUP},
+		{"bert", "default", "a b", "tokenizer.ggml.model \"bert\" not supported", SL_ENOTSUP},
+		{"gpt2", "gpt-2", "ab", "tokenizer.ggml.merges[0]", SL_EINVAL},
+		{"gpt2", "gpt-2", "a c", "merges[0]: \"c\" is not in the vocabulary", SL_EINVAL},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		craft_tiny(path, bad[i].model, bad[i].pre, bad[i].merge);
+		t = (coord_tok *)1;
+		int rc = coord_tok_load(path, &t, g_err, sizeof g_err);
+		ck_assert_msg(rc == bad[i].code && !t, "case %zu: rc %d (%s)", i, rc, g_err);
+		ck_assert_msg(strstr(g_err, bad[i].needle) && strstr(g_err, path),
+			      "case %zu: \"%s\" should name the file and say \"%s\"", i, g_err,
+			      bad[i].needle);
+	}
+	unlink(path);
+}
+END_TEST
+
+/* ---- stop tokens and chat template beside a tokenizer.json ---------- */
+
+static void write_text(const char *dir, const char *name, const char *text)
+{
+	char path[512];
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	FILE *f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+START_TEST(model_meta_folder)
+{
+	char dir[] = "/tmp/sl_meta_XXXXXX", path[512], src[512], *json;
+	size_t len;
+	coord_model_meta *m;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(src, sizeof src, "%s/smollm2-small/tokenizer.json", data_dir());
+	ck_assert_int_eq(sl_read_file(src, &json, &len, g_err, sizeof g_err), 0);
+	write_text(dir, "tokenizer.json", json);
+	free(json);
+	snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+
+	/* nothing beside it: the tokenizer's own guess */
+	ck_assert_int_eq(coord_model_meta_load(path, &m, g_err, sizeof g_err), 0);
+	ck_assert_int_eq(m->n_eos, 1);
+	ck_assert_int_eq(m->eos[0], 2995); /* <|endoftext|> */
+	ck_assert_ptr_null(m->chat_template);
+	coord_model_meta_destroy(m);
+
+	write_text(dir, "generation_config.json", "{\"eos_token_id\": [2997, 2995]}");
+	write_text(dir, "config.json", "{\"eos_token_id\": 2995, \"vocab_size\": 3000}");
+	write_text(dir, "tokenizer_config.json",
+		   "{\"eos_token\": {\"content\": \"<|im_end|>\"}, \"bos_token\": \"<|im_start|>\","
+		   " \"chat_template\": [{\"name\": \"tool_use\", \"template\": \"T\"},"
+		   " {\"name\": \"default\", \"template\": \"D\"}]}");
+	ck_assert_int_eq(coord_model_meta_load(path, &m, g_err, sizeof g_err), 0);
+	ck_assert_int_eq(m->n_eos, 2);
+	ck_assert_int_eq(m->eos[0], 2997);
+	ck_assert_int_eq(m->eos[1], 2995);
+	ck_assert_str_eq(m->eos_token, "<|im_end|>");
+	ck_assert_str_eq(m->bos_token, "<|im_start|>");
+	ck_assert_str_eq(m->chat_template, "D");
+	coord_model_meta_destroy(m);
+
+	write_text(dir, "generation_config.json", "{\"eos_token_id\": [2997,");
+	m = (coord_model_meta *)1;
+	ck_assert_int_eq(coord_model_meta_load(path, &m, g_err, sizeof g_err), SL_EINVAL);
+	ck_assert_ptr_null(m);
+	ck_assert_msg(strstr(g_err, "generation_config.json"), "%s", g_err);
+
+	const char *names[] = {"tokenizer.json", "generation_config.json", "config.json",
+			       "tokenizer_config.json"};
+	for (int i = 0; i < 4; i++) {
+		snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+		unlink(path);
+	}
+	rmdir(dir);
+}
+END_TEST
+
 START_TEST(null_arguments)
 {
 	coord_tok *t = load("llama2-small");
@@ -551,6 +779,11 @@ static Suite *tokenizer_suite(void)
 	tcase_add_test(tc, hf_llama2_small);
 	tcase_add_test(tc, hf_llama3_small);
 	tcase_add_test(tc, hf_llama2_real);
+	tcase_add_test(tc, hf_families);
+	tcase_add_test(tc, stand_in_avoids_private_use);
+	tcase_add_loop_test(tc, gguf_equals_json, 0, 6);
+	tcase_add_test(tc, gguf_crafted);
+	tcase_add_test(tc, model_meta_folder);
 	tcase_add_test(tc, round_trip);
 	tcase_add_test(tc, decode_specials_and_bytes);
 	tcase_add_test(tc, decoder_null_joins);

@@ -1,0 +1,382 @@
+/*
+ * tok_util.c -- the tokenizer's small shared pieces: growable buffers,
+ * UTF-8 units, the GPT-2 byte alphabet, open-addressing hash maps, the
+ * string arena, and load-time JSON/error helpers.
+ *
+ * Owner: coordinator tokenizer.  Callers: the other coordinator/tok*.c
+ * files (see tok_int.h).
+ */
+#include "tok_int.h"
+#include "sl.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- growable buffers ---- */
+
+int tk_grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+	if (need <= *cap)
+		return 0;
+	size_t ncap = *cap ? *cap : 64;
+	while (ncap < need) {
+		if (ncap > SIZE_MAX / 2 / elem)
+			return SL_ENOMEM;
+		ncap *= 2;
+	}
+	void *np = realloc(*p, ncap * elem);
+	if (!np)
+		return SL_ENOMEM;
+	*p = np;
+	*cap = ncap;
+	return 0;
+}
+
+int tk_buf_put(tk_buf *b, const void *s, size_t n)
+{
+	/* +1 keeps room for a terminating NUL */
+	if (tk_grow((void **)&b->p, &b->cap, b->len + n + 1, 1))
+		return SL_ENOMEM;
+	if (n)
+		memcpy(b->p + b->len, s, n);
+	b->len += n;
+	b->p[b->len] = 0;
+	return 0;
+}
+
+int tk_ids_push(tk_ids *v, int32_t id)
+{
+	if (tk_grow((void **)&v->p, &v->cap, v->len + 1, sizeof *v->p))
+		return SL_ENOMEM;
+	v->p[v->len++] = id;
+	return 0;
+}
+
+/* ---- UTF-8 ---- */
+
+size_t tk_utf8_unit(const unsigned char *s, size_t n, uint32_t *cp)
+{
+	unsigned b = s[0], need, lo = 0x80, hi = 0xBF;
+	uint32_t c;
+
+	if (b < 0x80) {
+		*cp = b;
+		return 1;
+	}
+	if (b >= 0xC2 && b <= 0xDF) {
+		need = 1;
+		c = b & 0x1F;
+	} else if (b >= 0xE0 && b <= 0xEF) {
+		need = 2;
+		c = b & 0x0F;
+		lo = b == 0xE0 ? 0xA0 : 0x80; /* no overlongs */
+		hi = b == 0xED ? 0x9F : 0xBF; /* no surrogates */
+	} else if (b >= 0xF0 && b <= 0xF4) {
+		need = 3;
+		c = b & 0x07;
+		lo = b == 0xF0 ? 0x90 : 0x80;
+		hi = b == 0xF4 ? 0x8F : 0xBF; /* <= U+10FFFF */
+	} else {
+		*cp = UNIT_BAD;
+		return 1;
+	}
+	size_t i = 1;
+	for (unsigned k = 0; k < need; k++, i++) {
+		if (i >= n) {
+			*cp = UNIT_TRUNC;
+			return i;
+		}
+		if (s[i] < lo || s[i] > hi) {
+			*cp = UNIT_BAD;
+			return i;
+		}
+		c = (c << 6) | (s[i] & 0x3F);
+		lo = 0x80;
+		hi = 0xBF;
+	}
+	*cp = c;
+	return i;
+}
+
+int coord_utf8_valid(const char *s, size_t n)
+{
+	uint32_t cp;
+	for (size_t i = 0; i < n;) {
+		i += tk_utf8_unit((const unsigned char *)s + i, n - i, &cp);
+		if (cp == UNIT_BAD || cp == UNIT_TRUNC)
+			return 0;
+	}
+	return 1;
+}
+
+size_t tk_utf8_put(char *out, uint32_t cp)
+{
+	if (cp < 0x80) {
+		out[0] = (char)cp;
+		return 1;
+	}
+	if (cp < 0x800) {
+		out[0] = (char)(0xC0 | (cp >> 6));
+		out[1] = (char)(0x80 | (cp & 0x3F));
+		return 2;
+	}
+	if (cp < 0x10000) {
+		out[0] = (char)(0xE0 | (cp >> 12));
+		out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+		out[2] = (char)(0x80 | (cp & 0x3F));
+		return 3;
+	}
+	out[0] = (char)(0xF0 | (cp >> 18));
+	out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+	out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+	out[3] = (char)(0x80 | (cp & 0x3F));
+	return 4;
+}
+
+int tk_one_char(const char *s, char *out, size_t *len)
+{
+	uint32_t cp;
+	size_t n = strlen(s);
+	if (n == 0 || n > 4 || tk_utf8_unit((const unsigned char *)s, n, &cp) != n ||
+	    cp == UNIT_BAD || cp == UNIT_TRUNC)
+		return -1;
+	memcpy(out, s, n);
+	out[n] = 0;
+	*len = n;
+	return 0;
+}
+
+int tk_starts_with(const char *s, size_t n, const char *p, size_t pn)
+{
+	return n >= pn && memcmp(s, p, pn) == 0;
+}
+
+int tk_replace_all(const char *s, size_t n, const char *pat, size_t pn, const char *to,
+		   size_t tn, tk_buf *out)
+{
+	size_t i = 0, start = 0;
+
+	out->len = 0;
+	while (i + pn <= n) {
+		if (memcmp(s + i, pat, pn) != 0) {
+			i++;
+			continue;
+		}
+		if (tk_buf_put(out, s + start, i - start) || tk_buf_put(out, to, tn))
+			return SL_ENOMEM;
+		i += pn;
+		start = i;
+	}
+	return tk_buf_put(out, s + start, n - start);
+}
+
+int tk_is_white_space(uint32_t cp)
+{
+	/* PropList.txt White_Space: fixed since Unicode 6.3 */
+	return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 ||
+	       cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 ||
+	       cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+}
+
+/* ---- GPT-2 byte-level alphabet ---- */
+
+static int byte_prints(unsigned b)
+{
+	return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+}
+
+uint32_t tk_byte_to_char(unsigned b)
+{
+	if (byte_prints(b))
+		return b;
+	unsigned n = 0;
+	for (unsigned x = 0; x < b; x++)
+		n += !byte_prints(x);
+	return 256 + n;
+}
+
+void tk_build_char_bytes(int16_t *char_byte)
+{
+	for (unsigned i = 0; i < BYTE_CHARS; i++)
+		char_byte[i] = -1;
+	for (unsigned b = 0; b < 256; b++)
+		char_byte[tk_byte_to_char(b)] = (int16_t)b;
+}
+
+/* ---- hash maps ---- */
+
+static uint64_t hash_bytes(const char *s, size_t n)
+{
+	uint64_t h = 1469598103934665603ull; /* FNV-1a */
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+	return h;
+}
+
+static uint64_t hash_u64(uint64_t x)
+{
+	x ^= x >> 33; /* murmur3 finalizer */
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	return x ^ (x >> 33);
+}
+
+int sm_init(strmap *m, size_t n)
+{
+	size_t cap = 16;
+	while (cap < n * 2)
+		cap *= 2;
+	m->slots = malloc(cap * sizeof *m->slots);
+	if (!m->slots)
+		return SL_ENOMEM;
+	for (size_t i = 0; i < cap; i++)
+		m->slots[i].val = -1;
+	m->mask = cap - 1;
+	return 0;
+}
+
+static sm_slot *sm_find(const strmap *m, const char *arena, const char *key, size_t len)
+{
+	size_t i = hash_bytes(key, len) & m->mask;
+	for (;; i = (i + 1) & m->mask) {
+		sm_slot *s = &m->slots[i];
+		if (s->val < 0)
+			return s;
+		if (s->len == len && memcmp(arena + s->off, key, len) == 0)
+			return s;
+	}
+}
+
+void sm_put(strmap *m, const char *arena, uint32_t off, uint32_t len, int32_t val)
+{
+	sm_slot *s = sm_find(m, arena, arena + off, len);
+	s->off = off;
+	s->len = len;
+	s->val = val;
+}
+
+int32_t sm_get(const strmap *m, const char *arena, const char *key, size_t len)
+{
+	if (!m->slots)
+		return -1;
+	return sm_find(m, arena, key, len)->val;
+}
+
+int pm_init(pairmap *m, size_t n)
+{
+	size_t cap = 16;
+	while (cap < n * 2)
+		cap *= 2;
+	m->slots = malloc(cap * sizeof *m->slots);
+	if (!m->slots)
+		return SL_ENOMEM;
+	memset(m->slots, 0xFF, cap * sizeof *m->slots);
+	m->mask = cap - 1;
+	return 0;
+}
+
+pm_slot *pm_find(const pairmap *m, uint64_t key)
+{
+	size_t i = hash_u64(key) & m->mask;
+	while (m->slots[i].key != key && m->slots[i].key != UINT64_MAX)
+		i = (i + 1) & m->mask;
+	return &m->slots[i];
+}
+
+uint64_t pm_key(int32_t a, int32_t b)
+{
+	return ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
+}
+
+const pm_slot *pm_get(const pairmap *m, int32_t a, int32_t b)
+{
+	if (!m->slots)
+		return NULL;
+	const pm_slot *s = pm_find(m, pm_key(a, b));
+	return s->key == UINT64_MAX ? NULL : s;
+}
+
+/* ---- arena, errors, JSON ---- */
+
+int tk_arena_put(coord_tok *t, const char *s, size_t n, uint32_t *off)
+{
+	if (t->arena_len + n + 1 > UINT32_MAX)
+		return SL_ENOMEM;
+	if (tk_grow((void **)&t->arena, &t->arena_cap, t->arena_len + n + 1, 1))
+		return SL_ENOMEM;
+	*off = (uint32_t)t->arena_len;
+	if (n)
+		memcpy(t->arena + t->arena_len, s, n);
+	t->arena_len += n;
+	t->arena[t->arena_len++] = 0;
+	return 0;
+}
+
+int tk_unmap_bytes(coord_tok *t, const int16_t *char_byte, const char *s, uint32_t *off,
+		   uint32_t *len)
+{
+	size_t n = strlen(s), k = 0;
+	char tmp[256], *out = n <= sizeof tmp ? tmp : malloc(n);
+	int rc = 0;
+
+	if (!out)
+		return SL_ENOMEM;
+	for (size_t i = 0; i < n && rc == 0;) {
+		uint32_t cp;
+		i += tk_utf8_unit((const unsigned char *)s + i, n - i, &cp);
+		if (cp >= BYTE_CHARS || char_byte[cp] < 0)
+			rc = 1;
+		else
+			out[k++] = (char)char_byte[cp];
+	}
+	if (rc == 0) {
+		*len = (uint32_t)k;
+		rc = tk_arena_put(t, out, k, off);
+	}
+	if (out != tmp)
+		free(out);
+	return rc;
+}
+
+int tk_load_err(const coord_tok *t, char *err, size_t errlen, int code, const char *fmt, ...)
+{
+	char msg[400];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	return sl_errf(err, errlen, code, "%s: %s", t->name, msg);
+}
+
+const cJSON *tk_jget(const cJSON *o, const char *key)
+{
+	return cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
+}
+
+const char *tk_jstr(const cJSON *o, const char *key)
+{
+	const cJSON *v = tk_jget(o, key);
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+int tk_jbool(const cJSON *o, const char *key, int dflt)
+{
+	const cJSON *v = tk_jget(o, key);
+	return cJSON_IsBool(v) ? cJSON_IsTrue(v) : dflt;
+}
+
+int tk_jabsent(const cJSON *v) { return !v || cJSON_IsNull(v); }
+
+int32_t tk_jid(const cJSON *v)
+{
+	if (!cJSON_IsNumber(v))
+		return -1;
+	double d = v->valuedouble;
+	if (!(d >= 0 && d < MAX_TOKEN_ID) || d != floor(d))
+		return -1;
+	return (int32_t)d;
+}
