@@ -74,7 +74,8 @@ start_coord() {
 	log=$1; ports=$2; shift 2
 	rm -f "$ports"
 	vg=""; [ -n "$wrap" ] && vg="$wrap --log-file=$tmp/valgrind-$log"
-	$vg "$bin/shardline-coordinator" --model-name tiny --tokenizer "$tok" --heartbeat-ms $HB \
+	# shellcheck disable=SC2086 # MODEL_ARGS is a flag list
+	$vg "$bin/shardline-coordinator" ${MODEL_ARGS:---model-name tiny --tokenizer $tok} --heartbeat-ms $HB \
 		--client-bind 'tcp://127.0.0.1:*' --node-bind 'tcp://127.0.0.1:*' --http-bind 127.0.0.1:0 \
 		--ports-file "$ports" "$@" >"$tmp/$log" 2>&1 &
 	last_pid=$!; pids="$pids $last_pid"
@@ -167,12 +168,33 @@ wait $qpid
 [ "$(cat "$tmp/queued.code")" = 408 ] && grep -q '"type":"timeout"' "$tmp/queued" && ok ||
 	bad "deadline: want 408, got $(cat "$tmp/queued.code") $(cat "$tmp/queued")"
 
-# --- SmolLM2 (real chat template) when the model is here ---
+# --- a chat template the renderer refuses stops the start, naming line:col ---
+printf 'Hi\n{%% macro m() %%}x{%% endmacro %%}{{ m() }}\n' >"$tmp/bad.jinja"
+timeout 30 "$bin/shardline-coordinator" --model-name tiny --tokenizer "$tok" --chat-template "$tmp/bad.jinja" \
+	--client-bind 'tcp://127.0.0.1:*' --node-bind 'tcp://127.0.0.1:*' --http-bind 127.0.0.1:0 \
+	>"$tmp/bad.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && grep -q "bad.jinja:2:" "$tmp/bad.log" && ok || bad "refused template (exit $rc): $(tail -2 "$tmp/bad.log")"
+
+# --- SmolLM2: the real model's own chat template, BOS/EOS and stop tokens ---
 if [ -f "$smol" ]; then
-	start_coord coord3.log "$tmp/ports3" --model-name smol --tokenizer "$smol"
-	echo "http: SmolLM2 chat: not wired yet"
+	MODEL_ARGS="--model-name smol --tokenizer $smol" start_coord coord3.log "$tmp/ports3"
+	coord3_pid=$last_pid
+	H3=$(awk '/^http/{print $2}' "$tmp/ports3" 2>/dev/null)
+	"$bin/shardline-node" --model "$smol" --device cpu --coordinator "$(awk '/^node/{print $2}' "$tmp/ports3")" \
+		--model-name smol --heartbeat-ms 1000 >"$tmp/smol.log" 2>&1 &
+	pids="$pids $!"
+	t_end=$(( $(date +%s) + 120 ))
+	until [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$H3/health")" = 200 ] || [ "$(date +%s)" -gt $t_end ]; do
+		sleep 0.2
+	done
+	text="$(printf '<|im_start|>system\nYou are a geography expert.<|im_end|>\n<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n.')"
+	text=${text%.} # $(...) would drop the final newline
+	n=$("$bin/shardline-tok" "$smol" encode --no-special "$text" | wc -w)
+	pyrun smollm2 "$here/smol_chat.py" "http://$H3/v1" smol "$n"
+	kill -TERM "$coord3_pid"; wait "$coord3_pid"
 else
-	echo "http: SmolLM2 chat skipped: $smol is not here"
+	echo "http: SmolLM2 chat skipped: $smol is not here (make deps fetches it where the GGUF loader is)"
 fi
 
 # --- clean stop: a stream still running hears why it ends ---
