@@ -13,9 +13,10 @@
 #   group's SIGKILL and 200 again when a group registers; a second
 #   coordinator without groups: API key (401), queue full (429 with
 #   Retry-After), deadline (408); SIGTERM exits 0.
-# When build/models/SmolLM2-135M-Instruct.Q4_1.gguf exists, chat is also
-# checked against it (the GGUF's own chat template); else that part says
-# it is skipped.
+# When build/models/SmolLM2-135M-Instruct.Q4_1.gguf (or $SL_SMOLLM2_GGUF)
+# exists and the node can load it, chat is also checked against it (the
+# GGUF's own chat template, stop tokens; transformers' greedy answer);
+# else that part says it is skipped.
 # Every process started here is killed on exit. Prints "N passed, N failed".
 # VALGRIND=1 runs the coordinators under valgrind (memcheck errors fail).
 # KEEP=DIR keeps the logs.
@@ -23,7 +24,7 @@ bin=${BIN:-build/bin}
 py=${PYTHON:-python3}
 tok=tests/data/llama2-small/tokenizer.json
 here=tests/http
-smol=${SMOL_GGUF:-build/models/SmolLM2-135M-Instruct.Q4_1.gguf}
+smol=${SL_SMOLLM2_GGUF:-build/models/SmolLM2-135M-Instruct.Q4_1.gguf}
 HB=200
 IDLE=2
 tmp=$(mktemp -d)
@@ -177,18 +178,24 @@ rc=$?
 [ $rc -ne 0 ] && grep -q "bad.jinja:2:" "$tmp/bad.log" && ok || bad "refused template (exit $rc): $(tail -2 "$tmp/bad.log")"
 
 # --- SmolLM2: the real model's own chat template, BOS/EOS and stop tokens ---
-if [ -f "$smol" ]; then
-	MODEL_ARGS="--model-name smol --tokenizer $smol" start_coord coord3.log "$tmp/ports3"
+if [ -f "$smol" ] && [ -n "$wrap" ]; then
+	echo "http: SmolLM2 chat skipped under valgrind (the plain run has it)"
+elif [ -f "$smol" ] && ! OMP_NUM_THREADS=2 timeout 120 "$bin/shardline-node" --model "$smol" --device cpu \
+	--prompt-ids 1 --max-tokens 1 >"$tmp/smol-probe.log" 2>&1; then
+	echo "http: SmolLM2 chat skipped: this shardline-node cannot run $smol ($(tail -1 "$tmp/smol-probe.log"))"
+elif [ -f "$smol" ]; then
+	# a 135M model's CPU steps on a busy 2-core box can outlast 3 x 200 ms
+	MODEL_ARGS="--model-name smol --tokenizer $smol" start_coord coord3.log "$tmp/ports3" --heartbeat-ms 5000
 	coord3_pid=$last_pid
 	H3=$(awk '/^http/{print $2}' "$tmp/ports3" 2>/dev/null)
 	"$bin/shardline-node" --model "$smol" --device cpu --coordinator "$(awk '/^node/{print $2}' "$tmp/ports3")" \
-		--model-name smol --heartbeat-ms 1000 >"$tmp/smol.log" 2>&1 &
+		--model-name smol --heartbeat-ms 5000 >"$tmp/smol.log" 2>&1 &
 	pids="$pids $!"
 	t_end=$(( $(date +%s) + 120 ))
 	until [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$H3/health")" = 200 ] || [ "$(date +%s)" -gt $t_end ]; do
 		sleep 0.2
 	done
-	text="$(printf '<|im_start|>system\nYou are a geography expert.<|im_end|>\n<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n.')"
+	text="$(printf '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n.')"
 	text=${text%.} # $(...) would drop the final newline
 	n=$("$bin/shardline-tok" "$smol" encode --no-special "$text" | wc -w)
 	pyrun smollm2 "$here/smol_chat.py" "http://$H3/v1" smol "$n"

@@ -31,15 +31,17 @@ def check(cond, what):
         print(f"FAIL: {what}", flush=True)
 
 
-# rendered by SmolLM2's template as (the driver counts its tokens):
-# <|im_start|>system\nYou are a geography expert.<|im_end|>\n
+# rendered by SmolLM2's template, which adds its default system turn, as
+# (the driver counts its tokens):
+# <|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n
 # <|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n
-msgs = [{"role": "system", "content": "You are a geography expert."},
-        {"role": "user", "content": "What is the capital of France?"}]
+# transformers 5.23.0 (fp32, the same GGUF dequantized) answers it greedily with
+# "The capital of France is Paris.<|im_end|>".
+msgs = [{"role": "user", "content": "What is the capital of France?"}]
 r = client.chat.completions.create(model=M, messages=msgs, max_tokens=48, temperature=0)
 text = r.choices[0].message.content
 print(f"note: SmolLM2 says: {text!r} ({r.choices[0].finish_reason}, {r.usage})")
-check("Paris" in text, f"the capital of France: {text!r}")
+check(text == "The capital of France is Paris.", f"transformers' greedy answer: {text!r}")
 check(r.choices[0].finish_reason == "stop", f"stops at <|im_end|>: {r.choices[0].finish_reason}")
 check(r.usage.prompt_tokens == WANT_PROMPT,
       f"prompt tokens {r.usage.prompt_tokens} == {WANT_PROMPT} (the GGUF's template, no added BOS)")
