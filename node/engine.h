@@ -4,7 +4,8 @@
  * samples their next tokens.
  *
  * A step packs work from the running sequences under a token budget
- * (step_tokens), a logits-row budget and a sequence limit (max_seqs): first
+ * (step_tokens), a logits-row budget, a sequence limit (max_seqs) and a
+ * penalty-history budget (max_hist, docs/sampling.md): first
  * one decode token (its last sampled one) for every sequence whose cache
  * is otherwise complete, then chunks of the tokens not yet cached (prompts,
  * or a preempted sequence's whole history) in arrival order. Each sequence

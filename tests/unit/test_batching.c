@@ -5,9 +5,11 @@
  * request run alone on a fresh engine: 50 requests of mixed prompt lengths
  * and max_tokens arriving over many steps must each produce exactly the
  * tokens they produce alone (greedy, and sampled: sampling is keyed by
- * seed and position), with a KV pool large enough and with one so small
- * that sequences are preempted and recomputed; the pool is full again at
- * the end. Cancelling in the middle of a chunked prefill or of decode
+ * seed and position; some with penalties, min-p and log-probs, whose
+ * log-probs must be identical too), with a KV pool large enough, with one
+ * so small that sequences are preempted and recomputed, and with a
+ * penalty-history budget so small that sampling steps are deferred; the
+ * pool is full again at the end. Cancelling in the middle of a chunked prefill or of decode
  * frees the blocks at once and leaves the others' tokens unchanged.
  */
 #include <check.h>
@@ -27,6 +29,14 @@
 #define BLOCK_TOKENS 4
 #define BIG_POOL 1024   /* never short: no preemption */
 #define SMALL_POOL 30   /* 120 tokens: one request at most 25 blocks, so it fits alone */
+#define TOP 20          /* alternatives kept per token (KERN_MAX_TOP_LOGPROBS) */
+
+/* Log-probs of up to MAX_NEW tokens of one request. */
+typedef struct lp_rec {
+	float lp[MAX_NEW], top[MAX_NEW * TOP];
+	int32_t ids[MAX_NEW * TOP];
+	int n, top_n;
+} lp_rec;
 
 typedef struct workload {
 	int32_t prompt[N_REQ][MAX_PROMPT];
@@ -34,6 +44,7 @@ typedef struct workload {
 	int arrival[N_REQ];              /* step at which request i is submitted */
 	int32_t want[N_REQ][MAX_NEW];    /* tokens of request i run alone */
 	int n_want[N_REQ];
+	lp_rec want_lp[N_REQ];           /* and their log-probs, where asked */
 } workload;
 
 typedef struct rig {
@@ -43,7 +54,10 @@ typedef struct rig {
 	node_sched *s;
 	int32_t got[N_REQ][MAX_NEW];
 	int n_got[N_REQ], finish[N_REQ], done;
+	lp_rec got_lp[N_REQ];
 } rig;
+
+static int g_max_hist; /* the rigs' penalty-history budget (0: the default) */
 
 static const char *model_dir(char *buf, size_t n)
 {
@@ -58,7 +72,7 @@ static void rig_open(rig *r, int kv_blocks, int max_running, node_sched_policy p
 	memset(r, 0, sizeof *r);
 	ck_assert_int_eq(node_backend_cpu_create(&r->be), 0);
 	model_opts o = {.step_tokens = STEP_TOKENS, .n_kv_blocks = kv_blocks,
-			.block_tokens = BLOCK_TOKENS};
+			.block_tokens = BLOCK_TOKENS, .max_hist = g_max_hist};
 	ck_assert_msg(model_create(model_dir(dir, sizeof dir), r->be, &o, &r->m, err, sizeof err) == 0,
 		      "%s", err);
 	ck_assert_int_eq(node_engine_create(r->m, &r->e, err, sizeof err), 0);
@@ -78,7 +92,9 @@ static void rig_close(rig *r)
 }
 
 /* Mixed lengths from a fixed LCG: prompts of 1..60 tokens, 1..40 new
- * tokens, a third stopping at EOS, a quarter sampled; arrivals in bursts. */
+ * tokens, a third stopping at EOS, a quarter sampled (half of those with
+ * min-p, a presence penalty and 20 log-probs), a quarter greedy with
+ * repetition and frequency penalties and 3 log-probs; arrivals in bursts. */
 static void make_workload(workload *w)
 {
 	uint32_t x = 12345;
@@ -94,9 +110,31 @@ static void make_workload(workload *w)
 		if (i % 4 == 1)
 			w->req[i].sampling = (kern_sample_params){.temperature = 0.9f, .top_k = 50,
 								  .top_p = 0.95f, .seed = 1000 + i};
+		if (i % 8 == 5)
+			w->req[i].sampling = (kern_sample_params){.temperature = 1.1f, .top_p = 1,
+								  .min_p = 0.05f, .presence_penalty = 0.6f,
+								  .seed = 2000 + i, .logprobs = 1,
+								  .top_logprobs = TOP};
+		if (i % 4 == 3)
+			w->req[i].sampling = (kern_sample_params){.top_p = 1, .repetition_penalty = 1.3f,
+								  .frequency_penalty = 0.4f, .logprobs = 1,
+								  .top_logprobs = 3};
 		w->arrival[i] = (i / 5) * 3 + (int)(NEXT() % 3);
 	}
 #undef NEXT
+}
+
+/* n tokens' log-probs (rows of top_n) onto rec. */
+static void keep_lp(lp_rec *rec, const float *lp, const int32_t *ids, const float *top, int top_n,
+		    int n)
+{
+	ck_assert_int_le(rec->n + n, MAX_NEW);
+	ck_assert_int_le(top_n, TOP);
+	memcpy(rec->lp + rec->n, lp, sizeof(float) * n);
+	memcpy(rec->ids + rec->n * top_n, ids, sizeof(int32_t) * n * top_n);
+	memcpy(rec->top + rec->n * top_n, top, sizeof(float) * n * top_n);
+	rec->n += n;
+	rec->top_n = top_n;
 }
 
 /* The reference: each request alone on a fresh engine. */
@@ -111,7 +149,11 @@ static void run_alone(workload *w)
 		ck_assert(res.n_tokens >= 1 && res.n_tokens <= MAX_NEW);
 		memcpy(w->want[i], res.tokens, sizeof(int32_t) * res.n_tokens);
 		w->n_want[i] = res.n_tokens;
-		free(res.tokens);
+		ck_assert(!res.logprobs == !kern_wants_logprobs(&w->req[i].sampling));
+		if (res.logprobs)
+			keep_lp(&w->want_lp[i], res.logprobs, res.top_ids, res.top_logprobs, res.top_n,
+				res.n_tokens);
+		node_result_free(&res);
 	}
 	rig_close(&r);
 }
@@ -125,6 +167,9 @@ static void record(rig *r, const node_sched_event *ev, int n)
 		ck_assert_int_le(r->n_got[id] + ev[i].n_tokens, MAX_NEW);
 		memcpy(r->got[id] + r->n_got[id], ev[i].tokens, sizeof(int32_t) * ev[i].n_tokens);
 		r->n_got[id] += ev[i].n_tokens;
+		if (ev[i].logprobs)
+			keep_lp(&r->got_lp[id], ev[i].logprobs, ev[i].top_ids, ev[i].top_logprobs,
+				ev[i].top_n, ev[i].n_tokens);
 		if (ev[i].finish != NODE_SCHED_RUNNING)
 			r->finish[id] = ev[i].finish, r->done++;
 	}
@@ -166,10 +211,30 @@ static void assert_same(const int32_t *got, int n_got, const int32_t *want, int 
 		      k < n_got ? got[k] : -1, n_want, k < n_want ? want[k] : -1);
 }
 
+/* Log-probs equal to the last bit: the same logits, the same code. */
+static void assert_same_lp(const lp_rec *got, const lp_rec *want, int i)
+{
+	ck_assert_msg(got->n == want->n && got->top_n == want->top_n,
+		      "request %d: %d log-probs of %d alternatives, alone %d of %d", i, got->n,
+		      got->top_n, want->n, want->top_n);
+	for (int k = 0; k < got->n; k++) {
+		int same = got->lp[k] == want->lp[k];
+		for (int j = 0; j < got->top_n; j++)
+			same &= got->ids[k * got->top_n + j] == want->ids[k * got->top_n + j] &&
+				got->top[k * got->top_n + j] == want->top[k * got->top_n + j];
+		ck_assert_msg(same, "request %d: token %d's log-probs differ from running alone: "
+			      "%.9g (first alternative %d:%.9g), alone %.9g (%d:%.9g)", i, k, got->lp[k],
+			      got->ids[k * got->top_n], got->top[k * got->top_n], want->lp[k],
+			      want->ids[k * got->top_n], want->top[k * got->top_n]);
+	}
+}
+
 static void check_outputs(const rig *r, const workload *w)
 {
-	for (int i = 0; i < N_REQ; i++)
+	for (int i = 0; i < N_REQ; i++) {
 		assert_same(r->got[i], r->n_got[i], w->want[i], w->n_want[i], i);
+		assert_same_lp(&r->got_lp[i], &w->want_lp[i], i);
+	}
 }
 
 static void staggered(int kv_blocks, node_sched_policy policy, int expect_preempt)
@@ -199,6 +264,17 @@ END_TEST
 START_TEST(test_simple_policy_identical) { staggered(SMALL_POOL, NODE_SCHED_SIMPLE, 0); }
 END_TEST
 
+/* A penalty-history budget of one sequence's worth (the least allowed:
+ * min(context, vocab) = 256 entries): steps that would exceed it defer a
+ * penalised sequence's sampling; the tokens do not change. */
+START_TEST(test_small_history_budget_identical)
+{
+	g_max_hist = 1; /* raised to the minimum */
+	staggered(BIG_POOL, NODE_SCHED_CONTINUOUS, 0);
+	g_max_hist = 0;
+}
+END_TEST
+
 /* The engine alone (the local run mode's path): every request added at
  * its arrival step, no admission control at all, a tiny pool. Preemption
  * alone must keep every sequence going and the results identical. */
@@ -224,7 +300,12 @@ START_TEST(test_engine_preemption)
 			node_result res = {0};
 			ck_assert_int_eq(node_engine_take(r.e, ids[i], &res), 0);
 			assert_same(res.tokens, res.n_tokens, w.want[i], w.n_want[i], i);
-			free(res.tokens);
+			lp_rec got = {0};
+			if (res.logprobs)
+				keep_lp(&got, res.logprobs, res.top_ids, res.top_logprobs, res.top_n,
+					res.n_tokens);
+			assert_same_lp(&got, &w.want_lp[i], i);
+			node_result_free(&res);
 			taken++;
 		}
 	}
@@ -341,6 +422,7 @@ int main(void)
 	tcase_add_test(tc, test_staggered_identical);
 	tcase_add_test(tc, test_preemption_identical);
 	tcase_add_test(tc, test_simple_policy_identical);
+	tcase_add_test(tc, test_small_history_budget_identical);
 	tcase_add_test(tc, test_engine_preemption);
 	tcase_add_test(tc, test_cancel_mid_prefill);
 	tcase_add_test(tc, test_cancel_mid_decode);
