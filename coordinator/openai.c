@@ -397,7 +397,7 @@ static int get_stop(const cJSON *root, oai_req *q, oai_err *e)
 
 /* Fields that exist in the OpenAI API but that this server does not
  * implement: refused unless given their neutral value. */
-static int refuse_unsupported(const cJSON *root, int chat, oai_err *e)
+static int refuse_unsupported(const cJSON *root, oai_err *e)
 {
 	const cJSON *f;
 	if ((f = cJSON_GetObjectItemCaseSensitive(root, "echo")) && cJSON_IsTrue(f))
@@ -418,7 +418,6 @@ static int refuse_unsupported(const cJSON *root, int chat, oai_err *e)
 		if (!cJSON_IsString(t) || strcmp(t->valuestring, "text"))
 			return fail(e, 400, "response_format", "only response_format {\"type\": \"text\"} is supported");
 	}
-	(void)chat;
 	return 0;
 }
 
@@ -480,7 +479,7 @@ static int get_common(coord *c, const cJSON *root, int chat, oai_req *q, oai_err
 	q->sp = (pb_sampling)SHARDLINE__CLIENT__SAMPLING__INIT;
 	q->s.sampling = &q->sp;
 	q->n = 1;
-	if (get_model(c, root, q, e) || refuse_unsupported(root, chat, e) ||
+	if (get_model(c, root, q, e) || refuse_unsupported(root, e) ||
 	    get_sampling_extras(root, chat, q, e))
 		return -1;
 	q->s.model = c->models[q->model].name;
