@@ -3,19 +3,21 @@
 starts it): every bad request gets a clear error or its connection closed,
 and the server keeps serving the others.
 
-    hostile.py HOST:PORT IDLE_TIMEOUT_S MAX_BODY_BYTES
+    hostile.py HOST:PORT IDLE_TIMEOUT_S MAX_BODY_BYTES [SHARDLINE_CLI ZMQ_ENDPOINT]
 
 Raw sockets only (the standard library), so that nothing is fixed up on
 the way: malformed JSON, wrong types, out-of-range values, a 10 MB body,
 a chunked body past the limit, invalid UTF-8, garbage instead of HTTP,
 oversized headers, requests that stall half-way, 1,000 idle connections,
 and clients that hang up mid-request (their requests are cancelled: the
-coordinator's /metrics shows them cancelled and nothing left running).
-Prints "N passed, N failed".
+coordinator's /metrics shows them cancelled and nothing left running, and
+`shardline status` over ZeroMQ, when given, shows the slot and every KV
+block free). Prints "N passed, N failed".
 """
 import json
 import re
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -25,6 +27,7 @@ HOST, PORT = ADDR.rsplit(":", 1)
 PORT = int(PORT)
 IDLE_S = float(sys.argv[2])
 MAX_BODY = int(sys.argv[3])
+CLI = sys.argv[4:6] if len(sys.argv) >= 6 else None
 passed = failed = 0
 
 
@@ -275,12 +278,23 @@ def cancelled():
     return metrics().get('shardline_requests_total{model="tiny",finish_reason="cancelled"}', 0)
 
 
+def status_idle():
+    """`shardline status`: nothing active, every group idle with all KV blocks free."""
+    if not CLI:
+        return True
+    out = subprocess.run([CLI[0], "--coordinator", CLI[1], "status"], capture_output=True, text=True,
+                         timeout=20).stdout
+    groups = [ln.split() for ln in out.splitlines() if ln[:1].isdigit()]
+    free = all(g[6] == "0" and g[8] == "0" and g[9].split("/")[0] == g[9].split("/")[1] for g in groups)
+    return " 0 active" in out and groups and free
+
+
 def wait_idle(what):
     t0 = time.monotonic()
     while time.monotonic() - t0 < 10:
         m = metrics()
         used = sum(v for k, v in m.items() if k.startswith("shardline_kv_blocks_used"))
-        if m.get("shardline_requests_running", -1) == 0 and used == 0:
+        if m.get("shardline_requests_running", -1) == 0 and used == 0 and status_idle():
             return True
         time.sleep(0.1)
     return False

@@ -121,7 +121,8 @@ grep -q '"finish_reason":"length"' "$tmp/sse" && ok || bad "curl -N: no finish_r
 pyrun openai "$here/openai_client.py" "http://$H/v1" tiny "$tok" --chat llama2 --concurrent 64
 
 # --- hostile clients ---
-pyrun hostile "$here/hostile.py" "$H" $IDLE 4194304
+CL=$(awk '/^client/{print $2}' "$tmp/ports" 2>/dev/null)
+pyrun hostile "$here/hostile.py" "$H" $IDLE 4194304 "$bin/shardline" "$CL"
 
 # --- /metrics ---
 curl -s "http://$H/metrics" >"$tmp/metrics"
