@@ -46,11 +46,15 @@ def connect(timeout=10.0):
     return s
 
 
+LEFT = {}  # socket -> bytes read past the response returned (pipelining)
+
+
 def read_response(s, timeout=30.0):
     """(status, headers dict, body bytes) of one response; status 0 when the
-    connection closed first."""
+    connection closed first. Bytes of a next response are kept for the next
+    call."""
     s.settimeout(timeout)
-    buf = b""
+    buf = LEFT.pop(s, b"")
     while b"\r\n\r\n" not in buf:
         try:
             d = s.recv(65536)
@@ -73,12 +77,16 @@ def read_response(s, timeout=30.0):
             if not d:
                 break
             body += d
+        body, LEFT[s] = body[:n], body[n:]
     elif hdr.get("transfer-encoding") == "chunked":
-        while not body.endswith(b"0\r\n\r\n"):
+        while b"0\r\n\r\n" not in body:
             d = s.recv(65536)
             if not d:
                 break
             body += d
+        end = body.find(b"0\r\n\r\n")
+        if end >= 0:
+            body, LEFT[s] = body[:end + 5], body[end + 5:]
     return status, hdr, body
 
 
@@ -128,6 +136,22 @@ def served(what):
     ok = st == 200 and json.loads(b)["choices"][0]["finish_reason"] in ("length", "stop")
     check(ok, f"served after {what}: {st} {b[:200]!r}")
 
+
+# --- keep-alive: requests one after the other, and pipelined, on one connection ---
+s = connect()
+for i in range(3):
+    s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+    st, h, b = read_response(s)
+    check(st in (200, 503) and h.get("connection", "").lower() != "close", f"keep-alive request {i}: {st} {h}")
+body = json.dumps({"prompt": "pipelined", "max_tokens": 2}).encode()
+post = (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n" % len(body) + body)
+s.sendall(post + b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
+st1, _, b1 = read_response(s)
+st2, _, b2 = read_response(s)
+check(st1 == 200 and b'"text_completion"' in b1 and st2 == 200 and b'"list"' in b2,
+      f"pipelined POST then GET on one connection: {st1} {b1[:80]!r} / {st2} {b2[:80]!r}")
+s.close()
 
 # --- bad JSON and bad fields: 400 naming the field ---------------------------
 bad(None, None, "malformed JSON", raw=b'{"prompt": "x",')
