@@ -29,7 +29,7 @@ SANFL   := $(if $(SANITIZE),-fsanitize=$(SANITIZE) -fno-omit-frame-pointer,)
 
 MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
 MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
-PKGS       := libcjson libzmq libprotobuf-c oniguruma libutf8proc
+PKGS       := libcjson libzmq libprotobuf-c oniguruma libutf8proc libmicrohttpd
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
@@ -150,7 +150,7 @@ $(BUILD)/bin/shardline-bench-allreduce: $(BUILD)/obj/bench/allreduce.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/bin/shardline-loadgen: $(BUILD)/obj/bench/serve.o $(LIB)
+$(BUILD)/bin/shardline-loadgen: $(BUILD)/obj/bench/serve.o $(BUILD)/obj/bench/serve_http.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
@@ -177,8 +177,9 @@ deps:
 	@sh tools/install-deps.sh && sh tools/fetch-model.sh $(dir $(SMOLLM2))
 
 test: $(BINS) $(UNIT_BINS) $(MPI_BINS) $(ITEST_BIN)
-	@BIN=$(BUILD)/bin ITEST=$(ITEST_BIN) SL_SMOLLM2_GGUF=$${SL_SMOLLM2_GGUF:-$(SMOLLM2)} sh tests/run.sh unit $(UNIT_BINS) tests/cli.sh tests/mpi.sh \
-		tests/tokenizer_conformance.py tests/integration/serve.sh
+	@BIN=$(BUILD)/bin ITEST=$(ITEST_BIN) SL_SMOLLM2_GGUF=$${SL_SMOLLM2_GGUF:-$(SMOLLM2)} sh tests/run.sh unit \
+		$(UNIT_BINS) tests/cli.sh tests/mpi.sh tests/tokenizer_conformance.py \
+		tests/integration/serve.sh tests/http/serve.sh tests/http/valgrind.sh
 
 # GPU host only. Where the build's libraries are missing, `make bundle`
 # elsewhere and run `sh bundle/test-gpu.sh` from the repository root.

@@ -45,6 +45,17 @@
  * the sequences running in the engine, waiting in the leader, queued in
  * the coordinator (mean and max), which shows how full the batches were.
  *
+ * --http URL sends the same workload through the coordinator's OpenAI
+ * API instead (POST /v1/completions, stream=true, return_token_ids so
+ * each event says how many tokens it carries; bench/serve_http.c): one
+ * keep-alive connection per stream, the same metrics from the events'
+ * arrival times, the same JSON plus "transport": "http". Status samples
+ * and the wait for a group still use --coordinator.
+ *
+ * --coord-pid PID: the coordinator's CPU time (user + system, from
+ * /proc/PID/stat) over the measured run, as seconds and as a share of one
+ * core, so the cost of a transport shows.
+ *
  * Writes a table on stdout and, with --out, the same as JSON. Exits 0
  * when every request finished, 1 otherwise (the JSON is still written).
  */
@@ -56,11 +67,13 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "args.h"
 #include "client/client.h"
 #include "rng.h"
+#include "serve_http.h"
 #include "sl.h"
 
 #define LG_MAX_STREAMS 1000 /* ZeroMQ's default socket limit per context is 1023 */
@@ -70,6 +83,8 @@
 
 typedef struct lg_args {
 	const char *endpoint, *model, *out, *mix;
+	const char *http;         /* NULL: the native protocol */
+	long coord_pid;           /* 0: none */
 	long streams, requests, prompt_len, output_len, vocab, warmup, wait_s, timeout_s, status_ms;
 	double spread, temperature;
 	uint64_t seed;
@@ -94,7 +109,8 @@ typedef struct lg_request {
 } lg_request;
 
 typedef struct lg_stream {
-	sl_client *c;
+	sl_client *c;             /* native */
+	lg_http *h;               /* --http */
 	int req;                  /* index of the request in flight, -1: idle */
 	uint64_t tag;
 } lg_stream;
@@ -202,7 +218,26 @@ typedef struct lg_run {
 	int status_pending;
 	double t_start, t_end;
 	long tokens;
+	double coord_cpu0, coord_cpu1; /* the coordinator's CPU seconds at start and end; <0: unknown */
 } lg_run;
+
+/* User + system CPU seconds of process pid, or -1. */
+static double proc_cpu_s(long pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	const char *p = strrchr(buf, ')'); /* the name may hold spaces */
+	unsigned long ut, st;
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+		return -1;
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
 
 static int submit_next(lg_run *R, lg_stream *s, char *err, size_t errlen)
 {
@@ -214,8 +249,20 @@ static int submit_next(lg_run *R, lg_stream *s, char *err, size_t errlen)
 			      .n_prompt_ids = r->n_prompt, .max_tokens = r->max_tokens,
 			      .temperature = (float)R->a->temperature, .seed = r->seed,
 			      .ignore_eos = !R->a->honor_eos};
+	int rc;
 	r->t_submit = sl_now();
-	int rc = sl_client_submit(s->c, &p, &s->tag, err, errlen);
+	if (s->h) {
+		size_t len;
+		char *body = lg_http_body(R->a->model, r->prompt, r->n_prompt, r->max_tokens,
+					  R->a->temperature, r->seed, !R->a->honor_eos, &len);
+		if (!body)
+			return sl_errf(err, errlen, SL_ENOMEM, "out of memory");
+		r->t_submit = sl_now();
+		rc = lg_http_post(s->h, body, len, err, errlen);
+		free(body);
+	} else {
+		rc = sl_client_submit(s->c, &p, &s->tag, err, errlen);
+	}
 	if (rc)
 		return rc;
 	r->sent = 1;
@@ -298,6 +345,54 @@ static int drain_stream(lg_run *R, lg_stream *s, char *err, size_t errlen)
 	return rc ? rc : got < 0 ? got : SL_OK;
 }
 
+/* --http: one response's events, as the native mode's Chunk / Done / Error. */
+typedef struct lg_http_ctx {
+	lg_run *R;
+	lg_stream *s;
+	int rc;
+	char *err;
+	size_t errlen;
+} lg_http_ctx;
+
+static void on_http_event(void *arg, const lg_http_event *he)
+{
+	lg_http_ctx *x = arg;
+	lg_run *R = x->R;
+	lg_stream *s = x->s;
+	double now = sl_now();
+	if (x->rc || s->req < 0)
+		return;
+	lg_request *r = &R->reqs[s->req];
+	sl_event ev = {0};
+	if (he->kind == LG_HTTP_TOKENS) {
+		ev.kind = SL_EV_CHUNK;
+		ev.n_token_ids = (size_t)he->n_tokens;
+		x->rc = on_chunk(R, r, &ev, now);
+		return;
+	}
+	if (he->kind == LG_HTTP_DONE) {
+		ev.kind = SL_EV_DONE;
+		ev.finish = he->finish;
+		/* no usage event: count what streamed */
+		ev.completion_tokens = he->completion_tokens >= 0 ? he->completion_tokens : r->n_tokens;
+		ev.message = "";
+	} else {
+		ev.kind = SL_EV_ERROR;
+		ev.error_code = he->status == 429 ? SL_ERR_OVERLOADED : he->status == 400 ? SL_ERR_BAD_REQUEST
+				: SL_ERR_INTERNAL;
+		ev.message = he->message;
+	}
+	on_end(R, r, &ev, now);
+	x->rc = submit_next(R, s, x->err, x->errlen);
+}
+
+static int drain_http(lg_run *R, lg_stream *s, char *err, size_t errlen)
+{
+	lg_http_ctx x = {R, s, SL_OK, err, errlen};
+	int rc = lg_http_read(s->h, on_http_event, &x, err, errlen);
+	return rc ? rc : x.rc;
+}
+
 static void on_status(lg_run *R, const sl_event *ev)
 {
 	int running = 0, waiting = 0;
@@ -338,10 +433,10 @@ static int run_phase(lg_run *R, int ns, lg_request *reqs, long n, int sample_loa
 	R->sample_load = sample_load;
 	R->itl_ms.n = 0;
 	R->load = (lg_load){0};
-	for (int i = 0; i < ns; i++)
-		items[i] = (zmq_pollitem_t){sl_client_socket(R->streams[i].c), 0, ZMQ_POLLIN, 0};
 	items[ns] = (zmq_pollitem_t){sl_client_socket(R->ctl), 0, ZMQ_POLLIN, 0};
 	R->t_start = R->t_end = sl_now();
+	if (a->coord_pid)
+		R->coord_cpu0 = proc_cpu_s(a->coord_pid);
 	double deadline = R->t_start + a->timeout_s, next_status = R->t_start,
 	       next_progress = R->t_start + LG_PROGRESS_S;
 	for (int i = 0; !rc && i < ns; i++)
@@ -363,11 +458,17 @@ static int run_phase(lg_run *R, int ns, lg_request *reqs, long n, int sample_loa
 				what, now - R->t_start, R->ended, n, R->tokens / (now - R->t_start));
 			next_progress += LG_PROGRESS_S;
 		}
+		/* an HTTP stream's socket changes when a closed connection is reopened */
+		for (int i = 0; i < ns; i++)
+			items[i] = R->streams[i].h
+					   ? (zmq_pollitem_t){NULL, lg_http_fd(R->streams[i].h), ZMQ_POLLIN, 0}
+					   : (zmq_pollitem_t){sl_client_socket(R->streams[i].c), 0, ZMQ_POLLIN, 0};
 		if (!rc && zmq_poll(items, ns + 1, LG_POLL_MS) < 0)
 			rc = sl_errf(err, errlen, SL_ECOMM, "poll: %s", zmq_strerror(zmq_errno()));
 		for (int i = 0; !rc && i < ns; i++)
 			if (items[i].revents & ZMQ_POLLIN)
-				rc = drain_stream(R, &R->streams[i], err, errlen);
+				rc = R->streams[i].h ? drain_http(R, &R->streams[i], err, errlen)
+						     : drain_stream(R, &R->streams[i], err, errlen);
 		if (!rc && (items[ns].revents & ZMQ_POLLIN))
 			rc = drain_ctl(R, err, errlen);
 	}
@@ -375,10 +476,18 @@ static int run_phase(lg_run *R, int ns, lg_request *reqs, long n, int sample_loa
 	 * then lasted until now */
 	if (R->ended < n)
 		R->t_end = sl_now();
+	if (a->coord_pid)
+		R->coord_cpu1 = proc_cpu_s(a->coord_pid);
 	for (int i = 0; i < ns; i++)
 		if (R->streams[i].req >= 0) {
 			char e2[SL_ERRLEN];
-			sl_client_cancel(R->streams[i].c, R->streams[i].tag, e2, sizeof e2);
+			if (R->streams[i].h) { /* hanging up cancels it */
+				lg_http_close(R->streams[i].h);
+				R->streams[i].h = NULL;
+				lg_http_open(a->http, &R->streams[i].h, e2, sizeof e2);
+			} else {
+				sl_client_cancel(R->streams[i].c, R->streams[i].tag, e2, sizeof e2);
+			}
 			R->streams[i].req = -1;
 		}
 	return rc;
@@ -455,6 +564,7 @@ static lg_dist dist(double *v, size_t n)
 
 typedef struct lg_report {
 	double wall_s, tokens_per_s, requests_per_s;
+	double coord_cpu_s;       /* -1: not measured */
 	long ok, failed, unanswered, output_tokens, prompt_tokens;
 	lg_dist ttft_ms, itl_ms, tpot_ms, e2e_ms;
 } lg_report;
@@ -490,6 +600,8 @@ static int summarize(lg_run *R, lg_report *o)
 	}
 	o->failed = R->failed;
 	o->wall_s = R->t_end - R->t_start;
+	o->coord_cpu_s = R->a->coord_pid && R->coord_cpu0 >= 0 && R->coord_cpu1 >= 0
+				 ? R->coord_cpu1 - R->coord_cpu0 : -1;
 	o->tokens_per_s = o->wall_s > 0 ? o->output_tokens / o->wall_s : 0;
 	o->requests_per_s = o->wall_s > 0 ? o->ok / o->wall_s : 0;
 	o->ttft_ms = dist(ttft, nt);
@@ -514,6 +626,7 @@ static void print_report(const lg_run *R, const lg_report *o, const sl_event *st
 	printf("%-18s %ld ok, %ld failed, %ld unanswered; %ld prompt + %ld output tokens in %.2f s\n",
 	       "requests", o->ok, o->failed, o->unanswered, o->prompt_tokens, o->output_tokens,
 	       o->wall_s);
+	printf("%-18s %s\n", "transport", a->http ? "HTTP (OpenAI /v1/completions, SSE)" : "native (ZeroMQ)");
 	printf("%-18s %.1f\n", "output tokens/s", o->tokens_per_s);
 	printf("%-18s %.2f\n", "requests/s", o->requests_per_s);
 	printf("%-18s %8s %8s %8s %8s %8s\n", "", "p50", "p90", "p99", "max", "mean");
@@ -524,6 +637,9 @@ static void print_report(const lg_run *R, const lg_report *o, const sl_event *st
 		printf("%-18s %8.1f %8.1f %8.1f %8.1f %8.1f  (%zu samples)\n", rows[i].name,
 		       rows[i].d->p50, rows[i].d->p90, rows[i].d->p99, rows[i].d->max, rows[i].d->mean,
 		       rows[i].d->n);
+	if (o->coord_cpu_s >= 0)
+		printf("%-18s %.2f s over %.2f s wall: %.1f%% of one core\n", "coordinator CPU",
+		       o->coord_cpu_s, o->wall_s, o->wall_s > 0 ? 100 * o->coord_cpu_s / o->wall_s : 0);
 	const lg_load *L = &R->load;
 	if (L->samples)
 		printf("%-18s running mean %.1f max %d, waiting in leader mean %.1f max %d, "
@@ -571,6 +687,11 @@ static int write_json(const char *path, const lg_run *R, const lg_report *o, con
 	cJSON_AddNumberToObject(j, "temperature", a->temperature);
 	cJSON_AddBoolToObject(j, "ignore_eos", !a->honor_eos);
 	cJSON_AddNumberToObject(j, "warmup", a->warmup);
+	cJSON_AddStringToObject(j, "transport", a->http ? "http" : "native");
+	if (o->coord_cpu_s >= 0) {
+		cJSON_AddNumberToObject(j, "coord_cpu_s", o->coord_cpu_s);
+		cJSON_AddNumberToObject(j, "coord_cpu_percent", o->wall_s > 0 ? 100 * o->coord_cpu_s / o->wall_s : 0);
+	}
 	for (int i = 0; i < st->n_groups; i++) {
 		const sl_group_info *g = &st->groups[i];
 		cJSON *x = cJSON_CreateObject();
@@ -641,6 +762,7 @@ static void usage(FILE *f)
 		"         [--prompt-len 512] [--output-len 256] [--spread 0.5] [--vocab 32000]\n"
 		"         [--seed 1] [--temperature 0] [--honor-eos] [--warmup 0]\n"
 		"         [--status-ms 200] [--wait-s 300] [--timeout-s 600]\n"
+		"         [--http http://127.0.0.1:8000] [--coord-pid PID]\n"
 		"         [--out FILE.json] [--meta KEY=VALUE]...\n"
 		"N concurrent streams (one DEALER each, one request in flight each) run a\n"
 		"seeded synthetic workload through the coordinator; prints output tokens/s,\n"
@@ -648,7 +770,10 @@ static void usage(FILE *f)
 		"--mix uniform: lengths uniform in [L(1-spread), L(1+spread)]. Prompt ids\n"
 		"are BOS then uniform in [3, vocab). ignore_eos unless --honor-eos.\n"
 		"--warmup W: W unmeasured requests first (outputs of 2..W+1 tokens).\n"
-		"--meta: strings copied into the JSON's \"meta\" (device, scheduler, ...).\n");
+		"--meta: strings copied into the JSON's \"meta\" (device, scheduler, ...).\n"
+		"--http URL: the same load through the OpenAI API (POST /v1/completions,\n"
+		"stream); --coordinator still serves the status samples. --coord-pid PID:\n"
+		"report the coordinator's CPU time over the measured run.\n");
 }
 
 static int parse(int argc, char **argv, lg_args *a, char *err, size_t errlen)
@@ -660,6 +785,7 @@ static int parse(int argc, char **argv, lg_args *a, char *err, size_t errlen)
 		{"seed", 1, 0, 's'}, {"temperature", 1, 0, 't'}, {"honor-eos", 0, 0, 'E'},
 		{"warmup", 1, 0, 'w'}, {"status-ms", 1, 0, 'i'}, {"wait-s", 1, 0, 'W'},
 		{"timeout-s", 1, 0, 'T'}, {"out", 1, 0, 'O'}, {"meta", 1, 0, 'M'},
+		{"http", 1, 0, 'H'}, {"coord-pid", 1, 0, 'P'},
 		{"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	const char *env = getenv("SHARDLINE_COORDINATOR");
 	*a = (lg_args){.endpoint = env && *env ? env : "tcp://127.0.0.1:5555", .mix = "fixed",
@@ -689,6 +815,8 @@ static int parse(int argc, char **argv, lg_args *a, char *err, size_t errlen)
 		case 'W': rc = sl_parse_int("--wait-s", optarg, 0, 86400, &a->wait_s, err, errlen); break;
 		case 'T': rc = sl_parse_int("--timeout-s", optarg, 1, 86400, &a->timeout_s, err, errlen); break;
 		case 'O': a->out = optarg; break;
+		case 'H': a->http = optarg; break;
+		case 'P': rc = sl_parse_int("--coord-pid", optarg, 1, 1L << 30, &a->coord_pid, err, errlen); break;
 		case 'M':
 			if (!strchr(optarg, '=') || strchr(optarg, '=') == optarg || a->n_meta == LG_MAX_META)
 				return sl_errf(err, errlen, SL_EINVAL, "--meta: KEY=VALUE, at most %d", LG_MAX_META);
@@ -745,7 +873,8 @@ int main(int argc, char **argv)
 	if (!rc)
 		rc = sl_client_create(ctx, a.endpoint, &R.ctl, err, sizeof err);
 	for (int i = 0; !rc && i < R.n_streams; i++)
-		rc = sl_client_create(ctx, a.endpoint, &R.streams[i].c, err, sizeof err);
+		rc = a.http ? lg_http_open(a.http, &R.streams[i].h, err, sizeof err)
+			    : sl_client_create(ctx, a.endpoint, &R.streams[i].c, err, sizeof err);
 	if (!rc)
 		rc = wait_ready(&R, &st, err, sizeof err);
 	if (!rc && a.warmup) {
@@ -775,8 +904,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "shardline-loadgen: %s\n", err[0] ? err : "failed");
 	if (st.kind == SL_EV_STATUS)
 		sl_event_release(&st);
-	for (int i = 0; R.streams && i < R.n_streams; i++)
+	for (int i = 0; R.streams && i < R.n_streams; i++) {
 		sl_client_destroy(R.streams[i].c);
+		lg_http_close(R.streams[i].h);
+	}
 	free(R.streams);
 	sl_client_destroy(R.ctl);
 	free(R.itl_ms.v);

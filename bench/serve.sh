@@ -7,7 +7,11 @@
 # run in OUT_DIR, named tpG-POLICY-CASE; logs of every process in
 # OUT_DIR/logs. Exit 0 when every run finished every request.
 # bench/plot_serve.py OUT_DIR turns the folder into a table and a plot;
-# docs/benchmarks.md says what the numbers mean.
+# docs/benchmarks.md says what the numbers mean. Each case runs once per
+# transport in MODES, back to back on the same group: native (ZeroMQ,
+# named ...-CASE) and http (the OpenAI API's streamed /v1/completions,
+# named ...-CASE-http, batching label POLICY/http); every run reports the
+# coordinator's CPU time.
 #
 # Usage: bench/serve.sh OUT_DIR      (from the repository root)
 # Environment (defaults in brackets):
@@ -31,6 +35,8 @@
 #   SIMPLE_CASES  the runs under simple batching [cuda: fixed-s64,
 #              uniform-s64, fixed-s256; cpu: all]
 #   NODE_FLAGS, COORD_FLAGS, LOADGEN_FLAGS   more flags for each process
+#   MODES      transports: native, http [native http; native only when the
+#              loadgen has no --http]
 #   WARMUP     loadgen --warmup before the first case of each group [the
 #              most streams of any case, at most 256: every batch size up to
 #              it is met once before the measurements]
@@ -109,6 +115,11 @@ else
 	model_flags="--model $ckpt --device cpu"; shape="tiny random f32 (dim 64, 2 layers)"
 fi
 say "model: $shape"
+modes=${MODES:-native http}
+if ! "$bin/shardline-loadgen" --help 2>&1 | grep -q -- '--http'; then
+	say "shardline-loadgen has no --http: native runs only"
+	modes=native
+fi
 policies=${BATCHING:-continuous simple}
 if ! printf '%s' "$node_help" | grep -q -- '--batching'; then
 	say "shardline-node has no --batching: running its one policy, as 'continuous'"
@@ -120,7 +131,7 @@ start() { # NAME GPUS POLICY
 	rm -f "$tmp/ports"
 	# shellcheck disable=SC2086 # flag lists are meant to split
 	"$bin/shardline-coordinator" --model-name bench --tokenizer "$tok" \
-		--client-bind 'tcp://127.0.0.1:*' --node-bind 'tcp://127.0.0.1:*' \
+		--client-bind 'tcp://127.0.0.1:*' --node-bind 'tcp://127.0.0.1:*' --http-bind 127.0.0.1:0 \
 		--ports-file "$tmp/ports" ${COORD_FLAGS:-} >"$out/logs/$1-coord.log" 2>&1 &
 	coord_pid=$!
 	i=0; while [ ! -s "$tmp/ports" ]; do
@@ -128,6 +139,7 @@ start() { # NAME GPUS POLICY
 		sleep 0.1
 	done
 	client=$(awk '/^client/{print $2}' "$tmp/ports"); node=$(awk '/^node/{print $2}' "$tmp/ports")
+	http=$(awk '/^http/{print $2}' "$tmp/ports")
 	pflag=""; [ "$3" = default ] || pflag="--batching $3"
 	launch=""; [ "$2" -gt 1 ] && launch="mpirun --bind-to none -np $2"
 	[ "$2" -gt 1 ] && [ "$DEVICE" = cpu ] && launch="$launch --oversubscribe"
@@ -172,19 +184,24 @@ for g in ${GPUS:-1}; do
 			IFS=: read -r cname mix streams plen olen nreq <<EOF
 $c
 EOF
-			w=0; [ $first = 1 ] && w=$warmup; first=0
-			run="$cfg-$cname"
-			say "-- $run: $streams streams, $nreq requests, $mix prompt $plen output $olen"
-			# shellcheck disable=SC2086
-			timeout 900 "$bin/shardline-loadgen" --coordinator "$client" --model bench \
-				--streams "$streams" --requests "$nreq" --mix "$mix" --prompt-len "$plen" \
-				--output-len "$olen" --vocab "$vocab" --seed 1 --warmup "$w" \
-				--meta "device=$device" --meta "model=$shape" --meta "gpus=$g" \
-				--meta "batching=$label" --meta "case=$cname" \
-				--out "$out/$run.json" ${LOADGEN_FLAGS:-} >"$out/$run.txt" 2>"$out/logs/$run-loadgen.log"
-			rc=$?
-			cat "$out/$run.txt"
-			[ $rc -eq 0 ] || { status=1; say "$run failed (exit $rc):"; tail -5 "$out/logs/$run-loadgen.log" >&2; }
+			for mode in $modes; do
+				w=0; [ $first = 1 ] && w=$warmup; first=0
+				run="$cfg-$cname"; tflag=""; blabel=$label
+				if [ "$mode" = http ]; then
+					run="$run-http"; tflag="--http http://$http"; blabel="$label/http"
+				fi
+				say "-- $run: $streams streams, $nreq requests, $mix prompt $plen output $olen ($mode)"
+				# shellcheck disable=SC2086
+				timeout 900 "$bin/shardline-loadgen" --coordinator "$client" $tflag --model bench \
+					--streams "$streams" --requests "$nreq" --mix "$mix" --prompt-len "$plen" \
+					--output-len "$olen" --vocab "$vocab" --seed 1 --warmup "$w" --coord-pid "$coord_pid" \
+					--meta "device=$device" --meta "model=$shape" --meta "gpus=$g" \
+					--meta "batching=$blabel" --meta "case=$cname" --meta "transport=$mode" \
+					--out "$out/$run.json" ${LOADGEN_FLAGS:-} >"$out/$run.txt" 2>"$out/logs/$run-loadgen.log"
+				rc=$?
+				cat "$out/$run.txt"
+				[ $rc -eq 0 ] || { status=1; say "$run failed (exit $rc):"; tail -5 "$out/logs/$run-loadgen.log" >&2; }
+			done
 		done
 		stop
 		grep -iE 'preempt|error' "$out/logs/$cfg-node.log" | tail -5 >&2

@@ -1,8 +1,9 @@
 /*
- * coord.c — the coordinator's life: create (tokenizers, sockets),
- * the zmq_poll loop, the timers (heartbeats both ways, dead groups,
- * request deadlines, unreachable clients), destroy. Message handling is in
- * on_client.c and on_node.c; see coord_int.h for the map.
+ * coord.c — the coordinator's life: create (tokenizers, sockets, the HTTP
+ * server), the zmq_poll loop, the timers (heartbeats both ways, dead
+ * groups, request deadlines, unreachable clients), destroy. Message
+ * handling is in on_client.c and on_node.c, HTTP in http.c; see
+ * coord_int.h for the map.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -11,7 +12,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "chat_template.h"
 #include "coord_int.h"
+#include "http.h"
 #include "rng.h"
 #include "sl.h"
 
@@ -22,7 +25,12 @@ void coord_opts_default(coord_opts *o)
 			  .heartbeat_ms = 1000,
 			  .max_queue = 1024,
 			  .request_timeout_ms = 600000,
-			  .default_max_tokens = 16};
+			  .default_max_tokens = 16,
+			  .http_bind = "127.0.0.1:8000",
+			  .http_max_connections = 2048,
+			  .http_idle_timeout_s = 30,
+			  .http_max_body_bytes = 4 << 20,
+			  .http_body_timeout_s = 60};
 }
 
 static uint64_t random_epoch(void)
@@ -44,6 +52,38 @@ static void log_model(const coord_model *m, const char *path, int eos_from_flag)
 		eos_from_flag ? "--eos-ids" : m->meta->n_eos ? m->meta->eos_from : "nowhere",
 		m->meta->chat_template ? "from " : "none",
 		m->meta->chat_template ? m->meta->template_from : "");
+}
+
+/* The chat template of a model — --chat-template FILE, else the model's
+ * own (model_meta: tokenizer_config.json or the GGUF) — compiled now, so
+ * that a construct the renderer does not support stops the start with the
+ * template's line and column rather than failing chat requests later.
+ * None: chat requests to this model get a 400 that says so. */
+static int load_chat_template(coord_model *m, const char *path, char *err, size_t errlen)
+{
+	char *file = NULL;
+	const char *src = m->meta->chat_template, *name = m->meta->template_from;
+	size_t len = src ? strlen(src) : 0;
+	int rc = SL_OK;
+	if (path) {
+		rc = sl_read_file(path, &file, &len, err, errlen);
+		src = file, name = path;
+	}
+	if (!rc && !src) {
+		SL_INFO("coord", "model %s: no chat template (--chat-template FILE gives one); "
+			"/v1/chat/completions refuses it", m->name);
+		return SL_OK;
+	}
+	if (!rc && (rc = coord_tmpl_compile(src, len, name, &m->tmpl, err, errlen)) == SL_EINVAL) {
+		size_t k = strlen(err);
+		snprintf(err + k, errlen > k ? errlen - k : 0,
+			 " (model %s; --chat-template FILE replaces the template)", m->name);
+	}
+	free(file);
+	if (!rc && path)
+		SL_INFO("coord", "model %s: chat template %s (%zu bytes) replaces the model's", m->name,
+			path, len);
+	return rc;
 }
 
 static int load_models(coord *c, char *err, size_t errlen)
@@ -68,6 +108,8 @@ static int load_models(coord *c, char *err, size_t errlen)
 		for (int k = 0; !o->eos_ids && k < m->meta->n_eos && k < COORD_MAX_EOS; k++)
 			m->eos[m->n_eos++] = m->meta->eos[k];
 		log_model(m, o->tokenizers[i], o->eos_ids != NULL);
+		if ((rc = load_chat_template(m, o->chat_templates[i], err, errlen)))
+			return rc;
 	}
 	c->n_models = o->n_models;
 	return SL_OK;
@@ -95,12 +137,15 @@ static int write_ports(coord *c, char *err, size_t errlen)
 	SL_INFO("coord", "clients on %s, node groups on %s", a, b);
 	if (!c->o.ports_file)
 		return SL_OK;
+	const char *http = c->http ? coord_http_address(c->http) : NULL;
 	char tmp[4096];
 	snprintf(tmp, sizeof tmp, "%s.tmp", c->o.ports_file);
 	FILE *f = fopen(tmp, "w");
 	if (!f)
 		return sl_errf(err, errlen, SL_EIO, "cannot write %s", tmp);
 	fprintf(f, "client %s\nnode %s\n", a, b);
+	if (http)
+		fprintf(f, "http %s\n", http);
 	if (fclose(f) || rename(tmp, c->o.ports_file)) /* readers never see half a file */
 		return sl_errf(err, errlen, SL_EIO, "cannot write %s", c->o.ports_file);
 	return SL_OK;
@@ -113,6 +158,7 @@ int coord_create(const coord_opts *o, coord **out, char *err, size_t errlen)
 		return sl_errf(err, errlen, SL_ENOMEM, "out of memory");
 	c->o = *o;
 	c->next_req_id = random_epoch() | 1;
+	coord_metrics_init(&c->metrics);
 	int rc = load_models(c, err, errlen);
 	if (!rc && !(c->ctx = zmq_ctx_new()))
 		rc = sl_errf(err, errlen, SL_ECOMM, "zmq_ctx_new failed");
@@ -120,6 +166,8 @@ int coord_create(const coord_opts *o, coord **out, char *err, size_t errlen)
 		rc = bind_socket(c, &c->clients, o->client_endpoint, err, errlen);
 	if (!rc)
 		rc = bind_socket(c, &c->nodes, o->node_endpoint, err, errlen);
+	if (!rc && o->http_bind && o->http_bind[0] && strcmp(o->http_bind, "none"))
+		rc = coord_http_create(c, o, &c->http, err, errlen);
 	if (!rc)
 		rc = write_ports(c, err, errlen);
 	if (rc) {
@@ -136,6 +184,7 @@ void coord_destroy(coord *c)
 		return;
 	while (c->all) /* clients hear why; groups free the slots */
 		coord_finish(c, c->all, SHARDLINE__CLIENT__FINISH_REASON__ERROR, "coordinator shutting down");
+	coord_http_destroy(c->http); /* after the requests: their answers go out first */
 	for (int i = 0; i < c->n_groups; i++)
 		free(c->groups[i]);
 	if (c->clients)
@@ -144,8 +193,10 @@ void coord_destroy(coord *c)
 		zmq_close(c->nodes);
 	if (c->ctx)
 		zmq_ctx_term(c->ctx);
-	for (int i = 0; i < c->n_models; i++)
+	for (int i = 0; i < c->n_models; i++) {
 		coord_model_meta_destroy(c->models[i].meta);
+		coord_tmpl_destroy(c->models[i].tmpl);
+	}
 	free(c);
 }
 
@@ -172,11 +223,13 @@ static void tick(coord *c)
 			coord_finish(c, r, SHARDLINE__CLIENT__FINISH_REASON__CANCELLED, "client unreachable");
 		} else if (now > r->deadline) {
 			char msg[96];
+			r->timed_out = 1;
 			snprintf(msg, sizeof msg, "timed out after %.0f ms", (now - r->t_submit) * 1e3);
 			SL_INFO("coord", "request %llu %s", (unsigned long long)r->id, msg);
 			coord_finish(c, r, SHARDLINE__CLIENT__FINISH_REASON__ERROR, msg);
 		}
 	}
+	coord_http_tick(c->http);
 	c->last_tick = now;
 }
 
@@ -198,8 +251,11 @@ int coord_run(coord *c, char *err, size_t errlen)
 	int tick_ms = c->o.heartbeat_ms / 8;
 	tick_ms = tick_ms < 5 ? 5 : tick_ms > 100 ? 100 : tick_ms;
 	while (!*c->o.stop) {
-		zmq_pollitem_t it[2] = {{c->nodes, 0, ZMQ_POLLIN, 0}, {c->clients, 0, ZMQ_POLLIN, 0}};
-		if (zmq_poll(it, 2, tick_ms) < 0) {
+		/* the HTTP server's epoll descriptor is polled like the sockets */
+		zmq_pollitem_t it[3] = {{c->nodes, 0, ZMQ_POLLIN, 0}, {c->clients, 0, ZMQ_POLLIN, 0},
+					{NULL, c->http ? coord_http_fd(c->http) : -1, ZMQ_POLLIN, 0}};
+		int timeout = c->http ? coord_http_timeout_ms(c->http, tick_ms) : tick_ms;
+		if (zmq_poll(it, c->http ? 3 : 2, timeout) < 0) {
 			if (errno == EINTR)
 				continue;
 			return sl_errf(err, errlen, SL_ECOMM, "zmq_poll: %s", zmq_strerror(errno));
@@ -210,6 +266,10 @@ int coord_run(coord *c, char *err, size_t errlen)
 			tick(c);
 		if (c->qhead)
 			coord_dispatch(c);
+		/* last, so that what the node messages and the tick wrote (tokens,
+		 * ends) leaves in this turn */
+		if (c->http)
+			coord_http_run(c->http);
 	}
 	SL_INFO("coord", "stopping: %d request(s) active", c->n_active);
 	return SL_OK;

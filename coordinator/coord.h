@@ -3,9 +3,10 @@
  *
  * One object, one thread, one zmq_poll loop over two ROUTER sockets: one
  * for clients (proto/client.proto), one for node group leaders
- * (proto/node.proto). It validates and tokenizes requests, queues them
- * under a bound, routes each to the least-loaded live group serving its
- * model, relays tokens as text, and keeps both sides honest with
+ * (proto/node.proto), and the OpenAI-compatible HTTP API (docs/http.md)
+ * served from the same loop. It validates and tokenizes requests, queues
+ * them under a bound, routes each to the least-loaded live group serving
+ * its model, relays tokens as text, and keeps both sides honest with
  * heartbeats and timeouts. Callers: coordinator/main.c and tests.
  */
 #ifndef COORD_COORD_H
@@ -24,6 +25,7 @@ typedef struct coord_opts {
 	const char *node_endpoint;     /* bind: tcp://127.0.0.1:5556 */
 	const char *model_names[COORD_MAX_MODELS];
 	const char *tokenizers[COORD_MAX_MODELS]; /* tokenizer.json of each model */
+	const char *chat_templates[COORD_MAX_MODELS]; /* a template file overriding the model's; NULL: none */
 	int n_models;
 	const int32_t *eos_ids;        /* NULL: each tokenizer's EOS */
 	int n_eos;
@@ -32,6 +34,12 @@ typedef struct coord_opts {
 	int request_timeout_ms;        /* default per-request deadline */
 	int default_max_tokens;
 	const char *ports_file;        /* write the bound endpoints here (for "port 0") */
+	const char *http_bind;         /* HOST:PORT of the HTTP API (127.0.0.1:8000); NULL or "": none */
+	int http_max_connections;      /* open HTTP connections; past it new ones are closed */
+	int http_idle_timeout_s;       /* an HTTP connection silent this long is closed */
+	long http_max_body_bytes;      /* larger request bodies get 413 */
+	int http_body_timeout_s;       /* a request's headers to its last body byte, at most */
+	const char *api_key_file;      /* when set, every endpoint but /health wants its Bearer key */
 	volatile sig_atomic_t *stop;   /* set by a signal handler: leave the loop */
 } coord_opts;
 

@@ -7,7 +7,14 @@
  *   on_node.c    leader messages: register, heartbeat, tokens; group loss
  *   route.c      which group gets a queued request
  *   stream.c     tokens -> text deltas, EOS, stop strings, the final Done
- * Nothing here is visible outside coordinator/.
+ *   http.c       the HTTP server (libmicrohttpd) inside the loop: limits,
+ *                auth, routing, SSE, suspend/resume, client disconnects
+ *   openai.c     the OpenAI API on top of it: JSON in, Submits out,
+ *                Chunk/Done back to JSON; /v1/models
+ *   metrics.c    Prometheus counters and histograms, /metrics
+ * A request's replies go to its sink: a ZeroMQ client (routing id) or an
+ * HTTP exchange (coord_send_reply picks). Nothing here is visible outside
+ * coordinator/.
  */
 #ifndef COORD_INT_H
 #define COORD_INT_H
@@ -15,6 +22,7 @@
 #include <stdint.h>
 
 #include "coord.h"
+#include "metrics.h"
 #include "proto/client.pb-c.h"
 #include "proto/node.pb-c.h"
 #include "model_meta.h"
@@ -38,10 +46,15 @@
 #define COORD_DEAD_INTERVALS 3
 #define COORD_REQ_BUCKETS 4096
 
+struct coord_http;
+struct coord_http_call;
+struct coord_tmpl;
+
 typedef struct coord_model {
 	char name[COORD_MAX_NAME + 1];
 	coord_model_meta *meta;    /* owns tok; chat template, BOS/EOS strings */
 	coord_tok *tok;
+	struct coord_tmpl *tmpl;   /* the chat template; NULL: no chat for this model */
 	int32_t eos[COORD_MAX_EOS];
 	int n_eos;
 	int vocab;                 /* the tokenizer's */
@@ -66,6 +79,15 @@ typedef enum { REQ_QUEUED = 0, REQ_ASSIGNED } coord_req_state;
 /* Growable byte / id buffers. */
 typedef struct coord_bytes { char *p; size_t n, cap; } coord_bytes;
 typedef struct coord_ids { int32_t *p; size_t n, cap; } coord_ids;
+
+/* Where a request's replies go: a ZeroMQ client, or one choice of an HTTP
+ * exchange (http != NULL). */
+typedef struct coord_sink {
+	const void *client;        /* ZeroMQ: the client's routing id */
+	size_t client_len;
+	struct coord_http_call *http;
+	int choice;
+} coord_sink;
 
 /* Log-probs of the ids in a coord_ids, entry for entry: each id's own and
  * top_n alternatives (row i of top_ids / top at [i * top_n, ...)). */
@@ -106,7 +128,10 @@ typedef struct coord_req {
 	uint64_t id, tag;
 	uint8_t client[SL_WIRE_MAX_IDENT];
 	size_t client_len;
+	struct coord_http_call *http; /* the HTTP exchange it answers; NULL: a ZeroMQ client */
+	int choice;                /* HTTP: its index among the exchange's choices */
 	int client_gone;           /* a reply could not be delivered */
+	int timed_out;             /* ended by its deadline (HTTP: 408) */
 	int model;
 	int32_t *prompt;           /* [n_prompt] */
 	int n_prompt;
@@ -127,7 +152,7 @@ typedef struct coord_req {
 	coord_bytes text;          /* stream = false: everything released */
 	coord_ids ids;             /* stream: ids since the last chunk; else all */
 	coord_logprobs lps;        /* with sampling.logprobs: those of ids, entry for entry */
-	double t_submit, t_assigned, t_first, deadline;
+	double t_submit, t_assigned, t_first, t_last_token, deadline;
 	struct coord_req *hnext;               /* id hash chain */
 	struct coord_req *qprev, *qnext;       /* the queue (REQ_QUEUED) */
 	struct coord_req *aprev, *anext;       /* every active request */
@@ -149,6 +174,8 @@ struct coord {
 	uint64_t next_req_id;      /* random high bits: ids of a restarted coordinator differ */
 	long n_requeued;
 	double last_tick;
+	struct coord_http *http;   /* NULL: no HTTP API */
+	coord_metrics metrics;
 };
 
 /* requests.c */
@@ -181,6 +208,13 @@ void coord_send_ping(coord *c, coord_group *g);
 
 /* on_client.c */
 void coord_on_client(coord *c, sl_wire_msg *m);
+/* The submit path of both transports: every field of s checked, the
+ * prompt tokenized, a request made for sink `to`, queued and dispatched
+ * (an HTTP sink is handed the request by coord_oai_attach). 0, or the
+ * ErrorCode with err saying why. */
+int coord_submit(coord *c, const Shardline__Client__Submit *s, const coord_sink *to, char *err,
+		 size_t n);
+
 /* Every field off: greedy, no penalties, no log-probs. */
 void coord_sampling_default(coord_sampling *s);
 /* 0, or nonzero with err naming the first field out of range and the

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "args.h"
 #include "coord.h"
@@ -15,14 +16,21 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: shardline-coordinator --model-name NAME --tokenizer tokenizer.json|model.gguf\n"
-		"           [--model-name NAME2 --tokenizer PATH2 ...]\n"
+		"           [--chat-template FILE] [--model-name NAME2 --tokenizer PATH2 ...]\n"
 		"           [--client-bind tcp://127.0.0.1:5555] [--node-bind tcp://127.0.0.1:5556]\n"
+		"           [--http-bind 127.0.0.1:8000] [--api-key-file FILE]\n"
+		"           [--http-max-connections 2048] [--http-idle-timeout-s 30]\n"
+		"           [--http-max-body-bytes 4194304] [--http-body-timeout-s 60]\n"
 		"           [--eos-ids 2,3] [--heartbeat-ms 1000] [--max-queue 1024]\n"
 		"           [--request-timeout-ms 600000] [--default-max-tokens 16]\n"
 		"           [--ports-file PATH] [--log-level debug|info|warn]\n"
-		"Clients connect to --client-bind, node group leaders to --node-bind (both\n"
-		"loopback only by default; give tcp://0.0.0.0:PORT to serve other hosts;\n"
-		"PORT * picks a free port, which --ports-file records). EOS ids default to\n"
+		"Clients connect to --client-bind, node group leaders to --node-bind, HTTP\n"
+		"clients (the OpenAI API, /health, /metrics) to --http-bind (all loopback\n"
+		"only by default; give tcp://0.0.0.0:PORT or 0.0.0.0:PORT to serve other\n"
+		"hosts; PORT * (ZeroMQ) or 0 (HTTP) picks a free port, which --ports-file\n"
+		"records; --http-bind none: no HTTP). The chat template is the model's own\n"
+		"(tokenizer_config.json beside a tokenizer.json, or the GGUF's);\n"
+		"--chat-template FILE after a --model-name replaces it. EOS ids default to\n"
 		"each model's own: generation_config.json, config.json and tokenizer_config.json\n"
 		"beside a tokenizer.json, or a GGUF's eos/eot/eom ids; --eos-ids replaces them.\n"
 		"SIGINT/SIGTERM stop it; running requests end with an error.\n");
@@ -38,7 +46,10 @@ static int parse(int argc, char **argv, coord_opts *o, int32_t **eos, char *err,
 		{"node-bind", 1, 0, 'n'}, {"eos-ids", 1, 0, 'e'}, {"heartbeat-ms", 1, 0, 'H'},
 		{"max-queue", 1, 0, 'q'}, {"request-timeout-ms", 1, 0, 'T'},
 		{"default-max-tokens", 1, 0, 'M'}, {"ports-file", 1, 0, 'p'}, {"log-level", 1, 0, 'l'},
-		{"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+		{"http-bind", 1, 0, 'B'}, {"http-max-connections", 1, 0, 'C'},
+		{"http-idle-timeout-s", 1, 0, 'I'}, {"http-max-body-bytes", 1, 0, 'Y'},
+		{"http-body-timeout-s", 1, 0, 'U'}, {"api-key-file", 1, 0, 'K'},
+		{"chat-template", 1, 0, 'J'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	int c, rc = 0, n_tok = 0, n_eos = 0;
 	long v;
 	while (!rc && (c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -67,6 +78,17 @@ static int parse(int argc, char **argv, coord_opts *o, int32_t **eos, char *err,
 		case 'T': rc = sl_parse_int("--request-timeout-ms", optarg, 1, 86400000, &v, err, errlen); o->request_timeout_ms = (int)v; break;
 		case 'M': rc = sl_parse_int("--default-max-tokens", optarg, 1, 1 << 20, &v, err, errlen); o->default_max_tokens = (int)v; break;
 		case 'p': o->ports_file = optarg; break;
+		case 'B': o->http_bind = optarg; break;
+		case 'C': rc = sl_parse_int("--http-max-connections", optarg, 1, 1 << 16, &v, err, errlen); o->http_max_connections = (int)v; break;
+		case 'I': rc = sl_parse_int("--http-idle-timeout-s", optarg, 1, 86400, &v, err, errlen); o->http_idle_timeout_s = (int)v; break;
+		case 'Y': rc = sl_parse_int("--http-max-body-bytes", optarg, 1024, 1L << 30, &v, err, errlen); o->http_max_body_bytes = v; break;
+		case 'U': rc = sl_parse_int("--http-body-timeout-s", optarg, 1, 86400, &v, err, errlen); o->http_body_timeout_s = (int)v; break;
+		case 'K': o->api_key_file = optarg; break;
+		case 'J':
+			if (o->n_models == 0 || o->chat_templates[o->n_models - 1])
+				return sl_errf(err, errlen, SL_EINVAL, "--chat-template goes after its --model-name (one each)");
+			o->chat_templates[o->n_models - 1] = optarg;
+			break;
 		case 'l':
 			if (!strcmp(optarg, "debug"))
 				sl_log_set_level(SL_LOG_DEBUG);
@@ -106,6 +128,12 @@ int main(int argc, char **argv)
 			usage(stderr);
 		free(eos);
 		return 2;
+	}
+	/* every HTTP connection is a descriptor: allow as many as the hard limit */
+	struct rlimit nofile;
+	if (!getrlimit(RLIMIT_NOFILE, &nofile) && nofile.rlim_cur < nofile.rlim_max) {
+		nofile.rlim_cur = nofile.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &nofile);
 	}
 	struct sigaction sa = {.sa_handler = on_signal};
 	sigemptyset(&sa.sa_mask);

@@ -4,6 +4,10 @@
  * Anything else — a frame that is not a Request, truncated, oversized,
  * of an unknown type, with a field out of range — gets an Error reply
  * that says what was wrong, and the loop goes on.
+ *
+ * coord_submit is the submit path of both transports: the HTTP API
+ * (openai.c) builds the same Submit message from its JSON and calls it
+ * with an HTTP sink, so both are validated by the same code.
  */
 #include <errno.h>
 #include <math.h>
@@ -13,6 +17,7 @@
 #include <string.h>
 
 #include "coord_int.h"
+#include "openai.h"
 #include "sl.h"
 
 typedef Shardline__Client__Submit pb_submit;
@@ -189,14 +194,20 @@ static int copy_stops(coord_req *r, const pb_submit *s)
 /* A request from a validated Submit; it owns ids from here on. */
 static coord_req *make_request(coord *c, const pb_submit *s, int model,
 			       const coord_sampling *sampling, int32_t *ids, int n_ids,
-			       const void *client, size_t client_len)
+			       const coord_sink *to)
 {
 	coord_req *r = coord_req_new(c);
 	if (!r)
 		return free(ids), NULL;
 	r->tag = s->tag;
-	memcpy(r->client, client, client_len);
-	r->client_len = client_len;
+	if (to->client_len <= sizeof r->client) {
+		memcpy(r->client, to->client, to->client_len);
+		r->client_len = to->client_len;
+	}
+	r->http = to->http;
+	r->choice = to->choice;
+	if (r->http) /* the exchange holds r until r's Done (or r is freed) */
+		coord_oai_attach(r);
 	r->model = model;
 	r->prompt = ids;
 	r->n_prompt = n_ids;
@@ -218,49 +229,49 @@ static coord_req *make_request(coord *c, const pb_submit *s, int model,
 	return r;
 }
 
-static void on_submit(coord *c, const void *client, size_t client_len, const pb_submit *s)
+int coord_submit(coord *c, const pb_submit *s, const coord_sink *to, char *err, size_t n)
 {
-	char err[SL_ERRLEN];
 	int model, n_ids = 0, code;
 	int32_t *ids = NULL;
-	uint64_t tag = s->tag;
 	coord_sampling sampling;
-	if ((code = check_fields(c, s, &model, &sampling, err, sizeof err))) {
-		coord_reply_error(c, client, client_len, tag, code, "%s", err);
-		return;
-	}
-	if (coord_req_find_tag(c, client, client_len, tag)) {
-		coord_reply_error(c, client, client_len, tag, E_BAD,
-				  "tag %llu is in use by a running request", (unsigned long long)tag);
-		return;
-	}
-	if (c->n_queued >= c->o.max_queue) {
-		coord_reply_error(c, client, client_len, tag, E_OVERLOADED,
-				  "overloaded: %d requests are waiting for a node group; retry later",
-				  c->n_queued);
-		return;
-	}
-	if ((code = prompt_ids(c, s, model, &ids, &n_ids, err, sizeof err))) {
+	if ((code = check_fields(c, s, &model, &sampling, err, n)))
+		return code;
+	if (c->n_queued >= c->o.max_queue)
+		return snprintf(err, n, "overloaded: %d requests are waiting for a node group; retry later",
+				c->n_queued), E_OVERLOADED;
+	if ((code = prompt_ids(c, s, model, &ids, &n_ids, err, n))) {
 		free(ids);
-		coord_reply_error(c, client, client_len, tag, code, "%s", err);
-		return;
+		return code;
 	}
 	int max_tokens = s->has_max_tokens ? s->max_tokens : c->o.default_max_tokens;
-	if ((code = check_context(c, model, n_ids, max_tokens, err, sizeof err))) {
+	if ((code = check_context(c, model, n_ids, max_tokens, err, n))) {
 		free(ids);
-		coord_reply_error(c, client, client_len, tag, code, "%s", err);
-		return;
+		return code;
 	}
-	coord_req *r = make_request(c, s, model, &sampling, ids, n_ids, client, client_len);
-	if (!r) {
-		coord_reply_error(c, client, client_len, tag, E_INTERNAL, "out of memory");
-		return;
-	}
+	coord_req *r = make_request(c, s, model, &sampling, ids, n_ids, to);
+	if (!r)
+		return snprintf(err, n, "out of memory"), E_INTERNAL;
 	SL_DEBUG("coord", "request %llu: %d prompt tokens, max_tokens %d, queued (%d waiting)",
 		 (unsigned long long)r->id, n_ids, r->max_tokens, c->n_queued);
 	/* route it now: the queue bound counts requests no group can take,
 	 * not a burst that arrived within one poll */
 	coord_dispatch(c);
+	return 0;
+}
+
+static void on_submit(coord *c, const void *client, size_t client_len, const pb_submit *s)
+{
+	char err[SL_ERRLEN];
+	uint64_t tag = s->tag;
+	if (coord_req_find_tag(c, client, client_len, tag)) {
+		coord_reply_error(c, client, client_len, tag, E_BAD,
+				  "tag %llu is in use by a running request", (unsigned long long)tag);
+		return;
+	}
+	coord_sink to = {.client = client, .client_len = client_len};
+	int code = coord_submit(c, s, &to, err, sizeof err);
+	if (code)
+		coord_reply_error(c, client, client_len, tag, code, "%s", err);
 }
 
 static void on_cancel(coord *c, const void *client, size_t client_len,

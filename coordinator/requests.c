@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "coord_int.h"
+#include "openai.h"
 #include "sl.h"
 
 static size_t bucket(uint64_t id)
@@ -47,7 +48,8 @@ coord_req *coord_req_find(coord *c, uint64_t id)
 coord_req *coord_req_find_tag(coord *c, const void *client, size_t client_len, uint64_t tag)
 {
 	for (coord_req *r = c->all; r; r = r->anext)
-		if (r->tag == tag && r->client_len == client_len && !memcmp(r->client, client, client_len))
+		if (!r->http && r->tag == tag && r->client_len == client_len &&
+		    !memcmp(r->client, client, client_len))
 			return r;
 	return NULL;
 }
@@ -94,7 +96,7 @@ void coord_req_reset_output(coord_req *r)
 	coord_detok_reset(r->detok);
 	r->n_generated = r->sent_chunk = r->node_done = 0;
 	r->held.n = r->text.n = r->ids.n = r->lps.n = 0;
-	r->t_first = 0;
+	r->t_first = r->t_last_token = 0;
 }
 
 static void unlink_hash(coord *c, coord_req *r)
@@ -120,6 +122,8 @@ static void cancel_on_group(coord *c, coord_req *r)
 
 void coord_req_free(coord *c, coord_req *r)
 {
+	if (r->http)
+		coord_oai_detach(r);
 	if (r->state == REQ_QUEUED) {
 		coord_req_dequeue(c, r);
 	} else if (r->group) {

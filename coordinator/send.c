@@ -1,7 +1,8 @@
 /*
  * send.c — every message the coordinator sends goes out here: replies to
- * clients (a vanished client marks its request for the tick to cancel)
- * and messages to node group leaders (a failed send marks the group lost
+ * clients (a vanished client marks its request for the tick to cancel;
+ * a request with an HTTP sink is handed to openai.c instead) and messages
+ * to node group leaders (a failed send marks the group lost
  * for the tick to reap). The handlers and the router call these; keeping
  * them apart from the handlers is what keeps coordinator/ free of cycles.
  */
@@ -9,6 +10,7 @@
 #include <stdio.h>
 
 #include "coord_int.h"
+#include "openai.h"
 #include "sl.h"
 
 int coord_send_client(coord *c, const void *client, size_t client_len,
@@ -43,6 +45,10 @@ void coord_send_reply(coord *c, coord_req *r, Shardline__Client__Reply *rep)
 	int zerr = 0;
 	if (r->client_gone)
 		return;
+	if (r->http) { /* an HTTP exchange: openai.c turns it into JSON */
+		coord_oai_reply(c, r, rep);
+		return;
+	}
 	coord_send_client(c, r->client, r->client_len, rep, &zerr);
 	if (zerr) { /* gone or not reading: the tick cancels the request */
 		SL_WARN("coord", "request %llu: client unreachable (%s); cancelling",

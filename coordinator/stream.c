@@ -145,6 +145,7 @@ void coord_stream_tokens(coord *c, coord_req *r, const int32_t *ids, size_t n,
 {
 	Shardline__Client__FinishReason reason = SHARDLINE__CLIENT__FINISH_REASON__FINISH_NONE;
 	const char *error = NULL;
+	int before = r->n_generated;
 	for (size_t i = 0; i < n && !reason && r->n_generated < r->max_tokens; i++) {
 		int32_t id = ids[i];
 		r->n_generated++;
@@ -173,6 +174,11 @@ void coord_stream_tokens(coord *c, coord_req *r, const int32_t *ids, size_t n,
 			reason = SHARDLINE__CLIENT__FINISH_REASON__LENGTH;
 		}
 	}
+	if (r->n_generated > before) {
+		double now = sl_now();
+		coord_metrics_tokens(&c->metrics, r, r->n_generated - before, now);
+		r->t_last_token = now;
+	}
 	if (node_finish != SHARDLINE__NODE__FINISH__RUNNING)
 		r->node_done = 1;
 	if (!reason) {
@@ -192,6 +198,17 @@ void coord_stream_tokens(coord *c, coord_req *r, const int32_t *ids, size_t n,
 }
 
 static double ms_since(double t0, double t1) { return t0 > 0 && t1 >= t0 ? (t1 - t0) * 1e3 : 0; }
+
+static int metric_finish(const coord_req *r, Shardline__Client__FinishReason reason)
+{
+	switch (reason) {
+	case SHARDLINE__CLIENT__FINISH_REASON__LENGTH: return COORD_FIN_LENGTH;
+	case SHARDLINE__CLIENT__FINISH_REASON__STOP: return COORD_FIN_STOP;
+	case SHARDLINE__CLIENT__FINISH_REASON__EOS: return COORD_FIN_EOS;
+	case SHARDLINE__CLIENT__FINISH_REASON__CANCELLED: return COORD_FIN_CANCELLED;
+	default: return r->timed_out ? COORD_FIN_TIMEOUT : COORD_FIN_ERROR;
+	}
+}
 
 void coord_finish(coord *c, coord_req *r, Shardline__Client__FinishReason reason,
 		  const char *error)
@@ -236,5 +253,6 @@ void coord_finish(coord *c, coord_req *r, Shardline__Client__FinishReason reason
 	rep.msg_case = SHARDLINE__CLIENT__REPLY__MSG_DONE;
 	rep.done = &d;
 	coord_send_reply(c, r, &rep);
+	coord_metrics_finish(&c->metrics, r, metric_finish(r, reason), now);
 	coord_req_free(c, r);
 }

@@ -42,7 +42,7 @@ fi
 echo "demo: $bin/shardline-coordinator --model-name demo --tokenizer $model/tokenizer.json" >&2
 "$bin/shardline-coordinator" --model-name demo --tokenizer "$model/tokenizer.json" \
 	--client-bind 'tcp://127.0.0.1:*' --node-bind 'tcp://127.0.0.1:*' \
-	--ports-file "$tmp/ports" >"$tmp/coord.log" 2>&1 &
+	--http-bind 127.0.0.1:0 --ports-file "$tmp/ports" >"$tmp/coord.log" 2>&1 &
 coord_pid=$!
 i=0; while [ ! -s "$tmp/ports" ]; do
 	i=$((i + 1)); [ $i -gt 100 ] && fail "the coordinator did not start"; sleep 0.1

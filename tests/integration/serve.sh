@@ -61,7 +61,8 @@ start_coord() { # [client endpoint] [node endpoint] [more flags]
 	[ "${VALGRIND:-0}" = 1 ] && wrap="valgrind -q --error-exitcode=9 --leak-check=full --log-file=$tmp/valgrind.log"
 	$wrap "$bin/shardline-coordinator" --model-name tiny --tokenizer "$tok" --heartbeat-ms $HB \
 		--client-bind "${1:-tcp://127.0.0.1:*}" --node-bind "${2:-tcp://127.0.0.1:*}" \
-		--ports-file "$tmp/ports" --request-timeout-ms 60000 $3 >>"$tmp/coord.log" 2>&1 &
+		--http-bind 127.0.0.1:0 --ports-file "$tmp/ports" --request-timeout-ms 60000 $3 \
+		>>"$tmp/coord.log" 2>&1 &
 	coord_pid=$!; pids="$pids $coord_pid"
 	i=0; while [ ! -s "$tmp/ports" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
 	CL=$(awk '/^client/{print $2}' "$tmp/ports" 2>/dev/null)

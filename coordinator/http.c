@@ -1,0 +1,643 @@
+/*
+ * http.c — the HTTP server inside the coordinator's loop (see http.h).
+ *
+ * Why libmicrohttpd: a small, long-maintained C library (GNU, in Debian as
+ * libmicrohttpd-dev 0.9.75) that parses HTTP/1.1 defensively (request line,
+ * headers, chunked bodies, keep-alive, pipelining) and lets the
+ * application own the event loop: with MHD_USE_EPOLL and no internal
+ * thread it exposes one epoll descriptor for every socket it has, and
+ * MHD_run() does whatever is ready without blocking. Suspending a
+ * connection (MHD_suspend_connection, from the access handler or a
+ * response's content reader) takes it out of that loop until
+ * MHD_resume_connection, which is how a stream waits for tokens without
+ * a thread or a busy loop.
+ *
+ * An exchange (coord_http_call) lives from an HTTP request's headers to
+ * MHD's "request completed" callback. The access handler sees it three
+ * ways: the first call (headers only: route, auth, Content-Length
+ * checked), calls with body bytes (bounded in size and time), and the
+ * final call (the handler runs, or, for a suspended exchange that was
+ * resumed, the response it waited for is queued).
+ *
+ * A suspended exchange is not watched by MHD, so a client that hangs up
+ * while its request waits in the queue or between tokens would go
+ * unnoticed: coord_http_tick peeks at each suspended socket (recv with
+ * MSG_PEEK: 0 bytes means the peer closed) and aborts the exchange, whose
+ * requests are then cancelled by the coordinator's tick.
+ */
+#include "http.h"
+
+#include <errno.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "coord_int.h"
+#include "openai.h"
+#include "sl.h"
+
+#define HTTP_MEMORY_PER_CONNECTION (32 * 1024) /* MHD's buffers: bounds the request headers */
+#define HTTP_SSE_BLOCK (16 * 1024)
+#define HTTP_FLUSH_S 0.5                        /* at shutdown, for answers still being sent */
+#define HTTP_MAX_UNSENT (8 << 20)               /* event bytes a client has not read: past it, cut */
+
+enum { R_HEALTH, R_METRICS, R_MODELS, R_MODEL, R_COMPLETIONS, R_CHAT, R_NONE };
+
+static const struct {
+	const char *path, *method;
+} ROUTES[] = {
+	[R_HEALTH] = {"/health", "GET"},        [R_METRICS] = {"/metrics", "GET"},
+	[R_MODELS] = {"/v1/models", "GET"},     [R_MODEL] = {"/v1/models/", "GET"},
+	[R_COMPLETIONS] = {"/v1/completions", "POST"},
+	[R_CHAT] = {"/v1/chat/completions", "POST"},
+	[R_NONE] = {"other", ""},
+};
+
+struct coord_http {
+	coord *c;
+	struct MHD_Daemon *d;
+	char address[160];
+	char *api_key;             /* NULL: no auth */
+	size_t api_key_len;
+	size_t max_body;
+	double body_timeout_s;
+	coord_http_call *calls;    /* every exchange in progress */
+	int n_connections;
+};
+
+struct coord_http_call {
+	coord_http *h;
+	struct MHD_Connection *conn;
+	int fd;
+	int route;
+	char arg[COORD_MAX_NAME + 2]; /* /v1/models/{arg} */
+	double t_start;
+	coord_bytes body;
+	int handled;               /* routed to its handler, or answered already */
+	int in_handler;            /* inside the access handler: responses are queued at once */
+	int suspended, waiting;    /* waiting: suspended until coord_http_respond */
+	int abort;                 /* close the connection without (the rest of) an answer */
+	int status;                /* of the response queued, for the metrics */
+	const char *allow;         /* a 405's Allow header */
+	struct MHD_Response *pending; /* to queue when the exchange is resumed */
+	int pending_status;
+	int sse, sse_end;          /* an event stream; its end was written */
+	coord_bytes out;           /* event bytes not yet handed to MHD */
+	size_t out_off;
+	void *app;                 /* openai.c's state */
+	coord_http_call *prev, *next;
+};
+
+/* --- helpers for openai.c ------------------------------------------------- */
+
+void *coord_http_app(coord_http_call *x) { return x ? x->app : NULL; }
+void coord_http_set_app(coord_http_call *x, void *app) { x->app = app; }
+coord *coord_http_coord(coord_http_call *x) { return x->h->c; }
+const char *coord_http_address(const coord_http *h) { return h->address; }
+int coord_http_connections(const coord_http *h) { return h ? h->n_connections : 0; }
+
+static void wake(coord_http_call *x)
+{
+	if (x->suspended) {
+		x->suspended = 0;
+		MHD_resume_connection(x->conn);
+	}
+}
+
+static void add_header(struct MHD_Response *r, const char *line)
+{
+	const char *colon = line ? strchr(line, ':') : NULL;
+	char name[64];
+	if (!colon || (size_t)(colon - line) >= sizeof name)
+		return;
+	snprintf(name, sizeof name, "%.*s", (int)(colon - line), line);
+	MHD_add_response_header(r, name, colon + 1 + strspn(colon + 1, " "));
+}
+
+void coord_http_respond(coord_http_call *x, int status, const char *content_type, const char *body,
+			size_t len, const char *extra_header)
+{
+	struct MHD_Response *r =
+		MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+	x->handled = 1;
+	x->waiting = 0;
+	if (!r) { /* out of memory: all we can do is hang up */
+		x->abort = 1;
+		wake(x);
+		return;
+	}
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+	add_header(r, extra_header);
+	if (status == 405 && x->allow)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, x->allow);
+	x->status = status;
+	if (x->in_handler && !x->suspended) {
+		if (MHD_queue_response(x->conn, (unsigned)status, r) != MHD_YES)
+			x->abort = 1;
+		MHD_destroy_response(r);
+		return;
+	}
+	if (x->pending)
+		MHD_destroy_response(x->pending);
+	x->pending = r;
+	x->pending_status = status;
+	wake(x);
+}
+
+void coord_http_wait(coord_http_call *x)
+{
+	if (x->suspended || x->pending)
+		return;
+	x->waiting = 1;
+	x->suspended = 1;
+	MHD_suspend_connection(x->conn);
+}
+
+/* The content reader of an event stream: what was written, or suspend
+ * until more is (returning 0 without suspending would make MHD poll). */
+static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	coord_http_call *x = cls;
+	if (x->abort)
+		return MHD_CONTENT_READER_END_WITH_ERROR;
+	size_t avail = x->out.n - x->out_off;
+	if (avail) {
+		size_t n = avail < max ? avail : max;
+		memcpy(buf, x->out.p + x->out_off, n);
+		x->out_off += n;
+		if (x->out_off == x->out.n)
+			x->out.n = x->out_off = 0;
+		return (ssize_t)n;
+	}
+	if (x->sse_end)
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	x->suspended = 1;
+	MHD_suspend_connection(x->conn);
+	return 0;
+}
+
+int coord_http_sse_begin(coord_http_call *x)
+{
+	struct MHD_Response *r =
+		MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, HTTP_SSE_BLOCK, sse_read, x, NULL);
+	if (!r)
+		return SL_ENOMEM;
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream; charset=utf-8");
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+	MHD_add_response_header(r, "X-Accel-Buffering", "no"); /* proxies: do not hold events back */
+	int ok = MHD_queue_response(x->conn, MHD_HTTP_OK, r) == MHD_YES;
+	MHD_destroy_response(r);
+	if (!ok)
+		return SL_EIO;
+	x->handled = x->sse = 1;
+	x->status = MHD_HTTP_OK;
+	return SL_OK;
+}
+
+int coord_http_sse_write(coord_http_call *x, const char *p, size_t n)
+{
+	if (x->sse_end || x->abort)
+		return SL_OK;
+	if (x->out.n - x->out_off + n > HTTP_MAX_UNSENT) {
+		/* a client that does not read its stream must not make the
+		 * coordinator hold the whole generation: hang up (the caller
+	 * detaches the requests, which the tick then cancels) */
+		SL_WARN("coord", "HTTP client of a stream left %zu bytes unread; closing it",
+			x->out.n - x->out_off);
+		x->abort = 1;
+		wake(x);
+		return SL_EIO;
+	}
+	if (coord_bytes_add(&x->out, p, n))
+		return SL_ENOMEM;
+	wake(x);
+	return SL_OK;
+}
+
+void coord_http_sse_end(coord_http_call *x)
+{
+	x->sse_end = 1;
+	wake(x);
+}
+
+/* --- routing ---------------------------------------------------------------- */
+
+static int route_of(const char *url, coord_http_call *x)
+{
+	for (int r = 0; r < R_NONE; r++) {
+		if (r == R_MODEL) {
+			size_t k = strlen(ROUTES[r].path);
+			if (!strncmp(url, ROUTES[r].path, k) && url[k] && strlen(url + k) <= COORD_MAX_NAME) {
+				snprintf(x->arg, sizeof x->arg, "%s", url + k);
+				return r;
+			}
+		} else if (!strcmp(url, ROUTES[r].path)) {
+			return r;
+		}
+	}
+	return R_NONE;
+}
+
+/* Bearer key: compared in time independent of where it differs. */
+static int authorized(coord_http_call *x)
+{
+	coord_http *h = x->h;
+	if (!h->api_key || x->route == R_HEALTH)
+		return 1;
+	const char *a = MHD_lookup_connection_value(x->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+	if (!a || strncasecmp(a, "Bearer ", 7))
+		return 0;
+	a += 7;
+	a += strspn(a, " ");
+	size_t n = strlen(a);
+	unsigned diff = n != h->api_key_len;
+	for (size_t i = 0; i < h->api_key_len; i++)
+		diff |= (unsigned char)h->api_key[i] ^ (unsigned char)(i < n ? a[i] : 0);
+	return diff == 0;
+}
+
+/* Headers are in: route, method, auth, declared body size. 0 to go on. */
+static int first_call(coord_http_call *x, const char *url, const char *method)
+{
+	coord_http *h = x->h;
+	x->route = route_of(url, x);
+	if (x->route == R_NONE) {
+		coord_oai_error(x, 404, "not_found_error", NULL, NULL, "no such endpoint: %s %.200s", method, url);
+		return -1;
+	}
+	const char *want = ROUTES[x->route].method;
+	int head = !strcmp(want, "GET") && !strcmp(method, "HEAD");
+	if (strcmp(method, want) && !head) {
+		x->allow = !strcmp(want, "GET") ? "GET, HEAD" : want;
+		coord_oai_error(x, 405, "invalid_request_error", NULL, NULL, "%s takes %s, not %.16s",
+				ROUTES[x->route].path, want, method);
+		return -1;
+	}
+	if (!authorized(x)) {
+		coord_oai_error(x, 401, "authentication_error", NULL, "invalid_api_key",
+				"a valid API key is required: Authorization: Bearer KEY");
+		return -1;
+	}
+	const char *cl = MHD_lookup_connection_value(x->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	if (cl) {
+		char *end;
+		errno = 0;
+		unsigned long long n = strtoull(cl, &end, 10);
+		if (!errno && end != cl && !*end && n > h->max_body) {
+			coord_oai_error(x, 413, "invalid_request_error", NULL, "request_too_large",
+					"the body of %llu bytes exceeds the limit of %zu", n, h->max_body);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static void health(coord_http_call *x)
+{
+	const coord *c = x->h->c;
+	char body[512];
+	int live_total = 0;
+	for (int m = 0; m < c->n_models; m++) {
+		int live = 0;
+		for (int i = 0; i < c->n_groups; i++) {
+			const coord_group *g = c->groups[i];
+			live += g->model == m && !g->lost && !g->draining;
+		}
+		if (!live) {
+			char name[80];
+			/* model names are the operator's; keep the JSON simple and valid */
+			size_t k = 0;
+			for (const char *p = c->models[m].name; *p && k + 1 < sizeof name; p++)
+				name[k++] = (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20) ? '_' : *p;
+			name[k] = 0;
+			int n = snprintf(body, sizeof body,
+					 "{\"status\":\"unavailable\",\"reason\":\"model %s has no live node group\"}\n",
+					 name);
+			coord_http_respond(x, 503, "application/json", body, (size_t)n, NULL);
+			return;
+		}
+		live_total += live;
+	}
+	int n = snprintf(body, sizeof body, "{\"status\":\"ok\",\"live_groups\":%d}\n", live_total);
+	coord_http_respond(x, 200, "application/json", body, (size_t)n, NULL);
+}
+
+static void metrics(coord_http_call *x)
+{
+	coord_bytes b = {0};
+	if (coord_metrics_render(x->h->c, &b))
+		coord_oai_error(x, 500, "server_error", NULL, NULL, "out of memory");
+	else
+		coord_http_respond(x, 200, "text/plain; version=0.0.4; charset=utf-8", b.p, b.n, NULL);
+	free(b.p);
+}
+
+static void dispatch(coord_http_call *x)
+{
+	coord *c = x->h->c;
+	switch (x->route) {
+	case R_HEALTH: health(x); break;
+	case R_METRICS: metrics(x); break;
+	case R_MODELS: coord_oai_handle(c, x, COORD_OAI_MODELS, NULL, NULL, 0); break;
+	case R_MODEL: coord_oai_handle(c, x, COORD_OAI_MODEL, x->arg, NULL, 0); break;
+	case R_COMPLETIONS: coord_oai_handle(c, x, COORD_OAI_COMPLETIONS, NULL, x->body.p, x->body.n); break;
+	case R_CHAT: coord_oai_handle(c, x, COORD_OAI_CHAT, NULL, x->body.p, x->body.n); break;
+	}
+	/* the body is not needed any more: a long stream should not hold it */
+	free(x->body.p);
+	x->body = (coord_bytes){0};
+}
+
+/* --- MHD callbacks ---------------------------------------------------------- */
+
+static coord_http_call *call_new(coord_http *h, struct MHD_Connection *conn)
+{
+	coord_http_call *x = calloc(1, sizeof *x);
+	if (!x)
+		return NULL;
+	x->h = h;
+	x->conn = conn;
+	x->t_start = sl_now();
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	x->fd = ci ? ci->connect_fd : -1;
+	x->next = h->calls;
+	if (h->calls)
+		h->calls->prev = x;
+	h->calls = x;
+	return x;
+}
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url,
+				 const char *method, const char *version, const char *upload,
+				 size_t *upload_size, void **con_cls)
+{
+	coord_http *h = cls;
+	coord_http_call *x = *con_cls;
+	if (!x) {
+		if (!(x = call_new(h, conn)))
+			return MHD_NO;
+		*con_cls = x;
+		x->in_handler = 1;
+		if (first_call(x, url, method))
+			x->handled = 1;
+		x->in_handler = 0;
+		return MHD_YES;
+	}
+	if (*upload_size) {
+		size_t n = *upload_size;
+		*upload_size = 0;
+		if (x->handled)
+			return MHD_YES;
+		/* a chunked body past the limit, or one that trickles in: there is
+		 * no answering in the middle of an upload, so hang up */
+		if (x->body.n + n > h->max_body) {
+			SL_DEBUG("http", "closing a connection: body over %zu bytes", h->max_body);
+			return MHD_NO;
+		}
+		if (sl_now() - x->t_start > h->body_timeout_s) {
+			SL_DEBUG("http", "closing a connection: body not complete in %.0f s", h->body_timeout_s);
+			return MHD_NO;
+		}
+		return coord_bytes_add(&x->body, upload, n) ? MHD_NO : MHD_YES;
+	}
+	enum MHD_Result ret = MHD_YES;
+	x->in_handler = 1;
+	if (x->abort) {
+		ret = MHD_NO;
+	} else if (x->pending) {
+		if (MHD_queue_response(conn, (unsigned)x->pending_status, x->pending) != MHD_YES)
+			ret = MHD_NO;
+		MHD_destroy_response(x->pending);
+		x->pending = NULL;
+	} else if (!x->handled) {
+		x->handled = 1;
+		dispatch(x);
+		if (x->abort)
+			ret = MHD_NO;
+	} else if (x->waiting && !x->suspended) { /* resumed with nothing to send yet */
+		x->suspended = 1;
+		MHD_suspend_connection(conn);
+	}
+	x->in_handler = 0;
+	return ret;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	coord_http *h = cls;
+	coord_http_call *x = *con_cls;
+	if (!x)
+		return;
+	*con_cls = NULL;
+	/* 499: the client left before an answer (nginx's convention) */
+	coord_metrics_http(&h->c->metrics, ROUTES[x->route].path, x->status ? x->status : 499);
+	if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && x->app)
+		SL_DEBUG("http", "%s: connection ended before its answer was complete (%d)",
+			 ROUTES[x->route].path, (int)toe);
+	coord_oai_call_free(h->c, x->app);
+	if (x->pending)
+		MHD_destroy_response(x->pending);
+	if (x->prev)
+		x->prev->next = x->next;
+	else
+		h->calls = x->next;
+	if (x->next)
+		x->next->prev = x->prev;
+	free(x->body.p);
+	free(x->out.p);
+	free(x);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_ctx,
+			  enum MHD_ConnectionNotificationCode code)
+{
+	coord_http *h = cls;
+	h->n_connections += code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1;
+}
+
+static void on_log(void *cls, const char *fmt, va_list ap)
+{
+	char buf[512];
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	buf[strcspn(buf, "\n")] = 0;
+	SL_DEBUG("http", "mhd: %s", buf);
+}
+
+/* --- life cycle --------------------------------------------------------------- */
+
+/* HOST:PORT or [V6HOST]:PORT; PORT * or 0: any free one. */
+static int listen_socket(const char *bind_to, int *fd_out, char *addr, size_t addrlen, char *err,
+			 size_t errlen)
+{
+	char host[128], port[16];
+	const char *colon = strrchr(bind_to, ':');
+	if (!colon || colon == bind_to || !colon[1] || (size_t)(colon - bind_to) >= sizeof host ||
+	    strlen(colon + 1) >= sizeof port)
+		return sl_errf(err, errlen, SL_EINVAL, "--http-bind '%s': give HOST:PORT (127.0.0.1:8000)", bind_to);
+	snprintf(host, sizeof host, "%.*s", (int)(colon - bind_to), bind_to);
+	snprintf(port, sizeof port, "%s", strcmp(colon + 1, "*") ? colon + 1 : "0");
+	if (host[0] == '[' && host[strlen(host) - 1] == ']') {
+		memmove(host, host + 1, strlen(host));
+		host[strlen(host) - 1] = 0;
+	}
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+				 .ai_flags = AI_PASSIVE | AI_NUMERICSERV}, *ai = NULL;
+	int rc = getaddrinfo(host, port, &hints, &ai);
+	if (rc)
+		return sl_errf(err, errlen, SL_EINVAL, "--http-bind '%s': %s", bind_to, gai_strerror(rc));
+	int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+	if (fd >= 0) {
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+		if (ai->ai_family == AF_INET6)
+			setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+	}
+	if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) || listen(fd, 1024)) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		freeaddrinfo(ai);
+		return sl_errf(err, errlen, SL_ECOMM, "cannot listen on %s: %s", bind_to, strerror(e));
+	}
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	char h[INET6_ADDRSTRLEN] = "?", p[16] = "?";
+	if (!getsockname(fd, (struct sockaddr *)&ss, &sl))
+		getnameinfo((struct sockaddr *)&ss, sl, h, sizeof h, p, sizeof p, NI_NUMERICHOST | NI_NUMERICSERV);
+	snprintf(addr, addrlen, ai->ai_family == AF_INET6 ? "[%s]:%s" : "%s:%s", h, p);
+	freeaddrinfo(ai);
+	*fd_out = fd;
+	return SL_OK;
+}
+
+static int load_key(coord_http *h, const char *path, char *err, size_t errlen)
+{
+	char *key;
+	size_t n;
+	int rc = sl_read_file(path, &key, &n, err, errlen);
+	if (rc)
+		return rc;
+	while (n && strchr(" \t\r\n", key[n - 1]))
+		key[--n] = 0;
+	if (n == 0 || strpbrk(key, "\r\n")) {
+		free(key);
+		return sl_errf(err, errlen, SL_EINVAL, "--api-key-file %s: want one key on one line", path);
+	}
+	h->api_key = key;
+	h->api_key_len = n;
+	return SL_OK;
+}
+
+int coord_http_create(coord *c, const coord_opts *o, coord_http **out, char *err, size_t errlen)
+{
+	coord_http *h = calloc(1, sizeof *h);
+	int fd = -1;
+	if (!h)
+		return sl_errf(err, errlen, SL_ENOMEM, "out of memory");
+	h->c = c;
+	h->max_body = (size_t)o->http_max_body_bytes;
+	h->body_timeout_s = o->http_body_timeout_s;
+	int rc = o->api_key_file ? load_key(h, o->api_key_file, err, errlen) : SL_OK;
+	if (!rc)
+		rc = listen_socket(o->http_bind, &fd, h->address, sizeof h->address, err, errlen);
+	if (!rc) {
+		h->d = MHD_start_daemon(
+			MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+			on_access, h, MHD_OPTION_LISTEN_SOCKET, fd,
+			MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->http_max_connections,
+			MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->http_idle_timeout_s,
+			MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_MEMORY_PER_CONNECTION,
+			MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+			MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
+			MHD_OPTION_EXTERNAL_LOGGER, on_log, h, MHD_OPTION_END);
+		if (!h->d) {
+			close(fd);
+			rc = sl_errf(err, errlen, SL_ECOMM, "libmicrohttpd did not start on %s (epoll?)", h->address);
+		}
+	}
+	if (rc) {
+		coord_http_destroy(h);
+		return rc;
+	}
+	SL_INFO("coord", "HTTP API on http://%s (%d connections, %d s idle, %zu-byte bodies%s)", h->address,
+		o->http_max_connections, o->http_idle_timeout_s, h->max_body,
+		h->api_key ? ", API key required" : "");
+	*out = h;
+	return SL_OK;
+}
+
+int coord_http_fd(const coord_http *h)
+{
+	const union MHD_DaemonInfo *i = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_EPOLL_FD);
+	return i ? i->epoll_fd : -1;
+}
+
+int coord_http_timeout_ms(coord_http *h, int cap)
+{
+	MHD_UNSIGNED_LONG_LONG t;
+	if (MHD_get_timeout(h->d, &t) == MHD_YES && t < (MHD_UNSIGNED_LONG_LONG)cap)
+		return (int)t;
+	return cap;
+}
+
+void coord_http_run(coord_http *h) { MHD_run(h->d); }
+
+/* 1 when the client of a suspended exchange has closed its end. */
+static int peer_closed(const coord_http_call *x)
+{
+	char b;
+	if (x->fd < 0)
+		return 0;
+	ssize_t k = recv(x->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	return k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+void coord_http_tick(coord_http *h)
+{
+	if (!h)
+		return;
+	for (coord_http_call *x = h->calls; x; x = x->next) {
+		if (!x->suspended || x->abort || !peer_closed(x))
+			continue;
+		SL_INFO("coord", "HTTP client of %s left; cancelling its request(s)", ROUTES[x->route].path);
+		coord_oai_call_free(h->c, x->app);
+		x->app = NULL;
+		x->abort = 1;
+		wake(x);
+	}
+}
+
+void coord_http_destroy(coord_http *h)
+{
+	if (!h)
+		return;
+	if (h->d) {
+		/* answers already written (the requests ended before this) get a
+		 * moment to leave; then every exchange still open is cut */
+		double until = sl_now() + HTTP_FLUSH_S;
+		for (;;) {
+			int busy = 0;
+			for (coord_http_call *x = h->calls; x; x = x->next)
+				busy |= x->pending || (x->sse && (x->out.n > x->out_off || !x->sse_end));
+			if (!busy || sl_now() > until)
+				break;
+			MHD_run_wait(h->d, 10);
+		}
+		for (coord_http_call *x = h->calls; x; x = x->next) {
+			coord_oai_call_free(h->c, x->app);
+			x->app = NULL;
+			x->abort = 1;
+			wake(x);
+		}
+		MHD_run(h->d);
+		MHD_stop_daemon(h->d);
+	}
+	free(h->api_key);
+	free(h);
+}
