@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "block_hash.h"
 #include "kv.h"
 #include "plan.h"
 #include "sl.h"
@@ -23,6 +24,12 @@ typedef struct seq {
 	int n_generated;
 	node_seq_state state;
 	kv_table kv;
+	/* prefix cache: off for requests that want prompt logits (every
+	 * prompt row must be computed) and when the engine's cache is off */
+	int cacheable;
+	int n_published;      /* leading blocks of kv published (or acquired) */
+	uint64_t *bhash;      /* [n_bhash] chain hashes of its full blocks of tokens */
+	int n_bhash, cap_bhash;
 	/* with req.sampling wanting log-probs: per generated token */
 	int n_top;            /* alternatives per token: kern_top_logprobs */
 	int lp_cap;
@@ -59,6 +66,9 @@ struct node_engine {
 	int max_blocks;       /* blocks of a full-context sequence */
 	int *order;           /* [cap_seqs] running sequences in arrival order */
 	int *want;            /* [cap_seqs] tokens each running sequence asks for this step */
+	int *from;            /* [cap_seqs] where its tokens start: n_cached, or for one
+			       * without blocks the cached prefix it would start from */
+	int prefix_cache;     /* reuse and publish full blocks (node_engine_set_prefix_cache) */
 	node_stats stats;
 	step_scratch w;
 	node_stepper *stepper;
@@ -117,6 +127,7 @@ int node_engine_create(model *m, node_engine **out, char *err, size_t errlen)
 	if (!e)
 		return sl_errf(err, errlen, SL_ENOMEM, "out of memory");
 	e->m = m;
+	e->prefix_cache = 1;
 	int rc = kv_pool_create(m->opts.n_kv_blocks, m->opts.block_tokens, &e->pool);
 	if (!rc)
 		rc = alloc_scratch(e);
@@ -141,7 +152,8 @@ static void release_seq(node_engine *e, seq *s)
 	free(s->lp);
 	free(s->lp_ids);
 	free(s->lp_top);
-	s->tokens = NULL, s->lp = NULL, s->lp_ids = NULL, s->lp_top = NULL;
+	free(s->bhash);
+	s->tokens = NULL, s->lp = NULL, s->lp_ids = NULL, s->lp_top = NULL, s->bhash = NULL;
 	s->used = 0;
 }
 
@@ -155,6 +167,7 @@ void node_engine_destroy(node_engine *e)
 	free(e->seqs);
 	free(e->order);
 	free(e->want);
+	free(e->from);
 	node_stepper_destroy(e->stepper);
 	kv_pool_destroy(e->pool);
 	free_scratch(&e->w);
@@ -238,6 +251,10 @@ static seq *new_slot(node_engine *e)
 		if (!nw)
 			return NULL;
 		e->want = nw;
+		int *nf = realloc(e->from, sizeof(int) * cap);
+		if (!nf)
+			return NULL;
+		e->from = nf;
 		e->cap_seqs = cap;
 	}
 	return &e->seqs[e->n_seqs++];
@@ -256,6 +273,7 @@ int node_engine_add(node_engine *e, const node_request *r, int *id, char *err, s
 	s->id = e->next_id++;
 	s->req = *r;
 	s->n_top = kern_top_logprobs(&r->sampling, e->m->cfg.vocab_size);
+	s->cacheable = e->prefix_cache && !r->prompt_logits;
 	for (int i = 0; i < r->n_prompt; i++)
 		if (push_token(s, r->prompt[i])) {
 			release_seq(e, s);
@@ -283,6 +301,55 @@ static int running_in_order(node_engine *e)
 	return n;
 }
 
+/* s's chain hashes (common/block_hash.h) for its first n full blocks,
+ * extended as its tokens grow (an allocation only when the list grows,
+ * like the token list); NULL when out of memory. */
+static const uint64_t *seq_hashes(node_engine *e, seq *s, int n)
+{
+	if (n > s->cap_bhash) {
+		int cap = s->cap_bhash ? s->cap_bhash : 16;
+		while (cap < n)
+			cap *= 2;
+		uint64_t *nh = realloc(s->bhash, sizeof(uint64_t) * cap);
+		if (!nh)
+			return NULL;
+		s->bhash = nh;
+		s->cap_bhash = cap;
+	}
+	if (n > s->n_bhash) {
+		sl_block_hashes(s->tokens, kv_pool_block_tokens(e->pool), s->n_bhash, n, s->bhash);
+		s->n_bhash = n;
+	}
+	return s->bhash;
+}
+
+/* Where s's uncached tokens start: n_cached once it holds blocks. One
+ * without blocks (new, or preempted) would start after the longest
+ * prefix the cache holds now, in whole blocks and never its last token,
+ * whose logits it needs (a prompt that is cached whole recomputes its
+ * last block). Probed only: reserve_for takes the blocks. */
+static int start_of(node_engine *e, seq *s)
+{
+	if (s->kv.n > 0 || !s->cacheable)
+		return s->n_cached;
+	int bt = kv_pool_block_tokens(e->pool), n = (s->n_tokens - 1) / bt;
+	const uint64_t *h = n > 0 ? seq_hashes(e, s, n) : NULL;
+	return h ? kv_cache_match(e->pool, h, s->tokens, n) * bt : 0;
+}
+
+/* Publish s's blocks that the step just filled: full, K/V written. */
+static void publish(node_engine *e, seq *s)
+{
+	int full = s->n_cached / kv_pool_block_tokens(e->pool);
+	if (!s->cacheable || full <= s->n_published)
+		return;
+	const uint64_t *h = seq_hashes(e, s, full);
+	if (!h) /* out of memory: they stay private, nothing else changes */
+		return;
+	kv_cache_publish(e->pool, &s->kv, h, s->tokens, s->n_published, full);
+	s->n_published = full;
+}
+
 /* History entries s's sample row may need: one per distinct token it
  * knows, bounded by its length and the vocabulary; 0 without penalties. */
 static int hist_bound(const node_engine *e, const seq *s)
@@ -300,12 +367,14 @@ static void plan_budget(node_engine *e, int n_run, int *want)
 {
 	int T = e->m->opts.step_tokens, R = e->m->opts.max_rows, S = e->m->opts.max_seqs;
 	int H = e->m->opts.max_hist, n_tok = 0, n_rows = 0, ns = 0, n_hist = 0;
-	for (int k = 0; k < n_run; k++)
+	for (int k = 0; k < n_run; k++) {
 		want[k] = 0;
+		e->from[k] = start_of(e, &e->seqs[e->order[k]]);
+	}
 	for (int pass = 0; pass < 2; pass++)
 		for (int k = 0; k < n_run && n_tok < T && n_rows < R && ns < S; k++) {
 			seq *s = &e->seqs[e->order[k]];
-			int t = s->n_tokens - s->n_cached;
+			int left = s->n_tokens - e->from[k], t = left;
 			if ((t == 1) != (pass == 0))
 				continue;
 			t = t < T - n_tok ? t : T - n_tok;
@@ -315,7 +384,7 @@ static void plan_budget(node_engine *e, int n_run, int *want)
 			/* a chunk that reaches the last known token samples, and its
 			 * history must fit: else it stops one short (or, a decode,
 			 * sits out); the oldest always fits (max_hist >= one sequence) */
-			int hist = t == s->n_tokens - s->n_cached ? hist_bound(e, s) : 0;
+			int hist = t == left ? hist_bound(e, s) : 0;
 			if (n_hist + hist > H) {
 				if (t == 1)
 					continue;
@@ -336,8 +405,9 @@ static void plan_budget(node_engine *e, int n_run, int *want)
  * tokens it goes on to generate are the ones it would have. */
 static void preempt(node_engine *e, seq *s)
 {
-	kv_table_release(e->pool, &s->kv);
+	kv_table_release(e->pool, &s->kv); /* its published blocks stay cached, idle */
 	s->n_cached = 0;
+	s->n_published = 0;
 	e->stats.preemptions++;
 }
 
@@ -348,6 +418,29 @@ static int newest_holder(const node_engine *e, int k, int n_run)
 		if (e->seqs[e->order[v]].kv.n > 0)
 			return v;
 	return -1;
+}
+
+/* A sequence without blocks starts: it takes its cached prefix (at most
+ * what plan_budget probed; blocks that older sequences evicted since
+ * leave a shorter hit, and the same want[k] tokens then stop short of
+ * the end) and reserves blocks for want[k] tokens after it. All or
+ * nothing: 0 when the chunk does not fit, holding no blocks. */
+static int start(node_engine *e, seq *s, int from, int want)
+{
+	int bt = kv_pool_block_tokens(e->pool), hit = 0;
+	if (from >= bt)
+		hit = kv_cache_acquire(e->pool, &s->kv, s->bhash, s->tokens, from / bt);
+	if (kv_table_reserve(e->pool, &s->kv, hit * bt + want)) {
+		kv_table_release(e->pool, &s->kv); /* the hit goes back to the cache */
+		return 0;
+	}
+	s->n_cached = hit * bt;
+	s->n_published = hit;
+	if (s->cacheable) {
+		e->stats.prefix_queried_tokens += s->n_tokens;
+		e->stats.prefix_hit_tokens += s->n_cached;
+	}
+	return want;
 }
 
 /* Reserve KV for want[k] tokens of sequence k; returns the tokens it may
@@ -362,7 +455,7 @@ static int reserve_for(node_engine *e, int k, int n_run, int *want, int *closed)
 {
 	seq *s = &e->seqs[e->order[k]];
 	if (s->kv.n == 0) {
-		if (*closed || kv_table_reserve(e->pool, &s->kv, s->n_cached + want[k])) {
+		if (*closed || start(e, s, e->from[k], want[k]) == 0) {
 			*closed = 1;
 			return 0;
 		}
@@ -574,6 +667,7 @@ static int apply_step(node_engine *e, const node_plan *p)
 				       w->logits + (size_t)row * V, sizeof(float) * V);
 		}
 		s->n_cached += w->q_len[k];
+		publish(e, s);
 		int si = w->sample_of[k];
 		if (si >= 0 && finish_seq(e, s, w->sampled[si], si))
 			return SL_ENOMEM;
@@ -744,3 +838,32 @@ int node_engine_blocks_wanted(const node_engine *e)
 int node_engine_total_blocks(const node_engine *e) { return kv_pool_blocks(e->pool); }
 int node_engine_blocks_for(const node_engine *e, int n_tokens) { return kv_blocks_for(e->pool, n_tokens); }
 const model_config *node_engine_config(const node_engine *e) { return &e->m->cfg; }
+
+void node_engine_set_prefix_cache(node_engine *e, int on) { e->prefix_cache = on != 0; }
+
+void node_engine_cache_stats(const node_engine *e, node_cache_stats *out)
+{
+	kv_cache_counts c;
+	kv_cache_counts_get(e->pool, &c);
+	*out = (node_cache_stats){.enabled = e->prefix_cache,
+				  .queried_tokens = e->stats.prefix_queried_tokens,
+				  .hit_tokens = e->stats.prefix_hit_tokens, .evictions = c.evictions,
+				  .cached_blocks = c.cached_blocks, .idle_blocks = c.idle_blocks};
+}
+
+void node_engine_flush_cache(node_engine *e) { kv_cache_flush(e->pool); }
+
+int node_engine_check_pool(const node_engine *e, char *err, size_t errlen)
+{
+	return kv_pool_check(e->pool, err, errlen);
+}
+
+int node_engine_cache_events_enable(node_engine *e) { return kv_cache_events_enable(e->pool); }
+void node_engine_cache_events_resync(node_engine *e) { kv_cache_events_resync(e->pool); }
+int node_engine_cache_events_pending(const node_engine *e) { return kv_cache_events_pending(e->pool); }
+
+void node_engine_cache_events_take(node_engine *e, const uint64_t **stored, int *n_stored,
+				   const uint64_t **evicted, int *n_evicted, int *reset)
+{
+	kv_cache_events_take(e->pool, stored, n_stored, evicted, n_evicted, reset);
+}

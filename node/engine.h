@@ -19,6 +19,16 @@
  * so every step makes progress. A finished sequence frees its blocks at
  * once; which requests enter the engine, and when, is node/scheduler.c's
  * business.
+ *
+ * Prefix caching (on unless node_engine_set_prefix_cache turns it off;
+ * node/kv.h, docs/scheduling.md): after each step the full blocks it
+ * completed are published; a sequence starting without blocks (new, or
+ * preempted) takes the longest cached run of its leading full blocks,
+ * never its last token, and prefills only the rest. Freed published
+ * blocks stay cached until the pool needs them and count as free. The
+ * plan needs nothing new: reused blocks are in the block tables and the
+ * chunk starts at the first uncached position. Requests that want prompt
+ * logits bypass the cache (every prompt row must be computed).
  */
 #ifndef NODE_ENGINE_H
 #define NODE_ENGINE_H
@@ -69,7 +79,19 @@ typedef struct node_stats {
 	long prefill_tokens, decode_tokens;
 	double prefill_s, decode_s;     /* wall time of steps that held prefill / only decode */
 	long preemptions;               /* sequences whose KV blocks were taken back */
+	long prefix_queried_tokens;     /* tokens of sequences that started (or restarted
+					 * after preemption) with the prefix cache on */
+	long prefix_hit_tokens;         /* of those, taken from the cache */
 } node_stats;
+
+/* The prefix cache's state (node/kv.h counts blocks). */
+typedef struct node_cache_stats {
+	int enabled;
+	long queried_tokens, hit_tokens;  /* as node_stats */
+	long evictions;                   /* cached blocks evicted (reused for others) */
+	int cached_blocks;                /* published blocks held, referenced or idle */
+	int idle_blocks;                  /* of those, unreferenced (evictable, counted free) */
+} node_cache_stats;
 
 int node_engine_create(model *m, node_engine **out, char *err, size_t errlen);
 void node_engine_destroy(node_engine *e);
@@ -115,5 +137,21 @@ int node_engine_blocks_wanted(const node_engine *e);
 /* KV blocks a sequence of n_tokens holds at most. */
 int node_engine_blocks_for(const node_engine *e, int n_tokens);
 const model_config *node_engine_config(const node_engine *e);
+
+/* Prefix caching on (default) or off; before the first request. */
+void node_engine_set_prefix_cache(node_engine *e, int on);
+void node_engine_cache_stats(const node_engine *e, node_cache_stats *out);
+/* Evict every idle cached block: the pool is then as if fresh (tests). */
+void node_engine_flush_cache(node_engine *e);
+/* The KV pool's invariants (kv_pool_check): no block lost, none freed twice. */
+int node_engine_check_pool(const node_engine *e, char *err, size_t errlen);
+/* Hash events for a router (kv_cache_events_* in node/kv.h): enable once
+ * (the first take is then a snapshot), resync to make the next take a
+ * snapshot (a new coordinator session), take after each step. */
+int node_engine_cache_events_enable(node_engine *e);
+void node_engine_cache_events_resync(node_engine *e);
+int node_engine_cache_events_pending(const node_engine *e);
+void node_engine_cache_events_take(node_engine *e, const uint64_t **stored, int *n_stored,
+				   const uint64_t **evicted, int *n_evicted, int *reset);
 
 #endif
