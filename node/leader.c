@@ -2,6 +2,10 @@
  * leader.c — the node group leader's serving loop (see leader.h).
  * Handlers by message type: on_ack, on_enqueue, on_cancel, on_drain,
  * on_reregister; timers for heartbeats, registration and coordinator loss.
+ * Every Load it sends (heartbeats, and the one in each TokenBatch) carries
+ * the prefix cache's counters and the block hashes cached and evicted
+ * since the previous one, so the coordinator's picture of the cache
+ * (coordinator/route.c) is at most one message old.
  */
 #include "leader.h"
 
@@ -22,6 +26,10 @@
 
 #define LEADER_MAX_MSG (64 << 20)   /* largest message taken from the coordinator */
 #define LEADER_DEAD_INTERVALS 3
+/* Hashes per Load, at most: bounds a snapshot of a huge cache (8 MiB) far
+ * below the coordinator's message limit; a router missing some of a
+ * snapshot only routes worse. Per-step events are far fewer. */
+#define LEADER_MAX_CACHE_EVENTS (1 << 20)
 
 typedef struct leader {
 	const node_leader_opts *o;
@@ -62,6 +70,7 @@ static int send_msg(leader *l, Shardline__Node__NodeMsg *m)
 	int e = 0;
 	if (sl_wire_send(l->sock, NULL, 0, &m->base, &e)) {
 		SL_WARN("leader", "send to the coordinator failed: %s", zmq_strerror(e));
+		node_engine_cache_events_resync(l->e); /* hash events may be lost: start over */
 		return SL_ECOMM;
 	}
 	return SL_OK;
@@ -84,6 +93,8 @@ static int open_socket(leader *l, char *err, size_t errlen)
 	return SL_OK;
 }
 
+/* The load, the cache's counters and its events since the last Load
+ * (taken: the caller sends ld before the next engine step). */
 static void fill_load(leader *l, Shardline__Node__Load *ld)
 {
 	int running, waiting, kv_free;
@@ -93,6 +104,25 @@ static void fill_load(leader *l, Shardline__Node__Load *ld)
 	ld->waiting = waiting;
 	ld->kv_free = kv_free;
 	ld->draining = l->draining;
+	node_cache_stats cs;
+	node_engine_cache_stats(l->e, &cs);
+	if (!cs.enabled)
+		return;
+	ld->has_cache_queried_tokens = ld->has_cache_hit_tokens = ld->has_cache_evictions = 1;
+	ld->has_cache_blocks = 1;
+	ld->cache_queried_tokens = cs.queried_tokens;
+	ld->cache_hit_tokens = cs.hit_tokens;
+	ld->cache_evictions = cs.evictions;
+	ld->cache_blocks = cs.cached_blocks;
+	const uint64_t *stored, *evicted;
+	int n_stored, n_evicted, reset;
+	node_engine_cache_events_take(l->e, &stored, &n_stored, &evicted, &n_evicted, &reset);
+	ld->has_cache_reset = reset;
+	ld->cache_reset = reset != 0;
+	ld->n_cache_stored = n_stored < LEADER_MAX_CACHE_EVENTS ? n_stored : LEADER_MAX_CACHE_EVENTS;
+	ld->cache_stored = (uint64_t *)stored;
+	ld->n_cache_evicted = n_evicted < LEADER_MAX_CACHE_EVENTS ? n_evicted : LEADER_MAX_CACHE_EVENTS;
+	ld->cache_evicted = (uint64_t *)evicted;
 }
 
 static void send_register(leader *l)
@@ -114,6 +144,8 @@ static void send_register(leader *l)
 	r.vocab_size = m->cfg.vocab_size;
 	r.max_running = l->o->max_running;
 	r.max_waiting = l->o->max_waiting;
+	r.has_prefix_cache = 1;
+	r.prefix_cache = !l->o->no_prefix_cache;
 	Shardline__Node__NodeMsg msg = SHARDLINE__NODE__NODE_MSG__INIT;
 	msg.msg_case = SHARDLINE__NODE__NODE_MSG__MSG_REGISTER;
 	msg.register_ = &r;
@@ -194,9 +226,12 @@ static void on_ack(leader *l, const Shardline__Node__RegisterAck *a)
 	}
 	if (a->has_heartbeat_ms && a->heartbeat_ms >= 10 && a->heartbeat_ms <= 60000)
 		l->hb_ms = (int)a->heartbeat_ms;
-	if (!l->registered)
+	if (!l->registered) {
 		SL_INFO("leader", "registered with %s as group %u (model %s, heartbeat %d ms)",
 			l->o->coordinator, a->group_id, l->o->model_name, l->hb_ms);
+		/* a new session knows none of our cache: the next Load tells all */
+		node_engine_cache_events_resync(l->e);
+	}
 	l->registered = 1;
 	l->refused = 0;
 	l->reg_tries = 0;
@@ -340,6 +375,8 @@ static int step(leader *l, char *err, size_t errlen)
 	l->step++;
 	if (n > 0 && l->registered)
 		send_events(l, ev, n);
+	else if (l->registered && node_engine_cache_events_pending(l->e))
+		send_heartbeat(l); /* a prefill-only step cached blocks: tell the router now */
 	log_preemptions(l, 0);
 	return SL_OK;
 }
@@ -396,17 +433,29 @@ int node_leader_run(node_group *g, const node_leader_opts *o, char *err, size_t 
 	node_sched_opts so = {.max_running = eff.max_running, .max_waiting = eff.max_waiting,
 			      .policy = eff.batching};
 	int rc = node_engine_create(g->m, &l.e, err, errlen);
+	if (!rc) {
+		node_engine_set_prefix_cache(l.e, !o->no_prefix_cache);
+		if (!o->no_prefix_cache && node_engine_cache_events_enable(l.e))
+			rc = sl_errf(err, errlen, SL_ENOMEM, "prefix cache events: out of memory");
+	}
 	if (!rc)
 		rc = node_sched_create(l.e, &so, &l.s, err, errlen);
 	if (!rc && !(l.ctx = zmq_ctx_new()))
 		rc = sl_errf(err, errlen, SL_ECOMM, "zmq_ctx_new failed");
 	if (!rc) {
 		SL_INFO("leader", "serving model %s for %s (tp %d x pp %d, %d KV blocks, up to %d running, "
-			"%s batching, %d tokens per step)", eff.model_name, eff.coordinator,
+			"%s batching, %d tokens per step, prefix cache %s)", eff.model_name, eff.coordinator,
 			g->m->shard.grid.tp, g->m->shard.grid.pp, node_engine_total_blocks(l.e), eff.max_running,
-			node_sched_policy_name(eff.batching), g->m->opts.step_tokens);
+			node_sched_policy_name(eff.batching), g->m->opts.step_tokens,
+			o->no_prefix_cache ? "off" : "on");
 		rc = serve(&l, err, errlen);
 		log_preemptions(&l, 1);
+		node_cache_stats cs;
+		node_engine_cache_stats(l.e, &cs);
+		if (cs.enabled)
+			SL_INFO("leader", "prefix cache: %ld of %ld prompt tokens reused, %ld blocks "
+				"evicted, %d cached", cs.hit_tokens, cs.queried_tokens, cs.evictions,
+				cs.cached_blocks);
 		if (rc && l.sock)
 			fail_all(&l, err);
 	}

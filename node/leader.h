@@ -31,6 +31,7 @@ typedef struct node_leader_opts {
 	int max_waiting;           /* requests held beyond those */
 	int min_step_ms;           /* pace engine steps (tests, demos); 0: off */
 	node_sched_policy batching; /* continuous (default) or simple */
+	int no_prefix_cache;       /* --no-prefix-cache: recompute every prompt whole */
 	volatile sig_atomic_t *stop; /* set by a signal handler: leave cleanly */
 } node_leader_opts;
 

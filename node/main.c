@@ -44,6 +44,7 @@ typedef struct node_args {
 	long max_seqs;          /* sequences per step; 0: the model's default */
 	node_sched_policy batching;
 	par_car_mode custom_ar; /* --custom-allreduce */
+	int no_prefix_cache;    /* --no-prefix-cache */
 } node_args;
 
 static void usage(FILE *f)
@@ -62,7 +63,7 @@ static void usage(FILE *f)
 		"                      --model-name NAME [--heartbeat-ms 1000] [--max-running N]\n"
 		"                      [--max-waiting 64] [--min-step-ms 0] [--kv-blocks N]\n"
 		"                      [--batching continuous|simple] [--no-continuous-batching]\n"
-		"                      [--max-seqs N] ...\n"
+		"                      [--max-seqs N] [--no-prefix-cache] ...\n"
 		"                      [--custom-allreduce auto|on|off]\n"
 		"Prints the generated ids of each prompt on its own stdout line; logs and\n"
 		"timings go to stderr. Several --prompt-ids run together in one batch.\n"
@@ -86,7 +87,11 @@ static void usage(FILE *f)
 		"full length (docs/scheduling.md).\n"
 		"--custom-allreduce: tensor-parallel all-reduces within one host on custom\n"
 		"kernels over peer memory (auto, default: where the GPUs allow; on: fail if\n"
-		"they cannot; off: NCCL only); SL_CUSTOM_AR=0/1 overrides (docs/parallel.md).\n");
+		"they cannot; off: NCCL only); SL_CUSTOM_AR=0/1 overrides (docs/parallel.md).\n"
+		"Prefix caching is on: full KV blocks stay cached after their sequence ends\n"
+		"(until the pool needs them) and a prompt that begins with cached blocks\n"
+		"prefills only the rest; --no-prefix-cache recomputes every prompt whole\n"
+		"(docs/scheduling.md).\n");
 }
 
 static int parse_args(int argc, char **argv, node_args *a, char *err, size_t errlen)
@@ -103,7 +108,7 @@ static int parse_args(int argc, char **argv, node_args *a, char *err, size_t err
 		{"no-continuous-batching", 0, 0, 'N'}, {"max-seqs", 1, 0, 'Q'}, {"min-p", 1, 0, 0x101},
 		{"presence-penalty", 1, 0, 0x102}, {"frequency-penalty", 1, 0, 0x103},
 		{"repetition-penalty", 1, 0, 0x104}, {"logprobs", 1, 0, 0x105},
-		{"custom-allreduce", 1, 0, 0x106}, {0, 0, 0, 0}};
+		{"custom-allreduce", 1, 0, 0x106}, {"no-prefix-cache", 0, 0, 0x107}, {0, 0, 0, 0}};
 	*a = (node_args){.max_tokens = 32, .max_step_tokens = 2048, .block_tokens = 16,
 			 .top_p = 1.0, .dtype = -1, .mem_fraction = 0.9, .heartbeat_ms = 1000,
 			 .max_waiting = 64, .repetition = 1, .logprobs = -1};
@@ -156,6 +161,7 @@ static int parse_args(int argc, char **argv, node_args *a, char *err, size_t err
 			break;
 		case 0x105: rc = sl_parse_int("--logprobs", optarg, 0, KERN_MAX_TOP_LOGPROBS, &a->logprobs, err, errlen); break;
 		case 0x106: rc = par_car_parse_mode("--custom-allreduce", optarg, &a->custom_ar, err, errlen); break;
+		case 0x107: a->no_prefix_cache = 1; break;
 		case 'h': usage(stdout); exit(0);
 		default: return sl_errf(err, errlen, SL_EINVAL, "unknown option (see --help)");
 		}
@@ -191,8 +197,11 @@ static void print_tokens(const node_result *r)
 	}
 }
 
-static void print_timings(const node_stats *st)
+static void print_timings(const node_engine *e)
 {
+	const node_stats *st = node_engine_stats(e);
+	node_cache_stats cs;
+	node_engine_cache_stats(e, &cs);
 	double ms = st->decode_steps ? 1e3 * st->decode_s / st->decode_steps : 0;
 	fprintf(stderr, "prefill: %ld tokens in %.1f ms (%.1f tokens/s)\n", st->prefill_tokens,
 		1e3 * st->prefill_s, st->prefill_s > 0 ? st->prefill_tokens / st->prefill_s : 0);
@@ -202,6 +211,9 @@ static void print_timings(const node_stats *st)
 	if (st->preemptions)
 		fprintf(stderr, "kv: %ld sequences preempted and recomputed; more --kv-blocks avoids it\n",
 			st->preemptions);
+	if (cs.enabled)
+		fprintf(stderr, "prefix cache: %ld of %ld prompt tokens reused, %d blocks cached\n",
+			cs.hit_tokens, cs.queried_tokens, cs.cached_blocks);
 }
 
 /* Parse every prompt, sum the blocks they need, run them together. */
@@ -232,7 +244,7 @@ static int run(node_args *a, node_engine *e, model *m, char *err, size_t errlen)
 	for (int i = 0; !rc && i < n; i++)
 		print_tokens(&res[i]);
 	if (!rc)
-		print_timings(node_engine_stats(e));
+		print_timings(e);
 	for (int i = 0; i < n; i++) {
 		free((void *)reqs[i].prompt);
 		node_result_free(&res[i]);
@@ -258,8 +270,10 @@ static int lead(node_args *a, node_group *g, char *err, size_t errlen)
 {
 	node_engine *e = NULL;
 	int rc = node_engine_create(g->m, &e, err, errlen);
-	if (!rc)
+	if (!rc) {
+		node_engine_set_prefix_cache(e, !a->no_prefix_cache);
 		rc = run(a, e, g->m, err, errlen);
+	}
 	node_engine_destroy(e);
 	return rc;
 }
@@ -275,7 +289,8 @@ static int serve(node_args *a, node_group *g, char *err, size_t errlen)
 	node_leader_opts o = {.coordinator = a->coordinator, .model_name = a->model_name,
 			      .heartbeat_ms = (int)a->heartbeat_ms, .max_running = (int)a->max_running,
 			      .max_waiting = (int)a->max_waiting, .min_step_ms = (int)a->min_step_ms,
-			      .batching = a->batching, .stop = &g_stop};
+			      .batching = a->batching, .no_prefix_cache = a->no_prefix_cache,
+			      .stop = &g_stop};
 	return node_leader_run(g, &o, err, errlen);
 }
 
