@@ -16,6 +16,17 @@
  *   --mix uniform  prompt length uniform over the integers in
  *                  [L(1-s), L(1+s)], output length likewise around
  *                  --output-len, independently (s = --spread, 0.5);
+ *   --mix chat     multi-turn chat (prefix caching, docs/scheduling.md):
+ *                  each stream is a user holding a conversation of
+ *                  --turns turns, then starting another. Turn 1 is a
+ *                  system prompt shared by every user (--system-len ids,
+ *                  made from the seed) and a question; turn k is turn
+ *                  k-1's prompt, the answer it got (the ids that came
+ *                  back) and a new question. Questions are
+ *                  --question-len ids and answers --output-len tokens
+ *                  (both uniform +-spread); a conversation that would
+ *                  outgrow the groups' context starts over. Native
+ *                  protocol only (the answers' ids are needed).
  * prompt ids: BOS (1), then ids uniform in [3, --vocab) (no special ids).
  * Requests are greedy (--temperature 0) with ignore_eos, so every one
  * generates exactly its output length whatever a random model emits.
@@ -39,6 +50,10 @@
  *   tokens/s    every output token received / wall time (first submit to
  *               last Done);
  *   requests/s  requests finished by length, stop or EOS / wall time.
+ * With --mix chat also TTFT p50 / p99 per turn, and what the groups'
+ * prefix caches did during the run (from Status before and after):
+ * prompt tokens reused of those started, and the tokens the coordinator
+ * expected to be cached where it routed (routing accuracy).
  * Percentiles are exact over all samples: nearest rank on the sorted
  * values (p-th: the ceil(p/100 n)-th smallest). A second connection
  * samples the coordinator's Status every --status-ms during the run:
@@ -80,12 +95,14 @@
 #define LG_MAX_META 16
 #define LG_POLL_MS 10       /* loop tick: timers (status, progress, deadline) */
 #define LG_PROGRESS_S 10
+#define LG_MAX_TURNS 64     /* --turns */
 
 typedef struct lg_args {
 	const char *endpoint, *model, *out, *mix;
 	const char *http;         /* NULL: the native protocol */
 	long coord_pid;           /* 0: none */
 	long streams, requests, prompt_len, output_len, vocab, warmup, wait_s, timeout_s, status_ms;
+	long turns, system_len, question_len; /* --mix chat */
 	double spread, temperature;
 	uint64_t seed;
 	int honor_eos;
@@ -98,6 +115,9 @@ typedef struct lg_request {
 	int32_t *prompt;          /* [n_prompt] token ids, BOS first */
 	int n_prompt, max_tokens;
 	uint64_t seed;
+	int turn;                 /* --mix chat: 1-based turn of its conversation */
+	int32_t *answer;          /* --mix chat: the ids that came back */
+	int n_answer, cap_answer;
 	int sent, ended;
 	double t_submit, t_first, t_last, t_end; /* sl_now() seconds */
 	int n_tokens, n_chunks, first_tokens;    /* first_tokens: ids in the first Chunk */
@@ -113,6 +133,10 @@ typedef struct lg_stream {
 	lg_http *h;               /* --http */
 	int req;                  /* index of the request in flight, -1: idle */
 	uint64_t tag;
+	/* --mix chat: this user's conversation so far (the last prompt and its answer) */
+	int32_t *conv;
+	int n_conv, cap_conv, turn; /* turn: turns done in it */
+	uint64_t rng;
 } lg_stream;
 
 /* Status samples: engine occupancy during the run. */
@@ -170,13 +194,16 @@ static int make_request(lg_request *r, int n_prompt, int max_tokens, long vocab,
 	return SL_OK;
 }
 
-/* The measured workload, from the seed alone. */
+/* The measured workload, from the seed alone (--mix chat: made turn by
+ * turn as answers come back, chat_turn). */
 static int make_workload(const lg_args *a, lg_request **out)
 {
 	lg_request *w = calloc(a->requests, sizeof *w);
 	uint64_t rng = a->seed;
 	int rc = w ? SL_OK : SL_ENOMEM;
-	for (long i = 0; !rc && i < a->requests; i++) {
+	for (long i = 0; !rc && !strcmp(a->mix, "chat") && i < a->requests; i++)
+		w[i].seed = a->seed + (uint64_t)i;
+	for (long i = 0; !rc && strcmp(a->mix, "chat") && i < a->requests; i++) {
 		long p = draw_len(a, a->prompt_len, &rng), o = draw_len(a, a->output_len, &rng);
 		rc = make_request(&w[i], (int)p, (int)o, a->vocab, a->seed + (uint64_t)i, &rng);
 	}
@@ -199,8 +226,66 @@ static int make_warmup(const lg_args *a, lg_request **out)
 static void free_requests(lg_request *w, long n)
 {
 	for (long i = 0; w && i < n; i++)
-		free(w[i].prompt);
+		free(w[i].prompt), free(w[i].answer);
 	free(w);
+}
+
+static int is_chat(const lg_args *a) { return !strcmp(a->mix, "chat"); }
+
+/* Append n ids to a growable list. */
+static int ids_add(int32_t **v, int *len, int *cap, const int32_t *ids, int n)
+{
+	if (*len + n > *cap) {
+		int c = *cap ? *cap : 256;
+		while (c < *len + n)
+			c *= 2;
+		int32_t *nv = realloc(*v, sizeof(int32_t) * c);
+		if (!nv)
+			return SL_ENOMEM;
+		*v = nv, *cap = c;
+	}
+	memcpy(*v + *len, ids, sizeof(int32_t) * n);
+	*len += n;
+	return SL_OK;
+}
+
+/* --mix chat: the system prompt every conversation starts with (BOS, then
+ * ids from the seed alone, so every run shares it). */
+static int32_t *g_system;
+
+/* The next turn of stream s's user into request r: the conversation so
+ * far (prompt and answer of its last turn) and a new question; a new
+ * conversation after --turns turns, or when this one would no longer fit
+ * a context of max_pos. */
+static int chat_turn(const lg_args *a, lg_stream *s, lg_request *r, int max_pos)
+{
+	int q = (int)draw_len(a, a->question_len, &s->rng), o = (int)draw_len(a, a->output_len, &s->rng);
+	if (s->turn == 0 || s->turn >= a->turns || (max_pos > 0 && s->n_conv + q + o > max_pos)) {
+		s->n_conv = s->turn = 0;
+		if (ids_add(&s->conv, &s->n_conv, &s->cap_conv, g_system, (int)a->system_len))
+			return SL_ENOMEM;
+	}
+	for (int i = 0; i < q; i++) {
+		int32_t id = (int32_t)uniform(&s->rng, 3, a->vocab - 1);
+		if (ids_add(&s->conv, &s->n_conv, &s->cap_conv, &id, 1))
+			return SL_ENOMEM;
+	}
+	free(r->prompt);
+	if (!(r->prompt = malloc(sizeof(int32_t) * s->n_conv)))
+		return SL_ENOMEM;
+	memcpy(r->prompt, s->conv, sizeof(int32_t) * s->n_conv);
+	r->n_prompt = s->n_conv, r->max_tokens = o, r->turn = ++s->turn;
+	return SL_OK;
+}
+
+/* A turn ended: its answer joins the conversation; a failed turn ends it. */
+static int chat_answered(lg_stream *s, const lg_request *r, int ok)
+{
+	if (!ok) {
+		s->turn = 0;
+		return SL_OK;
+	}
+	return ids_add(&s->conv, &s->n_conv, &s->cap_conv, r->answer, r->n_answer);
 }
 
 /* The run: connections, the workload, where it has got to. */
@@ -214,6 +299,8 @@ typedef struct lg_run {
 	lg_vec itl_ms;
 	lg_load load;
 	int sample_load;
+	int max_pos;              /* the largest context of the groups (Status) */
+	int chat;                 /* this phase runs --mix chat conversations */
 	uint64_t status_tag;
 	int status_pending;
 	double t_start, t_end;
@@ -245,6 +332,8 @@ static int submit_next(lg_run *R, lg_stream *s, char *err, size_t errlen)
 	if (R->next >= R->n_reqs)
 		return SL_OK;
 	lg_request *r = &R->reqs[R->next];
+	if (R->chat && chat_turn(R->a, s, r, R->max_pos))
+		return sl_errf(err, errlen, SL_ENOMEM, "out of memory");
 	sl_gen_params p = {.model = R->a->model, .prompt_ids = r->prompt,
 			      .n_prompt_ids = r->n_prompt, .max_tokens = r->max_tokens,
 			      .temperature = (float)R->a->temperature, .seed = r->seed,
@@ -288,6 +377,9 @@ static int on_chunk(lg_run *R, lg_request *r, const sl_event *ev, double now)
 	r->n_tokens += k;
 	r->n_chunks++;
 	R->tokens += k;
+	if (R->chat && ev->token_ids &&
+	    ids_add(&r->answer, &r->n_answer, &r->cap_answer, ev->token_ids, k))
+		return SL_ENOMEM;
 	return SL_OK;
 }
 
@@ -337,8 +429,13 @@ static int drain_stream(lg_run *R, lg_stream *s, char *err, size_t errlen)
 		else if (ev.kind == SL_EV_CHUNK)
 			rc = on_chunk(R, &R->reqs[s->req], &ev, now);
 		else if (ev.kind == SL_EV_DONE || ev.kind == SL_EV_ERROR) {
-			on_end(R, &R->reqs[s->req], &ev, now);
-			rc = submit_next(R, s, err, errlen);
+			lg_request *r = &R->reqs[s->req];
+			long failed = R->failed;
+			on_end(R, r, &ev, now);
+			if (R->chat && chat_answered(s, r, R->failed == failed))
+				rc = sl_errf(err, errlen, SL_ENOMEM, "out of memory");
+			if (!rc)
+				rc = submit_next(R, s, err, errlen);
 		}
 		sl_event_release(&ev);
 	}
@@ -431,6 +528,7 @@ static int run_phase(lg_run *R, int ns, lg_request *reqs, long n, int sample_loa
 	zmq_pollitem_t items[LG_MAX_STREAMS + 1];
 	R->reqs = reqs, R->n_reqs = n, R->next = R->ended = R->failed = R->tokens = 0;
 	R->sample_load = sample_load;
+	R->chat = sample_load && is_chat(a); /* the measured phase; warm-up is never chat */
 	R->itl_ms.n = 0;
 	R->load = (lg_load){0};
 	items[ns] = (zmq_pollitem_t){sl_client_socket(R->ctl), 0, ZMQ_POLLIN, 0};
@@ -562,12 +660,37 @@ static lg_dist dist(double *v, size_t n)
 	return d;
 }
 
+/* What the groups' prefix caches did over the run: Status after less before. */
+typedef struct lg_cache {
+	int known;                /* a Status after the run came back */
+	long queried, hit, routed, evictions;
+} lg_cache;
+
 typedef struct lg_report {
 	double wall_s, tokens_per_s, requests_per_s;
 	double coord_cpu_s;       /* -1: not measured */
 	long ok, failed, unanswered, output_tokens, prompt_tokens;
 	lg_dist ttft_ms, itl_ms, tpot_ms, e2e_ms;
+	int n_turns;              /* --mix chat: TTFT of turn t in ttft_turn[t - 1] */
+	lg_dist ttft_turn[LG_MAX_TURNS];
+	lg_cache cache;
 } lg_report;
+
+/* Sum over the groups of after - before (a group new since counts whole). */
+static void cache_delta(const sl_event *before, const sl_event *after, lg_cache *c)
+{
+	*c = (lg_cache){.known = 1};
+	for (int i = 0; i < after->n_groups; i++) {
+		const sl_group_info *g = &after->groups[i], *b = NULL;
+		for (int k = 0; k < before->n_groups; k++)
+			if (before->groups[k].id == g->id)
+				b = &before->groups[k];
+		c->queried += g->cache_queried_tokens - (b ? b->cache_queried_tokens : 0);
+		c->hit += g->cache_hit_tokens - (b ? b->cache_hit_tokens : 0);
+		c->routed += g->routed_prefix_tokens - (b ? b->routed_prefix_tokens : 0);
+		c->evictions += g->cache_evictions - (b ? b->cache_evictions : 0);
+	}
+}
 
 static int summarize(lg_run *R, lg_report *o)
 {
@@ -608,6 +731,14 @@ static int summarize(lg_run *R, lg_report *o)
 	o->tpot_ms = dist(tpot, np);
 	o->e2e_ms = dist(e2e, ne);
 	o->itl_ms = dist(R->itl_ms.v, R->itl_ms.n);
+	for (int t = 1; R->chat && t <= R->a->turns; t++) {
+		nt = 0;
+		for (long i = 0; i < n; i++)
+			if (R->reqs[i].turn == t && R->reqs[i].n_chunks > 0)
+				ttft[nt++] = 1e3 * (R->reqs[i].t_first - R->reqs[i].t_submit);
+		o->ttft_turn[t - 1] = dist(ttft, nt);
+		o->n_turns = t;
+	}
 	free(ttft), free(tpot), free(e2e);
 	return SL_OK;
 }
@@ -620,9 +751,15 @@ static void print_report(const lg_run *R, const lg_report *o, const sl_event *st
 		printf("group %u %s: model %s, tp %d x pp %d, %d KV blocks of %d tokens, context %d\n",
 		       g->id, g->name, g->model, g->tp, g->pp, g->kv_blocks, g->block_tokens, g->max_pos);
 	}
-	printf("load: %ld streams, %ld requests, mix %s: prompt %ld, output %ld%s, seed %llu\n",
-	       a->streams, a->requests, a->mix, a->prompt_len, a->output_len,
-	       strcmp(a->mix, "uniform") ? "" : " (uniform +-spread)", (unsigned long long)a->seed);
+	if (R->chat)
+		printf("load: %ld users, %ld requests, chat: %ld turns, system prompt %ld, question "
+		       "%ld, answer %ld (uniform +-spread), seed %llu\n", a->streams, a->requests,
+		       a->turns, a->system_len, a->question_len, a->output_len,
+		       (unsigned long long)a->seed);
+	else
+		printf("load: %ld streams, %ld requests, mix %s: prompt %ld, output %ld%s, seed %llu\n",
+		       a->streams, a->requests, a->mix, a->prompt_len, a->output_len,
+		       strcmp(a->mix, "uniform") ? "" : " (uniform +-spread)", (unsigned long long)a->seed);
 	printf("%-18s %ld ok, %ld failed, %ld unanswered; %ld prompt + %ld output tokens in %.2f s\n",
 	       "requests", o->ok, o->failed, o->unanswered, o->prompt_tokens, o->output_tokens,
 	       o->wall_s);
@@ -637,6 +774,16 @@ static void print_report(const lg_run *R, const lg_report *o, const sl_event *st
 		printf("%-18s %8.1f %8.1f %8.1f %8.1f %8.1f  (%zu samples)\n", rows[i].name,
 		       rows[i].d->p50, rows[i].d->p90, rows[i].d->p99, rows[i].d->max, rows[i].d->mean,
 		       rows[i].d->n);
+	for (int t = 0; t < o->n_turns; t++)
+		printf("%-18s %8.1f %8.1f %8.1f %8.1f %8.1f  (%zu samples)\n",
+		       t == 0 ? "TTFT ms, turn 1" : "        turn", o->ttft_turn[t].p50,
+		       o->ttft_turn[t].p90, o->ttft_turn[t].p99, o->ttft_turn[t].max,
+		       o->ttft_turn[t].mean, o->ttft_turn[t].n);
+	if (o->cache.known)
+		printf("%-18s %ld of %ld prompt tokens reused (%.1f%%), %ld expected by the router, "
+		       "%ld blocks evicted\n", "prefix cache", o->cache.hit, o->cache.queried,
+		       o->cache.queried ? 100.0 * o->cache.hit / o->cache.queried : 0.0,
+		       o->cache.routed, o->cache.evictions);
 	if (o->coord_cpu_s >= 0)
 		printf("%-18s %.2f s over %.2f s wall: %.1f%% of one core\n", "coordinator CPU",
 		       o->coord_cpu_s, o->wall_s, o->wall_s > 0 ? 100 * o->coord_cpu_s / o->wall_s : 0);
@@ -728,20 +875,41 @@ static int write_json(const char *path, const lg_run *R, const lg_report *o, con
 	cJSON_AddNumberToObject(load, "queued_mean", L->queued / ns);
 	cJSON_AddNumberToObject(load, "queued_max", L->queued_max);
 	cJSON_AddItemToObject(j, "engine_load", load);
+	if (R->chat) {
+		cJSON *chat = cJSON_CreateObject(), *by = cJSON_CreateArray();
+		cJSON_AddNumberToObject(chat, "users", a->streams);
+		cJSON_AddNumberToObject(chat, "turns", a->turns);
+		cJSON_AddNumberToObject(chat, "system_len", a->system_len);
+		cJSON_AddNumberToObject(chat, "question_len", a->question_len);
+		for (int t = 0; t < o->n_turns; t++)
+			cJSON_AddItemToArray(by, dist_json(&o->ttft_turn[t]));
+		cJSON_AddItemToObject(chat, "ttft_ms_by_turn", by);
+		cJSON_AddItemToObject(j, "chat", chat);
+	}
+	if (o->cache.known) {
+		cJSON *pc = cJSON_CreateObject();
+		cJSON_AddNumberToObject(pc, "queried_tokens", (double)o->cache.queried);
+		cJSON_AddNumberToObject(pc, "hit_tokens", (double)o->cache.hit);
+		cJSON_AddNumberToObject(pc, "hit_rate", o->cache.queried ? (double)o->cache.hit / o->cache.queried : 0);
+		cJSON_AddNumberToObject(pc, "routed_prefix_tokens", (double)o->cache.routed);
+		cJSON_AddNumberToObject(pc, "evictions", (double)o->cache.evictions);
+		cJSON_AddItemToObject(j, "prefix_cache", pc);
+	}
 	/* per request, in workload order: one row of request_fields */
 	cJSON_AddItemToObject(j, "request_fields",
 			      cJSON_CreateStringArray((const char *[]){"prompt_tokens", "output_tokens",
 								       "submit_s", "ttft_ms", "e2e_ms",
 								       "finish", "coord_queue_ms",
-								       "coord_ttft_ms"}, 8));
+								       "coord_ttft_ms", "turn"}, 9));
 	for (long i = 0; i < R->n_reqs; i++) {
 		const lg_request *r = &R->reqs[i];
 		double row[] = {r->n_prompt, r->n_tokens,
 				r->sent ? round(1e6 * (r->t_submit - R->t_start)) / 1e6 : NAN,
 				r->n_chunks ? round(1e6 * (r->t_first - r->t_submit)) / 1e3 : NAN,
 				r->ended ? round(1e6 * (r->t_end - r->t_submit)) / 1e3 : NAN, r->finish,
-				round(1e3 * r->coord_queue_ms) / 1e3, round(1e3 * r->coord_ttft_ms) / 1e3};
-		cJSON_AddItemToArray(reqs, cJSON_CreateDoubleArray(row, 8));
+				round(1e3 * r->coord_queue_ms) / 1e3, round(1e3 * r->coord_ttft_ms) / 1e3,
+				r->turn};
+		cJSON_AddItemToArray(reqs, cJSON_CreateDoubleArray(row, 9));
 	}
 	cJSON_AddItemToObject(j, "per_request", reqs);
 	char *txt = cJSON_Print(j);
@@ -754,11 +922,33 @@ static int write_json(const char *path, const lg_run *R, const lg_report *o, con
 	return ok ? SL_OK : SL_EIO;
 }
 
+/* --mix chat: the shared system prompt, each user's random source, and
+ * the context a conversation must fit (the largest group's, st). */
+static int chat_setup(const lg_args *a, lg_run *R, const sl_event *st)
+{
+	uint64_t rng = a->seed ^ 0x53595354454dull; /* "SYSTEM" */
+	if (!(g_system = malloc(sizeof(int32_t) * a->system_len)))
+		return SL_ENOMEM;
+	g_system[0] = 1;
+	for (long i = 1; i < a->system_len; i++)
+		g_system[i] = (int32_t)uniform(&rng, 3, a->vocab - 1);
+	for (int i = 0; i < R->n_streams; i++)
+		R->streams[i].rng = a->seed * 0x9E3779B97F4A7C15ull + (uint64_t)i;
+	for (int i = 0; i < st->n_groups; i++) {
+		const sl_group_info *g = &st->groups[i];
+		long kv = (long)g->kv_blocks * g->block_tokens;
+		int ctx = kv < g->max_pos ? (int)kv : g->max_pos;
+		R->max_pos = ctx > R->max_pos ? ctx : R->max_pos;
+	}
+	return SL_OK;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: shardline-loadgen [--coordinator tcp://127.0.0.1:5555] [--model NAME]\n"
-		"         [--streams 8] [--requests 4*streams] [--mix fixed|uniform]\n"
+		"         [--streams 8] [--requests 4*streams] [--mix fixed|uniform|chat]\n"
+		"         [--turns 6] [--system-len 1000] [--question-len 64]\n"
 		"         [--prompt-len 512] [--output-len 256] [--spread 0.5] [--vocab 32000]\n"
 		"         [--seed 1] [--temperature 0] [--honor-eos] [--warmup 0]\n"
 		"         [--status-ms 200] [--wait-s 300] [--timeout-s 600]\n"
@@ -767,7 +957,10 @@ static void usage(FILE *f)
 		"N concurrent streams (one DEALER each, one request in flight each) run a\n"
 		"seeded synthetic workload through the coordinator; prints output tokens/s,\n"
 		"requests/s, TTFT / inter-token latency / TPOT / end-to-end percentiles.\n"
-		"--mix uniform: lengths uniform in [L(1-spread), L(1+spread)]. Prompt ids\n"
+		"--mix uniform: lengths uniform in [L(1-spread), L(1+spread)]. --mix chat:\n"
+		"each stream is a user in multi-turn conversations over a shared system\n"
+		"prompt; turn k sends turn k-1's prompt and answer plus a new question\n"
+		"(--requests: users * turns by default; native protocol only). Prompt ids\n"
 		"are BOS then uniform in [3, vocab). ignore_eos unless --honor-eos.\n"
 		"--warmup W: W unmeasured requests first (outputs of 2..W+1 tokens).\n"
 		"--meta: strings copied into the JSON's \"meta\" (device, scheduler, ...).\n"
@@ -785,12 +978,14 @@ static int parse(int argc, char **argv, lg_args *a, char *err, size_t errlen)
 		{"seed", 1, 0, 's'}, {"temperature", 1, 0, 't'}, {"honor-eos", 0, 0, 'E'},
 		{"warmup", 1, 0, 'w'}, {"status-ms", 1, 0, 'i'}, {"wait-s", 1, 0, 'W'},
 		{"timeout-s", 1, 0, 'T'}, {"out", 1, 0, 'O'}, {"meta", 1, 0, 'M'},
-		{"http", 1, 0, 'H'}, {"coord-pid", 1, 0, 'P'},
+		{"http", 1, 0, 'H'}, {"coord-pid", 1, 0, 'P'}, {"turns", 1, 0, 'u'},
+		{"system-len", 1, 0, 'y'}, {"question-len", 1, 0, 'q'},
 		{"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	const char *env = getenv("SHARDLINE_COORDINATOR");
 	*a = (lg_args){.endpoint = env && *env ? env : "tcp://127.0.0.1:5555", .mix = "fixed",
 		       .streams = 8, .prompt_len = 512, .output_len = 256, .spread = 0.5,
-		       .vocab = 32000, .seed = 1, .status_ms = 200, .wait_s = 300, .timeout_s = 600};
+		       .vocab = 32000, .seed = 1, .status_ms = 200, .wait_s = 300, .timeout_s = 600,
+		       .turns = 6, .system_len = 1000, .question_len = 64};
 	int c, rc = 0;
 	while (!rc && (c = getopt_long(argc, argv, "", o, NULL)) != -1) {
 		switch (c) {
@@ -799,8 +994,9 @@ static int parse(int argc, char **argv, lg_args *a, char *err, size_t errlen)
 		case 'n': rc = sl_parse_int("--streams", optarg, 1, LG_MAX_STREAMS, &a->streams, err, errlen); break;
 		case 'r': rc = sl_parse_int("--requests", optarg, 1, 1 << 20, &a->requests, err, errlen); break;
 		case 'x':
-			if (strcmp(optarg, "fixed") && strcmp(optarg, "uniform"))
-				return sl_errf(err, errlen, SL_EINVAL, "--mix: '%s' is not fixed or uniform", optarg);
+			if (strcmp(optarg, "fixed") && strcmp(optarg, "uniform") && strcmp(optarg, "chat"))
+				return sl_errf(err, errlen, SL_EINVAL, "--mix: '%s' is not fixed, uniform or chat",
+					       optarg);
 			a->mix = optarg;
 			break;
 		case 'p': rc = sl_parse_int("--prompt-len", optarg, 1, 65536, &a->prompt_len, err, errlen); break;
@@ -815,6 +1011,9 @@ static int parse(int argc, char **argv, lg_args *a, char *err, size_t errlen)
 		case 'W': rc = sl_parse_int("--wait-s", optarg, 0, 86400, &a->wait_s, err, errlen); break;
 		case 'T': rc = sl_parse_int("--timeout-s", optarg, 1, 86400, &a->timeout_s, err, errlen); break;
 		case 'O': a->out = optarg; break;
+		case 'u': rc = sl_parse_int("--turns", optarg, 1, LG_MAX_TURNS, &a->turns, err, errlen); break;
+		case 'y': rc = sl_parse_int("--system-len", optarg, 1, 65536, &a->system_len, err, errlen); break;
+		case 'q': rc = sl_parse_int("--question-len", optarg, 1, 65536, &a->question_len, err, errlen); break;
 		case 'H': a->http = optarg; break;
 		case 'P': rc = sl_parse_int("--coord-pid", optarg, 1, 1L << 30, &a->coord_pid, err, errlen); break;
 		case 'M':
@@ -828,8 +1027,10 @@ static int parse(int argc, char **argv, lg_args *a, char *err, size_t errlen)
 	}
 	if (!rc && optind < argc)
 		rc = sl_errf(err, errlen, SL_EINVAL, "unexpected argument '%s'", argv[optind]);
+	if (!rc && is_chat(a) && a->http)
+		rc = sl_errf(err, errlen, SL_EINVAL, "--mix chat needs the native protocol (the answers' ids)");
 	if (!rc && !a->requests)
-		a->requests = 4 * a->streams;
+		a->requests = is_chat(a) ? a->streams * a->turns : 4 * a->streams;
 	/* with uniform lengths the longest prompt is L(1+spread) */
 	if (!rc && lround(a->prompt_len * (1 + (strcmp(a->mix, "uniform") ? 0 : a->spread))) > 65536)
 		rc = sl_errf(err, errlen, SL_EINVAL, "prompts of over 65536 ids are refused by the coordinator");
@@ -884,14 +1085,23 @@ int main(int argc, char **argv)
 			rc = sl_errf(err, sizeof err, SL_EIO, "%ld warm-up requests failed", R.failed);
 	}
 	int measured = 0;
+	sl_event st0 = {0}, st1 = {0}; /* Status just before and after the run: cache counters */
+	if (!rc && is_chat(&a))
+		rc = chat_setup(&a, &R, &st);
+	if (!rc)
+		rc = wait_ready(&R, &st0, err, sizeof err);
 	if (!rc) {
 		SL_INFO("loadgen", "run: %ld streams, %ld requests (%s, prompt %ld, output %ld)",
-			a.streams, a.requests, a.mix, a.prompt_len, a.output_len);
+			a.streams, a.requests, a.mix, is_chat(&a) ? a.system_len : a.prompt_len,
+			a.output_len);
 		rc = run_phase(&R, (int)a.streams, work, a.requests, 1, "run", err, sizeof err);
 		measured = 1;
 	}
 	/* a run cut short still reports what it measured */
 	if (measured && summarize(&R, &rep) == SL_OK) {
+		char e2[SL_ERRLEN];
+		if (wait_ready(&R, &st1, e2, sizeof e2) == SL_OK)
+			cache_delta(&st0, &st1, &rep.cache);
 		print_report(&R, &rep, &st);
 		if (a.out && write_json(a.out, &R, &rep, &st)) {
 			fprintf(stderr, "shardline-loadgen: cannot write %s\n", a.out);
@@ -904,6 +1114,13 @@ int main(int argc, char **argv)
 		fprintf(stderr, "shardline-loadgen: %s\n", err[0] ? err : "failed");
 	if (st.kind == SL_EV_STATUS)
 		sl_event_release(&st);
+	if (st0.kind == SL_EV_STATUS)
+		sl_event_release(&st0);
+	if (st1.kind == SL_EV_STATUS)
+		sl_event_release(&st1);
+	for (int i = 0; R.streams && i < R.n_streams; i++)
+		free(R.streams[i].conv);
+	free(g_system);
 	for (int i = 0; R.streams && i < R.n_streams; i++) {
 		sl_client_destroy(R.streams[i].c);
 		lg_http_close(R.streams[i].h);

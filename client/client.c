@@ -158,7 +158,11 @@ static int fill_status(sl_event *ev, const Shardline__Client__Status *st)
 			.tp = g->tp, .pp = g->pp, .kv_blocks = g->kv_blocks, .kv_free = g->kv_free,
 			.block_tokens = g->block_tokens, .running = g->running, .waiting = g->waiting,
 			.assigned = g->assigned, .max_pos = g->max_pos, .draining = g->draining,
-			.last_seen_ms = g->last_seen_ms};
+			.last_seen_ms = g->last_seen_ms, .prefix_cache = g->prefix_cache,
+			.cache_blocks = g->cache_blocks, .cache_queried_tokens = (long)g->cache_queried_tokens,
+			.cache_hit_tokens = (long)g->cache_hit_tokens,
+			.cache_evictions = (long)g->cache_evictions,
+			.routed_prefix_tokens = (long)g->routed_prefix_tokens};
 	}
 	return SL_OK;
 }

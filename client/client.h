@@ -58,6 +58,11 @@ typedef struct sl_group_info {
 	const char *name, *model;
 	int tp, pp, kv_blocks, kv_free, block_tokens, running, waiting, assigned, max_pos, draining;
 	double last_seen_ms;
+	/* prefix cache (docs/scheduling.md): on or off, blocks held, tokens of
+	 * sequences started and of those reused, blocks evicted; prompt tokens
+	 * the coordinator saw cached there when it routed requests to it */
+	int prefix_cache, cache_blocks;
+	long cache_queried_tokens, cache_hit_tokens, cache_evictions, routed_prefix_tokens;
 } sl_group_info;
 
 /* One reply. Pointers stay valid until sl_event_release. */

@@ -253,16 +253,22 @@ static void print_status(const char *endpoint, const sl_event *ev)
 	       ev->active, ev->queued, ev->max_queue, ev->requeued, ev->n_groups,
 	       ev->n_groups == 1 ? "" : "s");
 	if (ev->n_groups)
-		printf("%-5s %-22s %-16s %-7s %7s %7s %8s %15s %7s %8s\n", "group", "name", "model",
-		       "tp x pp", "running", "waiting", "assigned", "kv free/blocks", "context", "seen");
+		printf("%-5s %-22s %-16s %-7s %7s %7s %8s %15s %7s %7s %7s %8s\n", "group", "name",
+		       "model", "tp x pp", "running", "waiting", "assigned", "kv free/blocks", "context",
+		       "cached", "reused", "seen");
 	for (int i = 0; i < ev->n_groups; i++) {
 		const sl_group_info *g = &ev->groups[i];
-		char grid[32], kv[40];
+		char grid[32], kv[40], cached[16] = "off", reused[16] = "-";
 		snprintf(grid, sizeof grid, "%d x %d", g->tp, g->pp);
 		snprintf(kv, sizeof kv, "%d/%d", g->kv_free, g->kv_blocks);
-		printf("%-5u %-22.22s %-16.16s %-7s %7d %7d %8d %15s %7d %5.0f ms%s\n", g->id, g->name,
-		       g->model, grid, g->running, g->waiting, g->assigned, kv, g->max_pos,
-		       g->last_seen_ms, g->draining ? " draining" : "");
+		if (g->prefix_cache) /* blocks held; share of started tokens taken from the cache */
+			snprintf(cached, sizeof cached, "%d", g->cache_blocks);
+		if (g->prefix_cache && g->cache_queried_tokens > 0)
+			snprintf(reused, sizeof reused, "%.1f%%",
+				 100.0 * g->cache_hit_tokens / g->cache_queried_tokens);
+		printf("%-5u %-22.22s %-16.16s %-7s %7d %7d %8d %15s %7d %7s %7s %5.0f ms%s\n", g->id,
+		       g->name, g->model, grid, g->running, g->waiting, g->assigned, kv, g->max_pos,
+		       cached, reused, g->last_seen_ms, g->draining ? " draining" : "");
 	}
 }
 
