@@ -8,6 +8,16 @@ markdown table and a PNG plot:
   bottom left time to first token p50 (solid) and p99 (dashed);
   bottom right  continuous against simple batching for every run made
               with both policies: output tokens/s, p99 ITL written on top.
+Multi-turn chat runs (bench/serve_chat.sh, loadgen --mix chat) get their
+own table and plot (chat.md, chat.png; OUT_PREFIX-chat beside other runs):
+  top left    time to first token p50 and p99 per configuration (node
+              groups, prefix cache on or off, routing);
+  top right   output tokens/s per configuration;
+  bottom left TTFT p50 by turn of the conversation;
+  bottom right  share of started tokens the groups reused from their
+              caches, and the share the router expected to be cached.
+The table adds each run's TTFT p50 and tokens/s against the run without
+the cache on as many groups.
 Usage: bench/plot_serve.py RESULTS_DIR [OUT_PREFIX (default RESULTS_DIR/serve)]"""
 import glob
 import json
@@ -132,21 +142,137 @@ def plot(runs, png):
     fig.savefig(png, dpi=110)
 
 
+CHAT_ORDER = {"prefix": 0, "load": 1}
+
+
+def chat_label(r):
+    m = r.get("meta", {})
+    g = int(m.get("groups", len(r.get("groups", [])) or 1))
+    cache = m.get("cache", "?")
+    route = m.get("route", "?")
+    return g, cache, route, "%d group%s, %s" % (
+        g, "" if g == 1 else "s", "no cache" if cache == "off" else
+        "cache" + ("" if g == 1 else ", %s routing" % ("prefix" if route == "prefix" else "least-loaded")))
+
+
+def chat_runs(runs):
+    out = [r for r in runs if r["mix"] == "chat"]
+    out.sort(key=lambda r: (chat_label(r)[0], chat_label(r)[1] == "off", CHAT_ORDER.get(chat_label(r)[2], 9)))
+    return out
+
+
+def chat_baseline(runs, r):
+    """The run without the cache on as many groups."""
+    g = chat_label(r)[0]
+    for b in runs:
+        if chat_label(b)[0] == g and chat_label(b)[1] == "off":
+            return b
+    return None
+
+
+def chat_table(runs):
+    c = runs[0].get("chat", {})
+    lines = ["%d users, %d turns, system prompt %d, question %d, answer %d tokens." % (
+        c.get("users", runs[0]["streams"]), c.get("turns", 0), c.get("system_len", 0),
+        c.get("question_len", 0), runs[0]["output_len"]), "",
+        "| configuration | requests ok/failed | output tok/s | TTFT p50 ms | TTFT p99 ms | ITL p50 ms "
+        "| cache reused | router expected | evictions | TTFT p50 vs no cache | tok/s vs no cache |",
+        "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in runs:
+        pc = r.get("prefix_cache", {})
+        q = pc.get("queried_tokens", 0)
+        b = chat_baseline(runs, r)
+        ratio = lambda x, y: "-" if not x or not y else "%.2fx" % (x / y)
+        lines.append("| %s | %d/%d | %.0f | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            chat_label(r)[3], r["ok"], r["failed"] + r.get("unanswered", 0),
+            r["output_tokens_per_s"], fmt(r["ttft_ms"]["p50"]), fmt(r["ttft_ms"]["p99"]),
+            fmt(r["itl_ms"]["p50"]), "%.1f%%" % (100.0 * pc["hit_tokens"] / q) if q else "-",
+            "%.1f%%" % (100.0 * pc["routed_prefix_tokens"] / q) if q else "-",
+            pc.get("evictions", "-"),
+            ratio(b["ttft_ms"]["p50"] if b else None, r["ttft_ms"]["p50"]) if b is not r else "1x",
+            ratio(r["output_tokens_per_s"], b["output_tokens_per_s"] if b else None) if b is not r else "1x"))
+    return "\n".join(lines)
+
+
+def chat_plot(runs, png):
+    meta = runs[0].get("meta", {})
+    fig, axs = plt.subplots(2, 2, figsize=(13, 8.5))
+    (a_ttft, a_tps), (a_turn, a_hit) = axs
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    labels = [chat_label(r)[3] for r in runs]
+    xs = range(len(runs))
+    w = 0.38
+    a_ttft.bar([x - w / 2 for x in xs], [r["ttft_ms"]["p50"] or 0 for r in runs], w, label="p50", color=colors[0])
+    a_ttft.bar([x + w / 2 for x in xs], [r["ttft_ms"]["p99"] or 0 for r in runs], w, label="p99", color=colors[1])
+    a_ttft.set_yscale("log")
+    a_ttft.set_ylabel("time to first token, ms")
+    a_ttft.set_title("time to first token")
+    a_ttft.legend(fontsize=8)
+    bars = a_tps.bar(xs, [r["output_tokens_per_s"] for r in runs], 0.6, color=colors[2])
+    for b_, r in zip(bars, runs):
+        a_tps.annotate("%.0f" % r["output_tokens_per_s"], (b_.get_x() + b_.get_width() / 2, b_.get_height()),
+                       ha="center", va="bottom", fontsize=8)
+    a_tps.set_ylabel("output tokens/s")
+    a_tps.set_title("throughput")
+    for ax in (a_ttft, a_tps):
+        ax.set_xticks(list(xs))
+        ax.set_xticklabels([l.replace(", ", ",\n") for l in labels], fontsize=7)
+        ax.grid(True, axis="y", alpha=0.3)
+    for i, r in enumerate(runs):
+        by = r.get("chat", {}).get("ttft_ms_by_turn", [])
+        a_turn.plot(range(1, len(by) + 1), [d["p50"] for d in by], "o-", color=colors[i % len(colors)],
+                    label=labels[i])
+    a_turn.set_xlabel("turn of the conversation")
+    a_turn.set_ylabel("TTFT p50, ms")
+    a_turn.set_yscale("log")
+    a_turn.set_title("time to first token by turn")
+    a_turn.grid(True, which="both", alpha=0.3)
+    a_turn.legend(fontsize=7)
+    hit = [100.0 * r.get("prefix_cache", {}).get("hit_tokens", 0) / max(1, r.get("prefix_cache", {}).get("queried_tokens", 0)) for r in runs]
+    exp = [100.0 * r.get("prefix_cache", {}).get("routed_prefix_tokens", 0) / max(1, r.get("prefix_cache", {}).get("queried_tokens", 0)) for r in runs]
+    a_hit.bar([x - w / 2 for x in xs], hit, w, label="reused by the groups", color=colors[3])
+    a_hit.bar([x + w / 2 for x in xs], exp, w, label="expected by the router", color=colors[4])
+    a_hit.set_xticks(list(xs))
+    a_hit.set_xticklabels([l.replace(", ", ",\n") for l in labels], fontsize=7)
+    a_hit.set_ylabel("% of started tokens")
+    a_hit.set_ylim(0, 100)
+    a_hit.set_title("prefix cache hits")
+    a_hit.legend(fontsize=8)
+    c = runs[0].get("chat", {})
+    fig.suptitle("shardline multi-turn chat: %s, %s; %d users x %d turns, %d-token system prompt" % (
+        meta.get("model", "?"), meta.get("device", "?"), c.get("users", 0), c.get("turns", 0),
+        c.get("system_len", 0)))
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     folder = sys.argv[1]
-    prefix = sys.argv[2] if len(sys.argv) > 2 else os.path.join(folder, "serve")
     runs = load(folder)
     if not runs:
         sys.exit("no shardline-loadgen results in %s" % folder)
-    t = table(runs)
+    chats = chat_runs(runs)
+    others = [r for r in runs if r["mix"] != "chat"]
+    prefix = sys.argv[2] if len(sys.argv) > 2 else os.path.join(folder, "serve")
     meta = runs[0].get("meta", {})
-    with open(prefix + ".md", "w") as f:
-        f.write("Device: %s. Model: %s.\n\n%s\n" % (meta.get("device", "?"), meta.get("model", "?"), t))
-    plot(runs, prefix + ".png")
-    print(t)
-    print("wrote %s.md and %s.png" % (prefix, prefix))
+    head = "Device: %s. Model: %s.\n\n" % (meta.get("device", "?"), meta.get("model", "?"))
+    if others:
+        t = table(others)
+        with open(prefix + ".md", "w") as f:
+            f.write(head + t + "\n")
+        plot(others, prefix + ".png")
+        print(t)
+        print("wrote %s.md and %s.png" % (prefix, prefix))
+    if chats:
+        cp = prefix + "-chat" if others else (sys.argv[2] if len(sys.argv) > 2 else os.path.join(folder, "chat"))
+        t = chat_table(chats)
+        with open(cp + ".md", "w") as f:
+            f.write(head + t + "\n")
+        chat_plot(chats, cp + ".png")
+        print(t)
+        print("wrote %s.md and %s.png" % (cp, cp))
 
 
 if __name__ == "__main__":

@@ -40,7 +40,11 @@
 #   WARMUP     loadgen --warmup before the first case of each group [the
 #              most streams of any case, at most 256: every batch size up to
 #              it is met once before the measurements]
+#   SCENARIO   chat: the multi-turn chat benchmark of prefix caching and
+#              prefix-aware routing instead (bench/serve_chat.sh, its
+#              variables in its header)
 set -u
+[ "${SCENARIO:-}" = chat ] && exec sh "$(dirname "$0")/serve_chat.sh" "$@"
 out=${1:?usage: bench/serve.sh OUT_DIR}
 bin=${BIN:-build/bin}
 tok=${TOKENIZER:-tests/data/llama2/tokenizer.json}
