@@ -15,6 +15,10 @@
  * one so small that cached blocks are evicted and sequences sharing
  * blocks are preempted. Afterwards no block is lost or freed twice and,
  * once the cache is flushed, the pool is whole again.
+ *
+ * The coordinator's mirror of a group's cache (coordinator/prefix.c) is
+ * checked against a plain list, and fed with a pool's events through
+ * random work it must hold exactly the pool's cached hashes.
  */
 #include <check.h>
 #include <stdio.h>
@@ -23,6 +27,7 @@
 
 #include "backend.h"
 #include "block_hash.h"
+#include "coordinator/prefix.h"
 #include "engine.h"
 #include "golden.h"
 #include "kv.h"
@@ -243,6 +248,140 @@ START_TEST(test_pool_check_catches_double_release)
 	ck_assert_int_ne(kv_pool_check(p, err, sizeof err), 0);
 	ck_assert_msg(strstr(err, "twice") != NULL, "%s", err);
 	kv_pool_destroy(p);
+}
+END_TEST
+
+/* --- the coordinator's mirror ------------------------------------------------ */
+
+/* Random adds and removes, many keys sharing a home slot (low bits equal)
+ * and growth past the first table: counts as a plain list of pairs says,
+ * and match stops at the first absent hash. */
+START_TEST(test_mirror_against_list)
+{
+	enum { KEYS = 3000, OPS = 40000 };
+	static uint64_t key[KEYS];
+	static int count[KEYS];
+	coord_prefix *m;
+	uint32_t x = 99;
+#define NEXT() (x = x * 1664525u + 1013904223u, x >> 4)
+	for (int i = 0; i < KEYS; i++) /* a third collide on the low 20 bits */
+		key[i] = i % 3 == 0 ? ((uint64_t)(i + 1) << 40) | 7 : ((uint64_t)NEXT() << 32) | NEXT();
+	key[5] = 0; /* the empty-slot marker's value is a hash like any other */
+	ck_assert_int_eq(coord_prefix_create(KEYS, &m), 0);
+	int distinct = 0;
+	for (int op = 0; op < OPS; op++) {
+		int i = (int)(NEXT() % (op < OPS / 2 ? KEYS : KEYS / 4));
+		if (NEXT() % 3) {
+			ck_assert_int_eq(coord_prefix_add(m, key[i]), 0);
+			distinct += count[i]++ == 0;
+		} else {
+			coord_prefix_remove(m, key[i]);
+			if (count[i] > 0)
+				distinct -= --count[i] == 0;
+		}
+		if (op % 997 == 0 || op == OPS - 1) {
+			ck_assert_int_eq(coord_prefix_size(m), distinct);
+			for (int k = 0; k < KEYS; k++)
+				ck_assert_msg(coord_prefix_match(m, &key[k], 1) == (count[k] > 0),
+					      "op %d: key %d (count %d) %s", op, k, count[k],
+					      count[k] ? "missing" : "present");
+		}
+	}
+	uint64_t chain[3] = {key[0], key[1], key[2]};
+	count[0] = count[1] = 1, count[2] = 0;
+	coord_prefix_reset(m);
+	coord_prefix_add(m, key[0]), coord_prefix_add(m, key[1]);
+	ck_assert_int_eq(coord_prefix_match(m, chain, 3), 2);
+	coord_prefix_remove(m, key[0]);
+	ck_assert_int_eq(coord_prefix_match(m, chain, 3), 0);
+	coord_prefix_destroy(m);
+	/* bounded: a 2-hash mirror records 2 */
+	ck_assert_int_eq(coord_prefix_create(2, &m), 0);
+	ck_assert_int_eq(coord_prefix_add(m, 1), 0);
+	ck_assert_int_eq(coord_prefix_add(m, 2), 0);
+	ck_assert_int_eq(coord_prefix_add(m, 3), SL_ENOMEM);
+	ck_assert_int_eq(coord_prefix_add(m, 2), 0);
+	coord_prefix_destroy(m);
+#undef NEXT
+}
+END_TEST
+
+/* Stored hashes first, then evicted ones: what on_node.c does with a Load. */
+static void apply_events(kv_pool *p, coord_prefix *m)
+{
+	const uint64_t *st, *ev;
+	int ns, ne, reset;
+	kv_cache_events_take(p, &st, &ns, &ev, &ne, &reset);
+	if (reset)
+		coord_prefix_reset(m);
+	for (int i = 0; i < ns; i++)
+		ck_assert_int_eq(coord_prefix_add(m, st[i]), 0);
+	for (int i = 0; i < ne; i++)
+		coord_prefix_remove(m, ev[i]);
+}
+
+/* A pool under random work (tables of shared and private prefixes
+ * reserved, published, released, the cache flushed) feeds a mirror its
+ * events after every operation, or only now and then (so the log
+ * overflows into snapshots): the mirror then holds exactly the hashes of
+ * the pool's cached blocks, and matches a sequence as far as the pool. */
+START_TEST(test_mirror_follows_pool_events)
+{
+	enum { N_TAB = 6, LEN = 10 };
+	kv_pool *p;
+	coord_prefix *m;
+	kv_table t[N_TAB] = {{0}};
+	int32_t tok[N_TAB][LEN * BT];
+	uint64_t h[N_TAB][LEN];
+	uint32_t x = 4242;
+#define NEXT() (x = x * 1664525u + 1013904223u, x >> 8)
+	ck_assert_int_eq(kv_pool_create(24, BT, &p), 0);
+	ck_assert_int_eq(coord_prefix_create(2 * 24, &m), 0); /* room for a Load: adds before removes */
+	ck_assert_int_eq(kv_cache_events_enable(p), 0);
+	for (int round = 0; round < 400; round++) {
+		int k = (int)(NEXT() % N_TAB);
+		if (t[k].n) {
+			kv_table_release(p, &t[k]);
+		} else { /* a new sequence: shares the first blocks of another, or not */
+			int share = (int)(NEXT() % 4), n = 1 + (int)(NEXT() % LEN);
+			for (int i = 0; i < LEN * BT; i++)
+				tok[k][i] = i < share * BT ? 3 + i : 3 + (int32_t)(NEXT() % 50);
+			sl_block_hashes(tok[k], BT, 0, n, h[k]);
+			int hit = kv_cache_acquire(p, &t[k], h[k], tok[k], n);
+			if (kv_table_reserve(p, &t[k], n * BT) == 0)
+				kv_cache_publish(p, &t[k], h[k], tok[k], hit, n);
+			else
+				kv_table_release(p, &t[k]);
+		}
+		if (NEXT() % 50 == 0)
+			kv_cache_flush(p);
+		if (round < 200 || NEXT() % 20 == 0)
+			apply_events(p, m);
+		else
+			continue;
+		const uint64_t *st, *ev;
+		int ns, ne, reset;
+		kv_cache_counts c;
+		kv_cache_counts_get(p, &c);
+		ck_assert_int_eq(coord_prefix_size(m), c.cached_blocks); /* no two alike here */
+		kv_cache_events_resync(p); /* a snapshot: every cached hash, to compare */
+		kv_cache_events_take(p, &st, &ns, &ev, &ne, &reset);
+		ck_assert(reset && ns == c.cached_blocks);
+		for (int i = 0; i < ns; i++)
+			ck_assert_msg(coord_prefix_match(m, &st[i], 1) == 1, "round %d: cached hash "
+				      "%d of %d missing from the mirror", round, i, ns);
+		for (int j = 0; j < N_TAB; j++)
+			if (t[j].n)
+				ck_assert_int_eq(coord_prefix_match(m, h[j], t[j].n),
+						 kv_cache_match(p, h[j], tok[j], t[j].n));
+		check_pool(p);
+	}
+	for (int k = 0; k < N_TAB; k++)
+		kv_table_release(p, &t[k]);
+	check_pool(p);
+	coord_prefix_destroy(m);
+	kv_pool_destroy(p);
+#undef NEXT
 }
 END_TEST
 
@@ -705,6 +844,10 @@ int main(void)
 	tcase_add_test(pool, test_pool_events);
 	tcase_add_test(pool, test_pool_check_catches_double_release);
 	suite_add_tcase(s, pool);
+	TCase *mirror = tcase_create("mirror");
+	tcase_add_test(mirror, test_mirror_against_list);
+	tcase_add_test(mirror, test_mirror_follows_pool_events);
+	suite_add_tcase(s, mirror);
 	TCase *eng = tcase_create("engine");
 	tcase_set_timeout(eng, 300);
 	tcase_add_test(eng, test_whole_prompt_hits);
