@@ -21,6 +21,15 @@
  *   itest kill EP VICTIM_PID HB_MS   SIGKILL a node rank mid-request: errors
  *                                    within 3 heartbeats, re-queued work done
  *   itest overload EP N MAX_TOKENS   N at once past a small --max-queue
+ *   itest prefix EP PROMPTS EXPECTED LONG BLOCK_TOKENS
+ *         two groups with prefix caching and --max-running 2: the turns of
+ *         one conversation (PROMPTS, one comma-separated line per turn, each
+ *         the last one's prompt, answer and a new question; EXPECTED the
+ *         local run's answers) stick to the group that served turn 1 and
+ *         reuse exactly the blocks it cached (the router expects as much);
+ *         with that group busy (LONG, a request sharing the conversation,
+ *         running in one of its two slots) turn 5 goes to the other, and
+ *         turn 6 follows it there (it holds the longer prefix then)
  * Every wait is bounded.
  */
 #include <errno.h>
@@ -938,6 +947,137 @@ static int cmd_kill(const char *ep, pid_t victim, int hb_ms)
 	return finish();
 }
 
+/* The group whose cache_queried_tokens grew between two Status replies
+ * (the one that started the request), with its hit and routed deltas;
+ * -1 unless exactly one grew. */
+static int served_by(const sl_event *a, const sl_event *b, long *hit, long *routed)
+{
+	int who = -1, n = 0;
+	for (int i = 0; i < b->n_groups; i++)
+		for (int k = 0; k < a->n_groups; k++) {
+			const sl_group_info *x = &a->groups[k], *y = &b->groups[i];
+			if (x->id != y->id || y->cache_queried_tokens == x->cache_queried_tokens)
+				continue;
+			who = (int)y->id, n++;
+			*hit = y->cache_hit_tokens - x->cache_hit_tokens;
+			*routed = y->routed_prefix_tokens - x->routed_prefix_tokens;
+		}
+	return n == 1 ? who : -1;
+}
+
+static const sl_group_info *group_of(const sl_event *st, int id)
+{
+	for (int i = 0; i < st->n_groups; i++)
+		if ((int)st->groups[i].id == id)
+			return &st->groups[i];
+	return NULL;
+}
+
+/* One greedy turn, to the end; 1 when it finished with its max_tokens. */
+static int run_turn(void *ctx, const char *ep, const int32_t *ids, int n, int max_tokens, gen *g)
+{
+	sl_gen_params p = {.prompt_ids = ids, .n_prompt_ids = n, .max_tokens = max_tokens,
+			      .ignore_eos = 1};
+	if (start(g, ctx, ep, &p))
+		return 0;
+	pump(g, 1, 60000, all_done);
+	sl_client_destroy(g->c);
+	return g->done && g->finish == SL_FINISH_LENGTH && g->n_ids == max_tokens;
+}
+
+static int cmd_prefix(const char *ep, const char *prompts_path, const char *expected_path,
+		      const char *long_csv, int bt)
+{
+	enum { TURNS = 6, MAX_IDS = 1024 };
+	char **prompts, **expected;
+	int n = read_lines(prompts_path, &prompts), ne = read_lines(expected_path, &expected);
+	if (n != TURNS || ne != TURNS)
+		return printf("FAIL: %d prompts and %d answers, want %d\n", n, ne, TURNS), 1;
+	static int32_t ids[TURNS][MAX_IDS], want[TURNS][MAX_IDS], long_ids[MAX_IDS];
+	int n_ids[TURNS], n_want[TURNS], n_long = parse_ids_csv(long_csv, long_ids, MAX_IDS);
+	for (int k = 0; k < TURNS; k++) {
+		n_ids[k] = parse_ids_csv(prompts[k], ids[k], MAX_IDS);
+		n_want[k] = parse_ids(expected[k], want[k], MAX_IDS);
+	}
+	void *ctx = zmq_ctx_new();
+	sl_event before, after;
+	if (!get_status(ep, &before) || before.n_groups != 2)
+		return printf("FAIL: want 2 groups\n"), 1;
+	for (int i = 0; i < 2; i++)
+		CHECK(before.groups[i].prefix_cache, "group %u: prefix cache off", before.groups[i].id);
+	int home = -1, other = -1, prev = -1; /* prev: the group of the previous turn */
+	gen g, lg;
+	for (int k = 0; k < TURNS; k++) {
+		if (k == 4) { /* the long request: shares the conversation, so it goes home */
+			sl_gen_params p = {.prompt_ids = long_ids, .n_prompt_ids = n_long,
+					      .max_tokens = 100, .ignore_eos = 1};
+			if (start(&lg, ctx, ep, &p))
+				return finish();
+			pump(&lg, 1, 30000, has_chunks3);
+			sl_event st;
+			if (get_status(ep, &st)) {
+				const sl_group_info *h = group_of(&st, home);
+				CHECK(h && h->assigned == 1 && !lg.done, "the long request is not running at "
+				      "home (group %d assigned %d, done %d)", home, h ? h->assigned : -1, lg.done);
+				sl_event_release(&st);
+			}
+		}
+		if (k == 5) { /* home idle again: prefix alone decides */
+			sl_client_cancel(lg.c, lg.tag, g_err, sizeof g_err);
+			pump(&lg, 1, 30000, all_done);
+			CHECK(lg.done && lg.finish == SL_FINISH_CANCELLED, "long request: finish %d", lg.finish);
+			sl_client_destroy(lg.c);
+			char why[256];
+			CHECK(wait_idle(ep, 10000, why, sizeof why), "not idle after the cancel: %s", why);
+		}
+		sl_event_release(&before);
+		if (!get_status(ep, &before))
+			return printf("FAIL: no status\n"), 1;
+		int ok = run_turn(ctx, ep, ids[k], n_ids[k], n_want[k], &g);
+		CHECK(ok, "turn %d: finish %d, %d of %d ids (%s)", k + 1, g.finish, g.n_ids, n_want[k],
+		      g.message);
+		int diff = 0;
+		while (diff < g.n_ids && diff < n_want[k] && g.ids[diff] == want[k][diff])
+			diff++;
+		CHECK(ok && diff == n_want[k], "turn %d: id %d differs from the local run: %d, want %d",
+		      k + 1, diff, diff < g.n_ids ? g.ids[diff] : -1, want[k][diff]);
+		long hit = -1, routed = -1;
+		if (!get_status(ep, &after))
+			return printf("FAIL: no status\n"), 1;
+		int who = served_by(&before, &after, &hit, &routed);
+		CHECK(who >= 0, "turn %d: no one group started it", k + 1);
+		if (k == 0) {
+			home = who;
+			for (int i = 0; i < 2; i++)
+				if ((int)after.groups[i].id != home)
+					other = (int)after.groups[i].id;
+		}
+		int where = k < 4 ? home : other;
+		/* what the group serving the previous turn holds: its prompt and
+		 * answer but the last token, in whole blocks; never this prompt's
+		 * last token */
+		long want_hit = 0;
+		if (k > 0 && who == prev) {
+			long held = (n_ids[k - 1] + n_want[k - 1] - 1) / bt, can = (n_ids[k] - 1) / bt;
+			want_hit = bt * (held < can ? held : can);
+		}
+		CHECK(who == where, "turn %d went to group %d, want %d (%s)", k + 1, who, where,
+		      k < 4 ? "the conversation's group" : k == 4 ? "the other: home is busy"
+		      : "the other: it holds the longer prefix");
+		CHECK(hit == want_hit, "turn %d on group %d: %ld prompt tokens reused, want %ld", k + 1,
+		      who, hit, want_hit);
+		CHECK(routed == hit, "turn %d: the router expected %ld cached tokens, the group "
+		      "reused %ld", k + 1, routed, hit);
+		printf("itest prefix: turn %d (%d prompt tokens) on group %d, %ld reused\n", k + 1,
+		       n_ids[k], who, hit);
+		prev = who;
+		sl_event_release(&after);
+	}
+	sl_event_release(&before);
+	zmq_ctx_term(ctx);
+	return finish();
+}
+
 /* N requests at once at a coordinator with a small --max-queue: those
  * past the groups' room and the queue get OVERLOADED; the rest finish. */
 static int cmd_overload(const char *ep, int n, int max_tokens)
@@ -986,7 +1126,9 @@ int main(int argc, char **argv)
 		return cmd_overload(argv[2], atoi(argv[3]), atoi(argv[4]));
 	if (argc >= 5 && !strcmp(argv[1], "kill"))
 		return cmd_kill(argv[2], (pid_t)atoi(argv[3]), atoi(argv[4]));
-	fprintf(stderr, "usage: itest wait-groups|concurrent|features|hostile|logprobs|kill ... "
+	if (argc >= 7 && !strcmp(argv[1], "prefix"))
+		return cmd_prefix(argv[2], argv[3], argv[4], argv[5], atoi(argv[6]));
+	fprintf(stderr, "usage: itest wait-groups|concurrent|features|hostile|logprobs|kill|prefix ... "
 		"(see itest.c)\n");
 	return 2;
 }

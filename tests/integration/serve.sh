@@ -10,7 +10,10 @@
 #   served; penalties, min_p and log-probs equal the local run; drain; the CLI through the mpirun group; a node rank SIGKILLed
 #   mid-request (errors within 3 heartbeats, re-queued work done by the
 #   other group); a coordinator killed and restarted is found again; past
-#   the queue bound requests get "overloaded"; a clean stop.
+#   the queue bound requests get "overloaded"; a clean stop; then, on a
+#   fresh coordinator with two prefix-caching groups (pp 2 and tp 2), the
+#   turns of a conversation stay on the group that caches it, reuse
+#   exactly its blocks and equal the local run, and move when it is busy.
 # Every process started here is killed on exit. Prints "N passed, N failed".
 # VALGRIND=1 runs the coordinator under valgrind (slow; memcheck errors fail).
 # VERBOSE=1 shows what each client scenario saw; KEEP=DIR keeps the logs.
@@ -180,6 +183,47 @@ s2_pid=$(echo $pids | awk '{print $(NF-1)}')
 kill -TERM "$coord_pid"
 wait "$coord_pid"; rc=$?
 [ $rc -eq 0 ] && ok || { bad "coordinator exit $rc on SIGTERM"; logs coord.log; }
+if [ "${VALGRIND:-0}" = 1 ]; then
+	[ ! -s "$tmp/valgrind.log" ] && ok || { bad "valgrind:"; cat "$tmp/valgrind.log"; }
+fi
+
+# --- prefix caching and prefix-aware routing: two groups, one conversation ---
+# turn k = turn k-1's prompt + its answer (the local run's) + a question
+bt=16
+sys_ids=$(i=0; while [ $i -lt 40 ]; do printf '%d,' $((3 + (i * 37) % 1990)); i=$((i + 1)); done)
+: >"$tmp/turns"; : >"$tmp/answers"
+conv=${sys_ids%,}
+k=1
+while [ $k -le 6 ]; do
+	q=$(i=0; while [ $i -lt 6 ]; do printf ',%d' $((5 + (k * 101 + i * 13) % 1990)); i=$((i + 1)); done)
+	conv="$conv$q"
+	printf '%s\n' "$conv" >>"$tmp/turns"
+	ans=$("$bin/shardline-node" --model "$tmp/m" --prompt-ids "$conv" --max-tokens 16 --ignore-eos \
+		--block-tokens $bt 2>/dev/null)
+	printf '%s\n' "$ans" >>"$tmp/answers"
+	[ $k -eq 4 ] && long="$conv,$(echo "$ans" | tr ' ' ','),7,8,9,10,11,12"
+	conv="$conv,$(echo "$ans" | tr ' ' ',')"
+	k=$((k + 1))
+done
+start_coord
+mpirun --oversubscribe -np 2 "$bin/shardline-node" --model "$tmp/m" --pp 2 --coordinator "$NODE" \
+	--model-name tiny --heartbeat-ms $HB --min-step-ms 10 --max-running 2 --max-waiting 8 \
+	--block-tokens $bt >"$tmp/p1.log" 2>&1 &
+pids="$pids $!"
+timeout 60 "$itest" wait-groups "$CL" 1 50000 || { bad "the pp 2 group did not register"; logs p1.log; }
+mpirun --oversubscribe -np 2 "$bin/shardline-node" --model "$tmp/m" --tp 2 --coordinator "$NODE" \
+	--model-name tiny --heartbeat-ms $HB --min-step-ms 10 --max-running 2 --max-waiting 8 \
+	--block-tokens $bt >"$tmp/p2.log" 2>&1 &
+pids="$pids $!"
+timeout 60 "$itest" wait-groups "$CL" 2 50000 && ok || { bad "the tp 2 group did not register"; logs p2.log; }
+itest prefix "$CL" "$tmp/turns" "$tmp/answers" "$long" $bt
+timeout 10 "$bin/shardline" --coordinator "$CL" status >"$tmp/status" 2>&1
+grep -qE ' [0-9]+\.[0-9]%' "$tmp/status" && ok || bad "status shows no prefix cache: $(cat "$tmp/status")"
+timeout 10 "$bin/shardline" --coordinator "$CL" drain --exit >/dev/null 2>&1
+kill -TERM "$coord_pid"
+wait "$coord_pid"; rc=$?
+[ $rc -eq 0 ] && ok || { bad "coordinator exit $rc on SIGTERM"; logs coord.log; }
+
 if [ "${VALGRIND:-0}" = 1 ]; then
 	[ ! -s "$tmp/valgrind.log" ] && ok || { bad "valgrind:"; cat "$tmp/valgrind.log"; }
 fi
