@@ -146,26 +146,40 @@ CHAT_ORDER = {"prefix": 0, "load": 1}
 
 
 def chat_label(r):
+    """(groups, cache on/off, route, think ms, label)"""
     m = r.get("meta", {})
     g = int(m.get("groups", len(r.get("groups", [])) or 1))
     cache = m.get("cache", "?")
     route = m.get("route", "?")
-    return g, cache, route, "%d group%s, %s" % (
+    think = int(r.get("chat", {}).get("think_ms", 0))
+    label = "%d group%s, %s" % (
         g, "" if g == 1 else "s", "no cache" if cache == "off" else
         "cache" + ("" if g == 1 else ", %s routing" % ("prefix" if route == "prefix" else "least-loaded")))
+    if think:
+        label += ", users pause %.1f s" % (think / 1000.0)
+    return g, cache, route, think, label
+
+
+def chat_tick(r):
+    """A short x-axis label: groups, what routes, the pause."""
+    g, cache, route, think, _ = chat_label(r)
+    what = "no cache" if cache == "off" else "cache" if g == 1 else (
+        "prefix" if route == "prefix" else "least-\nloaded")
+    return "%dg %s%s" % (g, what, "\npause %gs" % (think / 1000.0) if think else "")
 
 
 def chat_runs(runs):
     out = [r for r in runs if r["mix"] == "chat"]
-    out.sort(key=lambda r: (chat_label(r)[0], chat_label(r)[1] == "off", CHAT_ORDER.get(chat_label(r)[2], 9)))
+    out.sort(key=lambda r: (chat_label(r)[3], chat_label(r)[0], chat_label(r)[1] == "off",
+                            CHAT_ORDER.get(chat_label(r)[2], 9)))
     return out
 
 
 def chat_baseline(runs, r):
-    """The run without the cache on as many groups."""
-    g = chat_label(r)[0]
+    """The run without the cache on as many groups, users pausing alike."""
+    g, _, _, think, _ = chat_label(r)
     for b in runs:
-        if chat_label(b)[0] == g and chat_label(b)[1] == "off":
+        if chat_label(b)[0] == g and chat_label(b)[1] == "off" and chat_label(b)[3] == think:
             return b
     return None
 
@@ -184,7 +198,7 @@ def chat_table(runs):
         b = chat_baseline(runs, r)
         ratio = lambda x, y: "-" if not x or not y else "%.2fx" % (x / y)
         lines.append("| %s | %d/%d | %.0f | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-            chat_label(r)[3], r["ok"], r["failed"] + r.get("unanswered", 0),
+            chat_label(r)[4], r["ok"], r["failed"] + r.get("unanswered", 0),
             r["output_tokens_per_s"], fmt(r["ttft_ms"]["p50"]), fmt(r["ttft_ms"]["p99"]),
             fmt(r["itl_ms"]["p50"]), "%.1f%%" % (100.0 * pc["hit_tokens"] / q) if q else "-",
             "%.1f%%" % (100.0 * pc["routed_prefix_tokens"] / q) if q else "-",
@@ -199,7 +213,7 @@ def chat_plot(runs, png):
     fig, axs = plt.subplots(2, 2, figsize=(13, 8.5))
     (a_ttft, a_tps), (a_turn, a_hit) = axs
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    labels = [chat_label(r)[3] for r in runs]
+    labels = [chat_label(r)[4] for r in runs]
     xs = range(len(runs))
     w = 0.38
     a_ttft.bar([x - w / 2 for x in xs], [r["ttft_ms"]["p50"] or 0 for r in runs], w, label="p50", color=colors[0])
@@ -216,13 +230,14 @@ def chat_plot(runs, png):
     a_tps.set_title("throughput")
     for ax in (a_ttft, a_tps):
         ax.set_xticks(list(xs))
-        ax.set_xticklabels([l.replace(", ", ",\n") for l in labels], fontsize=7)
+        ax.set_xticklabels([chat_tick(r) for r in runs], fontsize=7)
         ax.grid(True, axis="y", alpha=0.3)
     for i, r in enumerate(runs):
         by = r.get("chat", {}).get("ttft_ms_by_turn", [])
         a_turn.plot(range(1, len(by) + 1), [d["p50"] for d in by], "o-", color=colors[i % len(colors)],
                     label=labels[i])
     a_turn.set_xlabel("turn of the conversation")
+    a_turn.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     a_turn.set_ylabel("TTFT p50, ms")
     a_turn.set_yscale("log")
     a_turn.set_title("time to first token by turn")
@@ -233,7 +248,7 @@ def chat_plot(runs, png):
     a_hit.bar([x - w / 2 for x in xs], hit, w, label="reused by the groups", color=colors[3])
     a_hit.bar([x + w / 2 for x in xs], exp, w, label="expected by the router", color=colors[4])
     a_hit.set_xticks(list(xs))
-    a_hit.set_xticklabels([l.replace(", ", ",\n") for l in labels], fontsize=7)
+    a_hit.set_xticklabels([chat_tick(r) for r in runs], fontsize=7)
     a_hit.set_ylabel("% of started tokens")
     a_hit.set_ylim(0, 100)
     a_hit.set_title("prefix cache hits")

@@ -25,7 +25,13 @@
  *                  back) and a new question. Questions are
  *                  --question-len ids and answers --output-len tokens
  *                  (both uniform +-spread); a conversation that would
- *                  outgrow the groups' context starts over. Native
+ *                  outgrow the groups' context starts over. With
+ *                  --think-ms T a user waits uniform [T/2, 3T/2] after
+ *                  an answer before the next turn (reading, typing):
+ *                  without it every user is a closed loop, and a
+ *                  least-loaded router tends to send a user back to the
+ *                  group it just left (that group's load just dropped),
+ *                  which hides what prefix-aware routing adds. Native
  *                  protocol only (the answers' ids are needed).
  * prompt ids: BOS (1), then ids uniform in [3, --vocab) (no special ids).
  * Requests are greedy (--temperature 0) with ignore_eos, so every one
@@ -102,7 +108,7 @@ typedef struct lg_args {
 	const char *http;         /* NULL: the native protocol */
 	long coord_pid;           /* 0: none */
 	long streams, requests, prompt_len, output_len, vocab, warmup, wait_s, timeout_s, status_ms;
-	long turns, system_len, question_len; /* --mix chat */
+	long turns, system_len, question_len, think_ms; /* --mix chat */
 	double spread, temperature;
 	uint64_t seed;
 	int honor_eos;
@@ -137,6 +143,7 @@ typedef struct lg_stream {
 	int32_t *conv;
 	int n_conv, cap_conv, turn; /* turn: turns done in it */
 	uint64_t rng;
+	double wake;              /* --think-ms: idle until then (sl_now() seconds), 0: not */
 } lg_stream;
 
 /* Status samples: engine occupancy during the run. */
@@ -434,8 +441,12 @@ static int drain_stream(lg_run *R, lg_stream *s, char *err, size_t errlen)
 			on_end(R, r, &ev, now);
 			if (R->chat && chat_answered(s, r, R->failed == failed))
 				rc = sl_errf(err, errlen, SL_ENOMEM, "out of memory");
-			if (!rc)
+			if (!rc && R->chat && R->a->think_ms > 0) { /* the user reads, then asks */
+				s->req = -1;
+				s->wake = now + R->a->think_ms * 1e-3 * (0.5 + sl_rng_unit(&s->rng));
+			} else if (!rc) {
 				rc = submit_next(R, s, err, errlen);
+			}
 		}
 		sl_event_release(&ev);
 	}
@@ -556,6 +567,11 @@ static int run_phase(lg_run *R, int ns, lg_request *reqs, long n, int sample_loa
 				what, now - R->t_start, R->ended, n, R->tokens / (now - R->t_start));
 			next_progress += LG_PROGRESS_S;
 		}
+		for (int i = 0; !rc && i < ns; i++) /* --think-ms: users done thinking ask */
+			if (R->streams[i].wake > 0 && now >= R->streams[i].wake) {
+				R->streams[i].wake = 0;
+				rc = submit_next(R, &R->streams[i], err, errlen);
+			}
 		/* an HTTP stream's socket changes when a closed connection is reopened */
 		for (int i = 0; i < ns; i++)
 			items[i] = R->streams[i].h
@@ -753,9 +769,9 @@ static void print_report(const lg_run *R, const lg_report *o, const sl_event *st
 	}
 	if (R->chat)
 		printf("load: %ld users, %ld requests, chat: %ld turns, system prompt %ld, question "
-		       "%ld, answer %ld (uniform +-spread), seed %llu\n", a->streams, a->requests,
-		       a->turns, a->system_len, a->question_len, a->output_len,
-		       (unsigned long long)a->seed);
+		       "%ld, answer %ld (uniform +-spread), think %ld ms, seed %llu\n", a->streams,
+		       a->requests, a->turns, a->system_len, a->question_len, a->output_len,
+		       a->think_ms, (unsigned long long)a->seed);
 	else
 		printf("load: %ld streams, %ld requests, mix %s: prompt %ld, output %ld%s, seed %llu\n",
 		       a->streams, a->requests, a->mix, a->prompt_len, a->output_len,
@@ -881,6 +897,7 @@ static int write_json(const char *path, const lg_run *R, const lg_report *o, con
 		cJSON_AddNumberToObject(chat, "turns", a->turns);
 		cJSON_AddNumberToObject(chat, "system_len", a->system_len);
 		cJSON_AddNumberToObject(chat, "question_len", a->question_len);
+		cJSON_AddNumberToObject(chat, "think_ms", a->think_ms);
 		for (int t = 0; t < o->n_turns; t++)
 			cJSON_AddItemToArray(by, dist_json(&o->ttft_turn[t]));
 		cJSON_AddItemToObject(chat, "ttft_ms_by_turn", by);
@@ -948,7 +965,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: shardline-loadgen [--coordinator tcp://127.0.0.1:5555] [--model NAME]\n"
 		"         [--streams 8] [--requests 4*streams] [--mix fixed|uniform|chat]\n"
-		"         [--turns 6] [--system-len 1000] [--question-len 64]\n"
+		"         [--turns 6] [--system-len 1000] [--question-len 64] [--think-ms 0]\n"
 		"         [--prompt-len 512] [--output-len 256] [--spread 0.5] [--vocab 32000]\n"
 		"         [--seed 1] [--temperature 0] [--honor-eos] [--warmup 0]\n"
 		"         [--status-ms 200] [--wait-s 300] [--timeout-s 600]\n"
@@ -960,7 +977,8 @@ static void usage(FILE *f)
 		"--mix uniform: lengths uniform in [L(1-spread), L(1+spread)]. --mix chat:\n"
 		"each stream is a user in multi-turn conversations over a shared system\n"
 		"prompt; turn k sends turn k-1's prompt and answer plus a new question\n"
-		"(--requests: users * turns by default; native protocol only). Prompt ids\n"
+		"(--requests: users * turns by default; --think-ms T: users pause T/2..3T/2\n"
+		"before each next turn; native protocol only). Prompt ids\n"
 		"are BOS then uniform in [3, vocab). ignore_eos unless --honor-eos.\n"
 		"--warmup W: W unmeasured requests first (outputs of 2..W+1 tokens).\n"
 		"--meta: strings copied into the JSON's \"meta\" (device, scheduler, ...).\n"
@@ -979,7 +997,7 @@ static int parse(int argc, char **argv, lg_args *a, char *err, size_t errlen)
 		{"warmup", 1, 0, 'w'}, {"status-ms", 1, 0, 'i'}, {"wait-s", 1, 0, 'W'},
 		{"timeout-s", 1, 0, 'T'}, {"out", 1, 0, 'O'}, {"meta", 1, 0, 'M'},
 		{"http", 1, 0, 'H'}, {"coord-pid", 1, 0, 'P'}, {"turns", 1, 0, 'u'},
-		{"system-len", 1, 0, 'y'}, {"question-len", 1, 0, 'q'},
+		{"system-len", 1, 0, 'y'}, {"question-len", 1, 0, 'q'}, {"think-ms", 1, 0, 'k'},
 		{"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	const char *env = getenv("SHARDLINE_COORDINATOR");
 	*a = (lg_args){.endpoint = env && *env ? env : "tcp://127.0.0.1:5555", .mix = "fixed",
@@ -1014,6 +1032,7 @@ static int parse(int argc, char **argv, lg_args *a, char *err, size_t errlen)
 		case 'u': rc = sl_parse_int("--turns", optarg, 1, LG_MAX_TURNS, &a->turns, err, errlen); break;
 		case 'y': rc = sl_parse_int("--system-len", optarg, 1, 65536, &a->system_len, err, errlen); break;
 		case 'q': rc = sl_parse_int("--question-len", optarg, 1, 65536, &a->question_len, err, errlen); break;
+		case 'k': rc = sl_parse_int("--think-ms", optarg, 0, 600000, &a->think_ms, err, errlen); break;
 		case 'H': a->http = optarg; break;
 		case 'P': rc = sl_parse_int("--coord-pid", optarg, 1, 1L << 30, &a->coord_pid, err, errlen); break;
 		case 'M':

@@ -16,9 +16,16 @@
 # Usage: bench/serve_chat.sh OUT_DIR   (or SCENARIO=chat bench/serve.sh OUT_DIR)
 # Environment (defaults in brackets):
 #   BIN, DEVICE, MODEL, TOKENIZER, CKPT_DIR   as bench/serve.sh
-#   CONFIGS    runs, each GROUPS:CACHE:ROUTE, GROUPS 1 or 2, CACHE on|off,
-#              ROUTE prefix|load (the coordinator's --route)
-#              [1:on:prefix 1:off:load 2:on:prefix 2:on:load 2:off:load]
+#   CONFIGS    runs, each GROUPS:CACHE:ROUTE[:THINK_MS], GROUPS 1 or 2,
+#              CACHE on|off, ROUTE prefix|load (the coordinator's --route),
+#              THINK_MS the users' pause between turns (loadgen --think-ms,
+#              default 0: closed loops)
+#              [1:on:prefix 1:off:load 2:on:prefix 2:on:load 2:off:load
+#               2:on:prefix:THINK 2:on:load:THINK]
+#   THINK      the pause of the last two default runs [cuda 1000; cpu 300].
+#              In closed loops a least-loaded router mostly sends a user
+#              back to the group it just left (its load just dropped), so
+#              the routing comparison also runs with users pausing
 #   USERS      concurrent users (loadgen --streams) [32]
 #   TURNS      turns per conversation [cuda 6; cpu 4]
 #   SYSTEM_LEN, QUESTION_LEN, OUTPUT_LEN   ids of the system prompt, of each
@@ -62,16 +69,16 @@ if [ "$DEVICE" = cuda ]; then
 	device=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 	say "device: $device"
 	turns=${TURNS:-6}; sys_len=${SYSTEM_LEN:-1000}; q_len=${QUESTION_LEN:-64}; o_len=${OUTPUT_LEN:-128}
-	warmup=${WARMUP:-$users}
+	warmup=${WARMUP:-$users}; think=${THINK:-1000}
 else
 	device="cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//') x $(nproc)"
 	say "device: $device"
-	export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+	export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 	turns=${TURNS:-4}; sys_len=${SYSTEM_LEN:-200}; q_len=${QUESTION_LEN:-16}; o_len=${OUTPUT_LEN:-16}
-	warmup=${WARMUP:-0}
+	warmup=${WARMUP:-0}; think=${THINK:-300}
 fi
 requests=${REQUESTS:-$((users * turns))}
-configs=${CONFIGS:-"1:on:prefix 1:off:load 2:on:prefix 2:on:load 2:off:load"}
+configs=${CONFIGS:-"1:on:prefix 1:off:load 2:on:prefix 2:on:load 2:off:load 2:on:prefix:$think 2:on:load:$think"}
 
 # --- the model: as bench/serve.sh ---------------------------------------------
 vocab=$("$bin/shardline-tok" "$tok" info | awk '/^vocab_size/{print $2}')
@@ -149,19 +156,21 @@ stop() {
 
 status=0
 for c in $configs; do
-	IFS=: read -r ng cache route <<EOF
+	IFS=: read -r ng cache route pause <<EOF
 $c
 EOF
+	pause=${pause:-0}
 	cname=cache; [ "$cache" = off ] && cname=nocache
-	run="chat-g$ng-$cname-$route"
-	say "== $run: $ng group(s), prefix cache $cache, route $route"
+	run="chat-g$ng-$cname-$route"; [ "$pause" -gt 0 ] && run="$run-think$pause"
+	say "== $run: $ng group(s), prefix cache $cache, route $route, think $pause ms"
 	start "$run" "$ng" "$cache" "$route"
 	# shellcheck disable=SC2086
 	timeout 900 "$bin/shardline-loadgen" --coordinator "$client" --model bench --mix chat \
 		--streams "$users" --requests "$requests" --turns "$turns" --system-len "$sys_len" \
-		--question-len "$q_len" --output-len "$o_len" --vocab "$vocab" --seed 1 \
+		--question-len "$q_len" --output-len "$o_len" --think-ms "$pause" --vocab "$vocab" --seed 1 \
 		--warmup "$warmup" --coord-pid "$coord_pid" --meta "device=$device" --meta "model=$shape" \
-		--meta "groups=$ng" --meta "cache=$cache" --meta "route=$route" --meta "case=$run" \
+		--meta "groups=$ng" --meta "cache=$cache" --meta "route=$route" --meta "think_ms=$pause" \
+		--meta "case=$run" \
 		--out "$out/$run.json" ${LOADGEN_FLAGS:-} >"$out/$run.txt" 2>"$out/logs/$run-loadgen.log"
 	rc=$?
 	cat "$out/$run.txt"
