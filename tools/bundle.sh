@@ -29,12 +29,13 @@ cp tests/run.sh tests/gpu_golden.sh "$out/"
 cat > "$out/test-gpu.sh" <<'RUN'
 #!/bin/sh
 # make test-gpu from a bundle: kernel tests, attention tests, backend tests,
+# quantized-weight tests,
 # golden models on the GPU (and NCCL tensor/pipeline parallel when the host
 # has 2+ GPUs).
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/env.sh"
 set --
-for t in test_kernels test_attention test_backend; do [ -x "$here/tests/$t" ] && set -- "$@" "$here/tests/$t"; done
+for t in test_kernels test_attention test_backend test_quant; do [ -x "$here/tests/$t" ] && set -- "$@" "$here/tests/$t"; done
 GOLDEN_BIN="$here/tests/test_parallel" exec sh "$here/run.sh" gpu "$@" "$here/gpu_golden.sh"
 RUN
 chmod +x "$out/test-gpu.sh"

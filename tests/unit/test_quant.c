@@ -680,7 +680,7 @@ START_TEST(accuracy_report)
 			w[i] = dists[d].draw();
 		for (int f = 0; f < 6; f++) {
 			err[d][f] = rms_rel_error(&fmts[f].fc, w, rows, cols);
-			printf("quant accuracy: %-16s %-11s RMS error / RMS weight %.4f\n", fmts[f].name,
+			printf("quant accuracy: %-16s %-11s rms(dequant - w) / rms(w) %.4f\n", fmts[f].name,
 			       dists[d].name, err[d][f]);
 			fflush(stdout);
 		}
