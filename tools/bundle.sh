@@ -35,13 +35,13 @@ cp tests/run.sh tests/gpu_golden.sh tests/gpu_allreduce.sh "$out/"
 cat > "$out/test-gpu.sh" <<'RUN'
 #!/bin/sh
 # make test-gpu from a bundle: kernel tests, attention tests, backend tests,
-# the custom all-reduce under mpirun (MAX_NP=2 limits it to 2 ranks), golden
-# models on the GPU (tensor parallel on one shared GPU, or NCCL
-# tensor/pipeline parallel when the host has 2+ GPUs).
+# quantized-weight tests, the custom all-reduce under mpirun (MAX_NP=2
+# limits it to 2 ranks), golden models on the GPU (tensor parallel on one
+# shared GPU, or NCCL tensor/pipeline parallel when the host has 2+ GPUs).
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/env.sh"
 set --
-for t in test_kernels test_attention test_backend; do [ -x "$here/tests/$t" ] && set -- "$@" "$here/tests/$t"; done
+for t in test_kernels test_attention test_backend test_quant; do [ -x "$here/tests/$t" ] && set -- "$@" "$here/tests/$t"; done
 GOLDEN_BIN="$here/tests/test_parallel" ALLREDUCE_BIN="$here/tests/test_allreduce" \
 	exec sh "$here/run.sh" gpu "$@" "$here/gpu_allreduce.sh" "$here/gpu_golden.sh"
 RUN
