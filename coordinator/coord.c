@@ -190,7 +190,7 @@ void coord_destroy(coord *c)
 		coord_finish(c, c->all, SHARDLINE__CLIENT__FINISH_REASON__ERROR, "coordinator shutting down");
 	coord_http_destroy(c->http); /* after the requests: their answers go out first */
 	for (int i = 0; i < c->n_groups; i++)
-		free(c->groups[i]);
+		coord_group_free(c->groups[i]);
 	if (c->clients)
 		zmq_close(c->clients);
 	if (c->nodes)

@@ -40,6 +40,7 @@ typedef struct coord_opts {
 	long http_max_body_bytes;      /* larger request bodies get 413 */
 	int http_body_timeout_s;       /* a request's headers to its last body byte, at most */
 	const char *api_key_file;      /* when set, every endpoint but /health wants its Bearer key */
+	int route_by_load;             /* --route load: least loaded, cached prefixes ignored */
 	volatile sig_atomic_t *stop;   /* set by a signal handler: leave the loop */
 } coord_opts;
 

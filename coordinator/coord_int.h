@@ -10,13 +10,15 @@
  *   on_node.c    leader messages: register, heartbeat, tokens; group loss
  *   submit.c     the request core of both front doors: validation,
  *                tokenizing, a request made, queued and routed
- *   route.c      which group gets a queued request
+ *   route.c      which group gets a queued request: cached prefix and load
  *   stream.c     tokens -> text deltas, EOS, stop strings, the final Done
  *   requests.c   the request table (by id), the queue, request life cycle
  *   send.c       every ZeroMQ message out: client replies, node messages
  *   http_call.c  one HTTP exchange's answer: response, SSE, suspend/resume
  *   metrics.c    Prometheus counters and histograms, the exposition
  *   buffers.c    growable bytes, ids and log-probs
+ *   prefix.c     a group's cached block hashes (prefix.h; calls nothing
+ *                here): on_node.c feeds it, route.c reads it
  * A request's replies go to its sink (coord_sink), set by the front door
  * that made it: the layers below call the front door only through it.
  * Nothing here is visible outside coordinator/.
@@ -76,6 +78,12 @@ typedef struct coord_group {
 	int assigned;              /* requests sent to it and not finished */
 	double last_seen, last_ping;
 	int lost;                  /* send failed (peer gone): reap at the next tick */
+	/* prefix cache (docs/scheduling.md) */
+	int prefix_cache;          /* it caches prefixes and reports its block hashes */
+	struct coord_prefix *cached; /* the hashes it reported holding (prefix.h); NULL: none */
+	long cache_queried, cache_hit, cache_evictions; /* its last Load's counters */
+	int cache_blocks;
+	long routed_prefix_tokens; /* prompt tokens found cached there when routed there */
 } coord_group;
 
 typedef enum { REQ_QUEUED = 0, REQ_ASSIGNED } coord_req_state;
@@ -248,6 +256,8 @@ int coord_sampling_check(const coord_sampling *s, int vocab, char *err, size_t n
 /* on_node.c */
 void coord_on_node(coord *c, sl_wire_msg *m);
 void coord_group_lost(coord *c, coord_group *g, const char *why);
+/* Free a group struct and what it owns. */
+void coord_group_free(coord_group *g);
 
 /* route.c */
 void coord_dispatch(coord *c);

@@ -23,7 +23,7 @@ static void usage(FILE *f)
 		"           [--http-max-body-bytes 4194304] [--http-body-timeout-s 60]\n"
 		"           [--eos-ids 2,3] [--heartbeat-ms 1000] [--max-queue 1024]\n"
 		"           [--request-timeout-ms 600000] [--default-max-tokens 16]\n"
-		"           [--ports-file PATH] [--log-level debug|info|warn]\n"
+		"           [--ports-file PATH] [--log-level debug|info|warn] [--route prefix|load]\n"
 		"Clients connect to --client-bind, node group leaders to --node-bind, HTTP\n"
 		"clients (the OpenAI API, /health, /metrics) to --http-bind (all loopback\n"
 		"only by default; give tcp://0.0.0.0:PORT or 0.0.0.0:PORT to serve other\n"
@@ -33,7 +33,9 @@ static void usage(FILE *f)
 		"--chat-template FILE after a --model-name replaces it. EOS ids default to\n"
 		"each model's own: generation_config.json, config.json and tokenizer_config.json\n"
 		"beside a tokenizer.json, or a GGUF's eos/eot/eom ids; --eos-ids replaces them.\n"
-		"SIGINT/SIGTERM stop it; running requests end with an error.\n");
+		"--route: a request goes to the group holding most of its prompt in its prefix\n"
+		"cache, blended with load (prefix, default), or to the least loaded (load;\n"
+		"docs/scheduling.md). SIGINT/SIGTERM stop it; running requests end with an error.\n");
 }
 
 static volatile sig_atomic_t g_stop;
@@ -49,7 +51,7 @@ static int parse(int argc, char **argv, coord_opts *o, int32_t **eos, char *err,
 		{"http-bind", 1, 0, 'B'}, {"http-max-connections", 1, 0, 'C'},
 		{"http-idle-timeout-s", 1, 0, 'I'}, {"http-max-body-bytes", 1, 0, 'Y'},
 		{"http-body-timeout-s", 1, 0, 'U'}, {"api-key-file", 1, 0, 'K'},
-		{"chat-template", 1, 0, 'J'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+		{"chat-template", 1, 0, 'J'}, {"route", 1, 0, 'R'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	int c, rc = 0, n_tok = 0, n_eos = 0;
 	long v;
 	while (!rc && (c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -84,6 +86,11 @@ static int parse(int argc, char **argv, coord_opts *o, int32_t **eos, char *err,
 		case 'Y': rc = sl_parse_int("--http-max-body-bytes", optarg, 1024, 1L << 30, &v, err, errlen); o->http_max_body_bytes = v; break;
 		case 'U': rc = sl_parse_int("--http-body-timeout-s", optarg, 1, 86400, &v, err, errlen); o->http_body_timeout_s = (int)v; break;
 		case 'K': o->api_key_file = optarg; break;
+		case 'R':
+			if (strcmp(optarg, "prefix") && strcmp(optarg, "load"))
+				return sl_errf(err, errlen, SL_EINVAL, "--route: '%s' is not prefix or load", optarg);
+			o->route_by_load = !strcmp(optarg, "load");
+			break;
 		case 'J':
 			if (o->n_models == 0 || o->chat_templates[o->n_models - 1])
 				return sl_errf(err, errlen, SL_EINVAL, "--chat-template goes after its --model-name (one each)");

@@ -239,6 +239,27 @@ static void render_state(expo *o, const coord *c, char (*names)[2 * COORD_MAX_NA
 			put(o, "%s{group=\"%u\",model=\"%s\"} %d\n", G[k].name, g->id, names[g->model], v);
 		}
 	}
+	static const struct { const char *name, *type, *help; } P[] = {
+		{"shardline_prefix_cache_blocks", "gauge",
+		 "KV blocks a node group holds in its prefix cache, in use or not (its last report)."},
+		{"shardline_prefix_cache_queried_tokens_total", "counter",
+		 "Tokens of sequences a node group started with its prefix cache on."},
+		{"shardline_prefix_cache_hit_tokens_total", "counter",
+		 "Of those, tokens reused from the group's prefix cache instead of computed."},
+		{"shardline_prefix_cache_evictions_total", "counter",
+		 "Cached KV blocks a node group evicted to make room."},
+		{"shardline_route_prefix_tokens_total", "counter",
+		 "Prompt tokens the coordinator found cached on the group it routed each request to."},
+	};
+	for (size_t k = 0; k < sizeof P / sizeof P[0]; k++) {
+		family(o, P[k].name, P[k].type, P[k].help);
+		for (int i = 0; i < c->n_groups; i++) {
+			const coord_group *g = c->groups[i];
+			long v = k == 0 ? g->cache_blocks : k == 1 ? g->cache_queried : k == 2 ? g->cache_hit
+				 : k == 3 ? g->cache_evictions : g->routed_prefix_tokens;
+			put(o, "%s{group=\"%u\",model=\"%s\"} %ld\n", P[k].name, g->id, names[g->model], v);
+		}
+	}
 	family(o, "shardline_model_live_groups", "gauge",
 	     "Live node groups that take work, per configured model (/health needs 1 or more for each).");
 	for (int i = 0; i < c->n_models; i++) {

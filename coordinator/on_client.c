@@ -91,6 +91,8 @@ static void send_status(coord *c, const void *client, size_t client_len, uint64_
 		s->has_id = s->has_tp = s->has_pp = s->has_kv_blocks = s->has_kv_free = 1;
 		s->has_block_tokens = s->has_running = s->has_waiting = s->has_assigned = 1;
 		s->has_max_pos = s->has_last_seen_ms = s->has_draining = 1;
+		s->has_prefix_cache = s->has_cache_blocks = s->has_cache_queried_tokens = 1;
+		s->has_cache_hit_tokens = s->has_cache_evictions = s->has_routed_prefix_tokens = 1;
 		s->id = g->id;
 		s->name = (char *)g->name;
 		s->model = c->models[g->model].name;
@@ -98,6 +100,12 @@ static void send_status(coord *c, const void *client, size_t client_len, uint64_
 		s->block_tokens = g->block_tokens, s->running = g->running, s->waiting = g->waiting;
 		s->assigned = g->assigned, s->max_pos = g->max_pos, s->draining = g->draining;
 		s->last_seen_ms = (now - g->last_seen) * 1e3;
+		s->prefix_cache = g->prefix_cache;
+		s->cache_blocks = g->cache_blocks;
+		s->cache_queried_tokens = g->cache_queried;
+		s->cache_hit_tokens = g->cache_hit;
+		s->cache_evictions = g->cache_evictions;
+		s->routed_prefix_tokens = g->routed_prefix_tokens;
 		gp[i] = s;
 	}
 	for (int i = 0; i < c->n_models; i++)

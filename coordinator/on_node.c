@@ -5,13 +5,20 @@
  * lost: its requests that have streamed nothing go back to the front of
  * the queue for another group, the others end with an error. A leader the
  * coordinator does not know (it restarted) is told to register again.
+ * Every Load also updates the group's prefix cache picture (prefix.h)
+ * from the block hashes it cached and evicted, which route.c reads.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "coord_int.h"
+#include "prefix.h"
 #include "sl.h"
+
+/* Hashes kept per group, at most (a group with a larger pool is mirrored
+ * in part: 64 MiB of table at most). */
+#define COORD_MAX_PREFIX_HASHES (1 << 22)
 
 typedef Shardline__Node__Register pb_register;
 
@@ -104,12 +111,49 @@ static void on_register(coord *c, const void *ident, size_t len, coord_group *g,
 	g->max_pos = r->max_pos, g->vocab = r->vocab_size;
 	g->max_running = r->max_running, g->max_waiting = r->max_waiting;
 	g->kv_free = r->kv_blocks;
+	/* twice its blocks: one Load's cached hashes go in before its evicted ones leave */
+	long bound = 2L * r->kv_blocks < COORD_MAX_PREFIX_HASHES ? 2L * r->kv_blocks
+								  : COORD_MAX_PREFIX_HASHES;
+	g->prefix_cache = r->has_prefix_cache && r->prefix_cache;
+	if (g->prefix_cache && coord_prefix_create((int)bound, &g->cached)) {
+		SL_WARN("coord", "group %s: out of memory for its prefix cache hashes; routing by load",
+			g->name);
+		g->cached = NULL;
+	}
 	g->last_seen = g->last_ping = sl_now();
 	c->groups[c->n_groups++] = g;
 	SL_INFO("coord", "group %u (%s) registered: model %s, tp %d x pp %d, %d KV blocks of %d tokens, "
-		"context %d, %d running + %d waiting", g->id, g->name, c->models[model].name, g->tp, g->pp,
-		g->kv_blocks, g->block_tokens, g->max_pos, g->max_running, g->max_waiting);
+		"context %d, %d running + %d waiting, prefix cache %s", g->id, g->name,
+		c->models[model].name, g->tp, g->pp, g->kv_blocks, g->block_tokens, g->max_pos,
+		g->max_running, g->max_waiting, g->prefix_cache ? "on" : "off");
 	send_ack(c, ident, len, g->id, NULL);
+}
+
+/* The prefix cache's counters and events: cached hashes go in before
+ * evicted ones leave (a block evicted and cached again within one Load
+ * stays); a reset starts the picture over from this Load's hashes. */
+static void on_cache(coord_group *g, const Shardline__Node__Load *l)
+{
+	if (l->has_cache_queried_tokens && l->cache_queried_tokens >= 0)
+		g->cache_queried = (long)l->cache_queried_tokens;
+	if (l->has_cache_hit_tokens && l->cache_hit_tokens >= 0)
+		g->cache_hit = (long)l->cache_hit_tokens;
+	if (l->has_cache_evictions && l->cache_evictions >= 0)
+		g->cache_evictions = (long)l->cache_evictions;
+	if (l->has_cache_blocks && l->cache_blocks >= 0 && l->cache_blocks <= g->kv_blocks)
+		g->cache_blocks = l->cache_blocks;
+	if (!g->cached)
+		return;
+	if (l->has_cache_reset && l->cache_reset)
+		coord_prefix_reset(g->cached);
+	size_t dropped = 0;
+	for (size_t i = 0; i < l->n_cache_stored; i++)
+		dropped += coord_prefix_add(g->cached, l->cache_stored[i]) != SL_OK;
+	for (size_t i = 0; i < l->n_cache_evicted; i++)
+		coord_prefix_remove(g->cached, l->cache_evicted[i]);
+	if (dropped)
+		SL_DEBUG("coord", "group %u: %zu cached block hashes past the bound not kept", g->id,
+			 dropped);
 }
 
 static void on_load(coord_group *g, const Shardline__Node__Load *l)
@@ -124,6 +168,7 @@ static void on_load(coord_group *g, const Shardline__Node__Load *l)
 		g->kv_free = l->kv_free;
 	if (l->has_draining)
 		g->draining |= l->draining;
+	on_cache(g, l);
 }
 
 static void cancel_stray(coord *c, coord_group *g, uint64_t req_id)
@@ -271,5 +316,13 @@ void coord_group_lost(coord *c, coord_group *g, const char *why)
 			c->groups[i] = c->groups[--c->n_groups];
 			break;
 		}
+	coord_group_free(g);
+}
+
+void coord_group_free(coord_group *g)
+{
+	if (!g)
+		return;
+	coord_prefix_destroy(g->cached);
 	free(g);
 }

@@ -1,15 +1,35 @@
 /*
  * route.c — which live group gets a queued request: among the groups
  * serving its model that can hold it (context, KV capacity, vocabulary)
- * and have room (fewer requests assigned than they run plus hold), the
- * one with the least outstanding work relative to its size, then the
- * most free KV blocks. The queue is FIFO per model: a request only
- * overtakes others that no group can take now.
+ * and have room (fewer requests assigned than they run plus hold), by
+ * default the best blend of the prompt prefix the group has cached (its
+ * reported block hashes, prefix.h) and its load, passing over groups far
+ * busier than the least loaded; with --route load the least loaded
+ * (outstanding work relative to its size, then the most free KV blocks).
+ * docs/scheduling.md has the score. The queue is FIFO per model: a
+ * request only overtakes others that no group can take now.
  */
 #include <stdio.h>
+#include <stdlib.h>
 
+#include "block_hash.h"
 #include "coord_int.h"
+#include "prefix.h"
 #include "sl.h"
+
+/* The route score (docs/scheduling.md): cached share - LOAD_WEIGHT x load,
+ * among groups whose load is below the least loaded's + IMBALANCE. */
+#define ROUTE_LOAD_WEIGHT 0.5
+#define ROUTE_IMBALANCE 0.5
+
+/* A request's block chain hashes for one block size, computed once per
+ * dispatch and block size (groups of a model usually share one). */
+typedef struct route_hashes {
+	const coord_req *r;
+	int block_tokens, n;
+	uint64_t *h;
+	size_t cap;
+} route_hashes;
 
 static int fits(const coord_group *g, const coord_req *r)
 {
@@ -23,22 +43,78 @@ static int usable(const coord_group *g) { return !g->lost && !g->draining; }
 /* Outstanding work per running slot; lower is less loaded. */
 static double load(const coord_group *g) { return (double)g->assigned / g->max_running; }
 
-static coord_group *pick(coord *c, const coord_req *r, int *any_live, int *any_fit)
+/* The prefix route's load: outstanding work per running slot plus the
+ * share of the KV pool in use (cached blocks nobody uses count free). */
+static double load_kv(const coord_group *g)
+{
+	double used = 1.0 - (double)g->kv_free / g->kv_blocks;
+	return load(g) + (used < 0 ? 0 : used > 1 ? 1 : used);
+}
+
+/* Prompt tokens of r in leading blocks g holds, as the node would reuse
+ * them: whole blocks, never the prompt's last token. */
+static int cached_tokens(const coord_group *g, const coord_req *r, route_hashes *rh)
+{
+	int bt = g->block_tokens, n = (r->n_prompt - 1) / bt;
+	if (!g->cached || n <= 0)
+		return 0;
+	if (rh->r != r || rh->block_tokens != bt) {
+		if ((size_t)n > rh->cap) {
+			uint64_t *nh = realloc(rh->h, sizeof(uint64_t) * n);
+			if (!nh)
+				return 0; /* out of memory: route as if nothing were cached */
+			rh->h = nh, rh->cap = (size_t)n;
+		}
+		sl_block_hashes(r->prompt, bt, 0, n, rh->h);
+		rh->r = r, rh->block_tokens = bt, rh->n = n;
+	}
+	return coord_prefix_match(g->cached, rh->h, n) * bt;
+}
+
+/* Can g take r now? *any_live / *any_fit say why not, for the caller. */
+static int eligible(const coord_group *g, const coord_req *r, int *any_live, int *any_fit)
+{
+	if (g->model != r->model || !usable(g))
+		return 0;
+	*any_live = 1;
+	if (!fits(g, r))
+		return 0;
+	*any_fit = 1;
+	return g->assigned < g->max_running + g->max_waiting;
+}
+
+/* The group for r, or NULL; *cached: the prompt tokens it holds. */
+static coord_group *pick(coord *c, const coord_req *r, route_hashes *rh, int *cached,
+			 int *any_live, int *any_fit)
 {
 	coord_group *best = NULL;
+	double min_load = 0, best_score = 0;
+	int n_ok = 0;
 	for (int i = 0; i < c->n_groups; i++) {
 		coord_group *g = c->groups[i];
-		if (g->model != r->model || !usable(g))
+		if (!eligible(g, r, any_live, any_fit))
 			continue;
-		*any_live = 1;
-		if (!fits(g, r))
+		if (c->o.route_by_load) {
+			if (!best || load(g) < load(best) ||
+			    (load(g) == load(best) && g->kv_free > best->kv_free))
+				best = g;
 			continue;
-		*any_fit = 1;
-		if (g->assigned >= g->max_running + g->max_waiting)
-			continue;
-		if (!best || load(g) < load(best) || (load(g) == load(best) && g->kv_free > best->kv_free))
-			best = g;
+		}
+		min_load = n_ok++ == 0 || load_kv(g) < min_load ? load_kv(g) : min_load;
 	}
+	for (int i = 0; !c->o.route_by_load && i < c->n_groups; i++) {
+		coord_group *g = c->groups[i];
+		int a = 0, f = 0;
+		if (!eligible(g, r, &a, &f) || load_kv(g) >= min_load + ROUTE_IMBALANCE)
+			continue; /* far busier than the least loaded: whatever it holds */
+		double score = (double)cached_tokens(g, r, rh) / r->n_prompt -
+			       ROUTE_LOAD_WEIGHT * load_kv(g);
+		if (!best || score > best_score ||
+		    (score == best_score && (load_kv(g) < load_kv(best) ||
+					     (load_kv(g) == load_kv(best) && g->kv_free > best->kv_free))))
+			best = g, best_score = score;
+	}
+	*cached = best ? cached_tokens(best, r, rh) : 0;
 	return best;
 }
 
@@ -86,16 +162,18 @@ static int any_room(const coord *c)
 void coord_dispatch(coord *c)
 {
 	coord_req *next;
+	route_hashes rh = {0};
 	for (coord_req *r = c->qhead; r && any_room(c); r = next) {
 		next = r->qnext;
-		int any_live = 0, any_fit = 0;
-		coord_group *g = pick(c, r, &any_live, &any_fit);
+		int any_live = 0, any_fit = 0, cached = 0;
+		coord_group *g = pick(c, r, &rh, &cached, &any_live, &any_fit);
 		if (!g) {
 			if (any_live && !any_fit) {
 				char msg[256];
 				snprintf(msg, sizeof msg, "no node group of model %s can hold prompt (%d tokens) "
 					 "+ max_tokens (%d)", c->models[r->model].name, r->n_prompt, r->max_tokens);
 				coord_finish(c, r, SHARDLINE__CLIENT__FINISH_REASON__ERROR, msg);
+				rh.r = NULL; /* r is freed: its address may come back */
 			}
 			continue;
 		}
@@ -105,9 +183,11 @@ void coord_dispatch(coord *c)
 		r->state = REQ_ASSIGNED;
 		r->group = g;
 		g->assigned++;
+		g->routed_prefix_tokens += cached;
 		if (r->t_assigned == 0)
 			r->t_assigned = sl_now();
 	}
+	free(rh.h);
 }
 
 int coord_model_context(const coord *c, int m)
