@@ -5,7 +5,8 @@
  *   - a vocab_size of 2^31 - 1 accepted by config.json and overflowing the
  *     vocab-parallel split in parallel/grid.c;
  *   - a positive rms_norm_eps (or rope value) below float's range, such as
- *     1e-205, accepted and stored as 0.0f, from config.json and from GGUF.
+ *     1e-205, accepted and stored as 0.0f, from config.json and from GGUF;
+ * and the defects tests/fuzz's harnesses found since (each named below).
  */
 #include <check.h>
 #include <cjson/cJSON.h>
@@ -18,6 +19,7 @@
 #include "config.h"
 #include "gguf_craft.h"
 #include "grid.h"
+#include "plan.h"
 #include "sl.h"
 
 static char g_err[SL_ERRLEN];
@@ -158,6 +160,39 @@ START_TEST(test_gguf_refuses_eps_below_float)
 }
 END_TEST
 
+/* ---- found by the harnesses of tests/fuzz ---- */
+
+/* A plan whose q_start + q_len overflows int passed the range check
+ * (the sum wrapped negative) and sent ranks past the token arrays. */
+START_TEST(test_plan_refuses_overflowing_sequence)
+{
+	const int32_t tok[2] = {1, 2}, q_start[1] = {1296911693}, q_len[1] = {1296911693};
+	const int32_t kv_len[1] = {1296911693}, bt[1] = {0}, rows[1] = {1}, srow[1] = {0};
+	const int32_t micro[2] = {0, 1};
+	const int64_t pos[1] = {2};
+	kern_sample_params sp = {.top_p = 1};
+	node_plan p = {
+		.cmd = NODE_PLAN_STEP,
+		.b = {.tokens = tok, .positions = tok, .slots = tok, .n_tokens = 2,
+		      .q_start = q_start, .q_len = q_len, .kv_len = kv_len, .n_seqs = 1,
+		      .block_tables = bt, .max_blocks = 1, .block_tokens = 16, .max_q_len = 2,
+		      .max_kv_len = 2},
+		.n_rows = 1, .rows = rows, .n_sample = 1, .sample_rows = srow, .sampling = &sp,
+		.sample_pos = pos, .n_micro = 1, .micro_seq0 = micro,
+	};
+	void *buf = NULL;
+	size_t cap = 0, bytes = 0;
+	ck_assert_int_eq(node_plan_pack(&p, &buf, &cap, &bytes), 0);
+	node_plan q;
+	g_err[0] = 0;
+	int rc = node_plan_unpack(buf, bytes, &q, g_err, sizeof g_err);
+	free(buf);
+	ck_assert_msg(rc == SL_EINVAL && strstr(g_err, "sequence 0"),
+		      "q_start %d + q_len %d of 2 tokens: rc %d, want %d; error \"%s\"",
+		      q_start[0], q_len[0], rc, SL_EINVAL, g_err);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *su = suite_create("fuzz_regress");
@@ -167,6 +202,7 @@ int main(void)
 	tcase_add_test(tc, test_config_refuses_eps_below_float);
 	tcase_add_test(tc, test_config_refuses_rope_factor_below_float);
 	tcase_add_test(tc, test_gguf_refuses_eps_below_float);
+	tcase_add_test(tc, test_plan_refuses_overflowing_sequence);
 	suite_add_tcase(su, tc);
 	SRunner *sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);
