@@ -10,40 +10,42 @@
 #include "plan.h"
 #include "sl.h"
 
-static volatile int64_t g_sink;
+static volatile uint64_t g_sink;
 
 static void walk(const node_plan *p)
 {
 	const kern_paged_batch *b = &p->b;
-	int64_t sum = p->cmd + p->want_logits;
+	uint64_t sum = (uint32_t)p->cmd + (uint32_t)p->want_logits; /* wraps: only read */
 	for (int i = 0; i < b->n_tokens; i++)
-		sum += b->tokens[i] + b->positions[i] + b->slots[i];
+		sum += (uint32_t)b->tokens[i] + (uint32_t)b->positions[i] + (uint32_t)b->slots[i];
 	for (int s = 0; s < b->n_seqs; s++) {
 		FUZZ_CHECK(b->q_start[s] >= 0 && b->q_start[s] + b->q_len[s] <= b->n_tokens,
 			   "sequence %d: tokens [%d, +%d) of %d", s, b->q_start[s], b->q_len[s],
 			   b->n_tokens);
-		sum += b->kv_len[s];
+		sum += (uint32_t)b->kv_len[s];
 		for (int k = 0; k < b->max_blocks; k++)
-			sum += b->block_tables[(size_t)s * b->max_blocks + k];
+			sum += (uint32_t)b->block_tables[(size_t)s * b->max_blocks + k];
 	}
 	for (int r = 0; r < p->n_rows; r++) {
 		FUZZ_CHECK(p->rows[r] >= 0 && p->rows[r] < b->n_tokens, "row %d is token %d of %d",
 			   r, p->rows[r], b->n_tokens);
-		sum += p->rows[r];
+		sum += (uint32_t)p->rows[r];
 	}
 	for (int k = 0; k < p->n_sample; k++) {
 		FUZZ_CHECK(p->sample_rows[k] >= 0 && p->sample_rows[k] < p->n_rows,
 			   "sample %d is row %d of %d", k, p->sample_rows[k], p->n_rows);
-		sum += p->sample_pos[k] + p->sampling[k].top_k + p->sampling[k].top_logprobs;
+		sum += (uint64_t)p->sample_pos[k] + (uint32_t)p->sampling[k].top_k +
+		       (uint32_t)p->sampling[k].top_logprobs;
 	}
 	for (int k = 0; k <= p->n_micro; k++)
-		sum += p->micro_seq0[k];
+		sum += (uint32_t)p->micro_seq0[k];
 	if (p->hist.off)
 		for (int k = 0; k < p->n_sample; k++)
 			for (int e = p->hist.off[k]; e < p->hist.off[k + 1]; e++) {
 				FUZZ_CHECK(e >= 0 && e < p->n_hist, "history entry %d of %d", e,
 					   p->n_hist);
-				sum += p->hist.ids[e] + p->hist.n_gen[e] + p->hist.in_prompt[e];
+				sum += (uint32_t)p->hist.ids[e] + (uint32_t)p->hist.n_gen[e] +
+				       (uint32_t)p->hist.in_prompt[e];
 			}
 	g_sink = sum;
 }

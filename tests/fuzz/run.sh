@@ -34,7 +34,7 @@ run_one() {
 		return 0
 	fi
 	echo "fuzz: $t: FAILED (exit $rc) after ${execs:-?} executions; log $B/logs/$t.log"
-	grep -E '^==[0-9]+==ERROR|runtime error:|fuzz check failed|^SUMMARY|out-of-memory|timeout after|deadly signal' \
+	grep -E '^==[0-9]+==ERROR|runtime error:|fuzz check failed|fuzz self-test|^SUMMARY|out-of-memory|timeout after|deadly signal' \
 		"$B/logs/$t.log" | head -8 | sed "s/^/fuzz: $t:   /"
 	repro=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$B/logs/$t.log" | tail -1)
 	if [ -n "$repro" ]; then
