@@ -227,9 +227,13 @@ FUZZ_OBJS    := $(LIB_SRCS:%.c=$(FUZZ_BUILD)/obj/%.o) $(FUZZ_GEN_SRCS:%.c=%.o)
 FUZZ_LIB     := $(FUZZ_BUILD)/libshardline.a
 
 .PHONY: fuzz fuzz-build fuzz-seeds
-fuzz: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
-	@FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_JOBS=$(FUZZ_JOBS) \
-		sh tests/fuzz/run.sh $(FUZZ_TARGETS)
+# First the regression tests of what fuzzing found, under the same sanitizers
+# (some defects were undefined behaviour that only UBSan makes visible).
+fuzz: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%) $(FUZZ_BUILD)/test_fuzz_regress
+	@out=$$($(FUZZ_BUILD)/test_fuzz_regress 2>&1); rc=$$?; \
+		printf '%s\n' "$$out" | grep -E '^[0-9]+%|:[EF]:|runtime error|ERROR|^  ' | sed 's/^/fuzz: regress: /'; \
+		[ $$rc -eq 0 ] && FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) \
+		FUZZ_JOBS=$(FUZZ_JOBS) sh tests/fuzz/run.sh $(FUZZ_TARGETS)
 
 fuzz-build: $(FUZZ_ALL:%=$(FUZZ_BUILD)/fuzz_%)
 
@@ -251,6 +255,10 @@ $(FUZZ_LIB): $(FUZZ_OBJS)
 $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(wildcard tests/fuzz/*.h) $(FUZZ_LIB)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -DFUZZ_REPO_DIR='"$(CURDIR)"' \
 		$< $(FUZZ_LIB) -o $@ $(PKG_LIBS) $(MPI_LIBS) -lm -lpthread
+
+$(FUZZ_BUILD)/test_fuzz_regress: tests/unit/test_fuzz_regress.c $(wildcard tests/unit/*.h) $(FUZZ_LIB)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(CHECK_CFLAGS) -Itests $< $(FUZZ_LIB) -o $@ $(PKG_LIBS) $(MPI_LIBS) \
+		$(CHECK_LIBS) -lm -lpthread
 
 fuzz-seeds: $(LIB)
 	$(CC) $(CFLAGS) tests/fuzz/make_seeds.c $(LIB) -o $(BUILD)/fuzz-make-seeds $(LDLIBS)

@@ -22,15 +22,17 @@ run_one() {
 	mkdir -p "$B/corpus/$t" "$B/findings/$t" "$B/logs"
 	dict=
 	[ -f "tests/fuzz/$t.dict" ] && dict="-dict=tests/fuzz/$t.dict"
+	t0=$(date +%s)
 	# shellcheck disable=SC2086
 	"$B/fuzz_$t" -max_total_time="$S" -timeout="$TIMEOUT" -rss_limit_mb=2048 \
 		-print_final_stats=1 -artifact_prefix="$B/findings/$t/" $dict $FUZZ_FLAGS \
 		"$B/corpus/$t" "tests/fuzz/corpus/$t" >"$B/logs/$t.log" 2>&1
 	rc=$?
+	secs=$(($(date +%s) - t0))
 	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$B/logs/$t.log" | tail -1)
 	speed=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$B/logs/$t.log" | tail -1)
 	if [ $rc -eq 0 ]; then
-		echo "fuzz: $t: ok, ${execs:-?} executions (${speed:-?}/s) in ${S}s"
+		echo "fuzz: $t: ok, ${execs:-?} executions (${speed:-?}/s) in ${secs}s"
 		return 0
 	fi
 	echo "fuzz: $t: FAILED (exit $rc) after ${execs:-?} executions; log $B/logs/$t.log"
@@ -54,8 +56,9 @@ for t in "$@"; do
 	[ -x "$B/fuzz_$t" ] || { echo "fuzz: no binary $B/fuzz_$t (make fuzz-build)" >&2; exit 2; }
 done
 echo "fuzz: $# targets, ${S}s each, $J at a time"
-mkdir -p "$B/logs"
-printf '%s\n' "$@" | xargs -P "$J" -I{} sh "$0" -one {} | tee "$B/logs/summary"
-ok=$(grep -c ': ok,' "$B/logs/summary")
+summary=$(mktemp)
+printf '%s\n' "$@" | xargs -P "$J" -I{} sh "$0" -one {} | tee "$summary"
+ok=$(grep -c ': ok,' "$summary")
+rm -f "$summary"
 echo "fuzz: $ok passed, $(($# - ok)) failed"
 [ "$ok" -eq $# ]
