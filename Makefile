@@ -83,7 +83,7 @@ CONFIG := $(CUDA) $(CUDA_ARCHS) $(DEBUG) $(SANITIZE)
 $(shell mkdir -p $(BUILD); echo '$(CONFIG)' | cmp -s - $(STAMP) || echo '$(CONFIG)' > $(STAMP))
 
 ifeq ($(CUDA),1)
-BINS += $(BUILD)/bin/shardline-bench $(BUILD)/bin/shardline-bench-allreduce
+BINS += $(BUILD)/bin/shardline-bench $(BUILD)/bin/shardline-bench-allreduce $(BUILD)/bin/shardline-qbench
 endif
 
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
@@ -148,6 +148,11 @@ $(BUILD)/bin/shardline-bench: $(BUILD)/obj/bench/decode.o $(LIB)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/bin/shardline-bench-allreduce: $(BUILD)/obj/bench/allreduce.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+# The quantized-layer micro-benchmark: includes kernels/quant.cu to sweep its templates.
+$(BUILD)/bin/shardline-qbench: $(BUILD)/obj/bench/qgemv.cu.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 

@@ -13,6 +13,10 @@
  * end in a message, not a SIGBUS, an allocation of 2^60 bytes or a
  * silently wrong model.
  *
+ * Storage types are gguf_quant.c's business: this file asks it how big a
+ * block of each type is (sl_ggml_block) and hands it each row to decode
+ * (sl_ggml_dequant_row); it never reaches back here.
+ *
  * Layout (little-endian): "GGUF", u32 version, u64 tensor count, u64 kv
  * count, the key/values (string key, u32 type, value), the tensor infos
  * (string name, u32 ndim, u64 ne[ndim], u32 type, u64 offset), padding to
@@ -82,55 +86,6 @@ typedef struct rd {
 	char *err;
 	size_t errlen;
 } rd;
-
-/* ---- storage types ---- */
-
-static const struct {
-	int type;
-	const char *name;
-	int block_elems, block_bytes;
-} ggml_types[] = {
-	{SL_GGML_F32, "F32", 1, 4},       {SL_GGML_F16, "F16", 1, 2},
-	{SL_GGML_BF16, "BF16", 1, 2},     {SL_GGML_Q4_0, "Q4_0", 32, 18},
-	{SL_GGML_Q4_1, "Q4_1", 32, 20},   {SL_GGML_Q5_0, "Q5_0", 32, 22},
-	{SL_GGML_Q5_1, "Q5_1", 32, 24},   {SL_GGML_Q8_0, "Q8_0", 32, 34},
-	{SL_GGML_Q4_K, "Q4_K", 256, 144}, {SL_GGML_Q5_K, "Q5_K", 256, 176},
-	{SL_GGML_Q6_K, "Q6_K", 256, 210},
-};
-
-/* ggml types we know by name but cannot read: named in the refusal. */
-static const char *other_type_name(uint32_t t)
-{
-	static const char *names[] = {
-		[9] = "Q8_1", [10] = "Q2_K", [11] = "Q3_K", [15] = "Q8_K", [16] = "IQ2_XXS",
-		[17] = "IQ2_XS", [18] = "IQ3_XXS", [19] = "IQ1_S", [20] = "IQ4_NL",
-		[21] = "IQ3_S", [22] = "IQ2_S", [23] = "IQ4_XS", [24] = "I8", [25] = "I16",
-		[26] = "I32", [27] = "I64", [28] = "F64", [29] = "IQ1_M", [34] = "TQ1_0",
-		[35] = "TQ2_0", [39] = "MXFP4",
-	};
-	return t < sizeof names / sizeof names[0] && names[t] ? names[t] : "unknown";
-}
-
-int sl_ggml_block(int type, int *block_elems, int *block_bytes)
-{
-	for (size_t i = 0; i < sizeof ggml_types / sizeof ggml_types[0]; i++)
-		if (ggml_types[i].type == type) {
-			if (block_elems)
-				*block_elems = ggml_types[i].block_elems;
-			if (block_bytes)
-				*block_bytes = ggml_types[i].block_bytes;
-			return 1;
-		}
-	return 0;
-}
-
-const char *sl_ggml_type_name(int type)
-{
-	for (size_t i = 0; i < sizeof ggml_types / sizeof ggml_types[0]; i++)
-		if (ggml_types[i].type == type)
-			return ggml_types[i].name;
-	return type >= 0 ? other_type_name((uint32_t)type) : "unknown";
-}
 
 static const char *vtype_name(uint32_t t)
 {
@@ -445,7 +400,7 @@ static int read_type(rd *r, sl_gguf_tensor *t)
 		return sl_errf(r->err, r->errlen, SL_ENOTSUP, "%s: tensor %s has storage type %" PRIu32
 			       " (%s), which shardline cannot read (F32, F16, BF16, Q4_0, Q4_1, "
 			       "Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K)", r->path, t->name, type,
-			       other_type_name(type));
+			       type > INT32_MAX ? "unknown" : sl_ggml_type_name((int)type));
 	t->type = (int)type;
 	uint64_t numel, bytes;
 	if (sl_shape_numel(t->ndim, t->ne, &numel))

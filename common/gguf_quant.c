@@ -1,9 +1,13 @@
 /*
- * gguf_quant.c — sl_ggml_dequant_row: every GGUF storage type shardline
- * reads, decoded to fp32. This is the CPU reference the loader uses to turn
- * quantized checkpoints into the run dtype, and the spec any faster decoder
- * is tested against; it is meant to be read next to the format description
- * and is kept plain on purpose.
+ * gguf_quant.c — GGUF storage types: the one table of the types shardline
+ * reads (their names and block sizes: sl_ggml_block, sl_ggml_type_name)
+ * and sl_ggml_dequant_row, every one of them decoded to fp32. This is the
+ * CPU reference the loader uses to turn quantized checkpoints into the run
+ * dtype, and the spec any faster decoder is tested against; it is meant to
+ * be read next to the format description and is kept plain on purpose.
+ * It knows nothing of files: gguf.c (the reader) calls down into it to
+ * check tensor types at open and to decode slices; the node loader and the
+ * tests call it through gguf.h.
  *
  * The block layouts (all little-endian, fp16 scales):
  *   Q8_0  32 values:  d, int8 q[32]                     x = d * q
@@ -38,6 +42,55 @@ static float h2f(const unsigned char *p) { return sl_f16_to_f32((uint16_t)(p[0] 
 static uint32_t u32le(const unsigned char *p)
 {
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* ---- storage types: the one table of what shardline can read ---- */
+
+static const struct {
+	int type;
+	const char *name;
+	int block_elems, block_bytes;
+} ggml_types[] = {
+	{SL_GGML_F32, "F32", 1, 4},       {SL_GGML_F16, "F16", 1, 2},
+	{SL_GGML_BF16, "BF16", 1, 2},     {SL_GGML_Q4_0, "Q4_0", 32, 18},
+	{SL_GGML_Q4_1, "Q4_1", 32, 20},   {SL_GGML_Q5_0, "Q5_0", 32, 22},
+	{SL_GGML_Q5_1, "Q5_1", 32, 24},   {SL_GGML_Q8_0, "Q8_0", 32, 34},
+	{SL_GGML_Q4_K, "Q4_K", 256, 144}, {SL_GGML_Q5_K, "Q5_K", 256, 176},
+	{SL_GGML_Q6_K, "Q6_K", 256, 210},
+};
+
+/* ggml types we know by name but cannot read: named in the refusal. */
+static const char *other_type_name(uint32_t t)
+{
+	static const char *names[] = {
+		[9] = "Q8_1", [10] = "Q2_K", [11] = "Q3_K", [15] = "Q8_K", [16] = "IQ2_XXS",
+		[17] = "IQ2_XS", [18] = "IQ3_XXS", [19] = "IQ1_S", [20] = "IQ4_NL",
+		[21] = "IQ3_S", [22] = "IQ2_S", [23] = "IQ4_XS", [24] = "I8", [25] = "I16",
+		[26] = "I32", [27] = "I64", [28] = "F64", [29] = "IQ1_M", [34] = "TQ1_0",
+		[35] = "TQ2_0", [39] = "MXFP4",
+	};
+	return t < sizeof names / sizeof names[0] && names[t] ? names[t] : "unknown";
+}
+
+int sl_ggml_block(int type, int *block_elems, int *block_bytes)
+{
+	for (size_t i = 0; i < sizeof ggml_types / sizeof ggml_types[0]; i++)
+		if (ggml_types[i].type == type) {
+			if (block_elems)
+				*block_elems = ggml_types[i].block_elems;
+			if (block_bytes)
+				*block_bytes = ggml_types[i].block_bytes;
+			return 1;
+		}
+	return 0;
+}
+
+const char *sl_ggml_type_name(int type)
+{
+	for (size_t i = 0; i < sizeof ggml_types / sizeof ggml_types[0]; i++)
+		if (ggml_types[i].type == type)
+			return ggml_types[i].name;
+	return type >= 0 ? other_type_name((uint32_t)type) : "unknown";
 }
 
 /* ---- 32-value blocks ---- */

@@ -15,6 +15,7 @@
 #include "chat_template.h"
 #include "coord_int.h"
 #include "http.h"
+#include "metrics.h"
 #include "rng.h"
 #include "sl.h"
 
@@ -158,8 +159,11 @@ int coord_create(const coord_opts *o, coord **out, char *err, size_t errlen)
 		return sl_errf(err, errlen, SL_ENOMEM, "out of memory");
 	c->o = *o;
 	c->next_req_id = random_epoch() | 1;
-	coord_metrics_init(&c->metrics);
-	int rc = load_models(c, err, errlen);
+	int rc = coord_metrics_create(&c->metrics);
+	if (rc)
+		rc = sl_errf(err, errlen, rc, "out of memory");
+	if (!rc)
+		rc = load_models(c, err, errlen);
 	if (!rc && !(c->ctx = zmq_ctx_new()))
 		rc = sl_errf(err, errlen, SL_ECOMM, "zmq_ctx_new failed");
 	if (!rc)
@@ -197,6 +201,7 @@ void coord_destroy(coord *c)
 		coord_model_meta_destroy(c->models[i].meta);
 		coord_tmpl_destroy(c->models[i].tmpl);
 	}
+	coord_metrics_destroy(c->metrics);
 	free(c);
 }
 

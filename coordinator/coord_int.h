@@ -1,20 +1,25 @@
 /*
- * coord_int.h — the coordinator's state, shared by its files:
+ * coord_int.h — the coordinator's state, shared by its files. They stand
+ * in layers, each calling only the ones below it (top first):
  *   coord.c      the loop, timers, sockets, create/destroy
- *   requests.c   the request table (by id), the queue, request life cycle
- *   send.c       every outgoing message: client replies, node messages
- *   on_client.c  client messages: submit (validation), cancel, status, drain
+ *   http.c       the HTTP server (libmicrohttpd) inside the loop: limits,
+ *                auth, routing, /health, /metrics, client disconnects
+ *   on_client.c  the ZeroMQ front door: submit, cancel, status, drain
+ *   openai.c     the HTTP front door, the OpenAI API: JSON in, Submits
+ *                out, Chunk/Done back to JSON and events; /v1/models
  *   on_node.c    leader messages: register, heartbeat, tokens; group loss
+ *   submit.c     the request core of both front doors: validation,
+ *                tokenizing, a request made, queued and routed
  *   route.c      which group gets a queued request
  *   stream.c     tokens -> text deltas, EOS, stop strings, the final Done
- *   http.c       the HTTP server (libmicrohttpd) inside the loop: limits,
- *                auth, routing, SSE, suspend/resume, client disconnects
- *   openai.c     the OpenAI API on top of it: JSON in, Submits out,
- *                Chunk/Done back to JSON; /v1/models
- *   metrics.c    Prometheus counters and histograms, /metrics
- * A request's replies go to its sink: a ZeroMQ client (routing id) or an
- * HTTP exchange (coord_send_reply picks). Nothing here is visible outside
- * coordinator/.
+ *   requests.c   the request table (by id), the queue, request life cycle
+ *   send.c       every ZeroMQ message out: client replies, node messages
+ *   http_call.c  one HTTP exchange's answer: response, SSE, suspend/resume
+ *   metrics.c    Prometheus counters and histograms, the exposition
+ *   buffers.c    growable bytes, ids and log-probs
+ * A request's replies go to its sink (coord_sink), set by the front door
+ * that made it: the layers below call the front door only through it.
+ * Nothing here is visible outside coordinator/.
  */
 #ifndef COORD_INT_H
 #define COORD_INT_H
@@ -22,7 +27,6 @@
 #include <stdint.h>
 
 #include "coord.h"
-#include "metrics.h"
 #include "proto/client.pb-c.h"
 #include "proto/node.pb-c.h"
 #include "model_meta.h"
@@ -47,7 +51,7 @@
 #define COORD_REQ_BUCKETS 4096
 
 struct coord_http;
-struct coord_http_call;
+struct coord_metrics;
 struct coord_tmpl;
 
 typedef struct coord_model {
@@ -80,13 +84,31 @@ typedef enum { REQ_QUEUED = 0, REQ_ASSIGNED } coord_req_state;
 typedef struct coord_bytes { char *p; size_t n, cap; } coord_bytes;
 typedef struct coord_ids { int32_t *p; size_t n, cap; } coord_ids;
 
-/* Where a request's replies go: a ZeroMQ client, or one choice of an HTTP
- * exchange (http != NULL). */
+struct coord_req;
+
+/* What a front door does for the requests it made. stream.c and
+ * requests.c reach the front door through these, never by name, so the
+ * core knows neither transport. */
+typedef struct coord_sink_ops {
+	/* r was just made (inside coord_submit, before it can end): the front
+	 * door may hold it until its Done or detach. NULL: nothing to do. */
+	void (*attach)(struct coord_req *r);
+	/* A Chunk or Done of r. One that cannot be delivered marks r
+	 * client_gone (the tick cancels r). */
+	void (*reply)(coord *c, struct coord_req *r, const Shardline__Client__Reply *rep);
+	/* r is freed before its Done reached the front door. NULL: nothing. */
+	void (*detach)(struct coord_req *r);
+} coord_sink_ops;
+
+/* Where a request's replies go: set by the front door that made it
+ * (on_client.c: a ZeroMQ client; openai.c: one choice of an HTTP
+ * exchange). ops NULL: detached, its replies are dropped. */
 typedef struct coord_sink {
-	const void *client;        /* ZeroMQ: the client's routing id */
+	const coord_sink_ops *ops;
+	void *ctx;                 /* the front door's own (HTTP: the exchange) */
+	int choice;                /* HTTP: its index among the exchange's choices */
+	uint8_t client[SL_WIRE_MAX_IDENT]; /* ZeroMQ: the client's routing id */
 	size_t client_len;
-	struct coord_http_call *http;
-	int choice;
 } coord_sink;
 
 /* Log-probs of the ids in a coord_ids, entry for entry: each id's own and
@@ -107,8 +129,8 @@ typedef struct coord_lp_view {
 	int top_n;
 } coord_lp_view;
 
-/* What to sample and what to return besides tokens: filled from a
- * native Submit (on_client.c) or an OpenAI request (the HTTP API), then
+/* What to sample and what to return besides tokens: filled by submit.c
+ * from a Submit (a client's own, or one openai.c built from JSON), then
  * checked by coord_sampling_check, the one range check of these fields.
  * docs/sampling.md has the semantics. */
 typedef struct coord_sampling {
@@ -126,10 +148,7 @@ typedef struct coord_sampling {
 
 typedef struct coord_req {
 	uint64_t id, tag;
-	uint8_t client[SL_WIRE_MAX_IDENT];
-	size_t client_len;
-	struct coord_http_call *http; /* the HTTP exchange it answers; NULL: a ZeroMQ client */
-	int choice;                /* HTTP: its index among the exchange's choices */
+	coord_sink sink;           /* where its replies go */
 	int client_gone;           /* a reply could not be delivered */
 	int timed_out;             /* ended by its deadline (HTTP: 408) */
 	int model;
@@ -175,28 +194,31 @@ struct coord {
 	long n_requeued;
 	double last_tick;
 	struct coord_http *http;   /* NULL: no HTTP API */
-	coord_metrics metrics;
+	struct coord_metrics *metrics; /* fed by stream.c and http.c (metrics.h) */
 };
+
+/* buffers.c; each SL_ENOMEM (contents kept) or 0 */
+int coord_bytes_add(coord_bytes *b, const char *p, size_t n); /* keeps a NUL after n */
+int coord_ids_add(coord_ids *b, const int32_t *p, size_t n);
+/* Token i of v onto b (b takes v's top_n on its first entry). */
+int coord_logprobs_add(coord_logprobs *b, const coord_lp_view *v, size_t i);
+void coord_logprobs_free(coord_logprobs *b);
 
 /* requests.c */
 coord_req *coord_req_new(coord *c);
 coord_req *coord_req_find(coord *c, uint64_t id);
-coord_req *coord_req_find_tag(coord *c, const void *client, size_t client_len, uint64_t tag);
 void coord_req_enqueue(coord *c, coord_req *r, int front);
 void coord_req_dequeue(coord *c, coord_req *r);
 /* Reset output so the request can run again from its prompt (re-queue). */
 void coord_req_reset_output(coord_req *r);
-/* Unlink and free; tells its group to cancel it when it still runs there. */
+/* Unlink and free; tells its group to cancel it when it still runs there,
+ * and its front door (sink detach) that it is gone. */
 void coord_req_free(coord *c, coord_req *r);
-int coord_bytes_add(coord_bytes *b, const char *p, size_t n);
-int coord_ids_add(coord_ids *b, const int32_t *p, size_t n);
 
 /* send.c */
 /* To a client by routing id (status replies); SL_ECOMM, *zerrno set, on failure. */
 int coord_send_client(coord *c, const void *client, size_t client_len,
-		      Shardline__Client__Reply *rep, int *zerrno);
-/* To r's client; a failed send marks r client_gone (the tick cancels it). */
-void coord_send_reply(coord *c, coord_req *r, Shardline__Client__Reply *reply);
+		      const Shardline__Client__Reply *rep, int *zerrno);
 void coord_reply_error(coord *c, const void *client, size_t client_len, uint64_t tag,
 		       Shardline__Client__ErrorCode code, const char *fmt, ...)
 	__attribute__((format(printf, 6, 7)));
@@ -208,10 +230,12 @@ void coord_send_ping(coord *c, coord_group *g);
 
 /* on_client.c */
 void coord_on_client(coord *c, sl_wire_msg *m);
+
+/* submit.c */
 /* The submit path of both transports: every field of s checked, the
- * prompt tokenized, a request made for sink `to`, queued and dispatched
- * (an HTTP sink is handed the request by coord_oai_attach). 0, or the
- * ErrorCode with err saying why. */
+ * prompt tokenized, a request made for sink `to` (copied into it; its
+ * attach op is called), queued and dispatched. 0, or the ErrorCode with
+ * err saying why. */
 int coord_submit(coord *c, const Shardline__Client__Submit *s, const coord_sink *to, char *err,
 		 size_t n);
 
@@ -236,7 +260,6 @@ int coord_model_context(const coord *c, int m);
 void coord_stream_tokens(coord *c, coord_req *r, const int32_t *ids, size_t n,
 			 const coord_lp_view *lp, Shardline__Node__Finish node_finish,
 			 const char *node_error);
-void coord_logprobs_free(coord_logprobs *b);
 /* End r with reason (text flushed unless it is CANCELLED/ERROR), send Done, free r. */
 void coord_finish(coord *c, coord_req *r, Shardline__Client__FinishReason reason,
 		  const char *error);

@@ -1,5 +1,9 @@
 /*
- * http.c — the HTTP server inside the coordinator's loop (see http.h).
+ * http.c — the HTTP server inside the coordinator's loop (see http.h):
+ * the daemon, its limits, routing and auth, /health and /metrics, the
+ * life of each exchange, and clients that hang up. It stands on top of
+ * the HTTP layer: it hands /v1/... to openai.c, which answers through
+ * http_call.c, and feeds metrics.c; none of these calls back up here.
  *
  * Why libmicrohttpd: a small, long-maintained C library (GNU, in Debian as
  * libmicrohttpd-dev 0.9.75) that parses HTTP/1.1 defensively (request line,
@@ -12,12 +16,12 @@
  * MHD_resume_connection, which is how a stream waits for tokens without
  * a thread or a busy loop.
  *
- * An exchange (coord_http_call) lives from an HTTP request's headers to
- * MHD's "request completed" callback. The access handler sees it three
- * ways: the first call (headers only: route, auth, Content-Length
- * checked), calls with body bytes (bounded in size and time), and the
- * final call (the handler runs, or, for a suspended exchange that was
- * resumed, the response it waited for is queued).
+ * An exchange (coord_http_call, answered through http_call.c) lives from
+ * an HTTP request's headers to MHD's "request completed" callback. The
+ * access handler sees it three ways: the first call (headers only: route,
+ * auth, Content-Length checked), calls with body bytes (bounded in size
+ * and time), and the final call (the handler runs, or, for a suspended
+ * exchange that was resumed, the response it waited for is queued).
  *
  * A suspended exchange is not watched by MHD, so a client that hangs up
  * while its request waits in the queue or between tokens would go
@@ -26,6 +30,7 @@
  * requests are then cancelled by the coordinator's tick.
  */
 #include "http.h"
+#include "http_call.h"
 
 #include <errno.h>
 #include <microhttpd.h>
@@ -39,13 +44,12 @@
 #include <unistd.h>
 
 #include "coord_int.h"
+#include "metrics.h"
 #include "openai.h"
 #include "sl.h"
 
 #define HTTP_MEMORY_PER_CONNECTION (32 * 1024) /* MHD's buffers: bounds the request headers */
-#define HTTP_SSE_BLOCK (16 * 1024)
 #define HTTP_FLUSH_S 0.5                        /* at shutdown, for answers still being sent */
-#define HTTP_MAX_UNSENT (8 << 20)               /* event bytes a client has not read: past it, cut */
 
 enum { R_HEALTH, R_METRICS, R_MODELS, R_MODEL, R_COMPLETIONS, R_CHAT, R_NONE };
 
@@ -71,160 +75,7 @@ struct coord_http {
 	int n_connections;
 };
 
-struct coord_http_call {
-	coord_http *h;
-	struct MHD_Connection *conn;
-	int fd;
-	int route;
-	char arg[COORD_MAX_NAME + 2]; /* /v1/models/{arg} */
-	double t_start;
-	coord_bytes body;
-	int handled;               /* routed to its handler, or answered already */
-	int in_handler;            /* inside the access handler: responses are queued at once */
-	int suspended, waiting;    /* waiting: suspended until coord_http_respond */
-	int abort;                 /* close the connection without (the rest of) an answer */
-	int status;                /* of the response queued, for the metrics */
-	const char *allow;         /* a 405's Allow header */
-	struct MHD_Response *pending; /* to queue when the exchange is resumed */
-	int pending_status;
-	int sse, sse_end;          /* an event stream; its end was written */
-	coord_bytes out;           /* event bytes not yet handed to MHD */
-	size_t out_off;
-	void *app;                 /* openai.c's state */
-	coord_http_call *prev, *next;
-};
-
-/* --- helpers for openai.c ------------------------------------------------- */
-
-void *coord_http_app(coord_http_call *x) { return x ? x->app : NULL; }
-void coord_http_set_app(coord_http_call *x, void *app) { x->app = app; }
-coord *coord_http_coord(coord_http_call *x) { return x->h->c; }
 const char *coord_http_address(const coord_http *h) { return h->address; }
-int coord_http_connections(const coord_http *h) { return h ? h->n_connections : 0; }
-
-static void wake(coord_http_call *x)
-{
-	if (x->suspended) {
-		x->suspended = 0;
-		MHD_resume_connection(x->conn);
-	}
-}
-
-static void add_header(struct MHD_Response *r, const char *line)
-{
-	const char *colon = line ? strchr(line, ':') : NULL;
-	char name[64];
-	if (!colon || (size_t)(colon - line) >= sizeof name)
-		return;
-	snprintf(name, sizeof name, "%.*s", (int)(colon - line), line);
-	MHD_add_response_header(r, name, colon + 1 + strspn(colon + 1, " "));
-}
-
-void coord_http_respond(coord_http_call *x, int status, const char *content_type, const char *body,
-			size_t len, const char *extra_header)
-{
-	struct MHD_Response *r =
-		MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
-	x->handled = 1;
-	x->waiting = 0;
-	if (!r) { /* out of memory: all we can do is hang up */
-		x->abort = 1;
-		wake(x);
-		return;
-	}
-	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
-	add_header(r, extra_header);
-	if (status == 405 && x->allow)
-		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, x->allow);
-	x->status = status;
-	if (x->in_handler && !x->suspended) {
-		if (MHD_queue_response(x->conn, (unsigned)status, r) != MHD_YES)
-			x->abort = 1;
-		MHD_destroy_response(r);
-		return;
-	}
-	if (x->pending)
-		MHD_destroy_response(x->pending);
-	x->pending = r;
-	x->pending_status = status;
-	wake(x);
-}
-
-void coord_http_wait(coord_http_call *x)
-{
-	if (x->suspended || x->pending)
-		return;
-	x->waiting = 1;
-	x->suspended = 1;
-	MHD_suspend_connection(x->conn);
-}
-
-/* The content reader of an event stream: what was written, or suspend
- * until more is (returning 0 without suspending would make MHD poll). */
-static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
-{
-	coord_http_call *x = cls;
-	if (x->abort)
-		return MHD_CONTENT_READER_END_WITH_ERROR;
-	size_t avail = x->out.n - x->out_off;
-	if (avail) {
-		size_t n = avail < max ? avail : max;
-		memcpy(buf, x->out.p + x->out_off, n);
-		x->out_off += n;
-		if (x->out_off == x->out.n)
-			x->out.n = x->out_off = 0;
-		return (ssize_t)n;
-	}
-	if (x->sse_end)
-		return MHD_CONTENT_READER_END_OF_STREAM;
-	x->suspended = 1;
-	MHD_suspend_connection(x->conn);
-	return 0;
-}
-
-int coord_http_sse_begin(coord_http_call *x)
-{
-	struct MHD_Response *r =
-		MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, HTTP_SSE_BLOCK, sse_read, x, NULL);
-	if (!r)
-		return SL_ENOMEM;
-	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream; charset=utf-8");
-	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-	MHD_add_response_header(r, "X-Accel-Buffering", "no"); /* proxies: do not hold events back */
-	int ok = MHD_queue_response(x->conn, MHD_HTTP_OK, r) == MHD_YES;
-	MHD_destroy_response(r);
-	if (!ok)
-		return SL_EIO;
-	x->handled = x->sse = 1;
-	x->status = MHD_HTTP_OK;
-	return SL_OK;
-}
-
-int coord_http_sse_write(coord_http_call *x, const char *p, size_t n)
-{
-	if (x->sse_end || x->abort)
-		return SL_OK;
-	if (x->out.n - x->out_off + n > HTTP_MAX_UNSENT) {
-		/* a client that does not read its stream must not make the
-		 * coordinator hold the whole generation: hang up (the caller
-	 * detaches the requests, which the tick then cancels) */
-		SL_WARN("coord", "HTTP client of a stream left %zu bytes unread; closing it",
-			x->out.n - x->out_off);
-		x->abort = 1;
-		wake(x);
-		return SL_EIO;
-	}
-	if (coord_bytes_add(&x->out, p, n))
-		return SL_ENOMEM;
-	wake(x);
-	return SL_OK;
-}
-
-void coord_http_sse_end(coord_http_call *x)
-{
-	x->sse_end = 1;
-	wake(x);
-}
 
 /* --- routing ---------------------------------------------------------------- */
 
@@ -298,7 +149,7 @@ static int first_call(coord_http_call *x, const char *url, const char *method)
 	return 0;
 }
 
-static void health(coord_http_call *x)
+static void serve_health(coord_http_call *x)
 {
 	const coord *c = x->h->c;
 	char body[512];
@@ -328,10 +179,10 @@ static void health(coord_http_call *x)
 	coord_http_respond(x, 200, "application/json", body, (size_t)n, NULL);
 }
 
-static void metrics(coord_http_call *x)
+static void serve_metrics(coord_http_call *x)
 {
 	coord_bytes b = {0};
-	if (coord_metrics_render(x->h->c, &b))
+	if (coord_metrics_render(x->h->c, x->h->n_connections, &b))
 		coord_oai_error(x, 500, "server_error", NULL, NULL, "out of memory");
 	else
 		coord_http_respond(x, 200, "text/plain; version=0.0.4; charset=utf-8", b.p, b.n, NULL);
@@ -342,8 +193,8 @@ static void dispatch(coord_http_call *x)
 {
 	coord *c = x->h->c;
 	switch (x->route) {
-	case R_HEALTH: health(x); break;
-	case R_METRICS: metrics(x); break;
+	case R_HEALTH: serve_health(x); break;
+	case R_METRICS: serve_metrics(x); break;
 	case R_MODELS: coord_oai_handle(c, x, COORD_OAI_MODELS, NULL, NULL, 0); break;
 	case R_MODEL: coord_oai_handle(c, x, COORD_OAI_MODEL, x->arg, NULL, 0); break;
 	case R_COMPLETIONS: coord_oai_handle(c, x, COORD_OAI_COMPLETIONS, NULL, x->body.p, x->body.n); break;
@@ -437,7 +288,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		return;
 	*con_cls = NULL;
 	/* 499: the client left before an answer (nginx's convention) */
-	coord_metrics_http(&h->c->metrics, ROUTES[x->route].path, x->status ? x->status : 499);
+	coord_metrics_http(h->c->metrics, ROUTES[x->route].path, x->status ? x->status : 499);
 	if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && x->app)
 		SL_DEBUG("http", "%s: connection ended before its answer was complete (%d)",
 			 ROUTES[x->route].path, (int)toe);
@@ -608,8 +459,7 @@ void coord_http_tick(coord_http *h)
 		SL_INFO("coord", "HTTP client of %s left; cancelling its request(s)", ROUTES[x->route].path);
 		coord_oai_call_free(h->c, x->app);
 		x->app = NULL;
-		x->abort = 1;
-		wake(x);
+		coord_http_abort(x);
 	}
 }
 
@@ -632,8 +482,7 @@ void coord_http_destroy(coord_http *h)
 		for (coord_http_call *x = h->calls; x; x = x->next) {
 			coord_oai_call_free(h->c, x->app);
 			x->app = NULL;
-			x->abort = 1;
-			wake(x);
+			coord_http_abort(x);
 		}
 		MHD_run(h->d);
 		MHD_stop_daemon(h->d);

@@ -15,9 +15,10 @@
  * time from headers to the last body byte, header size (MHD's per-
  * connection memory). Bearer-key auth on every endpoint but /health.
  *
- * This file serves /health and /metrics itself and hands /v1/... to
- * openai.c, which answers through the coord_http_* calls below.
- * Callers: coord.c (life cycle, the loop) and openai.c.
+ * The server serves /health and /metrics itself and hands /v1/... to
+ * openai.c, which answers through http_call.h. Caller: coord.c (life
+ * cycle, the loop); the server is the top of the HTTP layer, called by
+ * nothing below it.
  */
 #ifndef COORD_HTTP_H
 #define COORD_HTTP_H
@@ -27,7 +28,6 @@
 #include "coord.h"
 
 typedef struct coord_http coord_http;
-typedef struct coord_http_call coord_http_call;
 struct coord;
 
 /* Binds o->http_bind (HOST:PORT; port 0 or * picks one). */
@@ -45,28 +45,5 @@ int coord_http_timeout_ms(coord_http *h, int cap);
 void coord_http_run(coord_http *h);
 /* Clients of suspended exchanges that hung up: their requests are cancelled. */
 void coord_http_tick(coord_http *h);
-/* Open connections (for /metrics); 0 for NULL. */
-int coord_http_connections(const coord_http *h);
-
-/* --- for openai.c: answering an exchange -------------------------------- */
-
-/* A whole response. From the handler, or later for an exchange that waits
- * (coord_http_wait); extra_header is "Name: value" or NULL. */
-void coord_http_respond(coord_http_call *x, int status, const char *content_type, const char *body,
-			size_t len, const char *extra_header);
-/* The exchange waits (suspended) for coord_http_respond. */
-void coord_http_wait(coord_http_call *x);
-/* Start a 200 text/event-stream response; coord_http_sse_write appends to
- * it (SL_EIO: the client left more than 8 MiB unread and is being cut
- * off; SL_ENOMEM), coord_http_sse_end closes it once what was written is
- * sent. */
-int coord_http_sse_begin(coord_http_call *x);
-int coord_http_sse_write(coord_http_call *x, const char *p, size_t n);
-void coord_http_sse_end(coord_http_call *x);
-/* The exchange's OpenAI state (openai.c's; freed by coord_oai_call_free). */
-void *coord_http_app(coord_http_call *x);
-void coord_http_set_app(coord_http_call *x, void *app);
-/* The coordinator the exchange belongs to. */
-struct coord *coord_http_coord(coord_http_call *x);
 
 #endif

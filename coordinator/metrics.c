@@ -2,12 +2,18 @@
  * metrics.c — counters, histograms and the Prometheus text exposition
  * (see metrics.h). Histogram buckets are fixed at start, so an
  * observation is one search over at most 24 bounds and no allocation.
+ *
+ * Fed, never reaching out: stream.c and http.c update the counters, the
+ * gauges are read from the coordinator's state (struct coord) or handed
+ * in by the renderer's caller (http.c: its open connections). It calls
+ * only buffers.c.
  */
 #include "metrics.h"
 
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/time.h>
@@ -16,7 +22,6 @@
 #include <unistd.h>
 
 #include "coord_int.h"
-#include "http.h"
 #include "sl.h"
 
 /* Bounds in seconds: time to first token spans queueing and prefill, inter-
@@ -53,9 +58,11 @@ static void hist_observe(coord_hist *h, double v)
 	h->sum += v;
 }
 
-void coord_metrics_init(coord_metrics *m)
+int coord_metrics_create(coord_metrics **out)
 {
-	memset(m, 0, sizeof *m);
+	coord_metrics *m = calloc(1, sizeof *m);
+	if (!m)
+		return SL_ENOMEM;
 	for (int i = 0; i < COORD_MAX_MODELS; i++) {
 		coord_model_metrics *mm = &m->models[i];
 		hist_init(&mm->ttft_s, TTFT_LE, NB(TTFT_LE));
@@ -66,7 +73,11 @@ void coord_metrics_init(coord_metrics *m)
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	m->start_unix = ts.tv_sec + ts.tv_nsec * 1e-9;
+	*out = m;
+	return SL_OK;
 }
+
+void coord_metrics_destroy(coord_metrics *m) { free(m); }
 
 void coord_metrics_tokens(coord_metrics *m, const coord_req *r, int n, double now)
 {
@@ -111,10 +122,11 @@ void coord_metrics_http(coord_metrics *m, const char *endpoint, int code)
 
 /* --- rendering ---------------------------------------------------------- */
 
-typedef struct out { coord_bytes *b; int failed; } out;
+/* The exposition being written; failed: a line did not fit or no memory. */
+typedef struct expo { coord_bytes *b; int failed; } expo;
 
-static void put(out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(out *o, const char *fmt, ...)
+static void put(expo *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(expo *o, const char *fmt, ...)
 {
 	char buf[512];
 	va_list ap;
@@ -141,12 +153,12 @@ static const char *label(const char *s, char *buf, size_t n)
 	return buf;
 }
 
-static void head(out *o, const char *name, const char *type, const char *help)
+static void family(expo *o, const char *name, const char *type, const char *help)
 {
 	put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-static void hist_render(out *o, const char *name, const char *model, const coord_hist *h)
+static void hist_render(expo *o, const char *name, const char *model, const coord_hist *h)
 {
 	uint64_t cum = 0;
 	for (int b = 0; b < h->n; b++) {
@@ -159,20 +171,20 @@ static void hist_render(out *o, const char *name, const char *model, const coord
 	put(o, "%s_count{model=\"%s\"} %llu\n", name, model, (unsigned long long)h->count);
 }
 
-static void render_requests(out *o, const coord *c, char (*names)[2 * COORD_MAX_NAME + 8])
+static void render_requests(expo *o, const coord *c, char (*names)[2 * COORD_MAX_NAME + 8])
 {
-	const coord_metrics *m = &c->metrics;
-	head(o, "shardline_requests_total", "counter",
+	const coord_metrics *m = c->metrics;
+	family(o, "shardline_requests_total", "counter",
 	     "Requests ended, by model and finish reason (timeout: the request's deadline passed).");
 	for (int i = 0; i < c->n_models; i++)
 		for (int f = 0; f < COORD_FIN_KINDS; f++)
 			put(o, "shardline_requests_total{model=\"%s\",finish_reason=\"%s\"} %llu\n", names[i],
 			    FIN_NAME[f], (unsigned long long)m->models[i].finished[f]);
-	head(o, "shardline_prompt_tokens_total", "counter", "Prompt tokens of ended requests.");
+	family(o, "shardline_prompt_tokens_total", "counter", "Prompt tokens of ended requests.");
 	for (int i = 0; i < c->n_models; i++)
 		put(o, "shardline_prompt_tokens_total{model=\"%s\"} %llu\n", names[i],
 		    (unsigned long long)m->models[i].prompt_tokens);
-	head(o, "shardline_generation_tokens_total", "counter", "Tokens generated for ended requests.");
+	family(o, "shardline_generation_tokens_total", "counter", "Tokens generated for ended requests.");
 	for (int i = 0; i < c->n_models; i++)
 		put(o, "shardline_generation_tokens_total{model=\"%s\"} %llu\n", names[i],
 		    (unsigned long long)m->models[i].generation_tokens);
@@ -192,23 +204,23 @@ static void render_requests(out *o, const coord *c, char (*names)[2 * COORD_MAX_
 		 offsetof(coord_model_metrics, queue_s)},
 	};
 	for (size_t k = 0; k < sizeof H / sizeof H[0]; k++) {
-		head(o, H[k].name, "histogram", H[k].help);
+		family(o, H[k].name, "histogram", H[k].help);
 		for (int i = 0; i < c->n_models; i++)
 			hist_render(o, H[k].name, names[i],
 				    (const coord_hist *)((const char *)&m->models[i] + H[k].off));
 	}
 }
 
-static void render_state(out *o, const coord *c, char (*names)[2 * COORD_MAX_NAME + 8])
+static void render_state(expo *o, const coord *c, char (*names)[2 * COORD_MAX_NAME + 8])
 {
 	int running = 0;
 	for (const coord_req *r = c->all; r; r = r->anext)
 		running += r->state == REQ_ASSIGNED;
-	head(o, "shardline_queue_depth", "gauge", "Requests waiting in the coordinator for a node group.");
+	family(o, "shardline_queue_depth", "gauge", "Requests waiting in the coordinator for a node group.");
 	put(o, "shardline_queue_depth %d\n", c->n_queued);
-	head(o, "shardline_requests_running", "gauge", "Requests sent to a node group and not yet ended.");
+	family(o, "shardline_requests_running", "gauge", "Requests sent to a node group and not yet ended.");
 	put(o, "shardline_requests_running %d\n", running);
-	head(o, "shardline_requeued_total", "counter",
+	family(o, "shardline_requeued_total", "counter",
 	     "Requests moved off a lost node group to another, since start.");
 	put(o, "shardline_requeued_total %ld\n", c->n_requeued);
 	static const struct { const char *name, *help; } G[] = {
@@ -219,7 +231,7 @@ static void render_state(out *o, const coord *c, char (*names)[2 * COORD_MAX_NAM
 		{"shardline_group_live", "1 while a node group is live and takes work, 0 while it drains."},
 	};
 	for (size_t k = 0; k < sizeof G / sizeof G[0]; k++) {
-		head(o, G[k].name, "gauge", G[k].help);
+		family(o, G[k].name, "gauge", G[k].help);
 		for (int i = 0; i < c->n_groups; i++) {
 			const coord_group *g = c->groups[i];
 			int v = k == 0 ? g->kv_blocks - g->kv_free : k == 1 ? g->kv_free : k == 2 ? g->running
@@ -227,7 +239,7 @@ static void render_state(out *o, const coord *c, char (*names)[2 * COORD_MAX_NAM
 			put(o, "%s{group=\"%u\",model=\"%s\"} %d\n", G[k].name, g->id, names[g->model], v);
 		}
 	}
-	head(o, "shardline_model_live_groups", "gauge",
+	family(o, "shardline_model_live_groups", "gauge",
 	     "Live node groups that take work, per configured model (/health needs 1 or more for each).");
 	for (int i = 0; i < c->n_models; i++) {
 		int n = 0;
@@ -237,12 +249,11 @@ static void render_state(out *o, const coord *c, char (*names)[2 * COORD_MAX_NAM
 	}
 }
 
-static void render_http(out *o, const coord *c)
+static void render_http(expo *o, const coord_metrics *m, int http_connections)
 {
-	const coord_metrics *m = &c->metrics;
-	head(o, "shardline_http_connections", "gauge", "Open HTTP connections.");
-	put(o, "shardline_http_connections %d\n", coord_http_connections(c->http));
-	head(o, "shardline_http_responses_total", "counter", "HTTP responses, by endpoint and status code.");
+	family(o, "shardline_http_connections", "gauge", "Open HTTP connections.");
+	put(o, "shardline_http_connections %d\n", http_connections);
+	family(o, "shardline_http_responses_total", "counter", "HTTP responses, by endpoint and status code.");
 	for (int i = 0; i < m->n_http; i++)
 		put(o, "shardline_http_responses_total{endpoint=\"%s\",code=\"%d\"} %llu\n",
 		    m->http[i].endpoint, m->http[i].code, (unsigned long long)m->http[i].n);
@@ -260,7 +271,7 @@ static int open_fds(void)
 	return n - 3; /* ".", ".." and the DIR's own descriptor */
 }
 
-static void render_process(out *o, const coord_metrics *m)
+static void render_process(expo *o, const coord_metrics *m)
 {
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
@@ -273,25 +284,25 @@ static void render_process(out *o, const coord_metrics *m)
 			rss_pages = 0;
 		fclose(f);
 	}
-	head(o, "process_cpu_seconds_total", "counter", "User and system CPU time of the coordinator.");
+	family(o, "process_cpu_seconds_total", "counter", "User and system CPU time of the coordinator.");
 	put(o, "process_cpu_seconds_total %.6f\n", cpu);
-	head(o, "process_resident_memory_bytes", "gauge", "Resident memory of the coordinator.");
+	family(o, "process_resident_memory_bytes", "gauge", "Resident memory of the coordinator.");
 	put(o, "process_resident_memory_bytes %ld\n", rss_pages * sysconf(_SC_PAGESIZE));
-	head(o, "process_open_fds", "gauge", "Open file descriptors (sockets included).");
+	family(o, "process_open_fds", "gauge", "Open file descriptors (sockets included).");
 	put(o, "process_open_fds %d\n", open_fds());
-	head(o, "process_start_time_seconds", "gauge", "Start time of the coordinator, Unix seconds.");
+	family(o, "process_start_time_seconds", "gauge", "Start time of the coordinator, Unix seconds.");
 	put(o, "process_start_time_seconds %.3f\n", m->start_unix);
 }
 
-int coord_metrics_render(const coord *c, coord_bytes *b)
+int coord_metrics_render(const coord *c, int http_connections, coord_bytes *b)
 {
-	out o = {b, 0};
+	expo o = {b, 0};
 	char names[COORD_MAX_MODELS][2 * COORD_MAX_NAME + 8];
 	for (int i = 0; i < c->n_models; i++)
 		label(c->models[i].name, names[i], sizeof names[i]);
 	render_requests(&o, c, names);
 	render_state(&o, c, names);
-	render_http(&o, c);
-	render_process(&o, &c->metrics);
+	render_http(&o, c->metrics, http_connections);
+	render_process(&o, c->metrics);
 	return o.failed ? SL_ENOMEM : SL_OK;
 }

@@ -4,12 +4,13 @@
  * coord_metrics_tokens for every token batch of a request and
  * coord_metrics_finish once at its end; http.c counts its responses), and
  * the gauges read from the coordinator's state when /metrics is rendered
- * (queue depth, running requests, KV blocks and liveness per group).
+ * (queue depth, running requests, KV blocks and liveness per group) or
+ * handed in by the caller that renders (open HTTP connections).
  * Rendered in the Prometheus text format 0.0.4 with HELP and TYPE lines;
  * docs/http.md lists every name.
  *
- * Owned by struct coord (one coord_metrics inside it); one thread, so no
- * atomics. Transport-neutral: requests over ZeroMQ and over HTTP count
+ * Owned by struct coord (created and destroyed with it); one thread, so
+ * no atomics. Transport-neutral: requests over ZeroMQ and over HTTP count
  * alike.
  */
 #ifndef COORD_METRICS_H
@@ -56,14 +57,18 @@ struct coord;
 struct coord_req;
 struct coord_bytes;
 
-void coord_metrics_init(coord_metrics *m);
+/* Zeroed counters, the process start time taken now; SL_ENOMEM. */
+int coord_metrics_create(coord_metrics **out);
+void coord_metrics_destroy(coord_metrics *m);
 /* n new tokens of r arrived at now (seconds, sl_now()). */
 void coord_metrics_tokens(coord_metrics *m, const struct coord_req *r, int n, double now);
 /* r ends with fin (COORD_FIN_*). */
 void coord_metrics_finish(coord_metrics *m, const struct coord_req *r, int fin, double now);
 /* One HTTP response with this status on this endpoint (a static string). */
 void coord_metrics_http(coord_metrics *m, const char *endpoint, int code);
-/* The whole exposition (text format 0.0.4) appended to out. */
-int coord_metrics_render(const struct coord *c, struct coord_bytes *out);
+/* The whole exposition (text format 0.0.4) appended to out; the gauges
+ * the coordinator's state does not hold are handed in (http_connections:
+ * open HTTP connections, known to http.c alone). */
+int coord_metrics_render(const struct coord *c, int http_connections, struct coord_bytes *out);
 
 #endif

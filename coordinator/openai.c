@@ -3,8 +3,8 @@
  * Submits, Chunk/Done replies to OpenAI JSON and server-sent events.
  *
  * An exchange (one HTTP request) holds one choice per prompt x n. Each
- * choice is a coordinator request whose sink is this exchange; replies
- * arrive in coord_oai_reply. While the choices are being submitted the
+ * choice is a coordinator request whose sink (oai_sink) is this exchange;
+ * replies arrive in sink_reply. While the choices are being submitted the
  * exchange only records Dones (a request can end inside coord_submit when
  * no group could ever hold it), so that an early failure still gets a
  * proper status code instead of a broken stream.
@@ -17,6 +17,10 @@
  * Seeds: a request's `seed` S gives the j-th choice of every prompt the
  * seed S + j, so a choice's text depends only on its prompt, S and j; with
  * no seed each choice draws a random one.
+ *
+ * The HTTP front door: called by http.c (the server above it); calls down
+ * into submit.c (coord_submit), route.c (context) and http_call.c (the
+ * answer); stream.c and requests.c reach it only through the sink.
  */
 #include "openai.h"
 
@@ -29,6 +33,7 @@
 
 #include "chat_template.h"
 #include "coord_int.h"
+#include "metrics.h"
 #include "rng.h"
 #include "sl.h"
 
@@ -177,7 +182,8 @@ static void detach_all(oai_call *o)
 		coord_req *r = o->ch[i].req;
 		if (!r)
 			continue;
-		r->http = NULL;
+		r->sink.ops = NULL;
+		r->sink.ctx = NULL;
 		r->client_gone = 1;
 		o->ch[i].req = NULL;
 	}
@@ -197,20 +203,31 @@ void coord_oai_call_free(coord *c, void *app)
 	free(o);
 }
 
-void coord_oai_attach(coord_req *r)
+/* --- the sink of the exchange's requests ------------------------------- */
+
+/* A request made for choice r->sink.choice joins the exchange. */
+static void sink_attach(coord_req *r)
 {
-	oai_call *o = coord_http_app(r->http);
-	if (o && r->choice >= 0 && r->choice < o->n_choices)
-		o->ch[r->choice].req = r;
+	oai_call *o = r->sink.ctx;
+	if (o && r->sink.choice >= 0 && r->sink.choice < o->n_choices)
+		o->ch[r->sink.choice].req = r;
 }
 
-void coord_oai_detach(coord_req *r)
+/* A request leaves before its Done (freed on an error path). */
+static void sink_detach(coord_req *r)
 {
-	oai_call *o = r->http ? coord_http_app(r->http) : NULL;
-	if (o && r->choice >= 0 && r->choice < o->n_choices && o->ch[r->choice].req == r)
-		o->ch[r->choice].req = NULL;
-	r->http = NULL;
+	oai_call *o = r->sink.ctx;
+	int i = r->sink.choice;
+	if (o && i >= 0 && i < o->n_choices && o->ch[i].req == r)
+		o->ch[i].req = NULL;
+	r->sink.ops = NULL;
+	r->sink.ctx = NULL;
 }
+
+static void sink_reply(coord *c, coord_req *r, const Shardline__Client__Reply *rep);
+
+static const coord_sink_ops oai_sink = {
+	.attach = sink_attach, .reply = sink_reply, .detach = sink_detach};
 
 /* --- errors ------------------------------------------------------------- */
 
@@ -675,7 +692,7 @@ static int submit_choice(oai_call *o, const oai_req *q, const oai_prompt *p, int
 	}
 	s.has_stream = 1;
 	s.stream = o->stream;
-	coord_sink to = {.http = o->x, .choice = i};
+	coord_sink to = {.ops = &oai_sink, .ctx = o, .choice = i};
 	char err[SL_ERRLEN];
 	int code = coord_submit(o->c, &s, &to, err, sizeof err);
 	if (!code)
@@ -1073,23 +1090,26 @@ static void on_done(oai_call *o, oai_choice *ch, int i, const Shardline__Client_
 	o->answered = 1;
 }
 
-void coord_oai_reply(coord *c, coord_req *r, const Shardline__Client__Reply *rep)
+/* A Chunk or Done of r, to its exchange. */
+static void sink_reply(coord *c, coord_req *r, const Shardline__Client__Reply *rep)
 {
-	oai_call *o = coord_http_app(r->http);
-	if (!o || r->choice < 0 || r->choice >= o->n_choices)
+	oai_call *o = r->sink.ctx;
+	int i = r->sink.choice;
+	if (!o || i < 0 || i >= o->n_choices)
 		return;
-	oai_choice *ch = &o->ch[r->choice];
+	oai_choice *ch = &o->ch[i];
 	if (rep->msg_case == SHARDLINE__CLIENT__REPLY__MSG_CHUNK) {
 		const Shardline__Client__Chunk *k = rep->chunk;
 		if (!o->stream || o->answered || o->submitting)
 			return;
 		if (k->text.len == 0 && !((o->return_token_ids || o->logprobs >= 0) && k->n_token_ids))
 			return; /* nothing a client can see */
-		choice_event(o, r->choice, k, NULL);
+		choice_event(o, i, k, NULL);
 	} else if (rep->msg_case == SHARDLINE__CLIENT__REPLY__MSG_DONE) {
 		ch->req = NULL;
-		r->http = NULL; /* r is freed right after its Done */
-		on_done(o, ch, r->choice, rep->done, r);
+		r->sink.ops = NULL; /* r is freed right after its Done */
+		r->sink.ctx = NULL;
+		on_done(o, ch, i, rep->done, r);
 	}
 }
 
@@ -1391,10 +1411,10 @@ static void model_json(jb *j, const coord *c, int i, long long created)
 	jlit(j, "}");
 }
 
-static void models(coord *c, coord_http_call *x, const char *id)
+static void list_models(coord *c, coord_http_call *x, const char *id)
 {
 	jb j = {0};
-	long long created = (long long)c->metrics.start_unix;
+	long long created = (long long)c->metrics->start_unix;
 	if (id) {
 		for (int i = 0; i < c->n_models; i++)
 			if (!strcmp(c->models[i].name, id))
@@ -1425,7 +1445,7 @@ void coord_oai_handle(coord *c, coord_http_call *x, int endpoint, const char *ar
 		      size_t len)
 {
 	if (endpoint == COORD_OAI_MODELS || endpoint == COORD_OAI_MODEL) {
-		models(c, x, endpoint == COORD_OAI_MODEL ? arg : NULL);
+		list_models(c, x, endpoint == COORD_OAI_MODEL ? arg : NULL);
 		return;
 	}
 	if (len == 0) {

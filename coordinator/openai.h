@@ -6,14 +6,14 @@
  * times n), each submitted through coord_submit with this exchange as its
  * sink, so the HTTP API and the ZeroMQ protocol share one validation and
  * one request life cycle. The requests' Chunk and Done replies come back
- * through coord_oai_reply and leave as OpenAI JSON: one response, or
- * server-sent events (chat.completion.chunk / text_completion) ending with
- * `data: [DONE]`. Errors use OpenAI's shape,
+ * through the sink (openai.c's coord_sink_ops) and leave as OpenAI JSON:
+ * one response, or server-sent events (chat.completion.chunk /
+ * text_completion) ending with `data: [DONE]`. Errors use OpenAI's shape,
  * {"error": {"message", "type", "param", "code"}}, with the HTTP status.
  * docs/http.md documents every field.
  *
- * Callers: http.c (requests, the end of an exchange), send.c (replies),
- * on_client.c and requests.c (a request joins or leaves its exchange).
+ * Caller: http.c (requests, its own errors, the end of an exchange). The
+ * layers below reach it only through the sink of its requests.
  */
 #ifndef COORD_OPENAI_H
 #define COORD_OPENAI_H
@@ -21,11 +21,9 @@
 #include <stdarg.h>
 #include <stddef.h>
 
-#include "http.h"
+#include "http_call.h"
 
 struct coord;
-struct coord_req;
-struct Shardline__Client__Reply;
 
 #define COORD_OAI_MAX_CHOICES 128   /* prompts x n of one request */
 
@@ -38,13 +36,6 @@ void coord_oai_handle(struct coord *c, coord_http_call *x, int endpoint, const c
 /* The exchange is over (answered, or its client left): requests still
  * running are detached and marked for the coordinator's tick to cancel. */
 void coord_oai_call_free(struct coord *c, void *app);
-
-/* A request made for an HTTP sink joins its exchange (r->http, r->choice). */
-void coord_oai_attach(struct coord_req *r);
-/* A request leaves before its Done (freed on an error path). */
-void coord_oai_detach(struct coord_req *r);
-/* A Chunk or Done of r, to its exchange. */
-void coord_oai_reply(struct coord *c, struct coord_req *r, const struct Shardline__Client__Reply *rep);
 
 /* An error response in OpenAI's shape. type: "invalid_request_error" etc.;
  * param: the request field at fault or NULL; code: a string or NULL. */

@@ -4,12 +4,17 @@
  * cancel by client tag, group loss), and the FIFO queue of requests that
  * wait for a group. A request is in the table from an accepted Submit to
  * its Done.
+ *
+ * Callers: submit.c (new requests), route.c (the queue), stream.c (a
+ * request's end), on_node.c (lookups by id, re-queueing).
+ * It calls down only: send.c (a group still running a freed request is
+ * told to cancel it) and, through the request's sink, whichever front
+ * door made it (detach), never that front door by name.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "coord_int.h"
-#include "openai.h"
 #include "sl.h"
 
 static size_t bucket(uint64_t id)
@@ -41,15 +46,6 @@ coord_req *coord_req_find(coord *c, uint64_t id)
 {
 	for (coord_req *r = c->buckets[bucket(id)]; r; r = r->hnext)
 		if (r->id == id)
-			return r;
-	return NULL;
-}
-
-coord_req *coord_req_find_tag(coord *c, const void *client, size_t client_len, uint64_t tag)
-{
-	for (coord_req *r = c->all; r; r = r->anext)
-		if (!r->http && r->tag == tag && r->client_len == client_len &&
-		    !memcmp(r->client, client, client_len))
 			return r;
 	return NULL;
 }
@@ -122,8 +118,8 @@ static void cancel_on_group(coord *c, coord_req *r)
 
 void coord_req_free(coord *c, coord_req *r)
 {
-	if (r->http)
-		coord_oai_detach(r);
+	if (r->sink.ops && r->sink.ops->detach) /* its front door forgets it */
+		r->sink.ops->detach(r);
 	if (r->state == REQ_QUEUED) {
 		coord_req_dequeue(c, r);
 	} else if (r->group) {
@@ -150,37 +146,4 @@ void coord_req_free(coord *c, coord_req *r)
 	free(r->ids.p);
 	coord_logprobs_free(&r->lps);
 	free(r);
-}
-
-int coord_bytes_add(coord_bytes *b, const char *p, size_t n)
-{
-	if (b->n + n + 1 > b->cap) {
-		size_t cap = (b->n + n + 1) * 2;
-		char *np = realloc(b->p, cap);
-		if (!np)
-			return SL_ENOMEM;
-		b->p = np;
-		b->cap = cap;
-	}
-	if (n)
-		memcpy(b->p + b->n, p, n);
-	b->n += n;
-	b->p[b->n] = 0;
-	return SL_OK;
-}
-
-int coord_ids_add(coord_ids *b, const int32_t *p, size_t n)
-{
-	if (b->n + n > b->cap) {
-		size_t cap = (b->n + n) * 2 + 16;
-		int32_t *np = realloc(b->p, sizeof(int32_t) * cap);
-		if (!np)
-			return SL_ENOMEM;
-		b->p = np;
-		b->cap = cap;
-	}
-	if (n)
-		memcpy(b->p + b->n, p, sizeof(int32_t) * n);
-	b->n += n;
-	return SL_OK;
 }

@@ -1,20 +1,22 @@
 /*
- * send.c — every message the coordinator sends goes out here: replies to
- * clients (a vanished client marks its request for the tick to cancel;
- * a request with an HTTP sink is handed to openai.c instead) and messages
- * to node group leaders (a failed send marks the group lost
- * for the tick to reap). The handlers and the router call these; keeping
- * them apart from the handlers is what keeps coordinator/ free of cycles.
+ * send.c — every ZeroMQ message the coordinator sends goes out here:
+ * replies to clients by routing id (on_client.c's sink sends a request's
+ * Chunks and Done through coord_send_client) and messages to node group
+ * leaders (a failed send marks the group lost for the tick to reap).
+ *
+ * Callers: on_client.c, on_node.c, route.c, requests.c (cancel on a
+ * group), coord.c (pings). It calls nothing of the coordinator: keeping
+ * the sending apart from the handlers is what lets every layer above
+ * send without a cycle.
  */
 #include <stdarg.h>
 #include <stdio.h>
 
 #include "coord_int.h"
-#include "openai.h"
 #include "sl.h"
 
 int coord_send_client(coord *c, const void *client, size_t client_len,
-		      Shardline__Client__Reply *rep, int *zerrno)
+		      const Shardline__Client__Reply *rep, int *zerrno)
 {
 	return sl_wire_send(c->clients, client, client_len, &rep->base, zerrno);
 }
@@ -38,23 +40,6 @@ void coord_reply_error(coord *c, const void *client, size_t client_len, uint64_t
 	int zerr = 0;
 	coord_send_client(c, client, client_len, &rep, &zerr);
 	SL_DEBUG("coord", "error reply (tag %llu): %s", (unsigned long long)tag, msg);
-}
-
-void coord_send_reply(coord *c, coord_req *r, Shardline__Client__Reply *rep)
-{
-	int zerr = 0;
-	if (r->client_gone)
-		return;
-	if (r->http) { /* an HTTP exchange: openai.c turns it into JSON */
-		coord_oai_reply(c, r, rep);
-		return;
-	}
-	coord_send_client(c, r->client, r->client_len, rep, &zerr);
-	if (zerr) { /* gone or not reading: the tick cancels the request */
-		SL_WARN("coord", "request %llu: client unreachable (%s); cancelling",
-			(unsigned long long)r->id, zmq_strerror(zerr));
-		r->client_gone = 1;
-	}
 }
 
 int coord_send_node(coord *c, coord_group *g, Shardline__Node__CoordMsg *m)

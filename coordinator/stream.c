@@ -14,49 +14,24 @@
  * text is still held back and the id that completed a stop string (its
  * text is cut, its id and log-prob are not). Ids past the end (after EOS,
  * a stop string or max_tokens in the same batch) are dropped with theirs.
+ *
+ * Callers: on_node.c (token batches), route.c, on_client.c and coord.c
+ * (ends). Replies leave through the request's sink, set by the front door
+ * that made it: this file knows neither ZeroMQ clients nor HTTP.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "coord_int.h"
+#include "metrics.h"
 #include "sl.h"
 
-void coord_logprobs_free(coord_logprobs *b)
+/* A Chunk or Done of r to its front door, through the sink that made r
+ * (nothing once its client is gone or it was detached). */
+static void deliver(coord *c, coord_req *r, const Shardline__Client__Reply *rep)
 {
-	free(b->lp);
-	free(b->top_ids);
-	free(b->top);
-	*b = (coord_logprobs){0};
-}
-
-/* Token i of v onto b (b takes v's top_n on its first entry). */
-static int logprobs_add(coord_logprobs *b, const coord_lp_view *v, size_t i)
-{
-	size_t nt = (size_t)v->top_n;
-	if (b->n == 0)
-		b->top_n = v->top_n;
-	if (b->n == b->cap) {
-		size_t cap = b->cap * 2 + 16, all = cap * (nt ? nt : 1);
-		float *lp = realloc(b->lp, sizeof(float) * cap);
-		if (lp)
-			b->lp = lp;
-		int32_t *ids = realloc(b->top_ids, sizeof(int32_t) * all);
-		if (ids)
-			b->top_ids = ids;
-		float *top = realloc(b->top, sizeof(float) * all);
-		if (top)
-			b->top = top;
-		if (!lp || !ids || !top)
-			return SL_ENOMEM;
-		b->cap = cap;
-	}
-	b->lp[b->n] = v->lp[i];
-	if (nt) {
-		memcpy(b->top_ids + b->n * nt, v->top_ids + i * nt, sizeof(int32_t) * nt);
-		memcpy(b->top + b->n * nt, v->top + i * nt, sizeof(float) * nt);
-	}
-	b->n++;
-	return SL_OK;
+	if (!r->client_gone && r->sink.ops)
+		r->sink.ops->reply(c, r, rep);
 }
 
 /* The log-prob fields of a Chunk or Done, from b (nothing when r did not
@@ -126,7 +101,7 @@ static void release(coord *c, coord_req *r, int final)
 		Shardline__Client__Reply rep = SHARDLINE__CLIENT__REPLY__INIT;
 		rep.msg_case = SHARDLINE__CLIENT__REPLY__MSG_CHUNK;
 		rep.chunk = &ch;
-		coord_send_reply(c, r, &rep);
+		deliver(c, r, &rep);
 		r->ids.n = 0;
 		r->lps.n = 0;
 		r->sent_chunk = 1;
@@ -151,7 +126,7 @@ void coord_stream_tokens(coord *c, coord_req *r, const int32_t *ids, size_t n,
 		r->n_generated++;
 		if (r->t_first == 0)
 			r->t_first = sl_now();
-		if (coord_ids_add(&r->ids, &id, 1) || (lp && logprobs_add(&r->lps, lp, i))) {
+		if (coord_ids_add(&r->ids, &id, 1) || (lp && coord_logprobs_add(&r->lps, lp, i))) {
 			coord_finish(c, r, SHARDLINE__CLIENT__FINISH_REASON__ERROR, "out of memory");
 			return;
 		}
@@ -176,7 +151,7 @@ void coord_stream_tokens(coord *c, coord_req *r, const int32_t *ids, size_t n,
 	}
 	if (r->n_generated > before) {
 		double now = sl_now();
-		coord_metrics_tokens(&c->metrics, r, r->n_generated - before, now);
+		coord_metrics_tokens(c->metrics, r, r->n_generated - before, now);
 		r->t_last_token = now;
 	}
 	if (node_finish != SHARDLINE__NODE__FINISH__RUNNING)
@@ -252,7 +227,7 @@ void coord_finish(coord *c, coord_req *r, Shardline__Client__FinishReason reason
 	Shardline__Client__Reply rep = SHARDLINE__CLIENT__REPLY__INIT;
 	rep.msg_case = SHARDLINE__CLIENT__REPLY__MSG_DONE;
 	rep.done = &d;
-	coord_send_reply(c, r, &rep);
-	coord_metrics_finish(&c->metrics, r, metric_finish(r, reason), now);
+	deliver(c, r, &rep);
+	coord_metrics_finish(c->metrics, r, metric_finish(r, reason), now);
 	coord_req_free(c, r);
 }

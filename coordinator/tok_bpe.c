@@ -2,8 +2,10 @@
  * tok_bpe.c -- the BPE model: vocabulary and merges from tokenizer.json,
  * and byte-pair encoding of one pre-tokenized word.
  *
- * Owner: coordinator tokenizer.  Callers: tokenizer.c (loading),
- * tok_pretok.c (each word).
+ * Owner: coordinator tokenizer.  Callers: tokenizer.c (loading, and each
+ * word the pre-tokenizers made).  It sees words only, never the
+ * pre-tokenizers; the encode scratch it grows (enc_ctx.sym, .heap) is
+ * freed by tokenizer.c, which owns the enc_ctx.
  *
  * Symbols are characters, or raw bytes for byte-level models: the GPT-2
  * byte<->char mapping is undone once at load for every vocabulary entry,
@@ -378,21 +380,3 @@ int tk_encode_word(enc_ctx *c, const char *w, size_t n)
 	return bpe_word(c, c->word.p, c->word.len);
 }
 
-void tk_enc_free(enc_ctx *c)
-{
-	free(c->norm[0].p);
-	free(c->norm[1].p);
-	free(c->word.p);
-	free(c->esc.p);
-	free(c->tmp.p);
-	for (int i = 0; i < 2; i++) {
-		free(c->pc[i].text.p);
-		free(c->pc[i].p);
-	}
-	free(c->spans);
-	tk_region_free(c->region);
-	free(c->sym);
-	free(c->heap);
-	free(c->stand_cp);
-	free(c->stand_bytes);
-}

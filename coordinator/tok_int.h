@@ -3,9 +3,11 @@
  * (struct coord_tok), per-call encode scratch, growable buffers, hash maps
  * and UTF-8 helpers.  Not for use outside coordinator/tok*.c.
  *
- * The files, in pipeline order:
+ * The files, in pipeline order; tokenizer.c calls each stage in turn, and
+ * no stage calls a later one (tok_util.c is under them all):
  *   tokenizer.c    loading tokenizer.json (top level, added tokens,
- *                  post-processor), the encode pipeline, lookups
+ *                  post-processor), the encode pipeline and its scratch,
+ *                  lookups
  *   tok_norm.c     normalizers (utf8proc for NFC/NFD/NFKC/NFKD)
  *   tok_pretok.c   pre-tokenizers (Oniguruma for every regex and class)
  *   tok_bpe.c      the BPE model: vocabulary, merges, one word at a time
@@ -283,8 +285,9 @@ void tk_region_free(void *region);
 int tk_regex_each(void *re, void *region, const char *s, size_t n,
 		  int (*fn)(void *arg, size_t start, size_t end), void *arg);
 int tk_load_pretokenizer(coord_tok *t, const cJSON *j, char *err, size_t errlen);
-/* Splits s into words and hands each to tk_encode_word. */
-int tk_pretokenize(enc_ctx *c, const char *s, size_t n, int at_origin);
+/* Splits s into words: *words gets them (in c's scratch, valid until the
+ * next call); none for empty s.  The caller BPE-encodes each. */
+int tk_pretokenize(enc_ctx *c, const char *s, size_t n, int at_origin, const tk_pieces **words);
 void tk_free_pretokenizer(coord_tok *t);
 
 /* tok_bpe.c */
@@ -292,7 +295,6 @@ int tk_check_model(coord_tok *t, const cJSON *model, char *err, size_t errlen);
 int tk_load_model(coord_tok *t, const cJSON *model, char *err, size_t errlen);
 /* One pre-tokenized word: stand-ins back to raw bytes, then BPE. */
 int tk_encode_word(enc_ctx *c, const char *w, size_t n);
-void tk_enc_free(enc_ctx *c);
 
 /* tok_decode.c */
 int tk_load_decoder(coord_tok *t, const cJSON *j, char *err, size_t errlen);

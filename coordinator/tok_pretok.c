@@ -2,8 +2,10 @@
  * tok_pretok.c -- pre-tokenizers: text -> words, as Hugging Face
  * `tokenizers` splits it, through Oniguruma.
  *
- * Owner: coordinator tokenizer.  Callers: tokenizer.c (loading, encode),
- * tok_norm.c (Replace with a regex).
+ * Owner: coordinator tokenizer.  Callers: tokenizer.c (loading; encode,
+ * which hands the words this file makes to tok_bpe.c), tok_norm.c
+ * (Replace with a regex).  It calls nothing of the BPE: words go back up
+ * to the pipeline, which drives pre-tokenizing and BPE in turn.
  *
  * Why Oniguruma: `tokenizers` compiles every Split pattern and the GPT-2
  * pattern of ByteLevel with Oniguruma (the onig crate: ONIG_OPTION_NONE,
@@ -272,7 +274,7 @@ static int metaspace(enc_ctx *c, const pre_step *st, const char *s, size_t n, in
 /* ByteLevel: a space in front unless there is one, then GPT-2's split.
  * The byte-to-character mapping itself is left out: the BPE of a
  * byte-level model works on raw bytes (see tok_bpe.c). */
-static int byte_level(enc_ctx *c, const pre_step *st, const char *s, size_t n, int origin,
+static int byte_level_step(enc_ctx *c, const pre_step *st, const char *s, size_t n, int origin,
 		      tk_pieces *out)
 {
 	if (st->prefix_space && !(n && s[0] == ' ')) {
@@ -294,22 +296,21 @@ static int run_step(enc_ctx *c, const pre_step *st, const char *s, size_t n, int
 	case PRE_METASPACE:
 		return metaspace(c, st, s, n, origin, out);
 	case PRE_BYTELEVEL:
-		return byte_level(c, st, s, n, origin, out);
+		return byte_level_step(c, st, s, n, origin, out);
 	default:
 		return split_regex(c, st->re, st->behavior, st->invert, s, n, origin, out);
 	}
 }
 
-int tk_pretokenize(enc_ctx *c, const char *s, size_t n, int at_origin)
+int tk_pretokenize(enc_ctx *c, const char *s, size_t n, int at_origin, const tk_pieces **words)
 {
 	const coord_tok *t = c->t;
 	int cur = 0;
 
+	c->pc[0].n = c->pc[0].text.len = 0;
+	*words = &c->pc[0];
 	if (n == 0)
 		return 0;
-	if (t->n_pre == 0)
-		return tk_encode_word(c, s, n);
-	c->pc[0].n = c->pc[0].text.len = 0;
 	TRY(piece_add(&c->pc[0], s, n, at_origin));
 	for (size_t k = 0; k < t->n_pre; k++) {
 		tk_pieces *in = &c->pc[cur], *out = &c->pc[cur ^ 1];
@@ -319,8 +320,7 @@ int tk_pretokenize(enc_ctx *c, const char *s, size_t n, int at_origin)
 				     in->p[i].origin, out));
 		cur ^= 1;
 	}
-	for (size_t i = 0; i < c->pc[cur].n; i++)
-		TRY(tk_encode_word(c, c->pc[cur].text.p + c->pc[cur].p[i].off, c->pc[cur].p[i].len));
+	*words = &c->pc[cur];
 	return 0;
 }
 

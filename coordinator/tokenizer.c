@@ -480,8 +480,24 @@ static int split_added(enc_ctx *c, const char *s, size_t n, int normalized,
 	return start < n ? gap(c, s + start, n - start, at_origin && start == 0) : 0;
 }
 
+/* Normalized text between added tokens: pre-tokenize into words (none
+ * configured: the text is one word), then BPE each word. */
+static int encode_words(enc_ctx *c, const char *s, size_t n, int at_origin)
+{
+	const tk_pieces *w;
+
+	if (n == 0)
+		return 0;
+	if (c->t->n_pre == 0)
+		return tk_encode_word(c, s, n);
+	TRY(tk_pretokenize(c, s, n, at_origin, &w));
+	for (size_t i = 0; i < w->n; i++)
+		TRY(tk_encode_word(c, w->text.p + w->p[i].off, w->p[i].len));
+	return 0;
+}
+
 /* Text between raw-matched added tokens: normalize, then look for the
- * normalized added tokens, then pre-tokenize. */
+ * normalized added tokens, then pre-tokenize and encode. */
 static int encode_gap(enc_ctx *c, const char *s, size_t n, int at_origin)
 {
 	const char *ns;
@@ -489,8 +505,28 @@ static int encode_gap(enc_ctx *c, const char *s, size_t n, int at_origin)
 
 	TRY(tk_normalize(c->t, s, n, c->norm, &c->region, &ns, &nn, &at_origin));
 	if (c->t->n_added_norm)
-		return split_added(c, ns, nn, 1, at_origin, tk_pretokenize);
-	return tk_pretokenize(c, ns, nn, at_origin);
+		return split_added(c, ns, nn, 1, at_origin, encode_words);
+	return encode_words(c, ns, nn, at_origin);
+}
+
+/* Frees the scratch every stage grew in c (not c->out: the result). */
+static void enc_free(enc_ctx *c)
+{
+	free(c->norm[0].p);
+	free(c->norm[1].p);
+	free(c->word.p);
+	free(c->esc.p);
+	free(c->tmp.p);
+	for (int i = 0; i < 2; i++) {
+		free(c->pc[i].text.p);
+		free(c->pc[i].p);
+	}
+	free(c->spans);
+	tk_region_free(c->region);
+	free(c->sym);
+	free(c->heap);
+	free(c->stand_cp);
+	free(c->stand_bytes);
 }
 
 int coord_tok_encode(const coord_tok *t, const char *text, size_t len, int flags,
@@ -518,7 +554,7 @@ int coord_tok_encode(const coord_tok *t, const char *text, size_t len, int flags
 	if (flags & COORD_TOK_ADD_SPECIAL)
 		for (size_t i = 0; i < t->suffix.len && !rc; i++)
 			rc = tk_ids_push(&c.out, t->suffix.p[i]);
-	tk_enc_free(&c);
+	enc_free(&c);
 	if (rc) {
 		free(c.out.p);
 		if (rc == SL_ENOMEM)

@@ -1,20 +1,26 @@
 #!/bin/sh
 # Makes a relocatable tree for GPU nodes without the build's libraries:
-#   OUT/bin/*        the binaries (and OUT/tests/* when test binaries exist)
+#   OUT/bin/*        the binaries
+#   OUT/tests/*      the test binaries make test-gpu runs (GPU and MPI
+#                    tests; the CPU-only suites stay behind), when built
 #   OUT/lib/*.so*    every non-system shared library they load
 #   OUT/env.sh       source it to set LD_LIBRARY_PATH
 # Left out, because a GPU node has its own and they must match its driver
 # and mpirun: libc and the compiler runtime, CUDA (cudart, cuBLAS, cuRAND),
-# NCCL and Open MPI.
+# NCCL and Open MPI. Debug info is stripped (CUDA line info stays), which
+# keeps the tree small enough to copy to nodes that cannot build.
 # Usage: tools/bundle.sh BUILD_DIR OUT_DIR
 set -eu
 build=$1; out=$2
 rm -rf "$out"; mkdir -p "$out/bin" "$out/lib"
 cp "$build"/bin/* "$out/bin/"
-if [ -d "$build/tests" ]; then
-	mkdir -p "$out/tests"
-	find "$build/tests" -maxdepth 2 -type f -perm -u+x -exec cp {} "$out/tests/" \;
-fi
+mkdir -p "$out/tests"
+for d in "$build/tests/gpu" "$build/tests/mpi"; do
+	[ -d "$d" ] && find "$d" -maxdepth 1 -type f -perm -u+x -exec cp {} "$out/tests/" \;
+done
+for f in "$out"/bin/* "$out"/tests/*; do
+	[ -f "$f" ] && strip --strip-debug "$f"
+done
 skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libresolv\.|libnss_|libanl\.|libcrypt\.|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcurand|libnccl|libmpi|libopen-|libhwloc|libevent|libpmix|libucp|libucs|libuct|libfabric|libpsm|libibverbs|librdmacm|libnl-|libz\.|libutil\.)'
 for f in "$out"/bin/* "$out"/tests/*; do
 	[ -f "$f" ] || continue
@@ -29,13 +35,13 @@ cp tests/run.sh tests/gpu_golden.sh tests/gpu_allreduce.sh "$out/"
 cat > "$out/test-gpu.sh" <<'RUN'
 #!/bin/sh
 # make test-gpu from a bundle: kernel tests, attention tests, backend tests,
-# the custom all-reduce under mpirun (MAX_NP=2 limits it to 2 ranks), golden
-# models on the GPU (tensor parallel on one shared GPU, or NCCL
-# tensor/pipeline parallel when the host has 2+ GPUs).
+# quantized-weight tests, the custom all-reduce under mpirun (MAX_NP=2
+# limits it to 2 ranks), golden models on the GPU (tensor parallel on one
+# shared GPU, or NCCL tensor/pipeline parallel when the host has 2+ GPUs).
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/env.sh"
 set --
-for t in test_kernels test_attention test_backend; do [ -x "$here/tests/$t" ] && set -- "$@" "$here/tests/$t"; done
+for t in test_kernels test_attention test_backend test_quant; do [ -x "$here/tests/$t" ] && set -- "$@" "$here/tests/$t"; done
 GOLDEN_BIN="$here/tests/test_parallel" ALLREDUCE_BIN="$here/tests/test_allreduce" \
 	exec sh "$here/run.sh" gpu "$@" "$here/gpu_allreduce.sh" "$here/gpu_golden.sh"
 RUN

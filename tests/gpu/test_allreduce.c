@@ -261,6 +261,9 @@ static int check_allreduce(par_car *car, const char *cname, sl_dtype dt, size_t 
 	dbuf b;
 	dbuf_make(&b, count, pad, dt);
 	CK(cudaMemcpy(b.data, in, count * es, cudaMemcpyHostToDevice));
+	/* a pageable host-to-device cudaMemcpy may return before its DMA lands,
+	 * and g_stream does not wait for the legacy stream: wait here */
+	CK(cudaDeviceSynchronize());
 	/* launch together: the kernel spins on the GPU until its peers'
 	 * arrive (and gives up after 20 s); the host work before it takes
 	 * up to a second for the largest cases */
@@ -468,6 +471,7 @@ static int check_allgather(par_car *car, const char *cname, sl_dtype dt, size_t 
 	dbuf_make(&s, count, 0, dt);
 	dbuf_make(&r, total, 0, dt);
 	CK(cudaMemcpy(s.data, in, count * es, cudaMemcpyHostToDevice));
+	CK(cudaDeviceSynchronize()); /* see check_allreduce: the copy may still be in flight */
 	MPI_Barrier(MPI_COMM_WORLD);
 	CK_SL(par_car_allgather(car, s.data, r.data, count, dt));
 	CK(cudaStreamSynchronize(g_stream));
@@ -523,6 +527,7 @@ static void test_nccl(void)
 			CK(cudaMalloc(&d2, count * es));
 			CK(cudaMemcpy(d1, in, count * es, cudaMemcpyHostToDevice));
 			CK(cudaMemcpy(d2, in, count * es, cudaMemcpyHostToDevice));
+			CK(cudaDeviceSynchronize()); /* see check_allreduce */
 			MPI_Barrier(MPI_COMM_WORLD);
 			CK_SL(par_car_allreduce(g_car, d1, count, dt, PAR_AR_AUTO));
 			if (ncclAllReduce(d2, d2, count, nccl_type(dt), ncclSum, g_nccl, g_stream) !=

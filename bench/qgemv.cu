@@ -1,0 +1,497 @@
+/*
+ * qgemv.cu — shardline-qbench: the quantized linear layer (kernels/quant.cu)
+ * on the Llama-2-7B projections (qkv 4096 -> 12288, o 4096 -> 4096,
+ * gate_up 4096 -> 22016, down 11008 -> 4096), against fp16 (kernels/
+ * matmul.cu) and the device's copy bandwidth, on the local GPU.
+ *
+ * Reports, after the device name and copy bandwidth (bytes read + written
+ * per second by a 1 GiB device-to-device cudaMemcpy, as shardline-bench):
+ *   1. decode, n = 1, 8, 32, 64 tokens: GB/s of weight bytes read (codes,
+ *      scales and zero points) and % of copy bandwidth, per format and
+ *      path (the GEMV; at 32 and 64 also dequantize + cuBLAS, and fp8's
+ *      W8A8 cuBLASLt GEMM, to place kern_qblas_set_gemv_max);
+ *   2. the 7B decode step's projections at n = 1 (32 layers + the fp16 LM
+ *      head): ms per token and the tokens/s they allow;
+ *   3. prefill, n = 2048: TFLOP/s per format and path;
+ *   4. the GEMV's block shapes at n = 1 (KSPLIT warps x UNROLL chunks),
+ *      the library's marked.
+ * Each timed call reads a different copy of W (copies rotate through more
+ * than 2 GiB, so nothing is served from L2); every timing is the median of
+ * CUDA-graph replays, as the engine's decode steps run. Runs in well under
+ * two minutes on an H100. --out FILE writes everything as JSON.
+ *
+ * It includes quant.cu itself to sweep the GEMV's template parameters,
+ * which the library fixes (as bench/gemv.cu does with matmul.cu). Built by
+ * the Makefile with CUDA: build/bin/shardline-qbench [--out FILE.json].
+ */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <algorithm>
+#include <functional>
+#include <vector>
+
+#include "matmul.h"
+#include "quant.cu"
+
+#define CK(call)                                                                            \
+	do {                                                                                \
+		cudaError_t e_ = (call);                                                    \
+		if (e_ != cudaSuccess) {                                                    \
+			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,       \
+				cudaGetErrorString(e_));                                    \
+			exit(1);                                                            \
+		}                                                                           \
+	} while (0)
+
+typedef struct fmt {
+	const char *name;
+	int format; /* KERN_Q_NONE: fp16 through kernels/matmul.cu */
+	int group, scale_dt, zeros;
+} fmt;
+
+static const fmt k_fmts[] = {
+	{"fp16", KERN_Q_NONE, 0, 0, 0},
+	{"int8/row", KERN_Q_INT8, 0, SL_DT_F32, 0},
+	{"int8/g128", KERN_Q_INT8, 128, SL_DT_F16, 0},
+	{"int8/g32", KERN_Q_INT8, 32, SL_DT_F16, 0},
+	{"fp8/row", KERN_Q_FP8, 0, SL_DT_F32, 0},
+	{"int4/g128", KERN_Q_INT4, 128, SL_DT_F16, 1},
+	{"int4/g128s", KERN_Q_INT4, 128, SL_DT_F16, 0},
+};
+#define N_FMTS (int)(sizeof k_fmts / sizeof *k_fmts)
+
+typedef struct shp {
+	const char *name;
+	int rows, cols; /* out_dim, in_dim */
+} shp;
+
+static const shp k_shapes[] = {
+	{"qkv", 12288, 4096}, {"o", 4096, 4096}, {"gate_up", 22016, 4096}, {"down", 4096, 11008}};
+#define N_SHAPES 4
+
+static cudaStream_t g_st;
+static kern_blas *g_blas;
+static kern_qblas *g_qb;
+static char *g_pool; /* weight copies */
+static size_t g_pool_bytes;
+static __half *g_x;   /* [2048, 11008] */
+static void *g_out;   /* [2048, 32000] fp32-sized */
+static cJSON *g_rows; /* one object per measurement */
+static double g_copy_bw;
+
+static size_t align256(size_t b) { return (b + 255) & ~(size_t)255; }
+
+/* One copy of a weight: its codes, scales and zero points, 256-aligned. */
+static size_t copy_bytes(const fmt &f, const shp &s, size_t *data, size_t *scales)
+{
+	if (f.format == KERN_Q_NONE) {
+		*data = (size_t)s.rows * s.cols * 2;
+		*scales = 0;
+		return align256(*data);
+	}
+	kern_qweight w = {f.format, s.rows, s.cols, f.group, f.scale_dt, NULL, NULL, NULL};
+	*data = kern_qweight_data_bytes(&w);
+	*scales = kern_qweight_scale_bytes(&w);
+	size_t z = f.zeros ? kern_qweight_zero_bytes(&w) : 0;
+	return align256(*data) + align256(*scales) + align256(z);
+}
+
+/* The bytes a call must read from memory: codes, scales, zero points. */
+static double weight_bytes(const fmt &f, const shp &s)
+{
+	size_t d, sc;
+	copy_bytes(f, s, &d, &sc);
+	kern_qweight w = {f.format, s.rows, s.cols, f.group, f.scale_dt, NULL, NULL, NULL};
+	return (double)d + (double)sc + (f.zeros ? (double)kern_qweight_zero_bytes(&w) : 0.0);
+}
+
+static kern_qweight copy_at(const fmt &f, const shp &s, int i)
+{
+	size_t d, sc, per = copy_bytes(f, s, &d, &sc);
+	char *base = g_pool + (size_t)i * per;
+	kern_qweight w = {f.format, s.rows, s.cols, f.group, f.scale_dt, base, NULL, NULL};
+	w.scales = base + align256(d);
+	w.zeros = f.zeros ? base + align256(d) + align256(sc) : NULL;
+	return w;
+}
+
+/* Median over `reps` replays of a graph of `calls` calls, ms per call. */
+static double time_calls(const std::function<int(int)> &call, int calls, int reps)
+{
+	if (call(0)) /* warm: plans, cuBLAS kernels, module loading */
+		return -1;
+	CK(cudaStreamSynchronize(g_st));
+	cudaGraph_t g;
+	cudaGraphExec_t ge;
+	CK(cudaStreamBeginCapture(g_st, cudaStreamCaptureModeThreadLocal));
+	int rc = 0;
+	for (int i = 0; i < calls && !rc; i++)
+		rc = call(i);
+	CK(cudaStreamEndCapture(g_st, &g));
+	if (rc) {
+		cudaGraphDestroy(g);
+		return -1;
+	}
+	CK(cudaGraphInstantiate(&ge, g, 0));
+	cudaEvent_t e0, e1;
+	CK(cudaEventCreate(&e0));
+	CK(cudaEventCreate(&e1));
+	CK(cudaGraphLaunch(ge, g_st));
+	std::vector<float> ms(reps);
+	for (int r = 0; r < reps; r++) {
+		CK(cudaEventRecord(e0, g_st));
+		CK(cudaGraphLaunch(ge, g_st));
+		CK(cudaEventRecord(e1, g_st));
+		CK(cudaEventSynchronize(e1));
+		CK(cudaEventElapsedTime(&ms[r], e0, e1));
+	}
+	std::sort(ms.begin(), ms.end());
+	cudaEventDestroy(e0);
+	cudaEventDestroy(e1);
+	cudaGraphExecDestroy(ge);
+	cudaGraphDestroy(g);
+	return ms[reps / 2] / calls;
+}
+
+static const char *path_label(int format, int path)
+{
+	if (format == KERN_Q_NONE)
+		return "matmul";
+	return path == KERN_QPATH_GEMV ? "gemv" : path == KERN_QPATH_FP8_LT ? "w8a8-lt" : "dequant";
+}
+
+/* One measurement: ms per call of format f, shape s, n tokens on `path`
+ * (KERN_QPATH_AUTO: the library's choice), over rotating copies. */
+static double measure(const fmt &f, const shp &s, int n, int path, int *taken)
+{
+	size_t d, sc, per = copy_bytes(f, s, &d, &sc);
+	int copies = (int)(g_pool_bytes / per);
+	/* cold weights: > 2 GiB per graph when decoding, a few calls when compute bound */
+	int calls = n > 64 ? 4 : (int)(((size_t)2 << 30) / per) + 1;
+	if (f.format == KERN_Q_NONE) {
+		*taken = 0;
+		return time_calls([&](int i) {
+			return kern_matmul_cuda(g_blas, g_out, g_x, g_pool + (size_t)(i % copies) * per, n,
+						s.cols, s.rows, SL_DT_F16);
+		}, calls, 7);
+	}
+	kern_qweight w0 = copy_at(f, s, 0);
+	*taken = path == KERN_QPATH_AUTO ? kern_qmatmul_path(g_qb, &w0, n, SL_DT_F16, SL_DT_F16)
+					 : path;
+	double ms = time_calls([&](int i) {
+		kern_qweight w = copy_at(f, s, i % copies);
+		return kern_qmatmul_cuda(g_qb, path, g_out, SL_DT_F16, g_x, SL_DT_F16, &w, n);
+	}, calls, 7);
+	if (path == KERN_QPATH_AUTO) /* a refused cuBLASLt call went to DEQUANT */
+		*taken = kern_qmatmul_path(g_qb, &w0, n, SL_DT_F16, SL_DT_F16);
+	return ms;
+}
+
+static void record(const fmt &f, const shp &s, int n, int path, double ms, const char *table)
+{
+	cJSON *r = cJSON_CreateObject();
+	double gbs = weight_bytes(f, s) / (ms * 1e6);
+	cJSON_AddStringToObject(r, "table", table);
+	cJSON_AddStringToObject(r, "format", f.name);
+	cJSON_AddStringToObject(r, "path", path_label(f.format, path));
+	cJSON_AddStringToObject(r, "shape", s.name);
+	cJSON_AddNumberToObject(r, "rows", s.rows);
+	cJSON_AddNumberToObject(r, "cols", s.cols);
+	cJSON_AddNumberToObject(r, "n", n);
+	cJSON_AddNumberToObject(r, "us", ms * 1e3);
+	cJSON_AddNumberToObject(r, "weight_bytes", weight_bytes(f, s));
+	cJSON_AddNumberToObject(r, "weight_GBps", gbs);
+	cJSON_AddNumberToObject(r, "pct_copy_bandwidth", 100 * gbs * 1e9 / g_copy_bw);
+	cJSON_AddNumberToObject(r, "TFLOPs", 2.0 * n * s.rows * s.cols / (ms * 1e9));
+	cJSON_AddItemToArray(g_rows, r);
+}
+
+/* Bytes read + written per second by a device-to-device copy of 1 GiB. */
+static double copy_bandwidth(void)
+{
+	size_t n = (size_t)1 << 30;
+	void *a, *b;
+	cudaEvent_t e0, e1;
+	float ms = 0;
+	CK(cudaMalloc(&a, n));
+	CK(cudaMalloc(&b, n));
+	CK(cudaMemset(a, 1, n));
+	CK(cudaEventCreate(&e0));
+	CK(cudaEventCreate(&e1));
+	CK(cudaMemcpy(b, a, n, cudaMemcpyDeviceToDevice));
+	CK(cudaEventRecord(e0, 0));
+	for (int i = 0; i < 20; i++)
+		CK(cudaMemcpy(b, a, n, cudaMemcpyDeviceToDevice));
+	CK(cudaEventRecord(e1, 0));
+	CK(cudaEventSynchronize(e1));
+	CK(cudaEventElapsedTime(&ms, e0, e1));
+	cudaFree(a);
+	cudaFree(b);
+	return 2.0 * n * 20 / (ms * 1e-3);
+}
+
+/* ---- 1. decode ---- */
+
+static void table_decode(void)
+{
+	static const int ns[] = {1, 8, 32, 64};
+	printf("\n1. decode: GB/s of weights read (%% of copy bandwidth); cold W, fp16 x\n");
+	printf("%-11s %-8s %-8s", "format", "path", "shape");
+	for (int n : ns) {
+		char h[16];
+		snprintf(h, sizeof h, "n=%d", n);
+		printf(" %13s", h);
+	}
+	printf("\n");
+	for (int fi = 0; fi < N_FMTS; fi++) {
+		const fmt &f = k_fmts[fi];
+		/* the library's choice, then the large-n paths at 32 and 64 */
+		int paths[2] = {KERN_QPATH_AUTO, f.format == KERN_Q_FP8 ? KERN_QPATH_FP8_LT
+									 : KERN_QPATH_DEQUANT};
+		int n_paths = f.format == KERN_Q_NONE ? 1 : 2;
+		for (int pi = 0; pi < n_paths; pi++)
+			for (int si = 0; si < N_SHAPES; si++) {
+				const shp &s = k_shapes[si];
+				int label = -1;
+				char line[256];
+				int len = 0;
+				for (int n : ns) {
+					if (pi == 1 && n < 32) {
+						len += snprintf(line + len, sizeof line - len, " %13s", "-");
+						continue;
+					}
+					int taken;
+					double ms = measure(f, s, n, paths[pi], &taken);
+					if (label < 0 || taken != KERN_QPATH_GEMV)
+						label = taken;
+					if (ms < 0) {
+						len += snprintf(line + len, sizeof line - len, " %13s", "n/a");
+						continue;
+					}
+					double gbs = weight_bytes(f, s) / (ms * 1e6);
+					record(f, s, n, taken, ms, "decode");
+					len += snprintf(line + len, sizeof line - len, " %6.0f (%3.0f%%)", gbs,
+							100 * gbs * 1e9 / g_copy_bw);
+				}
+				printf("%-11s %-8s %-8s%s\n", f.name, path_label(f.format, label), s.name,
+				       line);
+				fflush(stdout);
+			}
+	}
+}
+
+/* ---- 2. the 7B decode step's projections ---- */
+
+static void step_estimate(cJSON *j)
+{
+	/* the LM head stays fp16: 4096 -> 32000, fp32 logits */
+	const shp lm = {"lm_head", 32000, 4096};
+	const fmt &f16 = k_fmts[0];
+	size_t d, sc, per = copy_bytes(f16, lm, &d, &sc);
+	int copies = (int)(g_pool_bytes / per);
+	double lm_ms = time_calls([&](int i) {
+		return kern_matmul_f32out_cuda(g_blas, (float *)g_out, g_x,
+					       g_pool + (size_t)(i % copies) * per, 1, lm.cols, lm.rows,
+					       SL_DT_F16);
+	}, (int)(((size_t)2 << 30) / per) + 1, 7);
+	printf("\n2. 7B decode step at n=1: 32 x (qkv + o + gate_up + down) + fp16 LM head (%.1f us)\n",
+	       lm_ms * 1e3);
+	printf("%-11s %10s %10s %12s %14s\n", "format", "GB/token", "ms/token", "tokens/s",
+	       "GB/s overall");
+	cJSON *arr = cJSON_AddArrayToObject(j, "decode_step_n1");
+	for (int fi = 0; fi < N_FMTS; fi++) {
+		const fmt &f = k_fmts[fi];
+		double ms = lm_ms, bytes = (double)lm.rows * lm.cols * 2;
+		for (int si = 0; si < N_SHAPES; si++) {
+			int taken;
+			double t = measure(f, k_shapes[si], 1, KERN_QPATH_AUTO, &taken);
+			ms += 32 * t;
+			bytes += 32 * weight_bytes(f, k_shapes[si]);
+		}
+		printf("%-11s %10.2f %10.3f %12.0f %9.0f (%2.0f%%)\n", f.name, bytes / 1e9, ms,
+		       1e3 / ms, bytes / (ms * 1e6), 100 * bytes / (ms * 1e-3) / g_copy_bw);
+		cJSON *r = cJSON_CreateObject();
+		cJSON_AddStringToObject(r, "format", f.name);
+		cJSON_AddNumberToObject(r, "bytes_per_token", bytes);
+		cJSON_AddNumberToObject(r, "ms_per_token", ms);
+		cJSON_AddNumberToObject(r, "tokens_per_s", 1e3 / ms);
+		cJSON_AddItemToArray(arr, r);
+		fflush(stdout);
+	}
+	printf("(projections and LM head only, back to back: no attention, norms or launch gaps)\n");
+}
+
+/* ---- 3. prefill ---- */
+
+static void table_prefill(void)
+{
+	const int n = 2048;
+	printf("\n3. prefill, n=%d: TFLOP/s (us per call)\n%-11s %-8s", n, "format", "path");
+	for (int si = 0; si < N_SHAPES; si++)
+		printf(" %17s", k_shapes[si].name);
+	printf("\n");
+	for (int fi = 0; fi < N_FMTS; fi++) {
+		const fmt &f = k_fmts[fi];
+		int paths[2] = {KERN_QPATH_AUTO, KERN_QPATH_DEQUANT};
+		int n_paths = f.format == KERN_Q_FP8 ? 2 : 1; /* fp8: W8A8 and its fallback */
+		for (int pi = 0; pi < n_paths; pi++) {
+			int label = paths[pi];
+			char line[256];
+			int len = 0;
+			for (int si = 0; si < N_SHAPES; si++) {
+				const shp &s = k_shapes[si];
+				int taken;
+				double ms = measure(f, s, n, paths[pi], &taken);
+				label = taken;
+				if (ms < 0) {
+					len += snprintf(line + len, sizeof line - len, " %17s", "n/a");
+					continue;
+				}
+				record(f, s, n, taken, ms, "prefill");
+				len += snprintf(line + len, sizeof line - len, " %7.0f (%7.0f)",
+						2.0 * n * s.rows * s.cols / (ms * 1e9), ms * 1e3);
+			}
+			printf("%-11s %-8s%s\n", f.name, path_label(f.format, label), line);
+			fflush(stdout);
+		}
+	}
+}
+
+/* ---- 4. GEMV block shapes at n = 1 ---- */
+
+template <int FMT, int GM, int KS, int U>
+static int call_variant(const kern_qweight &w)
+{
+	qgemv_args a = qgemv_args_of(&w, g_out, false, 1);
+	return qgemv_run<__half, FMT, GM, 1, KS, U>(g_qb, a, g_x);
+}
+
+static void table_variants(void)
+{
+	typedef int (*vfn)(const kern_qweight &);
+	struct variant {
+		const char *name;
+		vfn fn[3]; /* int8/row, fp8, int4 */
+	};
+	const variant vs[] = {
+		{"8x2", {call_variant<KERN_Q_INT8, QG_ROW, 8, 2>, call_variant<KERN_Q_FP8, QG_ROW, 8, 2>,
+			 call_variant<KERN_Q_INT4, QG_CHUNK, 8, 2>}},
+		{"8x4", {call_variant<KERN_Q_INT8, QG_ROW, 8, 4>, call_variant<KERN_Q_FP8, QG_ROW, 8, 4>,
+			 call_variant<KERN_Q_INT4, QG_CHUNK, 8, 4>}},
+		{"8x8", {call_variant<KERN_Q_INT8, QG_ROW, 8, 8>, call_variant<KERN_Q_FP8, QG_ROW, 8, 8>,
+			 call_variant<KERN_Q_INT4, QG_CHUNK, 8, 8>}},
+		{"4x8", {call_variant<KERN_Q_INT8, QG_ROW, 4, 8>, call_variant<KERN_Q_FP8, QG_ROW, 4, 8>,
+			 call_variant<KERN_Q_INT4, QG_CHUNK, 4, 8>}},
+		{"4x4", {call_variant<KERN_Q_INT8, QG_ROW, 4, 4>, call_variant<KERN_Q_FP8, QG_ROW, 4, 4>,
+			 call_variant<KERN_Q_INT4, QG_CHUNK, 4, 4>}},
+		{"16x2", {call_variant<KERN_Q_INT8, QG_ROW, 16, 2>, call_variant<KERN_Q_FP8, QG_ROW, 16, 2>,
+			  call_variant<KERN_Q_INT4, QG_CHUNK, 16, 2>}},
+	};
+	const int fmt_of[3] = {1, 4, 5}; /* k_fmts: int8/row, fp8/row, int4/g128 */
+	const int lib[3] = {qg_unroll<KERN_Q_INT8, QG_ROW, 1>(), qg_unroll<KERN_Q_FP8, QG_ROW, 1>(),
+			    qg_unroll<KERN_Q_INT4, QG_CHUNK, 1>()};
+	printf("\n4. GEMV block shapes at n=1 (KSPLIT warps x UNROLL chunks), GB/s; * = library\n");
+	printf("%-11s %-8s", "format", "shape");
+	for (const variant &v : vs)
+		printf(" %8s", v.name);
+	printf("\n");
+	for (int k = 0; k < 3; k++) {
+		const fmt &f = k_fmts[fmt_of[k]];
+		for (int si = 0; si < N_SHAPES; si += 3) { /* qkv and down */
+			const shp &s = k_shapes[si];
+			size_t d, sc, per = copy_bytes(f, s, &d, &sc);
+			int copies = (int)(g_pool_bytes / per);
+			printf("%-11s %-8s", f.name, s.name);
+			for (const variant &v : vs) {
+				double ms = time_calls([&](int i) {
+					return v.fn[k](copy_at(f, s, i % copies));
+				}, (int)(((size_t)2 << 30) / per) + 1, 7);
+				double gbs = weight_bytes(f, s) / (ms * 1e6);
+				char lib_name[8];
+				snprintf(lib_name, sizeof lib_name, "%dx%d", QG_KSPLIT, lib[k]);
+				bool is_lib = !strcmp(v.name, lib_name);
+				printf(" %7.0f%s", gbs, is_lib ? "*" : " ");
+				cJSON *r = cJSON_CreateObject();
+				cJSON_AddStringToObject(r, "table", "variants");
+				cJSON_AddStringToObject(r, "format", f.name);
+				cJSON_AddStringToObject(r, "shape", s.name);
+				cJSON_AddStringToObject(r, "variant", v.name);
+				cJSON_AddNumberToObject(r, "weight_GBps", gbs);
+				cJSON_AddItemToArray(g_rows, r);
+			}
+			printf("\n");
+			fflush(stdout);
+		}
+	}
+}
+
+int main(int argc, char **argv)
+{
+	const char *out = NULL;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--out") && i + 1 < argc) {
+			out = argv[++i];
+		} else {
+			fprintf(stderr, "usage: %s [--out FILE.json]\n", argv[0]);
+			return 2;
+		}
+	}
+	double t0 = sl_now();
+	cudaDeviceProp prop;
+	CK(cudaGetDeviceProperties(&prop, 0));
+	g_copy_bw = copy_bandwidth();
+	printf("device: %s, %d SMs, L2 %d MiB; copy bandwidth %.0f GB/s\n", prop.name,
+	       prop.multiProcessorCount, prop.l2CacheSize >> 20, g_copy_bw / 1e9);
+
+	CK(cudaStreamCreateWithFlags(&g_st, cudaStreamNonBlocking));
+	kern_qblas_config cfg = {.max_tokens = 2048, .max_cols = 11008, .dequant_bytes = 0};
+	if (kern_blas_create(g_st, &g_blas) || kern_qblas_create(g_st, &cfg, &g_qb)) {
+		fprintf(stderr, "cannot create the BLAS handles\n");
+		return 1;
+	}
+	/* the pool: 3 GiB of weight copies, every byte 0x11 (int8 17, fp8 code
+	 * 0x11, int4 code 1, small finite fp16/fp32 scales: finite outputs) */
+	g_pool_bytes = (size_t)3 << 30;
+	CK(cudaMalloc(&g_pool, g_pool_bytes));
+	CK(cudaMemset(g_pool, 0x11, g_pool_bytes));
+	CK(cudaMalloc(&g_x, sizeof(__half) * 2048 * 11008));
+	CK(cudaMemset(g_x, 0x3c, sizeof(__half) * 2048 * 11008)); /* fp16 1.06 */
+	CK(cudaMalloc(&g_out, sizeof(float) * 2048 * 32000));
+
+	cJSON *j = cJSON_CreateObject();
+	char date[32];
+	time_t now = time(NULL);
+	strftime(date, sizeof date, "%Y-%m-%d", localtime(&now));
+	cJSON_AddStringToObject(j, "date", date);
+	cJSON_AddStringToObject(j, "device", prop.name);
+	cJSON_AddNumberToObject(j, "copy_bandwidth_GBps", g_copy_bw / 1e9);
+	g_rows = cJSON_AddArrayToObject(j, "measurements");
+
+	table_decode();
+	step_estimate(j);
+	table_prefill();
+	table_variants();
+	printf("\n%.0f s\n", sl_now() - t0);
+
+	if (out) {
+		char *txt = cJSON_Print(j);
+		FILE *fp = fopen(out, "w");
+		if (!fp || !txt || fputs(txt, fp) < 0) {
+			fprintf(stderr, "cannot write %s\n", out);
+			return 1;
+		}
+		fclose(fp);
+		free(txt);
+		printf("wrote %s\n", out);
+	}
+	cJSON_Delete(j);
+	kern_qblas_destroy(g_qb);
+	kern_blas_destroy(g_blas);
+	cudaFree(g_pool);
+	cudaFree(g_x);
+	cudaFree(g_out);
+	return 0;
+}

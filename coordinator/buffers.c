@@ -1,0 +1,86 @@
+/*
+ * buffers.c — the coordinator's growable buffers: bytes (text, JSON,
+ * event streams, the /metrics exposition), token ids, and token log-probs
+ * with their alternatives. Each grows by doubling and keeps its contents
+ * on failure (SL_ENOMEM), so a caller can report the error and free what
+ * it has.
+ *
+ * The floor of coordinator/: it calls nothing of the coordinator, and
+ * every file that builds output calls it (stream.c, requests.c, metrics.c,
+ * http.c, http_call.c, openai.c). Declared in coord_int.h.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "coord_int.h"
+#include "sl.h"
+
+int coord_bytes_add(coord_bytes *b, const char *p, size_t n)
+{
+	if (b->n + n + 1 > b->cap) {
+		size_t cap = (b->n + n + 1) * 2;
+		char *np = realloc(b->p, cap);
+		if (!np)
+			return SL_ENOMEM;
+		b->p = np;
+		b->cap = cap;
+	}
+	if (n)
+		memcpy(b->p + b->n, p, n);
+	b->n += n;
+	b->p[b->n] = 0;
+	return SL_OK;
+}
+
+int coord_ids_add(coord_ids *b, const int32_t *p, size_t n)
+{
+	if (b->n + n > b->cap) {
+		size_t cap = (b->n + n) * 2 + 16;
+		int32_t *np = realloc(b->p, sizeof(int32_t) * cap);
+		if (!np)
+			return SL_ENOMEM;
+		b->p = np;
+		b->cap = cap;
+	}
+	if (n)
+		memcpy(b->p + b->n, p, sizeof(int32_t) * n);
+	b->n += n;
+	return SL_OK;
+}
+
+int coord_logprobs_add(coord_logprobs *b, const coord_lp_view *v, size_t i)
+{
+	size_t nt = (size_t)v->top_n;
+	if (b->n == 0)
+		b->top_n = v->top_n;
+	if (b->n == b->cap) {
+		size_t cap = b->cap * 2 + 16, all = cap * (nt ? nt : 1);
+		float *lp = realloc(b->lp, sizeof(float) * cap);
+		if (lp)
+			b->lp = lp;
+		int32_t *ids = realloc(b->top_ids, sizeof(int32_t) * all);
+		if (ids)
+			b->top_ids = ids;
+		float *top = realloc(b->top, sizeof(float) * all);
+		if (top)
+			b->top = top;
+		if (!lp || !ids || !top)
+			return SL_ENOMEM;
+		b->cap = cap;
+	}
+	b->lp[b->n] = v->lp[i];
+	if (nt) {
+		memcpy(b->top_ids + b->n * nt, v->top_ids + i * nt, sizeof(int32_t) * nt);
+		memcpy(b->top + b->n * nt, v->top + i * nt, sizeof(float) * nt);
+	}
+	b->n++;
+	return SL_OK;
+}
+
+void coord_logprobs_free(coord_logprobs *b)
+{
+	free(b->lp);
+	free(b->top_ids);
+	free(b->top);
+	*b = (coord_logprobs){0};
+}

@@ -1,0 +1,436 @@
+/*
+ * quant.c — quantized weights on the CPU: the descriptor's arithmetic and
+ * checks, fp8 E4M3 encode/decode bit by bit, load-time quantization (round
+ * to nearest, from fp32 rows), the GGUF Q8_0 copy, and the reference
+ * linear layer in fp32 on exactly the stored values. kernels/quant.cu is
+ * tested against these; formats and layouts are in kernels/quant.h.
+ */
+#include "quant.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checks.h"
+#include "sl.h"
+
+int kern_qformat_parse(const char *s)
+{
+	if (!strcmp(s, "none")) return KERN_Q_NONE;
+	if (!strcmp(s, "int8")) return KERN_Q_INT8;
+	if (!strcmp(s, "fp8")) return KERN_Q_FP8;
+	if (!strcmp(s, "int4")) return KERN_Q_INT4;
+	return -1;
+}
+
+const char *kern_qformat_name(int format)
+{
+	switch (format) {
+	case KERN_Q_NONE: return "none";
+	case KERN_Q_INT8: return "int8";
+	case KERN_Q_FP8: return "fp8";
+	case KERN_Q_INT4: return "int4";
+	}
+	return "?";
+}
+
+int kern_qweight_groups(const kern_qweight *w)
+{
+	return w->group > 0 ? w->cols / w->group : 1;
+}
+
+size_t kern_qweight_data_bytes(const kern_qweight *w)
+{
+	size_t n = (size_t)w->rows * w->cols;
+	return w->format == KERN_Q_INT4 ? n / 2 : n;
+}
+
+size_t kern_qweight_scale_bytes(const kern_qweight *w)
+{
+	return (size_t)w->rows * kern_qweight_groups(w) * sl_dtype_size(w->scale_dt);
+}
+
+size_t kern_qweight_zero_bytes(const kern_qweight *w)
+{
+	return w->format == KERN_Q_INT4 ? (size_t)w->rows * kern_qweight_groups(w) : 0;
+}
+
+int kern_qweight_check(const kern_qweight *w, char *err, size_t errlen)
+{
+	const char *f = kern_qformat_name(w->format);
+	if (w->format != KERN_Q_INT8 && w->format != KERN_Q_FP8 && w->format != KERN_Q_INT4)
+		return sl_errf(err, errlen, SL_EINVAL, "quantized weight: format %d is not int8, fp8 or int4",
+			       w->format);
+	if (w->rows < 0 || w->cols <= 0)
+		return sl_errf(err, errlen, SL_EINVAL, "%s weight: shape %d x %d", f, w->rows, w->cols);
+	if (w->scale_dt != SL_DT_F32 && w->scale_dt != SL_DT_F16)
+		return sl_errf(err, errlen, SL_EINVAL, "%s weight: scales must be F32 or F16, not %s", f,
+			       sl_dtype_name(w->scale_dt));
+	if (w->zeros && w->format != KERN_Q_INT4)
+		return sl_errf(err, errlen, SL_EINVAL, "%s weight: only int4 has zero points", f);
+	switch (w->format) {
+	case KERN_Q_INT8:
+		if (w->group != 0 && w->group != 32 && w->group != 64 && w->group != 128)
+			return sl_errf(err, errlen, SL_EINVAL,
+				       "int8 weight: group %d (0 per row, or 32, 64, 128)", w->group);
+		break;
+	case KERN_Q_FP8:
+		if (w->group != 0 || w->scale_dt != SL_DT_F32)
+			return sl_errf(err, errlen, SL_EINVAL,
+				       "fp8 weight: one F32 scale per row (group %d, scales %s)", w->group,
+				       sl_dtype_name(w->scale_dt));
+		break;
+	case KERN_Q_INT4:
+		if (w->group != KERN_Q_INT4_GROUP)
+			return sl_errf(err, errlen, SL_EINVAL, "int4 weight: group %d (must be %d)",
+				       w->group, KERN_Q_INT4_GROUP);
+		break;
+	}
+	if (w->cols % 16)
+		return sl_errf(err, errlen, SL_EINVAL,
+			       "%s weight: %d columns (in_dim) is not a multiple of 16", f, w->cols);
+	if (w->group && w->cols % w->group)
+		return sl_errf(err, errlen, SL_EINVAL,
+			       "%s weight: %d columns (in_dim) is not a multiple of the group %d", f,
+			       w->cols, w->group);
+	return SL_OK;
+}
+
+/* ---- fp8 E4M3 ---- */
+
+float kern_fp8_e4m3_to_f32(uint8_t code)
+{
+	int e = (code >> 3) & 15, m = code & 7;
+	float v;
+	if (e == 15 && m == 7)
+		return NAN;
+	if (e == 0)
+		v = ldexpf((float)m, -9); /* subnormal: m / 8 * 2^-6 */
+	else
+		v = ldexpf(1.0f + (float)m / 8.0f, e - 7);
+	return (code & 0x80) ? -v : v;
+}
+
+uint8_t kern_f32_to_fp8_e4m3(float v)
+{
+	if (isnan(v))
+		return 0x7F;
+	uint8_t sign = signbit(v) ? 0x80 : 0;
+	float a = fabsf(v);
+	if (a >= KERN_FP8_E4M3_MAX)
+		return sign | 0x7E;
+	if (a < 0x1p-6f) /* subnormal codes count 2^-9; 8 of them is the smallest normal, 0x08 */
+		return sign | (uint8_t)nearbyintf(a * 512.0f);
+	int e;
+	frexpf(a, &e); /* a = f * 2^e, f in [0.5, 1) */
+	e -= 1;
+	/* exact: the mantissa's top bits, scaled to 3 bits, rounded half to even;
+	 * a carry to 8 moves into the exponent field by the addition */
+	int m = (int)nearbyintf((ldexpf(a, -e) - 1.0f) * 8.0f);
+	int code = ((e + 7) << 3) + m;
+	return sign | (uint8_t)(code > 0x7E ? 0x7E : code);
+}
+
+/* ---- scales ---- */
+
+/* s rounded up in magnitude to the scale dtype (never down: the largest
+ * code then always covers the largest weight). Returns the stored value in
+ * *stored, or -1 when fp16 cannot hold it. */
+static int put_scale(const kern_qweight *w, size_t idx, float s, float *stored)
+{
+	if (w->scale_dt == SL_DT_F32) {
+		((float *)w->scales)[idx] = s;
+		*stored = s;
+		return 0;
+	}
+	uint16_t h = sl_f32_to_f16(s);
+	if (fabsf(sl_f16_to_f32(h)) < fabsf(s))
+		h++; /* sign-magnitude: one more unit of the magnitude */
+	if ((h & 0x7fff) >= 0x7c00)
+		return -1;
+	((uint16_t *)w->scales)[idx] = h;
+	*stored = sl_f16_to_f32(h);
+	return 0;
+}
+
+static float get_scale(const kern_qweight *w, size_t idx)
+{
+	return w->scale_dt == SL_DT_F32 ? ((const float *)w->scales)[idx]
+					: sl_f16_to_f32(((const uint16_t *)w->scales)[idx]);
+}
+
+/* ---- quantization ---- */
+
+static int check_finite(const float *src, int nrows, int cols, int row0, char *err, size_t errlen)
+{
+	for (int r = 0; r < nrows; r++)
+		for (int k = 0; k < cols; k++) {
+			float v = src[(size_t)r * cols + k];
+			if (!isfinite(v))
+				return sl_errf(err, errlen, SL_EINVAL,
+					       "row %d column %d is %s: quantized weights must be finite",
+					       row0 + r, k, isnan(v) ? "NaN" : "infinite");
+		}
+	return SL_OK;
+}
+
+static float amax_of(const float *v, int n)
+{
+	float m = 0;
+	for (int i = 0; i < n; i++)
+		m = fmaxf(m, fabsf(v[i]));
+	return m;
+}
+
+static int scale_error(int row, int k, float amax, char *err, size_t errlen)
+{
+	return sl_errf(err, errlen, SL_EINVAL,
+		       "row %d column %d: max |w| %g needs a scale beyond fp16 (use F32 scales)",
+		       row, k, amax);
+}
+
+/* INT8: one span of `len` weights sharing scale idx, symmetric. */
+static int quant_int8_span(kern_qweight *w, size_t idx, int8_t *q, const float *v, int len,
+			   float amax)
+{
+	float s;
+	if (put_scale(w, idx, amax / 127.0f, &s))
+		return -1;
+	for (int i = 0; i < len; i++) {
+		float r = s > 0 ? nearbyintf(v[i] / s) : 0.0f;
+		q[i] = (int8_t)(r > 127 ? 127 : r < -127 ? -127 : r);
+	}
+	return 0;
+}
+
+/* INT4, one group at column k of row `row` (absolute), into its bytes. */
+static int quant_int4_group(kern_qweight *w, int row, int k, const float *v)
+{
+	const int G = KERN_Q_INT4_GROUP;
+	size_t idx = (size_t)row * kern_qweight_groups(w) + k / G;
+	float d, z = 8;
+	if (w->zeros) {
+		float mn = 0, mx = 0;
+		for (int i = 0; i < G; i++) {
+			mn = fminf(mn, v[i]);
+			mx = fmaxf(mx, v[i]);
+		}
+		if (put_scale(w, idx, (mx - mn) / 15.0f, &d))
+			return -1;
+		z = d > 0 ? nearbyintf(-mn / d) : 0;
+		z = z > 15 ? 15 : z;
+		((uint8_t *)w->zeros)[idx] = (uint8_t)z;
+	} else {
+		int at = 0; /* the first largest magnitude maps to -8 exactly */
+		for (int i = 1; i < G; i++)
+			if (fabsf(v[i]) > fabsf(v[at]))
+				at = i;
+		if (put_scale(w, idx, v[at] / -8.0f, &d))
+			return -1;
+	}
+	uint8_t *row_bytes = (uint8_t *)w->data + (size_t)row * (w->cols / 2);
+	for (int i = 0; i < G; i++) {
+		float u = d != 0 ? nearbyintf(v[i] / d) + z : z;
+		u = u < 0 ? 0 : u > 15 ? 15 : u;
+		int col = k + i, j = col & 7, p = (j & 1) ? 4 + j / 2 : j / 2;
+		uint8_t *b = row_bytes + (col >> 3) * 4 + p / 2; /* nibble p of the LE word */
+		int shift = (p & 1) * 4;
+		*b = (uint8_t)((*b & ~(0xF << shift)) | ((int)u << shift));
+	}
+	return 0;
+}
+
+int kern_quantize_rows(kern_qweight *w, int row0, int nrows, const float *src,
+		       const float *row_amax, char *err, size_t errlen)
+{
+	int rc = kern_qweight_check(w, err, errlen);
+	if (rc)
+		return rc;
+	if (row0 < 0 || nrows < 0 || row0 + nrows > w->rows)
+		return sl_errf(err, errlen, SL_EINVAL, "quantize: rows %d..%d outside 0..%d", row0,
+			       row0 + nrows, w->rows);
+	TRY(check_finite(src, nrows, w->cols, row0, err, errlen));
+	const int cols = w->cols, groups = kern_qweight_groups(w);
+	for (int r = 0; r < nrows; r++) {
+		const float *v = src + (size_t)r * cols;
+		int row = row0 + r;
+		float amax = amax_of(v, cols);
+		if (w->group == 0 && row_amax) {
+			if (!isfinite(row_amax[r]) || row_amax[r] < amax)
+				return sl_errf(err, errlen, SL_EINVAL,
+					       "row %d: row_amax %g is below the row's max |w| %g", row,
+					       row_amax[r], amax);
+			amax = row_amax[r];
+		}
+		switch (w->format) {
+		case KERN_Q_INT8: {
+			int8_t *q = (int8_t *)w->data + (size_t)row * cols;
+			int span = w->group ? w->group : cols;
+			for (int gi = 0; gi < groups; gi++) {
+				const float *g = v + (size_t)gi * span;
+				float m = w->group ? amax_of(g, span) : amax;
+				if (quant_int8_span(w, (size_t)row * groups + gi, q + gi * span, g, span,
+						    m))
+					return scale_error(row, gi * span, m, err, errlen);
+			}
+			break;
+		}
+		case KERN_Q_FP8: {
+			uint8_t *q = (uint8_t *)w->data + (size_t)row * cols;
+			float s = amax / KERN_FP8_E4M3_MAX;
+			((float *)w->scales)[row] = s;
+			for (int k = 0; k < cols; k++)
+				q[k] = s > 0 ? kern_f32_to_fp8_e4m3(v[k] / s) : 0;
+			break;
+		}
+		case KERN_Q_INT4:
+			for (int k = 0; k < cols; k += KERN_Q_INT4_GROUP)
+				if (quant_int4_group(w, row, k, v + k))
+					return scale_error(row, k, amax_of(v + k, KERN_Q_INT4_GROUP),
+							   err, errlen);
+			break;
+		}
+	}
+	return SL_OK;
+}
+
+int kern_qweight_load_q8_0_rows(kern_qweight *w, int row0, int nrows, const void *src,
+				size_t src_row_bytes, char *err, size_t errlen)
+{
+	if (w->format != KERN_Q_INT8 || w->group != 32 || w->scale_dt != SL_DT_F16)
+		return sl_errf(err, errlen, SL_EINVAL,
+			       "Q8_0 loads as int8 with group 32 and F16 scales (got %s, group %d, %s)",
+			       kern_qformat_name(w->format), w->group, sl_dtype_name(w->scale_dt));
+	TRY(kern_qweight_check(w, err, errlen));
+	if (row0 < 0 || nrows < 0 || row0 + nrows > w->rows)
+		return sl_errf(err, errlen, SL_EINVAL, "Q8_0: rows %d..%d outside 0..%d", row0,
+			       row0 + nrows, w->rows);
+	const int blocks = w->cols / 32;
+	for (int r = 0; r < nrows; r++) {
+		const uint8_t *s = (const uint8_t *)src + (size_t)r * src_row_bytes;
+		int row = row0 + r;
+		for (int b = 0; b < blocks; b++, s += 34) {
+			uint16_t d = (uint16_t)(s[0] | s[1] << 8);
+			if ((d & 0x7c00) == 0x7c00)
+				return sl_errf(err, errlen, SL_EINVAL,
+					       "Q8_0 row %d block %d: scale is not finite (0x%04x)", row,
+					       b, d);
+			((uint16_t *)w->scales)[(size_t)row * blocks + b] = d;
+			memcpy((int8_t *)w->data + (size_t)row * w->cols + b * 32, s + 2, 32);
+		}
+	}
+	return SL_OK;
+}
+
+/* ---- the reference ---- */
+
+static void fp8_table(float dec[256])
+{
+	for (int c = 0; c < 256; c++)
+		dec[c] = kern_fp8_e4m3_to_f32((uint8_t)c);
+}
+
+void kern_qweight_dequant_row_cpu(const kern_qweight *w, int row, float *out)
+{
+	const int cols = w->cols, groups = kern_qweight_groups(w);
+	const size_t sbase = (size_t)row * groups;
+	switch (w->format) {
+	case KERN_Q_INT8: {
+		const int8_t *q = (const int8_t *)w->data + (size_t)row * cols;
+		for (int k = 0; k < cols; k++)
+			out[k] = get_scale(w, sbase + (w->group ? k / w->group : 0)) * (float)q[k];
+		break;
+	}
+	case KERN_Q_FP8: {
+		const uint8_t *q = (const uint8_t *)w->data + (size_t)row * cols;
+		float s = ((const float *)w->scales)[row], dec[256];
+		fp8_table(dec);
+		for (int k = 0; k < cols; k++)
+			out[k] = s * dec[q[k]];
+		break;
+	}
+	case KERN_Q_INT4: {
+		const uint8_t *b = (const uint8_t *)w->data + (size_t)row * (cols / 2);
+		for (int k = 0; k < cols; k++) {
+			int j = k & 7, p = (j & 1) ? 4 + j / 2 : j / 2;
+			int u = (b[(k >> 3) * 4 + p / 2] >> ((p & 1) * 4)) & 0xF;
+			size_t gi = sbase + k / KERN_Q_INT4_GROUP;
+			int z = w->zeros ? ((const uint8_t *)w->zeros)[gi] : 8;
+			out[k] = get_scale(w, gi) * (float)(u - z);
+		}
+		break;
+	}
+	}
+}
+
+void kern_qmatmul_cpu(float *out, const float *x, const kern_qweight *w, int n)
+{
+	const int rows = w->rows, cols = w->cols;
+	int failed = 0;
+#pragma omp parallel for schedule(static) if ((long)n * rows * cols > 1 << 18)
+	for (int r = 0; r < rows; r++) {
+		float *wr = malloc(sizeof(float) * cols);
+		if (!wr) {
+#pragma omp atomic write
+			failed = 1;
+			continue;
+		}
+		kern_qweight_dequant_row_cpu(w, r, wr);
+		for (int t = 0; t < n; t++) {
+			const float *xr = x + (size_t)t * cols;
+			float acc = 0;
+			for (int k = 0; k < cols; k++)
+				acc += xr[k] * wr[k];
+			out[(size_t)t * rows + r] = acc;
+		}
+		free(wr);
+	}
+	if (failed) /* a reference that could not run must not look like a result */
+		for (size_t i = 0; i < (size_t)n * rows; i++)
+			out[i] = NAN;
+}
+
+void kern_quantize_act_fp8_cpu(uint8_t *xq, float *xs, const float *x, int n, int cols)
+{
+	for (int t = 0; t < n; t++) {
+		const float *v = x + (size_t)t * cols;
+		float s = amax_of(v, cols) / KERN_FP8_E4M3_MAX;
+		xs[t] = s;
+		for (int k = 0; k < cols; k++)
+			xq[(size_t)t * cols + k] = s > 0 ? kern_f32_to_fp8_e4m3(v[k] / s) : 0;
+	}
+}
+
+void kern_qmatmul_w8a8_cpu(float *out, const float *x, const kern_qweight *w, int n)
+{
+	const int rows = w->rows, cols = w->cols;
+	uint8_t *xq = malloc((size_t)n * cols + 1);
+	float *xs = malloc(sizeof(float) * (n + 1));
+	float *xd = malloc(sizeof(float) * ((size_t)n * cols + 1));
+	if (!xq || !xs || !xd) {
+		for (size_t i = 0; i < (size_t)n * rows; i++)
+			out[i] = NAN;
+		goto done;
+	}
+	float dec[256];
+	fp8_table(dec);
+	kern_quantize_act_fp8_cpu(xq, xs, x, n, cols);
+	for (size_t i = 0; i < (size_t)n * cols; i++)
+		xd[i] = dec[xq[i]];
+#pragma omp parallel for schedule(static) if ((long)n * rows * cols > 1 << 18)
+	for (int r = 0; r < rows; r++) {
+		const uint8_t *q = (const uint8_t *)w->data + (size_t)r * cols;
+		float sw = ((const float *)w->scales)[r];
+		for (int t = 0; t < n; t++) {
+			const float *xr = xd + (size_t)t * cols;
+			float acc = 0; /* products of two e4m3 values are exact in fp32 */
+			for (int k = 0; k < cols; k++)
+				acc += dec[q[k]] * xr[k];
+			out[(size_t)t * rows + r] = acc * sw * xs[t];
+		}
+	}
+done:
+	free(xq);
+	free(xs);
+	free(xd);
+}

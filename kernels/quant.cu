@@ -1,0 +1,1065 @@
+/*
+ * quant.cu — the linear layer with quantized weights on the GPU:
+ * out[n, rows] = x[n, cols] @ W^T, W int8 / fp8 E4M3 / int4 codes with
+ * scales (formats and bit layouts: kernels/quant.h; semantics and the
+ * reference: kernels/quant.c). x and out are fp16 or bf16 (out may be
+ * fp32); accumulation is fp32.
+ *
+ * Three paths (kern_qpath):
+ *
+ * GEMV (n <= 64): decoding reads every weight byte once, so the kernel is
+ *   matmul.cu's tensor-core GEMV with the dequantization in registers. A
+ *   lane streams 16 bytes of a row per chunk (16 int8/fp8 codes or 32 int4
+ *   codes), turns them into fp16/bf16 pairs holding the codes' exact
+ *   values (integers, or e4m3 values, which both dtypes represent
+ *   exactly; zero points are subtracted here), and feeds mma.sync
+ *   m16n8k16 directly, in matmul.cu's k order. Scales are applied to the
+ *   fp32 accumulators, never to the weights: a per-row scale once at the
+ *   end; a group scale to each chunk's partial sum (a chunk is one group
+ *   of 64/128 columns or a part of one), so the products stay exact and
+ *   the sum differs from the CPU reference only in fp32 order. Rounding
+ *   scale * code to bf16 instead would cost 2^-9 per weight, the size of
+ *   int8's own rounding. int8 with groups of 32 (GGUF Q8_0) has two
+ *   groups per 64-column chunk: each MMA runs twice, once per group with
+ *   the other group's lanes giving zeros (double the tensor work, which a
+ *   GEMV has to spare). Up to 64 tokens: n-tiles of 8 share each
+ *   dequantized fragment (NT = 1, 2, 4, 8 tiles), so W is read once.
+ *   Split-K over blocks and the in-block warp sum run in a fixed order:
+ *   results are deterministic.
+ *
+ * FP8_LT (FP8 weights, large n): W8A8. A kernel quantizes x per token to
+ *   e4m3 with scale max|x| / 448, then one cuBLASLt fp8 GEMM scales the
+ *   product by the weight's per-row and the activation's per-token scale
+ *   (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F on A and B). Hopper fp8
+ *   tensor cores: twice the fp16 rate. Where cuBLASLt has no algorithm
+ *   for a shape (older GPUs, odd shapes) the call goes to DEQUANT and the
+ *   fallback is logged once.
+ *
+ * DEQUANT (int8/int4 large n, FP8 fallback): W dequantized to the run
+ *   dtype (scale * code, rounded once) slab by slab into a scratch buffer
+ *   sized at create, each slab a cuBLAS GEMM. Costs reading the codes and
+ *   writing and re-reading 2 bytes per weight (mostly in L2 for a slab of
+ *   a few tens of MiB); for prefill, where the GEMM is compute bound, that
+ *   is a small part of the GEMM's own time.
+ *
+ * kern_qblas owns everything these need, allocated at create; no call
+ * allocates device memory or synchronises, so every call is CUDA-graph
+ * capturable. Called by the CUDA backend for quantized layers (later),
+ * tests/gpu/test_quant.c and bench/qgemv.cu.
+ */
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_fp8.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <type_traits>
+
+#include "cuda_util.cuh"
+#include "mma.cuh"
+#include "quant.h"
+
+/* cuBLAS, cuBLASLt and the GEMV's split-K partials, in stream order. */
+#define QB_WORKSPACE_BYTES ((size_t)32 << 20)
+#define QB_DEQUANT_DEFAULT_BYTES ((size_t)32 << 20)
+#define QB_LT_PLANS 32
+
+/* One cuBLASLt fp8 problem shape, its layouts and chosen algorithm. */
+typedef struct lt_plan {
+	int m, n, k;
+	sl_dtype out_dt;
+	int state; /* 0 empty, 1 ready, -1 no algorithm (use DEQUANT) */
+	cublasLtMatrixLayout_t la, lb, ld;
+	cublasLtMatmulAlgo_t algo;
+} lt_plan;
+
+struct kern_qblas {
+	cudaStream_t stream;
+	cublasHandle_t blas;
+	cublasLtHandle_t lt;
+	cublasLtMatmulDesc_t lt_op;       /* fp8 x fp8, fp32 compute, outer-vector scales */
+	cublasLtMatmulPreference_t lt_pref;
+	void *workspace;                  /* QB_WORKSPACE_BYTES */
+	void *dequant;                    /* dequant_bytes: one slab of W in the run dtype */
+	size_t dequant_bytes;
+	uint8_t *xq;                      /* [max_tokens, max_cols] e4m3 activations */
+	float *xs;                        /* [max_tokens] their scales */
+	int max_tokens, max_cols;
+	int sm_count, cc;                 /* cc: 10 * major + minor */
+	bool pdl;
+	bool lt_usable;                   /* fp8 tensor cores (sm_89+) and a cuBLASLt to ask */
+	int gemv_max[4];                  /* by kern_qformat */
+	lt_plan plans[QB_LT_PLANS];
+	int next_plan;
+	bool warned_lt;
+};
+
+/* ---- device helpers ---- */
+
+/* 16 bytes read once: through L2 only, with a 256-byte L2 prefetch (as
+ * matmul.cu's gemv_ld_stream). Weights are constant: not volatile. */
+__device__ __forceinline__ uint4 q_ld_stream(const void *p)
+{
+	uint4 v;
+	asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+	    : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+	    : "l"(p));
+	return v;
+}
+
+__device__ __forceinline__ void q_wait_prior_grid()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void q_allow_next_grid()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ float q_scale(const void *s, size_t i, bool f16)
+{
+	return f16 ? __half2float(__ldg(reinterpret_cast<const __half *>(s) + i))
+		   : __ldg(reinterpret_cast<const float *>(s) + i);
+}
+
+/* a - b on packed pairs of T. */
+template <typename T> __device__ __forceinline__ uint32_t q_sub2(uint32_t a, uint32_t b);
+template <> __device__ __forceinline__ uint32_t q_sub2<__half>(uint32_t a, uint32_t b)
+{
+	__half2 r = __hsub2(*reinterpret_cast<const __half2 *>(&a),
+			    *reinterpret_cast<const __half2 *>(&b));
+	return *reinterpret_cast<const uint32_t *>(&r);
+}
+template <> __device__ __forceinline__ uint32_t q_sub2<__nv_bfloat16>(uint32_t a, uint32_t b)
+{
+	__nv_bfloat162 r = __hsub2(*reinterpret_cast<const __nv_bfloat162 *>(&a),
+				   *reinterpret_cast<const __nv_bfloat162 *>(&b));
+	return *reinterpret_cast<const uint32_t *>(&r);
+}
+
+/* Codes per 16-byte load: 16 bytes of int8/fp8, or 32 int4. */
+template <int FMT> struct q_geom {
+	static constexpr int KL = FMT == KERN_Q_INT4 ? 32 : 16;
+};
+
+/* int4 magic: a nibble OR-ed into the low mantissa bits of 1024.0 (fp16)
+ * or 128.0 (bf16) gives 1024 + u / 128 + u exactly. */
+template <typename T> __device__ __forceinline__ constexpr uint32_t q_magic4()
+{
+	return std::is_same<T, __half>::value ? 0x64006400u : 0x43004300u;
+}
+
+/* The packed subtrahend that turns magic + u into u - z. */
+template <typename T> __device__ __forceinline__ uint32_t q_zsub(uint32_t z)
+{
+	return q_magic4<T>() | z | (z << 16);
+}
+
+/*
+ * 16 bytes of codes -> KL / 2 packed pairs of T holding their exact values,
+ * pair p = codes (2p, 2p + 1) in column order. zsub: int4 only (q_zsub).
+ *   int8, fp16: byte ^ 0x80 = q + 128 as the low byte of fp16 0x64XX (1024 +
+ *     q + 128), minus 1152: q. Two byte permutes and two subtracts per 4.
+ *   int8, bf16: q + 128 as the low byte of fp32 0x4B0000XX (2^23 + q + 128),
+ *     minus 2^23 + 128: q in fp32; an integer of at most 8 significant bits,
+ *     so its top 16 bits are q as bf16 exactly.
+ *   fp8: cvt.rn.f16x2.e4m3x2 (sm_89+; the header's exact software path
+ *     before), for bf16 through fp32 and the top 16 bits (4 significant bits).
+ *   int4: see quant.h's bit layout.
+ */
+template <typename T, int FMT>
+__device__ __forceinline__ void q_dequant16(uint4 raw, uint32_t *f, uint32_t zsub)
+{
+	constexpr bool H = std::is_same<T, __half>::value;
+	const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		if constexpr (FMT == KERN_Q_INT8) {
+			const uint32_t u = w[i] ^ 0x80808080u;
+			if constexpr (H) {
+				f[2 * i] = q_sub2<__half>(__byte_perm(u, 0x64646464u, 0x4140), 0x64806480u);
+				f[2 * i + 1] =
+					q_sub2<__half>(__byte_perm(u, 0x64646464u, 0x4342), 0x64806480u);
+			} else {
+				float v[4];
+#pragma unroll
+				for (int b = 0; b < 4; b++)
+					v[b] = __uint_as_float(__byte_perm(u, 0x4B000000u, 0x7540 + b)) -
+					       8388736.0f;
+				f[2 * i] = __byte_perm(__float_as_uint(v[0]), __float_as_uint(v[1]), 0x7632);
+				f[2 * i + 1] =
+					__byte_perm(__float_as_uint(v[2]), __float_as_uint(v[3]), 0x7632);
+			}
+		} else if constexpr (FMT == KERN_Q_FP8) {
+#pragma unroll
+			for (int h = 0; h < 2; h++) {
+				__half2_raw p = __nv_cvt_fp8x2_to_halfraw2(
+					(__nv_fp8x2_storage_t)((w[i] >> (16 * h)) & 0xFFFFu), __NV_E4M3);
+				if constexpr (H) {
+					f[2 * i + h] = (uint32_t)p.x | ((uint32_t)p.y << 16);
+				} else {
+					float lo = __half2float(__ushort_as_half(p.x));
+					float hi = __half2float(__ushort_as_half(p.y));
+					f[2 * i + h] = __byte_perm(__float_as_uint(lo), __float_as_uint(hi),
+								   0x7632);
+				}
+			}
+		} else {
+#pragma unroll
+			for (int j = 0; j < 4; j++)
+				f[4 * i + j] =
+					q_sub2<T>(((w[i] >> (4 * j)) & 0x000F000Fu) | q_magic4<T>(), zsub);
+		}
+	}
+}
+
+/* ---- the GEMV ---- */
+
+/* How scales meet the accumulators. */
+enum { QG_ROW = 0, QG_CHUNK = 1, QG_HALF = 2 };
+#define QG_ROWS 16        /* W rows per tile: the MMA's M */
+#define QG_CHUNK_BYTES 64 /* bytes of a row per warp chunk: 4 lanes x 16 */
+
+typedef struct qgemv_args {
+	const uint8_t *w;     /* [rows, row_bytes] codes */
+	const void *scales;   /* [rows, groups] */
+	const uint8_t *zeros; /* int4: [rows, groups] or NULL (z = 8) */
+	void *out;            /* [n, rows] of T or fp32; fp32 partials [splits][n][rows] */
+	int rows, cols, row_bytes, groups, group, n, chunks_per_split;
+	bool scale_f16, out_f32;
+} qgemv_args;
+
+/*
+ * One block: rows [16 blockIdx.x, +16) of W, chunks [blockIdx.y *
+ * chunks_per_split, +chunks_per_split) of each row; KSPLIT warps take
+ * interleaved runs of UNROLL chunks, as matmul.cu's gemv_kernel (whose
+ * comment explains the k order: a lane's own 16 loaded bytes feed the
+ * MMA slots of its column of the fragment, the same for W and x). NT
+ * token tiles of 8 share each dequantized chunk. A chunk is 64 bytes of
+ * a row: 64 int8/fp8 columns or 128 int4 columns.
+ * GM: QG_ROW accumulates everything and scales once at the end; QG_CHUNK
+ * sums each chunk apart and adds scale * partial (its group holds the
+ * whole chunk); QG_HALF (int8, groups of 32) splits each MMA by group.
+ */
+template <typename T, int FMT, int GM, int NT, int KSPLIT, int UNROLL>
+__global__ void __launch_bounds__(KSPLIT * 32, 2) qgemv_kernel(const T *x, qgemv_args a)
+{
+	constexpr int KL = q_geom<FMT>::KL; /* columns per lane per row per chunk */
+	constexpr int CK = 4 * KL;          /* columns per chunk */
+	constexpr int NP = KL / 2;          /* packed pairs per lane per row */
+	constexpr int NX = KL / 8;          /* 16-byte vectors of x per lane per tile */
+	constexpr int NH = GM == QG_HALF ? 2 : 1;
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	const int g = lane >> 2, c = lane & 3;
+	const int row_a = blockIdx.x * QG_ROWS + g, row_b = row_a + 8;
+	const bool ok_a = row_a < a.rows, ok_b = row_b < a.rows;
+	/* rows past the end are never stored: read row 0 instead */
+	const int ra = ok_a ? row_a : 0, rb = ok_b ? row_b : 0;
+	const int n_chunk = (a.row_bytes + QG_CHUNK_BYTES - 1) / QG_CHUNK_BYTES;
+	const int ch_begin = blockIdx.y * a.chunks_per_split;
+	const int ch_end = min(n_chunk, ch_begin + a.chunks_per_split);
+	const uint8_t *wa = a.w + (size_t)ra * a.row_bytes + c * 16;
+	const uint8_t *wb = a.w + (size_t)rb * a.row_bytes + c * 16;
+	const uint4 zero = make_uint4(0, 0, 0, 0);
+
+	float acc[NT][4];
+#pragma unroll
+	for (int j = 0; j < NT; j++)
+#pragma unroll
+		for (int e = 0; e < 4; e++)
+			acc[j][e] = 0;
+	uint4 va[UNROLL], vb[UNROLL];
+	float sa[UNROLL][NH], sb[UNROLL][NH]; /* group scales of rows a, b (QG_CHUNK, QG_HALF) */
+	uint32_t za[UNROLL], zb[UNROLL];      /* int4 zero-point subtrahends */
+	int ch = ch_begin + warp * UNROLL;
+	const int stride = KSPLIT * UNROLL;
+
+	/* W codes, and their scales and zero points, for chunks ch .. ch + UNROLL - 1 */
+	auto fetch = [&](int ch0) {
+#pragma unroll
+		for (int u = 0; u < UNROLL; u++) {
+			const int cu = ch0 + u;
+			const bool in = cu < ch_end;
+			const bool ok = in && cu * QG_CHUNK_BYTES + c * 16 < a.row_bytes;
+			const size_t off = (size_t)cu * QG_CHUNK_BYTES;
+			va[u] = ok && ok_a ? q_ld_stream(wa + off) : zero;
+			vb[u] = ok && ok_b ? q_ld_stream(wb + off) : zero;
+			const int grp0 = GM == QG_HALF ? 2 * cu : GM == QG_CHUNK ? cu * CK / a.group : 0;
+			if constexpr (GM != QG_ROW) {
+#pragma unroll
+				for (int h = 0; h < NH; h++) {
+					const bool okg = in && grp0 + h < a.groups;
+					sa[u][h] = okg ? q_scale(a.scales, (size_t)ra * a.groups + grp0 + h,
+								 a.scale_f16)
+						       : 0.0f;
+					sb[u][h] = okg ? q_scale(a.scales, (size_t)rb * a.groups + grp0 + h,
+								 a.scale_f16)
+						       : 0.0f;
+				}
+			}
+			if constexpr (FMT == KERN_Q_INT4) {
+				uint32_t z0 = 8, z1 = 8;
+				if (a.zeros && in) {
+					z0 = __ldg(a.zeros + (size_t)ra * a.groups + grp0);
+					z1 = __ldg(a.zeros + (size_t)rb * a.groups + grp0);
+				}
+				za[u] = q_zsub<T>(z0);
+				zb[u] = q_zsub<T>(z1);
+			} else {
+				za[u] = zb[u] = 0; /* unused */
+			}
+		}
+	};
+
+	fetch(ch);
+	q_wait_prior_grid(); /* x is the previous kernel's output */
+	while (ch < ch_end) {
+#pragma unroll
+		for (int u = 0; u < UNROLL; u++) {
+			const int cu = ch + u;
+			if (cu >= ch_end) /* the same for the whole warp: MMAs stay converged */
+				break;
+			const bool ok = cu * QG_CHUNK_BYTES + c * 16 < a.row_bytes;
+			uint32_t fa[NP], fb[NP];
+			q_dequant16<T, FMT>(va[u], fa, za[u]);
+			q_dequant16<T, FMT>(vb[u], fb, zb[u]);
+			const size_t xk = (size_t)cu * CK + c * KL;
+#pragma unroll
+			for (int j = 0; j < NT; j++) {
+				const int tok = 8 * j + g;
+				const bool okx = ok && tok < a.n;
+				const uint4 *xp = reinterpret_cast<const uint4 *>(
+					x + (okx ? (size_t)tok * a.cols + xk : 0));
+				uint32_t xr[NP];
+#pragma unroll
+				for (int m = 0; m < NX; m++) {
+					const uint4 v = okx ? xp[m] : zero;
+					xr[4 * m] = v.x;
+					xr[4 * m + 1] = v.y;
+					xr[4 * m + 2] = v.z;
+					xr[4 * m + 3] = v.w;
+				}
+				float t[NH][4];
+#pragma unroll
+				for (int h = 0; h < NH; h++)
+#pragma unroll
+					for (int e = 0; e < 4; e++)
+						t[h][e] = 0;
+#pragma unroll
+				for (int i = 0; i < NP / 2; i++) {
+					const uint32_t af[4] = {fa[2 * i], fb[2 * i], fa[2 * i + 1],
+								fb[2 * i + 1]};
+					if constexpr (GM == QG_ROW) {
+						kern_mma_m16n8k16<T>(acc[j], af, xr[2 * i], xr[2 * i + 1]);
+					} else if constexpr (GM == QG_CHUNK) {
+						kern_mma_m16n8k16<T>(t[0], af, xr[2 * i], xr[2 * i + 1]);
+					} else {
+						/* lanes c = 0, 1 hold the chunk's first group of 32,
+						 * lanes 2, 3 the second: one MMA per group, the
+						 * other group's lanes giving zeros */
+#pragma unroll
+						for (int h = 0; h < 2; h++) {
+							const bool mine = (c >> 1) == h;
+							const uint32_t ah[4] = {mine ? af[0] : 0u,
+										mine ? af[1] : 0u,
+										mine ? af[2] : 0u,
+										mine ? af[3] : 0u};
+							kern_mma_m16n8k16<T>(t[h], ah, xr[2 * i],
+									     xr[2 * i + 1]);
+						}
+					}
+				}
+				if constexpr (GM != QG_ROW) {
+					/* accumulator e: row a for e < 2, row b for e >= 2 */
+#pragma unroll
+					for (int h = 0; h < NH; h++) {
+						acc[j][0] += sa[u][h] * t[h][0];
+						acc[j][1] += sa[u][h] * t[h][1];
+						acc[j][2] += sb[u][h] * t[h][2];
+						acc[j][3] += sb[u][h] * t[h][3];
+					}
+				}
+			}
+		}
+		ch += stride;
+		if (ch >= ch_end)
+			break;
+		fetch(ch);
+	}
+	q_allow_next_grid();
+
+	if constexpr (KSPLIT > 1) {
+		/* [warp][value][lane]: lanes on consecutive words, no bank conflicts */
+		__shared__ float part[KSPLIT - 1][NT * 4][32];
+		if (warp > 0)
+#pragma unroll
+			for (int j = 0; j < NT; j++)
+#pragma unroll
+				for (int e = 0; e < 4; e++)
+					part[warp - 1][4 * j + e][lane] = acc[j][e];
+		__syncthreads();
+		if (warp > 0)
+			return;
+		for (int k = 0; k < KSPLIT - 1; k++)
+#pragma unroll
+			for (int j = 0; j < NT; j++)
+#pragma unroll
+				for (int e = 0; e < 4; e++)
+					acc[j][e] += part[k][4 * j + e][lane];
+	}
+	if constexpr (GM == QG_ROW) {
+		const float s_a = q_scale(a.scales, ra, a.scale_f16);
+		const float s_b = q_scale(a.scales, rb, a.scale_f16);
+#pragma unroll
+		for (int j = 0; j < NT; j++) {
+			acc[j][0] *= s_a;
+			acc[j][1] *= s_a;
+			acc[j][2] *= s_b;
+			acc[j][3] *= s_b;
+		}
+	}
+	/* accumulator e: row a (e < 2) or b, token 8 j + 2 c + (e & 1) */
+	float *of = reinterpret_cast<float *>(a.out) + (size_t)blockIdx.y * a.n * a.rows;
+	T *ot = reinterpret_cast<T *>(a.out);
+#pragma unroll
+	for (int j = 0; j < NT; j++)
+#pragma unroll
+		for (int e = 0; e < 4; e++) {
+			const int row = e < 2 ? row_a : row_b, tok = 8 * j + 2 * c + (e & 1);
+			if (row < a.rows && tok < a.n) {
+				const size_t o = (size_t)tok * a.rows + row;
+				if (a.out_f32)
+					of[o] = acc[j][e];
+				else
+					ot[o] = kern_from_f32<T>(acc[j][e]);
+			}
+		}
+}
+
+/* out[i] = sum over splits s, in order, of part[s][i]. */
+template <typename T>
+__global__ void qgemv_reduce_kernel(void *out, bool out_f32, const float *__restrict__ part,
+				    int splits, size_t count)
+{
+	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= count)
+		return;
+	float s = 0;
+	for (int k = 0; k < splits; k++)
+		s += part[(size_t)k * count + i];
+	if (out_f32)
+		reinterpret_cast<float *>(out)[i] = s;
+	else
+		reinterpret_cast<T *>(out)[i] = kern_from_f32<T>(s);
+}
+
+/* Launch, as a programmatic dependent when qb->pdl (a refused PDL launch
+ * falls back to a plain one, once and for all). */
+template <typename K, typename... Args>
+static int q_launch(kern_qblas *qb, K kernel, dim3 grid, dim3 block, Args... args)
+{
+	if (qb->pdl) {
+		cudaLaunchAttribute attr[1];
+		attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+		attr[0].val.programmaticStreamSerializationAllowed = 1;
+		cudaLaunchConfig_t cfg = {};
+		cfg.gridDim = grid;
+		cfg.blockDim = block;
+		cfg.stream = qb->stream;
+		cfg.attrs = attr;
+		cfg.numAttrs = 1;
+		cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, args...);
+		if (e == cudaSuccess)
+			return SL_OK;
+		cudaGetLastError();
+		sl_log(SL_LOG_WARN, "cuda", "quant: PDL launch refused (%s); plain launches from now",
+		       cudaGetErrorString(e));
+		qb->pdl = false;
+	}
+	kernel<<<grid, block, 0, qb->stream>>>(args...);
+	CUDA_TRY_LAUNCH();
+	return SL_OK;
+}
+
+/*
+ * Block shape: 8 warps on a 16-row tile, as matmul.cu (whose sweep found it
+ * best for fp16 on an H100). UNROLL chunks of 1 KiB (16 rows x 64 bytes) in
+ * flight per warp at NT 1: 8 for int8/fp8, as the fp16 GEMV; 4 for int4,
+ * whose x takes twice the registers per chunk (128 columns) and whose
+ * 4096-column rows are only 32 chunks (one round of 8 warps x 4). Fewer at
+ * NT >= 2, where accumulators and x take the registers. bench/qgemv.cu
+ * sweeps alternatives.
+ */
+#define QG_KSPLIT 8
+template <int FMT, int GM, int NT> constexpr int qg_unroll()
+{
+	return GM == QG_HALF ? (NT <= 4 ? 2 : 1)
+	       : NT == 1 ? (FMT == KERN_Q_INT4 ? 4 : 8)
+	       : NT == 2 ? (FMT == KERN_Q_INT4 ? 2 : 4)
+			 : 2;
+}
+
+/* The GEMV with a given shape. Splits the columns across blocks only when
+ * the 16-row tiles alone leave SMs idle (out_dim < 16 x SMs: tensor-
+ * parallel shards, small layers), each split at least one full round of
+ * the block's warps, the partials fitting the workspace. */
+template <typename T, int FMT, int GM, int NT, int KSPLIT, int UNROLL>
+static int qgemv_run(kern_qblas *qb, qgemv_args a, const T *x)
+{
+	const int tiles = (a.rows + QG_ROWS - 1) / QG_ROWS;
+	const int n_chunk = (a.row_bytes + QG_CHUNK_BYTES - 1) / QG_CHUNK_BYTES;
+	int splits = 1;
+	if (tiles < qb->sm_count) {
+		splits = (2 * qb->sm_count + tiles - 1) / tiles;
+		int most = n_chunk / (KSPLIT * UNROLL);
+		size_t fit = QB_WORKSPACE_BYTES / (sizeof(float) * (size_t)a.n * a.rows);
+		if (splits > most)
+			splits = most;
+		if ((size_t)splits > fit)
+			splits = (int)fit;
+		if (splits < 1)
+			splits = 1;
+	}
+	const int per = (n_chunk + splits - 1) / splits;
+	splits = (n_chunk + per - 1) / per;
+	a.chunks_per_split = per;
+	const dim3 grid(tiles, splits), block(KSPLIT * 32);
+	auto kernel = qgemv_kernel<T, FMT, GM, NT, KSPLIT, UNROLL>;
+	if (splits == 1)
+		return q_launch(qb, kernel, grid, block, x, a);
+	qgemv_args p = a;
+	p.out = qb->workspace;
+	p.out_f32 = true;
+	TRY(q_launch(qb, kernel, grid, block, x, p));
+	const size_t count = (size_t)a.n * a.rows;
+	qgemv_reduce_kernel<T><<<(unsigned)((count + 255) / 256), 256, 0, qb->stream>>>(
+		a.out, a.out_f32, (const float *)qb->workspace, splits, count);
+	CUDA_TRY_LAUNCH();
+	return SL_OK;
+}
+
+template <typename T, int FMT, int GM>
+static int qgemv_tiles(kern_qblas *qb, const qgemv_args &a, const T *x)
+{
+#define QG_RUN(NT) qgemv_run<T, FMT, GM, NT, QG_KSPLIT, qg_unroll<FMT, GM, NT>()>(qb, a, x)
+	if (a.n <= 8)
+		return QG_RUN(1);
+	if (a.n <= 16)
+		return QG_RUN(2);
+	if (a.n <= 32)
+		return QG_RUN(4);
+	return QG_RUN(8);
+#undef QG_RUN
+}
+
+template <typename T>
+static int qgemv_dispatch(kern_qblas *qb, const qgemv_args &a, const void *x, int format)
+{
+	const T *xt = (const T *)x;
+	switch (format) {
+	case KERN_Q_INT8:
+		if (a.group == 0)
+			return qgemv_tiles<T, KERN_Q_INT8, QG_ROW>(qb, a, xt);
+		if (a.group == 32)
+			return qgemv_tiles<T, KERN_Q_INT8, QG_HALF>(qb, a, xt);
+		return qgemv_tiles<T, KERN_Q_INT8, QG_CHUNK>(qb, a, xt);
+	case KERN_Q_FP8:
+		return qgemv_tiles<T, KERN_Q_FP8, QG_ROW>(qb, a, xt);
+	case KERN_Q_INT4:
+		return qgemv_tiles<T, KERN_Q_INT4, QG_CHUNK>(qb, a, xt);
+	}
+	return SL_EINVAL;
+}
+
+static qgemv_args qgemv_args_of(const kern_qweight *w, void *out, bool out_f32, int n)
+{
+	qgemv_args a;
+	memset(&a, 0, sizeof a);
+	a.w = (const uint8_t *)w->data;
+	a.scales = w->scales;
+	a.zeros = (const uint8_t *)w->zeros;
+	a.out = out;
+	a.rows = w->rows;
+	a.cols = w->cols;
+	a.row_bytes = w->format == KERN_Q_INT4 ? w->cols / 2 : w->cols;
+	a.groups = kern_qweight_groups(w);
+	a.group = w->group;
+	a.n = n;
+	a.scale_f16 = w->scale_dt == SL_DT_F16;
+	a.out_f32 = out_f32;
+	return a;
+}
+
+/* ---- dequantize + cuBLAS ---- */
+
+/* Rows [row0, row0 + nrows) of W into dst [nrows, cols] of T: each value
+ * scale * code rounded once. One thread per 16 bytes of codes. */
+template <typename T, int FMT>
+__global__ void qdequant_kernel(T *__restrict__ dst, qgemv_args a, int row0, int nrows)
+{
+	constexpr int KL = q_geom<FMT>::KL;
+	const int per_row = a.row_bytes / 16;
+	const size_t v = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (v >= (size_t)nrows * per_row)
+		return;
+	const int r = (int)(v / per_row), j = (int)(v % per_row), row = row0 + r;
+	const uint4 raw = q_ld_stream(a.w + (size_t)row * a.row_bytes + (size_t)j * 16);
+	const int k0 = j * KL, grp = a.group ? k0 / a.group : 0; /* KL divides every group */
+	const size_t gi = (size_t)row * a.groups + grp;
+	const float s = q_scale(a.scales, gi, a.scale_f16);
+	uint32_t z = 8;
+	if (FMT == KERN_Q_INT4 && a.zeros)
+		z = __ldg(a.zeros + gi);
+	uint32_t f[KL / 2]; /* exact code values as fp16 pairs */
+	q_dequant16<__half, FMT>(raw, f, q_zsub<__half>(z));
+	T *o = dst + (size_t)r * a.cols + k0;
+#pragma unroll
+	for (int m = 0; m < KL / 8; m++) {
+		float vals[8];
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			const float2 p = __half22float2(*reinterpret_cast<const __half2 *>(&f[4 * m + i]));
+			vals[2 * i] = s * p.x;
+			vals[2 * i + 1] = s * p.y;
+		}
+		kern_store8(o + 8 * m, vals);
+	}
+}
+
+template <typename T>
+static int dequant_launch(kern_qblas *qb, T *dst, const qgemv_args &a, int format, int row0,
+			  int nrows)
+{
+	const size_t threads = (size_t)nrows * (a.row_bytes / 16);
+	const unsigned blocks = (unsigned)((threads + 255) / 256);
+	switch (format) {
+	case KERN_Q_INT8:
+		qdequant_kernel<T, KERN_Q_INT8><<<blocks, 256, 0, qb->stream>>>(dst, a, row0, nrows);
+		break;
+	case KERN_Q_FP8:
+		qdequant_kernel<T, KERN_Q_FP8><<<blocks, 256, 0, qb->stream>>>(dst, a, row0, nrows);
+		break;
+	default:
+		qdequant_kernel<T, KERN_Q_INT4><<<blocks, 256, 0, qb->stream>>>(dst, a, row0, nrows);
+		break;
+	}
+	CUDA_TRY_LAUNCH();
+	return SL_OK;
+}
+
+/* W slab by slab: dequantize rows [r0, r0 + slab) into the scratch, then
+ * out[:, r0 : r0 + slab] = x @ slab^T (cuBLAS, column-major view as in
+ * matmul.cu, ldc = rows). Stream order keeps a slab's GEMM before the
+ * next slab overwrites the scratch. */
+template <typename T>
+static int dequant_gemm(kern_qblas *qb, const kern_qweight *w, void *out, sl_dtype out_dt,
+			const void *x, int n)
+{
+	const cudaDataType in_type = std::is_same<T, __half>::value ? CUDA_R_16F : CUDA_R_16BF;
+	const cudaDataType out_type = out_dt == SL_DT_F32 ? CUDA_R_32F : in_type;
+	const size_t row_bytes = (size_t)w->cols * sizeof(T);
+	size_t slab = qb->dequant_bytes / row_bytes;
+	if (slab >= 8)
+		slab &= ~(size_t)7; /* every slab's output columns start 16-byte aligned */
+	if (slab < 1) {
+		sl_log(SL_LOG_ERROR, "cuda", "quant: dequant scratch of %zu bytes holds no row of %d columns",
+		       qb->dequant_bytes, w->cols);
+		return SL_EINVAL;
+	}
+	const qgemv_args a = qgemv_args_of(w, NULL, false, n);
+	const float one = 1.0f, zero = 0.0f;
+	for (int r0 = 0; r0 < w->rows; r0 += (int)slab) {
+		const int nr = (int)((size_t)(w->rows - r0) < slab ? (size_t)(w->rows - r0) : slab);
+		TRY(dequant_launch<T>(qb, (T *)qb->dequant, a, w->format, r0, nr));
+		void *o = (char *)out + (size_t)r0 * sl_dtype_size(out_dt);
+		CUBLAS_TRY(cublasGemmEx(qb->blas, CUBLAS_OP_T, CUBLAS_OP_N, nr, n, w->cols, &one,
+					qb->dequant, in_type, w->cols, x, in_type, w->cols, &zero, o,
+					out_type, w->rows, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+	}
+	return SL_OK;
+}
+
+/* ---- fp8 activations and cuBLASLt ---- */
+
+__device__ __forceinline__ float q_block_max(float v)
+{
+	__shared__ float part[32];
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+	v = kern_warp_max(v);
+	__syncthreads();
+	if (lane == 0)
+		part[warp] = v;
+	__syncthreads();
+	v = lane < nwarps ? part[lane] : 0.0f;
+	return kern_warp_max(v);
+}
+
+__device__ __forceinline__ uint32_t q_fp8(float v, float s)
+{
+	/* as kern_quantize_act_fp8_cpu: IEEE division, round to nearest even,
+	 * saturating */
+	return s > 0.0f ? (uint32_t)__nv_cvt_float_to_fp8(__fdiv_rn(v, s), __NV_SATFINITE, __NV_E4M3)
+			: 0u;
+}
+
+/* One block per token: s = max|x| / 448, xq = e4m3(x / s). cols % 8 == 0. */
+template <typename T>
+__global__ void act_fp8_kernel(uint8_t *__restrict__ xq, float *__restrict__ xs,
+			       const T *__restrict__ x, int cols)
+{
+	const T *xr = x + (size_t)blockIdx.x * cols;
+	float m = 0;
+	for (int i = threadIdx.x * 8; i < cols; i += blockDim.x * 8) {
+		float f[8];
+		kern_load8(xr + i, f);
+#pragma unroll
+		for (int j = 0; j < 8; j++)
+			m = fmaxf(m, fabsf(f[j]));
+	}
+	m = q_block_max(m);
+	const float s = __fdiv_rn(m, KERN_FP8_E4M3_MAX);
+	if (threadIdx.x == 0)
+		xs[blockIdx.x] = s;
+	uint8_t *q = xq + (size_t)blockIdx.x * cols;
+	for (int i = threadIdx.x * 8; i < cols; i += blockDim.x * 8) {
+		float f[8];
+		kern_load8(xr + i, f);
+		uint32_t lo = 0, hi = 0;
+#pragma unroll
+		for (int j = 0; j < 4; j++) {
+			lo |= q_fp8(f[j], s) << (8 * j);
+			hi |= q_fp8(f[4 + j], s) << (8 * j);
+		}
+		*reinterpret_cast<uint2 *>(q + i) = make_uint2(lo, hi);
+	}
+}
+
+template <typename T>
+static int act_fp8_launch(uint8_t *xq, float *xs, const void *x, int n, int cols,
+			  cudaStream_t stream)
+{
+	act_fp8_kernel<T><<<n, 256, 0, stream>>>(xq, xs, (const T *)x, cols);
+	CUDA_TRY_LAUNCH();
+	return SL_OK;
+}
+
+extern "C" int kern_quantize_act_fp8_cuda(uint8_t *xq, float *xs, const void *x, sl_dtype dt,
+					  int n, int cols, void *stream)
+{
+	if (n <= 0)
+		return SL_OK;
+	if (cols <= 0 || cols % 8 || !kern_aligned16(x) || ((uintptr_t)xq & 7)) {
+		sl_log(SL_LOG_ERROR, "cuda", "quant: fp8 activations need cols %% 8 == 0 (%d) and "
+		       "aligned buffers", cols);
+		return SL_EINVAL;
+	}
+	KERN_DISPATCH_DT(dt, act_fp8_launch, xq, xs, x, n, cols, kern_stream(stream));
+}
+
+static cudaDataType cuda_type(sl_dtype dt)
+{
+	return dt == SL_DT_F32 ? CUDA_R_32F : dt == SL_DT_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+}
+
+static void plan_release(lt_plan *p)
+{
+	if (p->la)
+		cublasLtMatrixLayoutDestroy(p->la);
+	if (p->lb)
+		cublasLtMatrixLayoutDestroy(p->lb);
+	if (p->ld)
+		cublasLtMatrixLayoutDestroy(p->ld);
+	memset(p, 0, sizeof *p);
+}
+
+/* The cuBLASLt plan for an m x n x k fp8 problem with out_dt output:
+ * cached (host memory only; heuristics are a host call, so this is safe
+ * during graph capture too), NULL when cuBLASLt has no algorithm. */
+static lt_plan *lt_plan_get(kern_qblas *qb, int m, int n, int k, sl_dtype out_dt)
+{
+	if (!qb->lt_usable)
+		return NULL;
+	for (int i = 0; i < QB_LT_PLANS; i++) {
+		lt_plan *p = &qb->plans[i];
+		if (p->state && p->m == m && p->n == n && p->k == k && p->out_dt == out_dt)
+			return p->state > 0 ? p : NULL;
+	}
+	lt_plan *p = &qb->plans[qb->next_plan];
+	qb->next_plan = (qb->next_plan + 1) % QB_LT_PLANS;
+	plan_release(p);
+	p->m = m, p->n = n, p->k = k, p->out_dt = out_dt, p->state = -1;
+	/* column-major views: A = W as [k, m] (op T), B = xq as [k, n], D = out as [m, n] */
+	cublasLtMatmulHeuristicResult_t res;
+	int found = 0;
+	if (cublasLtMatrixLayoutCreate(&p->la, CUDA_R_8F_E4M3, k, m, k) ||
+	    cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_8F_E4M3, k, n, k) ||
+	    cublasLtMatrixLayoutCreate(&p->ld, cuda_type(out_dt), m, n, m) ||
+	    cublasLtMatmulAlgoGetHeuristic(qb->lt, qb->lt_op, p->la, p->lb, p->ld, p->ld,
+					   qb->lt_pref, 1, &res, &found) ||
+	    found < 1) {
+		plan_release(p);
+		p->m = m, p->n = n, p->k = k, p->out_dt = out_dt, p->state = -1;
+		return NULL;
+	}
+	p->algo = res.algo;
+	p->state = 1;
+	return p;
+}
+
+static void lt_warn(kern_qblas *qb, const kern_qweight *w, int n, sl_dtype out_dt, const char *why)
+{
+	if (qb->warned_lt)
+		return;
+	qb->warned_lt = true;
+	sl_log(SL_LOG_WARN, "cuda",
+	       "quant: no cuBLASLt fp8 GEMM for %d x %d x %d (%s out: %s); such calls dequantize "
+	       "the fp8 weight and use cuBLAS (logged once)",
+	       w->rows, n, w->cols, sl_dtype_name(out_dt), why);
+}
+
+/* W8A8: x -> e4m3 per token, then the cuBLASLt GEMM. SL_ENOTSUP when
+ * cuBLASLt has no algorithm or refuses the call (nothing was written to
+ * out then). */
+static int fp8_lt(kern_qblas *qb, const kern_qweight *w, void *out, sl_dtype out_dt,
+		  const void *x, sl_dtype x_dt, int n)
+{
+	if (n > qb->max_tokens || w->cols > qb->max_cols)
+		return SL_ENOTSUP;
+	lt_plan *p = lt_plan_get(qb, w->rows, n, w->cols, out_dt);
+	if (!p)
+		return SL_ENOTSUP;
+	TRY(kern_quantize_act_fp8_cuda(qb->xq, qb->xs, x, x_dt, n, w->cols, qb->stream));
+	const void *sa = w->scales, *sb = qb->xs;
+	CUBLAS_TRY(cublasLtMatmulDescSetAttribute(qb->lt_op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+						  &sa, sizeof sa));
+	CUBLAS_TRY(cublasLtMatmulDescSetAttribute(qb->lt_op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+						  &sb, sizeof sb));
+	const float one = 1.0f, zero = 0.0f;
+	cublasStatus_t st = cublasLtMatmul(qb->lt, qb->lt_op, &one, w->data, p->la, qb->xq, p->lb,
+					   &zero, out, p->ld, out, p->ld, &p->algo, qb->workspace,
+					   QB_WORKSPACE_BYTES, qb->stream);
+	if (st != CUBLAS_STATUS_SUCCESS) {
+		p->state = -1;
+		lt_warn(qb, w, n, out_dt, cublasGetStatusString(st));
+		return SL_ENOTSUP;
+	}
+	return SL_OK;
+}
+
+/* ---- kern_qblas ---- */
+
+static size_t act_bytes(const kern_qblas_config *cfg)
+{
+	size_t codes = ((size_t)cfg->max_tokens * cfg->max_cols + 255) & ~(size_t)255;
+	return codes + sizeof(float) * (size_t)cfg->max_tokens;
+}
+
+static size_t dequant_bytes(const kern_qblas_config *cfg)
+{
+	return cfg->dequant_bytes ? cfg->dequant_bytes : QB_DEQUANT_DEFAULT_BYTES;
+}
+
+extern "C" size_t kern_qblas_device_bytes(const kern_qblas_config *cfg)
+{
+	return QB_WORKSPACE_BYTES + dequant_bytes(cfg) + act_bytes(cfg);
+}
+
+extern "C" void kern_qblas_destroy(kern_qblas *qb)
+{
+	if (!qb)
+		return;
+	for (int i = 0; i < QB_LT_PLANS; i++)
+		plan_release(&qb->plans[i]);
+	if (qb->lt_pref)
+		cublasLtMatmulPreferenceDestroy(qb->lt_pref);
+	if (qb->lt_op)
+		cublasLtMatmulDescDestroy(qb->lt_op);
+	if (qb->lt)
+		cublasLtDestroy(qb->lt);
+	if (qb->blas)
+		cublasDestroy(qb->blas);
+	cudaFree(qb->workspace);
+	cudaFree(qb->dequant);
+	cudaFree(qb->xq);
+	free(qb);
+}
+
+static int lt_init(kern_qblas *qb)
+{
+	const cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
+	const int32_t outer = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+	const uint64_t ws = QB_WORKSPACE_BYTES;
+	const uint32_t align = 16; /* what kern_qmatmul_cuda promises of its pointers */
+	CUBLAS_TRY(cublasLtCreate(&qb->lt));
+	CUBLAS_TRY(cublasLtMatmulDescCreate(&qb->lt_op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+	CUBLAS_TRY(cublasLtMatmulDescSetAttribute(qb->lt_op, CUBLASLT_MATMUL_DESC_TRANSA, &opT,
+						  sizeof opT));
+	CUBLAS_TRY(cublasLtMatmulDescSetAttribute(qb->lt_op, CUBLASLT_MATMUL_DESC_TRANSB, &opN,
+						  sizeof opN));
+	CUBLAS_TRY(cublasLtMatmulDescSetAttribute(qb->lt_op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE,
+						  &outer, sizeof outer));
+	CUBLAS_TRY(cublasLtMatmulDescSetAttribute(qb->lt_op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE,
+						  &outer, sizeof outer));
+	/* scale pointers are set per call; heuristics see valid ones */
+	const void *sp = qb->xs;
+	CUBLAS_TRY(cublasLtMatmulDescSetAttribute(qb->lt_op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+						  &sp, sizeof sp));
+	CUBLAS_TRY(cublasLtMatmulDescSetAttribute(qb->lt_op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+						  &sp, sizeof sp));
+	CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&qb->lt_pref));
+	CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(
+		qb->lt_pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+	CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(
+		qb->lt_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align, sizeof align));
+	CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(
+		qb->lt_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align, sizeof align));
+	CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(
+		qb->lt_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align, sizeof align));
+	CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(
+		qb->lt_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align, sizeof align));
+	return SL_OK;
+}
+
+static int qblas_init(kern_qblas *qb, void *stream, const kern_qblas_config *cfg)
+{
+	int dev = 0, major = 0, minor = 0;
+	qb->stream = kern_stream(stream);
+	qb->max_tokens = cfg->max_tokens;
+	qb->max_cols = cfg->max_cols;
+	qb->dequant_bytes = dequant_bytes(cfg);
+	for (int f = 0; f < 4; f++)
+		qb->gemv_max[f] = KERN_QGEMV_MAX_TOKENS;
+	CUDA_TRY(cudaGetDevice(&dev));
+	CUDA_TRY(cudaDeviceGetAttribute(&qb->sm_count, cudaDevAttrMultiProcessorCount, dev));
+	CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+	CUDA_TRY(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+	qb->cc = 10 * major + minor;
+	CUDA_TRY(cudaMalloc(&qb->workspace, QB_WORKSPACE_BYTES));
+	CUDA_TRY(cudaMalloc(&qb->dequant, qb->dequant_bytes));
+	CUDA_TRY(cudaMalloc((void **)&qb->xq, act_bytes(cfg)));
+	qb->xs = (float *)(qb->xq + (act_bytes(cfg) - sizeof(float) * (size_t)cfg->max_tokens));
+	CUBLAS_TRY(cublasCreate(&qb->blas));
+	CUBLAS_TRY(cublasSetStream(qb->blas, qb->stream));
+	CUBLAS_TRY(cublasSetWorkspace(qb->blas, qb->workspace, QB_WORKSPACE_BYTES));
+	/* results must not depend on what else runs: no atomics-based split-K */
+	CUBLAS_TRY(cublasSetAtomicsMode(qb->blas, CUBLAS_ATOMICS_NOT_ALLOWED));
+	/* fp8 tensor cores: Ada, Hopper and later; a cuBLASLt without outer-
+	 * vector scales leaves the GEMV and dequantize paths working */
+	if (lt_init(qb))
+		sl_log(SL_LOG_WARN, "cuda", "quant: no cuBLASLt fp8 GEMM with per-row scales; fp8 "
+		       "weights dequantize above the GEMV");
+	else
+		qb->lt_usable = qb->cc >= 89;
+	return SL_OK;
+}
+
+extern "C" int kern_qblas_create(void *stream, const kern_qblas_config *cfg, kern_qblas **out)
+{
+	if (!cfg || cfg->max_tokens < 1 || cfg->max_cols < 16) {
+		sl_log(SL_LOG_ERROR, "cuda", "quant: kern_qblas needs max_tokens >= 1 and max_cols >= 16");
+		return SL_EINVAL;
+	}
+	kern_qblas *qb = (kern_qblas *)calloc(1, sizeof *qb);
+	if (!qb)
+		return SL_ENOMEM;
+	int rc = qblas_init(qb, stream, cfg);
+	if (rc) {
+		kern_qblas_destroy(qb);
+		return rc;
+	}
+	*out = qb;
+	return SL_OK;
+}
+
+extern "C" void kern_qblas_set_pdl(kern_qblas *qb, int on)
+{
+	qb->pdl = on && qb->cc >= 90;
+}
+
+extern "C" void kern_qblas_set_gemv_max(kern_qblas *qb, int format, int n)
+{
+	if (format >= KERN_Q_INT8 && format <= KERN_Q_INT4)
+		qb->gemv_max[format] = n < 0 ? 0 : n > KERN_QGEMV_MAX_TOKENS ? KERN_QGEMV_MAX_TOKENS : n;
+}
+
+/* ---- entry points ---- */
+
+static int choose_path(kern_qblas *qb, const kern_qweight *w, int n, sl_dtype out_dt)
+{
+	if (n <= qb->gemv_max[w->format])
+		return KERN_QPATH_GEMV;
+	if (w->format == KERN_Q_FP8 && n <= qb->max_tokens && w->cols <= qb->max_cols) {
+		if (lt_plan_get(qb, w->rows, n, w->cols, out_dt))
+			return KERN_QPATH_FP8_LT;
+		lt_warn(qb, w, n, out_dt, qb->lt_usable ? "no algorithm" : "no fp8 tensor cores");
+	}
+	return KERN_QPATH_DEQUANT;
+}
+
+extern "C" int kern_qmatmul_path(kern_qblas *qb, const kern_qweight *w, int n, sl_dtype x_dt,
+				 sl_dtype out_dt)
+{
+	return choose_path(qb, w, n, out_dt);
+}
+
+static int gemv_path(kern_qblas *qb, const kern_qweight *w, void *out, sl_dtype out_dt,
+		     const void *x, sl_dtype x_dt, int n)
+{
+	const qgemv_args a = qgemv_args_of(w, out, out_dt == SL_DT_F32, n);
+	KERN_DISPATCH_DT(x_dt, qgemv_dispatch, qb, a, x, w->format);
+}
+
+static int check_call(const kern_qweight *w, sl_dtype out_dt, const void *x, sl_dtype x_dt,
+		      int n)
+{
+	char err[SL_ERRLEN];
+	if (kern_qweight_check(w, err, sizeof err)) {
+		sl_log(SL_LOG_ERROR, "cuda", "quant: %s", err);
+		return SL_EINVAL;
+	}
+	if ((x_dt != SL_DT_F16 && x_dt != SL_DT_BF16) || (out_dt != x_dt && out_dt != SL_DT_F32)) {
+		sl_log(SL_LOG_ERROR, "cuda", "quant: x %s, out %s (x F16 or BF16, out the same or F32)",
+		       sl_dtype_name(x_dt), sl_dtype_name(out_dt));
+		return SL_ENOTSUP;
+	}
+	if (n < 0 || !kern_aligned16(x) || !kern_aligned16(w->data)) {
+		sl_log(SL_LOG_ERROR, "cuda", "quant: n %d, x and W must be 16-byte aligned", n);
+		return SL_EINVAL;
+	}
+	return SL_OK;
+}
+
+extern "C" int kern_qmatmul_cuda(kern_qblas *qb, int path, void *out, sl_dtype out_dt,
+				 const void *x, sl_dtype x_dt, const kern_qweight *w, int n)
+{
+	TRY(check_call(w, out_dt, x, x_dt, n));
+	if (n == 0 || w->rows == 0)
+		return SL_OK;
+	const bool automatic = path == KERN_QPATH_AUTO;
+	if (automatic)
+		path = choose_path(qb, w, n, out_dt);
+	switch (path) {
+	case KERN_QPATH_GEMV:
+		if (n > KERN_QGEMV_MAX_TOKENS)
+			return SL_ENOTSUP;
+		return gemv_path(qb, w, out, out_dt, x, x_dt, n);
+	case KERN_QPATH_FP8_LT: {
+		if (w->format != KERN_Q_FP8)
+			return SL_ENOTSUP;
+		int rc = fp8_lt(qb, w, out, out_dt, x, x_dt, n);
+		if (rc != SL_ENOTSUP || !automatic)
+			return rc;
+		break; /* refused at run time: dequantize instead */
+	}
+	case KERN_QPATH_DEQUANT:
+		break;
+	default:
+		return SL_EINVAL;
+	}
+	KERN_DISPATCH_DT(x_dt, dequant_gemm, qb, w, out, out_dt, x, n);
+}

@@ -1,0 +1,234 @@
+/*
+ * quant.h — the linear layer with quantized weights:
+ *     out[n, rows] = x[n, cols] @ W^T,   W = dequant(stored codes, scales)
+ * W is [rows = out_dim, cols = in_dim], nn.Linear's layout, stored as small
+ * integers or fp8 codes with scales. One op family: kernels/quant.c is the
+ * CPU reference (fp32 math on exactly the stored values) and load-time
+ * quantization; kernels/quant.cu the CUDA kernels. The node's loader (a
+ * later change) fills kern_qweight per layer and rank; nothing here knows
+ * about models.
+ *
+ * ## Formats (kern_qweight.format)
+ *
+ * KERN_Q_INT8: data int8 [rows, cols] row-major; weight = s * q.
+ *   group 0: one scale per row (output channel); group 32, 64 or 128: one
+ *   scale per (row, group of `group` consecutive columns), scales
+ *   [rows, cols / group]. Scales fp32 or fp16 (scale_dt). Quantization is
+ *   symmetric round-to-nearest with s = max|w| / 127 (q in -127..127; -128
+ *   is accepted on input). GGUF Q8_0 (blocks of an fp16 d and 32 int8,
+ *   value d * q) is this format with group 32 and fp16 scales, values and
+ *   scales unchanged: kern_qweight_load_q8_0_rows copies them in.
+ *   Per row or per group: RMS error relative to RMS weight over 4M
+ *   random weights (tests/unit/test_quant.c prints them), one scale per
+ *   row / per 128 / per 32: Gaussian 0.0086 / 0.0065 / 0.0053, Laplace
+ *   0.0145 / 0.0089 / 0.0067, Student-t with 3 dof 0.0418 / 0.0137 /
+ *   0.0084 (fp8 per row: 0.026 on all three). One outlier sets a whole
+ *   row's step, a group's only its own. Groups of 128 cost 2 bytes per
+ *   128 weights (1.6%) and a multiply-add per chunk; they also split along
+ *   in_dim across tensor-parallel ranks with no full-row pass. docs/cuda.md
+ *   has the choice.
+ *
+ * KERN_Q_FP8: data OCP fp8 E4M3 codes (CUDA's __nv_fp8_e4m3: bias 7, no
+ *   infinities, S.1111.111 is NaN, largest finite 448) [rows, cols];
+ *   weight = s * e4m3(code), s fp32 per row (group 0, scale_dt F32).
+ *   s = max|w| / 448, codes by round-to-nearest-even, saturating.
+ *
+ * KERN_Q_INT4: 4-bit codes u in 0..15, groups of 128 columns, scales d
+ *   [rows, cols / 128] (fp16 or fp32), optional zero points z [rows,
+ *   cols / 128] (uint8, 0..15): weight = d * (u - z), or d * (u - 8) when
+ *   zeros is NULL (symmetric).
+ *   Default (what kern_quantize_rows makes when zeros is given):
+ *   asymmetric with an integer zero point (as GPTQ and AWQ store it):
+ *   d = (max(w, 0) - min(w, 0)) / 15, z = round(-min / d). Why: on
+ *   heavy-tailed groups the two extremes differ and a symmetric grid
+ *   spends codes on a side nobody uses. RMS error relative to RMS weight,
+ *   4M random weights (tests/unit/test_quant.c prints them): Gaussian
+ *   0.1005 against 0.1030 symmetric (llama.cpp's Q4_0 rule), Laplace
+ *   0.1305 / 0.1410, Student-t with 3 dof 0.165 / 0.200. The zero point
+ *   is an integer, so u - z is an exact integer the kernels feed to the
+ *   tensor cores unchanged, at the same cost as the symmetric u - 8; it
+ *   costs one byte per 128 weights (67 bytes per group against 66).
+ *   Symmetric (zeros NULL) uses Q4_0's rule: the group's largest-magnitude
+ *   value maps to -8 exactly, d = -that / 8, so all 16 codes are used.
+ *
+ *   Bit layout: a row is cols / 2 bytes; its 32-bit little-endian word i
+ *   holds columns 8i .. 8i+7, column 8i + j in bits [4p, 4p + 4) with
+ *   p = j / 2 for even j and p = 4 + j / 2 for odd j:
+ *       bits  0- 3: k0   4- 7: k2   8-11: k4  12-15: k6
+ *       bits 16-19: k1  20-23: k3  24-27: k5  28-31: k7
+ *   Why: a 16-byte load is 32 consecutive columns of one row, and
+ *   (word >> 4j) & 0x000F000F holds the pair (k_2j, k_2j+1) in its two
+ *   16-bit halves; OR-ing in 0x6400 (fp16 1024.0) or 0x4300 (bf16 128.0)
+ *   makes each half exactly 1024 + u or 128 + u, and one packed subtract
+ *   gives u - z: three instructions per two weights, no shuffles, already
+ *   in the order an mma.sync fragment register wants.
+ *
+ * Shapes: INT8 and FP8 need cols % 16 == 0 (16-byte loads); a group must
+ * divide cols; INT4 needs cols % 128 == 0. Pointers: data 16-byte aligned
+ * on the GPU. Tensor parallelism: a column-parallel shard (rows split)
+ * takes its rows of data, scales and zeros; a row-parallel shard (cols
+ * split) must split at group boundaries and, for per-row scales (INT8
+ * group 0, FP8), pass the full row's max |w| to kern_quantize_rows
+ * (row_amax) so every rank uses the scale tp 1 would: then the shards are
+ * exactly the slices of the tp 1 weight.
+ */
+#ifndef KERN_QUANT_H
+#define KERN_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dtype.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+	KERN_Q_NONE = 0, /* not quantized: the run dtype, kernels/matmul.h */
+	KERN_Q_INT8 = 1,
+	KERN_Q_FP8 = 2,
+	KERN_Q_INT4 = 3,
+} kern_qformat;
+
+#define KERN_Q_INT4_GROUP 128
+#define KERN_FP8_E4M3_MAX 448.0f
+
+/* One quantized weight. Host pointers for the CPU functions, device
+ * pointers for the CUDA ones; the struct itself always lives on the host.
+ * The caller owns the buffers (kern_qweight_*_bytes say their sizes). */
+typedef struct kern_qweight {
+	int format;   /* kern_qformat */
+	int rows;     /* out_dim of this rank's shard */
+	int cols;     /* in_dim of this rank's shard */
+	int group;    /* 0: one scale per row; else columns per scale */
+	int scale_dt; /* SL_DT_F32 or SL_DT_F16 */
+	void *data;   /* codes, see the formats above */
+	void *scales; /* [rows, groups] of scale_dt */
+	void *zeros;  /* INT4 only: uint8 [rows, groups], or NULL (symmetric) */
+} kern_qweight;
+
+/* "none", "int8", "fp8", "int4" -> kern_qformat; -1 when unknown. */
+int kern_qformat_parse(const char *s);
+const char *kern_qformat_name(int format);
+
+/* Scales per row: 1 for group 0, else cols / group. */
+int kern_qweight_groups(const kern_qweight *w);
+size_t kern_qweight_data_bytes(const kern_qweight *w);
+size_t kern_qweight_scale_bytes(const kern_qweight *w);
+/* Bytes of the zero points when the weight has them (INT4), else 0. */
+size_t kern_qweight_zero_bytes(const kern_qweight *w);
+/* 0, or SL_EINVAL with the reason (format, group, shape, scale dtype). */
+int kern_qweight_check(const kern_qweight *w, char *err, size_t errlen);
+
+/* ---- fp8 E4M3 (OCP; CUDA's __nv_fp8_e4m3) ---- */
+
+float kern_fp8_e4m3_to_f32(uint8_t code);
+/* Round to nearest even; finite values beyond 448 saturate to +-448
+ * (cvt.rn.satfinite); NaN -> 0x7F. */
+uint8_t kern_f32_to_fp8_e4m3(float v);
+
+/* ---- CPU: load-time quantization and the reference ---- */
+
+/*
+ * Quantize rows [row0, row0 + nrows) of w from src (fp32 [nrows, cols]),
+ * round to nearest. w's format, shape, group, scale_dt and buffers are set
+ * by the caller; for INT4, zeros != NULL asks for the asymmetric form.
+ * Scales are rounded up to scale_dt (never down), so no code needs
+ * clamping for lack of range. row_amax (NULL, or [nrows]) gives per-row
+ * scales of INT8 group 0 and FP8 the full row's max |w| when src is a
+ * column slice of it (see the header comment); ignored for group scales.
+ * A NaN or infinite weight, a row_amax below the slice's own max |w|, or a
+ * scale fp16 cannot hold is SL_EINVAL naming the row and column.
+ */
+int kern_quantize_rows(kern_qweight *w, int row0, int nrows, const float *src,
+		       const float *row_amax, char *err, size_t errlen);
+
+/*
+ * Copy rows [row0, row0 + nrows) of a GGUF Q8_0 tensor into an INT8
+ * weight with group 32 and fp16 scales, values and scales unchanged.
+ * src is the first 34-byte block of this shard's slice in the first row
+ * (fp16 d little-endian, then 32 int8); src_row_bytes the source's row
+ * stride in bytes; each row takes w->cols / 32 blocks.
+ */
+int kern_qweight_load_q8_0_rows(kern_qweight *w, int row0, int nrows, const void *src,
+				size_t src_row_bytes, char *err, size_t errlen);
+
+/* Row `row` of W as fp32: exactly the stored values (scale * code). */
+void kern_qweight_dequant_row_cpu(const kern_qweight *w, int row, float *out);
+
+/* The reference: out[n, rows] = x[n, cols] @ dequant(W)^T in fp32. */
+void kern_qmatmul_cpu(float *out, const float *x, const kern_qweight *w, int n);
+
+/*
+ * Dynamic per-token fp8 activations, as the CUDA W8A8 path makes them:
+ * s[t] = max|x[t, :]| / 448 (fp32 division), xq[t, k] = e4m3(x[t, k] / s[t])
+ * (all zero when s[t] is 0).
+ */
+void kern_quantize_act_fp8_cpu(uint8_t *xq, float *xs, const float *x, int n, int cols);
+
+/* The W8A8 reference (FP8 weights): x quantized as above, then
+ * out[t, r] = sum_k (s_w[r] e4m3(w[r, k])) (s_x[t] e4m3(xq[t, k])). */
+void kern_qmatmul_w8a8_cpu(float *out, const float *x, const kern_qweight *w, int n);
+
+#ifdef SL_HAVE_CUDA
+/*
+ * CUDA. A kern_qblas owns what the quantized layers need on one stream,
+ * allocated once at create (nothing is allocated or synchronised per
+ * call, so every call is CUDA-graph capturable): a cuBLAS and a cuBLASLt
+ * handle, a 32 MiB workspace (cuBLAS, cuBLASLt, the GEMV's split-K
+ * partials), the dequantization scratch (one slab of W in the run
+ * dtype) and the fp8 activation buffer ([max_tokens, max_cols] codes
+ * and [max_tokens] scales). kern_qblas_device_bytes says how much.
+ */
+typedef struct kern_qblas kern_qblas;
+
+typedef struct kern_qblas_config {
+	int max_tokens;       /* largest n of any call (the step's token budget) */
+	int max_cols;         /* largest cols of any quantized weight */
+	size_t dequant_bytes; /* dequantize + GEMM scratch; 0: 32 MiB */
+} kern_qblas_config;
+
+/* The paths a call can take (kern_qmatmul_path says which AUTO picks). */
+typedef enum {
+	KERN_QPATH_AUTO = 0,
+	KERN_QPATH_GEMV = 1,    /* n <= 64: fused dequantizing tensor-core GEMV */
+	KERN_QPATH_FP8_LT = 2,  /* FP8: per-token fp8 x + cuBLASLt fp8 GEMM (W8A8) */
+	KERN_QPATH_DEQUANT = 3, /* W dequantized to the run dtype slab by slab + cuBLAS */
+} kern_qpath;
+
+#define KERN_QGEMV_MAX_TOKENS 64
+
+size_t kern_qblas_device_bytes(const kern_qblas_config *cfg);
+int kern_qblas_create(void *stream, const kern_qblas_config *cfg, kern_qblas **out);
+void kern_qblas_destroy(kern_qblas *qb);
+/* Launch the GEMV as a programmatic dependent (sm_90+), as kern_blas_set_pdl. */
+void kern_qblas_set_pdl(kern_qblas *qb, int on);
+/* Largest n that AUTO gives the GEMV for this format (default 64, at most
+ * 64); above it FP8 takes KERN_QPATH_FP8_LT when cuBLASLt has an
+ * algorithm, everything else KERN_QPATH_DEQUANT. */
+void kern_qblas_set_gemv_max(kern_qblas *qb, int format, int n);
+/* The path AUTO takes for this call (a kern_qpath). */
+int kern_qmatmul_path(kern_qblas *qb, const kern_qweight *w, int n, sl_dtype x_dt,
+		      sl_dtype out_dt);
+
+/*
+ * out[n, w->rows] (out_dt: x_dt or SL_DT_F32) = x[n, w->cols] (x_dt: F16
+ * or BF16) @ W^T, W on the device. fp32 accumulation. x and w->data
+ * 16-byte aligned. `path` forces a path (tests, benchmarks): SL_ENOTSUP
+ * when it cannot take this call; KERN_QPATH_AUTO chooses.
+ */
+int kern_qmatmul_cuda(kern_qblas *qb, int path, void *out, sl_dtype out_dt, const void *x,
+		      sl_dtype x_dt, const kern_qweight *w, int n);
+
+/* The W8A8 path's activation quantization on its own: xq [n, cols] codes,
+ * xs [n] scales, as kern_quantize_act_fp8_cpu. cols % 8 == 0, x 16-byte
+ * aligned. */
+int kern_quantize_act_fp8_cuda(uint8_t *xq, float *xs, const void *x, sl_dtype dt, int n,
+			       int cols, void *stream);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif

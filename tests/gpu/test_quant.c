@@ -1,0 +1,629 @@
+/*
+ * test_quant.c — the quantized linear layer (kernels/quant.cu) against its
+ * CPU reference (kernels/quant.c), for every format (int8 per row with
+ * fp32 and fp16 scales, int8 groups of 32 / 64 / 128, fp8 per row, int4
+ * groups of 128 asymmetric, symmetric and with fp32 scales), fp16 and
+ * bf16 activations, run-dtype and fp32 outputs, every path (the GEMV at
+ * 1..64 tokens, dequantize + cuBLAS, fp8 W8A8 through cuBLASLt), token
+ * counts 1, 2, 3, 5, 8, 13, 32, 64, 65, 70, 200, 2048, and shapes off the
+ * tile widths (rows 16k + 7; columns a multiple of the group but not of
+ * the 64/128-column chunk; few rows and many columns, which splits the
+ * columns across blocks). Inputs are fresh random values (the seed is
+ * printed; SL_TEST_SEED replays it) rounded to the dtype first, outputs
+ * are poisoned with NaN before each call.
+ *
+ * Also: every code of every format decoded exactly through the GEMV and
+ * the dequantize path (one-hot activations pick single weights, so a
+ * wrong column order or scale index shows as a wrong value, not as a
+ * tolerance), the fp8 activation quantizer bit for bit against the CPU,
+ * the three paths captured in a CUDA graph and replayed to the same bits,
+ * and refused calls. One "worst rel err" line per case.
+ * Runs on a GPU host only (make test-gpu).
+ */
+#include <check.h>
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_test.h"
+#include "quant.h"
+#include "sl.h"
+
+/*
+ * Tolerances, as worst |gpu - ref| / max |ref| over an output.
+ *
+ * GEMV: the products of exact codes and dtype-rounded x are the reference's
+ * (the scales are applied to fp32 sums, never rounded into the weights);
+ * only the fp32 summation order differs (~sqrt(K) 2^-24), plus the output's
+ * rounding to the dtype (2^-11 f16, 2^-8 bf16, relative to the element).
+ * The same bounds as the fp16/bf16 GEMM test: 10x / 5x the output rounding,
+ * and 2e-4 for fp32 outputs.
+ * Dequantize + cuBLAS: each weight scale * code is rounded to the dtype
+ * once (2^-11 / 2^-8 relative, random signs): within the same bounds, and
+ * fp32 outputs take the dtype's bound.
+ * W8A8 (cuBLASLt fp8) against the W8A8 reference: the activations' codes
+ * and scales are the reference's bit for bit (tested apart), products of
+ * two e4m3 values are exact; cuBLASLt's fp8 accumulation is fp32 with
+ * periodic promotion: 1e-3 for fp32 outputs.
+ */
+#define TOL_F16 5e-3
+#define TOL_BF16 2e-2
+#define TOL_F32OUT 2e-4
+#define TOL_W8A8_F32OUT 1e-3
+
+static uint64_t g_seed;
+static const sl_dtype k_dts[] = {SL_DT_F16, SL_DT_BF16};
+
+static double tol_dt(sl_dtype dt) { return dt == SL_DT_F16 ? TOL_F16 : TOL_BF16; }
+static double dmax(double a, double b) { return a > b ? a : b; }
+
+typedef struct qcfg {
+	const char *name;
+	int format, group, scale_dt, zeros;
+} qcfg;
+
+static const qcfg k_cfgs[] = {
+	{"int8/row", KERN_Q_INT8, 0, SL_DT_F32, 0},
+	{"int8/row-f16s", KERN_Q_INT8, 0, SL_DT_F16, 0},
+	{"int8/g32", KERN_Q_INT8, 32, SL_DT_F16, 0},
+	{"int8/g64", KERN_Q_INT8, 64, SL_DT_F32, 0},
+	{"int8/g128", KERN_Q_INT8, 128, SL_DT_F16, 0},
+	{"fp8/row", KERN_Q_FP8, 0, SL_DT_F32, 0},
+	{"int4/g128", KERN_Q_INT4, 128, SL_DT_F16, 1},
+	{"int4/g128-sym", KERN_Q_INT4, 128, SL_DT_F16, 0},
+	{"int4/g128-f32s", KERN_Q_INT4, 128, SL_DT_F32, 1},
+};
+#define N_CFGS (int)(sizeof k_cfgs / sizeof *k_cfgs)
+
+/* ---- weights on both sides ---- */
+
+typedef struct qw {
+	kern_qweight h, d; /* host and device copies of the same weight */
+} qw;
+
+static void qw_alloc_host(qw *q, const qcfg *c, int rows, int cols)
+{
+	memset(q, 0, sizeof *q);
+	q->h = (kern_qweight){.format = c->format, .rows = rows, .cols = cols, .group = c->group,
+			      .scale_dt = c->scale_dt};
+	q->h.data = gt_malloc(kern_qweight_data_bytes(&q->h));
+	q->h.scales = gt_malloc(kern_qweight_scale_bytes(&q->h));
+	q->h.zeros = c->zeros ? gt_malloc(kern_qweight_zero_bytes(&q->h)) : NULL;
+}
+
+static void qw_upload(qw *q)
+{
+	q->d = q->h;
+	q->d.data = gt_upload_raw(q->h.data, kern_qweight_data_bytes(&q->h));
+	q->d.scales = gt_upload_raw(q->h.scales, kern_qweight_scale_bytes(&q->h));
+	q->d.zeros = q->h.zeros ? gt_upload_raw(q->h.zeros, kern_qweight_zero_bytes(&q->h)) : NULL;
+}
+
+static void qw_free(qw *q)
+{
+	free(q->h.data);
+	free(q->h.scales);
+	free(q->h.zeros);
+	gt_dev_free(q->d.data);
+	gt_dev_free(q->d.scales);
+	gt_dev_free(q->d.zeros);
+}
+
+/* Random weights whose magnitude changes by row and by 32-column block, so
+ * a scale read for the wrong row or group shows; quantized on the CPU as
+ * the loader will, then uploaded. */
+static void qw_random(qw *q, const qcfg *c, int rows, int cols)
+{
+	qw_alloc_host(q, c, rows, cols);
+	float *w = gt_malloc(sizeof(float) * rows * cols);
+	gt_fill(w, (size_t)rows * cols, -1, 1);
+	for (int r = 0; r < rows; r++)
+		for (int k = 0; k < cols; k++)
+			w[(size_t)r * cols + k] *= (float)(1 + (r * 7 + k / 32) % 5) * 0.25f;
+	char err[SL_ERRLEN] = "";
+	int rc = kern_quantize_rows(&q->h, 0, rows, w, NULL, err, sizeof err);
+	ck_assert_msg(rc == 0, "quantize %s: %s", c->name, err);
+	free(w);
+	qw_upload(q);
+}
+
+static kern_qblas *qblas_make(void *stream)
+{
+	kern_qblas_config cfg = {.max_tokens = 2048, .max_cols = 11008};
+	kern_qblas *qb = NULL;
+	ck_assert_int_eq(kern_qblas_create(stream, &cfg, &qb), 0);
+	const char *pdl = getenv("SL_PDL");
+	kern_qblas_set_pdl(qb, pdl && !strcmp(pdl, "1"));
+	return qb;
+}
+
+static const char *path_name(int p)
+{
+	return p == KERN_QPATH_GEMV ? "gemv" : p == KERN_QPATH_FP8_LT ? "fp8-lt" : "dequant";
+}
+
+/* ---- random inputs against the reference ---- */
+
+typedef struct shape {
+	const char *name;
+	int rows, cols;
+	int ns[8], n_ns;
+} shape;
+
+/* columns a multiple of the group (or of 16) but not of the chunk */
+static int odd_cols(const qcfg *c)
+{
+	if (c->format == KERN_Q_INT4 || c->group == 128)
+		return 4224; /* 33 x 128 */
+	if (c->group == 64)
+		return 4160; /* 65 x 64 */
+	if (c->group == 32)
+		return 4128; /* 129 x 32: a half chunk at the end */
+	return 4144;         /* 259 x 16 */
+}
+
+/* Worst errors of one (format, dtype) by path and output kind. */
+typedef struct worst {
+	double v[3][2]; /* [path - 1][out f32] */
+	int runs[3][2];
+	int w8a8_calls, w8a8_lt; /* fp8 calls meant for cuBLASLt, and those it ran */
+} worst;
+
+static void record(worst *w, int path, int f32, double e)
+{
+	w->v[path - 1][f32] = dmax(w->v[path - 1][f32], e);
+	w->runs[path - 1][f32]++;
+}
+
+static double tol_for(int path, int f32, sl_dtype dt)
+{
+	if (!f32 || path == KERN_QPATH_DEQUANT)
+		return tol_dt(dt);
+	return path == KERN_QPATH_FP8_LT ? TOL_W8A8_F32OUT : TOL_F32OUT;
+}
+
+/* One call of one path with both output kinds, against ref (weight-only)
+ * or ref_w8a8 (the FP8_LT path). Returns 0, or SL_ENOTSUP when the path
+ * cannot take the call (FP8_LT without a cuBLASLt algorithm). */
+static int run_path(kern_qblas *qb, int path, const qcfg *c, const qw *q, const shape *s,
+		    int n, sl_dtype dt, void *d_x, const float *ref, const float *ref_w8a8,
+		    worst *w)
+{
+	size_t no = (size_t)n * s->rows;
+	float *got = gt_malloc(sizeof(float) * no);
+	for (int f32 = 0; f32 < 2; f32++) {
+		sl_dtype ot = f32 ? SL_DT_F32 : dt;
+		void *d_out = gt_dev_poison(sl_dtype_size(ot) * no);
+		int rc = kern_qmatmul_cuda(qb, path, d_out, ot, d_x, dt, &q->d, n);
+		/* after the call: an fp8 call cuBLASLt refused went to DEQUANT */
+		int taken = path == KERN_QPATH_AUTO ? kern_qmatmul_path(qb, &q->d, n, dt, ot) : path;
+		if (c->format == KERN_Q_FP8 && (path == KERN_QPATH_FP8_LT || n > KERN_QGEMV_MAX_TOKENS)) {
+			w->w8a8_calls++;
+			w->w8a8_lt += rc == 0 && taken == KERN_QPATH_FP8_LT;
+		}
+		if (rc == SL_ENOTSUP && path == KERN_QPATH_FP8_LT) {
+			gt_dev_free(d_out);
+			free(got);
+			return SL_ENOTSUP;
+		}
+		ck_assert_msg(rc == 0, "%s %s n %d path %s: rc %d", c->name, s->name, n,
+			      path_name(taken), rc);
+		GT_CUDA(cudaDeviceSynchronize());
+		gt_download(got, d_out, no, ot);
+		char what[160];
+		snprintf(what, sizeof what, "qmatmul %s %s %s->%s %s rows %d cols %d n %d",
+			 path_name(taken), c->name, gt_dt_name(dt), gt_dt_name(ot), s->name, s->rows,
+			 s->cols, n);
+		const float *want = taken == KERN_QPATH_FP8_LT ? ref_w8a8 : ref;
+		ck_assert_ptr_nonnull(want);
+		double tol = tol_for(taken, f32, dt);
+		double e = gt_compare(what, got, want, no, tol);
+		record(w, taken, f32, e);
+		ck_assert_msg(e <= tol, "%s: worst %.3g > tol %.3g", what, e, tol);
+		gt_dev_free(d_out);
+	}
+	free(got);
+	return 0;
+}
+
+static void run_shape(kern_qblas *qb, const qcfg *c, const shape *s, worst *ws)
+{
+	qw q;
+	qw_random(&q, c, s->rows, s->cols);
+	for (int di = 0; di < 2; di++) {
+		sl_dtype dt = k_dts[di];
+		for (int i = 0; i < s->n_ns; i++) {
+			int n = s->ns[i];
+			size_t nx = (size_t)n * s->cols, no = (size_t)n * s->rows;
+			float *x = gt_malloc(sizeof(float) * nx), *ref = gt_malloc(sizeof(float) * no);
+			float *ref8 = NULL;
+			gt_fill(x, nx, -1, 1);
+			gt_round(x, nx, dt);
+			kern_qmatmul_cpu(ref, x, &q.h, n);
+			if (c->format == KERN_Q_FP8) {
+				ref8 = gt_malloc(sizeof(float) * no);
+				kern_qmatmul_w8a8_cpu(ref8, x, &q.h, n);
+			}
+			void *d_x = gt_upload(x, nx, dt);
+			run_path(qb, KERN_QPATH_AUTO, c, &q, s, n, dt, d_x, ref, ref8, &ws[di]);
+			/* the other paths on some token counts of each shape */
+			if (i == 1 || (n > 64 && c->format == KERN_Q_FP8))
+				run_path(qb, KERN_QPATH_DEQUANT, c, &q, s, n, dt, d_x, ref, ref8, &ws[di]);
+			if (c->format == KERN_Q_FP8 && (i == 0 || n > 64) &&
+			    run_path(qb, KERN_QPATH_FP8_LT, c, &q, s, n, dt, d_x, ref, ref8, &ws[di]))
+				printf("  note: no cuBLASLt fp8 algorithm for %s rows %d cols %d n %d %s\n",
+				       s->name, s->rows, s->cols, n, gt_dt_name(dt));
+			gt_dev_free(d_x);
+			free(x);
+			free(ref);
+			free(ref8);
+		}
+	}
+	qw_free(&q);
+}
+
+static void report(const qcfg *c, const worst *ws)
+{
+	for (int di = 0; di < 2; di++)
+		for (int p = 1; p <= 3; p++)
+			for (int f32 = 0; f32 < 2; f32++) {
+				if (!ws[di].runs[p - 1][f32])
+					continue;
+				char name[96];
+				snprintf(name, sizeof name, "qmatmul(%s) %s%s", path_name(p), c->name,
+					 f32 ? " f32out" : "");
+				gt_report(name, k_dts[di], ws[di].v[p - 1][f32], tol_for(p, f32, k_dts[di]));
+			}
+}
+
+static void test_format(int ci)
+{
+	const qcfg *c = &k_cfgs[ci];
+	gt_reseed(g_seed, 1000 + ci);
+	kern_qblas *qb = qblas_make(NULL);
+	const shape shapes[] = {
+		/* decode: 16k + 7 rows, every GEMV tile count */
+		{"decode", 2055, 4096, {1, 2, 5, 8, 13, 32, 64}, 7},
+		/* columns off the chunk; 200 tokens leaves the GEMV */
+		{"odd-cols", 519, odd_cols(c), {1, 5, 13, 64, 200}, 5},
+		/* few rows, many columns: split across blocks */
+		{"split-k", 135, 11008, {1, 8, 64}, 3},
+		{"tiny", 7, 128, {1, 3, 70}, 3},
+		/* aligned: where cuBLASLt's fp8 GEMM has algorithms */
+		{"aligned", 512, 2048, {65, 200}, 2},
+		{"prefill", 263, 1024, {2048}, 1},
+		{"prefill-aligned", 512, 2048, {2048}, c->format == KERN_Q_FP8},
+	};
+	worst ws[2];
+	memset(ws, 0, sizeof ws);
+	for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
+		if (shapes[i].n_ns)
+			run_shape(qb, c, &shapes[i], ws);
+	report(c, ws);
+	if (c->format == KERN_Q_FP8) {
+		/* not a failure when 0: those calls were dequantized and checked as such */
+		printf("kernel qmatmul %s: cuBLASLt ran %d of %d W8A8 calls\n", c->name,
+		       ws[0].w8a8_lt + ws[1].w8a8_lt, ws[0].w8a8_calls + ws[1].w8a8_calls);
+		fflush(stdout);
+	}
+	kern_qblas_destroy(qb);
+}
+
+START_TEST(test_int8_row) { test_format(0); test_format(1); }
+END_TEST
+START_TEST(test_int8_groups) { test_format(2); test_format(3); test_format(4); }
+END_TEST
+START_TEST(test_fp8) { test_format(5); }
+END_TEST
+START_TEST(test_int4) { test_format(6); test_format(7); test_format(8); }
+END_TEST
+
+/* ---- every code, exactly ---- */
+
+static void set_code(kern_qweight *w, int r, int k, int code)
+{
+	if (w->format != KERN_Q_INT4) {
+		((uint8_t *)w->data)[(size_t)r * w->cols + k] = (uint8_t)code;
+		return;
+	}
+	static const int nib[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+	int p = nib[k % 8];
+	uint8_t *b = (uint8_t *)w->data + (size_t)r * (w->cols / 2) + (k / 8) * 4 + p / 2;
+	int shift = (p & 1) * 4;
+	*b = (uint8_t)((*b & ~(0xF << shift)) | (code << shift));
+}
+
+/*
+ * Codes laid out by hand over every value (int8 -128..127, fp8's 254 finite
+ * codes, int4 0..15 with random zero points), random scales, and one-hot
+ * activations: token t is 1 at column k_t, so out[t][r] must be exactly
+ * W[r][k_t] (fp32 output), or it rounded to the dtype. A wrong column
+ * order, lane, nibble, scale or zero-point index gives a wrong value.
+ */
+START_TEST(test_decode_exact)
+{
+	const int rows = 263, cols = 8192; /* 8192 columns: split-K on 17 tiles */
+	static const int ns[] = {1, 8, 16, 40, 64};
+	gt_reseed(g_seed, 2000);
+	kern_qblas *qb = qblas_make(NULL);
+	for (int ci = 0; ci < N_CFGS; ci++) {
+		const qcfg *c = &k_cfgs[ci];
+		qw q;
+		qw_alloc_host(&q, c, rows, cols);
+		const int groups = kern_qweight_groups(&q.h);
+		for (int r = 0; r < rows; r++)
+			for (int k = 0; k < cols; k++) {
+				int code = c->format == KERN_Q_INT4 ? (r + 3 * k) & 15 : (r * 3 + k * 5) & 255;
+				if (c->format == KERN_Q_FP8 && (code & 0x7F) == 0x7F)
+					code -= 1; /* NaN codes: their neighbour */
+				set_code(&q.h, r, k, code);
+			}
+		for (int i = 0; i < rows * groups; i++) {
+			float s = (float)gt_int(1, 2047) / 1024.0f; /* exact in fp16 */
+			if (c->scale_dt == SL_DT_F32)
+				((float *)q.h.scales)[i] = s;
+			else
+				((uint16_t *)q.h.scales)[i] = sl_f32_to_f16(s);
+			if (q.h.zeros)
+				((uint8_t *)q.h.zeros)[i] = (uint8_t)gt_int(0, 15);
+		}
+		qw_upload(&q);
+		float *deq = gt_malloc(sizeof(float) * rows * cols);
+		for (int r = 0; r < rows; r++)
+			kern_qweight_dequant_row_cpu(&q.h, r, deq + (size_t)r * cols);
+		for (int di = 0; di < 2; di++) {
+			sl_dtype dt = k_dts[di];
+			double worst = 0;
+			for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++) {
+				int n = ns[ni];
+				float *x = gt_malloc(sizeof(float) * n * cols);
+				float *want = gt_malloc(sizeof(float) * n * rows);
+				float *got = gt_malloc(sizeof(float) * n * rows);
+				memset(x, 0, sizeof(float) * n * cols);
+				for (int t = 0; t < n; t++) {
+					int kt = (t * 37 + 11 + ci) % cols;
+					x[(size_t)t * cols + kt] = 1.0f;
+					for (int r = 0; r < rows; r++)
+						want[(size_t)t * rows + r] = deq[(size_t)r * cols + kt];
+				}
+				void *d_x = gt_upload(x, (size_t)n * cols, dt);
+				static const int paths[] = {KERN_QPATH_GEMV, KERN_QPATH_DEQUANT};
+				for (int pi = 0; pi < 2; pi++)
+					for (int f32 = 0; f32 < 2; f32++) {
+						sl_dtype ot = f32 ? SL_DT_F32 : dt;
+						/* dequantize rounds each weight to the dtype once; so
+						 * does a dtype output */
+						float *exp = gt_malloc(sizeof(float) * n * rows);
+						memcpy(exp, want, sizeof(float) * n * rows);
+						if (!f32 || paths[pi] == KERN_QPATH_DEQUANT)
+							gt_round(exp, (size_t)n * rows, dt);
+						void *d_out = gt_dev_poison(sl_dtype_size(ot) * n * rows);
+						GT_KERNEL(kern_qmatmul_cuda(qb, paths[pi], d_out, ot, d_x, dt,
+									    &q.d, n));
+						gt_download(got, d_out, (size_t)n * rows, ot);
+						char what[128];
+						snprintf(what, sizeof what, "decode %s %s %s->%s n %d", c->name,
+							 path_name(paths[pi]), gt_dt_name(dt), gt_dt_name(ot), n);
+						worst = dmax(worst, gt_compare(what, got, exp, (size_t)n * rows, 0));
+						gt_dev_free(d_out);
+						free(exp);
+					}
+				gt_dev_free(d_x);
+				free(x);
+				free(want);
+				free(got);
+			}
+			char name[64];
+			snprintf(name, sizeof name, "qdecode(exact) %s", c->name);
+			gt_report(name, dt, worst, 0);
+			ck_assert_msg(worst == 0, "%s %s: worst %.3g, want exact", name, gt_dt_name(dt),
+				      worst);
+		}
+		free(deq);
+		qw_free(&q);
+	}
+	kern_qblas_destroy(qb);
+}
+END_TEST
+
+/* ---- fp8 activations, bit for bit ---- */
+
+START_TEST(test_act_fp8)
+{
+	static const int shapes[][2] = {{1, 4096}, {7, 72}, {33, 11008}, {200, 4096}};
+	gt_reseed(g_seed, 3000);
+	for (int di = 0; di < 2; di++) {
+		sl_dtype dt = k_dts[di];
+		int bad = 0, total = 0;
+		for (int si = 0; si < 4; si++) {
+			int n = shapes[si][0], cols = shapes[si][1];
+			size_t nx = (size_t)n * cols;
+			float *x = gt_malloc(sizeof(float) * nx), *xs = gt_malloc(sizeof(float) * n);
+			float *gs = gt_malloc(sizeof(float) * n);
+			uint8_t *xq = gt_malloc(nx), *gq = gt_malloc(nx);
+			gt_fill(x, nx, -1, 1);
+			for (int t = 0; t < n; t++) /* magnitudes 2^-12 .. 2^8; token 3 all zero */
+				for (int k = 0; k < cols; k++)
+					x[(size_t)t * cols + k] *= t == 3 ? 0.0f : ldexpf(1, t % 21 - 12);
+			gt_round(x, nx, dt);
+			kern_quantize_act_fp8_cpu(xq, xs, x, n, cols);
+			void *d_x = gt_upload(x, nx, dt);
+			uint8_t *d_q = gt_dev_poison(nx);
+			float *d_s = gt_dev_poison(sizeof(float) * n);
+			GT_KERNEL(kern_quantize_act_fp8_cuda(d_q, d_s, d_x, dt, n, cols, NULL));
+			GT_CUDA(cudaMemcpy(gq, d_q, nx, cudaMemcpyDeviceToHost));
+			GT_CUDA(cudaMemcpy(gs, d_s, sizeof(float) * n, cudaMemcpyDeviceToHost));
+			for (int t = 0; t < n; t++) {
+				if (memcmp(&gs[t], &xs[t], 4)) {
+					if (bad++ < 5)
+						printf("  FAIL act_fp8 %s n %d cols %d: scale[%d] %.9g want %.9g\n",
+						       gt_dt_name(dt), n, cols, t, gs[t], xs[t]);
+				}
+				for (int k = 0; k < cols; k++, total++)
+					if (gq[(size_t)t * cols + k] != xq[(size_t)t * cols + k] && bad++ < 5)
+						printf("  FAIL act_fp8 %s n %d cols %d: [%d][%d] x %.9g code 0x%02x "
+						       "want 0x%02x\n",
+						       gt_dt_name(dt), n, cols, t, k, x[(size_t)t * cols + k],
+						       gq[(size_t)t * cols + k], xq[(size_t)t * cols + k]);
+			}
+			gt_dev_free(d_x);
+			gt_dev_free(d_q);
+			gt_dev_free(d_s);
+			free(x);
+			free(xs);
+			free(gs);
+			free(xq);
+			free(gq);
+		}
+		printf("kernel act_fp8 %s: %d codes, %d mismatches (must be exact)\n", gt_dt_name(dt),
+		       total, bad);
+		fflush(stdout);
+		ck_assert_msg(bad == 0, "act_fp8 %s: %d mismatches", gt_dt_name(dt), bad);
+	}
+}
+END_TEST
+
+/* ---- CUDA graphs: capture, replay, same bits ---- */
+
+START_TEST(test_graph)
+{
+	static const struct {
+		int cfg, rows, cols, n;
+	} calls[] = {
+		{4, 135, 11008, 3},  /* int8 g128 GEMV, split across blocks + reduce */
+		{6, 519, 4224, 40},  /* int4 GEMV, 5 token tiles */
+		{7, 263, 1024, 100}, /* int4 dequantize + cuBLAS */
+		{5, 512, 2048, 100}, /* fp8 W8A8 through cuBLASLt (or its fallback) */
+		{2, 2055, 4096, 8},  /* int8 groups of 32 */
+	};
+	gt_reseed(g_seed, 4000);
+	cudaStream_t st;
+	GT_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+	kern_qblas *qb = qblas_make(st);
+	for (size_t i = 0; i < sizeof calls / sizeof *calls; i++) {
+		const qcfg *c = &k_cfgs[calls[i].cfg];
+		const int n = calls[i].n;
+		shape s = {"graph", calls[i].rows, calls[i].cols, {n}, 1};
+		qw q;
+		qw_random(&q, c, s.rows, s.cols);
+		for (int di = 0; di < 2; di++) {
+			sl_dtype dt = k_dts[di];
+			size_t nx = (size_t)n * s.cols, no = (size_t)n * s.rows;
+			float *x = gt_malloc(sizeof(float) * nx);
+			gt_fill(x, nx, -1, 1);
+			void *d_x = gt_upload(x, nx, dt);
+			void *d_a = gt_dev_poison(2 * no), *d_b = gt_dev_poison(2 * no);
+			/* direct, once: also picks and caches any cuBLASLt plan */
+			ck_assert_int_eq(kern_qmatmul_cuda(qb, KERN_QPATH_AUTO, d_a, dt, d_x, dt, &q.d, n), 0);
+			GT_CUDA(cudaStreamSynchronize(st));
+			cudaGraph_t g;
+			cudaGraphExec_t ge;
+			GT_CUDA(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+			int rc = kern_qmatmul_cuda(qb, KERN_QPATH_AUTO, d_b, dt, d_x, dt, &q.d, n);
+			GT_CUDA(cudaStreamEndCapture(st, &g));
+			ck_assert_msg(rc == 0, "capture %s n %d: rc %d", c->name, n, rc);
+			GT_CUDA(cudaGraphInstantiate(&ge, g, 0));
+			GT_CUDA(cudaGraphLaunch(ge, st));
+			GT_CUDA(cudaGraphLaunch(ge, st)); /* a replay overwrites the same bits */
+			GT_CUDA(cudaStreamSynchronize(st));
+			uint16_t *a = gt_malloc(2 * no), *b = gt_malloc(2 * no);
+			GT_CUDA(cudaMemcpy(a, d_a, 2 * no, cudaMemcpyDeviceToHost));
+			GT_CUDA(cudaMemcpy(b, d_b, 2 * no, cudaMemcpyDeviceToHost));
+			size_t diff = 0;
+			while (diff < no && a[diff] == b[diff])
+				diff++;
+			ck_assert_msg(diff == no, "graph %s %s n %d (%s): element %zu 0x%04x direct, 0x%04x "
+				      "replayed", c->name, gt_dt_name(dt), n,
+				      path_name(kern_qmatmul_path(qb, &q.d, n, dt, dt)), diff, a[diff], b[diff]);
+			printf("kernel qgraph %s %s n %d (%s): replay bit-identical\n", c->name,
+			       gt_dt_name(dt), n, path_name(kern_qmatmul_path(qb, &q.d, n, dt, dt)));
+			GT_CUDA(cudaGraphExecDestroy(ge));
+			GT_CUDA(cudaGraphDestroy(g));
+			gt_dev_free(d_x);
+			gt_dev_free(d_a);
+			gt_dev_free(d_b);
+			free(x);
+			free(a);
+			free(b);
+		}
+		qw_free(&q);
+	}
+	kern_qblas_destroy(qb);
+	GT_CUDA(cudaStreamDestroy(st));
+}
+END_TEST
+
+/* ---- refused calls ---- */
+
+START_TEST(test_refused)
+{
+	gt_reseed(g_seed, 5000);
+	kern_qblas *qb = qblas_make(NULL);
+	qw q;
+	qw_random(&q, &k_cfgs[0], 64, 256);
+	void *d_x = gt_dev_poison(2 * 100 * 256 + 16), *d_out = gt_dev_poison(4 * 100 * 64);
+	/* a path that cannot take the call */
+	ck_assert_int_eq(kern_qmatmul_cuda(qb, KERN_QPATH_FP8_LT, d_out, SL_DT_F16, d_x, SL_DT_F16,
+					   &q.d, 8), SL_ENOTSUP);
+	ck_assert_int_eq(kern_qmatmul_cuda(qb, KERN_QPATH_GEMV, d_out, SL_DT_F16, d_x, SL_DT_F16,
+					   &q.d, 65), SL_ENOTSUP);
+	/* dtypes */
+	ck_assert_int_eq(kern_qmatmul_cuda(qb, KERN_QPATH_AUTO, d_out, SL_DT_BF16, d_x, SL_DT_F16,
+					   &q.d, 8), SL_ENOTSUP);
+	ck_assert_int_eq(kern_qmatmul_cuda(qb, KERN_QPATH_AUTO, d_out, SL_DT_F32, d_x, SL_DT_F32,
+					   &q.d, 8), SL_ENOTSUP);
+	/* alignment and the descriptor */
+	ck_assert_int_eq(kern_qmatmul_cuda(qb, KERN_QPATH_AUTO, d_out, SL_DT_F16,
+					   (char *)d_x + 2, SL_DT_F16, &q.d, 8), SL_EINVAL);
+	kern_qweight bad = q.d;
+	bad.group = 48;
+	ck_assert_int_eq(kern_qmatmul_cuda(qb, KERN_QPATH_AUTO, d_out, SL_DT_F16, d_x, SL_DT_F16,
+					   &bad, 8), SL_EINVAL);
+	/* nothing to do is no error */
+	ck_assert_int_eq(kern_qmatmul_cuda(qb, KERN_QPATH_AUTO, d_out, SL_DT_F16, d_x, SL_DT_F16,
+					   &q.d, 0), 0);
+	/* the AUTO choice follows kern_qblas_set_gemv_max */
+	ck_assert_int_eq(kern_qmatmul_path(qb, &q.d, 64, SL_DT_F16, SL_DT_F16), KERN_QPATH_GEMV);
+	kern_qblas_set_gemv_max(qb, KERN_Q_INT8, 8);
+	ck_assert_int_eq(kern_qmatmul_path(qb, &q.d, 9, SL_DT_F16, SL_DT_F16), KERN_QPATH_DEQUANT);
+	kern_qblas_config none = {.max_tokens = 0, .max_cols = 4096};
+	kern_qblas *qb2 = NULL;
+	ck_assert_int_eq(kern_qblas_create(NULL, &none, &qb2), SL_EINVAL);
+	GT_CUDA(cudaDeviceSynchronize());
+	gt_dev_free(d_x);
+	gt_dev_free(d_out);
+	qw_free(&q);
+	kern_qblas_destroy(qb);
+}
+END_TEST
+
+static void add_case(Suite *s, const char *name, const TTest *test)
+{
+	TCase *tc = tcase_create(name);
+	tcase_set_timeout(tc, 600); /* CPU references of the larger shapes take seconds */
+	tcase_add_test(tc, test);
+	suite_add_tcase(s, tc);
+}
+
+int main(void)
+{
+	/* No CUDA call here: Check forks per test, each child makes its own context. */
+	g_seed = gt_seed_from_env();
+	Suite *s = suite_create("gpu_quant");
+	add_case(s, "decode_exact", test_decode_exact);
+	add_case(s, "act_fp8", test_act_fp8);
+	add_case(s, "int8_row", test_int8_row);
+	add_case(s, "int8_groups", test_int8_groups);
+	add_case(s, "fp8", test_fp8);
+	add_case(s, "int4", test_int4);
+	add_case(s, "graph", test_graph);
+	add_case(s, "refused", test_refused);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
