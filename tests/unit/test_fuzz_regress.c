@@ -6,6 +6,11 @@
  *     vocab-parallel split in parallel/grid.c;
  *   - a positive rms_norm_eps (or rope value) below float's range, such as
  *     1e-205, accepted and stored as 0.0f, from config.json and from GGUF;
+ *   - a stop string starting with a UTF-8 continuation byte cutting a
+ *     character in half in the stream, and the stop search running on a
+ *     NULL buffer before any text is held (coordinator/stream.c);
+ *   - tokenizer.json normalizer and decoder strings that are not UTF-8
+ *     making decode return text that is not UTF-8;
  * and the defects tests/fuzz's harnesses found since (each named below).
  */
 #include <check.h>
@@ -17,6 +22,8 @@
 #include <string.h>
 
 #include "config.h"
+#include "unit/coord_inproc.h"
+#include "coordinator/tokenizer.h"
 #include "gguf_craft.h"
 #include "grid.h"
 #include "plan.h"
@@ -160,6 +167,198 @@ START_TEST(test_gguf_refuses_eps_below_float)
 }
 END_TEST
 
+/* ---- stop strings and UTF-8 in the coordinator's stream ---- */
+
+/* Every Reply the client got for tag: chunks and Done text each UTF-8
+ * (checked with the tokenizer's validator, itself tested against HF);
+ * returns the concatenated text and the finish reason. */
+static char *collect(ci_env *e, uint64_t tag, int *finish)
+{
+	static char text[4096];
+	size_t n = 0;
+	Shardline__Client__Reply *rep;
+	*finish = -1;
+	while ((rep = ci_client_next(e))) {
+		const ProtobufCBinaryData *t = NULL;
+		if (rep->msg_case == SHARDLINE__CLIENT__REPLY__MSG_CHUNK && rep->chunk->tag == tag)
+			t = &rep->chunk->text;
+		if (rep->msg_case == SHARDLINE__CLIENT__REPLY__MSG_DONE && rep->done->tag == tag) {
+			t = &rep->done->text;
+			*finish = rep->done->finish;
+		}
+		if (t && t->len) {
+			ck_assert_msg(coord_utf8_valid((const char *)t->data, t->len),
+				      "tag %llu: a %s of %zu bytes is not UTF-8 (first byte 0x%02x)",
+				      (unsigned long long)tag, *finish < 0 ? "Chunk" : "Done",
+				      t->len, t->data[0]);
+			ck_assert(n + t->len < sizeof text);
+			memcpy(text + n, t->data, t->len);
+			n += t->len;
+		}
+		shardline__client__reply__free_unpacked(rep, NULL);
+	}
+	text[n] = 0;
+	return text;
+}
+
+/* Submit "hi" with one stop string; the node answers with the byte
+ * tokens of `bytes` (llama2-small's <0xNN>), one batch per byte when
+ * `one_by_one`. Returns the text the client got. */
+static char *stop_run(const char *stop, size_t stop_len, const char *bytes, int stream,
+		      int one_by_one, int *finish)
+{
+	ci_env e;
+	ck_assert_msg(ci_create(&e, "tests/data/llama2-small/tokenizer.json", NULL, g_err,
+				sizeof g_err) == 0, "%s", g_err);
+	ck_assert_msg(ci_register(&e) == 0, "the node group was not registered");
+	ProtobufCBinaryData st = {stop_len, (uint8_t *)stop};
+	Shardline__Client__Submit sub = SHARDLINE__CLIENT__SUBMIT__INIT;
+	sub.has_tag = sub.has_prompt = sub.has_max_tokens = sub.has_stream = 1;
+	sub.tag = 7;
+	sub.prompt = (ProtobufCBinaryData){2, (uint8_t *)"hi"};
+	sub.max_tokens = 16;
+	sub.stream = stream;
+	sub.n_stop = 1;
+	sub.stop = &st;
+	Shardline__Client__Request q = SHARDLINE__CLIENT__REQUEST__INIT;
+	q.msg_case = SHARDLINE__CLIENT__REQUEST__MSG_SUBMIT;
+	q.submit = &sub;
+	ck_assert_int_eq(ci_send(e.client, &q.base), 0);
+	ci_pump(&e);
+	Shardline__Node__CoordMsg *m = ci_node_next(&e);
+	ck_assert_msg(m && m->msg_case == SHARDLINE__NODE__COORD_MSG__MSG_ENQUEUE,
+		      "no Enqueue reached the node");
+	uint64_t req = m->enqueue->req_id;
+	shardline__node__coord_msg__free_unpacked(m, NULL);
+	int32_t ids[16];
+	size_t n = strlen(bytes);
+	const coord_tok *tok = e.c->models[0].tok;
+	for (size_t i = 0; i < n; i++) {
+		char name[8];
+		snprintf(name, sizeof name, "<0x%02X>", (unsigned char)bytes[i]);
+		ids[i] = coord_tok_token_to_id(tok, name);
+		ck_assert_msg(ids[i] >= 0, "no token %s", name);
+	}
+	for (size_t i = 0; one_by_one && i < n; i++)
+		ci_tokens(&e, req, &ids[i], 1, SHARDLINE__NODE__FINISH__RUNNING);
+	if (!one_by_one)
+		ci_tokens(&e, req, ids, n, SHARDLINE__NODE__FINISH__RUNNING);
+	ci_tokens(&e, req, NULL, 0, SHARDLINE__NODE__FINISH__LENGTH);
+	char *text = collect(&e, 7, finish);
+	ci_destroy(&e);
+	return text;
+}
+
+/* A stop string that starts inside a character (here the last three
+ * bytes of U+1F600) matched mid-character and cut the character in half:
+ * text must stay whole characters. A stop string matches where a
+ * character begins. */
+START_TEST(test_stop_inside_a_character)
+{
+	static const char *emoji = "\xF0\x9F\x98\x80";
+	for (int stream = 0; stream < 2; stream++) {
+		int finish;
+		char *text = stop_run("\x9F\x98\x80", 3, emoji, stream, 0, &finish);
+		ck_assert_msg(!strcmp(text, emoji), "stream %d: text \"%s\" (%zu bytes), want the "
+			      "whole U+1F600", stream, text, strlen(text));
+		ck_assert_int_eq(finish, SHARDLINE__CLIENT__FINISH_REASON__LENGTH);
+	}
+	/* at a character boundary the stop string still ends the text */
+	int finish;
+	char *text = stop_run("\xF0\x9F", 2, "a\xF0\x9F\x98\x80", 1, 0, &finish);
+	ck_assert_msg(!strcmp(text, "a"), "text \"%s\", want \"a\"", text);
+	ck_assert_int_eq(finish, SHARDLINE__CLIENT__FINISH_REASON__STOP);
+}
+END_TEST
+
+/* The first token's bytes are held by the detokenizer (an unfinished
+ * character), so no text is held yet when the stop strings are searched:
+ * memmem got a NULL haystack. Undefined behaviour that does nothing
+ * visible here: this test fails before the fix only in a build with
+ * UBSan that halts (make SANITIZE=undefined, UBSAN_OPTIONS=halt_on_error=1);
+ * tests/fuzz's coordinator harness reports it always. */
+START_TEST(test_stop_search_before_any_text)
+{
+	int finish;
+	char *text = stop_run("zz", 2, "\xF0\x9F\x98\x80", 1, 1, &finish);
+	ck_assert_msg(!strcmp(text, "\xF0\x9F\x98\x80"), "text \"%s\"", text);
+}
+END_TEST
+
+/* ---- tokenizer strings that are not UTF-8 ---- */
+
+/* A Llama-2 style tokenizer.json with one string replaced. */
+static int load_with(const char *normalizer, const char *decoder_content, coord_tok **t)
+{
+	char json[2048];
+	snprintf(json, sizeof json,
+		 "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"<unk>\": 0, \"\\u2581\": 1,"
+		 " \"a\": 2, \"\\u2581a\": 3}, \"merges\": [\"\\u2581 a\"], \"unk_token\": \"<unk>\"},"
+		 " \"added_tokens\": [{\"id\": 4, \"content\": \"x\", \"normalized\": true,"
+		 " \"special\": false}], \"normalizer\": %s, \"pre_tokenizer\": null, \"decoder\": {\"type\":"
+		 " \"Sequence\", \"decoders\": [{\"type\": \"Replace\", \"pattern\": {\"String\":"
+		 " \"\\u2581\"}, \"content\": \"%s\"}, {\"type\": \"Fuse\"}]}}",
+		 normalizer, decoder_content);
+	g_err[0] = 0;
+	return coord_tok_load_buffer(json, strlen(json), "fz/tokenizer.json", t, g_err,
+				     sizeof g_err);
+}
+
+/* Either refused at load, or every decode is UTF-8. Appends what broke
+ * the promise to bad (so one run names every variant that does). */
+static void expect_utf8_or_refused(const char *what, const char *normalizer, const char *content,
+				   char *bad, size_t badlen)
+{
+	coord_tok *t = NULL;
+	int rc = load_with(normalizer, content, &t);
+	if (rc) {
+		ck_assert_msg(rc == SL_EINVAL && strstr(g_err, "UTF-8"),
+			      "%s: rc %d, error \"%s\" does not say UTF-8", what, rc, g_err);
+		return;
+	}
+	int32_t *ids = NULL;
+	size_t n = 0;
+	ck_assert_int_eq(coord_tok_encode(t, "a xa", 4, 0, &ids, &n, g_err, sizeof g_err), 0);
+	int32_t all[8] = {0, 1, 2, 3, 3, 1, 4};
+	for (int k = 0; k < 2; k++) {
+		char *text = NULL;
+		size_t len = 0;
+		ck_assert_int_eq(coord_tok_decode(t, k ? all : ids, k ? 7 : n, 0, &text, &len,
+						  g_err, sizeof g_err), 0);
+		if (!coord_utf8_valid(text, len)) {
+			snprintf(bad + strlen(bad), badlen - strlen(bad), "\n  %s: decode of %s "
+				 "gave %zu bytes that are not UTF-8", what,
+				 k ? "every id" : "encode(\"a xa\")", len);
+			k = 2;
+		}
+		free(text);
+	}
+	free(ids);
+	coord_tok_destroy(t);
+}
+
+START_TEST(test_tokenizer_strings_not_utf8)
+{
+	char bad[1024] = "";
+	/* raw bytes: cJSON refuses escaped lone surrogates, not these */
+	expect_utf8_or_refused("decoder Replace content 0xed 0xa0 0x80 (a surrogate)", "null",
+			       "\xed\xa0\x80", bad, sizeof bad);
+	expect_utf8_or_refused("decoder Replace content 0xff", "null", "\xff", bad, sizeof bad);
+	expect_utf8_or_refused("normalizer Prepend 0xc0 0xaf (overlong)",
+			       "{\"type\": \"Prepend\", \"prepend\": \"\xc0\xaf\"}", " ", bad,
+			       sizeof bad);
+	expect_utf8_or_refused("normalizer Replace content 0xc3",
+			       "{\"type\": \"Replace\", \"pattern\": {\"String\": \"x\"},"
+			       " \"content\": \"\xc3\"}", " ", bad, sizeof bad);
+	/* a pattern that is half of U+2581: the replacement strands its last byte */
+	expect_utf8_or_refused("normalizer Replace pattern 0xe2 0x96",
+			       "{\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Prepend\","
+			       " \"prepend\": \"\\u2581\"}, {\"type\": \"Replace\", \"pattern\":"
+			       " {\"String\": \"\xe2\x96\"}, \"content\": \"b\"}]}", " ", bad, sizeof bad);
+	ck_assert_msg(!bad[0], "tokenizer.h promises UTF-8 out of decode:%s", bad);
+}
+END_TEST
+
 /* ---- found by the harnesses of tests/fuzz ---- */
 
 /* A plan whose q_start + q_len overflows int passed the range check
@@ -202,6 +401,9 @@ int main(void)
 	tcase_add_test(tc, test_config_refuses_eps_below_float);
 	tcase_add_test(tc, test_config_refuses_rope_factor_below_float);
 	tcase_add_test(tc, test_gguf_refuses_eps_below_float);
+	tcase_add_test(tc, test_stop_inside_a_character);
+	tcase_add_test(tc, test_stop_search_before_any_text);
+	tcase_add_test(tc, test_tokenizer_strings_not_utf8);
 	tcase_add_test(tc, test_plan_refuses_overflowing_sequence);
 	suite_add_tcase(su, tc);
 	SRunner *sr = srunner_create(su);
