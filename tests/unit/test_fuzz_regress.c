@@ -392,6 +392,30 @@ START_TEST(test_plan_refuses_overflowing_sequence)
 }
 END_TEST
 
+/* A Llama-type GGUF tokenizer from which no merge can be derived (no
+ * piece splits into two others) reached qsort(NULL, 0, ...): undefined
+ * behaviour, seen by UBSan (make fuzz runs this suite under it). */
+START_TEST(test_gguf_tokenizer_without_merges)
+{
+	static const char *const toks[] = {"<unk>", "<s>", "</s>", "a", "b"};
+	char dir[64], path[128], *json = NULL;
+	size_t len = 0;
+	ck_assert_int_eq(craft_tmpdir(dir, sizeof dir, "fzreg"), 0);
+	snprintf(path, sizeof path, "%s/tok.gguf", dir);
+	gb b = {0};
+	gb_header(&b, 3, 0, 2);
+	gb_kv_str(&b, "tokenizer.ggml.model", "llama");
+	gb_kv_strs(&b, "tokenizer.ggml.tokens", toks, 5);
+	ck_assert_int_eq(gb_write(&b, path), 0);
+	g_err[0] = 0;
+	int rc = coord_tok_gguf_json(path, &json, &len, g_err, sizeof g_err);
+	craft_rmdir(dir);
+	ck_assert_msg(rc == 0, "rc %d: %s", rc, g_err);
+	ck_assert_msg(strstr(json, "\"merges\":[]"), "no empty merges in %.200s", json);
+	free(json);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *su = suite_create("fuzz_regress");
@@ -405,6 +429,7 @@ int main(void)
 	tcase_add_test(tc, test_stop_search_before_any_text);
 	tcase_add_test(tc, test_tokenizer_strings_not_utf8);
 	tcase_add_test(tc, test_plan_refuses_overflowing_sequence);
+	tcase_add_test(tc, test_gguf_tokenizer_without_merges);
 	suite_add_tcase(su, tc);
 	SRunner *sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);
