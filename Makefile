@@ -225,7 +225,7 @@ FUZZ_ALL     := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_TARGETS ?= $(FUZZ_ALL)
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Wno-unused-parameter -fopenmp \
-                -I. -Icommon -Iproto -Ikernels -Inode -Iparallel -I$(FUZZ_BUILD)/gen \
+                -I. -Icommon -Iproto -Ikernels -Inode -Iparallel -Itests -I$(FUZZ_BUILD)/gen \
                 $(PKG_CFLAGS) $(MPI_CFLAGS) $(FUZZ_SAN)
 FUZZ_GEN_SRCS := $(PROTOS:%.proto=$(FUZZ_BUILD)/gen/%.pb-c.c)
 FUZZ_OBJS    := $(LIB_SRCS:%.c=$(FUZZ_BUILD)/obj/%.o) $(FUZZ_GEN_SRCS:%.c=%.o)
@@ -257,12 +257,12 @@ $(FUZZ_BUILD)/gen/%.pb-c.o: $(FUZZ_BUILD)/gen/%.pb-c.c
 $(FUZZ_LIB): $(FUZZ_OBJS)
 	rm -f $@ && ar rcs $@ $^
 
-$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(wildcard tests/fuzz/*.h) $(FUZZ_LIB)
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(wildcard tests/fuzz/*.h tests/unit/*.h) $(FUZZ_LIB)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -DFUZZ_REPO_DIR='"$(CURDIR)"' \
 		$< $(FUZZ_LIB) -o $@ $(PKG_LIBS) $(MPI_LIBS) -lm -lpthread
 
 $(FUZZ_BUILD)/test_fuzz_regress: tests/unit/test_fuzz_regress.c $(wildcard tests/unit/*.h) $(FUZZ_LIB)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) $(CHECK_CFLAGS) -Itests $< $(FUZZ_LIB) -o $@ $(PKG_LIBS) $(MPI_LIBS) \
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(CHECK_CFLAGS) $< $(FUZZ_LIB) -o $@ $(PKG_LIBS) $(MPI_LIBS) \
 		$(CHECK_LIBS) -lm -lpthread
 
 fuzz-seeds: $(LIB)

@@ -89,11 +89,12 @@ static inline void fuzz_tok_exercise(const coord_tok *t)
 	fuzz_tok_decode(t, ids, 3);
 	(void)coord_tok_bos_id(t);
 	(void)coord_tok_eos_id(t);
+	/* no round trip asked of id_to_token: as in HF, an added token with
+	 * normalized=true reads back normalized, which token_to_id does not know */
 	for (int32_t id = -1; id < vocab && id < 64; id++) {
 		const char *s = coord_tok_id_to_token(t, id);
 		if (s)
-			FUZZ_CHECK(coord_tok_token_to_id(t, s) >= 0, "token %d (%s) not found by text",
-				   id, s);
+			(void)coord_tok_token_to_id(t, s);
 		(void)coord_tok_is_special(t, id);
 	}
 }
