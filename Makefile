@@ -10,6 +10,7 @@
 #                   streamed generation through the CLI, on a small random model
 #   make bench      decode benchmark (GPU host)
 #   make bundle     relocatable tree (binaries + non-system libs) for GPU nodes
+#   make fuzz       libFuzzer targets (clang, ASan+UBSan), FUZZ_SECONDS each (CI: 60)
 #
 # Variables: CUDA=0|1 (default: 1 when nvcc is on PATH), CUDA_ARCHS="90 80",
 #            DEBUG=1 (-O0), SANITIZE=address,undefined.
@@ -205,6 +206,67 @@ bundle: $(BINS)
 	@sh tools/bundle.sh $(BUILD) bundle
 
 clean:
-	rm -rf $(BUILD) bundle
+	rm -rf $(BUILD) $(FUZZ_BUILD) bundle
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+# ---- fuzzing (docs/fuzzing.md) ----
+# libFuzzer harnesses tests/fuzz/fuzz_*.c, built by clang with ASan and UBSan
+# in their own tree, over the library sources compiled again there with the
+# same flags: the normal build is untouched.
+#   make fuzz          build, run every target FUZZ_SECONDS, FUZZ_JOBS at once;
+#                      fails on any crash, leak, UB or hang and names the reproducer
+#   make fuzz FUZZ_TARGETS="config gguf" FUZZ_SECONDS=600
+#   make fuzz-build    the binaries only ($(FUZZ_BUILD)/fuzz_TARGET)
+#   make fuzz-seeds    regenerate the packed seeds (tests/fuzz/make_seeds.c)
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
+FUZZ_ALL     := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_TARGETS ?= $(FUZZ_ALL)
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Wno-unused-parameter -fopenmp \
+                -I. -Icommon -Iproto -Ikernels -Inode -Iparallel -Itests -I$(FUZZ_BUILD)/gen \
+                $(PKG_CFLAGS) $(MPI_CFLAGS) $(FUZZ_SAN)
+FUZZ_GEN_SRCS := $(PROTOS:%.proto=$(FUZZ_BUILD)/gen/%.pb-c.c)
+FUZZ_OBJS    := $(LIB_SRCS:%.c=$(FUZZ_BUILD)/obj/%.o) $(FUZZ_GEN_SRCS:%.c=%.o)
+FUZZ_LIB     := $(FUZZ_BUILD)/libshardline.a
+
+.PHONY: fuzz fuzz-build fuzz-seeds
+# First the regression tests of what fuzzing found, under the same sanitizers
+# (some defects were undefined behaviour that only UBSan makes visible).
+fuzz: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%) $(FUZZ_BUILD)/test_fuzz_regress
+	@out=$$($(FUZZ_BUILD)/test_fuzz_regress 2>&1); rc=$$?; \
+		printf '%s\n' "$$out" | grep -E '^[0-9]+%|:[EF]:|runtime error|ERROR|^  ' | sed 's/^/fuzz: regress: /'; \
+		[ $$rc -eq 0 ] && FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) \
+		FUZZ_JOBS=$(FUZZ_JOBS) sh tests/fuzz/run.sh $(FUZZ_TARGETS)
+
+fuzz-build: $(FUZZ_ALL:%=$(FUZZ_BUILD)/fuzz_%)
+
+$(FUZZ_BUILD)/gen/%.pb-c.c $(FUZZ_BUILD)/gen/%.pb-c.h: %.proto
+	@mkdir -p $(FUZZ_BUILD)/gen
+	protoc-c --c_out=$(FUZZ_BUILD)/gen $<
+
+# Library objects carry coverage (fuzzer-no-link); only harnesses link libFuzzer.
+$(FUZZ_BUILD)/obj/%.o: %.c | $(FUZZ_GEN_SRCS:.c=.h)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+
+$(FUZZ_BUILD)/gen/%.pb-c.o: $(FUZZ_BUILD)/gen/%.pb-c.c
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+$(FUZZ_LIB): $(FUZZ_OBJS)
+	rm -f $@ && ar rcs $@ $^
+
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(wildcard tests/fuzz/*.h tests/unit/*.h) $(FUZZ_LIB)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -DFUZZ_REPO_DIR='"$(CURDIR)"' \
+		$< $(FUZZ_LIB) -o $@ $(PKG_LIBS) $(MPI_LIBS) -lm -lpthread
+
+$(FUZZ_BUILD)/test_fuzz_regress: tests/unit/test_fuzz_regress.c $(wildcard tests/unit/*.h) $(FUZZ_LIB)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(CHECK_CFLAGS) $< $(FUZZ_LIB) -o $@ $(PKG_LIBS) $(MPI_LIBS) \
+		$(CHECK_LIBS) -lm -lpthread
+
+fuzz-seeds: $(LIB)
+	$(CC) $(CFLAGS) tests/fuzz/make_seeds.c $(LIB) -o $(BUILD)/fuzz-make-seeds $(LDLIBS)
+	$(BUILD)/fuzz-make-seeds && python3 tests/fuzz/make_seeds.py
+
+-include $(shell find $(BUILD)/obj $(FUZZ_BUILD)/obj -name '*.d' 2>/dev/null)

@@ -7,7 +7,8 @@
  * Stop strings: text is held back until no stop string can still begin
  * in it — the last (longest stop - 1) bytes stay, cut down to a character
  * boundary — so a match spanning chunks is found before any of it was
- * sent, and the text sent never contains a stop string.
+ * sent, and the text sent never contains a stop string. A stop string
+ * matches where a character begins, never inside one.
  *
  * Log-probs follow the ids, not the text: every id sent (in a Chunk, or
  * in Done when not streaming) comes with its entry, including ids whose
@@ -68,12 +69,24 @@ static size_t utf8_floor(const char *p, size_t n, size_t cut)
 	return cut;
 }
 
-/* Offset of the earliest stop string in the held text, or -1. */
+/* Offset of the earliest stop string in the held text, or -1. A stop
+ * string matches only where a character begins: one that starts with a
+ * continuation byte would otherwise match inside a character and cut it
+ * in half (the held text is whole characters, and so must be what is
+ * sent). Nothing held yet (held.p may be NULL) is no match: memmem must
+ * not be given a NULL buffer, even an empty one. */
 static long find_stop(const coord_req *r)
 {
 	long best = -1;
+	if (!r->held.n)
+		return -1;
+	const char *end = r->held.p + r->held.n;
 	for (int i = 0; i < r->n_stop; i++) {
-		const char *hit = memmem(r->held.p, r->held.n, r->stop[i], r->stop_len[i]);
+		const char *p = r->held.p, *hit = NULL;
+		while (r->stop_len[i] && p < end &&
+		       (hit = memmem(p, (size_t)(end - p), r->stop[i], r->stop_len[i])) &&
+		       ((unsigned char)*hit & 0xC0) == 0x80)
+			p = hit + 1, hit = NULL;
 		if (hit && (best < 0 || hit - r->held.p < best))
 			best = hit - r->held.p;
 	}

@@ -64,6 +64,10 @@ static int load_dec_step(coord_tok *t, const cJSON *j, dec_replace *rep, size_t 
 		const char *pat = tk_jstr(tk_jget(j, "pattern"), "String"), *to = tk_jstr(j, "content");
 		if (!pat || !*pat || !to || *nrep == MAX_DEC_REPLACE)
 			return LERR(SL_ENOTSUP, "decoder Replace: only non-empty String patterns");
+		/* its output is decoded text, promised UTF-8 */
+		if (!coord_utf8_valid(pat, strlen(pat)) || !coord_utf8_valid(to, strlen(to)))
+			return LERR(SL_EINVAL, "decoder Replace: \"%s\" is not valid UTF-8",
+				    coord_utf8_valid(pat, strlen(pat)) ? "content" : "pattern");
 		rep[(*nrep)++] = (dec_replace){pat, to};
 	} else if (strcmp(type, "Metaspace") == 0 && *phase == PHASE_TOKEN && *nrep == 0) {
 		const char *r = tk_jstr(j, "replacement"), *scheme = tk_jstr(j, "prepend_scheme");

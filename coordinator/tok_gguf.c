@@ -478,7 +478,8 @@ static int spm_merges(const gg_vocab *v, cJSON *model, char *err, size_t errlen)
 	if (!rc && !arr)
 		rc = SL_ENOMEM;
 	if (!rc) {
-		qsort(m, nm, sizeof *m, spm_cmp);
+		if (nm) /* qsort must not get m NULL, even for nothing */
+			qsort(m, nm, sizeof *m, spm_cmp);
 		cJSON_AddItemToObject(model, "merges", arr);
 		for (size_t i = 0; i < nm && !rc; i++) {
 			cJSON *p = pair(v->tok[m[i].piece], m[i].split, v->tok[m[i].piece] + m[i].split);

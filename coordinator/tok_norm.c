@@ -222,6 +222,11 @@ static int load_replace(coord_tok *t, const cJSON *j, char *err, size_t errlen)
 			    "or a {\"Regex\": ...} pattern");
 	if (!to)
 		return LERR(SL_EINVAL, "normalizer Replace: missing \"content\"");
+	/* normalized text ends up in tokens and decoded text (added tokens
+	 * are stored normalized): it must stay UTF-8, and so must what edits it */
+	if ((lit && !coord_utf8_valid(lit, strlen(lit))) || !coord_utf8_valid(to, strlen(to)))
+		return LERR(SL_EINVAL, "normalizer Replace: \"%s\" is not valid UTF-8",
+			    lit && !coord_utf8_valid(lit, strlen(lit)) ? "pattern" : "content");
 	const char *a = lit ? lit : re;
 	st.a_len = (uint32_t)strlen(a);
 	st.b_len = (uint32_t)strlen(to);
@@ -271,6 +276,8 @@ static int load_step(coord_tok *t, const cJSON *j, char *err, size_t errlen)
 		const char *p = tk_jstr(j, "prepend");
 		if (!p)
 			return LERR(SL_EINVAL, "normalizer Prepend: missing \"prepend\"");
+		if (!coord_utf8_valid(p, strlen(p)))
+			return LERR(SL_EINVAL, "normalizer Prepend: \"prepend\" is not valid UTF-8");
 		st.kind = NORM_PREPEND;
 		st.a_len = (uint32_t)strlen(p);
 		TRY(tk_arena_put(t, p, st.a_len, &st.a_off));

@@ -15,6 +15,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
@@ -22,6 +23,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+/* Upper bounds of size fields, from config.json and GGUF alike: widths
+ * (hidden, FFN, vocabulary) and counts (layers, heads, head size). */
+#define CFG_MAX_WIDTH (1 << 24)
+#define CFG_MAX_COUNT 65536
 
 /* Where fields are read from, and where errors go. */
 typedef struct cfg_ctx {
@@ -81,16 +87,23 @@ static int get_int(const cfg_ctx *c, const cJSON *obj, const char *prefix,
 	return SL_OK;
 }
 
-/* Integer field that must be > 0. */
+/* Integer field in [1, max]. The bounds are the GGUF reader's (below):
+ * sizes that fit an int can still overflow the products of shard and
+ * buffer arithmetic (a vocab_size of 2^31 - 1 did, in parallel/grid.c). */
 static int get_pos(const cfg_ctx *c, const cJSON *obj, const char *prefix,
-		   const char *key, int required, int *out)
+		   const char *key, int required, int max, int *out)
 {
 	int rc = get_int(c, obj, prefix, key, required, out);
-	if (!rc && *out <= 0)
-		rc = sl_errf(c->err, c->errlen, SL_EINVAL, "%s: %s%s must be positive, got %d",
-			     c->name, prefix, key, *out);
+	if (!rc && (*out <= 0 || *out > max))
+		rc = sl_errf(c->err, c->errlen, SL_EINVAL, "%s: %s%s must be from 1 to %d, got %d",
+			     c->name, prefix, key, max, *out);
 	return rc;
 }
+
+/* A positive number that stays positive and finite as a normal float:
+ * 1e-205 is > 0 as a double but 0.0f once stored, and a denormal eps or
+ * rope factor turns into inf when divided by. */
+static int posf_ok(double v) { return v >= FLT_MIN && v <= FLT_MAX; }
 
 /* Number field that must be > 0 (eps, theta, rope factors). */
 static int get_posf(const cfg_ctx *c, const cJSON *obj, const char *prefix,
@@ -101,9 +114,10 @@ static int get_posf(const cfg_ctx *c, const cJSON *obj, const char *prefix,
 		return required ? missing(c, prefix, key) : SL_OK;
 	if (!cJSON_IsNumber(j))
 		return bad_type(c, prefix, key, "a number", j);
-	if (!(j->valuedouble > 0) || !isfinite((float)j->valuedouble))
-		return sl_errf(c->err, c->errlen, SL_EINVAL, "%s: %s%s must be positive, got %g",
-			       c->name, prefix, key, j->valuedouble);
+	if (!posf_ok(j->valuedouble))
+		return sl_errf(c->err, c->errlen, SL_EINVAL, "%s: %s%s must be a positive number "
+			       "from %g to %g (a float), got %g", c->name, prefix, key,
+			       (double)FLT_MIN, (double)FLT_MAX, j->valuedouble);
 	*out = (float)j->valuedouble;
 	return SL_OK;
 }
@@ -168,22 +182,22 @@ static int check_arch(const cfg_ctx *c, const cJSON *root)
 static int parse_sizes(const cfg_ctx *c, const cJSON *root, model_config *m)
 {
 	int rc;
-	if ((rc = get_pos(c, root, "", "hidden_size", 1, &m->dim)) ||
-	    (rc = get_pos(c, root, "", "intermediate_size", 1, &m->hidden_dim)) ||
-	    (rc = get_pos(c, root, "", "num_hidden_layers", 1, &m->n_layers)) ||
-	    (rc = get_pos(c, root, "", "num_attention_heads", 1, &m->n_heads)) ||
-	    (rc = get_pos(c, root, "", "vocab_size", 1, &m->vocab_size)) ||
-	    (rc = get_pos(c, root, "", "max_position_embeddings", 0, &m->max_pos)))
+	if ((rc = get_pos(c, root, "", "hidden_size", 1, CFG_MAX_WIDTH, &m->dim)) ||
+	    (rc = get_pos(c, root, "", "intermediate_size", 1, CFG_MAX_WIDTH, &m->hidden_dim)) ||
+	    (rc = get_pos(c, root, "", "num_hidden_layers", 1, CFG_MAX_COUNT, &m->n_layers)) ||
+	    (rc = get_pos(c, root, "", "num_attention_heads", 1, CFG_MAX_COUNT, &m->n_heads)) ||
+	    (rc = get_pos(c, root, "", "vocab_size", 1, CFG_MAX_WIDTH, &m->vocab_size)) ||
+	    (rc = get_pos(c, root, "", "max_position_embeddings", 0, INT_MAX, &m->max_pos)))
 		return rc;
 	m->n_kv_heads = m->n_heads;
-	if ((rc = get_pos(c, root, "", "num_key_value_heads", 0, &m->n_kv_heads)))
+	if ((rc = get_pos(c, root, "", "num_key_value_heads", 0, CFG_MAX_COUNT, &m->n_kv_heads)))
 		return rc;
 	if (m->n_heads % m->n_kv_heads)
 		return sl_errf(c->err, c->errlen, SL_ENOTSUP, "%s: num_attention_heads %d is not "
 			       "a multiple of num_key_value_heads %d", c->name, m->n_heads,
 			       m->n_kv_heads);
 	if (field(root, "head_dim"))
-		return get_pos(c, root, "", "head_dim", 0, &m->head_dim);
+		return get_pos(c, root, "", "head_dim", 0, CFG_MAX_COUNT, &m->head_dim);
 	if (m->dim % m->n_heads)
 		return sl_errf(c->err, c->errlen, SL_EINVAL, "%s: hidden_size %d is not a "
 			       "multiple of num_attention_heads %d and head_dim is not given",
@@ -266,7 +280,7 @@ static int parse_llama3_rope(const cfg_ctx *c, const cJSON *rs, const char *pref
 	if ((rc = get_posf(c, rs, prefix, "factor", 1, &m->rope_factor)) ||
 	    (rc = get_posf(c, rs, prefix, "low_freq_factor", 1, &m->rope_low_freq_factor)) ||
 	    (rc = get_posf(c, rs, prefix, "high_freq_factor", 1, &m->rope_high_freq_factor)) ||
-	    (rc = get_pos(c, rs, prefix, "original_max_position_embeddings", 1,
+	    (rc = get_pos(c, rs, prefix, "original_max_position_embeddings", 1, INT_MAX,
 			  &m->rope_orig_max_pos)))
 		return rc;
 	/* the llama3 smoothing divides by (high - low) */
@@ -454,9 +468,10 @@ static int gguf_posf(const gguf_ctx *c, const char *key, int required, float *ou
 			       key);
 	if (rc)
 		return rc;
-	if (!(v > 0) || !isfinite((float)v))
-		return sl_errf(c->err, c->errlen, SL_EINVAL, "%s: key %s must be positive, got %g",
-			       c->path, key, v);
+	if (!posf_ok(v))
+		return sl_errf(c->err, c->errlen, SL_EINVAL, "%s: key %s must be a positive number "
+			       "from %g to %g (a float), got %g", c->path, key, (double)FLT_MIN,
+			       (double)FLT_MAX, v);
 	*out = (float)v;
 	return SL_OK;
 }
@@ -498,13 +513,13 @@ static int gguf_check_arch(const gguf_ctx *c)
 
 static int gguf_sizes(const gguf_ctx *c, model_config *m)
 {
-	const int big = 1 << 24;
-	TRY(gguf_int(c, "llama.block_count", 1, 1, 65536, &m->n_layers));
+	const int big = CFG_MAX_WIDTH, count = CFG_MAX_COUNT;
+	TRY(gguf_int(c, "llama.block_count", 1, 1, count, &m->n_layers));
 	TRY(gguf_int(c, "llama.embedding_length", 1, 1, big, &m->dim));
 	TRY(gguf_int(c, "llama.feed_forward_length", 1, 1, big, &m->hidden_dim));
-	TRY(gguf_int(c, "llama.attention.head_count", 1, 1, 65536, &m->n_heads));
+	TRY(gguf_int(c, "llama.attention.head_count", 1, 1, count, &m->n_heads));
 	m->n_kv_heads = m->n_heads;
-	TRY(gguf_int(c, "llama.attention.head_count_kv", 0, 1, 65536, &m->n_kv_heads));
+	TRY(gguf_int(c, "llama.attention.head_count_kv", 0, 1, count, &m->n_kv_heads));
 	TRY(gguf_int(c, "llama.context_length", 0, 1, INT_MAX, &m->max_pos));
 	if (m->n_heads % m->n_kv_heads)
 		return sl_errf(c->err, c->errlen, SL_ENOTSUP, "%s: llama.attention.head_count %d is "

@@ -132,7 +132,7 @@ static int check_indices(const node_plan *p, char *err, size_t errlen)
 {
 	const kern_paged_batch *b = &p->b;
 	for (int s = 0; s < b->n_seqs; s++)
-		if (b->q_start[s] < 0 || b->q_len[s] < 1 || b->q_start[s] + b->q_len[s] > b->n_tokens ||
+		if (b->q_start[s] < 0 || b->q_len[s] < 1 || b->q_len[s] > b->n_tokens - b->q_start[s] ||
 		    b->kv_len[s] < b->q_len[s])
 			return sl_errf(err, errlen, SL_EINVAL, "step plan: sequence %d out of range", s);
 	for (int r = 0; r < p->n_rows; r++)

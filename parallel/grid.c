@@ -3,6 +3,8 @@
 
 #include "sl.h"
 
+#include <limits.h>
+
 int par_grid_place(int tp, int pp, int rank, int world, par_grid *g, char *err, size_t errlen)
 {
 	pp = pp ? pp : 1;
@@ -38,6 +40,13 @@ int par_shard_init(const par_grid *g, int n_layers, int n_heads, int n_kv_heads,
 	if (pp > n_layers)
 		return sl_errf(err, errlen, SL_EINVAL, "--pp %d exceeds num_hidden_layers %d", pp,
 			       n_layers);
+	/* vocabulary rows per rank, in 64 bits: vocab + tp - 1 and per * tp
+	 * overflow an int for a vocabulary near INT_MAX (a fuzzed config.json
+	 * found it) */
+	long long per = ((long long)vocab + tp - 1) / tp, v0 = tp_rank * per;
+	if (vocab < 1 || per * tp > INT_MAX)
+		return sl_errf(err, errlen, SL_EINVAL, "a vocabulary of %d rows cannot be split "
+			       "over --tp %d", vocab, tp);
 	s->grid = *g;
 	/* layers: the first (n_layers % pp) stages take one extra */
 	int base = n_layers / pp, extra = n_layers % pp;
@@ -54,9 +63,8 @@ int par_shard_init(const par_grid *g, int n_layers, int n_heads, int n_kv_heads,
 	}
 	s->hidden = hidden / tp;
 	s->hidden0 = tp_rank * s->hidden;
-	int per = (vocab + tp - 1) / tp;
-	s->vocab0 = tp_rank * per < vocab ? tp_rank * per : vocab;
-	s->vocab = (s->vocab0 + per <= vocab ? per : vocab - s->vocab0);
-	s->vocab_padded = per * tp;
+	s->vocab0 = (int)(v0 < vocab ? v0 : vocab);
+	s->vocab = (int)(s->vocab0 + per <= vocab ? per : vocab - s->vocab0);
+	s->vocab_padded = (int)(per * tp);
 	return SL_OK;
 }
