@@ -282,10 +282,11 @@ static void choose_format(loader *L, const mat_spec *sp, kern_qweight *q)
 		return;
 	if (o->quant == KERN_Q_FP8) {
 		if (cols % 16)
-			return log_choice(L, sp, "in_dim %lld on this rank is not a multiple of 16: "
-					  "stays %s (fp8 needs 16-byte rows)", (long long)cols, run);
-		*q = (kern_qweight){.format = KERN_Q_FP8, .rows = q->rows, .cols = q->cols,
-				    .scale_dt = SL_DT_F32};
+			log_choice(L, sp, "in_dim %lld on this rank is not a multiple of 16: stays %s "
+				   "(fp8 needs 16-byte rows)", (long long)cols, run);
+		else
+			*q = (kern_qweight){.format = KERN_Q_FP8, .rows = q->rows, .cols = q->cols,
+					    .scale_dt = SL_DT_F32};
 		return;
 	}
 	if (o->quant == KERN_Q_INT8) {
@@ -293,8 +294,8 @@ static void choose_format(loader *L, const mat_spec *sp, kern_qweight *q)
 			if (q8_0_source(L, &sp->part[i])) {
 				*q = (kern_qweight){.format = KERN_Q_INT8, .rows = q->rows, .cols = q->cols,
 						    .group = 32, .scale_dt = SL_DT_F16};
-				return log_choice(L, sp, "int8, groups of 32: the GGUF's Q8_0 blocks as "
-						  "they are");
+				log_choice(L, sp, "int8, groups of 32: the GGUF's Q8_0 blocks as they are");
+				return;
 			}
 	}
 	const int int4 = o->quant == KERN_Q_INT4;
@@ -312,10 +313,12 @@ static void choose_format(loader *L, const mat_spec *sp, kern_qweight *q)
 			continue;
 		*q = (kern_qweight){.format = o->quant, .rows = q->rows, .cols = q->cols, .group = g,
 				    .scale_dt = g ? SL_DT_F16 : SL_DT_F32};
+		char how[32] = "one scale per row";
+		if (g)
+			snprintf(how, sizeof how, "groups of %d", g);
 		if (g != want)
-			log_choice(L, sp, "in_dim %lld on this rank is not a multiple of %d: %s with "
-				   "%s%d", (long long)cols, want, kern_qformat_name(o->quant),
-				   g ? "groups of " : "one scale per row", g ? g : 0);
+			log_choice(L, sp, "in_dim %lld on this rank is not a multiple of %d: %s with %s",
+				   (long long)cols, want, kern_qformat_name(o->quant), how);
 		return;
 	}
 	log_choice(L, sp, "in_dim %lld on this rank fits no %s group (%s): stays %s",
