@@ -46,9 +46,11 @@ MAIN_mkckpt := tools/mkckpt.c
 MAIN_tok   := tools/tok_cli.c
 MAIN_coord := coordinator/main.c
 MAIN_cli   := tools/cli.c
-MAINS      := $(MAIN_node) $(MAIN_mkckpt) $(MAIN_tok) $(MAIN_coord) $(MAIN_cli)
+MAIN_ppl   := tools/perplexity.c
+MAINS      := $(MAIN_node) $(MAIN_mkckpt) $(MAIN_tok) $(MAIN_coord) $(MAIN_cli) $(MAIN_ppl)
 BINS       := $(BUILD)/bin/shardline-node $(BUILD)/bin/shardline-mkckpt $(BUILD)/bin/shardline-tok \
-              $(BUILD)/bin/shardline-coordinator $(BUILD)/bin/shardline $(BUILD)/bin/shardline-loadgen
+              $(BUILD)/bin/shardline-coordinator $(BUILD)/bin/shardline $(BUILD)/bin/shardline-loadgen \
+              $(BUILD)/bin/shardline-ppl
 
 # Protocol: C generated from proto/*.proto by protoc-c into $(GEN) (never committed).
 PROTOS   := $(wildcard proto/*.proto)
@@ -143,6 +145,10 @@ $(BUILD)/bin/shardline: $(BUILD)/obj/tools/cli.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
+$(BUILD)/bin/shardline-ppl: $(BUILD)/obj/tools/perplexity.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
 $(BUILD)/bin/shardline-bench: $(BUILD)/obj/bench/decode.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
@@ -184,13 +190,13 @@ deps:
 
 test: $(BINS) $(UNIT_BINS) $(MPI_BINS) $(ITEST_BIN)
 	@BIN=$(BUILD)/bin ITEST=$(ITEST_BIN) SL_SMOLLM2_GGUF=$${SL_SMOLLM2_GGUF:-$(SMOLLM2)} sh tests/run.sh unit \
-		$(UNIT_BINS) tests/cli.sh tests/mpi.sh tests/tokenizer_conformance.py \
+		$(UNIT_BINS) tests/cli.sh tests/mpi.sh tests/quant_ppl.sh tests/tokenizer_conformance.py \
 		tests/integration/serve.sh tests/http/serve.sh tests/http/valgrind.sh
 
 # GPU host only. Where the build's libraries are missing, `make bundle`
 # elsewhere and run `sh bundle/test-gpu.sh` from the repository root.
 test-gpu: $(BINS) $(GPU_BINS) $(MPI_BINS)
-	@GOLDEN_BIN=$(BUILD)/tests/mpi/test_parallel ALLREDUCE_BIN=$(GPU_MPI_BIN) \
+	@GOLDEN_BIN=$(BUILD)/tests/mpi/test_parallel ALLREDUCE_BIN=$(GPU_MPI_BIN) PPL_BIN=$(BUILD)/bin/shardline-ppl \
 		SL_SMOLLM2_GGUF=$${SL_SMOLLM2_GGUF:-$(SMOLLM2)} sh tests/run.sh gpu \
 		$(filter-out $(GPU_MPI_BIN),$(GPU_BINS)) tests/gpu_allreduce.sh tests/gpu_golden.sh
 

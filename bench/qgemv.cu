@@ -393,6 +393,8 @@ static void table_variants(void)
 	const int fmt_of[3] = {1, 4, 5}; /* k_fmts: int8/row, fp8/row, int4/g128 */
 	const int lib[3] = {qg_unroll<KERN_Q_INT8, QG_ROW, 1>(), qg_unroll<KERN_Q_FP8, QG_ROW, 1>(),
 			    qg_unroll<KERN_Q_INT4, QG_CHUNK, 1>()};
+	const int lib_ks[3] = {qg_ksplit<KERN_Q_INT8, QG_ROW, 1>(), qg_ksplit<KERN_Q_FP8, QG_ROW, 1>(),
+			       qg_ksplit<KERN_Q_INT4, QG_CHUNK, 1>()};
 	printf("\n4. GEMV block shapes at n=1 (KSPLIT warps x UNROLL chunks), GB/s; * = library\n");
 	printf("%-11s %-8s", "format", "shape");
 	for (const variant &v : vs)
@@ -411,7 +413,7 @@ static void table_variants(void)
 				}, (int)(((size_t)2 << 30) / per) + 1, 7);
 				double gbs = weight_bytes(f, s) / (ms * 1e6);
 				char lib_name[8];
-				snprintf(lib_name, sizeof lib_name, "%dx%d", QG_KSPLIT, lib[k]);
+				snprintf(lib_name, sizeof lib_name, "%dx%d", lib_ks[k], lib[k]);
 				bool is_lib = !strcmp(v.name, lib_name);
 				printf(" %7.0f%s", gbs, is_lib ? "*" : " ");
 				cJSON *r = cJSON_CreateObject();

@@ -15,7 +15,9 @@
  * scale * log2(e) in fp32 and the softmax runs in base 2. Workspace:
  * kern_attn_ws, allocated once by kern_attn_ws_create; kern_attention_cuda
  * never allocates. One workspace serves one stream at a time (its split
- * buffers and counters are reused by every launch).
+ * buffers and counters are reused by every launch). kv_fp8: the caches
+ * hold fp8 E4M3 codes (one byte per value, scale 1), which every kernel
+ * converts to fp16/bf16 exactly as it reads them.
  */
 #include <stdlib.h>
 
@@ -86,7 +88,7 @@ extern "C" void kern_attn_ws_destroy(kern_attn_ws *ws)
 extern "C" int kern_attention_cuda(kern_attn_ws *ws, void *out, const void *qkv, int q_stride,
 				   const void *k_cache, const void *v_cache,
 				   const kern_paged_batch *b, int n_heads, int n_kv_heads,
-				   int head_dim, float scale, sl_dtype dt, void *stream)
+				   int head_dim, float scale, sl_dtype dt, int kv_fp8, void *stream)
 {
 	if (!ws || !b || !out || !qkv || !k_cache || !v_cache) {
 		SL_ERROR("attn", "kern_attention_cuda: NULL argument");
@@ -126,6 +128,7 @@ extern "C" int kern_attention_cuda(kern_attn_ws *ws, void *out, const void *qkv,
 	a.q_stride = q_stride;
 	a.k_cache = k_cache;
 	a.v_cache = v_cache;
+	a.kv_fp8 = kv_fp8 != 0;
 	a.q_start = b->q_start;
 	a.q_len = b->q_len;
 	a.kv_len = b->kv_len;

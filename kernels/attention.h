@@ -47,10 +47,13 @@ typedef struct kern_attn_ws kern_attn_ws;  /* split-context scratch, sized once 
 int kern_attn_ws_create(int step_tokens, int n_heads, int head_dim, int max_ctx,
 			kern_attn_ws **out);
 void kern_attn_ws_destroy(kern_attn_ws *ws);
+/* q, out in dt; caches in dt, or fp8 E4M3 codes (kv_fp8, one byte per
+ * value, as kern_rope_kv_write_cuda writes them; the CPU reference reads
+ * the same values as fp32). */
 int kern_attention_cuda(kern_attn_ws *ws, void *out, const void *qkv, int q_stride,
 			const void *k_cache, const void *v_cache, const kern_paged_batch *b,
 			int n_heads, int n_kv_heads, int head_dim, float scale, sl_dtype dt,
-			void *stream);
+			int kv_fp8, void *stream);
 #endif
 
 #ifdef __cplusplus

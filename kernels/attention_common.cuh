@@ -13,8 +13,11 @@
 #ifndef KERN_ATTENTION_COMMON_CUH
 #define KERN_ATTENTION_COMMON_CUH
 
+#include <cuda_fp8.h>
 #include <math.h>
 #include <stdint.h>
+
+#include <type_traits>
 
 #include "attention.h"
 #include "cuda_util.cuh"
@@ -44,7 +47,9 @@ struct attn_args {
 	void *out;                  /* [n_tokens, n_heads * D] */
 	const void *qkv;            /* rows of q_stride elements, q first */
 	long q_stride;
-	const void *k_cache, *v_cache;  /* [blocks][n_kv_heads][block_tokens][D] */
+	const void *k_cache, *v_cache;  /* [blocks][n_kv_heads][block_tokens][D] of E, or of
+					 * fp8 E4M3 codes (kv_fp8) */
+	int kv_fp8;
 	const int32_t *q_start, *q_len, *kv_len, *block_tables;
 	int max_blocks, bt_shift;   /* block_tokens = 1 << bt_shift */
 	int n_heads, n_kv_heads, group;
@@ -92,6 +97,85 @@ __device__ __forceinline__ void load_kv_tile(const attn_args &a, const int32_t *
 		cp_async16(ks + r * stride + c * 8, (const E *)a.k_cache + off, ok);
 		cp_async16(vs + r * stride + c * 8, (const E *)a.v_cache + off, ok);
 	}
+}
+
+/* ---- fp8 E4M3 caches (--kv-dtype fp8) -----------------------------------
+ *
+ * The tensor-core kernels gather fp8 tiles with the same cp.async copies
+ * (16 codes per 16 bytes) into a raw stage, then convert them in shared
+ * memory into the E tile their ldmatrix/MMA code reads: E4M3 values are
+ * exact in fp16 and bf16, so every product is what it would be with a
+ * cache in E holding the same values (the CPU reference's). Scale 1: the
+ * codes are the values (docs/cuda.md). */
+
+/* Raw fp8 rows [t0, t0 + rows) of one KV head: row stride D bytes, K then
+ * V. As load_kv_tile: rows at or past `end` zero-filled, never read. */
+template <int D>
+__device__ __forceinline__ void load_kv_tile_fp8(const attn_args &a, const int32_t *table, int kvh,
+						 int t0, int end, int rows, uint8_t *ks, uint8_t *vs)
+{
+	constexpr int nc = D / 16;
+	const int mask = (1 << a.bt_shift) - 1;
+	for (int i = threadIdx.x; i < rows * nc; i += kThreads) {
+		int r = i / nc, c = i - r * nc, pos = t0 + r;
+		bool ok = pos < end;
+		long off = 0;
+		if (ok) {
+			long page = table[pos >> a.bt_shift];
+			off = (((page * a.n_kv_heads + kvh) << a.bt_shift) + (pos & mask)) * D + c * 16;
+		}
+		cp_async16(ks + r * D + c * 16, (const uint8_t *)a.k_cache + off, ok);
+		cp_async16(vs + r * D + c * 16, (const uint8_t *)a.v_cache + off, ok);
+	}
+}
+
+/* 8 E4M3 codes -> 8 values of E (exact), as one 16-byte vector. */
+template <typename E> __device__ __forceinline__ uint4 fp8x8_to(uint2 raw)
+{
+	const uint32_t w[2] = {raw.x, raw.y};
+	uint32_t o[4];
+#pragma unroll
+	for (int i = 0; i < 2; i++)
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			__half2_raw p = __nv_cvt_fp8x2_to_halfraw2(
+				(__nv_fp8x2_storage_t)((w[i] >> (16 * h)) & 0xFFFFu), __NV_E4M3);
+			if constexpr (std::is_same<E, __half>::value) {
+				o[2 * i + h] = (uint32_t)p.x | ((uint32_t)p.y << 16);
+			} else { /* 4 significant bits: the top half of the fp32 is exact */
+				float lo = __half2float(__ushort_as_half(p.x));
+				float hi = __half2float(__ushort_as_half(p.y));
+				o[2 * i + h] = __byte_perm(__float_as_uint(lo), __float_as_uint(hi), 0x7632);
+			}
+		}
+	return make_uint4(o[0], o[1], o[2], o[3]);
+}
+
+/* Rows [r0, r0 + rows) of a raw fp8 K/V stage into E tiles of row stride
+ * `stride`, by the threads [tid0, tid0 + nthreads) (a warp, or the block). */
+template <int D, typename E>
+__device__ __forceinline__ void convert_kv_rows(const uint8_t *kr, const uint8_t *vr, E *ks, E *vs,
+						int r0, int rows, int stride, int tid, int nthreads)
+{
+	constexpr int nv = D / 8;
+	for (int i = tid; i < 2 * rows * nv; i += nthreads) {
+		const int kv = i / (rows * nv), j = i - kv * rows * nv;
+		const int r = r0 + j / nv, c = (j % nv) * 8;
+		const uint8_t *src = (kv ? vr : kr) + r * D + c;
+		E *dst = (kv ? vs : ks) + r * stride + c;
+		*reinterpret_cast<uint4 *>(dst) = fp8x8_to<E>(*reinterpret_cast<const uint2 *>(src));
+	}
+}
+
+/* One value of a cache of E, or of E4M3 codes, as fp32 (the CUDA-core kernel). */
+__device__ __forceinline__ float kv_value(const __half *p, long i) { return __half2float(p[i]); }
+__device__ __forceinline__ float kv_value(const __nv_bfloat16 *p, long i)
+{
+	return __bfloat162float(p[i]);
+}
+__device__ __forceinline__ float kv_value(const uint8_t *p, long i)
+{
+	return __half2float(__ushort_as_half(__nv_cvt_fp8_to_halfraw(p[i], __NV_E4M3).x));
 }
 
 /* One online-softmax step of a row (scores in base 2): m is the running

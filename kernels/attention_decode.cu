@@ -9,7 +9,9 @@
  * SM; each split writes its unnormalised output and (max, sum) to the
  * workspace and the last split to finish merges them (merge_splits). When
  * one split per sequence already fills the GPU the blocks write the output
- * directly. Launched by kern_attention_cuda (attention.cu).
+ * directly. An fp8 cache (kv_fp8) streams half the bytes through the same
+ * pipeline; each warp converts its 16 rows of a tile to E in shared memory
+ * before its MMAs. Launched by kern_attention_cuda (attention.cu).
  */
 #include "attention_common.cuh"
 
@@ -18,17 +20,23 @@ namespace {
 constexpr int kDecStages = 3;   /* cp.async pipeline depth (tiles in flight + 1) */
 constexpr int kMaxSplits = 256; /* per sequence; bounds the merge's shared memory */
 
-template <int D> struct dec_shape {
+/* FP8: the stages hold raw E4M3 tiles ([K|V][kDecTile][D] bytes each) and
+ * one E tile pair takes the converted rows (each warp converts and reads
+ * only its own 16). */
+template <int D, bool FP8 = false> struct dec_shape {
 	/* +8 elements (16 bytes) per row keeps ldmatrix conflict-free, as in prefill */
 	static constexpr int stride = D + 8;
 	static constexpr int nc = D / 8;
 	static constexpr size_t q_elems = (size_t)16 * stride;
 	static constexpr size_t tile_elems = (size_t)kDecTile * stride;
-	static constexpr size_t smem = (q_elems + kDecStages * 2 /* K, V */ * tile_elems) * 2;
+	static constexpr size_t raw_bytes = (size_t)kDecTile * D; /* one fp8 K or V tile */
+	/* bytes after q: the stages (and, for FP8, the E tile pair) */
+	static constexpr size_t kv_bytes = FP8 ? kDecStages * 2 * raw_bytes + 2 * tile_elems * 2
+					       : kDecStages * 2 /* K, V */ * tile_elems * 2;
+	static constexpr size_t smem = q_elems * 2 + kv_bytes;
 	/* the end-of-block merge reuses the tiles: [4 warps][8 heads][D] + m, l */
-	static_assert((size_t)4 * 8 * (D + 2) * 4 <= kDecStages * 2 * tile_elems * 2, "merge fits");
-	static_assert((size_t)kMaxGroup * kMaxSplits * 12 <= kDecStages * 2 * tile_elems * 2,
-		      "split weights fit");
+	static_assert((size_t)4 * 8 * (D + 2) * 4 <= kv_bytes, "merge fits");
+	static_assert((size_t)kMaxGroup * kMaxSplits * 12 <= kv_bytes, "split weights fit");
 };
 
 /* The split-K merge. Every split of sequence s and KV head kvh writes its
@@ -109,10 +117,10 @@ __device__ __forceinline__ void merge_splits(const attn_args &a, int s, int kvh,
  * and keeps its own running max/sum/output (lane g = lane/4 holds head g);
  * the four warps are merged once at the end, so tiles need no barriers
  * beyond the copy pipeline's. */
-template <int D, typename E>
+template <int D, typename E, bool FP8>
 __global__ void __launch_bounds__(kThreads) attn_decode_kernel(attn_args a)
 {
-	using S = dec_shape<D>;
+	using S = dec_shape<D, FP8>;
 	const int split = blockIdx.x, kvh = blockIdx.y, s = blockIdx.z;
 	if (a.q_len[s] != 1)
 		return;
@@ -130,6 +138,19 @@ __global__ void __launch_bounds__(kThreads) attn_decode_kernel(attn_args a)
 	extern __shared__ __align__(16) unsigned char smem[];
 	E *q_s = reinterpret_cast<E *>(smem); /* [16][stride], rows >= G zero */
 	E *kv_s = q_s + S::q_elems;           /* [stage][K|V][kDecTile][stride] */
+	/* FP8: raw [stage][K|V][kDecTile][D] bytes, then the E pair [K|V][kDecTile][stride] */
+	uint8_t *raw_s = reinterpret_cast<uint8_t *>(kv_s);
+	E *conv_s = reinterpret_cast<E *>(raw_s + kDecStages * 2 * S::raw_bytes);
+	auto load_tile = [&](int st, int t0) {
+		if constexpr (FP8) {
+			uint8_t *kr = raw_s + (size_t)st * 2 * S::raw_bytes;
+			load_kv_tile_fp8<D>(a, table, kvh, t0, end, kDecTile, kr, kr + S::raw_bytes);
+		} else {
+			E *ks = kv_s + (size_t)st * 2 * S::tile_elems;
+			load_kv_tile<D, E>(a, table, kvh, t0, end, kDecTile, S::stride, ks,
+					   ks + S::tile_elems);
+		}
+	};
 
 	const int n_tiles = (end - begin + kDecTile - 1) / kDecTile;
 	const E *qrow = (const E *)a.qkv + tok * a.q_stride + (long)kvh * G * D;
@@ -140,11 +161,8 @@ __global__ void __launch_bounds__(kThreads) attn_decode_kernel(attn_args a)
 	}
 #pragma unroll
 	for (int st = 0; st < kDecStages - 1; st++) {
-		if (st < n_tiles) {
-			E *ks = kv_s + (size_t)st * 2 * S::tile_elems;
-			load_kv_tile<D, E>(a, table, kvh, begin + st * kDecTile, end, kDecTile,
-					   S::stride, ks, ks + S::tile_elems);
-		}
+		if (st < n_tiles)
+			load_tile(st, begin + st * kDecTile);
 		cp_async_commit(); /* possibly empty: keeps one group per tile */
 	}
 
@@ -160,11 +178,8 @@ __global__ void __launch_bounds__(kThreads) attn_decode_kernel(attn_args a)
 		__syncthreads(); /* tile visible; everyone is done with tile - 1 */
 		{
 			const int nt = tile + kDecStages - 1;
-			if (nt < n_tiles) {
-				E *ks = kv_s + (size_t)(nt % kDecStages) * 2 * S::tile_elems;
-				load_kv_tile<D, E>(a, table, kvh, begin + nt * kDecTile, end, kDecTile,
-						   S::stride, ks, ks + S::tile_elems);
-			}
+			if (nt < n_tiles)
+				load_tile(nt % kDecStages, begin + nt * kDecTile);
 			cp_async_commit();
 		}
 		if (tile == 0) {
@@ -173,8 +188,19 @@ __global__ void __launch_bounds__(kThreads) attn_decode_kernel(attn_args a)
 				kern_ldmatrix_x4(qf[kk], q_s + ((lm & 1) * 8 + lr) * S::stride +
 								 kk * 16 + (lm >> 1) * 8);
 		}
-		const E *ks = kv_s + (size_t)(tile % kDecStages) * 2 * S::tile_elems + warp * 16 * S::stride;
-		const E *vs = ks + S::tile_elems;
+		const E *ks, *vs;
+		if constexpr (FP8) {
+			/* this warp's 16 rows only: no other warp reads them */
+			const uint8_t *kr = raw_s + (size_t)(tile % kDecStages) * 2 * S::raw_bytes;
+			__syncwarp(); /* done reading the previous tile's rows */
+			convert_kv_rows<D, E>(kr, kr + S::raw_bytes, conv_s, conv_s + S::tile_elems,
+					      warp * 16, 16, S::stride, lane, 32);
+			__syncwarp();
+			ks = conv_s + warp * 16 * S::stride;
+		} else {
+			ks = kv_s + (size_t)(tile % kDecStages) * 2 * S::tile_elems + warp * 16 * S::stride;
+		}
+		vs = ks + S::tile_elems;
 
 		/* S = Q K^T over this warp's 16 positions (two 8-column tiles) */
 		float sc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
@@ -273,12 +299,12 @@ __global__ void __launch_bounds__(kThreads) attn_decode_kernel(attn_args a)
 	merge_splits<D, E>(a, s, kvh, tok, kv_len, kv_s);
 }
 
-template <int D, typename E>
+template <int D, typename E, bool FP8>
 int decode_launch(const kern_attn_ws *ws, attn_args a, const kern_paged_batch *b, cudaStream_t st)
 {
 	/* Split the context until the grid covers the resident blocks
 	 * once, at least one tile per split, within the workspace. */
-	int per_sm = ws->smem_per_sm / (int)(dec_shape<D>::smem + 1024);
+	int per_sm = ws->smem_per_sm / (int)(dec_shape<D, FP8>::smem + 1024);
 	per_sm = per_sm < 1 ? 1 : per_sm > kMaxDecBlocksPerSm ? kMaxDecBlocksPerSm : per_sm;
 	const long target = (long)ws->n_sms * per_sm;
 	const long base = (long)b->n_seqs * a.n_kv_heads;
@@ -297,7 +323,7 @@ int decode_launch(const kern_attn_ws *ws, attn_args a, const kern_paged_batch *b
 	a.n_splits = (tiles + per_split - 1) / per_split;
 
 	dim3 grid(a.n_splits, a.n_kv_heads, b->n_seqs);
-	attn_decode_kernel<D, E><<<grid, kThreads, dec_shape<D>::smem, st>>>(a);
+	attn_decode_kernel<D, E, FP8><<<grid, kThreads, dec_shape<D, FP8>::smem, st>>>(a);
 	CUDA_TRY_LAUNCH();
 	return 0;
 }
@@ -307,7 +333,10 @@ int decode_dim(const kern_attn_ws *ws, const attn_args &a, const kern_paged_batc
 	       cudaStream_t st)
 {
 	switch (head_dim) {
-#define CASE(D) case D: return decode_launch<D, E>(ws, a, b, st);
+#define CASE(D)                                                                   \
+	case D:                                                                   \
+		return a.kv_fp8 ? decode_launch<D, E, true>(ws, a, b, st)         \
+				: decode_launch<D, E, false>(ws, a, b, st);
 	KERN_ATTN_MMA_HEAD_DIMS(CASE)
 #undef CASE
 	}
@@ -319,9 +348,12 @@ int decode_dim(const kern_attn_ws *ws, const attn_args &a, const kern_paged_batc
 template <typename E> int set_smem_limits()
 {
 #define SET(D)                                                                      \
-	CUDA_TRY(cudaFuncSetAttribute(attn_decode_kernel<D, E>,                     \
+	CUDA_TRY(cudaFuncSetAttribute(attn_decode_kernel<D, E, false>,              \
 				      cudaFuncAttributeMaxDynamicSharedMemorySize,  \
-				      (int)dec_shape<D>::smem));
+				      (int)dec_shape<D>::smem));                    \
+	CUDA_TRY(cudaFuncSetAttribute(attn_decode_kernel<D, E, true>,               \
+				      cudaFuncAttributeMaxDynamicSharedMemorySize,  \
+				      (int)dec_shape<D, true>::smem));
 	KERN_ATTN_MMA_HEAD_DIMS(SET)
 #undef SET
 	return 0;

@@ -6,7 +6,8 @@
  * head_dim; warps merge through shared memory. It exists so every model
  * runs (the golden test models have head_dim 8 to 32); real Llama shapes
  * take the tensor-core kernels (attention_decode.cu, attention_prefill.cu).
- * Launched by kern_attention_cuda (attention.cu).
+ * Reads an fp8 cache value by value. Launched by kern_attention_cuda
+ * (attention.cu).
  */
 #include "attention_common.cuh"
 
@@ -15,7 +16,8 @@ namespace {
 constexpr int kGenWarps = 4;
 constexpr int kGenMaxD = KERN_ATTN_MAX_HEAD_DIM;
 
-template <typename E>
+/* C: the cache's element, E or uint8_t (fp8 E4M3 codes) */
+template <typename E, typename C>
 __global__ void __launch_bounds__(kGenWarps * 32)
 attn_generic_kernel(attn_args a, int n_seqs, int head_dim, float scale)
 {
@@ -39,19 +41,19 @@ attn_generic_kernel(attn_args a, int n_seqs, int head_dim, float scale)
 	for (int pos = w; pos < n_ctx; pos += kGenWarps) {
 		long slot = (long)table[pos >> a.bt_shift] * bt + (pos & (bt - 1));
 		long off = ((slot / bt * a.n_kv_heads + kvh) * bt + slot % bt) * head_dim;
-		const E *k = (const E *)a.k_cache + off, *v = (const E *)a.v_cache + off;
+		const C *k = (const C *)a.k_cache + off, *v = (const C *)a.v_cache + off;
 		float dot = 0.f;
 		for (int j = 0; j < per; j++) {
 			int d = lane + 32 * j;
 			if (d < head_dim)
-				dot += qv[j] * kern_to_f32(k[d]);
+				dot += qv[j] * kv_value(k, d);
 		}
 		dot = kern_warp_sum(dot);
 		float mn = fmaxf(m, dot), corr = __expf(m - mn), p = __expf(dot - mn);
 		l = l * corr + p;
 		for (int j = 0; j < per; j++) {
 			int d = lane + 32 * j;
-			o[j] = o[j] * corr + (d < head_dim ? p * kern_to_f32(v[d]) : 0.f);
+			o[j] = o[j] * corr + (d < head_dim ? p * kv_value(v, d) : 0.f);
 		}
 		m = mn;
 	}
@@ -85,7 +87,11 @@ int generic_launch(const attn_args &a, const kern_paged_batch *b, int head_dim, 
 		return SL_ENOTSUP;
 	}
 	dim3 grid(b->n_tokens, a.n_heads);
-	attn_generic_kernel<E><<<grid, kGenWarps * 32, 0, st>>>(a, b->n_seqs, head_dim, scale);
+	if (a.kv_fp8)
+		attn_generic_kernel<E, uint8_t><<<grid, kGenWarps * 32, 0, st>>>(a, b->n_seqs, head_dim,
+										 scale);
+	else
+		attn_generic_kernel<E, E><<<grid, kGenWarps * 32, 0, st>>>(a, b->n_seqs, head_dim, scale);
 	CUDA_TRY_LAUNCH();
 	return SL_OK;
 }

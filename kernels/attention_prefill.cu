@@ -6,8 +6,10 @@
  * buffered, gathered from the paged cache row by row, so chunked prefill
  * over earlier context works); S = Q K^T and O += P V run on tensor cores
  * (mma.sync m16n8k16, fp16 or bf16 in, fp32 accumulate: mma.cuh); the
- * online softmax stays in registers. Launched by kern_attention_cuda
- * (attention.cu) before the decode blocks of the same batch.
+ * online softmax stays in registers. An fp8 cache (kv_fp8) is gathered as
+ * raw E4M3 tiles and converted by the block into one E tile pair before the
+ * MMAs. Launched by kern_attention_cuda (attention.cu) before the decode
+ * blocks of the same batch.
  */
 #include "attention_common.cuh"
 
@@ -16,24 +18,29 @@ namespace {
 constexpr int kPreM = 64;       /* query rows per block (16 per warp) */
 constexpr int kPreN = 64;       /* cache positions per tile */
 
-template <int D> struct pre_shape {
+/* FP8: two raw stages of E4M3 tiles ([K|V][kPreN][D] bytes) and one E
+ * tile pair the block converts each tile into. */
+template <int D, bool FP8 = false> struct pre_shape {
 	/* +8 elements (16 bytes) per row: the eight rows one ldmatrix phase
 	 * reads then start on distinct bank groups for every D used here. */
 	static constexpr int stride = D + 8;
 	static constexpr int nc = D / 8;
 	static constexpr size_t q_elems = (size_t)kPreM * stride;
 	static constexpr size_t tile_elems = (size_t)kPreN * stride;
-	static constexpr size_t smem = (q_elems + 2 /* stages */ * 2 /* K, V */ * tile_elems) * 2;
+	static constexpr size_t raw_bytes = (size_t)kPreN * D;
+	static constexpr size_t smem =
+		FP8 ? (q_elems + 2 * tile_elems) * 2 + 2 * 2 * raw_bytes
+		    : (q_elems + 2 /* stages */ * 2 /* K, V */ * tile_elems) * 2;
 };
 
 /* grid (ceil(max_q_len / kPreM), n_heads, n_seqs), kThreads threads. Warp w
  * owns query rows 16w .. 16w+15 of the block's 64; lane (g = lane/4,
  * t = lane%4) holds, per 8-column MMA tile, rows g and g+8 at columns 2t and
  * 2t+1 (the m16n8 accumulator layout). */
-template <int D, typename E>
+template <int D, typename E, bool FP8>
 __global__ void __launch_bounds__(kThreads) attn_prefill_kernel(attn_args a)
 {
-	using P = pre_shape<D>;
+	using P = pre_shape<D, FP8>;
 	/* last query tiles see the most context: schedule them first */
 	const int qt = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, s = blockIdx.z;
 	const int q_len = a.q_len[s];
@@ -51,7 +58,18 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_kernel(attn_args a)
 
 	extern __shared__ __align__(16) unsigned char smem[];
 	E *q_s = reinterpret_cast<E *>(smem); /* [kPreM][stride] */
-	E *kv_s = q_s + P::q_elems;           /* [stage][K|V][kPreN][stride] */
+	E *kv_s = q_s + P::q_elems;           /* [stage][K|V][kPreN][stride]; FP8: [K|V] */
+	uint8_t *raw_s = reinterpret_cast<uint8_t *>(kv_s + 2 * P::tile_elems); /* FP8 [stage][K|V] */
+	auto load_tile = [&](int stage, int t0) {
+		if constexpr (FP8) {
+			uint8_t *kr = raw_s + (size_t)stage * 2 * P::raw_bytes;
+			load_kv_tile_fp8<D>(a, table, kvh, t0, kv_len, kPreN, kr, kr + P::raw_bytes);
+		} else {
+			E *ks = kv_s + (size_t)stage * 2 * P::tile_elems;
+			load_kv_tile<D, E>(a, table, kvh, t0, kv_len, kPreN, P::stride, ks,
+					   ks + P::tile_elems);
+		}
+	};
 
 	for (int i = tid; i < kPreM * P::nc; i += kThreads) {
 		int r = i / P::nc, c = i - r * P::nc;
@@ -59,7 +77,7 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_kernel(attn_args a)
 		const E *src = (const E *)a.qkv + (ok ? (tok0 + r) * a.q_stride + (long)h * D + c * 8 : 0);
 		cp_async16(q_s + r * P::stride + c * 8, src, ok);
 	}
-	load_kv_tile<D, E>(a, table, kvh, 0, kv_len, kPreN, P::stride, kv_s, kv_s + P::tile_elems);
+	load_tile(0, 0);
 	cp_async_commit();
 
 	uint32_t qf[D / 16][4];  /* Q rows of this warp as MMA A fragments */
@@ -75,16 +93,24 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_kernel(attn_args a)
 	for (int tile = 0; tile < n_tiles; tile++) {
 		const int stage = tile & 1;
 		if (tile + 1 < n_tiles) {
-			E *nk = kv_s + (size_t)(stage ^ 1) * 2 * P::tile_elems;
-			load_kv_tile<D, E>(a, table, kvh, (tile + 1) * kPreN, kv_len, kPreN, P::stride,
-					   nk, nk + P::tile_elems);
+			load_tile(stage ^ 1, (tile + 1) * kPreN);
 			cp_async_commit();
 			cp_async_wait<1>();
 		} else {
 			cp_async_wait<0>();
 		}
 		__syncthreads();
-		const E *ks = kv_s + (size_t)stage * 2 * P::tile_elems, *vs = ks + P::tile_elems;
+		const E *ks, *vs;
+		if constexpr (FP8) { /* the block converts the raw tile into the E pair */
+			const uint8_t *kr = raw_s + (size_t)stage * 2 * P::raw_bytes;
+			convert_kv_rows<D, E>(kr, kr + P::raw_bytes, kv_s, kv_s + P::tile_elems, 0, kPreN,
+					      P::stride, tid, kThreads);
+			__syncthreads();
+			ks = kv_s;
+		} else {
+			ks = kv_s + (size_t)stage * 2 * P::tile_elems;
+		}
+		vs = ks + P::tile_elems;
 
 		if (tile == 0) {
 			/* matrices: (rows 0-7, k 0-7), (rows 8-15, k 0-7),
@@ -213,7 +239,10 @@ template <int D, typename E>
 int prefill_launch(const attn_args &a, const kern_paged_batch *b, cudaStream_t st)
 {
 	dim3 grid((b->max_q_len + kPreM - 1) / kPreM, a.n_heads, b->n_seqs);
-	attn_prefill_kernel<D, E><<<grid, kThreads, pre_shape<D>::smem, st>>>(a);
+	if (a.kv_fp8)
+		attn_prefill_kernel<D, E, true><<<grid, kThreads, pre_shape<D, true>::smem, st>>>(a);
+	else
+		attn_prefill_kernel<D, E, false><<<grid, kThreads, pre_shape<D>::smem, st>>>(a);
 	CUDA_TRY_LAUNCH();
 	return 0;
 }
@@ -234,9 +263,12 @@ int prefill_dim(const attn_args &a, const kern_paged_batch *b, int head_dim, cud
 template <typename E> int set_smem_limits()
 {
 #define SET(D)                                                                      \
-	CUDA_TRY(cudaFuncSetAttribute(attn_prefill_kernel<D, E>,                    \
+	CUDA_TRY(cudaFuncSetAttribute(attn_prefill_kernel<D, E, false>,             \
 				      cudaFuncAttributeMaxDynamicSharedMemorySize,  \
-				      (int)pre_shape<D>::smem));
+				      (int)pre_shape<D>::smem));                    \
+	CUDA_TRY(cudaFuncSetAttribute(attn_prefill_kernel<D, E, true>,              \
+				      cudaFuncAttributeMaxDynamicSharedMemorySize,  \
+				      (int)pre_shape<D, true>::smem));
 	KERN_ATTN_MMA_HEAD_DIMS(SET)
 #undef SET
 	return 0;

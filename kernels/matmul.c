@@ -11,6 +11,7 @@ void kern_matmul_cpu(float *out, const float *x, const float *w, int n, int in_d
 		for (int i = 0; i < n; i++) {
 			const float *xr = x + (size_t)i * in_dim;
 			float acc = 0;
+#pragma omp simd reduction(+ : acc)
 			for (int k = 0; k < in_dim; k++)
 				acc += xr[k] * wr[k];
 			out[(size_t)i * out_dim + o] = acc;

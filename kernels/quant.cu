@@ -19,8 +19,8 @@
  *   of 64/128 columns or a part of one), so the products stay exact and
  *   the sum differs from the CPU reference only in fp32 order. Rounding
  *   scale * code to bf16 instead would cost 2^-9 per weight, the size of
- *   int8's own rounding. int8 with groups of 32 (GGUF Q8_0) has two
- *   groups per 64-column chunk: each MMA runs twice, once per group with
+ *   int8's own rounding. int8 with groups of 32 (GGUF Q8_0) and int4 with
+ *   groups of 64 have two groups per chunk: each MMA runs twice, once per group with
  *   the other group's lanes giving zeros (double the tensor work, which a
  *   GEMV has to spare). Up to 64 tokens: n-tiles of 8 share each
  *   dequantized fragment (NT = 1, 2, 4, 8 tiles), so W is read once.
@@ -244,7 +244,9 @@ typedef struct qgemv_args {
  * a row: 64 int8/fp8 columns or 128 int4 columns.
  * GM: QG_ROW accumulates everything and scales once at the end; QG_CHUNK
  * sums each chunk apart and adds scale * partial (its group holds the
- * whole chunk); QG_HALF (int8, groups of 32) splits each MMA by group.
+ * whole chunk); QG_HALF (int8 with groups of 32, int4 with groups of 64:
+ * two groups per chunk, lanes c = 0, 1 in the first) splits each MMA by
+ * group.
  */
 template <typename T, int FMT, int GM, int NT, int KSPLIT, int UNROLL>
 __global__ void __launch_bounds__(KSPLIT * 32, 2) qgemv_kernel(const T *x, qgemv_args a)
@@ -303,10 +305,13 @@ __global__ void __launch_bounds__(KSPLIT * 32, 2) qgemv_kernel(const T *x, qgemv
 				}
 			}
 			if constexpr (FMT == KERN_Q_INT4) {
+				/* groups of 64 (QG_HALF): lanes c = 0, 1 hold the
+				 * chunk's first group, 2, 3 the second */
+				const int zg = grp0 + (GM == QG_HALF ? (c >> 1) : 0);
 				uint32_t z0 = 8, z1 = 8;
-				if (a.zeros && in) {
-					z0 = __ldg(a.zeros + (size_t)ra * a.groups + grp0);
-					z1 = __ldg(a.zeros + (size_t)rb * a.groups + grp0);
+				if (a.zeros && in && zg < a.groups) {
+					z0 = __ldg(a.zeros + (size_t)ra * a.groups + zg);
+					z1 = __ldg(a.zeros + (size_t)rb * a.groups + zg);
 				}
 				za[u] = q_zsub<T>(z0);
 				zb[u] = q_zsub<T>(z1);
@@ -487,19 +492,25 @@ static int q_launch(kern_qblas *qb, K kernel, dim3 grid, dim3 block, Args... arg
 }
 
 /*
- * Block shape: 8 warps on a 16-row tile, as matmul.cu (whose sweep found it
- * best for fp16 on an H100). UNROLL chunks of 1 KiB (16 rows x 64 bytes) in
- * flight per warp at NT 1: 8 for int8/fp8, as the fp16 GEMV; 4 for int4,
- * whose x takes twice the registers per chunk (128 columns) and whose
- * 4096-column rows are only 32 chunks (one round of 8 warps x 4). Fewer at
- * NT >= 2, where accumulators and x take the registers. bench/qgemv.cu
- * sweeps alternatives.
+ * Block shape: KSPLIT warps on a 16-row tile, UNROLL chunks of 1 KiB (16
+ * rows x 64 bytes) in flight per warp. Up to 8 tokens (NT 1) the shapes are
+ * the ones bench/qgemv.cu's sweep measured best on an H100
+ * (bench/results/2026-11-23-nvidia-h100-qgemv, table 4): int8 and fp8 16
+ * warps x 2 chunks (2469 / 2542 GB/s on the 7B qkv / down rows against
+ * 2192 / 2081 for the fp16 GEMV's 8 x 8), int4 8 x 2 (1584 / 1436 against
+ * 1412 / 1479 for 8 x 4). int8 with group scales takes int8's per-row
+ * shape (same loads, a scale multiply per chunk; not swept separately).
+ * Two groups per chunk (QG_HALF) and NT >= 2, where accumulators and x
+ * take the registers, keep 8 warps and fewer chunks.
  */
-#define QG_KSPLIT 8
+template <int FMT, int GM, int NT> constexpr int qg_ksplit()
+{
+	return NT == 1 && GM != QG_HALF && FMT != KERN_Q_INT4 ? 16 : 8;
+}
 template <int FMT, int GM, int NT> constexpr int qg_unroll()
 {
 	return GM == QG_HALF ? (NT <= 4 ? 2 : 1)
-	       : NT == 1 ? (FMT == KERN_Q_INT4 ? 4 : 8)
+	       : NT == 1 ? 2
 	       : NT == 2 ? (FMT == KERN_Q_INT4 ? 2 : 4)
 			 : 2;
 }
@@ -546,7 +557,8 @@ static int qgemv_run(kern_qblas *qb, qgemv_args a, const T *x)
 template <typename T, int FMT, int GM>
 static int qgemv_tiles(kern_qblas *qb, const qgemv_args &a, const T *x)
 {
-#define QG_RUN(NT) qgemv_run<T, FMT, GM, NT, QG_KSPLIT, qg_unroll<FMT, GM, NT>()>(qb, a, x)
+#define QG_RUN(NT) \
+	qgemv_run<T, FMT, GM, NT, qg_ksplit<FMT, GM, NT>(), qg_unroll<FMT, GM, NT>()>(qb, a, x)
 	if (a.n <= 8)
 		return QG_RUN(1);
 	if (a.n <= 16)
@@ -571,6 +583,8 @@ static int qgemv_dispatch(kern_qblas *qb, const qgemv_args &a, const void *x, in
 	case KERN_Q_FP8:
 		return qgemv_tiles<T, KERN_Q_FP8, QG_ROW>(qb, a, xt);
 	case KERN_Q_INT4:
+		if (a.group == KERN_Q_INT4_GROUP_SMALL)
+			return qgemv_tiles<T, KERN_Q_INT4, QG_HALF>(qb, a, xt);
 		return qgemv_tiles<T, KERN_Q_INT4, QG_CHUNK>(qb, a, xt);
 	}
 	return SL_EINVAL;
@@ -934,6 +948,13 @@ static int qblas_init(kern_qblas *qb, void *stream, const kern_qblas_config *cfg
 	qb->dequant_bytes = dequant_bytes(cfg);
 	for (int f = 0; f < 4; f++)
 		qb->gemv_max[f] = KERN_QGEMV_MAX_TOKENS;
+	/* fp8 above 32 tokens: W8A8 on cuBLASLt. Measured on an H100 (qbench
+	 * table 1): at 32 tokens the GEMV and W8A8 read the 7B projections at
+	 * about the same rate (qkv 1833 / 1829 GB/s, down 1945 / 1205), at 64
+	 * W8A8 is 1.2-1.8x faster (the GEMV's 8-tile shape drops to 31-37% of
+	 * copy bandwidth). int8 and int4 keep the GEMV to 64: their
+	 * alternative, dequantize + cuBLAS, reads at 8-20%. */
+	qb->gemv_max[KERN_Q_FP8] = KERN_QGEMV_FP8_MAX_TOKENS;
 	CUDA_TRY(cudaGetDevice(&dev));
 	CUDA_TRY(cudaDeviceGetAttribute(&qb->sm_count, cudaDevAttrMultiProcessorCount, dev));
 	CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));

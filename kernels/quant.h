@@ -33,10 +33,13 @@
  *   weight = s * e4m3(code), s fp32 per row (group 0, scale_dt F32).
  *   s = max|w| / 448, codes by round-to-nearest-even, saturating.
  *
- * KERN_Q_INT4: 4-bit codes u in 0..15, groups of 128 columns, scales d
- *   [rows, cols / 128] (fp16 or fp32), optional zero points z [rows,
- *   cols / 128] (uint8, 0..15): weight = d * (u - z), or d * (u - 8) when
- *   zeros is NULL (symmetric).
+ * KERN_Q_INT4: 4-bit codes u in 0..15, groups of 128 columns (or 64, for
+ *   an in_dim that is not a multiple of 128: SmolLM2's 576), scales d
+ *   [rows, cols / group] (fp16 or fp32), optional zero points z [rows,
+ *   cols / group] (uint8, 0..15): weight = d * (u - z), or d * (u - 8) when
+ *   zeros is NULL (symmetric). The GEMV reads 128 columns per chunk: with
+ *   groups of 64 each chunk holds two, handled as int8's groups of 32 are
+ *   (each MMA once per group, the other group's lanes giving zeros).
  *   Default (what kern_quantize_rows makes when zeros is given):
  *   asymmetric with an integer zero point (as GPTQ and AWQ store it):
  *   d = (max(w, 0) - min(w, 0)) / 15, z = round(-min / d). Why: on
@@ -64,7 +67,7 @@
  *   in the order an mma.sync fragment register wants.
  *
  * Shapes: INT8 and FP8 need cols % 16 == 0 (16-byte loads); a group must
- * divide cols; INT4 needs cols % 128 == 0. Pointers: data 16-byte aligned
+ * divide cols (INT4: cols % 64 or % 128 == 0). Pointers: data 16-byte aligned
  * on the GPU. Tensor parallelism: a column-parallel shard (rows split)
  * takes its rows of data, scales and zeros; a row-parallel shard (cols
  * split) must split at group boundaries and, for per-row scales (INT8
@@ -92,6 +95,7 @@ typedef enum {
 } kern_qformat;
 
 #define KERN_Q_INT4_GROUP 128
+#define KERN_Q_INT4_GROUP_SMALL 64
 #define KERN_FP8_E4M3_MAX 448.0f
 
 /* One quantized weight. Host pointers for the CPU functions, device
@@ -198,14 +202,16 @@ typedef enum {
 } kern_qpath;
 
 #define KERN_QGEMV_MAX_TOKENS 64
+/* AUTO's default GEMV limit for FP8 weights: above it, W8A8 (quant.cu) */
+#define KERN_QGEMV_FP8_MAX_TOKENS 32
 
 size_t kern_qblas_device_bytes(const kern_qblas_config *cfg);
 int kern_qblas_create(void *stream, const kern_qblas_config *cfg, kern_qblas **out);
 void kern_qblas_destroy(kern_qblas *qb);
 /* Launch the GEMV as a programmatic dependent (sm_90+), as kern_blas_set_pdl. */
 void kern_qblas_set_pdl(kern_qblas *qb, int on);
-/* Largest n that AUTO gives the GEMV for this format (default 64, at most
- * 64); above it FP8 takes KERN_QPATH_FP8_LT when cuBLASLt has an
+/* Largest n that AUTO gives the GEMV for this format (default 64, fp8 32;
+ * at most 64); above it FP8 takes KERN_QPATH_FP8_LT when cuBLASLt has an
  * algorithm, everything else KERN_QPATH_DEQUANT. */
 void kern_qblas_set_gemv_max(kern_qblas *qb, int format, int n);
 /* The path AUTO takes for this call (a kern_qpath). */

@@ -1,8 +1,11 @@
-/* rope.c — CPU reference for RoPE frequencies and the fused rotate + KV write. */
+/* rope.c — CPU reference for RoPE frequencies and the fused rotate + KV
+ * write (fp32 cache values, or fp32 values rounded through fp8 E4M3). */
 #include "rope.h"
 
 #include <math.h>
 #include <string.h>
+
+#include "quant.h"
 
 void kern_rope_inv_freq(float *inv_freq, int head_dim, const kern_rope_params *p)
 {
@@ -38,8 +41,20 @@ static void rotate(float *x, int head_dim, const float *cs, const float *sn)
 	}
 }
 
+/* n values into the cache: as they are, or rounded through fp8 E4M3. */
+static void cache_store(float *dst, const float *src, int n, int kv_fp8)
+{
+	if (!kv_fp8) {
+		memcpy(dst, src, sizeof(float) * n);
+		return;
+	}
+	for (int i = 0; i < n; i++)
+		dst[i] = kern_fp8_e4m3_to_f32(kern_f32_to_fp8_e4m3(src[i]));
+}
+
 void kern_rope_kv_write_cpu(float *qkv, float *k_cache, float *v_cache, const kern_paged_batch *b,
-			    int n_heads, int n_kv_heads, int head_dim, const float *inv_freq)
+			    int n_heads, int n_kv_heads, int head_dim, const float *inv_freq,
+			    int kv_fp8)
 {
 	int half = head_dim / 2, stride = (n_heads + 2 * n_kv_heads) * head_dim;
 	float cs[half > 0 ? half : 1], sn[half > 0 ? half : 1];
@@ -56,8 +71,8 @@ void kern_rope_kv_write_cpu(float *qkv, float *k_cache, float *v_cache, const ke
 		for (int h = 0; h < n_kv_heads; h++) {
 			rotate(k + h * head_dim, head_dim, cs, sn);
 			long off = kern_kv_offset(b->slots[t], h, n_kv_heads, b->block_tokens, head_dim);
-			memcpy(k_cache + off, k + h * head_dim, sizeof(float) * head_dim);
-			memcpy(v_cache + off, v + h * head_dim, sizeof(float) * head_dim);
+			cache_store(k_cache + off, k + h * head_dim, head_dim, kv_fp8);
+			cache_store(v_cache + off, v + h * head_dim, head_dim, kv_fp8);
 		}
 	}
 }

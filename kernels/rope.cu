@@ -6,8 +6,14 @@
  * and stores the rotated k and the unchanged v at the token's cache slot.
  * k is also left rotated in qkv, exactly as kern_rope_kv_write_cpu leaves
  * it, so both backends hold the same qkv afterwards (a few extra bytes per
- * token). Semantics: kernels/rope.c; cache layout: kernels/paged.h.
+ * token). With an fp8 cache (kv_fp8) k and v go in as E4M3 codes, rounded
+ * from fp32 as the CPU rounds them. Semantics: kernels/rope.c; cache
+ * layout: kernels/paged.h.
  */
+#include <cuda_fp8.h>
+
+#include <type_traits>
+
 #include "cuda_util.cuh"
 #include "rope.h"
 
@@ -21,11 +27,40 @@ __device__ __forceinline__ long kv_offset(int slot, int kv_head, int n_kv_heads,
 	return ((blk * n_kv_heads + kv_head) * block_tokens + off) * (long)head_dim;
 }
 
+/* fp32 -> fp8 E4M3 code, as kern_f32_to_fp8_e4m3: round to nearest even,
+ * saturating at +-448, NaN -> 0x7F. */
+__device__ __forceinline__ uint8_t rope_fp8(float v)
+{
+	return (uint8_t)__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
+}
+
+/* V values into the cache at dst: C is the run dtype T, or uint8_t (E4M3). */
+template <typename C, int V> __device__ __forceinline__ void cache_put(C *dst, const float *f)
+{
+	if constexpr (std::is_same<C, uint8_t>::value) {
+		if constexpr (V == 8) {
+			uint32_t lo = 0, hi = 0;
+#pragma unroll
+			for (int j = 0; j < 4; j++) {
+				lo |= (uint32_t)rope_fp8(f[j]) << (8 * j);
+				hi |= (uint32_t)rope_fp8(f[4 + j]) << (8 * j);
+			}
+			*reinterpret_cast<uint2 *>(dst) = make_uint2(lo, hi);
+		} else {
+			dst[0] = rope_fp8(f[0]);
+		}
+	} else if constexpr (V == 8) {
+		kern_store8(dst, f);
+	} else {
+		dst[0] = kern_from_f32<C>(f[0]);
+	}
+}
+
 /* V = elements per unit of work: 8 (16-byte vectors, needs head_dim/2 % 8
- * == 0) or 1. */
-template <typename T, int V>
+ * == 0) or 1. C: the cache element, T or uint8_t (fp8 E4M3 codes). */
+template <typename T, typename C, int V>
 __global__ void __launch_bounds__(ROPE_THREADS)
-	rope_kv_kernel(T *__restrict__ qkv, T *__restrict__ k_cache, T *__restrict__ v_cache,
+	rope_kv_kernel(T *__restrict__ qkv, C *__restrict__ k_cache, C *__restrict__ v_cache,
 		       const int32_t *__restrict__ positions, const int32_t *__restrict__ slots,
 		       int n_heads, int n_kv_heads, int head_dim, int block_tokens,
 		       const float *__restrict__ inv_freq)
@@ -67,57 +102,74 @@ __global__ void __launch_bounds__(ROPE_THREADS)
 				a[k] = ak * c - b[k] * s;
 				b[k] = b[k] * c + ak * s;
 			}
-			T *kc = nullptr;
+			C *kc = nullptr;
 			if (h >= n_heads && slot >= 0) /* a k head: also into the cache */
 				kc = k_cache + kv_offset(slot, h - n_heads, n_kv_heads, block_tokens,
 							 head_dim);
 			if constexpr (V == 8) {
 				kern_store8(x + i, a);
 				kern_store8(x + i + half, b);
-				if (kc) {
-					kern_store8(kc + i, a);
-					kern_store8(kc + i + half, b);
-				}
 			} else {
-				T ta = kern_from_f32<T>(a[0]), tb = kern_from_f32<T>(b[0]);
-				x[i] = ta;
-				x[i + half] = tb;
-				if (kc) {
-					kc[i] = ta;
-					kc[i + half] = tb;
-				}
+				x[i] = kern_from_f32<T>(a[0]);
+				x[i + half] = kern_from_f32<T>(b[0]);
+			}
+			if (kc) {
+				cache_put<C, V>(kc + i, a);
+				cache_put<C, V>(kc + i + half, b);
 			}
 		} else if (slot >= 0) {
 			int w = u - rot_units, h = w / (head_dim / V), i = (w - h * (head_dim / V)) * V;
-			T *dst = v_cache + kv_offset(slot, h, n_kv_heads, block_tokens, head_dim) + i;
+			C *dst = v_cache + kv_offset(slot, h, n_kv_heads, block_tokens, head_dim) + i;
 			const T *src = vrow + h * head_dim + i;
-			if constexpr (V == 8)
-				*reinterpret_cast<uint4 *>(dst) = *reinterpret_cast<const uint4 *>(src);
-			else
-				*dst = *src;
+			if constexpr (std::is_same<C, T>::value) {
+				if constexpr (V == 8)
+					*reinterpret_cast<uint4 *>(dst) = *reinterpret_cast<const uint4 *>(src);
+				else
+					*dst = *src;
+			} else {
+				float f[V];
+				if constexpr (V == 8)
+					kern_load8(src, f);
+				else
+					f[0] = kern_to_f32(src[0]);
+				cache_put<C, V>(dst, f);
+			}
 		}
 	}
+}
+
+template <typename T, typename C>
+static void rope_launch_c(bool vec, void *qkv, void *k_cache, void *v_cache,
+			  const kern_paged_batch *b, int n_heads, int n_kv_heads, int head_dim,
+			  const float *inv_freq, size_t smem, cudaStream_t st)
+{
+	if (vec)
+		rope_kv_kernel<T, C, 8><<<b->n_tokens, ROPE_THREADS, smem, st>>>(
+			(T *)qkv, (C *)k_cache, (C *)v_cache, b->positions, b->slots, n_heads,
+			n_kv_heads, head_dim, b->block_tokens, inv_freq);
+	else
+		rope_kv_kernel<T, C, 1><<<b->n_tokens, ROPE_THREADS, smem, st>>>(
+			(T *)qkv, (C *)k_cache, (C *)v_cache, b->positions, b->slots, n_heads,
+			n_kv_heads, head_dim, b->block_tokens, inv_freq);
 }
 
 template <typename T>
 static int rope_launch(void *qkv, void *k_cache, void *v_cache, const kern_paged_batch *b,
 		       int n_heads, int n_kv_heads, int head_dim, const float *inv_freq,
-		       cudaStream_t st)
+		       int kv_fp8, cudaStream_t st)
 {
 	int half = head_dim / 2;
 	/* half % 8 == 0 makes every head, row and cache offset a multiple of 16
-	 * bytes from its (aligned) base. */
+	 * bytes (8 for fp8 codes) from its (aligned) base. */
 	bool vec = half % KERN_VEC == 0 && kern_aligned16(qkv) && kern_aligned16(k_cache) &&
 		   kern_aligned16(v_cache);
 	size_t smem = sizeof(float) * 2 * (half > 0 ? half : 1);
-	if (vec)
-		rope_kv_kernel<T, 8><<<b->n_tokens, ROPE_THREADS, smem, st>>>(
-			(T *)qkv, (T *)k_cache, (T *)v_cache, b->positions, b->slots, n_heads,
-			n_kv_heads, head_dim, b->block_tokens, inv_freq);
+	if (kv_fp8)
+		rope_launch_c<T, uint8_t>(vec, qkv, k_cache, v_cache, b, n_heads, n_kv_heads, head_dim,
+					  inv_freq, smem, st);
 	else
-		rope_kv_kernel<T, 1><<<b->n_tokens, ROPE_THREADS, smem, st>>>(
-			(T *)qkv, (T *)k_cache, (T *)v_cache, b->positions, b->slots, n_heads,
-			n_kv_heads, head_dim, b->block_tokens, inv_freq);
+		rope_launch_c<T, T>(vec, qkv, k_cache, v_cache, b, n_heads, n_kv_heads, head_dim,
+				    inv_freq, smem, st);
 	CUDA_TRY_LAUNCH();
 	return SL_OK;
 }
@@ -125,7 +177,7 @@ static int rope_launch(void *qkv, void *k_cache, void *v_cache, const kern_paged
 extern "C" int kern_rope_kv_write_cuda(void *qkv, void *k_cache, void *v_cache,
 				       const kern_paged_batch *b, int n_heads, int n_kv_heads,
 				       int head_dim, const float *inv_freq, sl_dtype dt,
-				       void *stream)
+				       int kv_fp8, void *stream)
 {
 	if (b->n_tokens <= 0)
 		return SL_OK;
@@ -135,5 +187,5 @@ extern "C" int kern_rope_kv_write_cuda(void *qkv, void *k_cache, void *v_cache,
 		return SL_EINVAL;
 	}
 	KERN_DISPATCH_DT(dt, rope_launch, qkv, k_cache, v_cache, b, n_heads, n_kv_heads, head_dim,
-			 inv_freq, kern_stream(stream));
+			 inv_freq, kv_fp8, kern_stream(stream));
 }

@@ -5,7 +5,11 @@
  * Buffer kinds (all owned by the model, allocated once through be->alloc):
  *   residual: fp32 [n, dim]                  the residual stream
  *   act:      be->dtype (fp32 on CPU, fp16/bf16 on CUDA) activations
- *   weight:   be->dtype, uploaded once at load
+ *   weight:   be->dtype, uploaded once at load; the projections are
+ *             kern_qweight descriptors (kernels/quant.h): the run dtype
+ *             (KERN_Q_NONE) or int8 / fp8 / int4 codes with scales
+ *   KV cache: be->dtype, or fp8 E4M3 codes when lim.kv_fp8 (1 byte each on
+ *             CUDA; the CPU keeps fp32 values rounded through E4M3)
  *   logits:   fp32
  * Every op is enqueued on the backend's stream; the CPU backend runs it
  * at once. `sync` waits for all queued work.
@@ -18,6 +22,7 @@
 
 #include "dtype.h"
 #include "paged.h"
+#include "quant.h"
 #include "sampling.h"
 
 typedef struct node_backend node_backend;
@@ -40,8 +45,9 @@ typedef struct node_backend_ops {
 		       float eps);
 	int (*add_rmsnorm)(node_backend *be, float *x, const void *delta, const void *w, void *out,
 			   int n, int dim, float eps);
-	int (*matmul)(node_backend *be, void *out, const void *x, const void *w, int n, int in_dim,
-		      int out_dim);
+	/* out [n, w->rows] act = x [n, w->cols] act @ W^T, W in any format */
+	int (*matmul)(node_backend *be, void *out, const void *x, const kern_qweight *w, int n);
+	/* the LM head: a run-dtype weight, fp32 logits */
 	int (*matmul_f32out)(node_backend *be, float *out, const void *x, const void *w, int n,
 			     int in_dim, int out_dim);
 	int (*rope_kv_write)(node_backend *be, void *qkv, void *k_cache, void *v_cache,
@@ -69,8 +75,9 @@ typedef struct node_backend_ops {
 	 * the model and KV layout in lim, and sizes the per-step scratch (no
 	 * allocation in the step loop): tokens and rows per step, sequences per
 	 * step, block table entries per step, penalty history entries per step,
-	 * vocabulary, local query heads, head_dim and the longest context. A
-	 * refusal names the flag or config field to change in err. */
+	 * vocabulary, local query heads, head_dim and the longest context, the
+	 * widest quantized weight, the KV dtype. A refusal names the flag or
+	 * config field to change in err. */
 	int (*reserve)(node_backend *be, const struct node_backend_limits *lim, char *err,
 		       size_t errlen);
 	/* Run fn(ctx) — a run of ops with no host synchronisation — through a
@@ -93,11 +100,16 @@ typedef struct node_backend_ops {
 
 /* What reserve sizes for: per step, tokens, rows (of logits), sequences and
  * block table entries; the model's vocabulary, this rank's query and KV
- * heads, head_dim, the longest context; tokens per KV block. */
+ * heads, head_dim, the longest context; tokens per KV block; the most
+ * columns of any quantized projection (0: none is quantized); whether the
+ * KV cache holds fp8 E4M3 (rope_kv_write and attention then store and read
+ * it so). */
 typedef struct node_backend_limits {
 	int step_tokens, max_rows, max_seqs, max_table_entries, max_hist, vocab;
 	int n_heads, n_kv_heads, head_dim, max_ctx;
 	int block_tokens;
+	int quant_max_cols;
+	int kv_fp8;
 } node_backend_limits;
 
 struct node_backend {

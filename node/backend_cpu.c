@@ -1,7 +1,9 @@
 /*
  * backend_cpu.c — the reference backend: fp32 everywhere, host memory, each
  * op a direct call to the kernels' CPU reference. It is the oracle for the
- * CUDA kernels and what CI and `make demo` run.
+ * CUDA kernels and what CI and `make demo` run. Quantized projections
+ * compute on their exact dequantized values; an fp8 KV cache holds fp32
+ * values rounded through E4M3, so both backends attend over the same K/V.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -10,11 +12,20 @@
 #include "backend.h"
 #include "embedding.h"
 #include "matmul.h"
+#include "quant.h"
 #include "random.h"
 #include "rmsnorm.h"
 #include "rope.h"
 #include "sl.h"
 #include "swiglu.h"
+
+/* Scratch for the sampler's sort, grown to the largest vocabulary seen;
+ * the KV dtype from reserve. */
+typedef struct cpu_state {
+	void *work;
+	size_t work_bytes;
+	int kv_fp8; /* K and V rounded through fp8 E4M3 as they are cached */
+} cpu_state;
 
 static int cpu_alloc(node_backend *be, size_t bytes, void **out)
 {
@@ -65,10 +76,13 @@ static int cpu_add_rmsnorm(node_backend *be, float *x, const void *delta, const 
 	return SL_OK;
 }
 
-static int cpu_matmul(node_backend *be, void *out, const void *x, const void *w, int n, int in_dim,
-		      int out_dim)
+/* Quantized weights: the reference's exact dequantized values in fp32. */
+static int cpu_matmul(node_backend *be, void *out, const void *x, const kern_qweight *w, int n)
 {
-	kern_matmul_cpu(out, x, w, n, in_dim, out_dim);
+	if (w->format != KERN_Q_NONE)
+		kern_qmatmul_cpu(out, x, w, n);
+	else
+		kern_matmul_cpu(out, x, w->data, n, w->cols, w->rows);
 	return SL_OK;
 }
 
@@ -83,7 +97,9 @@ static int cpu_rope_kv_write(node_backend *be, void *qkv, void *k_cache, void *v
 			     const kern_paged_batch *b, int n_heads, int n_kv_heads, int head_dim,
 			     const float *inv_freq)
 {
-	kern_rope_kv_write_cpu(qkv, k_cache, v_cache, b, n_heads, n_kv_heads, head_dim, inv_freq);
+	const cpu_state *st = be->impl;
+	kern_rope_kv_write_cpu(qkv, k_cache, v_cache, b, n_heads, n_kv_heads, head_dim, inv_freq,
+			       st->kv_fp8);
 	return SL_OK;
 }
 
@@ -119,11 +135,6 @@ static int cpu_copy2d(node_backend *be, void *dst, size_t dpitch, const void *sr
 	return SL_OK;
 }
 
-/* Scratch for the sampler's sort, grown to the largest vocabulary seen. */
-typedef struct cpu_state {
-	void *work;
-	size_t work_bytes;
-} cpu_state;
 
 static int cpu_sample(node_backend *be, int32_t *tokens_out, const float *logits, const int32_t *rows,
 		      int n, int vocab, const kern_sample_params *params, const int64_t *positions,
@@ -145,6 +156,7 @@ static int cpu_sample(node_backend *be, int32_t *tokens_out, const float *logits
 
 static int cpu_reserve(node_backend *be, const node_backend_limits *lim, char *err, size_t errlen)
 {
+	((cpu_state *)be->impl)->kv_fp8 = lim->kv_fp8;
 	return SL_OK;
 }
 

@@ -54,6 +54,7 @@ int node_backend_cuda_check(const node_backend_limits *lim, char *err, size_t er
 #include "checks.h"
 #include "embedding.h"
 #include "matmul.h"
+#include "quant.h"
 #include "random.h"
 #include "rmsnorm.h"
 #include "rope.h"
@@ -72,6 +73,8 @@ typedef struct cuda_impl {
 	char name[256];
 	cudaStream_t stream;
 	kern_blas *blas;
+	kern_qblas *qblas;         /* quantized projections (NULL when none is quantized) */
+	int pdl;                   /* SL_PDL=1: GEMVs launch as programmatic dependents */
 	kern_attn_ws *attn;
 	kern_sampler *sampler;
 	node_backend_limits lim;
@@ -249,10 +252,24 @@ static int cu_add_rmsnorm(node_backend *be, float *x, const void *delta, const v
 	RANGED("add_rmsnorm", kern_add_rmsnorm_cuda(x, delta, w, out, n, dim, eps, be->dtype, S(be)));
 }
 
-static int cu_matmul(node_backend *be, void *out, const void *x, const void *w, int n, int in_dim,
-		     int out_dim)
+/* Run-dtype weights: matmul.cu (GEMV up to 8 tokens, else cuBLAS);
+ * quantized: quant.cu picks its path per call (GEMV, W8A8 on cuBLASLt,
+ * dequantize + cuBLAS; docs/cuda.md). */
+static int matmul(node_backend *be, void *out, const void *x, const kern_qweight *w, int n)
 {
-	RANGED("matmul", kern_matmul_cuda(I(be)->blas, out, x, w, n, in_dim, out_dim, be->dtype));
+	cuda_impl *c = I(be);
+	if (w->format == KERN_Q_NONE)
+		return kern_matmul_cuda(c->blas, out, x, w->data, n, w->cols, w->rows, be->dtype);
+	if (!c->qblas) {
+		SL_ERROR("cuda", "a quantized weight, but reserve saw none (quant_max_cols 0)");
+		return SL_EINVAL;
+	}
+	return kern_qmatmul_cuda(c->qblas, KERN_QPATH_AUTO, out, be->dtype, x, be->dtype, w, n);
+}
+
+static int cu_matmul(node_backend *be, void *out, const void *x, const kern_qweight *w, int n)
+{
+	RANGED("matmul", matmul(be, out, x, w, n));
 }
 
 static int cu_matmul_f32out(node_backend *be, float *out, const void *x, const void *w, int n,
@@ -267,7 +284,8 @@ static int cu_rope_kv_write(node_backend *be, void *qkv, void *k_cache, void *v_
 			    const float *inv_freq)
 {
 	RANGED("rope_kv_write", kern_rope_kv_write_cuda(qkv, k_cache, v_cache, b, n_heads, n_kv_heads,
-							head_dim, inv_freq, be->dtype, S(be)));
+							head_dim, inv_freq, be->dtype,
+							I(be)->lim.kv_fp8, S(be)));
 }
 
 static int cu_attention(node_backend *be, void *out, const void *qkv, int q_stride,
@@ -276,7 +294,7 @@ static int cu_attention(node_backend *be, void *out, const void *qkv, int q_stri
 {
 	RANGED("attention", kern_attention_cuda(I(be)->attn, out, qkv, q_stride, k_cache, v_cache, b,
 						n_heads, n_kv_heads, head_dim, scale, be->dtype,
-						S(be)));
+						I(be)->lim.kv_fp8, S(be)));
 }
 
 static int cu_silu_mul(node_backend *be, void *out, const void *gate_up, int n, int hidden)
@@ -426,6 +444,14 @@ static int reserve_scratch(node_backend *be, const node_backend_limits *lim)
 	if ((rc = kern_attn_ws_create(lim->step_tokens, lim->n_heads, lim->head_dim, lim->max_ctx,
 				      &c->attn)))
 		return rc;
+	if (lim->quant_max_cols > 0) {
+		kern_qblas_config qc = {.max_tokens = lim->step_tokens, .max_cols = lim->quant_max_cols};
+		if ((rc = kern_qblas_create(c->stream, &qc, &c->qblas)))
+			return rc;
+		kern_qblas_set_pdl(c->qblas, c->pdl);
+		SL_INFO("cuda", "quantized projections: %.0f MiB of scratch (workspace, dequantize, "
+			"fp8 activations)", kern_qblas_device_bytes(&qc) / 1048576.0);
+	}
 	return kern_sampler_create(lim->max_seqs, lim->vocab, &c->sampler);
 }
 
@@ -505,6 +531,7 @@ static void cu_destroy(node_backend *be)
 			if (c->graphs[i])
 				cudaGraphExecDestroy(c->graphs[i]);
 		kern_blas_destroy(c->blas);
+		kern_qblas_destroy(c->qblas);
 		kern_attn_ws_destroy(c->attn);
 		kern_sampler_destroy(c->sampler);
 		staged_free(&c->batch), staged_free(&c->rows);
@@ -536,7 +563,8 @@ static void read_switches(cuda_impl *c)
 {
 	const char *pdl = getenv("SL_PDL");
 	c->no_graphs = getenv("SL_NO_GRAPHS") != NULL;
-	kern_blas_set_pdl(c->blas, pdl && !strcmp(pdl, "1"));
+	c->pdl = pdl && !strcmp(pdl, "1");
+	kern_blas_set_pdl(c->blas, c->pdl);
 	if (c->no_graphs)
 		SL_INFO("cuda", "SL_NO_GRAPHS: decode steps run without CUDA graphs");
 	if (pdl && !strcmp(pdl, "1"))

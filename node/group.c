@@ -90,7 +90,10 @@ static int open_shard(const node_group_opts *o, node_group *g, const par_grid *g
 	model_opts mo = {.grid = *grid,
 			 .step_tokens = o->step_tokens, .max_rows = o->max_rows, .max_seqs = o->max_seqs,
 			 .block_tokens = o->block_tokens, .n_kv_blocks = o->n_kv_blocks,
-			 .mem_fraction = o->mem_fraction, .skip_tp_comm = o->skip_tp_comm};
+			 .mem_fraction = o->mem_fraction, .skip_tp_comm = o->skip_tp_comm,
+			 .quant = o->quant,
+			 .quant_group = o->quant_group,
+			 .kv_fp8 = o->kv_fp8};
 	if (o->random_cfg)
 		rc = model_create_random(o->random_cfg, g->be, &mo, o->seed, &g->m, err, errlen);
 	else

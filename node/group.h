@@ -22,6 +22,9 @@ typedef struct node_group_opts {
 	const model_config *random_cfg; /* non-NULL: random weights of this shape, no checkpoint */
 	int skip_tp_comm;        /* benchmarks: see model_opts */
 	int custom_ar;           /* par_car_mode (comm.h): 0 auto, 1 on, 2 off */
+	int quant;               /* --quant: kern_qformat (0: none) */
+	int quant_group;         /* --quant-group: model_opts.quant_group (0: auto) */
+	int kv_fp8;              /* --kv-dtype fp8 */
 	uint64_t seed;
 } node_group_opts;
 

@@ -45,6 +45,7 @@ typedef struct node_args {
 	node_sched_policy batching;
 	par_car_mode custom_ar; /* --custom-allreduce */
 	int no_prefix_cache;    /* --no-prefix-cache */
+	int quant, quant_group, kv_fp8; /* --quant, --quant-group, --kv-dtype */
 } node_args;
 
 static void usage(FILE *f)
@@ -58,6 +59,8 @@ static void usage(FILE *f)
 		"                      [--logprobs N] [--ignore-eos] [--device cpu|cuda]\n"
 		"                      [--dtype f16|bf16] [--gpu-mem-fraction F]\n"
 		"                      [--max-step-tokens N] [--kv-blocks N] [--block-tokens N]\n"
+		"                      [--quant none|int8|fp8|int4] [--quant-group auto|row|32|64|128]\n"
+		"                      [--kv-dtype auto|fp8]\n"
 		"       mpirun -np N shardline-node --tp T --pp P --model DIR ... (T x P = N)\n"
 		"       [mpirun -np N] shardline-node --model DIR --coordinator tcp://HOST:PORT\n"
 		"                      --model-name NAME [--heartbeat-ms 1000] [--max-running N]\n"
@@ -76,6 +79,15 @@ static void usage(FILE *f)
 		"--kv-blocks: on cpu enough for every prompt plus its new tokens, on cuda\n"
 		"as many as --gpu-mem-fraction (0.9) of the device holds. --device: cuda\n"
 		"when a GPU is present; --dtype: the checkpoint's, fp32 cast to f16.\n"
+		"--quant: the q/k/v, o, gate/up and down projections quantized per rank as\n"
+		"they load (embedding, norms, LM head stay in the run dtype): int8 weight-\n"
+		"only, symmetric, groups of 128 columns (--quant-group row: one scale per\n"
+		"output row; GGUF Q8_0 tensors keep their groups of 32); fp8 E4M3 with one\n"
+		"scale per row (on a GPU: weight-only up to 32 tokens, W8A8 with per-token\n"
+		"activation scales above); int4 groups of 128 (64 where in_dim needs it),\n"
+		"asymmetric, round to nearest. Default none. --kv-dtype fp8: the KV cache\n"
+		"in fp8 E4M3, scale 1 (twice the blocks in the same GPU memory); auto\n"
+		"(default) keeps the run dtype. docs/cuda.md has the details.\n"
 		"--random-shape NAME: no checkpoint; Llama-2-shaped random weights (vocab\n"
 		"32000, context 4096) made on the device, for benchmarks and load tests.\n"
 		"Serving mode: rank 0 registers with the coordinator and runs the requests\n"
@@ -108,7 +120,8 @@ static int parse_args(int argc, char **argv, node_args *a, char *err, size_t err
 		{"no-continuous-batching", 0, 0, 'N'}, {"max-seqs", 1, 0, 'Q'}, {"min-p", 1, 0, 0x101},
 		{"presence-penalty", 1, 0, 0x102}, {"frequency-penalty", 1, 0, 0x103},
 		{"repetition-penalty", 1, 0, 0x104}, {"logprobs", 1, 0, 0x105},
-		{"custom-allreduce", 1, 0, 0x106}, {"no-prefix-cache", 0, 0, 0x107}, {0, 0, 0, 0}};
+		{"custom-allreduce", 1, 0, 0x106}, {"no-prefix-cache", 0, 0, 0x10a}, {"quant", 1, 0, 0x107},
+		{"quant-group", 1, 0, 0x108}, {"kv-dtype", 1, 0, 0x109}, {0, 0, 0, 0}};
 	*a = (node_args){.max_tokens = 32, .max_step_tokens = 2048, .block_tokens = 16,
 			 .top_p = 1.0, .dtype = -1, .mem_fraction = 0.9, .heartbeat_ms = 1000,
 			 .max_waiting = 64, .repetition = 1, .logprobs = -1};
@@ -161,11 +174,16 @@ static int parse_args(int argc, char **argv, node_args *a, char *err, size_t err
 			break;
 		case 0x105: rc = sl_parse_int("--logprobs", optarg, 0, KERN_MAX_TOP_LOGPROBS, &a->logprobs, err, errlen); break;
 		case 0x106: rc = par_car_parse_mode("--custom-allreduce", optarg, &a->custom_ar, err, errlen); break;
-		case 0x107: a->no_prefix_cache = 1; break;
+		case 0x10a: a->no_prefix_cache = 1; break;
+		case 0x107: rc = model_parse_quant(optarg, &a->quant, err, errlen); break;
+		case 0x108: rc = model_parse_quant_group(optarg, &a->quant_group, err, errlen); break;
+		case 0x109: rc = model_parse_kv_dtype(optarg, &a->kv_fp8, err, errlen); break;
 		case 'h': usage(stdout); exit(0);
 		default: return sl_errf(err, errlen, SL_EINVAL, "unknown option (see --help)");
 		}
 	}
+	if (!rc)
+		rc = model_check_quant(a->quant, a->quant_group, err, errlen);
 	if (rc)
 		return rc;
 	if (optind < argc)
@@ -326,6 +344,7 @@ int main(int argc, char **argv)
 			     .random_cfg = a.random_shape ? &shape_cfg : NULL, .seed = 1,
 			     .tp = (int)a.tp, .pp = (int)a.pp, .step_tokens = (int)a.max_step_tokens,
 			     .max_seqs = (int)a.max_seqs, .custom_ar = a.custom_ar,
+			     .quant = a.quant, .quant_group = a.quant_group, .kv_fp8 = a.kv_fp8,
 			     .block_tokens = (int)a.block_tokens, .mem_fraction = (float)a.mem_fraction,
 			     .n_kv_blocks = (int)(a.kv_blocks ? a.kv_blocks
 						: cuda ? 0 : a.coordinator ? 1024 : default_kv_blocks(&a))};

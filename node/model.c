@@ -5,8 +5,10 @@
  * (last stage). Read together they are the model, top to bottom: embed,
  * per layer (qkv, rope + KV write, attention, output projection,
  * all-reduce, residual + norm, gate/up, silu*up, down projection,
- * all-reduce, residual + norm), final norm, LM head. Loading lives in
- * model_load.c, the stage-to-stage orchestration in step.c.
+ * all-reduce, residual + norm), final norm, LM head. The projections may be
+ * quantized (--quant): the backend's matmul takes their descriptors as
+ * they are. Loading lives in model_load.c, the stage-to-stage
+ * orchestration in step.c.
  */
 #include <math.h>
 
@@ -61,7 +63,7 @@ int model_layers(model *m)
 	const node_backend_ops *op = be->ops;
 	model_arena *a = &m->a;
 	int n = b->n_tokens, dim = c->dim, hd = c->head_dim, hq = s->n_heads, hkv = s->n_kv_heads;
-	int qkv_dim = (hq + 2 * hkv) * hd;
+	int qkv_dim = (hq + 2 * hkv) * hd; /* the projections' shapes are in their descriptors */
 	float eps = c->norm_eps, scale = 1.0f / sqrtf((float)hd);
 	sl_dtype dt = be->dtype;
 
@@ -69,17 +71,17 @@ int model_layers(model *m)
 	for (int l = 0; l < s->n_layers; l++) {
 		const layer_weights *w = &m->w.layers[l];
 		op->range_push(be, "layer", s->layer0 + l);
-		TRY(op->matmul(be, a->qkv, a->xb, w->wqkv, n, dim, qkv_dim));
+		TRY(op->matmul(be, a->qkv, a->xb, &w->wqkv, n));
 		TRY(op->rope_kv_write(be, a->qkv, m->k_cache[l], m->v_cache[l], b, hq, hkv, hd,
 				      a->inv_freq));
 		TRY(op->attention(be, a->att, a->qkv, qkv_dim, m->k_cache[l], m->v_cache[l], b, hq,
 				  hkv, hd, scale));
-		TRY(op->matmul(be, a->proj, a->att, w->wo, n, hq * hd, dim));
+		TRY(op->matmul(be, a->proj, a->att, &w->wo, n));
 		TRY(tp_all_reduce(m, a->proj, (size_t)n * dim, dt));
 		TRY(op->add_rmsnorm(be, a->x, a->proj, w->ffn_norm, a->xb, n, dim, eps));
-		TRY(op->matmul(be, a->gate_up, a->xb, w->w13, n, dim, 2 * s->hidden));
+		TRY(op->matmul(be, a->gate_up, a->xb, &w->w13, n));
 		TRY(op->silu_mul(be, a->hb, a->gate_up, n, s->hidden));
-		TRY(op->matmul(be, a->proj, a->hb, w->w2, n, s->hidden, dim));
+		TRY(op->matmul(be, a->proj, a->hb, &w->w2, n));
 		TRY(tp_all_reduce(m, a->proj, (size_t)n * dim, dt));
 		TRY(op->add_rmsnorm(be, a->x, a->proj, norm_after(m, l), a->xb, n, dim, eps));
 		op->range_pop(be);

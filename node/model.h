@@ -15,14 +15,19 @@
 #include "config.h"
 #include "grid.h"
 #include "paged.h"
+#include "quant.h"
 
+/* The four projections are kern_qweight descriptors (kernels/quant.h):
+ * format KERN_Q_NONE holds the run dtype's [rows, cols] matrix in data;
+ * int8 / fp8 / int4 (--quant) hold codes, scales and zero points, all in
+ * backend memory. rows x cols are this rank's shard. */
 typedef struct layer_weights {
 	void *attn_norm;  /* [dim] */
-	void *wqkv;       /* [(n_heads + 2 n_kv_heads) * head_dim, dim], local heads: q | k | v */
-	void *wo;         /* [dim, n_heads * head_dim], local input columns */
+	kern_qweight wqkv; /* [(n_heads + 2 n_kv_heads) * head_dim, dim], local heads: q | k | v */
+	kern_qweight wo;   /* [dim, n_heads * head_dim], local input columns */
 	void *ffn_norm;   /* [dim] */
-	void *w13;        /* [2 * hidden, dim], local FFN rows: gate then up */
-	void *w2;         /* [dim, hidden], local input columns */
+	kern_qweight w13;  /* [2 * hidden, dim], local FFN rows: gate then up */
+	kern_qweight w2;   /* [dim, hidden], local input columns */
 } layer_weights;
 
 typedef struct model_weights {
@@ -60,7 +65,20 @@ typedef struct model_opts {
 	int skip_tp_comm;   /* benchmarks only: skip tensor-parallel collectives (wrong
 			     * results) to measure what they cost */
 	int block_tokens;   /* tokens per KV block */
+	int quant;          /* kern_qformat of the four projections (--quant); KERN_Q_NONE:
+			     * the run dtype. Embedding, norms and LM head stay in it */
+	int quant_group;    /* int8 / int4 columns per scale (--quant-group): MODEL_QGROUP_AUTO
+			     * (0: int8 MODEL_INT8_GROUP, int4 128), MODEL_QGROUP_ROW (int8:
+			     * one scale per row), 32, 64, 128; smaller where a rank's in_dim
+			     * needs it (model_load.c) */
+	int kv_fp8;         /* KV cache in fp8 E4M3 (--kv-dtype fp8) */
 } model_opts;
+
+#define MODEL_QGROUP_AUTO 0
+#define MODEL_QGROUP_ROW (-1)
+/* int8's group when --quant-group is not given: one scale per output row
+ * (kern_qweight group 0). docs/cuda.md says why (perplexity and speed). */
+#define MODEL_INT8_GROUP 0
 
 typedef struct model {
 	model_config cfg;
@@ -71,10 +89,14 @@ typedef struct model {
 	kern_paged_batch batch; /* the step's batch in backend memory (model_set_batch) */
 	model_weights w;
 	model_arena a;
-	void **k_cache, **v_cache; /* [shard.n_layers] each [blocks][kv_local][block_tokens][head_dim] */
+	void **k_cache, **v_cache; /* [shard.n_layers] each [blocks][kv_local][block_tokens][head_dim]
+				    * of kv_bytes each: the run dtype, or fp8 E4M3 codes */
+	size_t kv_bytes;           /* bytes per cached K or V value (1: fp8 on a GPU) */
 	float *rope_freqs;         /* [head_dim / 2] host: GGUF rope_freqs.weight, a divisor
 				    * per rotary frequency; NULL when the model has none */
-	uint64_t weight_bytes;     /* bytes of weights held by this rank */
+	uint64_t weight_bytes;     /* bytes of weights held by this rank (codes, scales and
+				    * zero points for quantized projections) */
+	uint64_t proj_bytes;       /* of which the four projections of every layer */
 	uint64_t bytes_read;       /* checkpoint bytes this rank read */
 } model;
 
@@ -87,6 +109,15 @@ int model_create(const char *path, node_backend *be, const model_opts *opts, mod
 int model_create_random(const model_config *cfg, node_backend *be, const model_opts *opts,
 			uint64_t seed, model **out, char *err, size_t errlen);
 void model_destroy(model *m);
+/* --quant and --quant-group as model_opts holds them: 0, or SL_EINVAL
+ * naming the flag (int8 groups 32/64/128 or per row, int4 64/128). */
+int model_check_quant(int quant, int group, char *err, size_t errlen);
+/* The flags' values: --quant none|int8|fp8|int4, --quant-group
+ * auto|row|32|64|128 (MODEL_QGROUP_AUTO, _ROW, ...), --kv-dtype auto|fp8 (auto:
+ * the run dtype). SL_EINVAL naming the flag on anything else. */
+int model_parse_quant(const char *s, int *quant, char *err, size_t errlen);
+int model_parse_quant_group(const char *s, int *group, char *err, size_t errlen);
+int model_parse_kv_dtype(const char *s, int *kv_fp8, char *err, size_t errlen);
 
 /* The forward pass in stage pieces (see model.c); step.c runs them.
  * model_set_batch copies a host batch into backend memory; model_embed

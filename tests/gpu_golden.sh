@@ -16,6 +16,14 @@
 # in fp16 (for SmolLM2: up to its first step whose top-1 margin is under
 # twice the tolerance, where a near-tie may flip); in bf16 (8 mantissa bits)
 # the matching prefix is reported, not asserted.
+# Then quantized weights and the fp8 KV cache on the GPU (fp16, tp 1): every
+# golden model and SmolLM2 per format within the CPU's stated tolerance
+# (tests/mpi.sh QUANT_TOLS) plus fp16's 2e-2, and for fp8 another 1e-1:
+# batched prompts of more than 32 tokens take the W8A8 path, whose fp8
+# activations the CPU reference does not have (greedy tokens reported; not
+# yet run on a GPU); and SmolLM2's perplexity per format on the whole of
+# tests/data/ppl/apache-2.0.txt with shardline-ppl --device cuda (bounds as
+# tests/quant_ppl.sh; the figures docs/cuda.md asks for).
 # Prints "N passed, N failed".
 bin=${1:-${GOLDEN_BIN:-build/tests/mpi/test_parallel}}
 smollm2=${SL_SMOLLM2_GGUF:-build/models/SmolLM2-135M-Instruct.Q4_1.gguf}
@@ -56,5 +64,29 @@ for dt in "f16 2e-2" "bf16 6e-2 --greedy-report-only"; do
 		echo "FAIL: SmolLM2 GGUF not found at $smollm2: run \`make deps\`"; fail=$((fail + 1))
 	fi
 done
+GPU_QUANT_TOLS="int8:7e-2 fp8:3.2e-1 int4:6.2e-1 none+kv8:1.7e-1 fp8+kv8:4e-1"
+for qt in $GPU_QUANT_TOLS; do
+	a="--device cuda --dtype f16 --quant ${qt%%:*} --logit-tol ${qt#*:} --greedy-report-only"
+	run 1 --tp 1 --pp 1 $a
+	[ -f "$smollm2" ] && run 1 --tp 1 --pp 1 $a --smollm2 "$smollm2"
+done
+ppl=${PPL_BIN:-$(dirname "$bin")/../../bin/shardline-ppl}
+if [ -f "$smollm2" ] && [ -x "$ppl" ]; then
+	out=$(timeout 600 "$ppl" --device cuda --dtype f16 --model "$smollm2" \
+		--text tests/data/ppl/apache-2.0.txt --golden tests/golden/smollm2 \
+		--configs none,int8,int8/128,fp8,int4,none+kv8,fp8+kv8 --check --bound int4=0.40 \
+		${PPL_JSON:+--json "$PPL_JSON"} 2>&1)
+	printf '%s\n' "$out" | grep -E '^(ppl|greedy|text)|shardline-ppl:'
+	line=$(printf '%s\n' "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed' | tail -1)
+	if [ -z "$line" ]; then
+		printf '%s\n' "$out" | tail -20; echo "shardline-ppl: no result"; fail=$((fail + 1))
+	else
+		echo "shardline-ppl cuda: $line"
+		p=${line%% passed*}; f=${line#*passed, }; f=${f%% failed*}
+		pass=$((pass + p)); fail=$((fail + f))
+	fi
+else
+	echo "FAIL: shardline-ppl ($ppl) or the SmolLM2 GGUF missing"; fail=$((fail + 1))
+fi
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -5,10 +5,26 @@
 # checkpoints); then the real SmolLM2-135M-Instruct GGUF ($SL_SMOLLM2_GGUF,
 # default build/models/SmolLM2-135M-Instruct.Q4_1.gguf, fetched by
 # `make deps`) at tp 1, tp 3 and pp 2; then penalties, min-p and log-probs
-# (test_sampling_par) with tp=2, pp=2 and tp=2 x pp=2 against tp=1. Sums
-# the runs' counts into one "N passed, N failed" line.
+# (test_sampling_par) with tp=2, pp=2 and tp=2 x pp=2 against tp=1; then
+# quantized weights and the fp8 KV cache: every golden model on one rank
+# per format against transformers' unquantized logits within the format's
+# stated tolerance (QUANT_TOLS below), and test_quant_par's tp=2 and pp=2
+# groups against tp=1, quantized the same way. Sums the runs' counts into
+# one "N passed, N failed" line.
 bin=${1:-build/tests/mpi/test_parallel}
 sbin=${2:-$(dirname "$bin")/test_sampling_par}
+qbin=${3:-$(dirname "$bin")/test_quant_par}
+# Logits of the tiny random golden models against transformers' fp32 ones,
+# max abs error relative to the largest logit. Measured on the CPU (worst
+# over the 7 models): int8 (one scale per row) 3.5e-2, int8 groups of 128
+# (64 where in_dim is 64) 3.3e-2, fp8 1.4e-1, int4 (groups of 64) 4.2e-1,
+# fp8 KV cache alone 9.4e-2. Random weights of std 0.02 on 64-wide layers
+# are far more sensitive than real ones (SmolLM2's perplexity moves by
+# +0.8% / +1.6% / +32% / +0.4%, tests/quant_ppl.sh), and K and V of a few
+# hundredths sit in E4M3's subnormal range at scale 1: these bounds check
+# that every model runs and nothing is broken, the perplexity test and
+# test_quant_par check accuracy and parallelism. Greedy tokens are reported.
+QUANT_TOLS="int8:5e-2 int8/128:5e-2 fp8:2e-1 int4:6e-1 none+kv8:1.5e-1"
 smollm2=${SL_SMOLLM2_GGUF:-build/models/SmolLM2-135M-Instruct.Q4_1.gguf}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 pass=0; fail=0
@@ -43,6 +59,12 @@ else
 fi
 for grid in "2 --tp 2 --pp 1" "2 --tp 1 --pp 2" "4 --tp 2 --pp 2"; do
 	run "$sbin" $grid
+done
+for qt in $QUANT_TOLS; do
+	run "$bin" 1 --tp 1 --pp 1 --quant "${qt%%:*}" --logit-tol "${qt#*:}" --greedy-report-only
+done
+for grid in "2 --tp 2 --pp 1" "2 --tp 1 --pp 2"; do
+	run "$qbin" $grid
 done
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -43,7 +43,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 set --
 for t in test_kernels test_attention test_backend test_quant; do [ -x "$here/tests/$t" ] && set -- "$@" "$here/tests/$t"; done
 GOLDEN_BIN="$here/tests/test_parallel" ALLREDUCE_BIN="$here/tests/test_allreduce" \
-	exec sh "$here/run.sh" gpu "$@" "$here/gpu_allreduce.sh" "$here/gpu_golden.sh"
+	PPL_BIN="$here/bin/shardline-ppl" exec sh "$here/run.sh" gpu "$@" "$here/gpu_allreduce.sh" "$here/gpu_golden.sh"
 RUN
 chmod +x "$out/test-gpu.sh"
 cat > "$out/env.sh" <<'ENV'

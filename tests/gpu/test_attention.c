@@ -15,8 +15,11 @@
  * Cases per dtype (F16, BF16) and head shape (n_heads, n_kv_heads, head_dim):
  * decode (one sequence of context 1, 7, 300, 4097; 13 mixed), prefill
  * (prompts of 1, 17, 200, 1000), chunked prefill (37 new on 500 cached), a
- * mixed prefill + decode batch. A last case times the decode path (prints
- * GB/s of K/V read) and one prefill (TFLOP/s); no assertions. GPU host only.
+ * mixed prefill + decode batch; each again over fp8 E4M3 caches
+ * (--kv-dtype fp8: values rounded through E4M3 on both sides, one-byte
+ * codes on the GPU). A last case times the decode path (prints GB/s of K/V
+ * read, fp16 and fp8 caches) and one prefill (TFLOP/s); no assertions. GPU
+ * host only.
  */
 #include <check.h>
 #include <cuda_runtime_api.h>
@@ -29,6 +32,7 @@
 
 #include "attention.h"
 #include "dtype.h"
+#include "quant.h"
 #include "rng.h"
 #include "sl.h"
 
@@ -96,6 +100,7 @@ static float from_bits(uint16_t u, sl_dtype dt)
  * the reference and device copies in dt for the kernel. */
 typedef struct {
 	sl_dtype dt;
+	int kv_fp8; /* caches of fp8 E4M3 codes (values rounded through E4M3 on both sides) */
 	head_shape hs;
 	int n_seqs, n_tokens, q_stride, n_blocks;
 	int32_t *q_start, *q_len, *kv_len, *table; /* host */
@@ -108,11 +113,20 @@ typedef struct {
 } attn_case;
 
 /* Sequence s gets q_len[s] new tokens ending a context of kv_len[s]. */
-static void case_build(attn_case *c, sl_dtype dt, const head_shape *hs, int n_seqs,
+/* A cache value as both sides hold it: dt-rounded, or E4M3-rounded. */
+static float cache_val(float x, const attn_case *c)
+{
+	if (c->kv_fp8)
+		return kern_fp8_e4m3_to_f32(kern_f32_to_fp8_e4m3(x));
+	return from_bits(to_bits(x, c->dt), c->dt);
+}
+
+static void case_build(attn_case *c, sl_dtype dt, int kv_fp8, const head_shape *hs, int n_seqs,
 		       const int *q_len, const int *kv_len)
 {
 	memset(c, 0, sizeof *c);
 	c->dt = dt;
+	c->kv_fp8 = kv_fp8;
 	c->hs = *hs;
 	c->n_seqs = n_seqs;
 	const int H = hs->n_heads, KH = hs->n_kv_heads, D = hs->head_dim, bt = BLOCK_TOKENS;
@@ -159,13 +173,13 @@ static void case_build(attn_case *c, sl_dtype dt, const head_shape *hs, int n_se
 	/* Garbage everywhere first (finite, so a stray read makes a wrong
 	 * number rather than a NaN the poison check would also catch), then
 	 * the live positions. */
-	const float garbage = dt == SL_DT_F16 ? 30000.f : 1e30f;
+	const float garbage = kv_fp8 ? 400.f : dt == SL_DT_F16 ? 30000.f : 1e30f;
 	c->pool_elems = (size_t)c->n_blocks * KH * bt * D;
 	c->kc = malloc(sizeof(float) * c->pool_elems);
 	c->vc = malloc(sizeof(float) * c->pool_elems);
 	for (size_t i = 0; i < c->pool_elems; i++) {
-		c->kc[i] = from_bits(to_bits(garbage * rng_uniform(-1.f, 1.f), dt), dt);
-		c->vc[i] = from_bits(to_bits(garbage * rng_uniform(-1.f, 1.f), dt), dt);
+		c->kc[i] = cache_val(garbage * rng_uniform(-1.f, 1.f), c);
+		c->vc[i] = cache_val(garbage * rng_uniform(-1.f, 1.f), c);
 	}
 	for (int s = 0; s < n_seqs; s++)
 		for (int p = 0; p < kv_len[s]; p++) {
@@ -173,8 +187,8 @@ static void case_build(attn_case *c, sl_dtype dt, const head_shape *hs, int n_se
 			for (int kh = 0; kh < KH; kh++) {
 				long off = kern_kv_offset(slot, kh, KH, bt, D);
 				for (int d = 0; d < D; d++) {
-					c->kc[off + d] = from_bits(to_bits(rng_uniform(-1.f, 1.f), dt), dt);
-					c->vc[off + d] = from_bits(to_bits(rng_uniform(-1.f, 1.f), dt), dt);
+					c->kc[off + d] = cache_val(rng_uniform(-1.f, 1.f), c);
+					c->vc[off + d] = cache_val(rng_uniform(-1.f, 1.f), c);
 				}
 			}
 		}
@@ -196,16 +210,24 @@ static void case_build(attn_case *c, sl_dtype dt, const head_shape *hs, int n_se
 				(c->pool_elems > (size_t)c->n_tokens * c->q_stride
 					 ? c->pool_elems
 					 : (size_t)c->n_tokens * c->q_stride));
-	CU(cudaMalloc(&c->d_k, 2 * c->pool_elems));
-	CU(cudaMalloc(&c->d_v, 2 * c->pool_elems));
+	const size_t es = kv_fp8 ? 1 : 2;
+	CU(cudaMalloc(&c->d_k, es * c->pool_elems));
+	CU(cudaMalloc(&c->d_v, es * c->pool_elems));
 	CU(cudaMalloc(&c->d_qkv, 2 * (size_t)c->n_tokens * c->q_stride));
 	CU(cudaMalloc(&c->d_out, 2 * (size_t)c->n_tokens * H * D));
+	uint8_t *codes = (uint8_t *)bits;
 	for (size_t i = 0; i < c->pool_elems; i++)
-		bits[i] = to_bits(c->kc[i], dt);
-	CU(cudaMemcpy(c->d_k, bits, 2 * c->pool_elems, cudaMemcpyHostToDevice));
+		if (kv_fp8)
+			codes[i] = kern_f32_to_fp8_e4m3(c->kc[i]);
+		else
+			bits[i] = to_bits(c->kc[i], dt);
+	CU(cudaMemcpy(c->d_k, bits, es * c->pool_elems, cudaMemcpyHostToDevice));
 	for (size_t i = 0; i < c->pool_elems; i++)
-		bits[i] = to_bits(c->vc[i], dt);
-	CU(cudaMemcpy(c->d_v, bits, 2 * c->pool_elems, cudaMemcpyHostToDevice));
+		if (kv_fp8)
+			codes[i] = kern_f32_to_fp8_e4m3(c->vc[i]);
+		else
+			bits[i] = to_bits(c->vc[i], dt);
+	CU(cudaMemcpy(c->d_v, bits, es * c->pool_elems, cudaMemcpyHostToDevice));
 	for (long i = 0; i < (long)c->n_tokens * c->q_stride; i++)
 		bits[i] = to_bits(c->qkv[i], dt);
 	CU(cudaMemcpy(c->d_qkv, bits, 2 * (size_t)c->n_tokens * c->q_stride,
@@ -255,15 +277,17 @@ static int case_launch(attn_case *c)
 	const head_shape *hs = &c->hs;
 	return kern_attention_cuda(c->ws, c->d_out, c->d_qkv, c->q_stride, c->d_k, c->d_v, &c->db,
 				   hs->n_heads, hs->n_kv_heads, hs->head_dim,
-				   1.0f / sqrtf((float)hs->head_dim), c->dt, NULL);
+				   1.0f / sqrtf((float)hs->head_dim), c->dt, c->kv_fp8, NULL);
 }
 
 /* Builds, runs both sides, prints one line, asserts the tolerance. */
+static int g_kv_fp8; /* the cases below with fp8 caches (the *_fp8 tests set it) */
+
 static void check_batch(const char *kind, const char *label, sl_dtype dt, const head_shape *hs,
 			int n_seqs, const int *q_len, const int *kv_len)
 {
 	attn_case c;
-	case_build(&c, dt, hs, n_seqs, q_len, kv_len);
+	case_build(&c, dt, g_kv_fp8, hs, n_seqs, q_len, kv_len);
 	const int H = hs->n_heads, D = hs->head_dim;
 	const size_t n_out = (size_t)c.n_tokens * H * D;
 
@@ -291,8 +315,8 @@ static void check_batch(const char *kind, const char *label, sl_dtype dt, const 
 		if (rel > tol && first_bad < 0)
 			first_bad = (long)i;
 	}
-	printf("attention %s %s (%d,%d,%d) %s: worst rel err %.1e (tol %.1e)\n", kind,
-	       dt_label(dt), H, hs->n_kv_heads, D, label, worst, tol);
+	printf("attention %s %s%s (%d,%d,%d) %s: worst rel err %.1e (tol %.1e)\n", kind,
+	       dt_label(dt), c.kv_fp8 ? " kv-fp8" : "", H, hs->n_kv_heads, D, label, worst, tol);
 	fflush(stdout);
 	float got_bad = first_bad >= 0 ? from_bits(bits[first_bad], dt) : 0.f;
 	float ref_bad = first_bad >= 0 ? ref[first_bad] : 0.f;
@@ -300,9 +324,9 @@ static void check_batch(const char *kind, const char *label, sl_dtype dt, const 
 	free(ref);
 	case_free(&c);
 	ck_assert_msg(first_bad < 0,
-		      "%s %s (%d,%d,%d) %s: token %ld head %ld dim %ld: gpu %g, ref %g "
+		      "%s %s%s (%d,%d,%d) %s: token %ld head %ld dim %ld: gpu %g, ref %g "
 		      "(max |ref| %g, tol %g relative; seed %u)",
-		      kind, dt_label(dt), H, hs->n_kv_heads, D, label, first_bad / (H * D),
+		      kind, dt_label(dt), g_kv_fp8 ? " kv-fp8" : "", H, hs->n_kv_heads, D, label, first_bad / (H * D),
 		      first_bad % (H * D) / D, first_bad % D, got_bad, ref_bad, max_ref, tol,
 		      g_seed);
 }
@@ -364,6 +388,40 @@ START_TEST(test_mixed_batch)
 }
 END_TEST
 
+/* The same cases over fp8 E4M3 caches: both sides read the same E4M3
+ * values (the kernels convert them exactly), so the tolerances stay. */
+START_TEST(test_decode_fp8)
+{
+	g_kv_fp8 = 1;
+	test_decode_fn(_i);
+	g_kv_fp8 = 0;
+}
+END_TEST
+
+START_TEST(test_prefill_fp8)
+{
+	g_kv_fp8 = 1;
+	test_prefill_fn(_i);
+	g_kv_fp8 = 0;
+}
+END_TEST
+
+START_TEST(test_chunked_prefill_fp8)
+{
+	g_kv_fp8 = 1;
+	test_chunked_prefill_fn(_i);
+	g_kv_fp8 = 0;
+}
+END_TEST
+
+START_TEST(test_mixed_batch_fp8)
+{
+	g_kv_fp8 = 1;
+	test_mixed_batch_fn(_i);
+	g_kv_fp8 = 0;
+}
+END_TEST
+
 /* Shapes and sizes the kernels do not take are refused, not miscomputed. */
 START_TEST(test_refusals)
 {
@@ -379,18 +437,18 @@ START_TEST(test_refusals)
 	kern_attn_ws *big = NULL;
 	ck_assert_int_eq(kern_attn_ws_create(4, 16, 512, 64, &big), 0);
 	ck_assert_int_eq(kern_attention_cuda(big, buf, buf, 4 * 258, buf, buf, &b, 4, 4, 258, 1.f,
-					     SL_DT_F16, NULL),
+					     SL_DT_F16, 0, NULL),
 			 SL_ENOTSUP);
 	kern_attn_ws_destroy(big);
 	/* block_tokens 24 */
 	b.block_tokens = 24;
 	ck_assert_int_eq(kern_attention_cuda(ws, buf, buf, 8 * 64, buf, buf, &b, 4, 4, 64, 1.f,
-					     SL_DT_F16, NULL),
+					     SL_DT_F16, 0, NULL),
 			 SL_ENOTSUP);
 	b.block_tokens = 16;
 	/* F32 storage */
 	ck_assert_int_eq(kern_attention_cuda(ws, buf, buf, 8 * 64, buf, buf, &b, 4, 4, 64, 1.f,
-					     SL_DT_F32, NULL),
+					     SL_DT_F32, 0, NULL),
 			 SL_ENOTSUP);
 	cudaFree(buf);
 	kern_attn_ws_destroy(ws);
@@ -418,7 +476,7 @@ static double time_launches(attn_case *c, int iters)
 }
 
 /* Informational: decode time and K/V bytes read per second. */
-static void bench_decode(int n_seqs, int ctx)
+static void bench_decode(int n_seqs, int ctx, int kv_fp8)
 {
 	const head_shape hs = {32, 8, 128};
 	int *q = malloc(sizeof(int) * n_seqs), *kv = malloc(sizeof(int) * n_seqs);
@@ -427,12 +485,12 @@ static void bench_decode(int n_seqs, int ctx)
 		kv[s] = ctx;
 	}
 	attn_case c;
-	case_build(&c, SL_DT_F16, &hs, n_seqs, q, kv);
+	case_build(&c, SL_DT_F16, kv_fp8, &hs, n_seqs, q, kv);
 	double us = time_launches(&c, 100);
-	double bytes = 2.0 /* K, V */ * n_seqs * ctx * hs.n_kv_heads * hs.head_dim * 2;
-	printf("attention decode bench f16 (32,8,128) batch %d ctx %d: %.1f us/call, "
+	double bytes = 2.0 /* K, V */ * n_seqs * ctx * hs.n_kv_heads * hs.head_dim * (kv_fp8 ? 1 : 2);
+	printf("attention decode bench f16%s (32,8,128) batch %d ctx %d: %.1f us/call, "
 	       "K/V %.1f MB, %.0f GB/s\n",
-	       n_seqs, ctx, us, bytes / 1e6, bytes / (us * 1e3));
+	       kv_fp8 ? " kv-fp8" : "", n_seqs, ctx, us, bytes / 1e6, bytes / (us * 1e3));
 	fflush(stdout);
 	case_free(&c);
 	free(q);
@@ -444,7 +502,7 @@ static void bench_prefill(int len)
 {
 	const head_shape hs = {32, 8, 128};
 	attn_case c;
-	case_build(&c, SL_DT_F16, &hs, 1, &len, &len);
+	case_build(&c, SL_DT_F16, 0, &hs, 1, &len, &len);
 	double us = time_launches(&c, 20);
 	double flops = 4.0 * hs.n_heads * hs.head_dim * ((double)len * (len + 1) / 2);
 	printf("attention prefill bench f16 (32,8,128) prompt %d: %.1f us/call, %.0f TFLOP/s\n",
@@ -456,8 +514,10 @@ static void bench_prefill(int len)
 START_TEST(test_bench)
 {
 	rng_seed(g_seed * 131ull + 5000);
-	bench_decode(1, 4096);
-	bench_decode(32, 1024);
+	bench_decode(1, 4096, 0);
+	bench_decode(32, 1024, 0);
+	bench_decode(1, 4096, 1);
+	bench_decode(32, 1024, 1);
 	bench_prefill(4096);
 }
 END_TEST
@@ -471,6 +531,10 @@ static Suite *attention_suite(void)
 	tcase_add_loop_test(tc, test_prefill, 0, N_COMBOS);
 	tcase_add_loop_test(tc, test_chunked_prefill, 0, N_COMBOS);
 	tcase_add_loop_test(tc, test_mixed_batch, 0, N_COMBOS);
+	tcase_add_loop_test(tc, test_decode_fp8, 0, N_COMBOS);
+	tcase_add_loop_test(tc, test_prefill_fp8, 0, N_COMBOS);
+	tcase_add_loop_test(tc, test_chunked_prefill_fp8, 0, N_COMBOS);
+	tcase_add_loop_test(tc, test_mixed_batch_fp8, 0, N_COMBOS);
 	tcase_add_test(tc, test_refusals);
 	suite_add_tcase(s, tc);
 	TCase *tb = tcase_create("bench");

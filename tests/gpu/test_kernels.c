@@ -21,6 +21,7 @@
 #include "matmul.h"
 #include "paged.h"
 #include "rmsnorm.h"
+#include "quant.h"
 #include "rope.h"
 #include "sampling.h"
 #include "sl.h"
@@ -438,8 +439,36 @@ static const struct {
 
 #define BLOCK_TOKENS 16
 
+/* The cache written as fp8 E4M3 codes against the CPU's E4M3-rounded
+ * values: V exactly (both round the same dtype-rounded value); K to within
+ * one E4M3 step (2^-3 of the value's power of two; 2^-9 below 2^-6), since
+ * the rotated fp32 value may differ in its last bits (cosf, sinf) and
+ * land on the other side of a rounding tie. Returns the worst difference
+ * in steps (0 or 1 pass). */
+static double fp8_steps(const char *what, const uint8_t *codes, const float *ref, size_t n)
+{
+	double worst = 0;
+	size_t bad = 0, diff = 0;
+	for (size_t i = 0; i < n; i++) {
+		float got = kern_fp8_e4m3_to_f32(codes[i]), r = ref[i];
+		int e;
+		frexpf(fabsf(r), &e);
+		double step = fabsf(r) < 0x1p-6f ? 0x1p-9 : ldexp(1.0, e - 1 - 3);
+		double steps = fabs((double)got - r) / step;
+		if (steps > 0)
+			diff++;
+		if (steps > worst)
+			worst = steps;
+		if (steps > 1 && bad++ < 3)
+			printf("  FAIL %s: [%zu] code 0x%02x = %g, ref %g\n", what, i, codes[i], got, r);
+	}
+	if (diff)
+		printf("  %s: %zu of %zu values one E4M3 step apart\n", what, diff, n);
+	return worst;
+}
+
 static double run_rope(sl_dtype dt, int head_dim, int n_heads, int n_kv, const seq_shape *seqs,
-		       int n_seqs, double tol)
+		       int n_seqs, double tol, int kv_fp8)
 {
 	/* paged layout: blocks handed out from a shuffled pool, so each
 	 * sequence's table is non-contiguous and unordered */
@@ -484,6 +513,13 @@ static double run_rope(sl_dtype dt, int head_dim, int n_heads, int n_kv, const s
 	gt_round(kc, nc, dt);
 	gt_fill(vc, nc, -2, 2);
 	gt_round(vc, nc, dt);
+	uint8_t *kq = gt_malloc(nc), *vq = gt_malloc(nc);
+	for (size_t i = 0; kv_fp8 && i < nc; i++) {
+		kq[i] = kern_f32_to_fp8_e4m3(kc[i]);
+		vq[i] = kern_f32_to_fp8_e4m3(vc[i]);
+		kc[i] = kern_fp8_e4m3_to_f32(kq[i]);
+		vc[i] = kern_fp8_e4m3_to_f32(vq[i]);
+	}
 
 	kern_rope_params rp = {.theta = 10000.0f};
 	if (head_dim == 128) /* Llama-3 frequencies */
@@ -493,8 +529,9 @@ static double run_rope(sl_dtype dt, int head_dim, int n_heads, int n_kv, const s
 	float *inv_freq = gt_malloc(sizeof(float) * head_dim / 2);
 	kern_rope_inv_freq(inv_freq, head_dim, &rp);
 
-	void *d_qkv = gt_upload(qkv, nq, dt), *d_kc = gt_upload(kc, nc, dt);
-	void *d_vc = gt_upload(vc, nc, dt);
+	void *d_qkv = gt_upload(qkv, nq, dt);
+	void *d_kc = kv_fp8 ? gt_upload_raw(kq, nc) : gt_upload(kc, nc, dt);
+	void *d_vc = kv_fp8 ? gt_upload_raw(vq, nc) : gt_upload(vc, nc, dt);
 	float *d_inv = gt_upload(inv_freq, head_dim / 2, SL_DT_F32);
 	int32_t *d_pos = gt_upload_raw(pos, sizeof(int32_t) * n_tokens);
 	int32_t *d_slots = gt_upload_raw(slots, sizeof(int32_t) * n_tokens);
@@ -507,9 +544,9 @@ static double run_rope(sl_dtype dt, int head_dim, int n_heads, int n_kv, const s
 	db.slots = d_slots;
 	db.block_tables = NULL; /* not read by this kernel */
 
-	kern_rope_kv_write_cpu(qkv, kc, vc, &hb, n_heads, n_kv, head_dim, inv_freq);
+	kern_rope_kv_write_cpu(qkv, kc, vc, &hb, n_heads, n_kv, head_dim, inv_freq, kv_fp8);
 	GT_KERNEL(kern_rope_kv_write_cuda(d_qkv, d_kc, d_vc, &db, n_heads, n_kv, head_dim, d_inv,
-					  dt, NULL));
+					  dt, kv_fp8, NULL));
 
 	float *got = gt_malloc(sizeof(float) * (nq > nc ? nq : nc));
 	char what[128];
@@ -518,6 +555,19 @@ static double run_rope(sl_dtype dt, int head_dim, int n_heads, int n_kv, const s
 	snprintf(what, sizeof what, "rope qkv %s head_dim %d heads %d/%d tokens %d",
 		 gt_dt_name(dt), head_dim, n_heads, n_kv, n_tokens);
 	worst = dmax(worst, gt_compare(what, got, qkv, nq, tol));
+	if (kv_fp8) {
+		GT_CUDA(cudaMemcpy(kq, d_kc, nc, cudaMemcpyDeviceToHost));
+		GT_CUDA(cudaMemcpy(vq, d_vc, nc, cudaMemcpyDeviceToHost));
+		snprintf(what, sizeof what, "rope k_cache fp8 %s head_dim %d heads %d/%d tokens %d",
+			 gt_dt_name(dt), head_dim, n_heads, n_kv, n_tokens);
+		double ks = fp8_steps(what, kq, kc, nc);
+		snprintf(what, sizeof what, "rope v_cache fp8 %s head_dim %d heads %d/%d tokens %d",
+			 gt_dt_name(dt), head_dim, n_heads, n_kv, n_tokens);
+		double vs = fp8_steps(what, vq, vc, nc);
+		ck_assert_msg(ks <= 1 && vs == 0, "rope fp8 cache %s head_dim %d: k %g steps, v %g "
+			      "steps apart (k at most 1, v exact)", gt_dt_name(dt), head_dim, ks, vs);
+		goto done;
+	}
 	gt_download(got, d_kc, nc, dt);
 	snprintf(what, sizeof what, "rope k_cache %s head_dim %d heads %d/%d tokens %d",
 		 gt_dt_name(dt), head_dim, n_heads, n_kv, n_tokens);
@@ -526,6 +576,9 @@ static double run_rope(sl_dtype dt, int head_dim, int n_heads, int n_kv, const s
 	snprintf(what, sizeof what, "rope v_cache %s head_dim %d heads %d/%d tokens %d",
 		 gt_dt_name(dt), head_dim, n_heads, n_kv, n_tokens);
 	worst = dmax(worst, gt_compare(what, got, vc, nc, TOL_EXACT)); /* v is copied */
+done:
+	free(kq);
+	free(vq);
 
 	gt_dev_free(d_qkv);
 	gt_dev_free(d_kc);
@@ -558,9 +611,30 @@ START_TEST(test_rope)
 				for (int b = 0; b < 4; b++)
 					worst = dmax(worst, run_rope(dt, head_dims[hd], heads[h][0],
 								     heads[h][1], k_batches[b].s,
-								     k_batches[b].n, tol));
+								     k_batches[b].n, tol, 0));
 		gt_report("rope_kv_write", dt, worst, tol);
 		ck_assert_msg(worst <= tol, "rope %s: worst %.3g", gt_dt_name(dt), worst);
+	}
+}
+END_TEST
+
+/* The same writes into fp8 E4M3 caches (--kv-dtype fp8). */
+START_TEST(test_rope_fp8)
+{
+	static const int head_dims[] = {64, 128, 72};
+	static const int heads[][2] = {{4, 4}, {32, 8}};
+	for (int di = 0; di < N_DTS; di++) {
+		sl_dtype dt = k_dts[di];
+		double tol = tol_elem(dt), worst = 0;
+		gt_reseed(g_seed, 650 + di);
+		for (int hd = 0; hd < 3; hd++)
+			for (int h = 0; h < 2; h++)
+				for (int b = 0; b < 4; b++)
+					worst = dmax(worst, run_rope(dt, head_dims[hd], heads[h][0],
+								     heads[h][1], k_batches[b].s,
+								     k_batches[b].n, tol, 1));
+		gt_report("rope_kv_write kv-fp8 (q)", dt, worst, tol);
+		ck_assert_msg(worst <= tol, "rope fp8 %s: worst %.3g", gt_dt_name(dt), worst);
 	}
 }
 END_TEST
@@ -976,6 +1050,7 @@ static Suite *kernels_suite(void)
 	add_case(s, "swiglu", test_swiglu);
 	add_case(s, "matmul", test_matmul);
 	add_case(s, "rope", test_rope);
+	add_case(s, "rope_fp8", test_rope_fp8);
 	add_case(s, "sampling", test_sampling);
 	add_case(s, "sampling_ext", test_sampling_penalties_logprobs);
 	return s;

@@ -2,7 +2,8 @@
  * test_quant.c — the quantized linear layer (kernels/quant.cu) against its
  * CPU reference (kernels/quant.c), for every format (int8 per row with
  * fp32 and fp16 scales, int8 groups of 32 / 64 / 128, fp8 per row, int4
- * groups of 128 asymmetric, symmetric and with fp32 scales), fp16 and
+ * groups of 128 asymmetric, symmetric and with fp32 scales, int4 groups
+ * of 64 asymmetric and symmetric), fp16 and
  * bf16 activations, run-dtype and fp32 outputs, every path (the GEMV at
  * 1..64 tokens, dequantize + cuBLAS, fp8 W8A8 through cuBLASLt), token
  * counts 1, 2, 3, 5, 8, 13, 32, 64, 65, 70, 200, 2048, and shapes off the
@@ -75,6 +76,9 @@ static const qcfg k_cfgs[] = {
 	{"int4/g128", KERN_Q_INT4, 128, SL_DT_F16, 1},
 	{"int4/g128-sym", KERN_Q_INT4, 128, SL_DT_F16, 0},
 	{"int4/g128-f32s", KERN_Q_INT4, 128, SL_DT_F32, 1},
+	/* in_dims that are not a multiple of 128 (SmolLM2's 576): two groups per chunk */
+	{"int4/g64", KERN_Q_INT4, 64, SL_DT_F16, 1},
+	{"int4/g64-sym", KERN_Q_INT4, 64, SL_DT_F16, 0},
 };
 #define N_CFGS (int)(sizeof k_cfgs / sizeof *k_cfgs)
 
@@ -156,9 +160,9 @@ typedef struct shape {
 /* columns a multiple of the group (or of 16) but not of the chunk */
 static int odd_cols(const qcfg *c)
 {
-	if (c->format == KERN_Q_INT4 || c->group == 128)
+	if (c->group == 128)
 		return 4224; /* 33 x 128 */
-	if (c->group == 64)
+	if (c->group == 64) /* int4: a half chunk at the end */
 		return 4160; /* 65 x 64 */
 	if (c->group == 32)
 		return 4128; /* 129 x 32: a half chunk at the end */
@@ -200,7 +204,8 @@ static int run_path(kern_qblas *qb, int path, const qcfg *c, const qw *q, const 
 		int rc = kern_qmatmul_cuda(qb, path, d_out, ot, d_x, dt, &q->d, n);
 		/* after the call: an fp8 call cuBLASLt refused went to DEQUANT */
 		int taken = path == KERN_QPATH_AUTO ? kern_qmatmul_path(qb, &q->d, n, dt, ot) : path;
-		if (c->format == KERN_Q_FP8 && (path == KERN_QPATH_FP8_LT || n > KERN_QGEMV_MAX_TOKENS)) {
+		if (c->format == KERN_Q_FP8 &&
+		    (path == KERN_QPATH_FP8_LT || n > KERN_QGEMV_FP8_MAX_TOKENS)) {
 			w->w8a8_calls++;
 			w->w8a8_lt += rc == 0 && taken == KERN_QPATH_FP8_LT;
 		}
@@ -319,6 +324,8 @@ END_TEST
 START_TEST(test_fp8) { test_format(5); }
 END_TEST
 START_TEST(test_int4) { test_format(6); test_format(7); test_format(8); }
+END_TEST
+START_TEST(test_int4_g64) { test_format(9); test_format(10); }
 END_TEST
 
 /* ---- every code, exactly ---- */
@@ -498,6 +505,7 @@ START_TEST(test_graph)
 		{7, 263, 1024, 100}, /* int4 dequantize + cuBLAS */
 		{5, 512, 2048, 100}, /* fp8 W8A8 through cuBLASLt (or its fallback) */
 		{2, 2055, 4096, 8},  /* int8 groups of 32 */
+		{9, 519, 4160, 13},  /* int4 groups of 64, half a chunk at the end */
 	};
 	gt_reseed(g_seed, 4000);
 	cudaStream_t st;
@@ -619,6 +627,7 @@ int main(void)
 	add_case(s, "int8_groups", test_int8_groups);
 	add_case(s, "fp8", test_fp8);
 	add_case(s, "int4", test_int4);
+	add_case(s, "int4_g64", test_int4_g64);
 	add_case(s, "graph", test_graph);
 	add_case(s, "refused", test_refused);
 	SRunner *sr = srunner_create(s);

@@ -402,7 +402,8 @@ static const fmt_case k_cases[] = {
 	{KERN_Q_INT8, 32, SL_DT_F16, 0},  {KERN_Q_INT8, 64, SL_DT_F32, 0},
 	{KERN_Q_INT8, 128, SL_DT_F16, 0}, {KERN_Q_FP8, 0, SL_DT_F32, 0},
 	{KERN_Q_INT4, 128, SL_DT_F16, 1}, {KERN_Q_INT4, 128, SL_DT_F16, 0},
-	{KERN_Q_INT4, 128, SL_DT_F32, 1},
+	{KERN_Q_INT4, 128, SL_DT_F32, 1}, {KERN_Q_INT4, 64, SL_DT_F16, 1},
+	{KERN_Q_INT4, 64, SL_DT_F16, 0},
 };
 #define N_CASES (int)(sizeof k_cases / sizeof *k_cases)
 
@@ -547,8 +548,10 @@ START_TEST(bad_shapes)
 		{{.format = KERN_Q_FP8, .rows = 4, .cols = 128, .scale_dt = SL_DT_F16}, "F32 scale"},
 		{{.format = KERN_Q_FP8, .rows = 4, .cols = 128, .group = 32, .scale_dt = SL_DT_F32},
 		 "F32 scale"},
-		{{.format = KERN_Q_INT4, .rows = 4, .cols = 128, .group = 64, .scale_dt = SL_DT_F16},
-		 "group 64"},
+		{{.format = KERN_Q_INT4, .rows = 4, .cols = 128, .group = 32, .scale_dt = SL_DT_F16},
+		 "group 32"},
+		{{.format = KERN_Q_INT4, .rows = 4, .cols = 96, .group = 64, .scale_dt = SL_DT_F16},
+		 "multiple of the group"},
 		{{.format = KERN_Q_INT4, .rows = 4, .cols = 192, .group = 128, .scale_dt = SL_DT_F16},
 		 "multiple of the group"},
 		{{.format = KERN_Q_INT8, .rows = 4, .cols = 128, .scale_dt = SL_DT_F32,
