@@ -1,7 +1,10 @@
 /*
  * backend_cpu.c — the reference backend: fp32 everywhere, host memory, each
  * op a direct call to the kernels' CPU reference. It is the oracle for the
- * CUDA kernels and what CI and `make demo` run.
+ * CUDA kernels and what CI and `make demo` run. The one exception to
+ * "direct call to the reference" is the matmul, nearly all of the time:
+ * it runs kern_matmul_cpu_fast, the reference's vectorized twin (same
+ * values but for fp32 summation order, checked by tests/unit/test_matmul.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -68,14 +71,14 @@ static int cpu_add_rmsnorm(node_backend *be, float *x, const void *delta, const 
 static int cpu_matmul(node_backend *be, void *out, const void *x, const void *w, int n, int in_dim,
 		      int out_dim)
 {
-	kern_matmul_cpu(out, x, w, n, in_dim, out_dim);
+	kern_matmul_cpu_fast(out, x, w, n, in_dim, out_dim);
 	return SL_OK;
 }
 
 static int cpu_matmul_f32out(node_backend *be, float *out, const void *x, const void *w, int n,
 			     int in_dim, int out_dim)
 {
-	kern_matmul_cpu(out, x, w, n, in_dim, out_dim);
+	kern_matmul_cpu_fast(out, x, w, n, in_dim, out_dim);
 	return SL_OK;
 }
 
