@@ -6,8 +6,9 @@
 #   make test       every CPU test; ends with "N passed, N failed"
 #   make test-gpu   CUDA kernels against the CPU reference, the custom all-reduce,
 #                   golden models on the GPU (GPU host only)
-#   make demo       the main job: coordinator + `mpirun -np 2` node group + one
-#                   streamed generation through the CLI, on a small random model
+#   make demo       the main job: coordinator + `mpirun -np 2` node group serving
+#                   SmolLM2 (from `make deps`) + one streamed chat answer;
+#                   DEMO=tiny: a small random model instead, no download
 #   make bench      decode benchmark (GPU host)
 #   make bundle     relocatable tree (binaries + non-system libs) for GPU nodes
 #   make fuzz       libFuzzer targets (clang, ASan+UBSan), FUZZ_SECONDS each (CI: 60)
@@ -200,8 +201,11 @@ test-gpu: $(BINS) $(GPU_BINS) $(MPI_BINS)
 		SL_SMOLLM2_GGUF=$${SL_SMOLLM2_GGUF:-$(SMOLLM2)} sh tests/run.sh gpu \
 		$(filter-out $(GPU_MPI_BIN),$(GPU_BINS)) tests/gpu_allreduce.sh tests/gpu_golden.sh
 
+# DEMO=smollm2 (default): SmolLM2 from `make deps` answers a chat question;
+# DEMO=tiny: a small random model made here, for machines without the download.
+DEMO ?= smollm2
 demo: $(BINS)
-	@BIN=$(BUILD)/bin DEMO_MODEL=$(BUILD)/demo-model sh tools/demo.sh
+	@BIN=$(BUILD)/bin DEMO=$(DEMO) SMOLLM2=$(SMOLLM2) TINY_MODEL=$(BUILD)/demo-model sh tools/demo.sh
 
 # Decode benchmark on the local GPU; result under bench/results/.
 bench: $(BINS)

@@ -8,7 +8,13 @@
 extern "C" {
 #endif
 
+/* The reference: one plain fp32 dot product per output. */
 void kern_matmul_cpu(float *out, const float *x, const float *w, int n, int in_dim, int out_dim);
+/* The same, vectorized and tiled (what the CPU backend runs): equal to the
+ * reference but for fp32 summation order; each output depends only on its
+ * x and W rows (bit-identical whatever n, thread count or CPU). */
+void kern_matmul_cpu_fast(float *out, const float *x, const float *w, int n, int in_dim,
+			  int out_dim);
 
 #ifdef SL_HAVE_CUDA
 #include "dtype.h"

@@ -4,6 +4,10 @@
  * CUDA kernels and what CI and `make demo` run. Quantized projections
  * compute on their exact dequantized values; an fp8 KV cache holds fp32
  * values rounded through E4M3, so both backends attend over the same K/V.
+ * The one exception to "direct call to the reference" is the unquantized
+ * matmul, nearly all of the time: it runs kern_matmul_cpu_fast, the
+ * reference's vectorized twin (same values but for fp32 summation order,
+ * checked by tests/unit/test_matmul.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -82,14 +86,14 @@ static int cpu_matmul(node_backend *be, void *out, const void *x, const kern_qwe
 	if (w->format != KERN_Q_NONE)
 		kern_qmatmul_cpu(out, x, w, n);
 	else
-		kern_matmul_cpu(out, x, w->data, n, w->cols, w->rows);
+		kern_matmul_cpu_fast(out, x, w->data, n, w->cols, w->rows);
 	return SL_OK;
 }
 
 static int cpu_matmul_f32out(node_backend *be, float *out, const void *x, const void *w, int n,
 			     int in_dim, int out_dim)
 {
-	kern_matmul_cpu(out, x, w, n, in_dim, out_dim);
+	kern_matmul_cpu_fast(out, x, w, n, in_dim, out_dim);
 	return SL_OK;
 }
 

@@ -1,22 +1,33 @@
 #!/bin/sh
-# make demo: the main job, end to end on the CPU backend. Makes (once) a
-# small random Llama under build/demo-model whose vocabulary is the bundled
-# test tokenizer's (tests/data/llama2-small), then starts
-#   shardline-coordinator            (loopback, ports it picks)
-#   mpirun -np 2 shardline-node      (one node group: tp 2 x pp 1)
-# streams one generation through the `shardline` CLI, shows the status,
-# and stops everything cleanly: drain (the group finishes and exits), then
-# SIGTERM to the coordinator. Random weights: the text is gibberish.
+# make demo: the main job, end to end on the CPU backend.
+#
+# DEMO=smollm2 (the default): SmolLM2-135M-Instruct, the Q4_1 GGUF that
+# `make deps` fetches ($SMOLLM2), answers a chat question in English:
+#   shardline-coordinator --tokenizer THE.gguf  (its chat template, EOS <|im_end|>)
+#   mpirun -np 2 shardline-node --pp 2          (one node group: 2 pipeline stages)
+#   tools/chat.py QUESTION                      (OpenAI chat API, streamed, greedy)
+# pp 2 because tp must divide SmolLM2's 9 heads (so tp 3, three ranks on two
+# cores).  DEMO_TP/DEMO_PP choose another grid.
+#
+# DEMO=tiny: offline, no download. Makes (once) a small random Llama under
+# $TINY_MODEL whose vocabulary is the bundled test tokenizer's, serves it
+# from `mpirun -np 2` at tp 2 and streams a completion through the
+# `shardline` CLI (ZeroMQ). Random weights: the text is gibberish.
+#
+# Both then show `shardline status` and stop everything cleanly: drain
+# --exit (the group finishes and leaves), then SIGTERM to the coordinator.
+# Exit 0 when all of that worked. Overrides: DEMO_QUESTION, DEMO_MAX_TOKENS,
+# DEMO_TP and DEMO_PP (the grid; mpirun -np TP*PP), DEMO_DEVICE (cpu),
+# BIN (build/bin).
 set -eu
 bin=${BIN:-build/bin}
-model=${DEMO_MODEL:-build/demo-model}
-tok=tests/data/llama2-small/tokenizer.json
-prompt=${DEMO_PROMPT:-Once upon a time, in a land far away,}
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+demo=${DEMO:-smollm2}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} # one thread per rank: ranks = cores
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp=$(mktemp -d)
 coord_pid=""; group_pid=""
 
+say() { echo "demo: $*" >&2; }
 cleanup() {
 	for p in $group_pid $coord_pid; do kill -TERM "$p" 2>/dev/null || true; done
 	sleep 0.2
@@ -26,45 +37,107 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 fail() {
-	echo "demo: $*" >&2
+	say "$*"
 	for f in coord.log group.log; do [ -f "$tmp/$f" ] && { echo "--- $f" >&2; tail -20 "$tmp/$f" >&2; }; done
 	exit 1
 }
 
-# the model and its tokenizer, once (an older demo model without one is replaced)
-if [ ! -f "$model/model.safetensors" ] || [ ! -f "$model/tokenizer.json" ]; then
-	vocab=$("$bin/shardline-tok" "$tok" info | awk '/^vocab_size/{print $2}')
-	"$bin/shardline-mkckpt" --out "$model" --dim 256 --hidden 688 --layers 4 --heads 8 \
-		--kv-heads 4 --vocab "$vocab" --max-pos 2048 --dtype bf16 --seed 1
-	cp "$tok" "$model/tokenizer.json"
-fi
+case $demo in
+smollm2)
+	model=${SMOLLM2:-build/models/SmolLM2-135M-Instruct.Q4_1.gguf}
+	if [ ! -f "$model" ]; then
+		say "$model is missing: run \`make deps\` (it fetches SmolLM2, 98 MB),"
+		say "or, offline: \`make demo DEMO=tiny\` (a small random model: gibberish)"
+		exit 1
+	fi
+	name=smollm2; tokenizer=$model; tp=${DEMO_TP:-1}; pp=${DEMO_PP:-2}
+	# 1024 KV blocks would zero 720 MB for one short chat; 4096 tokens do
+	node_extra="--kv-blocks 256"
+	what="SmolLM2-135M-Instruct (Q4_1 GGUF, dequantized to fp32 at load)"
+	;;
+tiny)
+	model=${TINY_MODEL:-build/demo-model}
+	tok=tests/data/llama2-small/tokenizer.json
+	# the model and its tokenizer, once (an older demo model without one is replaced)
+	if [ ! -f "$model/model.safetensors" ] || [ ! -f "$model/tokenizer.json" ]; then
+		say "making a small random Llama under $model"
+		vocab=$("$bin/shardline-tok" "$tok" info | awk '/^vocab_size/{print $2}')
+		"$bin/shardline-mkckpt" --out "$model" --dim 256 --hidden 688 --layers 4 --heads 8 \
+			--kv-heads 4 --vocab "$vocab" --max-pos 2048 --dtype bf16 --seed 1
+		cp "$tok" "$model/tokenizer.json"
+	fi
+	name=demo; tokenizer=$model/tokenizer.json; tp=${DEMO_TP:-2}; pp=${DEMO_PP:-1}; node_extra=""
+	what="a small random Llama (4 layers, random weights: the text is gibberish)"
+	;;
+*)
+	echo "demo: DEMO=$demo: expected smollm2 (the default) or tiny" >&2
+	exit 1
+	;;
+esac
+device=${DEMO_DEVICE:-cpu}
+np=$((tp * pp)); grid="--tp $tp --pp $pp"
 
-echo "demo: $bin/shardline-coordinator --model-name demo --tokenizer $model/tokenizer.json" >&2
-"$bin/shardline-coordinator" --model-name demo --tokenizer "$model/tokenizer.json" \
+say "$bin/shardline-coordinator --model-name $name --tokenizer $tokenizer"
+"$bin/shardline-coordinator" --model-name "$name" --tokenizer "$tokenizer" \
 	--client-bind 'tcp://127.0.0.1:*' --node-bind 'tcp://127.0.0.1:*' \
 	--http-bind 127.0.0.1:0 --ports-file "$tmp/ports" >"$tmp/coord.log" 2>&1 &
 coord_pid=$!
 i=0; while [ ! -s "$tmp/ports" ]; do
-	i=$((i + 1)); [ $i -gt 100 ] && fail "the coordinator did not start"; sleep 0.1
+	i=$((i + 1)); [ $i -gt 100 ] && fail "the coordinator did not start"
+	kill -0 "$coord_pid" 2>/dev/null || fail "the coordinator exited"
+	sleep 0.1
 done
 client=$(awk '/^client/{print $2}' "$tmp/ports"); node=$(awk '/^node/{print $2}' "$tmp/ports")
+http=$(awk '/^http/{print $2}' "$tmp/ports")
+sed 's/^/  | /' "$tmp/coord.log" >&2
 
-echo "demo: mpirun -np 2 $bin/shardline-node --model $model --tp 2 --coordinator $node --model-name demo" >&2
-mpirun --oversubscribe -np 2 "$bin/shardline-node" --model "$model" --tp 2 \
-	--coordinator "$node" --model-name demo >"$tmp/group.log" 2>&1 &
+say "mpirun -np $np $bin/shardline-node --model $model $grid --device $device --coordinator $node --model-name $name $node_extra"
+say "loading $what; the group's log follows"
+# shellcheck disable=SC2086 # grid and node_extra are lists of flags
+mpirun --oversubscribe -np "$np" "$bin/shardline-node" --model "$model" $grid --device "$device" \
+	--coordinator "$node" --model-name "$name" $node_extra >"$tmp/group.log" 2>&1 &
 group_pid=$!
-i=0; until "$bin/shardline" --coordinator "$client" status 2>/dev/null | grep -q " 2 x 1 "; do
-	i=$((i + 1)); [ $i -gt 120 ] && fail "the node group did not register"
+# Until the group registers: its log as it comes, and a word every 5 s.
+shown=0; i=0
+until "$bin/shardline" --coordinator "$client" status 2>/dev/null | grep -qE "^[0-9]+ +[^ ]+ +$name "; do
+	n=$(wc -l <"$tmp/group.log")
+	if [ "$n" -gt "$shown" ]; then
+		sed -n "$((shown + 1)),${n}p" "$tmp/group.log" | sed 's/^/  | /' >&2
+		shown=$n
+	fi
+	i=$((i + 1))
+	[ $((i % 10)) -eq 0 ] && say "still starting ($((i / 2)) s)"
+	[ $i -gt 240 ] && fail "the node group did not register within 120 s"
 	kill -0 "$group_pid" 2>/dev/null || fail "the node group exited"
 	sleep 0.5
 done
+sed -n "$((shown + 1)),\$p" "$tmp/group.log" | sed 's/^/  | /' >&2
 "$bin/shardline" --coordinator "$client" status
 
-echo "demo: $bin/shardline --coordinator $client generate --prompt '$prompt' --max-tokens 48 --temperature 0.8 --top-p 0.95 --seed 1" >&2
-"$bin/shardline" --coordinator "$client" generate --prompt "$prompt" --max-tokens 48 \
-	--temperature 0.8 --top-p 0.95 --seed 1 || fail "generation failed"
+if [ "$demo" = smollm2 ]; then
+	question=${DEMO_QUESTION:-What is machine learning? Answer in two sentences.}
+	max_tokens=${DEMO_MAX_TOKENS:-128}
+	say "tools/chat.py --url http://$http --max-tokens $max_tokens '$question'   (greedy)"
+	echo
+	echo "> $question"
+	timeout 600 python3 tools/chat.py --url "http://$http" --model "$name" \
+		--max-tokens "$max_tokens" "$question" 2>"$tmp/chat.err" ||
+		{ cat "$tmp/chat.err" >&2; fail "the chat request failed"; }
+	echo
+	cat "$tmp/chat.err" >&2
+	rate=$(sed -n 's/.*decode \([0-9.]*\) tokens\/s.*/\1/p' "$tmp/chat.err")
+	say "CPU backend, mpirun -np $np ($grid), $OMP_NUM_THREADS OpenMP thread per rank:" \
+		"decode ${rate:-?} tokens/s (load average $(cut -d' ' -f1 /proc/loadavg))"
+else
+	prompt=${DEMO_QUESTION:-Once upon a time, in a land far away,}
+	max_tokens=${DEMO_MAX_TOKENS:-48}
+	say "$bin/shardline --coordinator $client generate --prompt '$prompt' --max-tokens $max_tokens --temperature 0.8 --top-p 0.95 --seed 1"
+	"$bin/shardline" --coordinator "$client" generate --prompt "$prompt" --max-tokens "$max_tokens" \
+		--temperature 0.8 --top-p 0.95 --seed 1 || fail "generation failed"
+fi
+"$bin/shardline" --coordinator "$client" status
 
-echo "demo: stopping: drain --exit, then SIGTERM to the coordinator" >&2
+say "stopping: drain --exit, then SIGTERM to the coordinator"
 "$bin/shardline" --coordinator "$client" drain --exit >/dev/null
 i=0; while kill -0 "$group_pid" 2>/dev/null; do
 	i=$((i + 1)); [ $i -gt 100 ] && fail "the node group did not leave after draining"; sleep 0.1
@@ -74,4 +147,4 @@ group_pid=""
 kill -TERM "$coord_pid"
 wait "$coord_pid" || fail "the coordinator exited with an error"
 coord_pid=""
-echo "demo: done" >&2
+say "done"
