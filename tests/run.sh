@@ -1,11 +1,13 @@
 #!/bin/sh
 # Runs test binaries (Check suites) and scripts, sums their counts and ends
 # with one line: "N passed, N failed". Exit status is non-zero on any failure.
-# Usage: tests/run.sh LABEL BIN...
+# Usage: tests/run.sh LABEL BIN...   (RUN_LOGS=DIR: every output in DIR/NAME.log)
 label=$1; shift
 passed=0; failed=0
 for t in "$@"; do
 	out=$("$t" 2>&1); rc=$?
+	# RUN_LOGS=DIR keeps each test's whole output (DIR/NAME.log)
+	[ -n "${RUN_LOGS:-}" ] && printf '%s\n' "$out" >"$RUN_LOGS/$(basename "$t").log"
 	printf '%s\n' "$out" | grep -v '^[0-9]*%: Checks' | grep -E 'FAIL|Failure|Error|error' | head -20
 	# kernel tests report their worst error per case: keep them in the log
 	printf '%s\n' "$out" | grep -E 'worst rel err|mismatches' | sed "s/^/$label: /"

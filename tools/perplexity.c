@@ -45,9 +45,11 @@
 
 #define MAX_CONFIGS 16
 #define MAX_PROMPTS 8
-/* what an fp8 KV cache may add to a configuration's bound (the issue
- * states none; measured on SmolLM2: docs/cuda.md) */
-#define PPL_KV8_BOUND 0.01
+/* what an fp8 KV cache may add to a configuration's bound. The issue
+ * states none; with scale 1 it costs SmolLM2 +2.5% on the CPU and +3.4% on
+ * an H100 in fp16 (docs/cuda.md), so the bound is a regression guard above
+ * those, not a target met. */
+#define PPL_KV8_BOUND 0.04
 
 typedef struct ppl_config {
 	char name[32];

@@ -205,6 +205,9 @@ while [ $k -le 6 ]; do
 	conv="$conv,$(echo "$ans" | tr ' ' ',')"
 	k=$((k + 1))
 done
+# No process is killed here: a slower heartbeat keeps a loaded machine
+# (4 ranks on 2 cores) from losing a group in the middle of the conversation.
+HB=1000
 start_coord
 mpirun --oversubscribe -np 2 "$bin/shardline-node" --model "$tmp/m" --pp 2 --coordinator "$NODE" \
 	--model-name tiny --heartbeat-ms $HB --min-step-ms 10 --max-running 2 --max-waiting 8 \
