@@ -81,7 +81,7 @@ __global__ void empty_kernel() {}
  * one block reading and rewriting the activations the next GEMV reads. */
 __global__ void touch_kernel(T *x, int count)
 {
-	gemv_wait_prior_grid(); /* no-op unless launched as a dependent */
+	kern_pdl_wait(); /* no-op unless launched as a dependent */
 	for (int i = threadIdx.x; i < count; i += blockDim.x)
 		x[i] = __float2half(__half2float(x[i]) * 0.5f + 0.25f);
 }

@@ -189,6 +189,36 @@ template <typename T> __device__ __forceinline__ T kern_block_sum(T v)
 		KERN_DISPATCH_DT(dt, FN, __VA_ARGS__);                                       \
 	} while (0)
 
+/* 16 bytes of a stream read once: through L2 only, with a 256-byte L2
+ * prefetch (the lane's next chunks are in it). Not volatile, no memory
+ * clobber: weights are constant, the compiler may move these freely. The
+ * GEMVs of matmul.cu and quant.cu read W through it. */
+__device__ __forceinline__ uint4 kern_ld_stream(const void *p)
+{
+	uint4 v;
+	asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+	    : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+	    : "l"(p));
+	return v;
+}
+
+/* Programmatic dependent launch: wait for the previous kernel's completion
+ * and memory (a no-op when not launched as a dependent), and let the next
+ * kernel launch early. */
+__device__ __forceinline__ void kern_pdl_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void kern_pdl_launch_next()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 static inline cudaStream_t kern_stream(void *s) { return (cudaStream_t)s; }
 
 #endif

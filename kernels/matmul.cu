@@ -140,34 +140,6 @@ extern "C" int kern_blas_create(void *stream, kern_blas **out)
 #define GEMV_ROWS 16 /* W rows per tile: the MMA's M */
 #define GEMV_CHUNK 32 /* k per chunk: 4 lanes x 8 */
 
-/* 16 bytes of a stream read once: through L2 only, with a 256-byte L2
- * prefetch (the lane's next chunks are in it). Not volatile, no memory
- * clobber: W is constant, the compiler may move these freely. */
-__device__ __forceinline__ uint4 gemv_ld_stream(const void *p)
-{
-	uint4 v;
-	asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-	    : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-	    : "l"(p));
-	return v;
-}
-
-/* PDL: wait for the previous kernel's completion and memory (a no-op when
- * not launched as a dependent), and let the next kernel launch early. */
-__device__ __forceinline__ void gemv_wait_prior_grid()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-	asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-__device__ __forceinline__ void gemv_allow_next_grid()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
 /*
  * One block: rows [16 * blockIdx.x, +16) of W, chunks
  * [blockIdx.y * chunks_per_split, +chunks_per_split) of in_dim.
@@ -206,10 +178,10 @@ __global__ void __launch_bounds__(KSPLIT * 32)
 	for (int u = 0; u < UNROLL; u++) {
 		bool ok = ch + u < ch_end && (ch + u) * 4 + c < n_vec;
 		size_t off = (size_t)(ch + u) * GEMV_CHUNK;
-		va[u] = ok && ok_a ? gemv_ld_stream(wa + off) : zero;
-		vb[u] = ok && ok_b ? gemv_ld_stream(wb + off) : zero;
+		va[u] = ok && ok_a ? kern_ld_stream(wa + off) : zero;
+		vb[u] = ok && ok_b ? kern_ld_stream(wb + off) : zero;
 	}
-	gemv_wait_prior_grid(); /* x is the previous kernel's output */
+	kern_pdl_wait(); /* x is the previous kernel's output */
 	while (ch < ch_end) {
 #pragma unroll
 		for (int u = 0; u < UNROLL; u++) {
@@ -232,11 +204,11 @@ __global__ void __launch_bounds__(KSPLIT * 32)
 		for (int u = 0; u < UNROLL; u++) {
 			bool ok = ch + u < ch_end && (ch + u) * 4 + c < n_vec;
 			size_t off = (size_t)(ch + u) * GEMV_CHUNK;
-			va[u] = ok && ok_a ? gemv_ld_stream(wa + off) : zero;
-			vb[u] = ok && ok_b ? gemv_ld_stream(wb + off) : zero;
+			va[u] = ok && ok_a ? kern_ld_stream(wa + off) : zero;
+			vb[u] = ok && ok_b ? kern_ld_stream(wb + off) : zero;
 		}
 	}
-	gemv_allow_next_grid();
+	kern_pdl_launch_next();
 
 	if (KSPLIT > 1) {
 		__shared__ float part[KSPLIT - 1][32][4];

@@ -96,31 +96,6 @@ struct kern_qblas {
 
 /* ---- device helpers ---- */
 
-/* 16 bytes read once: through L2 only, with a 256-byte L2 prefetch (as
- * matmul.cu's gemv_ld_stream). Weights are constant: not volatile. */
-__device__ __forceinline__ uint4 q_ld_stream(const void *p)
-{
-	uint4 v;
-	asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-	    : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-	    : "l"(p));
-	return v;
-}
-
-__device__ __forceinline__ void q_wait_prior_grid()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-	asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-__device__ __forceinline__ void q_allow_next_grid()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
 __device__ __forceinline__ float q_scale(const void *s, size_t i, bool f16)
 {
 	return f16 ? __half2float(__ldg(reinterpret_cast<const __half *>(s) + i))
@@ -289,8 +264,8 @@ __global__ void __launch_bounds__(KSPLIT * 32, 2) qgemv_kernel(const T *x, qgemv
 			const bool in = cu < ch_end;
 			const bool ok = in && cu * QG_CHUNK_BYTES + c * 16 < a.row_bytes;
 			const size_t off = (size_t)cu * QG_CHUNK_BYTES;
-			va[u] = ok && ok_a ? q_ld_stream(wa + off) : zero;
-			vb[u] = ok && ok_b ? q_ld_stream(wb + off) : zero;
+			va[u] = ok && ok_a ? kern_ld_stream(wa + off) : zero;
+			vb[u] = ok && ok_b ? kern_ld_stream(wb + off) : zero;
 			const int grp0 = GM == QG_HALF ? 2 * cu : GM == QG_CHUNK ? cu * CK / a.group : 0;
 			if constexpr (GM != QG_ROW) {
 #pragma unroll
@@ -322,7 +297,7 @@ __global__ void __launch_bounds__(KSPLIT * 32, 2) qgemv_kernel(const T *x, qgemv
 	};
 
 	fetch(ch);
-	q_wait_prior_grid(); /* x is the previous kernel's output */
+	kern_pdl_wait(); /* x is the previous kernel's output */
 	while (ch < ch_end) {
 #pragma unroll
 		for (int u = 0; u < UNROLL; u++) {
@@ -396,7 +371,7 @@ __global__ void __launch_bounds__(KSPLIT * 32, 2) qgemv_kernel(const T *x, qgemv
 			break;
 		fetch(ch);
 	}
-	q_allow_next_grid();
+	kern_pdl_launch_next();
 
 	if constexpr (KSPLIT > 1) {
 		/* [warp][value][lane]: lanes on consecutive words, no bank conflicts */
@@ -622,7 +597,7 @@ __global__ void qdequant_kernel(T *__restrict__ dst, qgemv_args a, int row0, int
 	if (v >= (size_t)nrows * per_row)
 		return;
 	const int r = (int)(v / per_row), j = (int)(v % per_row), row = row0 + r;
-	const uint4 raw = q_ld_stream(a.w + (size_t)row * a.row_bytes + (size_t)j * 16);
+	const uint4 raw = kern_ld_stream(a.w + (size_t)row * a.row_bytes + (size_t)j * 16);
 	const int k0 = j * KL, grp = a.group ? k0 / a.group : 0; /* KL divides every group */
 	const size_t gi = (size_t)row * a.groups + grp;
 	const float s = q_scale(a.scales, gi, a.scale_f16);
