@@ -219,6 +219,37 @@ __device__ __forceinline__ void kern_pdl_launch_next()
 #endif
 }
 
+/* Launch `kernel` on `stream`, as a programmatic dependent while *pdl; a
+ * PDL launch the driver refuses falls back to a plain one, once and for all
+ * (*pdl cleared, logged naming `who`). The GEMVs of matmul.cu and quant.cu
+ * launch through it. */
+template <typename K, typename... Args>
+static int kern_launch_pdl(bool *pdl, const char *who, cudaStream_t stream, K kernel, dim3 grid,
+			   dim3 block, Args... args)
+{
+	if (*pdl) {
+		cudaLaunchAttribute attr[1];
+		attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+		attr[0].val.programmaticStreamSerializationAllowed = 1;
+		cudaLaunchConfig_t cfg = {};
+		cfg.gridDim = grid;
+		cfg.blockDim = block;
+		cfg.stream = stream;
+		cfg.attrs = attr;
+		cfg.numAttrs = 1;
+		cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, args...);
+		if (e == cudaSuccess)
+			return SL_OK;
+		cudaGetLastError();
+		sl_log(SL_LOG_WARN, "cuda", "%s: PDL launch refused (%s); plain launches from now", who,
+		       cudaGetErrorString(e));
+		*pdl = false;
+	}
+	kernel<<<grid, block, 0, stream>>>(args...);
+	CUDA_TRY_LAUNCH();
+	return SL_OK;
+}
+
 static inline cudaStream_t kern_stream(void *s) { return (cudaStream_t)s; }
 
 #endif

@@ -253,28 +253,7 @@ __global__ void gemv_reduce_kernel(OutT *__restrict__ out, const float *__restri
 template <typename K, typename... Args>
 static int gemv_launch(kern_blas *b, K kernel, dim3 grid, dim3 block, Args... args)
 {
-	if (b->pdl) {
-		cudaLaunchAttribute attr[1];
-		attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-		attr[0].val.programmaticStreamSerializationAllowed = 1;
-		cudaLaunchConfig_t cfg = {};
-		cfg.gridDim = grid;
-		cfg.blockDim = block;
-		cfg.dynamicSmemBytes = 0;
-		cfg.stream = b->stream;
-		cfg.attrs = attr;
-		cfg.numAttrs = 1;
-		cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, args...);
-		if (e == cudaSuccess)
-			return SL_OK;
-		cudaGetLastError();
-		sl_log(SL_LOG_WARN, "cuda", "matmul: PDL launch refused (%s); plain launches from now",
-		       cudaGetErrorString(e));
-		b->pdl = false;
-	}
-	kernel<<<grid, block, 0, b->stream>>>(args...);
-	CUDA_TRY_LAUNCH();
-	return SL_OK;
+	return kern_launch_pdl(&b->pdl, "matmul", b->stream, kernel, grid, block, args...);
 }
 
 /* The GEMV with a given block shape. Splits in_dim across blocks only when

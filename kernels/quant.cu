@@ -443,27 +443,7 @@ __global__ void qgemv_reduce_kernel(void *out, bool out_f32, const float *__rest
 template <typename K, typename... Args>
 static int q_launch(kern_qblas *qb, K kernel, dim3 grid, dim3 block, Args... args)
 {
-	if (qb->pdl) {
-		cudaLaunchAttribute attr[1];
-		attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-		attr[0].val.programmaticStreamSerializationAllowed = 1;
-		cudaLaunchConfig_t cfg = {};
-		cfg.gridDim = grid;
-		cfg.blockDim = block;
-		cfg.stream = qb->stream;
-		cfg.attrs = attr;
-		cfg.numAttrs = 1;
-		cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, args...);
-		if (e == cudaSuccess)
-			return SL_OK;
-		cudaGetLastError();
-		sl_log(SL_LOG_WARN, "cuda", "quant: PDL launch refused (%s); plain launches from now",
-		       cudaGetErrorString(e));
-		qb->pdl = false;
-	}
-	kernel<<<grid, block, 0, qb->stream>>>(args...);
-	CUDA_TRY_LAUNCH();
-	return SL_OK;
+	return kern_launch_pdl(&qb->pdl, "quant", qb->stream, kernel, grid, block, args...);
 }
 
 /*
