@@ -201,6 +201,8 @@ struct coord {
 	uint64_t next_req_id;      /* random high bits: ids of a restarted coordinator differ */
 	long n_requeued;
 	double last_tick;
+	double next_due;           /* the earliest timer the last tick saw (coord.c) */
+	uint64_t due_scan_id;      /* requests from this id on are newer than that */
 	struct coord_http *http;   /* NULL: no HTTP API */
 	struct coord_metrics *metrics; /* fed by stream.c and http.c (metrics.h) */
 };
