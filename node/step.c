@@ -7,6 +7,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "comm.h"
 #include "checks.h"
@@ -323,6 +324,38 @@ int node_step_stop(model *m)
 	return rc;
 }
 
+/* How a non-leader rank waits for the next plan. MPI's blocking receive
+ * busy-polls (Open MPI spins in its progress engine), so an idle group
+ * held a core per non-leader rank at 100%. Instead: probe without
+ * blocking, spin only briefly after a step (the next plan of a running
+ * batch comes within the leader's turnaround, and a sleep there would
+ * add to every step), then sleep with a backoff that grows while idle
+ * and starts over on work. Worst added latency for the first plan after
+ * an idle spell: one WAIT_MAX_NS sleep. docs/operations.md has the
+ * figures. */
+#define WAIT_SPIN_S 200e-6      /* probe without sleeping this long after a step */
+#define WAIT_MIN_NS 50000L      /* first sleep: 50 us */
+#define WAIT_MAX_NS 2000000L    /* backoff cap: 2 ms */
+
+static int wait_for_plan(par_comm *c)
+{
+	double t0 = sl_now();
+	long sleep_ns = 0;
+	for (;;) {
+		int ready = 0;
+		TRY(par_host_msg_ready(c, &ready));
+		if (ready)
+			return SL_OK;
+		if (sl_now() - t0 < WAIT_SPIN_S)
+			continue;
+		sleep_ns = sleep_ns ? sleep_ns * 2 : WAIT_MIN_NS;
+		if (sleep_ns > WAIT_MAX_NS)
+			sleep_ns = WAIT_MAX_NS;
+		struct timespec ts = {0, sleep_ns};
+		nanosleep(&ts, NULL);
+	}
+}
+
 int node_worker_loop(model *m, char *err, size_t errlen)
 {
 	node_stepper *st = NULL;
@@ -330,7 +363,8 @@ int node_worker_loop(model *m, char *err, size_t errlen)
 	while (!rc) {
 		node_plan p;
 		size_t n;
-		if ((rc = par_host_recv_msg(m->comm, &st->msg, &st->msg_cap, &n)))
+		if ((rc = wait_for_plan(m->comm)) ||
+		    (rc = par_host_recv_msg(m->comm, &st->msg, &st->msg_cap, &n)))
 			break;
 		if ((rc = node_plan_unpack(st->msg, n, &p, err, errlen)) || p.cmd == NODE_PLAN_STOP)
 			break;
