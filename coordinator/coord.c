@@ -159,6 +159,7 @@ int coord_create(const coord_opts *o, coord **out, char *err, size_t errlen)
 	if (!c)
 		return sl_errf(err, errlen, SL_ENOMEM, "out of memory");
 	c->o = *o;
+	coord_mem_setup();
 	c->next_req_id = random_epoch() | 1;
 	int rc = coord_metrics_create(&c->metrics);
 	if (rc)
@@ -242,6 +243,7 @@ static void tick(coord *c)
 		}
 	}
 	coord_http_tick(c->http);
+	coord_mem_release(now, &c->mem_checked);
 	c->last_tick = now;
 	c->next_due = due;
 	c->due_scan_id = c->next_req_id;
