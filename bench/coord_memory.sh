@@ -7,8 +7,10 @@
 # coordinator's per-request path, not the model, is what is measured).
 # Prints "rss fresh|after K requests|after burst of N connections: N kB"
 # and a summary; docs/operations.md quotes it.
-# Usage: bench/coord_memory.sh   (BIN=build/bin, BURST, STEADY, COORD_FLAGS;
-# glibc's MALLOC_* variables pass through)
+# HTTP=1: both loads through the OpenAI API (loadgen --http) instead of
+# ZeroMQ.
+# Usage: bench/coord_memory.sh   (BIN=build/bin, BURST, STEADY, HTTP,
+# COORD_FLAGS; glibc's MALLOC_* variables pass through)
 bin=${BIN:-build/bin}
 tok=tests/data/llama2-small/tokenizer.json
 BURST=${BURST:-3000}
@@ -28,7 +30,7 @@ trap 'exit 1' INT TERM
 rss() { awk '/^VmRSS/{print $2}' "/proc/$coord/status"; }
 # loadgen N_STREAMS N_REQUESTS SEED
 load() {
-	"$bin/shardline-loadgen" --coordinator "$CL" --model tiny --streams "$1" --requests "$2" \
+	"$bin/shardline-loadgen" --coordinator "$CL" $VIA --model tiny --streams "$1" --requests "$2" \
 		--prompt-len 4 --output-len 1 --vocab 2000 --seed "$3" --status-ms 1000 \
 		>"$tmp/loadgen.log" 2>&1 || { echo "loadgen failed:"; tail -5 "$tmp/loadgen.log"; exit 1; }
 }
@@ -36,13 +38,18 @@ load() {
 ulimit -n 65536 2>/dev/null || ulimit -n 16384 2>/dev/null
 "$bin/shardline-mkckpt" --out "$tmp/m" --dim 64 --hidden 172 --layers 2 --heads 4 --kv-heads 2 \
 	--vocab 2000 --max-pos 256 --dtype f32 --seed 7 2>/dev/null || exit 1
-"$bin/shardline-coordinator" --model-name tiny --tokenizer "$tok" --http-bind none \
+http=none
+[ "${HTTP:-0}" = 1 ] && http=127.0.0.1:0
+"$bin/shardline-coordinator" --model-name tiny --tokenizer "$tok" --http-bind $http \
+	--http-max-connections 4096 \
 	--client-bind 'tcp://127.0.0.1:*' --node-bind 'tcp://127.0.0.1:*' --max-queue 4096 \
 	--ports-file "$tmp/ports" ${COORD_FLAGS:-} >"$tmp/coord.log" 2>&1 &
 coord=$!; pids="$pids $coord"
 i=0; while [ ! -s "$tmp/ports" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
 CL=$(awk '/^client/{print $2}' "$tmp/ports")
 NODE=$(awk '/^node/{print $2}' "$tmp/ports")
+VIA=""
+[ "${HTTP:-0}" = 1 ] && VIA="--http http://$(awk '/^http/{print $2}' "$tmp/ports")"
 "$bin/shardline-node" --model "$tmp/m" --coordinator "$NODE" --model-name tiny \
 	--max-running 64 --max-waiting 4096 >"$tmp/node.log" 2>&1 &
 pids="$pids $!"
@@ -65,7 +72,7 @@ done
 # the burst: loadgen opens at most 1000 connections, so three at once
 per=$(((BURST + 2) / 3))
 for k in 1 2 3; do
-	"$bin/shardline-loadgen" --coordinator "$CL" --model tiny --streams $per --requests $per \
+	"$bin/shardline-loadgen" --coordinator "$CL" $VIA --model tiny --streams $per --requests $per \
 		--prompt-len 4 --output-len 1 --vocab 2000 --seed $((k + 1)) --status-ms 1000 \
 		>"$tmp/burst$k.log" 2>&1 &
 	eval "b$k=\$!"
