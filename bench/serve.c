@@ -73,6 +73,14 @@
  * arrival times, the same JSON plus "transport": "http". Status samples
  * and the wait for a group still use --coordinator.
  *
+ * --cancel-every N: request i with i % N == N - 1 is cancelled after its
+ * first Chunk (Cancel by tag); its Done must say cancelled, or finished
+ * when it ended first. --vanish-every N: request i with i % N == N - 2
+ * (mod N) loses its client after its first Chunk: the connection is
+ * closed without a Cancel and the stream goes on on a new one (the
+ * coordinator must find the client gone and free the request). Both
+ * native only; neither counts as failed; tests/soak.sh uses them.
+ *
  * --coord-pid PID: the coordinator's CPU time (user + system, from
  * /proc/PID/stat) over the measured run, as seconds and as a share of one
  * core, so the cost of a transport shows.
@@ -109,6 +117,7 @@ typedef struct lg_args {
 	long coord_pid;           /* 0: none */
 	long streams, requests, prompt_len, output_len, vocab, warmup, wait_s, timeout_s, status_ms;
 	long turns, system_len, question_len, think_ms; /* --mix chat */
+	long cancel_every, vanish_every; /* 0: none */
 	double spread, temperature;
 	uint64_t seed;
 	int honor_eos;
@@ -125,6 +134,7 @@ typedef struct lg_request {
 	int32_t *answer;          /* --mix chat: the ids that came back */
 	int n_answer, cap_answer;
 	int sent, ended;
+	int cancel_sent, vanished; /* --cancel-every, --vanish-every */
 	double t_submit, t_first, t_last, t_end; /* sl_now() seconds */
 	int n_tokens, n_chunks, first_tokens;    /* first_tokens: ids in the first Chunk */
 	int finish;               /* DONE: SL_FINISH_*; 0 for an Error reply */
@@ -303,6 +313,8 @@ typedef struct lg_run {
 	sl_client *ctl;        /* Status samples */
 	lg_request *reqs;
 	long n_reqs, next, ended, failed;
+	long cancelled, vanished; /* --cancel-every, --vanish-every */
+	void *ctx;                /* new connections of vanished clients */
 	lg_vec itl_ms;
 	lg_load load;
 	int sample_load;
@@ -405,6 +417,10 @@ static void on_end(lg_run *R, lg_request *r, const sl_event *ev, double now)
 	int ok = ev->kind == SL_EV_DONE && (ev->finish == SL_FINISH_LENGTH ||
 					       ev->finish == SL_FINISH_STOP ||
 					       ev->finish == SL_FINISH_EOS);
+	if (!ok && r->cancel_sent && ev->kind == SL_EV_DONE && ev->finish == SL_FINISH_CANCELLED) {
+		R->cancelled++;
+		ok = 1;
+	}
 	if (ok && r->n_tokens != r->completion_tokens)
 		SL_WARN("loadgen", "request %ld: %d tokens streamed, Done says %d", (long)(r - R->reqs),
 			r->n_tokens, r->completion_tokens);
@@ -420,6 +436,33 @@ static void on_end(lg_run *R, lg_request *r, const sl_event *ev, double now)
 	R->t_end = now;
 }
 
+/* --cancel-every, --vanish-every: what to do with request i in flight on
+ * s after a Chunk. 1: s was given a new connection (the old one's
+ * replies are gone with it). */
+static int cancel_or_vanish(lg_run *R, lg_stream *s, int *rc, char *err, size_t errlen)
+{
+	const lg_args *a = R->a;
+	long i = s->req;
+	lg_request *r = &R->reqs[i];
+	if (a->cancel_every && i % a->cancel_every == a->cancel_every - 1 && !r->cancel_sent) {
+		r->cancel_sent = 1;
+		*rc = sl_client_cancel(s->c, s->tag, err, errlen);
+		return 0;
+	}
+	if (!a->vanish_every || (i + 2) % a->vanish_every != 0)
+		return 0;
+	r->vanished = r->ended = 1;
+	r->t_end = sl_now();
+	R->vanished++;
+	R->ended++;
+	sl_client_destroy(s->c);
+	s->c = NULL;
+	*rc = sl_client_create(R->ctx, a->endpoint, &s->c, err, errlen);
+	if (!*rc)
+		*rc = submit_next(R, s, err, errlen);
+	return 1;
+}
+
 /* Every reply waiting on one stream's socket. */
 static int drain_stream(lg_run *R, lg_stream *s, char *err, size_t errlen)
 {
@@ -433,8 +476,11 @@ static int drain_stream(lg_run *R, lg_stream *s, char *err, size_t errlen)
 		else if (s->req < 0 || ev.tag != s->tag)
 			SL_WARN("loadgen", "reply for tag %llu, which is not in flight",
 				(unsigned long long)ev.tag);
-		else if (ev.kind == SL_EV_CHUNK)
-			rc = on_chunk(R, &R->reqs[s->req], &ev, now);
+		else if (ev.kind == SL_EV_CHUNK && !(rc = on_chunk(R, &R->reqs[s->req], &ev, now)) &&
+			 cancel_or_vanish(R, s, &rc, err, errlen)) {
+			sl_event_release(&ev);
+			return rc;
+		}
 		else if (ev.kind == SL_EV_DONE || ev.kind == SL_EV_ERROR) {
 			lg_request *r = &R->reqs[s->req];
 			long failed = R->failed;
@@ -538,6 +584,7 @@ static int run_phase(lg_run *R, int ns, lg_request *reqs, long n, int sample_loa
 	int rc = SL_OK;
 	zmq_pollitem_t items[LG_MAX_STREAMS + 1];
 	R->reqs = reqs, R->n_reqs = n, R->next = R->ended = R->failed = R->tokens = 0;
+	R->cancelled = R->vanished = 0;
 	R->sample_load = sample_load;
 	R->chat = sample_load && is_chat(a); /* the measured phase; warm-up is never chat */
 	R->itl_ms.n = 0;
@@ -779,6 +826,9 @@ static void print_report(const lg_run *R, const lg_report *o, const sl_event *st
 	printf("%-18s %ld ok, %ld failed, %ld unanswered; %ld prompt + %ld output tokens in %.2f s\n",
 	       "requests", o->ok, o->failed, o->unanswered, o->prompt_tokens, o->output_tokens,
 	       o->wall_s);
+	if (a->cancel_every || a->vanish_every)
+		printf("%-18s %ld cancelled by their client, %ld clients vanished mid-stream\n", "",
+		       R->cancelled, R->vanished);
 	printf("%-18s %s\n", "transport", a->http ? "HTTP (OpenAI /v1/completions, SSE)" : "native (ZeroMQ)");
 	printf("%-18s %.1f\n", "output tokens/s", o->tokens_per_s);
 	printf("%-18s %.2f\n", "requests/s", o->requests_per_s);
@@ -872,6 +922,8 @@ static int write_json(const char *path, const lg_run *R, const lg_report *o, con
 	cJSON_AddNumberToObject(j, "ok", o->ok);
 	cJSON_AddNumberToObject(j, "failed", o->failed);
 	cJSON_AddNumberToObject(j, "unanswered", o->unanswered);
+	cJSON_AddNumberToObject(j, "cancelled", R->cancelled);
+	cJSON_AddNumberToObject(j, "vanished", R->vanished);
 	cJSON_AddNumberToObject(j, "prompt_tokens", o->prompt_tokens);
 	cJSON_AddNumberToObject(j, "output_tokens", o->output_tokens);
 	cJSON_AddNumberToObject(j, "wall_s", o->wall_s);
@@ -970,6 +1022,7 @@ static void usage(FILE *f)
 		"         [--seed 1] [--temperature 0] [--honor-eos] [--warmup 0]\n"
 		"         [--status-ms 200] [--wait-s 300] [--timeout-s 600]\n"
 		"         [--http http://127.0.0.1:8000] [--coord-pid PID]\n"
+		"         [--cancel-every N] [--vanish-every N]\n"
 		"         [--out FILE.json] [--meta KEY=VALUE]...\n"
 		"N concurrent streams (one DEALER each, one request in flight each) run a\n"
 		"seeded synthetic workload through the coordinator; prints output tokens/s,\n"
@@ -984,7 +1037,10 @@ static void usage(FILE *f)
 		"--meta: strings copied into the JSON's \"meta\" (device, scheduler, ...).\n"
 		"--http URL: the same load through the OpenAI API (POST /v1/completions,\n"
 		"stream); --coordinator still serves the status samples. --coord-pid PID:\n"
-		"report the coordinator's CPU time over the measured run.\n");
+		"report the coordinator's CPU time over the measured run.\n"
+		"--cancel-every N: every Nth request is cancelled after its first chunk;\n"
+		"--vanish-every N: every Nth loses its client mid-stream (connection\n"
+		"closed, no Cancel). Neither counts as failed.\n");
 }
 
 static int parse(int argc, char **argv, lg_args *a, char *err, size_t errlen)
@@ -998,6 +1054,7 @@ static int parse(int argc, char **argv, lg_args *a, char *err, size_t errlen)
 		{"timeout-s", 1, 0, 'T'}, {"out", 1, 0, 'O'}, {"meta", 1, 0, 'M'},
 		{"http", 1, 0, 'H'}, {"coord-pid", 1, 0, 'P'}, {"turns", 1, 0, 'u'},
 		{"system-len", 1, 0, 'y'}, {"question-len", 1, 0, 'q'}, {"think-ms", 1, 0, 'k'},
+		{"cancel-every", 1, 0, 'X'}, {"vanish-every", 1, 0, 'V'},
 		{"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	const char *env = getenv("SHARDLINE_COORDINATOR");
 	*a = (lg_args){.endpoint = env && *env ? env : "tcp://127.0.0.1:5555", .mix = "fixed",
@@ -1034,6 +1091,8 @@ static int parse(int argc, char **argv, lg_args *a, char *err, size_t errlen)
 		case 'q': rc = sl_parse_int("--question-len", optarg, 1, 65536, &a->question_len, err, errlen); break;
 		case 'k': rc = sl_parse_int("--think-ms", optarg, 0, 600000, &a->think_ms, err, errlen); break;
 		case 'H': a->http = optarg; break;
+		case 'X': rc = sl_parse_int("--cancel-every", optarg, 0, 1L << 30, &a->cancel_every, err, errlen); break;
+		case 'V': rc = sl_parse_int("--vanish-every", optarg, 0, 1L << 30, &a->vanish_every, err, errlen); break;
 		case 'P': rc = sl_parse_int("--coord-pid", optarg, 1, 1L << 30, &a->coord_pid, err, errlen); break;
 		case 'M':
 			if (!strchr(optarg, '=') || strchr(optarg, '=') == optarg || a->n_meta == LG_MAX_META)
@@ -1048,6 +1107,8 @@ static int parse(int argc, char **argv, lg_args *a, char *err, size_t errlen)
 		rc = sl_errf(err, errlen, SL_EINVAL, "unexpected argument '%s'", argv[optind]);
 	if (!rc && is_chat(a) && a->http)
 		rc = sl_errf(err, errlen, SL_EINVAL, "--mix chat needs the native protocol (the answers' ids)");
+	if (!rc && a->http && (a->cancel_every || a->vanish_every))
+		rc = sl_errf(err, errlen, SL_EINVAL, "--cancel-every and --vanish-every need the native protocol");
 	if (!rc && !a->requests)
 		a->requests = is_chat(a) ? a->streams * a->turns : 4 * a->streams;
 	/* with uniform lengths the longest prompt is L(1+spread) */
@@ -1088,6 +1149,7 @@ int main(int argc, char **argv)
 		rc = sl_errf(err, sizeof err, SL_ECOMM, "zmq_ctx_new failed");
 	if (!rc && (rc = zmq_ctx_set(ctx, ZMQ_MAX_SOCKETS, LG_MAX_STREAMS + 8)))
 		rc = sl_errf(err, sizeof err, SL_ECOMM, "zmq_ctx_set: %s", zmq_strerror(zmq_errno()));
+	R.ctx = ctx;
 	if (!rc && !(R.streams = calloc(R.n_streams, sizeof *R.streams)))
 		rc = SL_ENOMEM;
 	if (!rc)

@@ -5,10 +5,16 @@
  * on failure (SL_ENOMEM), so a caller can report the error and free what
  * it has.
  *
+ * Also the process's heap policy (coord_mem_setup, coord_mem_release):
+ * what the coordinator frees goes back to the system once the load that
+ * needed it has gone (docs/operations.md).
+ *
  * The floor of coordinator/: it calls nothing of the coordinator, and
  * every file that builds output calls it (stream.c, requests.c, metrics.c,
- * http.c, http_call.c, openai.c). Declared in coord_int.h.
+ * http.c, http_call.c, openai.c); coord.c calls the heap policy. Declared
+ * in coord_int.h.
  */
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,4 +89,34 @@ void coord_logprobs_free(coord_logprobs *b)
 	free(b->top_ids);
 	free(b->top);
 	*b = (coord_logprobs){0};
+}
+
+/* A burst of connections leaves nothing held (every object is freed;
+ * valgrind agrees) but glibc kept the pages: ZeroMQ's per-connection
+ * buffers (8 KiB batches, 16 KiB message queue chunks) sit among small
+ * objects that outlive them, so the heap cannot shrink from its top.
+ * Blocks of 8 KiB and more get their own mappings instead, returned to
+ * the system on free (a few mmap calls per connection: cheap beside a TCP
+ * accept). Measured (bench/coord_memory.sh): 3,000 connections took RSS
+ * from 10.7 to 92.6 MB with glibc's default, to 33 MB with this. */
+#define MEM_MMAP_THRESHOLD (8 << 10)
+
+void coord_mem_setup(void)
+{
+	mallopt(M_MMAP_THRESHOLD, MEM_MMAP_THRESHOLD);
+}
+
+/* What is left after the mappings — small blocks freed in the middle of
+ * the heap — is handed back by malloc_trim once more than this lies free
+ * in glibc's arenas. Called by the tick; checks at most once a second. */
+#define MEM_TRIM_FREE_BYTES ((size_t)8 << 20)
+
+void coord_mem_release(double now, double *last_check)
+{
+	if (now - *last_check < 1.0)
+		return;
+	*last_check = now;
+	struct mallinfo2 mi = mallinfo2();
+	if (mi.fordblks > MEM_TRIM_FREE_BYTES)
+		malloc_trim(0);
 }

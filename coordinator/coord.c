@@ -6,6 +6,7 @@
  * coord_int.h for the map.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,6 +159,7 @@ int coord_create(const coord_opts *o, coord **out, char *err, size_t errlen)
 	if (!c)
 		return sl_errf(err, errlen, SL_ENOMEM, "out of memory");
 	c->o = *o;
+	coord_mem_setup();
 	c->next_req_id = random_epoch() | 1;
 	int rc = coord_metrics_create(&c->metrics);
 	if (rc)
@@ -205,10 +207,12 @@ void coord_destroy(coord *c)
 	free(c);
 }
 
-/* Heartbeats out, silent or unreachable groups reaped, deadlines. */
+/* Heartbeats out, silent or unreachable groups reaped, deadlines. Also
+ * notes the earliest time something here falls due (c->next_due), so that
+ * the loop sleeps until then rather than a whole tick. */
 static void tick(coord *c)
 {
-	double now = sl_now(), hb = c->o.heartbeat_ms * 1e-3;
+	double now = sl_now(), hb = c->o.heartbeat_ms * 1e-3, due = now + 3600;
 	for (int i = c->n_groups - 1; i >= 0; i--) {
 		coord_group *g = c->groups[i];
 		if (g->lost) {
@@ -217,8 +221,10 @@ static void tick(coord *c)
 			char why[96];
 			snprintf(why, sizeof why, "silent for %.0f ms", (now - g->last_seen) * 1e3);
 			coord_group_lost(c, g, why);
-		} else if (now - g->last_ping >= hb) {
-			coord_send_ping(c, g);
+		} else {
+			if (now - g->last_ping >= hb)
+				coord_send_ping(c, g);
+			due = fmin(due, fmin(g->last_ping + hb, g->last_seen + COORD_DEAD_INTERVALS * hb));
 		}
 	}
 	coord_req *next;
@@ -232,10 +238,30 @@ static void tick(coord *c)
 			snprintf(msg, sizeof msg, "timed out after %.0f ms", (now - r->t_submit) * 1e3);
 			SL_INFO("coord", "request %llu %s", (unsigned long long)r->id, msg);
 			coord_finish(c, r, SHARDLINE__CLIENT__FINISH_REASON__ERROR, msg);
+		} else {
+			due = fmin(due, r->deadline);
 		}
 	}
 	coord_http_tick(c->http);
+	coord_mem_release(now, &c->mem_checked);
 	c->last_tick = now;
+	c->next_due = due;
+	c->due_scan_id = c->next_req_id;
+}
+
+/* Milliseconds until the next timer falls due, at most cap: the nearest
+ * of the tick, the last tick's earliest deadline and those of requests
+ * made since (Redis' ae.c sleeps until its nearest timer the same way).
+ * Requests are pushed at the head of c->all with rising ids, so the new
+ * ones are a prefix of that list: no walk over every request per turn.
+ * Rounded up: waking a fraction of a millisecond early would spin. */
+static int poll_timeout_ms(coord *c, int cap)
+{
+	for (coord_req *r = c->all; r && r->id >= c->due_scan_id; r = r->anext)
+		c->next_due = fmin(c->next_due, r->deadline);
+	c->due_scan_id = c->next_req_id;
+	double ms = ceil((fmin(c->next_due, c->last_tick + cap * 1e-3) - sl_now()) * 1e3);
+	return ms < 0 ? 0 : ms > cap ? cap : (int)ms;
 }
 
 /* Up to `budget` messages from one socket: a flood on one side cannot
@@ -259,7 +285,9 @@ int coord_run(coord *c, char *err, size_t errlen)
 		/* the HTTP server's epoll descriptor is polled like the sockets */
 		zmq_pollitem_t it[3] = {{c->nodes, 0, ZMQ_POLLIN, 0}, {c->clients, 0, ZMQ_POLLIN, 0},
 					{NULL, c->http ? coord_http_fd(c->http) : -1, ZMQ_POLLIN, 0}};
-		int timeout = c->http ? coord_http_timeout_ms(c->http, tick_ms) : tick_ms;
+		int timeout = poll_timeout_ms(c, tick_ms);
+		if (c->http)
+			timeout = coord_http_timeout_ms(c->http, timeout);
 		if (zmq_poll(it, c->http ? 3 : 2, timeout) < 0) {
 			if (errno == EINTR)
 				continue;
@@ -267,7 +295,8 @@ int coord_run(coord *c, char *err, size_t errlen)
 		}
 		if (drain(c, c->nodes, coord_on_node, 1000) || drain(c, c->clients, coord_on_client, 1000))
 			return sl_errf(err, errlen, SL_ECOMM, "receive: %s", zmq_strerror(errno));
-		if (sl_now() - c->last_tick >= tick_ms * 1e-3)
+		double now = sl_now();
+		if (now - c->last_tick >= tick_ms * 1e-3 || now >= c->next_due)
 			tick(c);
 		if (c->qhead)
 			coord_dispatch(c);

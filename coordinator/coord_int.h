@@ -201,6 +201,9 @@ struct coord {
 	uint64_t next_req_id;      /* random high bits: ids of a restarted coordinator differ */
 	long n_requeued;
 	double last_tick;
+	double next_due;           /* the earliest timer the last tick saw (coord.c) */
+	uint64_t due_scan_id;      /* requests from this id on are newer than that */
+	double mem_checked;        /* coord_mem_release's last look */
 	struct coord_http *http;   /* NULL: no HTTP API */
 	struct coord_metrics *metrics; /* fed by stream.c and http.c (metrics.h) */
 };
@@ -211,6 +214,10 @@ int coord_ids_add(coord_ids *b, const int32_t *p, size_t n);
 /* Token i of v onto b (b takes v's top_n on its first entry). */
 int coord_logprobs_add(coord_logprobs *b, const coord_lp_view *v, size_t i);
 void coord_logprobs_free(coord_logprobs *b);
+/* The heap policy: once at start; then from the tick (last_check: its
+ * state, 0 at first), which hands free memory back to the system. */
+void coord_mem_setup(void);
+void coord_mem_release(double now, double *last_check);
 
 /* requests.c */
 coord_req *coord_req_new(coord *c);

@@ -7,6 +7,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "comm.h"
 #include "checks.h"
@@ -323,14 +324,51 @@ int node_step_stop(model *m)
 	return rc;
 }
 
+/* How a non-leader rank waits for the next plan. MPI's blocking receive
+ * busy-polls (Open MPI spins in its progress engine), so an idle group
+ * held a core per non-leader rank at 100%. Instead: probe without
+ * blocking, spin only for a while after a step (the next plan of a
+ * running batch comes within the leader's turnaround, and a sleep there
+ * would add to every step), then sleep with a backoff that grows while
+ * idle and starts over on work. Worst added latency for the first plan
+ * after an idle spell: one WAIT_MAX_NS sleep. The spin is longer on the
+ * GPU, where a decode step is a few ms and the host has cores to spare,
+ * than on the CPU, where the spinning core is one the leader may need.
+ * docs/operations.md has the figures. */
+#define WAIT_SPIN_CPU_S 200e-6  /* probe without sleeping this long after a step */
+#define WAIT_SPIN_GPU_S 2e-3
+#define WAIT_MIN_NS 50000L      /* first sleep: 50 us */
+#define WAIT_MAX_NS 2000000L    /* backoff cap: 2 ms */
+
+static int wait_for_plan(par_comm *c, double spin_s)
+{
+	double t0 = sl_now();
+	long sleep_ns = 0;
+	for (;;) {
+		int ready = 0;
+		TRY(par_host_msg_ready(c, &ready));
+		if (ready)
+			return SL_OK;
+		if (sl_now() - t0 < spin_s)
+			continue;
+		sleep_ns = sleep_ns ? sleep_ns * 2 : WAIT_MIN_NS;
+		if (sleep_ns > WAIT_MAX_NS)
+			sleep_ns = WAIT_MAX_NS;
+		struct timespec ts = {0, sleep_ns};
+		nanosleep(&ts, NULL);
+	}
+}
+
 int node_worker_loop(model *m, char *err, size_t errlen)
 {
 	node_stepper *st = NULL;
 	int rc = node_stepper_create(m, &st, err, errlen);
+	double spin_s = strcmp(m->be->name, "cuda") ? WAIT_SPIN_CPU_S : WAIT_SPIN_GPU_S;
 	while (!rc) {
 		node_plan p;
 		size_t n;
-		if ((rc = par_host_recv_msg(m->comm, &st->msg, &st->msg_cap, &n)))
+		if ((rc = wait_for_plan(m->comm, spin_s)) ||
+		    (rc = par_host_recv_msg(m->comm, &st->msg, &st->msg_cap, &n)))
 			break;
 		if ((rc = node_plan_unpack(st->msg, n, &p, err, errlen)) || p.cmd == NODE_PLAN_STOP)
 			break;

@@ -130,6 +130,12 @@ int par_host_bcast_msg(par_comm *c, const void *buf, size_t bytes)
 	return SL_OK;
 }
 
+int par_host_msg_ready(par_comm *c, int *ready)
+{
+	MPI_TRY(MPI_Iprobe(0, TAG_PLAN, MPI_COMM_WORLD, ready, MPI_STATUS_IGNORE));
+	return SL_OK;
+}
+
 int par_host_recv_msg(par_comm *c, void **buf, size_t *cap, size_t *bytes)
 {
 	MPI_Status st;

@@ -57,6 +57,8 @@ int par_recv_prev(par_comm *c, void *buf, size_t count, sl_dtype dt);
 int par_host_bcast_msg(par_comm *c, const void *buf, size_t bytes);
 /* Non-leader: receive the leader's next message; *buf grows as needed. */
 int par_host_recv_msg(par_comm *c, void **buf, size_t *cap, size_t *bytes);
+/* *ready = 1 when a message of par_host_bcast_msg waits (never blocks). */
+int par_host_msg_ready(par_comm *c, int *ready);
 /* Point to point host bytes (e.g. tokens back to the leader). */
 int par_host_send(par_comm *c, int to, const void *buf, size_t bytes);
 int par_host_recv(par_comm *c, int from, void *buf, size_t bytes);
