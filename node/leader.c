@@ -252,6 +252,7 @@ static void on_enqueue(leader *l, const Shardline__Node__Enqueue *q)
 	node_request r = {.prompt = q->prompt, .n_prompt = (int)q->n_prompt,
 			  .max_new_tokens = q->has_max_tokens ? q->max_tokens : 0,
 			  .ignore_eos = q->has_ignore_eos && q->ignore_eos,
+			  .n_resumed = q->has_resume_generated ? q->resume_generated : 0,
 			  .sampling = {.top_p = 1.0f}};
 	if (q->n_prompt > (size_t)l->g->m->cfg.max_pos) {
 		send_error(l, q->req_id, "prompt longer than the context");
