@@ -25,7 +25,7 @@ void coord_opts_default(coord_opts *o)
 			  .node_endpoint = "tcp://127.0.0.1:5556",
 			  .heartbeat_ms = 1000,
 			  .max_queue = 1024,
-			  .request_timeout_ms = 600000,
+			  .request_timeout_ms = 600000, .admission_timeout_ms = 5000,
 			  .default_max_tokens = 16,
 			  .http_bind = "127.0.0.1:8000",
 			  .http_max_connections = 2048,
