@@ -5,8 +5,10 @@
 # checkpoints); then the real SmolLM2-135M-Instruct GGUF ($SL_SMOLLM2_GGUF,
 # default build/models/SmolLM2-135M-Instruct.Q4_1.gguf, fetched by
 # `make deps`) at tp 1, tp 3 and pp 2; then penalties, min-p and log-probs
-# (test_sampling_par) with tp=2, pp=2 and tp=2 x pp=2 against tp=1. Sums
-# the runs' counts into one "N passed, N failed" line.
+# (test_sampling_par) with tp=2, pp=2 and tp=2 x pp=2 against tp=1; then
+# tests/integration/migrate.sh (a tp 2 group's rank SIGKILLed mid-stream:
+# every stream goes on on another group, identical to the undisturbed run).
+# Sums the runs' counts into one "N passed, N failed" line.
 bin=${1:-build/tests/mpi/test_parallel}
 sbin=${2:-$(dirname "$bin")/test_sampling_par}
 smollm2=${SL_SMOLLM2_GGUF:-build/models/SmolLM2-135M-Instruct.Q4_1.gguf}
@@ -44,5 +46,19 @@ fi
 for grid in "2 --tp 2 --pp 1" "2 --tp 1 --pp 2" "4 --tp 2 --pp 2"; do
 	run "$sbin" $grid
 done
+script() { # run SCRIPT: a serving test script, its counts added
+	out=$(timeout 600 sh "$1" 2>&1); rc=$?
+	line=$(printf '%s\n' "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed' | tail -1)
+	printf '%s\n' "$out" | grep -E '^(FAIL|itest)' | head -40
+	if [ -z "$line" ]; then
+		printf '%s\n' "$out" | tail -20
+		echo "$1: no result (exit $rc)"; fail=$((fail + 1)); return
+	fi
+	echo "$1: $line"
+	p=${line%% passed*}; f=${line#*passed, }; f=${f%% failed*}
+	pass=$((pass + p)); fail=$((fail + f))
+	[ "$f" -eq 0 ] && [ $rc -ne 0 ] && fail=$((fail + 1))
+}
+script tests/integration/migrate.sh
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
