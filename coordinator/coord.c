@@ -277,5 +277,9 @@ int coord_run(coord *c, char *err, size_t errlen)
 			coord_http_run(c->http);
 	}
 	SL_INFO("coord", "stopping: %d request(s) active", c->n_active);
+	/* coord_destroy ends each with a Done naming the shutdown: let those
+	 * leave before the sockets close (their linger is 0), 2 s at most */
+	int linger = 2000;
+	zmq_setsockopt(c->clients, ZMQ_LINGER, &linger, sizeof linger);
 	return SL_OK;
 }

@@ -79,6 +79,7 @@ typedef struct coord_group {
 	int assigned;              /* requests sent to it and not finished */
 	double last_seen, last_ping;
 	int lost;                  /* send failed (peer gone): reap at the next tick */
+	int leaving;               /* its Load said it leaves now: forget it at once */
 	/* prefix cache (docs/scheduling.md) */
 	int prefix_cache;          /* it caches prefixes and reports its block hashes */
 	struct coord_prefix *cached; /* the hashes it reported holding (prefix.h); NULL: none */

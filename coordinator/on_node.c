@@ -170,6 +170,8 @@ static void on_load(coord_group *g, const Shardline__Node__Load *l)
 		g->kv_free = l->kv_free;
 	if (l->has_draining)
 		g->draining |= l->draining;
+	if (l->has_leaving)
+		g->leaving |= l->leaving;
 	on_cache(g, l);
 }
 
@@ -264,7 +266,10 @@ void coord_on_node(coord *c, sl_wire_msg *m)
 	if (g)
 		g->last_seen = sl_now();
 	switch (q->msg_case) {
-	case SHARDLINE__NODE__NODE_MSG__MSG_REGISTER: on_register(c, ident, len, g, q->register_); break;
+	case SHARDLINE__NODE__NODE_MSG__MSG_REGISTER:
+		on_register(c, ident, len, g, q->register_);
+		g = NULL; /* a new session frees the old group */
+		break;
 	case SHARDLINE__NODE__NODE_MSG__MSG_HEARTBEAT:
 		if (g)
 			on_load(g, q->heartbeat);
@@ -280,6 +285,8 @@ void coord_on_node(coord *c, sl_wire_msg *m)
 	default: SL_WARN("coord", "node socket: unknown message type %d", (int)q->msg_case);
 	}
 	shardline__node__node_msg__free_unpacked(q, NULL);
+	if (g && g->leaving) /* drained or out of grace: what still runs moves now */
+		coord_group_lost(c, g, "it left");
 }
 
 void coord_group_lost(coord *c, coord_group *g, const char *why)

@@ -7,7 +7,9 @@
 # `make deps`) at tp 1, tp 3 and pp 2; then penalties, min-p and log-probs
 # (test_sampling_par) with tp=2, pp=2 and tp=2 x pp=2 against tp=1; then
 # tests/integration/migrate.sh (a tp 2 group's rank SIGKILLed mid-stream:
-# every stream goes on on another group, identical to the undisturbed run).
+# every stream goes on on another group, identical to the undisturbed run)
+# and tests/integration/graceful.sh (SIGUSR1/SIGTERM to mpirun, SIGTERM to a
+# leader and to the coordinator under load: no request fails).
 # Sums the runs' counts into one "N passed, N failed" line.
 bin=${1:-build/tests/mpi/test_parallel}
 sbin=${2:-$(dirname "$bin")/test_sampling_par}
@@ -60,5 +62,6 @@ script() { # run SCRIPT: a serving test script, its counts added
 	[ "$f" -eq 0 ] && [ $rc -ne 0 ] && fail=$((fail + 1))
 }
 script tests/integration/migrate.sh
+script tests/integration/graceful.sh
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -27,6 +27,11 @@
  *                                    the same set; SIGKILL VICTIM mid-stream
  *                                    once GROUPS groups are up: ids and text
  *                                    equal REF (migration, docs/protocol.md)
+ *   itest load EP N MAX READY        N streams; READY created once they
+ *                                    stream (the shell signals a group); all
+ *                                    must finish with MAX ids
+ *   itest shutdown EP COORD_PID N    SIGTERM the coordinator under N streams:
+ *                                    each gets a Done naming the shutdown
  *   itest unserved EP N MAX ADMISSION_MS VICTIM
  *                                    SIGKILL the only group mid-stream: errors
  *                                    naming no live group; a new request too
@@ -1320,6 +1325,66 @@ static int cmd_overload(const char *ep, int n, int max_tokens)
 	return finish();
 }
 
+/* ---- graceful stops ---- */
+
+/* itest load EP N MAX_TOKENS READY_FILE: N streams (the migration set);
+ * once each has streamed 3 chunks READY_FILE is created (the shell then
+ * signals a group); every stream must finish normally with MAX_TOKENS
+ * ids: a group's graceful stop costs no request. */
+static int cmd_load(const char *ep, int n, int max_tokens, const char *ready)
+{
+	void *ctx = zmq_ctx_new();
+	gen *gs = calloc(n, sizeof *gs);
+	int32_t(*ids)[5] = calloc(n, sizeof *ids);
+	if (start_set(gs, ids, ctx, ep, n, max_tokens))
+		return finish();
+	CHECK(pump(gs, n, 30000, chunks3), "not every request streamed 3 chunks");
+	FILE *f = fopen(ready, "w");
+	if (f)
+		fclose(f);
+	double t0 = sl_now();
+	pump(gs, n, 120000, all_done);
+	int errors = 0;
+	for (int i = 0; i < n; i++) {
+		gen *g = &gs[i];
+		errors += g->finish != SL_FINISH_LENGTH;
+		CHECK(g->done && g->finish == SL_FINISH_LENGTH && g->n_ids == max_tokens,
+		      "request %d: finish %d with %d ids (%s)", i, g->finish, g->n_ids, g->message);
+		sl_client_destroy(g->c);
+	}
+	printf("itest load: %d streams, %d request errors, the last done %.0f ms after the signal\n",
+	       n, errors, (sl_now() - t0) * 1e3);
+	free(gs), free(ids);
+	zmq_ctx_term(ctx);
+	return finish();
+}
+
+/* itest shutdown EP COORD_PID N: N streams; SIGTERM the coordinator once
+ * they stream: each ends with a Done naming the shutdown (no hang). */
+static int cmd_shutdown(const char *ep, pid_t coord, int n)
+{
+	void *ctx = zmq_ctx_new();
+	gen *gs = calloc(n, sizeof *gs);
+	int32_t(*ids)[5] = calloc(n, sizeof *ids);
+	if (start_set(gs, ids, ctx, ep, n, 200))
+		return finish();
+	CHECK(pump(gs, n, 30000, chunks3), "not every request streamed 3 chunks");
+	double t0 = sl_now();
+	CHECK(kill(coord, SIGTERM) == 0, "kill %d: %s", (int)coord, strerror(errno));
+	pump(gs, n, 10000, all_done);
+	for (int i = 0; i < n; i++) {
+		gen *g = &gs[i];
+		CHECK(g->done && g->finish == SL_FINISH_ERROR && strstr(g->message, "shutting down"),
+		      "request %d: done %d, finish %d (%s)", i, g->done, g->finish, g->message);
+		sl_client_destroy(g->c);
+	}
+	printf("itest shutdown: %d streams ended within %.0f ms of the SIGTERM\n", n,
+	       (sl_now() - t0) * 1e3);
+	free(gs), free(ids);
+	zmq_ctx_term(ctx);
+	return finish();
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1345,10 +1410,14 @@ int main(int argc, char **argv)
 	if (argc >= 7 && !strcmp(argv[1], "unserved"))
 		return cmd_unserved(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]),
 				    (pid_t)atoi(argv[6]));
+	if (argc >= 6 && !strcmp(argv[1], "load"))
+		return cmd_load(argv[2], atoi(argv[3]), atoi(argv[4]), argv[5]);
+	if (argc >= 5 && !strcmp(argv[1], "shutdown"))
+		return cmd_shutdown(argv[2], (pid_t)atoi(argv[3]), atoi(argv[4]));
 	if (argc >= 7 && !strcmp(argv[1], "prefix"))
 		return cmd_prefix(argv[2], argv[3], argv[4], argv[5], atoi(argv[6]));
 	fprintf(stderr, "usage: itest wait-groups|concurrent|features|hostile|logprobs|kill|streams|migrate|"
-		"unserved|prefix ... "
+		"unserved|load|shutdown|prefix ... "
 		"(see itest.c)\n");
 	return 2;
 }
