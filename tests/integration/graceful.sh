@@ -5,8 +5,8 @@
 #      at once; the group drains (the coordinator routes nothing new to it),
 #      its requests finish, it tells the coordinator it leaves, every rank
 #      and mpirun exit 0; no request fails.
-#   2. SIGTERM to mpirun with OMPI_MCA_odls_base_sigkill_timeout=4: Open MPI
-#      passes SIGTERM to the ranks 4 s later and SIGKILLs them 4 s after
+#   2. SIGTERM to mpirun with OMPI_MCA_odls_base_sigkill_timeout=6: Open MPI
+#      passes SIGTERM to the ranks 6 s later and SIGKILLs them 6 s after
 #      that; with --grace-s 2 the group drains in between (what still runs
 #      when it leaves moves to the other group); no request fails.
 #   3. SIGTERM to the leader of a single-process group with --grace-s 1
@@ -19,7 +19,7 @@
 bin=${BIN:-build/bin}
 itest=${ITEST:-build/tests/integration/itest}
 tok=tests/data/llama2-small/tokenizer.json
-HB=200
+HB=400 # a loaded 2-core box can stall a paced tp 2 group past 3 x 200 ms
 tmp=$(mktemp -d)
 pids=""
 export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
@@ -113,16 +113,19 @@ counts "$tmp/load.out" "load (SIGUSR1 to mpirun)"
 grep -q "left after draining" "$tmp/coord.log" && ok || bad "the coordinator did not see group m1 leave"
 
 # --- 2. SIGTERM to mpirun, Open MPI's kill delay above the grace ---
-OMPI_MCA_odls_base_sigkill_timeout=4 mpi_group m2.log --grace-s 2
+OMPI_MCA_odls_base_sigkill_timeout=6 mpi_group m2.log --grace-s 2
 groups 2 && ok || { bad "group m2 did not register"; logs m2.log; }
-load_then TERM "$mpi_pid" 8 200
-# Open MPI 4.1 passes SIGTERM on after the kill delay (4 s), SIGKILLs the
-# ranks 4 s later and exits 1 whatever they did (docs/operations.md): the
+load_then TERM "$mpi_pid" 8 230
+# Open MPI 4.1 passes SIGTERM on after the kill delay (6 s), SIGKILLs the
+# ranks 6 s later and exits 1 whatever they did (docs/operations.md): the
 # evidence here is that the leader drained (or its grace ran out and the
 # rest moved) and that no request failed
 wait "$mpi_pid"; rc=$?
 echo "graceful: mpirun exit $rc $(echo "$(date +%s.%N) - $t_sig" | bc) s after SIGTERM"
-grep -q "signalled: draining" "$tmp/m2.log" && ok || { bad "group m2 did not drain on SIGTERM"; logs m2.log; }
+# (mpirun may no longer relay the ranks' output by then: the coordinator's
+# log says whether group 3 left by itself rather than going silent)
+grep -qE "group 3 \(.*\) (left after draining|lost: it left)" "$tmp/coord.log" && ok ||
+	{ bad "group m2 did not drain on SIGTERM"; logs m2.log coord.log; }
 wait $lp
 counts "$tmp/load.out" "load (SIGTERM to mpirun)"
 
