@@ -26,7 +26,7 @@ void coord_opts_default(coord_opts *o)
 			  .node_endpoint = "tcp://127.0.0.1:5556",
 			  .heartbeat_ms = 1000,
 			  .max_queue = 1024,
-			  .request_timeout_ms = 600000,
+			  .request_timeout_ms = 600000, .admission_timeout_ms = 5000,
 			  .default_max_tokens = 16,
 			  .http_bind = "127.0.0.1:8000",
 			  .http_max_connections = 2048,
@@ -306,5 +306,9 @@ int coord_run(coord *c, char *err, size_t errlen)
 			coord_http_run(c->http);
 	}
 	SL_INFO("coord", "stopping: %d request(s) active", c->n_active);
+	/* coord_destroy ends each with a Done naming the shutdown: let those
+	 * leave before the sockets close (their linger is 0), 2 s at most */
+	int linger = 2000;
+	zmq_setsockopt(c->clients, ZMQ_LINGER, &linger, sizeof linger);
 	return SL_OK;
 }

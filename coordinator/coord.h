@@ -32,6 +32,8 @@ typedef struct coord_opts {
 	int heartbeat_ms;              /* both ways; a group silent 3 intervals is dead */
 	int max_queue;                 /* requests waiting for a group; past it: OVERLOADED */
 	int request_timeout_ms;        /* default per-request deadline */
+	int admission_timeout_ms;      /* longest wait in the queue with no live group for the
+					* model (0: refused at once; docs/protocol.md) */
 	int default_max_tokens;
 	const char *ports_file;        /* write the bound endpoints here (for "port 0") */
 	const char *http_bind;         /* HOST:PORT of the HTTP API (127.0.0.1:8000); NULL or "": none */

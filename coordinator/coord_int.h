@@ -64,6 +64,7 @@ typedef struct coord_model {
 	int32_t eos[COORD_MAX_EOS];
 	int n_eos;
 	int vocab;                 /* the tokenizer's */
+	double dead_since;         /* no live group serves it since then; 0: one does */
 } coord_model;
 
 typedef struct coord_group {
@@ -78,6 +79,7 @@ typedef struct coord_group {
 	int assigned;              /* requests sent to it and not finished */
 	double last_seen, last_ping;
 	int lost;                  /* send failed (peer gone): reap at the next tick */
+	int leaving;               /* its Load said it leaves now: forget it at once */
 	/* prefix cache (docs/scheduling.md) */
 	int prefix_cache;          /* it caches prefixes and reports its block hashes */
 	struct coord_prefix *cached; /* the hashes it reported holding (prefix.h); NULL: none */
@@ -178,6 +180,9 @@ typedef struct coord_req {
 	coord_bytes held;          /* text not yet sent (stop strings may still match) */
 	coord_bytes text;          /* stream = false: everything released */
 	coord_ids ids;             /* stream: ids since the last chunk; else all */
+	coord_ids gen;             /* every id counted in n_generated: a migration's prefill */
+	int migrations;            /* times it moved off a lost group mid-stream */
+	double t_queued;           /* when it last entered the queue */
 	coord_logprobs lps;        /* with sampling.logprobs: those of ids, entry for entry */
 	double t_submit, t_assigned, t_first, t_last_token, deadline;
 	struct coord_req *hnext;               /* id hash chain */
@@ -199,7 +204,8 @@ struct coord {
 	coord_req *all;
 	int n_active;
 	uint64_t next_req_id;      /* random high bits: ids of a restarted coordinator differ */
-	long n_requeued;
+	long n_requeued;           /* moved off a lost group: re-queued or migrated */
+	long n_migrated;           /* of those, moved mid-stream (tokens already sent) */
 	double last_tick;
 	double next_due;           /* the earliest timer the last tick saw (coord.c) */
 	uint64_t due_scan_id;      /* requests from this id on are newer than that */
@@ -270,6 +276,11 @@ void coord_group_free(coord_group *g);
 void coord_dispatch(coord *c);
 /* Context (tokens) of the largest live group serving model m; 0: none live. */
 int coord_model_context(const coord *c, int m);
+/* Queued requests of models no live group has served for the admission
+ * timeout (--admission-timeout-ms) end with an error; called every turn. */
+void coord_expire_unserved(coord *c);
+/* Whether a live (not draining) group serves model m. */
+int coord_model_live(coord *c, int m);
 
 /* stream.c */
 /* n new tokens of r from its group, and their log-probs (lp: NULL when r

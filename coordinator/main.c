@@ -23,6 +23,7 @@ static void usage(FILE *f)
 		"           [--http-max-body-bytes 4194304] [--http-body-timeout-s 60]\n"
 		"           [--eos-ids 2,3] [--heartbeat-ms 1000] [--max-queue 1024]\n"
 		"           [--request-timeout-ms 600000] [--default-max-tokens 16]\n"
+		"           [--admission-timeout-ms 5000]\n"
 		"           [--ports-file PATH] [--log-level debug|info|warn] [--route prefix|load]\n"
 		"Clients connect to --client-bind, node group leaders to --node-bind, HTTP\n"
 		"clients (the OpenAI API, /health, /metrics) to --http-bind (all loopback\n"
@@ -35,7 +36,9 @@ static void usage(FILE *f)
 		"beside a tokenizer.json, or a GGUF's eos/eot/eom ids; --eos-ids replaces them.\n"
 		"--route: a request goes to the group holding most of its prompt in its prefix\n"
 		"cache, blended with load (prefix, default), or to the least loaded (load;\n"
-		"docs/scheduling.md). SIGINT/SIGTERM stop it; running requests end with an error.\n");
+		"docs/scheduling.md). With no live node group for its model a request waits\n"
+		"in the queue at most --admission-timeout-ms (0: refused at once), then ends\n"
+		"with an error. SIGINT/SIGTERM stop it; running requests end with an error.\n");
 }
 
 static volatile sig_atomic_t g_stop;
@@ -51,7 +54,8 @@ static int parse(int argc, char **argv, coord_opts *o, int32_t **eos, char *err,
 		{"http-bind", 1, 0, 'B'}, {"http-max-connections", 1, 0, 'C'},
 		{"http-idle-timeout-s", 1, 0, 'I'}, {"http-max-body-bytes", 1, 0, 'Y'},
 		{"http-body-timeout-s", 1, 0, 'U'}, {"api-key-file", 1, 0, 'K'},
-		{"chat-template", 1, 0, 'J'}, {"route", 1, 0, 'R'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+		{"chat-template", 1, 0, 'J'}, {"route", 1, 0, 'R'}, {"admission-timeout-ms", 1, 0, 'A'},
+		{"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	int c, rc = 0, n_tok = 0, n_eos = 0;
 	long v;
 	while (!rc && (c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -78,6 +82,7 @@ static int parse(int argc, char **argv, coord_opts *o, int32_t **eos, char *err,
 		case 'H': rc = sl_parse_int("--heartbeat-ms", optarg, 10, 60000, &v, err, errlen); o->heartbeat_ms = (int)v; break;
 		case 'q': rc = sl_parse_int("--max-queue", optarg, 0, 1 << 20, &v, err, errlen); o->max_queue = (int)v; break;
 		case 'T': rc = sl_parse_int("--request-timeout-ms", optarg, 1, 86400000, &v, err, errlen); o->request_timeout_ms = (int)v; break;
+		case 'A': rc = sl_parse_int("--admission-timeout-ms", optarg, 0, 86400000, &v, err, errlen); o->admission_timeout_ms = (int)v; break;
 		case 'M': rc = sl_parse_int("--default-max-tokens", optarg, 1, 1 << 20, &v, err, errlen); o->default_max_tokens = (int)v; break;
 		case 'p': o->ports_file = optarg; break;
 		case 'B': o->http_bind = optarg; break;

@@ -223,6 +223,9 @@ static void render_state(expo *o, const coord *c, char (*names)[2 * COORD_MAX_NA
 	family(o, "shardline_requeued_total", "counter",
 	     "Requests moved off a lost node group to another, since start.");
 	put(o, "shardline_requeued_total %ld\n", c->n_requeued);
+	family(o, "shardline_migrated_total", "counter",
+	     "Of those, requests moved mid-stream: they went on from the tokens already sent.");
+	put(o, "shardline_migrated_total %ld\n", c->n_migrated);
 	static const struct { const char *name, *help; } G[] = {
 		{"shardline_kv_blocks_used", "KV cache blocks in use, per node group (its last report)."},
 		{"shardline_kv_blocks_free", "KV cache blocks free, per node group (its last report)."},

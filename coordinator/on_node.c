@@ -2,8 +2,10 @@
  * on_node.c — messages from node group leaders: Register (validated; the
  * group becomes routable), heartbeats (Load), TokenBatch (relayed to the
  * requests' clients through stream.c); and what happens when a group is
- * lost: its requests that have streamed nothing go back to the front of
- * the queue for another group, the others end with an error. A leader the
+ * lost: its requests go back to the front of the queue for another group,
+ * those that streamed tokens with them (migration: the next group goes on
+ * from prompt + those ids, docs/protocol.md); with no live group left for
+ * the model they end after the admission timeout (route.c). A leader the
  * coordinator does not know (it restarted) is told to register again.
  * Every Load also updates the group's prefix cache picture (prefix.h)
  * from the block hashes it cached and evicted, which route.c reads.
@@ -168,6 +170,8 @@ static void on_load(coord_group *g, const Shardline__Node__Load *l)
 		g->kv_free = l->kv_free;
 	if (l->has_draining)
 		g->draining |= l->draining;
+	if (l->has_leaving)
+		g->leaving |= l->leaving;
 	on_cache(g, l);
 }
 
@@ -262,7 +266,10 @@ void coord_on_node(coord *c, sl_wire_msg *m)
 	if (g)
 		g->last_seen = sl_now();
 	switch (q->msg_case) {
-	case SHARDLINE__NODE__NODE_MSG__MSG_REGISTER: on_register(c, ident, len, g, q->register_); break;
+	case SHARDLINE__NODE__NODE_MSG__MSG_REGISTER:
+		on_register(c, ident, len, g, q->register_);
+		g = NULL; /* a new session frees the old group */
+		break;
 	case SHARDLINE__NODE__NODE_MSG__MSG_HEARTBEAT:
 		if (g)
 			on_load(g, q->heartbeat);
@@ -278,11 +285,13 @@ void coord_on_node(coord *c, sl_wire_msg *m)
 	default: SL_WARN("coord", "node socket: unknown message type %d", (int)q->msg_case);
 	}
 	shardline__node__node_msg__free_unpacked(q, NULL);
+	if (g && g->leaving) /* drained or out of grace: what still runs moves now */
+		coord_group_lost(c, g, "it left");
 }
 
 void coord_group_lost(coord *c, coord_group *g, const char *why)
 {
-	int requeued = 0, failed = 0;
+	int requeued = 0, migrated = 0;
 	/* c->all runs newest first; pushing each to the queue front leaves the
 	 * oldest first */
 	coord_req *next;
@@ -293,29 +302,28 @@ void coord_group_lost(coord *c, coord_group *g, const char *why)
 		g->assigned--;
 		r->group = NULL;
 		r->node_done = 1;
-		if (!r->sent_chunk) {
+		if (r->n_generated == 0) {
 			coord_req_reset_output(r);
-			coord_req_enqueue(c, r, 1);
 			requeued++;
-			c->n_requeued++;
-		} else {
-			char msg[256];
-			snprintf(msg, sizeof msg, "node group %u (%s) was lost after %d tokens", g->id,
-				 g->name, r->n_generated);
-			coord_finish(c, r, SHARDLINE__CLIENT__FINISH_REASON__ERROR, msg);
-			failed++;
+		} else { /* output state stays: the next group goes on from its ids */
+			r->migrations++;
+			migrated++;
+			c->n_migrated++;
 		}
+		coord_req_enqueue(c, r, 1);
+		c->n_requeued++;
 	}
-	if (g->draining && !requeued && !failed)
-		SL_INFO("coord", "group %u (%s) left after draining", g->id, g->name);
-	else
-		SL_WARN("coord", "group %u (%s) lost: %s; %d request(s) re-queued, %d ended with an error",
-			g->id, g->name, why, requeued, failed);
 	for (int i = 0; i < c->n_groups; i++)
 		if (c->groups[i] == g) {
 			c->groups[i] = c->groups[--c->n_groups];
 			break;
 		}
+	if (g->draining && !requeued && !migrated)
+		SL_INFO("coord", "group %u (%s) left after draining", g->id, g->name);
+	else
+		SL_WARN("coord", "group %u (%s) lost: %s; %d request(s) re-queued, %d migrated mid-stream%s",
+			g->id, g->name, why, requeued, migrated,
+			coord_model_live(c, g->model) ? "" : "; no live group serves the model now");
 	coord_group_free(g);
 }
 

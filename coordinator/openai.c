@@ -704,6 +704,10 @@ static int submit_choice(oai_call *o, const oai_req *q, const oai_prompt *p, int
 		e->code = "overloaded";
 		break;
 	case SHARDLINE__CLIENT__ERROR_CODE__UNKNOWN_MODEL: fail(e, 404, "model", "%s", err); break;
+	case SHARDLINE__CLIENT__ERROR_CODE__UNAVAILABLE:
+		fail(e, 503, NULL, "%s", err);
+		e->type = "server_error";
+		break;
 	case SHARDLINE__CLIENT__ERROR_CODE__BAD_REQUEST: fail(e, 400, param_of(err), "%s", err); break;
 	default: fail(e, 500, NULL, "%s", err); e->type = "server_error";
 	}
@@ -725,7 +729,8 @@ static void error_status(const oai_choice *ch, oai_err *e)
 		e->type = "timeout";
 	} else if (strstr(m, "no node group of model")) {
 		fail(e, 400, "max_tokens", "%s", m);
-	} else if (strstr(m, "was lost") || strstr(m, "shutting down")) {
+	} else if (strstr(m, "was lost") || strstr(m, "shutting down") ||
+		   strstr(m, "no live node group")) {
 		fail(e, 503, NULL, "%s", m);
 		e->type = "server_error";
 	} else {

@@ -54,6 +54,7 @@ void coord_req_enqueue(coord *c, coord_req *r, int front)
 {
 	r->state = REQ_QUEUED;
 	r->group = NULL;
+	r->t_queued = sl_now();
 	r->qprev = r->qnext = NULL;
 	if (front) {
 		r->qnext = c->qhead;
@@ -91,7 +92,7 @@ void coord_req_reset_output(coord_req *r)
 {
 	coord_detok_reset(r->detok);
 	r->n_generated = r->sent_chunk = r->node_done = 0;
-	r->held.n = r->text.n = r->ids.n = r->lps.n = 0;
+	r->held.n = r->text.n = r->ids.n = r->lps.n = r->gen.n = 0;
 	r->t_first = r->t_last_token = 0;
 }
 
@@ -144,6 +145,7 @@ void coord_req_free(coord *c, coord_req *r)
 	free(r->held.p);
 	free(r->text.p);
 	free(r->ids.p);
+	free(r->gen.p);
 	coord_logprobs_free(&r->lps);
 	free(r);
 }

@@ -11,6 +11,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "block_hash.h"
 #include "coord_int.h"
@@ -118,6 +119,22 @@ static coord_group *pick(coord *c, const coord_req *r, route_hashes *rh, int *ca
 	return best;
 }
 
+/* The prompt a group runs r from: its own, or, once r streamed tokens on a
+ * group that was lost, its prompt and every id generated since (the
+ * node counts those as generated: resume_generated). NULL: out of memory. */
+static int32_t *run_prompt(const coord_req *r, size_t *n)
+{
+	*n = (size_t)r->n_prompt + r->gen.n;
+	if (!r->gen.n)
+		return r->prompt;
+	int32_t *p = malloc(sizeof(int32_t) * *n);
+	if (p) {
+		memcpy(p, r->prompt, sizeof(int32_t) * r->n_prompt);
+		memcpy(p + r->n_prompt, r->gen.p, sizeof(int32_t) * r->gen.n);
+	}
+	return p;
+}
+
 static int send_enqueue(coord *c, coord_group *g, const coord_req *r)
 {
 	const coord_sampling *rs = &r->sampling;
@@ -138,15 +155,20 @@ static int send_enqueue(coord *c, coord_group *g, const coord_req *r)
 	q.logprobs = rs->logprobs != 0;
 	q.top_logprobs = rs->top_logprobs;
 	q.req_id = r->id;
-	q.n_prompt = r->n_prompt;
-	q.prompt = r->prompt;
+	if (!(q.prompt = run_prompt(r, &q.n_prompt)))
+		return SL_ENOMEM;
 	q.sampling = &sp;
-	q.max_tokens = r->max_tokens;
+	q.max_tokens = r->max_tokens - (int)r->gen.n; /* > 0: r would have finished */
+	q.has_resume_generated = r->gen.n > 0;
+	q.resume_generated = (int)r->gen.n;
 	q.ignore_eos = r->ignore_eos;
 	Shardline__Node__CoordMsg m = SHARDLINE__NODE__COORD_MSG__INIT;
 	m.msg_case = SHARDLINE__NODE__COORD_MSG__MSG_ENQUEUE;
 	m.enqueue = &q;
-	return coord_send_node(c, g, &m);
+	int rc = coord_send_node(c, g, &m);
+	if (q.prompt != r->prompt)
+		free(q.prompt);
+	return rc;
 }
 
 static int any_room(const coord *c)
@@ -163,6 +185,7 @@ void coord_dispatch(coord *c)
 {
 	coord_req *next;
 	route_hashes rh = {0};
+	coord_expire_unserved(c);
 	for (coord_req *r = c->qhead; r && any_room(c); r = next) {
 		next = r->qnext;
 		int any_live = 0, any_fit = 0, cached = 0;
@@ -178,10 +201,14 @@ void coord_dispatch(coord *c)
 			continue;
 		}
 		if (send_enqueue(c, g, r))
-			continue; /* g is marked lost; r stays queued */
+			continue; /* g is marked lost (or no memory now); r stays queued */
 		coord_req_dequeue(c, r);
 		r->state = REQ_ASSIGNED;
 		r->group = g;
+		r->node_done = 0;
+		if (r->gen.n)
+			SL_INFO("coord", "request %llu continues on group %u after %zu tokens",
+				(unsigned long long)r->id, g->id, r->gen.n);
 		g->assigned++;
 		g->routed_prefix_tokens += cached;
 		if (r->t_assigned == 0)
@@ -203,3 +230,39 @@ int coord_model_context(const coord *c, int m)
 	}
 	return best;
 }
+
+/* Whether a live group serves model m; keeps m's dead_since. */
+static int model_served(coord *c, int m, double now)
+{
+	for (int i = 0; i < c->n_groups; i++)
+		if (c->groups[i]->model == m && usable(c->groups[i]))
+			return c->models[m].dead_since = 0, 1;
+	if (c->models[m].dead_since == 0)
+		c->models[m].dead_since = now;
+	return 0;
+}
+
+void coord_expire_unserved(coord *c)
+{
+	double now = sl_now(), wait = c->o.admission_timeout_ms * 1e-3;
+	int unserved = 0, dead[COORD_MAX_MODELS];
+	for (int m = 0; m < c->n_models; m++)
+		unserved |= dead[m] = !model_served(c, m, now);
+	coord_req *next;
+	for (coord_req *r = unserved ? c->qhead : NULL; r; r = next) {
+		next = r->qnext;
+		const coord_model *m = &c->models[r->model];
+		double since = m->dead_since > r->t_queued ? m->dead_since : r->t_queued;
+		if (!dead[r->model] || now - since < wait)
+			continue;
+		char msg[256];
+		int n = snprintf(msg, sizeof msg, "no live node group serves model %s (waited %.0f ms)",
+				 m->name, (now - since) * 1e3);
+		if (r->migrations && n > 0 && (size_t)n < sizeof msg)
+			snprintf(msg + n, sizeof msg - n, "; its group was lost after %d tokens",
+				 r->n_generated);
+		coord_finish(c, r, SHARDLINE__CLIENT__FINISH_REASON__ERROR, msg);
+	}
+}
+
+int coord_model_live(coord *c, int m) { return model_served(c, m, sl_now()); }

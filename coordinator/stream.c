@@ -139,7 +139,8 @@ void coord_stream_tokens(coord *c, coord_req *r, const int32_t *ids, size_t n,
 		r->n_generated++;
 		if (r->t_first == 0)
 			r->t_first = sl_now();
-		if (coord_ids_add(&r->ids, &id, 1) || (lp && coord_logprobs_add(&r->lps, lp, i))) {
+		if (coord_ids_add(&r->ids, &id, 1) || coord_ids_add(&r->gen, &id, 1) ||
+		    (lp && coord_logprobs_add(&r->lps, lp, i))) {
 			coord_finish(c, r, SHARDLINE__CLIENT__FINISH_REASON__ERROR, "out of memory");
 			return;
 		}

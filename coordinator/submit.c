@@ -23,6 +23,7 @@ typedef Shardline__Client__Submit pb_submit;
 #define E_MODEL SHARDLINE__CLIENT__ERROR_CODE__UNKNOWN_MODEL
 #define E_OVERLOADED SHARDLINE__CLIENT__ERROR_CODE__OVERLOADED
 #define E_INTERNAL SHARDLINE__CLIENT__ERROR_CODE__INTERNAL
+#define E_UNAVAILABLE SHARDLINE__CLIENT__ERROR_CODE__UNAVAILABLE
 
 void coord_sampling_default(coord_sampling *s)
 {
@@ -227,6 +228,9 @@ int coord_submit(coord *c, const pb_submit *s, const coord_sink *to, char *err, 
 	coord_sampling sampling;
 	if ((code = check_fields(c, s, &model, &sampling, err, n)))
 		return code;
+	if (c->o.admission_timeout_ms == 0 && !coord_model_live(c, model))
+		return snprintf(err, n, "no live node group serves model %s; retry later",
+				c->models[model].name), E_UNAVAILABLE;
 	if (c->n_queued >= c->o.max_queue)
 		return snprintf(err, n, "overloaded: %d requests are waiting for a node group; retry later",
 				c->n_queued), E_OVERLOADED;

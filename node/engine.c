@@ -217,6 +217,9 @@ int node_engine_check_request(const node_engine *e, const node_request *r, char 
 		return sl_errf(err, errlen, SL_EINVAL, "empty prompt");
 	if (r->max_new_tokens <= 0)
 		return sl_errf(err, errlen, SL_EINVAL, "max_new_tokens must be > 0");
+	if (r->n_resumed < 0 || r->n_resumed >= r->n_prompt)
+		return sl_errf(err, errlen, SL_EINVAL, "%d resumed tokens for a prompt of %d: want [0, %d)",
+			       r->n_resumed, r->n_prompt, r->n_prompt);
 	long total = (long)r->n_prompt + r->max_new_tokens;
 	if (total > c->max_pos)
 		return sl_errf(err, errlen, SL_EINVAL,
@@ -513,7 +516,7 @@ static void fill_hist(node_engine *e, node_plan *p, const seq *s)
 			at = w->hist_at[id] = n++;
 			w->hist_ids[at] = id, w->hist_gen[at] = 0, w->hist_prompt[at] = 0;
 		}
-		if (i < s->req.n_prompt)
+		if (i < s->req.n_prompt - s->req.n_resumed) /* resumed ids count as generated */
 			w->hist_prompt[at] = 1;
 		else
 			w->hist_gen[at]++;

@@ -39,6 +39,7 @@ typedef struct leader {
 	void *ctx, *sock;
 	uint64_t session;          /* random per socket: a repeated Register is idempotent */
 	int registered, refused, draining, drain_exit;
+	double stop_by;            /* signalled: leave by then whatever runs (0: not) */
 	int hb_ms;
 	double last_heard;         /* any message from the coordinator (or the socket's birth) */
 	double last_hb, next_register, next_step;
@@ -154,16 +155,20 @@ static void send_register(leader *l)
 	l->reg_tries++;
 }
 
-static void send_heartbeat(leader *l)
+static void send_heartbeat_ex(leader *l, int leaving)
 {
 	Shardline__Node__Load ld = SHARDLINE__NODE__LOAD__INIT;
 	fill_load(l, &ld);
+	ld.has_leaving = leaving;
+	ld.leaving = leaving != 0;
 	Shardline__Node__NodeMsg msg = SHARDLINE__NODE__NODE_MSG__INIT;
 	msg.msg_case = SHARDLINE__NODE__NODE_MSG__MSG_HEARTBEAT;
 	msg.heartbeat = &ld;
 	send_msg(l, &msg);
 	l->last_hb = sl_now();
 }
+
+static void send_heartbeat(leader *l) { send_heartbeat_ex(l, 0); }
 
 static const Shardline__Node__Finish finish_wire[] = {
 	[NODE_SCHED_RUNNING] = SHARDLINE__NODE__FINISH__RUNNING,
@@ -252,6 +257,7 @@ static void on_enqueue(leader *l, const Shardline__Node__Enqueue *q)
 	node_request r = {.prompt = q->prompt, .n_prompt = (int)q->n_prompt,
 			  .max_new_tokens = q->has_max_tokens ? q->max_tokens : 0,
 			  .ignore_eos = q->has_ignore_eos && q->ignore_eos,
+			  .n_resumed = q->has_resume_generated ? q->resume_generated : 0,
 			  .sampling = {.top_p = 1.0f}};
 	if (q->n_prompt > (size_t)l->g->m->cfg.max_pos) {
 		send_error(l, q->req_id, "prompt longer than the context");
@@ -381,10 +387,41 @@ static int step(leader *l, char *err, size_t errlen)
 	return SL_OK;
 }
 
+/* A signal (SIGTERM from an operator, systemd or mpirun): drain as a
+ * Drain{exit} would, and leave by grace_s from now whatever still runs. */
+static void on_stop(leader *l)
+{
+	l->stop_by = sl_now() + l->o->grace_s;
+	l->draining = l->drain_exit = 1;
+	SL_INFO("leader", "signalled: draining, leaving when idle or in %d s", l->o->grace_s);
+	if (l->registered)
+		send_heartbeat(l); /* the coordinator routes nothing more here */
+}
+
+/* Leaving: the coordinator hears it at once (not 3 heartbeats later) and
+ * moves what still runs here to another group. The socket's linger is 0
+ * (proto/wire.c): give this last message a moment to go out. */
+static void say_leaving(leader *l)
+{
+	if (!l->registered || !l->sock)
+		return;
+	send_heartbeat_ex(l, 1);
+	int linger = 1000;
+	zmq_setsockopt(l->sock, ZMQ_LINGER, &linger, sizeof linger);
+}
+
 static int serve(leader *l, char *err, size_t errlen)
 {
 	int rc = open_socket(l, err, errlen);
-	while (!rc && !*l->o->stop) {
+	while (!rc) {
+		if (*l->o->stop && l->stop_by == 0)
+			on_stop(l);
+		if (l->stop_by > 0 && sl_now() >= l->stop_by) {
+			SL_WARN("leader", "grace of %d s over with %s requests: leaving; the coordinator "
+				"moves them to another group", l->o->grace_s,
+				node_sched_busy(l->s) ? "running" : "no");
+			break;
+		}
 		zmq_pollitem_t it = {l->sock, 0, ZMQ_POLLIN, 0};
 		if (zmq_poll(&it, 1, poll_ms(l)) < 0 && errno != EINTR)
 			return sl_errf(err, errlen, SL_ECOMM, "zmq_poll: %s", zmq_strerror(errno));
@@ -405,6 +442,8 @@ static int serve(leader *l, char *err, size_t errlen)
 			break;
 		}
 	}
+	if (!rc)
+		say_leaving(l);
 	return rc;
 }
 

@@ -32,11 +32,14 @@ typedef struct node_leader_opts {
 	int min_step_ms;           /* pace engine steps (tests, demos); 0: off */
 	node_sched_policy batching; /* continuous (default) or simple */
 	int no_prefix_cache;       /* --no-prefix-cache: recompute every prompt whole */
-	volatile sig_atomic_t *stop; /* set by a signal handler: leave cleanly */
+	int grace_s;               /* after *stop: drain at most this long, then leave */
+	volatile sig_atomic_t *stop; /* set by a signal handler: drain, then leave */
 } node_leader_opts;
 
-/* Serve until *stop, a Drain with exit, or an engine failure; the
- * caller's node_group_close then releases the worker ranks. */
+/* Serve until drained after *stop (or grace_s past it), a Drain with
+ * exit, or an engine failure; on the way out the coordinator is told the
+ * group leaves (Load.leaving: what still runs moves to another group at
+ * once). The caller's node_group_close then releases the worker ranks. */
 int node_leader_run(node_group *g, const node_leader_opts *o, char *err, size_t errlen);
 
 #endif

@@ -41,6 +41,7 @@ typedef struct node_args {
 	const char *coordinator; /* serving mode: the coordinator's node endpoint */
 	const char *model_name;
 	long heartbeat_ms, max_running, max_waiting, min_step_ms;
+	long grace_s;           /* --grace-s: SIGTERM drains at most this long */
 	long max_seqs;          /* sequences per step; 0: the model's default */
 	node_sched_policy batching;
 	par_car_mode custom_ar; /* --custom-allreduce */
@@ -66,7 +67,7 @@ static void usage(FILE *f)
 		"                      --model-name NAME [--heartbeat-ms 1000] [--max-running N]\n"
 		"                      [--max-waiting 64] [--min-step-ms 0] [--kv-blocks N]\n"
 		"                      [--batching continuous|simple] [--no-continuous-batching]\n"
-		"                      [--max-seqs N] [--no-prefix-cache] ...\n"
+		"                      [--max-seqs N] [--no-prefix-cache] [--grace-s 30] ...\n"
 		"                      [--custom-allreduce auto|on|off]\n"
 		"Prints the generated ids of each prompt on its own stdout line; logs and\n"
 		"timings go to stderr. Several --prompt-ids run together in one batch.\n"
@@ -91,7 +92,11 @@ static void usage(FILE *f)
 		"--random-shape NAME: no checkpoint; Llama-2-shaped random weights (vocab\n"
 		"32000, context 4096) made on the device, for benchmarks and load tests.\n"
 		"Serving mode: rank 0 registers with the coordinator and runs the requests\n"
-		"it sends until drained or signalled (SIGINT/SIGTERM); --kv-blocks on cpu\n"
+		"it sends until drained or signalled. SIGTERM, SIGINT or SIGUSR1 (to the\n"
+		"leader, or to mpirun, which passes it on) drains the group: no new work, running requests\n"
+		"finish, at most --grace-s seconds (what still runs then moves to another\n"
+		"group), then it deregisters and every rank exits 0 (docs/operations.md).\n"
+		"--kv-blocks on cpu\n"
 		"defaults to 1024; --max-running to the step's sequence limit (--max-seqs,\n"
 		"256). --batching continuous (default) admits a request when the KV blocks\n"
 		"for its prompt are free and preempts the newest sequence when the pool\n"
@@ -121,10 +126,11 @@ static int parse_args(int argc, char **argv, node_args *a, char *err, size_t err
 		{"presence-penalty", 1, 0, 0x102}, {"frequency-penalty", 1, 0, 0x103},
 		{"repetition-penalty", 1, 0, 0x104}, {"logprobs", 1, 0, 0x105},
 		{"custom-allreduce", 1, 0, 0x106}, {"no-prefix-cache", 0, 0, 0x10a}, {"quant", 1, 0, 0x107},
-		{"quant-group", 1, 0, 0x108}, {"kv-dtype", 1, 0, 0x109}, {0, 0, 0, 0}};
+		{"quant-group", 1, 0, 0x108}, {"kv-dtype", 1, 0, 0x109}, {"grace-s", 1, 0, 0x10b},
+		{0, 0, 0, 0}};
 	*a = (node_args){.max_tokens = 32, .max_step_tokens = 2048, .block_tokens = 16,
 			 .top_p = 1.0, .dtype = -1, .mem_fraction = 0.9, .heartbeat_ms = 1000,
-			 .max_waiting = 64, .repetition = 1, .logprobs = -1};
+			 .max_waiting = 64, .repetition = 1, .logprobs = -1, .grace_s = 30};
 	int c, rc = 0;
 	while (!rc && (c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -159,6 +165,7 @@ static int parse_args(int argc, char **argv, node_args *a, char *err, size_t err
 		case 'R': rc = sl_parse_int("--max-running", optarg, 1, 1 << 16, &a->max_running, err, errlen); break;
 		case 'W': rc = sl_parse_int("--max-waiting", optarg, 0, 1 << 16, &a->max_waiting, err, errlen); break;
 		case 'S': rc = sl_parse_int("--min-step-ms", optarg, 0, 60000, &a->min_step_ms, err, errlen); break;
+		case 0x10b: rc = sl_parse_int("--grace-s", optarg, 0, 86400, &a->grace_s, err, errlen); break;
 		case 'c':
 			if (strcmp(optarg, "continuous") && strcmp(optarg, "simple"))
 				return sl_errf(err, errlen, SL_EINVAL, "--batching: '%s' is not continuous or simple", optarg);
@@ -300,15 +307,16 @@ static volatile sig_atomic_t g_stop;
 static void on_signal(int sig) { g_stop = 1; }
 
 /* Serving mode, leader. Every rank takes SIGINT/SIGTERM as "leave": the
- * leader finishes its loop and releases the workers, which therefore must
- * not die of the signal mpirun forwards to them. */
+ * leader drains (at most --grace-s), deregisters and releases the
+ * workers, which therefore must not die of the signal mpirun forwards to
+ * them: they only note it and go on following step plans. */
 static int serve(node_args *a, node_group *g, char *err, size_t errlen)
 {
 	node_leader_opts o = {.coordinator = a->coordinator, .model_name = a->model_name,
 			      .heartbeat_ms = (int)a->heartbeat_ms, .max_running = (int)a->max_running,
 			      .max_waiting = (int)a->max_waiting, .min_step_ms = (int)a->min_step_ms,
 			      .batching = a->batching, .no_prefix_cache = a->no_prefix_cache,
-			      .stop = &g_stop};
+			      .grace_s = (int)a->grace_s, .stop = &g_stop};
 	return node_leader_run(g, &o, err, errlen);
 }
 
@@ -318,6 +326,7 @@ static void catch_signals(void)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGUSR1, &sa, NULL); /* mpirun forwards it at once (SIGTERM: after a delay) */
 }
 
 int main(int argc, char **argv)

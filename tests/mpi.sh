@@ -9,8 +9,12 @@
 # quantized weights and the fp8 KV cache: every golden model on one rank
 # per format against transformers' unquantized logits within the format's
 # stated tolerance (QUANT_TOLS below), and test_quant_par's tp=2 and pp=2
-# groups against tp=1, quantized the same way. Sums the runs' counts into
-# one "N passed, N failed" line.
+# groups against tp=1, quantized the same way; then
+# tests/integration/migrate.sh (a tp 2 group's rank SIGKILLed mid-stream:
+# every stream goes on on another group, identical to the undisturbed run)
+# and tests/integration/graceful.sh (SIGUSR1/SIGTERM to mpirun, SIGTERM to a
+# leader and to the coordinator under load: no request fails).
+# Sums the runs' counts into one "N passed, N failed" line.
 bin=${1:-build/tests/mpi/test_parallel}
 sbin=${2:-$(dirname "$bin")/test_sampling_par}
 qbin=${3:-$(dirname "$bin")/test_quant_par}
@@ -66,5 +70,20 @@ done
 for grid in "2 --tp 2 --pp 1" "2 --tp 1 --pp 2"; do
 	run "$qbin" $grid
 done
+script() { # run SCRIPT: a serving test script, its counts added
+	out=$(timeout 600 sh "$1" 2>&1); rc=$?
+	line=$(printf '%s\n' "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed' | tail -1)
+	printf '%s\n' "$out" | grep -E '^(FAIL|itest)' | head -40
+	if [ -z "$line" ]; then
+		printf '%s\n' "$out" | tail -20
+		echo "$1: no result (exit $rc)"; fail=$((fail + 1)); return
+	fi
+	echo "$1: $line"
+	p=${line%% passed*}; f=${line#*passed, }; f=${f%% failed*}
+	pass=$((pass + p)); fail=$((fail + f))
+	[ "$f" -eq 0 ] && [ $rc -ne 0 ] && fail=$((fail + 1))
+}
+script tests/integration/migrate.sh
+script tests/integration/graceful.sh
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

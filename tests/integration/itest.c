@@ -18,8 +18,23 @@
  *                                    coordinator equal the local run in EXPECTED
  *                                    (shardline-node --logprobs output); per-chunk
  *                                    alignment, stream=false, stop strings
- *   itest kill EP VICTIM_PID HB_MS   SIGKILL a node rank mid-request: errors
- *                                    within 3 heartbeats, re-queued work done
+ *   itest kill EP VICTIM_PID HB_MS   SIGKILL a node rank mid-request: every
+ *                                    request finishes on the other group
+ *   itest streams EP OUT N MAX       the migration set (greedy and sampled
+ *                                    with penalties, some with log-probs)
+ *                                    undisturbed: ids and text to OUT
+ *   itest migrate EP VICTIM REF N MAX GROUPS
+ *                                    the same set; SIGKILL VICTIM mid-stream
+ *                                    once GROUPS groups are up: ids and text
+ *                                    equal REF (migration, docs/protocol.md)
+ *   itest load EP N MAX READY        N streams; READY created once they
+ *                                    stream (the shell signals a group); all
+ *                                    must finish with MAX ids
+ *   itest shutdown EP COORD_PID N    SIGTERM the coordinator under N streams:
+ *                                    each gets a Done naming the shutdown
+ *   itest unserved EP N MAX ADMISSION_MS VICTIM
+ *                                    SIGKILL the only group mid-stream: errors
+ *                                    naming no live group; a new request too
  *   itest overload EP N MAX_TOKENS   N at once past a small --max-queue
  *   itest prefix EP PROMPTS EXPECTED LONG BLOCK_TOKENS
  *         two groups with prefix caching and --max-running 2: the turns of
@@ -907,30 +922,23 @@ static int cmd_kill(const char *ep, pid_t victim, int hb_ms)
 	CHECK(pump(gs, N, 20000, two_streaming), "fewer than 4 requests streaming");
 	int streamed[N];
 	for (int i = 0; i < N; i++)
-		streamed[i] = gs[i].n_chunks > 0, gs[i].mark = 1;
+		streamed[i] = gs[i].n_ids, gs[i].mark = 1;
 	double t_kill = sl_now();
 	CHECK(kill(victim, SIGKILL) == 0, "kill %d: %s", (int)victim, strerror(errno));
 	pump(gs, N, 60000, all_done);
-	double bound = 3 * hb_ms * 1e-3 + 0.5; /* 3 intervals + scheduling slack on a busy box */
-	int errors = 0, completed = 0;
+	int completed = 0, moved = 0;
 	for (int i = 0; i < N; i++) {
 		gen *g = &gs[i];
 		CHECK(g->done, "request %d never finished", i);
-		if (g->finish == SL_FINISH_ERROR) {
-			errors++;
-			CHECK(streamed[i], "request %d failed though it had streamed nothing: %s", i, g->message);
-			CHECK(g->t_done - t_kill <= bound, "request %d: error %.0f ms after the kill (bound %.0f)",
-			      i, (g->t_done - t_kill) * 1e3, bound * 1e3);
-			CHECK(strstr(g->message, "lost") != NULL, "request %d: error '%s'", i, g->message);
-		} else {
-			completed++;
-			CHECK(g->finish == SL_FINISH_LENGTH && g->n_ids == MAX_TOKENS,
-			      "request %d: finish %d with %d ids", i, g->finish, g->n_ids);
-		}
-		printf("itest kill: request %d: %s after %.0f ms%s%s\n", i, sl_finish_name(g->finish),
-		       (g->t_done - t_kill) * 1e3, g->message[0] ? ": " : "", g->message);
+		/* another group is live: every request goes on there, mid-stream or not */
+		CHECK(g->finish == SL_FINISH_LENGTH && g->n_ids == MAX_TOKENS,
+		      "request %d: finish %d with %d ids (%s)", i, g->finish, g->n_ids, g->message);
+		completed += g->finish == SL_FINISH_LENGTH;
+		moved += streamed[i] > 0 && streamed[i] < MAX_TOKENS;
+		printf("itest kill: request %d: %s after %.0f ms, %d ids before the kill%s%s\n", i,
+		       sl_finish_name(g->finish), (g->t_done - t_kill) * 1e3, streamed[i],
+		       g->message[0] ? ": " : "", g->message);
 	}
-	CHECK(errors >= 1, "no request was running on the killed group");
 	sl_event st;
 	if (get_status(ep, &st)) {
 		CHECK(st.requeued >= 1, "no request was re-queued (requeued %ld)", st.requeued);
@@ -943,7 +951,215 @@ static int cmd_kill(const char *ep, pid_t victim, int hb_ms)
 		sl_client_destroy(gs[i].c);
 	free(gs);
 	zmq_ctx_term(ctx);
-	printf("itest kill: %d errors, %d completed\n", errors, completed);
+	printf("itest kill: %d completed, %d of them moved mid-stream (heartbeat %d ms)\n", completed,
+	       moved, hb_ms);
+	return finish();
+}
+
+/* ---- migration: a group lost mid-stream, every stream goes on exactly ---- */
+
+/* Request i of the migration set: even ones greedy, odd ones sampled with
+ * every penalty (and log-probs on every third), all past EOS. */
+static sl_gen_params mig_params(int i, int32_t *ids, int max_tokens)
+{
+	ids[0] = 1, ids[1] = 300 + 7 * i, ids[2] = 411, ids[3] = 500 + 13 * i, ids[4] = 300 + 7 * i;
+	sl_gen_params p = {.prompt_ids = ids, .n_prompt_ids = 5, .max_tokens = max_tokens,
+			      .ignore_eos = 1, .logprobs = i % 3 == 0, .top_logprobs = i % 3 == 0 ? 2 : 0};
+	if (i % 2) {
+		p.temperature = 0.9f, p.top_p = 0.9f, p.seed = 1000 + (uint64_t)i;
+		p.presence_penalty = 0.5f, p.frequency_penalty = 0.4f, p.repetition_penalty = 1.3f;
+	}
+	return p;
+}
+
+static int start_set(gen *gs, int32_t (*ids)[5], void *ctx, const char *ep, int n, int max_tokens)
+{
+	for (int i = 0; i < n; i++) {
+		sl_gen_params p = mig_params(i, ids[i], max_tokens);
+		if (start(&gs[i], ctx, ep, &p))
+			return -1;
+	}
+	return 0;
+}
+
+static void put_hex(FILE *f, const char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		fprintf(f, "%02x", (unsigned char)p[i]);
+}
+
+/* itest streams EP OUT N MAX_TOKENS: the undisturbed run, one line per
+ * request: its ids (comma-separated) and its text in hex. */
+static int cmd_streams(const char *ep, const char *out, int n, int max_tokens)
+{
+	void *ctx = zmq_ctx_new();
+	gen *gs = calloc(n, sizeof *gs);
+	int32_t(*ids)[5] = calloc(n, sizeof *ids);
+	FILE *f = fopen(out, "w");
+	CHECK(f != NULL, "cannot write %s", out);
+	if (!f || start_set(gs, ids, ctx, ep, n, max_tokens))
+		return finish();
+	CHECK(pump(gs, n, 120000, all_done), "the undisturbed run did not finish");
+	for (int i = 0; i < n; i++) {
+		gen *g = &gs[i];
+		CHECK(g->finish == SL_FINISH_LENGTH && g->n_ids == max_tokens,
+		      "undisturbed request %d: finish %d with %d ids (%s)", i, g->finish, g->n_ids,
+		      g->message);
+		for (int k = 0; k < g->n_ids; k++)
+			fprintf(f, "%s%d", k ? "," : "", g->ids[k]);
+		fprintf(f, " ");
+		put_hex(f, g->text, g->text_len);
+		fprintf(f, "\n");
+		sl_client_destroy(g->c);
+	}
+	fclose(f);
+	free(gs), free(ids);
+	zmq_ctx_term(ctx);
+	return finish();
+}
+
+static int min_chunks(gen *gs, int n, int k)
+{
+	for (int i = 0; i < n; i++)
+		if (gs[i].n_chunks < k && !gs[i].done)
+			return 0;
+	return 1;
+}
+
+static int chunks3(gen *gs, int n) { return min_chunks(gs, n, 3); }
+
+/* itest migrate EP VICTIM REF N MAX_TOKENS GROUPS: the same requests as
+ * `streams` wrote to REF; once each has streamed 3 chunks and GROUPS
+ * groups are registered, SIGKILL VICTIM (a rank of the group serving
+ * them); every request must end with the ids and text of REF, log-probs
+ * one per id (none re-sent). */
+static int cmd_migrate(const char *ep, pid_t victim, const char *ref, int n, int max_tokens,
+		       int groups)
+{
+	char **lines = NULL;
+	int n_lines = read_lines(ref, &lines);
+	CHECK(n_lines == n, "%s has %d lines, want %d", ref, n_lines, n);
+	if (n_lines != n)
+		return finish();
+	void *ctx = zmq_ctx_new();
+	gen *gs = calloc(n, sizeof *gs);
+	int32_t(*ids)[5] = calloc(n, sizeof *ids), *want = malloc(sizeof(int32_t) * 4096);
+	int *before = calloc(n, sizeof *before);
+	if (start_set(gs, ids, ctx, ep, n, max_tokens))
+		return finish();
+	CHECK(pump(gs, n, 30000, chunks3), "not every request streamed 3 chunks");
+	double deadline = sl_now() + 30;
+	int have = 0;
+	while (have < groups && sl_now() < deadline) { /* the group that takes them over */
+		sl_event st;
+		if (get_status(ep, &st))
+			have = st.n_groups, sl_event_release(&st);
+		pump(gs, n, 50, NULL);
+	}
+	CHECK(have >= groups, "%d groups registered, want %d", have, groups);
+	int running = 0, sum_before = 0;
+	for (int i = 0; i < n; i++) {
+		before[i] = gs[i].n_ids;
+		gs[i].mark = sl_now();
+		running += !gs[i].done;
+		sum_before += before[i];
+	}
+	CHECK(running == n, "only %d of %d requests still running at the kill", running, n);
+	double t_kill = sl_now();
+	CHECK(kill(victim, SIGKILL) == 0, "kill %d: %s", (int)victim, strerror(errno));
+	pump(gs, n, 120000, all_done);
+	int same_all = 0;
+	double resume_max = 0;
+	for (int i = 0; i < n; i++) {
+		gen *g = &gs[i];
+		char *sp = strchr(lines[i], ' ');
+		const char *hex = sp ? sp + 1 : "";
+		if (sp)
+			*sp = 0; /* the ids end there */
+		int nw = parse_ids_csv(lines[i], want, 4096);
+		char got_hex[2 * sizeof g->text + 1];
+		for (size_t k = 0; k < g->text_len; k++)
+			sprintf(got_hex + 2 * k, "%02x", (unsigned char)g->text[k]);
+		got_hex[2 * g->text_len] = 0;
+		int first_diff = 0;
+		while (first_diff < nw && first_diff < g->n_ids && g->ids[first_diff] == want[first_diff])
+			first_diff++;
+		int same = g->n_ids == nw && first_diff == nw && !strcmp(got_hex, hex);
+		same_all += same;
+		CHECK(g->done && g->finish == SL_FINISH_LENGTH, "request %d: finish %d (%s)", i, g->finish,
+		      g->message);
+		CHECK(g->n_ids == nw && first_diff == nw, "request %d (%s): %d ids, want %d; first "
+		      "difference at %d: got %d, want %d (%d ids before the kill)", i,
+		      i % 2 ? "sampled" : "greedy", g->n_ids, nw, first_diff,
+		      first_diff < g->n_ids ? g->ids[first_diff] : -1,
+		      first_diff < nw ? want[first_diff] : -1, before[i]);
+		CHECK(!strcmp(got_hex, hex), "request %d: text differs from the undisturbed run: got "
+		      "'%s', want hex %s", i, g->text, hex);
+		CHECK(!g->lp_misaligned && (!g->want_lp || g->n_lp == g->n_ids),
+		      "request %d: %d log-probs for %d ids (%d replies misaligned)", i, g->n_lp,
+		      g->n_ids, g->lp_misaligned);
+		CHECK(!g->bad_utf8, "request %d: a chunk split a UTF-8 character", i);
+		double resume = g->t_first_after > 0 ? g->t_first_after - t_kill : -1;
+		resume_max = resume > resume_max ? resume : resume_max;
+		printf("itest migrate: request %d (%s): %d ids before the kill, next chunk %.0f ms "
+		       "after it, %s\n", i, i % 2 ? "sampled" : "greedy", before[i], resume * 1e3,
+		       same ? "identical" : "DIFFERENT");
+	}
+	sl_event st;
+	if (get_status(ep, &st)) {
+		CHECK(st.requeued >= n, "requeued %ld, want >= %d", st.requeued, n);
+		sl_event_release(&st);
+	}
+	for (int i = 0; i < n; i++)
+		sl_client_destroy(gs[i].c);
+	printf("itest migrate: %d streams, %d tokens before the kill (%.1f each), all resumed within "
+	       "%.0f ms, %d of %d identical to the undisturbed run\n", n, sum_before,
+	       (double)sum_before / n, resume_max * 1e3, same_all, n);
+	free(gs), free(ids), free(want), free(before);
+	zmq_ctx_term(ctx);
+	return finish();
+}
+
+/* itest unserved EP N MAX_TOKENS ADMISSION_MS: N streams on the only
+ * group; once they stream, the caller's group dies (the shell kills it
+ * after this prints "streaming"): each must end with an error naming no
+ * live group, one admission timeout later; then a new request waits the
+ * same and gets the same error. */
+static int unserved_error(const gen *g)
+{
+	return g->finish == SL_FINISH_ERROR && strstr(g->message, "no live node group");
+}
+
+static int cmd_unserved(const char *ep, int n, int max_tokens, int admission_ms, pid_t victim)
+{
+	void *ctx = zmq_ctx_new();
+	gen *gs = calloc(n + 1, sizeof *gs);
+	int32_t(*ids)[5] = calloc(n + 1, sizeof *ids);
+	if (start_set(gs, ids, ctx, ep, n, max_tokens))
+		return finish();
+	CHECK(pump(gs, n, 30000, chunks3), "not every request streamed 3 chunks");
+	double t_kill = sl_now();
+	CHECK(kill(victim, SIGKILL) == 0, "kill %d: %s", (int)victim, strerror(errno));
+	pump(gs, n, 60000, all_done);
+	for (int i = 0; i < n; i++) {
+		CHECK(gs[i].done && unserved_error(&gs[i]), "request %d: finish %d (%s)", i,
+		      gs[i].finish, gs[i].message);
+		printf("itest unserved: request %d ended %.0f ms after the kill: %s\n", i,
+		       (gs[i].t_done - t_kill) * 1e3, gs[i].message);
+	}
+	double t0 = sl_now();
+	sl_gen_params p = mig_params(0, ids[n], max_tokens);
+	if (start(&gs[n], ctx, ep, &p))
+		return finish();
+	pump(gs + n, 1, 30000, all_done);
+	CHECK(gs[n].done && unserved_error(&gs[n]), "new request: finish %d (%s)", gs[n].finish,
+	      gs[n].message);
+	printf("itest unserved: a new request ended after %.0f ms (admission timeout %d ms): %s\n",
+	       (gs[n].t_done - t0) * 1e3, admission_ms, gs[n].message);
+	for (int i = 0; i <= n; i++)
+		sl_client_destroy(gs[i].c);
+	free(gs), free(ids);
+	zmq_ctx_term(ctx);
 	return finish();
 }
 
@@ -1109,6 +1325,66 @@ static int cmd_overload(const char *ep, int n, int max_tokens)
 	return finish();
 }
 
+/* ---- graceful stops ---- */
+
+/* itest load EP N MAX_TOKENS READY_FILE: N streams (the migration set);
+ * once each has streamed 3 chunks READY_FILE is created (the shell then
+ * signals a group); every stream must finish normally with MAX_TOKENS
+ * ids: a group's graceful stop costs no request. */
+static int cmd_load(const char *ep, int n, int max_tokens, const char *ready)
+{
+	void *ctx = zmq_ctx_new();
+	gen *gs = calloc(n, sizeof *gs);
+	int32_t(*ids)[5] = calloc(n, sizeof *ids);
+	if (start_set(gs, ids, ctx, ep, n, max_tokens))
+		return finish();
+	CHECK(pump(gs, n, 30000, chunks3), "not every request streamed 3 chunks");
+	FILE *f = fopen(ready, "w");
+	if (f)
+		fclose(f);
+	double t0 = sl_now();
+	pump(gs, n, 120000, all_done);
+	int errors = 0;
+	for (int i = 0; i < n; i++) {
+		gen *g = &gs[i];
+		errors += g->finish != SL_FINISH_LENGTH;
+		CHECK(g->done && g->finish == SL_FINISH_LENGTH && g->n_ids == max_tokens,
+		      "request %d: finish %d with %d ids (%s)", i, g->finish, g->n_ids, g->message);
+		sl_client_destroy(g->c);
+	}
+	printf("itest load: %d streams, %d request errors, the last done %.0f ms after the signal\n",
+	       n, errors, (sl_now() - t0) * 1e3);
+	free(gs), free(ids);
+	zmq_ctx_term(ctx);
+	return finish();
+}
+
+/* itest shutdown EP COORD_PID N: N streams; SIGTERM the coordinator once
+ * they stream: each ends with a Done naming the shutdown (no hang). */
+static int cmd_shutdown(const char *ep, pid_t coord, int n)
+{
+	void *ctx = zmq_ctx_new();
+	gen *gs = calloc(n, sizeof *gs);
+	int32_t(*ids)[5] = calloc(n, sizeof *ids);
+	if (start_set(gs, ids, ctx, ep, n, 200))
+		return finish();
+	CHECK(pump(gs, n, 30000, chunks3), "not every request streamed 3 chunks");
+	double t0 = sl_now();
+	CHECK(kill(coord, SIGTERM) == 0, "kill %d: %s", (int)coord, strerror(errno));
+	pump(gs, n, 10000, all_done);
+	for (int i = 0; i < n; i++) {
+		gen *g = &gs[i];
+		CHECK(g->done && g->finish == SL_FINISH_ERROR && strstr(g->message, "shutting down"),
+		      "request %d: done %d, finish %d (%s)", i, g->done, g->finish, g->message);
+		sl_client_destroy(g->c);
+	}
+	printf("itest shutdown: %d streams ended within %.0f ms of the SIGTERM\n", n,
+	       (sl_now() - t0) * 1e3);
+	free(gs), free(ids);
+	zmq_ctx_term(ctx);
+	return finish();
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1126,9 +1402,22 @@ int main(int argc, char **argv)
 		return cmd_overload(argv[2], atoi(argv[3]), atoi(argv[4]));
 	if (argc >= 5 && !strcmp(argv[1], "kill"))
 		return cmd_kill(argv[2], (pid_t)atoi(argv[3]), atoi(argv[4]));
+	if (argc >= 6 && !strcmp(argv[1], "streams"))
+		return cmd_streams(argv[2], argv[3], atoi(argv[4]), atoi(argv[5]));
+	if (argc >= 8 && !strcmp(argv[1], "migrate"))
+		return cmd_migrate(argv[2], (pid_t)atoi(argv[3]), argv[4], atoi(argv[5]), atoi(argv[6]),
+				   atoi(argv[7]));
+	if (argc >= 7 && !strcmp(argv[1], "unserved"))
+		return cmd_unserved(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]),
+				    (pid_t)atoi(argv[6]));
+	if (argc >= 6 && !strcmp(argv[1], "load"))
+		return cmd_load(argv[2], atoi(argv[3]), atoi(argv[4]), argv[5]);
+	if (argc >= 5 && !strcmp(argv[1], "shutdown"))
+		return cmd_shutdown(argv[2], (pid_t)atoi(argv[3]), atoi(argv[4]));
 	if (argc >= 7 && !strcmp(argv[1], "prefix"))
 		return cmd_prefix(argv[2], argv[3], argv[4], argv[5], atoi(argv[6]));
-	fprintf(stderr, "usage: itest wait-groups|concurrent|features|hostile|logprobs|kill|prefix ... "
+	fprintf(stderr, "usage: itest wait-groups|concurrent|features|hostile|logprobs|kill|streams|migrate|"
+		"unserved|load|shutdown|prefix ... "
 		"(see itest.c)\n");
 	return 2;
 }

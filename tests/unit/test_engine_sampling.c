@@ -273,6 +273,73 @@ START_TEST(history_budget_defers_identically)
 }
 END_TEST
 
+/* Migration (docs/protocol.md): a request resumed from prompt + its first k
+ * generated tokens, with n_resumed = k and the budget left, generates
+ * exactly the rest of the undisturbed run, log-probs included, for
+ * greedy and sampled mixes with every penalty. The same prompt taken as
+ * all prompt (n_resumed 0) must differ under frequency and presence
+ * penalties: else the test could not see resumed tokens miscounted. */
+START_TEST(resume_continues_identically)
+{
+	static const kern_sample_params mixes[] = {
+		{.top_p = 1, .frequency_penalty = 0.9f, .presence_penalty = 0.7f, .top_logprobs = 2},
+		{.temperature = 0.9f, .top_p = 0.95f, .top_k = 60, .repetition_penalty = 1.3f,
+		 .frequency_penalty = 0.5f, .presence_penalty = 0.5f, .seed = 7, .logprobs = 1,
+		 .top_logprobs = 20},
+		{.temperature = 1.2f, .top_p = 0.9f, .seed = 99},
+	};
+	static const int cuts[] = {1, 5, MAX_NEW - 1};
+	rig r;
+	rig_open(&r, 0, 64);
+	make_prompt(&r);
+	int32_t ctx[NP + MAX_NEW];
+	int miscounted_differs = 0;
+	for (int m = 0; m < (int)(sizeof mixes / sizeof *mixes); m++) {
+		node_request q = request(mixes[m]);
+		node_result full = {0};
+		generate(&r, &q, &full);
+		memcpy(ctx, g_prompt, sizeof g_prompt);
+		memcpy(ctx + NP, full.tokens, sizeof(int32_t) * MAX_NEW);
+		for (int c = 0; c < (int)(sizeof cuts / sizeof *cuts); c++) {
+			int k = cuts[c];
+			node_request rq = q;
+			rq.prompt = ctx, rq.n_prompt = NP + k, rq.n_resumed = k;
+			rq.max_new_tokens = MAX_NEW - k;
+			node_result got = {0};
+			generate(&r, &rq, &got);
+			ck_assert_int_eq(got.n_tokens, MAX_NEW - k);
+			for (int j = 0; j < got.n_tokens; j++)
+				ck_assert_msg(got.tokens[j] == full.tokens[k + j], "mix %d resumed after %d: "
+					      "token %d is %d, the undisturbed run's %d", m, k, k + j,
+					      got.tokens[j], full.tokens[k + j]);
+			if (full.logprobs)
+				ck_assert_msg(!memcmp(got.logprobs, full.logprobs + k,
+						      sizeof(float) * got.n_tokens) &&
+					      !memcmp(got.top_ids, full.top_ids + (size_t)k * full.top_n,
+						      sizeof(int32_t) * got.n_tokens * full.top_n),
+					      "mix %d resumed after %d: log-probs differ", m, k);
+			node_result_free(&got);
+			if (m == 0 && k == 5) {
+				rq.n_resumed = 0;
+				generate(&r, &rq, &got);
+				miscounted_differs = memcmp(got.tokens, full.tokens + k,
+							    sizeof(int32_t) * got.n_tokens) != 0;
+				node_result_free(&got);
+			}
+		}
+		node_result_free(&full);
+	}
+	ck_assert_msg(miscounted_differs, "resumed tokens counted as prompt changed nothing: "
+		      "the test cannot tell");
+	char err[SL_ERRLEN] = "";
+	node_request bad = request(mixes[0]);
+	bad.n_resumed = NP;
+	ck_assert_int_eq(node_engine_check_request(r.e, &bad, err, sizeof err), SL_EINVAL);
+	ck_assert_msg(strstr(err, "resumed"), "'%s' does not name the resumed count", err);
+	rig_close(&r);
+}
+END_TEST
+
 /* Requests the engine must refuse, each naming the field. */
 START_TEST(out_of_range_refused)
 {
@@ -308,6 +375,7 @@ int main(void)
 	tcase_add_test(tc, min_p_follows_definition);
 	tcase_add_test(tc, history_budget_defers_identically);
 	tcase_add_test(tc, out_of_range_refused);
+	tcase_add_test(tc, resume_continues_identically);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
