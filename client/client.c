@@ -60,7 +60,28 @@ struct sl_client {
 	uint64_t instance;         /* the coordinator's, from its last Pong; 0: not known */
 	uint64_t ping_nonce;
 	double down_since;         /* taken as gone at; 0: up */
+	/* CURVE: a monitor of the socket's handshakes, so that a refused key
+	 * is an error that says so rather than silence */
+	void *monitor;
+	unsigned n_monitors;
+	char handshake_note[160];  /* the last failed handshake, for the silence error */
 };
+
+/* Handshake failures of c->sock reported on c->monitor (ZeroMQ's socket
+ * monitor: a PAIR fed by libzmq over inproc). */
+static int watch_handshakes(sl_client *c, char *err, size_t errlen)
+{
+	char addr[96];
+	snprintf(addr, sizeof addr, "inproc://sl-client-monitor-%p-%u", (void *)c, c->n_monitors++);
+	int linger = 0;
+	if (zmq_socket_monitor(c->sock, addr, ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+			       ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) ||
+	    !(c->monitor = zmq_socket(c->ctx, ZMQ_PAIR)) ||
+	    zmq_setsockopt(c->monitor, ZMQ_LINGER, &linger, sizeof linger) ||
+	    zmq_connect(c->monitor, addr))
+		return sl_errf(err, errlen, SL_ECOMM, "socket monitor: %s", zmq_strerror(errno));
+	return SL_OK;
+}
 
 /* A fresh DEALER: whatever the old one still queued (Submits for a dead
  * coordinator) must not reach the next one, and a new routing id makes
@@ -69,10 +90,15 @@ static int client_connect(sl_client *c, char *err, size_t errlen)
 {
 	if (c->sock)
 		zmq_close(c->sock);
+	if (c->monitor)
+		zmq_close(c->monitor);
+	c->monitor = NULL;
 	c->sock = sl_wire_socket(c->ctx, ZMQ_DEALER, 0);
 	if (!c->sock)
 		return sl_errf(err, errlen, SL_ECOMM, "zmq_socket: %s", zmq_strerror(errno));
 	int rc = sl_curve_client_apply(&c->curve, c->sock, err, errlen);
+	if (!rc && c->curve.on)
+		rc = watch_handshakes(c, err, errlen);
 	if (!rc && zmq_connect(c->sock, c->endpoint))
 		rc = sl_errf(err, errlen, SL_ECOMM, "cannot connect to %s: %s", c->endpoint,
 			     zmq_strerror(errno));
@@ -124,6 +150,8 @@ void sl_client_destroy(sl_client *c)
 		return;
 	if (c->sock)
 		zmq_close(c->sock);
+	if (c->monitor)
+		zmq_close(c->monitor);
 	if (c->own_ctx && c->ctx)
 		zmq_ctx_term(c->ctx);
 	for (int i = 0; i < c->n; i++)
@@ -518,7 +546,8 @@ static int heartbeat(sl_client *c, char *err, size_t errlen)
 		snprintf(why, sizeof why, "the coordinator at %s was silent for %.0f ms (a ping "
 			 "unanswered for %.0f ms, heartbeat %d ms)%s", c->endpoint,
 			 (now - c->last_heard) * 1e3, (now - c->ping_since) * 1e3, c->hb_ms,
-			 c->curve.on ? "; with CURVE, check that it knows this client's key" : "");
+			 c->handshake_note[0] ? c->handshake_note
+			 : c->curve.on ? "; with CURVE, check that it knows this client's key" : "");
 		int rc = coordinator_lost(c, why, err, errlen);
 		if (rc)
 			return rc;
@@ -574,6 +603,44 @@ static void pop_made(sl_client *c, sl_event *ev)
 		ev->finish = m.code;
 }
 
+/* One monitor event. A refused key (ZAP said 400) is final for every
+ * request waiting: no retry can succeed until the coordinator's operator
+ * lists the key. Other handshake failures are remembered for the
+ * silence error (a wrong --server-key looks like silence otherwise). */
+static int on_monitor(sl_client *c, char *err, size_t errlen)
+{
+	zmq_msg_t head, addr;
+	zmq_msg_init(&head);
+	zmq_msg_init(&addr);
+	int got = zmq_msg_recv(&head, c->monitor, ZMQ_DONTWAIT);
+	if (got >= 0 && zmq_msg_more(&head))
+		zmq_msg_recv(&addr, c->monitor, 0);
+	uint16_t event = 0;
+	uint32_t value = 0;
+	if (got >= 6) {
+		memcpy(&event, zmq_msg_data(&head), 2);
+		memcpy(&value, (char *)zmq_msg_data(&head) + 2, 4);
+	}
+	zmq_msg_close(&head);
+	zmq_msg_close(&addr);
+	if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+		snprintf(c->handshake_note, sizeof c->handshake_note, "; it refused this client's "
+			 "CURVE key %s (ZAP status %u)", c->curve.public_, value);
+		for (int i = c->n - 1; i >= 0; i--) {
+			if (add_made(c, SL_EV_ERROR, c->p[i].tag, SL_ERR_UNAVAILABLE, "the coordinator at %s "
+				     "refused this client's CURVE key %s (ZAP status %u): its operator must "
+				     "list it in --client-keys", c->endpoint, c->curve.public_, value))
+				return sl_errf(err, errlen, SL_ENOMEM, "out of memory");
+			drop_pending(c, &c->p[i]);
+		}
+	} else if (event) {
+		snprintf(c->handshake_note, sizeof c->handshake_note, "; the CURVE handshake failed "
+			 "(%s %u): is --server-key the coordinator's public key?",
+			 event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ? "protocol error" : "error", value);
+	}
+	return SL_OK;
+}
+
 /* One message from the socket: 1 an event for the caller, 0 none (a
  * Pong, or nothing there), < 0 an error. */
 static int receive(sl_client *c, sl_event *ev, char *err, size_t errlen)
@@ -624,13 +691,15 @@ int sl_client_next(sl_client *c, int timeout_ms, sl_event *ev, char *err, size_t
 		}
 		if (timer >= 0 && (wait < 0 || timer < wait))
 			wait = timer;
-		zmq_pollitem_t it = {c->sock, 0, ZMQ_POLLIN, 0};
-		int n = zmq_poll(&it, 1, wait);
+		zmq_pollitem_t it[2] = {{c->sock, 0, ZMQ_POLLIN, 0}, {c->monitor, 0, ZMQ_POLLIN, 0}};
+		int n = zmq_poll(it, c->monitor ? 2 : 1, wait);
 		if (n < 0 && errno != EINTR)
 			return sl_errf(err, errlen, SL_ECOMM, "poll: %s", zmq_strerror(errno));
 		if (n < 0) /* a signal: let the caller look at its flags */
 			return 0;
-		if (n > 0 && (rc = receive(c, ev, err, errlen)) != 0)
+		if (c->monitor && (it[1].revents & ZMQ_POLLIN) && (rc = on_monitor(c, err, errlen)))
+			return rc;
+		if ((it[0].revents & ZMQ_POLLIN) && (rc = receive(c, ev, err, errlen)) != 0)
 			return rc;
 		if (deadline >= 0 && sl_now() >= deadline)
 			return 0;

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "chat_template.h"
 #include "coord_int.h"
 #include "http.h"
@@ -116,7 +117,8 @@ static int load_models(coord *c, char *err, size_t errlen)
 	return SL_OK;
 }
 
-static int bind_socket(coord *c, void **s, const char *endpoint, char *err, size_t errlen)
+static int bind_socket(coord *c, void **s, const char *endpoint, const char *domain, char *err,
+		       size_t errlen)
 {
 	int one = 1;
 	*s = sl_wire_socket(c->ctx, ZMQ_ROUTER, COORD_SOCKET_MAX_MSG);
@@ -124,6 +126,9 @@ static int bind_socket(coord *c, void **s, const char *endpoint, char *err, size
 		return sl_errf(err, errlen, SL_ECOMM, "zmq_socket: %s", zmq_strerror(errno));
 	/* a reply to a peer that is gone fails instead of vanishing */
 	zmq_setsockopt(*s, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
+	int rc = coord_auth_server(c->auth, *s, domain, err, errlen);
+	if (rc)
+		return rc;
 	if (zmq_bind(*s, endpoint))
 		return sl_errf(err, errlen, SL_ECOMM, "cannot bind %s: %s", endpoint, zmq_strerror(errno));
 	return SL_OK;
@@ -166,10 +171,12 @@ int coord_create(const coord_opts *o, coord **out, char *err, size_t errlen)
 		rc = load_models(c, err, errlen);
 	if (!rc && !(c->ctx = zmq_ctx_new()))
 		rc = sl_errf(err, errlen, SL_ECOMM, "zmq_ctx_new failed");
+	if (!rc) /* before the sockets: the ZAP handler must be there at their first handshake */
+		rc = coord_auth_create(c->ctx, o, &c->auth, err, errlen);
 	if (!rc)
-		rc = bind_socket(c, &c->clients, o->client_endpoint, err, errlen);
+		rc = bind_socket(c, &c->clients, o->client_endpoint, "clients", err, errlen);
 	if (!rc)
-		rc = bind_socket(c, &c->nodes, o->node_endpoint, err, errlen);
+		rc = bind_socket(c, &c->nodes, o->node_endpoint, "nodes", err, errlen);
 	if (!rc && o->http_bind && o->http_bind[0] && strcmp(o->http_bind, "none"))
 		rc = coord_http_create(c, o, &c->http, err, errlen);
 	if (!rc)
@@ -195,6 +202,7 @@ void coord_destroy(coord *c)
 		zmq_close(c->clients);
 	if (c->nodes)
 		zmq_close(c->nodes);
+	coord_auth_destroy(c->auth);
 	if (c->ctx)
 		zmq_ctx_term(c->ctx);
 	for (int i = 0; i < c->n_models; i++) {
@@ -257,14 +265,19 @@ int coord_run(coord *c, char *err, size_t errlen)
 	tick_ms = tick_ms < 5 ? 5 : tick_ms > 100 ? 100 : tick_ms;
 	while (!*c->o.stop) {
 		/* the HTTP server's epoll descriptor is polled like the sockets */
-		zmq_pollitem_t it[3] = {{c->nodes, 0, ZMQ_POLLIN, 0}, {c->clients, 0, ZMQ_POLLIN, 0},
-					{NULL, c->http ? coord_http_fd(c->http) : -1, ZMQ_POLLIN, 0}};
+		zmq_pollitem_t it[4] = {{c->nodes, 0, ZMQ_POLLIN, 0}, {c->clients, 0, ZMQ_POLLIN, 0},
+					{NULL, c->http ? coord_http_fd(c->http) : -1, ZMQ_POLLIN, 0},
+					{coord_auth_socket(c->auth), 0, ZMQ_POLLIN, 0}};
+		if (!c->http) /* the ZAP handler (CURVE on) takes the HTTP slot */
+			it[2] = it[3];
+		int n_it = 2 + (c->http != NULL) + (c->auth != NULL);
 		int timeout = c->http ? coord_http_timeout_ms(c->http, tick_ms) : tick_ms;
-		if (zmq_poll(it, c->http ? 3 : 2, timeout) < 0) {
+		if (zmq_poll(it, n_it, timeout) < 0) {
 			if (errno == EINTR)
 				continue;
 			return sl_errf(err, errlen, SL_ECOMM, "zmq_poll: %s", zmq_strerror(errno));
 		}
+		coord_auth_handle(c->auth); /* handshakes wait for it: first */
 		if (drain(c, c->nodes, coord_on_node, 1000) || drain(c, c->clients, coord_on_client, 1000))
 			return sl_errf(err, errlen, SL_ECOMM, "receive: %s", zmq_strerror(errno));
 		if (sl_now() - c->last_tick >= tick_ms * 1e-3)

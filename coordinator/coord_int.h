@@ -202,6 +202,7 @@ struct coord {
 	long n_requeued;
 	double last_tick;
 	struct coord_http *http;   /* NULL: no HTTP API */
+	struct coord_auth *auth;   /* CURVE's ZAP handler (auth.h); NULL: CURVE off */
 	struct coord_metrics *metrics; /* fed by stream.c and http.c (metrics.h) */
 };
 

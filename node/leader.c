@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "client/curve.h"
 #include "engine.h"
 #include "proto/node.pb-c.h"
 #include "rng.h"
@@ -83,6 +84,9 @@ static int open_socket(leader *l, char *err, size_t errlen)
 	if (l->sock)
 		zmq_close(l->sock);
 	l->sock = sl_wire_socket(l->ctx, ZMQ_DEALER, LEADER_MAX_MSG);
+	int rc = l->sock ? sl_curve_client_apply(l->o->curve, l->sock, err, errlen) : SL_OK;
+	if (rc)
+		return rc;
 	if (!l->sock || zmq_connect(l->sock, l->o->coordinator))
 		return sl_errf(err, errlen, SL_ECOMM, "cannot connect to %s: %s", l->o->coordinator,
 			       zmq_strerror(errno));

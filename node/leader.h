@@ -33,6 +33,7 @@ typedef struct node_leader_opts {
 	node_sched_policy batching; /* continuous (default) or simple */
 	int no_prefix_cache;       /* --no-prefix-cache: recompute every prompt whole */
 	volatile sig_atomic_t *stop; /* set by a signal handler: leave cleanly */
+	const struct sl_curve_client *curve; /* CURVE keys (client/curve.h); NULL or off: none */
 } node_leader_opts;
 
 /* Serve until *stop, a Drain with exit, or an engine failure; the
