@@ -20,6 +20,7 @@
 #define CLIENT_DEFAULT_HB_MS 1000
 #define CLIENT_DEFAULT_RECONNECT_MS 10000
 #define CLIENT_DEFAULT_RESUBMITS 3
+#define CLIENT_MAX_ENDPOINTS 4     /* a primary and its standby, and room */
 
 /* A request sent and not yet answered to the end. */
 typedef enum { P_SUBMIT, P_STATUS } pending_kind;
@@ -48,7 +49,10 @@ struct sl_client {
 	void *ctx, *sock;
 	int own_ctx;
 	uint64_t next_tag;
-	char *endpoint;
+	char *endpoint;            /* as given: EP or EP1,EP2 (a standby pair) */
+	char *eps[CLIENT_MAX_ENDPOINTS]; /* into a copy of it */
+	char *eps_buf;
+	int n_eps, cur;            /* eps[cur] is the one connected */
 	sl_curve_client curve;
 	int hb_ms, reconnect_ms, max_resubmits;
 	pending *p;
@@ -99,8 +103,8 @@ static int client_connect(sl_client *c, char *err, size_t errlen)
 	int rc = sl_curve_client_apply(&c->curve, c->sock, err, errlen);
 	if (!rc && c->curve.on)
 		rc = watch_handshakes(c, err, errlen);
-	if (!rc && zmq_connect(c->sock, c->endpoint))
-		rc = sl_errf(err, errlen, SL_ECOMM, "cannot connect to %s: %s", c->endpoint,
+	if (!rc && zmq_connect(c->sock, c->eps[c->cur]))
+		rc = sl_errf(err, errlen, SL_ECOMM, "cannot connect to %s: %s", c->eps[c->cur],
 			     zmq_strerror(errno));
 	return rc;
 }
@@ -116,7 +120,14 @@ int sl_client_open(void *ctx, const sl_client_opts *o, sl_client **out, char *er
 	c->reconnect_ms = o->reconnect_ms > 0 ? o->reconnect_ms : CLIENT_DEFAULT_RECONNECT_MS;
 	c->max_resubmits = o->max_resubmits ? o->max_resubmits : CLIENT_DEFAULT_RESUBMITS;
 	c->endpoint = strdup(o->endpoint ? o->endpoint : "tcp://127.0.0.1:5555");
-	int rc = c->endpoint ? SL_OK : sl_errf(err, errlen, SL_ENOMEM, "out of memory");
+	c->eps_buf = c->endpoint ? strdup(c->endpoint) : NULL;
+	int rc = c->eps_buf ? SL_OK : sl_errf(err, errlen, SL_ENOMEM, "out of memory");
+	char *save = NULL;
+	for (char *e = rc ? NULL : strtok_r(c->eps_buf, ",", &save); e; e = strtok_r(NULL, ",", &save))
+		if (c->n_eps < CLIENT_MAX_ENDPOINTS)
+			c->eps[c->n_eps++] = e;
+	if (!rc && c->n_eps == 0)
+		rc = sl_errf(err, errlen, SL_EINVAL, "no coordinator endpoint in '%s'", c->endpoint);
 	if (!rc)
 		rc = sl_curve_client_load(&c->curve, o->curve_key, o->curve_server_key, "--curve-key",
 					  "--server-key", err, errlen);
@@ -161,6 +172,7 @@ void sl_client_destroy(sl_client *c)
 	free(c->p);
 	free(c->made);
 	free(c->endpoint);
+	free(c->eps_buf);
 	memset(&c->curve, 0, sizeof c->curve);
 	free(c);
 }
@@ -477,6 +489,7 @@ static int coordinator_lost(sl_client *c, const char *why, char *err, size_t err
 	}
 	c->down_since = now;
 	c->ping_since = c->last_ping = 0; /* probe the fresh socket at once */
+	c->cur = (c->cur + 1) % c->n_eps; /* a standby pair: try the other */
 	return client_connect(c, err, errlen);
 }
 
@@ -488,7 +501,7 @@ static int on_pong(sl_client *c, const Shardline__Client__Pong *pg, char *err, s
 	uint64_t inst = pg->has_instance ? pg->instance : 0;
 	if (!c->down_since && c->instance && inst != c->instance) {
 		char why[300];
-		snprintf(why, sizeof why, "the coordinator at %s restarted", c->endpoint);
+		snprintf(why, sizeof why, "the coordinator at %s restarted", c->eps[c->cur]);
 		c->instance = 0;
 		return coordinator_lost(c, why, err, errlen);
 	}
@@ -533,7 +546,7 @@ static int heartbeat(sl_client *c, char *err, size_t errlen)
 		if (!p->held || now < p->held_until)
 			continue;
 		if (add_made(c, SL_EV_ERROR, p->tag, SL_ERR_UNAVAILABLE, "the coordinator at %s did not "
-			     "come back within %d ms", c->endpoint, hold_ms(c, p)))
+			     "come back within %d ms", c->eps[c->cur], hold_ms(c, p)))
 			return sl_errf(err, errlen, SL_ENOMEM, "out of memory");
 		drop_pending(c, p);
 	}
@@ -544,11 +557,21 @@ static int heartbeat(sl_client *c, char *err, size_t errlen)
 	if (!c->down_since && c->ping_since && now - c->ping_since >= CLIENT_PING_LIMIT * hb) {
 		char why[300];
 		snprintf(why, sizeof why, "the coordinator at %s was silent for %.0f ms (a ping "
-			 "unanswered for %.0f ms, heartbeat %d ms)%s", c->endpoint,
+			 "unanswered for %.0f ms, heartbeat %d ms)%s", c->eps[c->cur],
 			 (now - c->last_heard) * 1e3, (now - c->ping_since) * 1e3, c->hb_ms,
 			 c->handshake_note[0] ? c->handshake_note
 			 : c->curve.on ? "; with CURVE, check that it knows this client's key" : "");
 		int rc = coordinator_lost(c, why, err, errlen);
+		if (rc)
+			return rc;
+	}
+	/* gone, and the one tried since is silent too: with a standby pair,
+	 * try the next (a passive backup says nothing until it takes over) */
+	if (c->down_since && c->n_eps > 1 && c->ping_since &&
+	    now - c->ping_since >= CLIENT_PING_LIMIT * hb) {
+		c->cur = (c->cur + 1) % c->n_eps;
+		c->ping_since = c->last_ping = 0;
+		int rc = client_connect(c, err, errlen);
 		if (rc)
 			return rc;
 	}
@@ -567,7 +590,7 @@ static int next_timer_ms(const sl_client *c)
 	if (c->hb_ms < 0 || c->n == 0)
 		return -1;
 	double hb = c->hb_ms * 1e-3, t = c->last_ping + hb;
-	if (!c->down_since && c->ping_since && c->ping_since + CLIENT_PING_LIMIT * hb < t)
+	if (c->ping_since && c->ping_since + CLIENT_PING_LIMIT * hb < t)
 		t = c->ping_since + CLIENT_PING_LIMIT * hb;
 	for (int i = 0; i < c->n; i++)
 		if (c->p[i].held && c->p[i].held_until < t)
@@ -629,7 +652,7 @@ static int on_monitor(sl_client *c, char *err, size_t errlen)
 		for (int i = c->n - 1; i >= 0; i--) {
 			if (add_made(c, SL_EV_ERROR, c->p[i].tag, SL_ERR_UNAVAILABLE, "the coordinator at %s "
 				     "refused this client's CURVE key %s (ZAP status %u): its operator must "
-				     "list it in --client-keys", c->endpoint, c->curve.public_, value))
+				     "list it in --client-keys", c->eps[c->cur], c->curve.public_, value))
 				return sl_errf(err, errlen, SL_ENOMEM, "out of memory");
 			drop_pending(c, &c->p[i]);
 		}

@@ -19,6 +19,7 @@
 #include "metrics.h"
 #include "rng.h"
 #include "sl.h"
+#include "standby.h"
 
 void coord_opts_default(coord_opts *o)
 {
@@ -174,6 +175,8 @@ int coord_create(const coord_opts *o, coord **out, char *err, size_t errlen)
 	if (!rc) /* before the sockets: the ZAP handler must be there at their first handshake */
 		rc = coord_auth_create(c->ctx, o, &c->auth, err, errlen);
 	if (!rc)
+		rc = coord_standby_create(c->ctx, o, &c->standby, err, errlen);
+	if (!rc)
 		rc = bind_socket(c, &c->clients, o->client_endpoint, "clients", err, errlen);
 	if (!rc)
 		rc = bind_socket(c, &c->nodes, o->node_endpoint, "nodes", err, errlen);
@@ -203,6 +206,7 @@ void coord_destroy(coord *c)
 	if (c->nodes)
 		zmq_close(c->nodes);
 	coord_auth_destroy(c->auth);
+	coord_standby_destroy(c->standby);
 	if (c->ctx)
 		zmq_ctx_term(c->ctx);
 	for (int i = 0; i < c->n_models; i++) {
@@ -259,26 +263,45 @@ static int drain(coord *c, void *sock, void (*handle)(coord *, sl_wire_msg *), i
 	return got < 0 ? SL_ECOMM : SL_OK;
 }
 
+/* In a standby pair, a coordinator that does not serve drops what clients
+ * and leaders send, unanswered: they see silence and go to the other. */
+static void on_client_gated(coord *c, sl_wire_msg *m)
+{
+	if (coord_standby_admit(c->standby))
+		coord_on_client(c, m);
+}
+
+static void on_node_gated(coord *c, sl_wire_msg *m)
+{
+	if (coord_standby_admit(c->standby))
+		coord_on_node(c, m);
+}
+
 int coord_run(coord *c, char *err, size_t errlen)
 {
 	int tick_ms = c->o.heartbeat_ms / 8;
 	tick_ms = tick_ms < 5 ? 5 : tick_ms > 100 ? 100 : tick_ms;
 	while (!*c->o.stop) {
 		/* the HTTP server's epoll descriptor is polled like the sockets */
-		zmq_pollitem_t it[4] = {{c->nodes, 0, ZMQ_POLLIN, 0}, {c->clients, 0, ZMQ_POLLIN, 0},
-					{NULL, c->http ? coord_http_fd(c->http) : -1, ZMQ_POLLIN, 0},
-					{coord_auth_socket(c->auth), 0, ZMQ_POLLIN, 0}};
-		if (!c->http) /* the ZAP handler (CURVE on) takes the HTTP slot */
-			it[2] = it[3];
-		int n_it = 2 + (c->http != NULL) + (c->auth != NULL);
+		zmq_pollitem_t it[5] = {{c->nodes, 0, ZMQ_POLLIN, 0}, {c->clients, 0, ZMQ_POLLIN, 0}};
+		int n_it = 2;
+		if (c->http)
+			it[n_it++] = (zmq_pollitem_t){NULL, coord_http_fd(c->http), ZMQ_POLLIN, 0};
+		if (c->auth) /* the ZAP handler (CURVE on) */
+			it[n_it++] = (zmq_pollitem_t){coord_auth_socket(c->auth), 0, ZMQ_POLLIN, 0};
+		if (c->standby) /* the peer's state */
+			it[n_it++] = (zmq_pollitem_t){coord_standby_socket(c->standby), 0, ZMQ_POLLIN, 0};
 		int timeout = c->http ? coord_http_timeout_ms(c->http, tick_ms) : tick_ms;
+		int standby_ms = coord_standby_timeout_ms(c->standby);
+		timeout = standby_ms >= 0 && standby_ms < timeout ? standby_ms : timeout;
 		if (zmq_poll(it, n_it, timeout) < 0) {
 			if (errno == EINTR)
 				continue;
 			return sl_errf(err, errlen, SL_ECOMM, "zmq_poll: %s", zmq_strerror(errno));
 		}
 		coord_auth_handle(c->auth); /* handshakes wait for it: first */
-		if (drain(c, c->nodes, coord_on_node, 1000) || drain(c, c->clients, coord_on_client, 1000))
+		coord_standby_run(c->standby);
+		if (drain(c, c->nodes, on_node_gated, 1000) || drain(c, c->clients, on_client_gated, 1000))
 			return sl_errf(err, errlen, SL_ECOMM, "receive: %s", zmq_strerror(errno));
 		if (sl_now() - c->last_tick >= tick_ms * 1e-3)
 			tick(c);

@@ -46,6 +46,10 @@ typedef struct coord_opts {
 	const char *client_keys;       /* public keys allowed on the client socket: DIR|FILE[,...] */
 	const char *node_keys;         /* and on the node socket */
 	int insecure;                  /* off on a non-loopback bind is allowed */
+	/* a standby pair (standby.h): all three or none */
+	const char *standby_role;      /* "primary" or "backup" */
+	const char *peer_bind;         /* PUB: our state out */
+	const char *peer_endpoint;     /* SUB: the other's peer_bind */
 	volatile sig_atomic_t *stop;   /* set by a signal handler: leave the loop */
 } coord_opts;
 

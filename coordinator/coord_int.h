@@ -203,6 +203,7 @@ struct coord {
 	double last_tick;
 	struct coord_http *http;   /* NULL: no HTTP API */
 	struct coord_auth *auth;   /* CURVE's ZAP handler (auth.h); NULL: CURVE off */
+	struct coord_standby *standby; /* Binary Star (standby.h); NULL: a lone coordinator */
 	struct coord_metrics *metrics; /* fed by stream.c and http.c (metrics.h) */
 };
 

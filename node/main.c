@@ -68,6 +68,7 @@ static void usage(FILE *f)
 		"                      [--max-seqs N] [--no-prefix-cache] ...\n"
 		"                      [--custom-allreduce auto|on|off]\n"
 		"                      [--curve-key NODE.key --server-key COORD.pub]\n"
+		"       (--coordinator EP1,EP2: a standby coordinator pair, tried in turn)\n"
 		"Prints the generated ids of each prompt on its own stdout line; logs and\n"
 		"timings go to stderr. Several --prompt-ids run together in one batch.\n"
 		"Defaults: --max-tokens 32, greedy (--temperature 0), --top-k 0 (off),\n"
