@@ -27,7 +27,7 @@ typedef enum { P_SUBMIT, P_STATUS } pending_kind;
 typedef struct pending {
 	uint64_t tag;
 	pending_kind kind;         /* P_STATUS: a Status or Drain, answered by one Status */
-	uint8_t *packed;           /* P_SUBMIT: the Request as sent, for a re-submission */
+	uint8_t *packed;           /* Submit, Status: the Request as sent, for a re-submission */
 	size_t len;
 	long tokens;               /* received: > 0 means started (never re-submitted) */
 	int held;                  /* waiting for the coordinator to come back */
@@ -260,11 +260,11 @@ static int hold_ms(const sl_client *c, const pending *p)
 								      : c->reconnect_ms;
 }
 
-/* A Status or Drain: answered by one Status, never re-sent (an operator's
- * drain must not repeat behind their back); while the coordinator is
- * gone it fails at once. */
-static int send_tracked(sl_client *c, uint64_t tag, Shardline__Client__Request *q, char *err,
-			size_t errlen)
+/* A Drain: answered by one Status, never re-sent (an operator's drain
+ * must not repeat behind their back); while the coordinator is gone it
+ * fails at once. */
+static int send_once(sl_client *c, uint64_t tag, Shardline__Client__Request *q, char *err,
+		     size_t errlen)
 {
 	if (c->down_since)
 		return sl_errf(err, errlen, SL_ECOMM, "the coordinator at %s has been unavailable for "
@@ -273,6 +273,27 @@ static int send_tracked(sl_client *c, uint64_t tag, Shardline__Client__Request *
 	int rc = send_request(c, q, err, errlen);
 	if (!rc && add_pending(c, &pe))
 		rc = sl_errf(err, errlen, SL_ENOMEM, "out of memory");
+	return rc;
+}
+
+/* A Submit or Status: kept packed for a re-submission, sent now or, while
+ * the coordinator is gone, held like the requests it had not started. */
+static int send_resendable(sl_client *c, pending *pe, Shardline__Client__Request *q, char *err,
+			   size_t errlen)
+{
+	pe->len = protobuf_c_message_get_packed_size(&q->base);
+	if (!(pe->packed = malloc(pe->len ? pe->len : 1)))
+		return sl_errf(err, errlen, SL_ENOMEM, "out of memory");
+	protobuf_c_message_pack(&q->base, pe->packed);
+	if (c->down_since) {
+		pe->held = 1;
+		pe->held_until = sl_now() + hold_ms(c, pe) * 1e-3;
+	}
+	int rc = pe->held ? SL_OK : send_packed(c, pe->packed, pe->len, err, errlen);
+	if (!rc && add_pending(c, pe))
+		rc = sl_errf(err, errlen, SL_ENOMEM, "out of memory");
+	if (rc)
+		free(pe->packed);
 	return rc;
 }
 
@@ -319,21 +340,7 @@ int sl_client_submit(sl_client *c, const sl_gen_params *p, uint64_t *tag, char *
 	q.submit = &s;
 	*tag = s.tag;
 	pending pe = {.tag = s.tag, .kind = P_SUBMIT, .timeout_ms = p->timeout_ms};
-	pe.len = protobuf_c_message_get_packed_size(&q.base);
-	if (!(pe.packed = malloc(pe.len ? pe.len : 1)))
-		return sl_errf(err, errlen, SL_ENOMEM, "out of memory");
-	protobuf_c_message_pack(&q.base, pe.packed);
-	/* while the coordinator is gone a new request waits like a held one */
-	if (c->down_since) {
-		pe.held = 1;
-		pe.held_until = sl_now() + hold_ms(c, &pe) * 1e-3;
-	}
-	int rc = pe.held ? SL_OK : send_packed(c, pe.packed, pe.len, err, errlen);
-	if (!rc && add_pending(c, &pe))
-		rc = sl_errf(err, errlen, SL_ENOMEM, "out of memory");
-	if (rc)
-		free(pe.packed);
-	return rc;
+	return send_resendable(c, &pe, &q, err, errlen);
 }
 
 int sl_client_cancel(sl_client *c, uint64_t tag, char *err, size_t errlen)
@@ -361,7 +368,8 @@ int sl_client_status(sl_client *c, uint64_t *tag, char *err, size_t errlen)
 	Shardline__Client__Request q = SHARDLINE__CLIENT__REQUEST__INIT;
 	q.msg_case = SHARDLINE__CLIENT__REQUEST__MSG_STATUS;
 	q.status = &m;
-	return send_tracked(c, m.tag, &q, err, errlen);
+	pending pe = {.tag = m.tag, .kind = P_STATUS};
+	return send_resendable(c, &pe, &q, err, errlen);
 }
 
 int sl_client_drain(sl_client *c, unsigned group_id, int exit, char *err, size_t errlen)
@@ -374,7 +382,7 @@ int sl_client_drain(sl_client *c, unsigned group_id, int exit, char *err, size_t
 	Shardline__Client__Request q = SHARDLINE__CLIENT__REQUEST__INIT;
 	q.msg_case = SHARDLINE__CLIENT__REQUEST__MSG_DRAIN;
 	q.drain = &m;
-	return send_tracked(c, m.tag, &q, err, errlen);
+	return send_once(c, m.tag, &q, err, errlen);
 }
 
 static int fill_status(sl_event *ev, const Shardline__Client__Status *st)
@@ -470,7 +478,7 @@ static int coordinator_lost(sl_client *c, const char *why, char *err, size_t err
 		pending *p = &c->p[i];
 		if (p->held)
 			continue;
-		if (p->kind == P_SUBMIT && p->tokens == 0 && p->resubmits < c->max_resubmits) {
+		if (p->packed && p->tokens == 0 && p->resubmits < c->max_resubmits) {
 			p->held = 1;
 			p->held_until = now + hold_ms(c, p) * 1e-3;
 			continue;

@@ -14,8 +14,9 @@
  * A coordinator that leaves a ping unanswered for 2 intervals (so: within
  * 3 intervals of its last message), or one that answers as a new
  * instance (restarted), is taken as gone: requests that had received
- * tokens end at once with an SL_ERR_UNAVAILABLE Error; requests that had
- * not are kept, and re-submitted (same tag) on a fresh connection once
+ * tokens (and Drains) end at once with an SL_ERR_UNAVAILABLE Error;
+ * requests that had not, and Status asks, are kept, and re-submitted
+ * (same tag) on a fresh connection (the next endpoint of EP1,EP2) once
  * the coordinator answers again, at most max_resubmits times each and
  * within reconnect_ms (or their timeout_ms, when shorter); past that they
  * too end with SL_ERR_UNAVAILABLE.

@@ -7,7 +7,8 @@
 # SIGKILLed: the backup must take over (the time from the kill to its
 # "taking over" line and to each queued request's completion is printed),
 # the streaming clients end with "coordinator unavailable", the queued
-# ones complete on the backup, and a new client is served by it.
+# ones complete on the backup, and new clients (generate, status) that
+# list the dead primary first are served by it.
 # Every process started here is killed on exit. Prints "N passed, N failed".
 bin=${BIN:-build/bin}
 tok=tests/data/llama2-small/tokenizer.json
@@ -113,9 +114,11 @@ for n in short1 short2; do
 done
 grep -q "registered" "$tmp/b.log" && ok || { bad "the group did not register with the backup"; logs node.log; }
 
-# --- a new client is served by the backup ---
+# --- new clients (the dead primary first in their list) are served by the backup ---
 timeout 30 "$bin/shardline" --coordinator "$CL" --heartbeat-ms $HB generate --prompt "After" \
 	--max-tokens 4 >/dev/null 2>"$tmp/after.err" && ok || bad "new client: $(cat "$tmp/after.err")"
+timeout 30 "$bin/shardline" --coordinator "$CL" --heartbeat-ms $HB status --wait-ms 10000 \
+	>"$tmp/status" 2>&1 && grep -q "1 group$" "$tmp/status" && ok || bad "status: $(cat "$tmp/status")"
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
