@@ -195,9 +195,10 @@ int coord_standby_timeout_ms(const coord_standby *s)
 {
 	if (!s)
 		return -1;
-	double t = s->last_pub + s->hb_ms * 1e-3;
-	if (s->state == BS_PASSIVE && s->asked_at && s->peer_expiry < t)
+	double now = sl_now(), t = s->last_pub + s->hb_ms * 1e-3;
+	/* only a future expiry: a past one with no recent ask has nothing to wake for */
+	if (s->state == BS_PASSIVE && s->asked_at && s->peer_expiry > now && s->peer_expiry < t)
 		t = s->peer_expiry;
-	double ms = (t - sl_now()) * 1e3;
+	double ms = (t - now) * 1e3;
 	return ms <= 0 ? 0 : (int)ms + 1;
 }
