@@ -37,7 +37,6 @@ start_coord() { # NAME ROLE PEER_NAME
 		--client-bind "tcp://127.0.0.1:*" --node-bind "tcp://127.0.0.1:*" --http-bind none \
 		--ports-file "$tmp/$1.ports" --request-timeout-ms 60000 --standby $2 \
 		--peer-bind "ipc://$tmp/$1.peer" --peer "ipc://$tmp/$3.peer" >"$tmp/$1.log" 2>&1 &
-	pids="$pids $!"
 	echo $!
 }
 
@@ -47,6 +46,7 @@ wait_ports() { i=0; while [ ! -s "$tmp/$1.ports" ] && [ $i -lt 300 ]; do sleep 0
 	--vocab 2000 --max-pos 512 --dtype f32 --seed 7 2>/dev/null && ok || bad "mkckpt"
 p_pid=$(start_coord p primary b)
 b_pid=$(start_coord b backup p)
+pids="$pids $p_pid $b_pid" # start_coord ran in a subshell: its pids did not come back
 wait_ports p; wait_ports b
 CL="$(awk '/^client/{print $2}' "$tmp/p.ports"),$(awk '/^client/{print $2}' "$tmp/b.ports")"
 NODE="$(awk '/^node/{print $2}' "$tmp/p.ports"),$(awk '/^node/{print $2}' "$tmp/b.ports")"
