@@ -192,8 +192,9 @@ deps:
 test: $(BINS) $(UNIT_BINS) $(MPI_BINS) $(ITEST_BIN)
 	@BIN=$(BUILD)/bin ITEST=$(ITEST_BIN) SL_SMOLLM2_GGUF=$${SL_SMOLLM2_GGUF:-$(SMOLLM2)} sh tests/run.sh unit \
 		$(UNIT_BINS) tests/cli.sh tests/mpi.sh tests/quant_ppl.sh tests/tokenizer_conformance.py \
-		tests/integration/serve.sh tests/integration/deadlines.sh tests/soak.sh tests/http/serve.sh \
-		tests/http/valgrind.sh
+		tests/integration/serve.sh tests/integration/deadlines.sh tests/soak.sh \
+		tests/integration/failover.sh tests/integration/curve.sh tests/integration/standby.sh \
+		tests/http/serve.sh tests/http/valgrind.sh
 
 # GPU host only. Where the build's libraries are missing, `make bundle`
 # elsewhere and run `sh bundle/test-gpu.sh` from the repository root.

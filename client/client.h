@@ -8,6 +8,18 @@
  * token ids), Done (the last message of a request, with the finish
  * reason, usage and timings), Error (a refused request or frame), Status.
  * Not thread-safe: one thread per client (ZeroMQ sockets are not shared).
+ *
+ * Liveness (docs/protocol.md, "Heartbeats"): while it has requests
+ * waiting, sl_client_next pings the coordinator every heartbeat interval.
+ * A coordinator that leaves a ping unanswered for 2 intervals (so: within
+ * 3 intervals of its last message), or one that answers as a new
+ * instance (restarted), is taken as gone: requests that had received
+ * tokens (and Drains) end at once with an SL_ERR_UNAVAILABLE Error;
+ * requests that had not, and Status asks, are kept, and re-submitted
+ * (same tag) on a fresh connection (the next endpoint of EP1,EP2) once
+ * the coordinator answers again, at most max_resubmits times each and
+ * within reconnect_ms (or their timeout_ms, when shorter); past that they
+ * too end with SL_ERR_UNAVAILABLE.
  */
 #ifndef SL_CLIENT_H
 #define SL_CLIENT_H
@@ -51,7 +63,8 @@ typedef enum {
 enum { SL_FINISH_LENGTH = 1, SL_FINISH_STOP, SL_FINISH_EOS, SL_FINISH_CANCELLED,
        SL_FINISH_ERROR };
 enum { SL_ERR_MALFORMED = 1, SL_ERR_BAD_REQUEST, SL_ERR_UNKNOWN_MODEL,
-       SL_ERR_OVERLOADED, SL_ERR_NOT_FOUND, SL_ERR_INTERNAL };
+       SL_ERR_OVERLOADED, SL_ERR_NOT_FOUND, SL_ERR_INTERNAL,
+       SL_ERR_UNAVAILABLE = 100 /* made by this library: the coordinator is gone */ };
 
 typedef struct sl_group_info {
 	unsigned id;
@@ -91,15 +104,33 @@ typedef struct sl_event {
 	int n_groups, queued, max_queue, active;
 	long requeued;
 	void *priv;
+	char *owned;                       /* message of an event this library made */
 } sl_event;
+
+/* How to reach the coordinator. Zero fields take the defaults. */
+typedef struct sl_client_opts {
+	const char *endpoint;              /* tcp://127.0.0.1:5555 */
+	int heartbeat_ms;                  /* ping interval while waiting: 1000; < 0: no pings */
+	int reconnect_ms;                  /* a held request waits this long for the coordinator: 10000 */
+	int max_resubmits;                 /* per request: 3; < 0: none (held requests end at once) */
+	const char *curve_key;             /* CURVE (docs/security.md): this client's secret key file */
+	const char *curve_server_key;      /* and the coordinator's public key file; both or neither */
+} sl_client_opts;
 
 /* ctx: a ZeroMQ context to share (many clients in one process), or NULL
  * for one of its own. Connecting never waits for the coordinator. */
+int sl_client_open(void *ctx, const sl_client_opts *o, sl_client **out, char *err,
+			size_t errlen);
+/* sl_client_open with the defaults and this endpoint. */
 int sl_client_create(void *ctx, const char *endpoint, sl_client **out, char *err,
 			size_t errlen);
 void sl_client_destroy(sl_client *c);
-/* The DEALER socket, to zmq_poll many clients at once. */
+/* The DEALER socket, to zmq_poll many clients at once. A reconnect
+ * replaces it: ask again after each sl_client_next. */
 void *sl_client_socket(sl_client *c);
+/* 0 while the coordinator answers; else the milliseconds since it was
+ * taken as gone (requests held for re-submission wait meanwhile). */
+double sl_client_down_ms(const sl_client *c);
 
 int sl_client_submit(sl_client *c, const sl_gen_params *p, uint64_t *tag, char *err,
 			size_t errlen);
@@ -110,7 +141,8 @@ int sl_client_drain(sl_client *c, unsigned group_id, int exit, char *err, size_t
 
 /* Wait up to timeout_ms (-1: forever) for the next reply: 1 with *ev
  * filled (release it), 0 on timeout, < 0 on error. A frame that is not a
- * Reply is an error naming its size. */
+ * Reply is an error naming its size. Pings go out and Pongs are taken in
+ * here: call it at least once a heartbeat while requests wait. */
 int sl_client_next(sl_client *c, int timeout_ms, sl_event *ev, char *err, size_t errlen);
 void sl_event_release(sl_event *ev);
 

@@ -13,12 +13,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "chat_template.h"
 #include "coord_int.h"
 #include "http.h"
 #include "metrics.h"
 #include "rng.h"
 #include "sl.h"
+#include "standby.h"
 
 void coord_opts_default(coord_opts *o)
 {
@@ -117,7 +119,8 @@ static int load_models(coord *c, char *err, size_t errlen)
 	return SL_OK;
 }
 
-static int bind_socket(coord *c, void **s, const char *endpoint, char *err, size_t errlen)
+static int bind_socket(coord *c, void **s, const char *endpoint, const char *domain, char *err,
+		       size_t errlen)
 {
 	int one = 1;
 	*s = sl_wire_socket(c->ctx, ZMQ_ROUTER, COORD_SOCKET_MAX_MSG);
@@ -125,6 +128,9 @@ static int bind_socket(coord *c, void **s, const char *endpoint, char *err, size
 		return sl_errf(err, errlen, SL_ECOMM, "zmq_socket: %s", zmq_strerror(errno));
 	/* a reply to a peer that is gone fails instead of vanishing */
 	zmq_setsockopt(*s, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
+	int rc = coord_auth_server(c->auth, *s, domain, err, errlen);
+	if (rc)
+		return rc;
 	if (zmq_bind(*s, endpoint))
 		return sl_errf(err, errlen, SL_ECOMM, "cannot bind %s: %s", endpoint, zmq_strerror(errno));
 	return SL_OK;
@@ -168,10 +174,14 @@ int coord_create(const coord_opts *o, coord **out, char *err, size_t errlen)
 		rc = load_models(c, err, errlen);
 	if (!rc && !(c->ctx = zmq_ctx_new()))
 		rc = sl_errf(err, errlen, SL_ECOMM, "zmq_ctx_new failed");
+	if (!rc) /* before the sockets: the ZAP handler must be there at their first handshake */
+		rc = coord_auth_create(c->ctx, o, &c->auth, err, errlen);
 	if (!rc)
-		rc = bind_socket(c, &c->clients, o->client_endpoint, err, errlen);
+		rc = coord_standby_create(c->ctx, o, &c->standby, err, errlen);
 	if (!rc)
-		rc = bind_socket(c, &c->nodes, o->node_endpoint, err, errlen);
+		rc = bind_socket(c, &c->clients, o->client_endpoint, "clients", err, errlen);
+	if (!rc)
+		rc = bind_socket(c, &c->nodes, o->node_endpoint, "nodes", err, errlen);
 	if (!rc && o->http_bind && o->http_bind[0] && strcmp(o->http_bind, "none"))
 		rc = coord_http_create(c, o, &c->http, err, errlen);
 	if (!rc)
@@ -197,6 +207,8 @@ void coord_destroy(coord *c)
 		zmq_close(c->clients);
 	if (c->nodes)
 		zmq_close(c->nodes);
+	coord_auth_destroy(c->auth);
+	coord_standby_destroy(c->standby);
 	if (c->ctx)
 		zmq_ctx_term(c->ctx);
 	for (int i = 0; i < c->n_models; i++) {
@@ -277,23 +289,47 @@ static int drain(coord *c, void *sock, void (*handle)(coord *, sl_wire_msg *), i
 	return got < 0 ? SL_ECOMM : SL_OK;
 }
 
+/* In a standby pair, a coordinator that does not serve drops what clients
+ * and leaders send, unanswered: they see silence and go to the other. */
+static void on_client_gated(coord *c, sl_wire_msg *m)
+{
+	if (coord_standby_admit(c->standby))
+		coord_on_client(c, m);
+}
+
+static void on_node_gated(coord *c, sl_wire_msg *m)
+{
+	if (coord_standby_admit(c->standby))
+		coord_on_node(c, m);
+}
+
 int coord_run(coord *c, char *err, size_t errlen)
 {
 	int tick_ms = c->o.heartbeat_ms / 8;
 	tick_ms = tick_ms < 5 ? 5 : tick_ms > 100 ? 100 : tick_ms;
 	while (!*c->o.stop) {
 		/* the HTTP server's epoll descriptor is polled like the sockets */
-		zmq_pollitem_t it[3] = {{c->nodes, 0, ZMQ_POLLIN, 0}, {c->clients, 0, ZMQ_POLLIN, 0},
-					{NULL, c->http ? coord_http_fd(c->http) : -1, ZMQ_POLLIN, 0}};
+		zmq_pollitem_t it[5] = {{c->nodes, 0, ZMQ_POLLIN, 0}, {c->clients, 0, ZMQ_POLLIN, 0}};
+		int n_it = 2;
+		if (c->http)
+			it[n_it++] = (zmq_pollitem_t){NULL, coord_http_fd(c->http), ZMQ_POLLIN, 0};
+		if (c->auth) /* the ZAP handler (CURVE on) */
+			it[n_it++] = (zmq_pollitem_t){coord_auth_socket(c->auth), 0, ZMQ_POLLIN, 0};
+		if (c->standby) /* the peer's state */
+			it[n_it++] = (zmq_pollitem_t){coord_standby_socket(c->standby), 0, ZMQ_POLLIN, 0};
 		int timeout = poll_timeout_ms(c, tick_ms);
 		if (c->http)
 			timeout = coord_http_timeout_ms(c->http, timeout);
-		if (zmq_poll(it, c->http ? 3 : 2, timeout) < 0) {
+		int standby_ms = coord_standby_timeout_ms(c->standby);
+		timeout = standby_ms >= 0 && standby_ms < timeout ? standby_ms : timeout;
+		if (zmq_poll(it, n_it, timeout) < 0) {
 			if (errno == EINTR)
 				continue;
 			return sl_errf(err, errlen, SL_ECOMM, "zmq_poll: %s", zmq_strerror(errno));
 		}
-		if (drain(c, c->nodes, coord_on_node, 1000) || drain(c, c->clients, coord_on_client, 1000))
+		coord_auth_handle(c->auth); /* handshakes wait for it: first */
+		coord_standby_run(c->standby);
+		if (drain(c, c->nodes, on_node_gated, 1000) || drain(c, c->clients, on_client_gated, 1000))
 			return sl_errf(err, errlen, SL_ECOMM, "receive: %s", zmq_strerror(errno));
 		double now = sl_now();
 		if (now - c->last_tick >= tick_ms * 1e-3 || now >= c->next_due)

@@ -43,6 +43,15 @@ typedef struct coord_opts {
 	int http_body_timeout_s;       /* a request's headers to its last body byte, at most */
 	const char *api_key_file;      /* when set, every endpoint but /health wants its Bearer key */
 	int route_by_load;             /* --route load: least loaded, cached prefixes ignored */
+	/* CURVE on both ZeroMQ sockets (auth.h, docs/security.md) */
+	const char *curve_key;         /* the coordinator's secret key file; NULL: off */
+	const char *client_keys;       /* public keys allowed on the client socket: DIR|FILE[,...] */
+	const char *node_keys;         /* and on the node socket */
+	int insecure;                  /* off on a non-loopback bind is allowed */
+	/* a standby pair (standby.h): all three or none */
+	const char *standby_role;      /* "primary" or "backup" */
+	const char *peer_bind;         /* PUB: our state out */
+	const char *peer_endpoint;     /* SUB: the other's peer_bind */
 	volatile sig_atomic_t *stop;   /* set by a signal handler: leave the loop */
 } coord_opts;
 

@@ -211,6 +211,8 @@ struct coord {
 	uint64_t due_scan_id;      /* requests from this id on are newer than that */
 	double mem_checked;        /* coord_mem_release's last look */
 	struct coord_http *http;   /* NULL: no HTTP API */
+	struct coord_auth *auth;   /* CURVE's ZAP handler (auth.h); NULL: CURVE off */
+	struct coord_standby *standby; /* Binary Star (standby.h); NULL: a lone coordinator */
 	struct coord_metrics *metrics; /* fed by stream.c and http.c (metrics.h) */
 };
 

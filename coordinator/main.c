@@ -25,6 +25,8 @@ static void usage(FILE *f)
 		"           [--request-timeout-ms 600000] [--default-max-tokens 16]\n"
 		"           [--admission-timeout-ms 5000]\n"
 		"           [--ports-file PATH] [--log-level debug|info|warn] [--route prefix|load]\n"
+		"           [--curve-key FILE --client-keys DIR|FILE[,..] --node-keys DIR|FILE[,..]]\n"
+		"           [--insecure] [--standby primary|backup --peer-bind EP --peer EP]\n"
 		"Clients connect to --client-bind, node group leaders to --node-bind, HTTP\n"
 		"clients (the OpenAI API, /health, /metrics) to --http-bind (all loopback\n"
 		"only by default; give tcp://0.0.0.0:PORT or 0.0.0.0:PORT to serve other\n"
@@ -38,7 +40,16 @@ static void usage(FILE *f)
 		"cache, blended with load (prefix, default), or to the least loaded (load;\n"
 		"docs/scheduling.md). With no live node group for its model a request waits\n"
 		"in the queue at most --admission-timeout-ms (0: refused at once), then ends\n"
-		"with an error. SIGINT/SIGTERM stop it; running requests end with an error.\n");
+		"with an error. SIGINT/SIGTERM stop it; running requests end with an error.\n"
+		"CURVE (docs/security.md): --curve-key is the coordinator's secret key (from\n"
+		"`shardline keygen`); clients and node leaders must then hold a key listed in\n"
+		"--client-keys / --node-keys (directories of .pub files or files of keys) and\n"
+		"know the coordinator's .pub. A --client-bind or --node-bind other hosts can\n"
+		"reach is refused without CURVE unless --insecure is given.\n"
+		"Standby pair (docs/protocol.md): --standby primary on one, backup on the other;\n"
+		"each publishes its state on --peer-bind and hears the other's at --peer; the\n"
+		"backup takes over when the primary is silent 3 heartbeats and a client asks.\n"
+		"Clients and node leaders then take both endpoints: --coordinator EP1,EP2.\n");
 }
 
 static volatile sig_atomic_t g_stop;
@@ -55,7 +66,10 @@ static int parse(int argc, char **argv, coord_opts *o, int32_t **eos, char *err,
 		{"http-idle-timeout-s", 1, 0, 'I'}, {"http-max-body-bytes", 1, 0, 'Y'},
 		{"http-body-timeout-s", 1, 0, 'U'}, {"api-key-file", 1, 0, 'K'},
 		{"chat-template", 1, 0, 'J'}, {"route", 1, 0, 'R'}, {"admission-timeout-ms", 1, 0, 'A'},
-		{"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+		{"help", 0, 0, 'h'},
+		{"curve-key", 1, 0, 0x100}, {"client-keys", 1, 0, 0x101}, {"node-keys", 1, 0, 0x102},
+		{"insecure", 0, 0, 0x103}, {"standby", 1, 0, 0x104}, {"peer-bind", 1, 0, 0x105},
+		{"peer", 1, 0, 0x106}, {0, 0, 0, 0}};
 	int c, rc = 0, n_tok = 0, n_eos = 0;
 	long v;
 	while (!rc && (c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -91,6 +105,17 @@ static int parse(int argc, char **argv, coord_opts *o, int32_t **eos, char *err,
 		case 'Y': rc = sl_parse_int("--http-max-body-bytes", optarg, 1024, 1L << 30, &v, err, errlen); o->http_max_body_bytes = v; break;
 		case 'U': rc = sl_parse_int("--http-body-timeout-s", optarg, 1, 86400, &v, err, errlen); o->http_body_timeout_s = (int)v; break;
 		case 'K': o->api_key_file = optarg; break;
+		case 0x100: o->curve_key = optarg; break;
+		case 0x101: o->client_keys = optarg; break;
+		case 0x102: o->node_keys = optarg; break;
+		case 0x103: o->insecure = 1; break;
+		case 0x104:
+			if (strcmp(optarg, "primary") && strcmp(optarg, "backup"))
+				return sl_errf(err, errlen, SL_EINVAL, "--standby: '%s' is not primary or backup", optarg);
+			o->standby_role = optarg;
+			break;
+		case 0x105: o->peer_bind = optarg; break;
+		case 0x106: o->peer_endpoint = optarg; break;
 		case 'R':
 			if (strcmp(optarg, "prefix") && strcmp(optarg, "load"))
 				return sl_errf(err, errlen, SL_EINVAL, "--route: '%s' is not prefix or load", optarg);

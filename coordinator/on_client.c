@@ -155,6 +155,23 @@ static void on_drain(coord *c, const void *client, size_t client_len,
 	send_status(c, client, client_len, d->tag);
 }
 
+/* A client's liveness probe: answered from the loop, so a Pong says the
+ * loop runs; instance (the random high bits of the request ids) tells a
+ * restarted coordinator from the one the client knew. */
+static void send_pong(coord *c, const void *client, size_t client_len,
+		      const Shardline__Client__Ping *p)
+{
+	Shardline__Client__Pong pg = SHARDLINE__CLIENT__PONG__INIT;
+	pg.has_nonce = pg.has_instance = 1;
+	pg.nonce = p->nonce;
+	pg.instance = c->next_req_id >> 32;
+	Shardline__Client__Reply rep = SHARDLINE__CLIENT__REPLY__INIT;
+	rep.msg_case = SHARDLINE__CLIENT__REPLY__MSG_PONG;
+	rep.pong = &pg;
+	int zerr = 0;
+	coord_send_client(c, client, client_len, &rep, &zerr);
+}
+
 void coord_on_client(coord *c, sl_wire_msg *m)
 {
 	if (m->n < 1)
@@ -187,6 +204,7 @@ void coord_on_client(coord *c, sl_wire_msg *m)
 	case SHARDLINE__CLIENT__REQUEST__MSG_CANCEL: on_cancel(c, client, client_len, q->cancel); break;
 	case SHARDLINE__CLIENT__REQUEST__MSG_STATUS: send_status(c, client, client_len, q->status->tag); break;
 	case SHARDLINE__CLIENT__REQUEST__MSG_DRAIN: on_drain(c, client, client_len, q->drain); break;
+	case SHARDLINE__CLIENT__REQUEST__MSG_PING: send_pong(c, client, client_len, q->ping); break;
 	default:
 		coord_reply_error(c, client, client_len, 0, E_MALFORMED,
 				  "unknown or missing message type in a %zu-byte Request", len);

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "client/curve.h"
 #include "engine.h"
 #include "proto/node.pb-c.h"
 #include "rng.h"
@@ -26,6 +27,7 @@
 
 #define LEADER_MAX_MSG (64 << 20)   /* largest message taken from the coordinator */
 #define LEADER_DEAD_INTERVALS 3
+#define LEADER_MAX_ENDPOINTS 4
 /* Hashes per Load, at most: bounds a snapshot of a huge cache (8 MiB) far
  * below the coordinator's message limit; a router missing some of a
  * snapshot only routes worse. Per-step events are far fewer. */
@@ -49,6 +51,11 @@ typedef struct leader {
 	double last_preempt_log;
 	uint64_t step;
 	char name[160];
+	/* --coordinator EP or EP1,EP2 (a standby pair): the one in use is
+	 * eps[cur]; a silent one makes the leader try the next */
+	char eps_buf[1024];
+	char *eps[LEADER_MAX_ENDPOINTS];
+	int n_eps, cur;
 } leader;
 
 /* Registration retries back off exponentially, from one heartbeat to
@@ -84,8 +91,21 @@ static int open_socket(leader *l, char *err, size_t errlen)
 	if (l->sock)
 		zmq_close(l->sock);
 	l->sock = sl_wire_socket(l->ctx, ZMQ_DEALER, LEADER_MAX_MSG);
-	if (!l->sock || zmq_connect(l->sock, l->o->coordinator))
-		return sl_errf(err, errlen, SL_ECOMM, "cannot connect to %s: %s", l->o->coordinator,
+	int rc = l->sock ? sl_curve_client_apply(l->o->curve, l->sock, err, errlen) : SL_OK;
+	if (rc)
+		return rc;
+	if (!l->n_eps) {
+		char *save = NULL;
+		snprintf(l->eps_buf, sizeof l->eps_buf, "%s", l->o->coordinator);
+		for (char *e = strtok_r(l->eps_buf, ",", &save); e && l->n_eps < LEADER_MAX_ENDPOINTS;
+		     e = strtok_r(NULL, ",", &save))
+			l->eps[l->n_eps++] = e;
+		if (!l->n_eps)
+			return sl_errf(err, errlen, SL_EINVAL, "--coordinator: no endpoint in '%s'",
+				       l->o->coordinator);
+	}
+	if (!l->sock || zmq_connect(l->sock, l->eps[l->cur]))
+		return sl_errf(err, errlen, SL_ECOMM, "cannot connect to %s: %s", l->eps[l->cur],
 			       zmq_strerror(errno));
 	l->session = sl_splitmix64(&l->rng);
 	l->registered = 0;
@@ -233,7 +253,7 @@ static void on_ack(leader *l, const Shardline__Node__RegisterAck *a)
 		l->hb_ms = (int)a->heartbeat_ms;
 	if (!l->registered) {
 		SL_INFO("leader", "registered with %s as group %u (model %s, heartbeat %d ms)",
-			l->o->coordinator, a->group_id, l->o->model_name, l->hb_ms);
+			l->eps[l->cur], a->group_id, l->o->model_name, l->hb_ms);
 		/* a new session knows none of our cache: the next Load tells all */
 		node_engine_cache_events_resync(l->e);
 	}
@@ -332,6 +352,10 @@ static int timers(leader *l, char *err, size_t errlen)
 			SL_WARN("leader", "coordinator silent for %d ms: dropping %s requests, reconnecting",
 				(int)((now - l->last_heard) * 1e3), node_sched_busy(l->s) ? "its" : "no");
 		node_sched_cancel_all(l->s);
+		if (l->n_eps > 1) { /* a standby pair: the other may have taken over */
+			l->cur = (l->cur + 1) % l->n_eps;
+			SL_INFO("leader", "trying the coordinator at %s", l->eps[l->cur]);
+		}
 		int rc = open_socket(l, err, errlen);
 		if (rc)
 			return rc;

@@ -16,6 +16,7 @@
 #include "args.h"
 #include "comm.h"
 #include "engine.h"
+#include "client/curve.h"
 #include "group.h"
 #include "leader.h"
 #include "shapes.h"
@@ -40,6 +41,7 @@ typedef struct node_args {
 	long tp, pp;            /* 0: not given */
 	const char *coordinator; /* serving mode: the coordinator's node endpoint */
 	const char *model_name;
+	const char *curve_key, *server_key; /* CURVE to the coordinator (docs/security.md) */
 	long heartbeat_ms, max_running, max_waiting, min_step_ms;
 	long grace_s;           /* --grace-s: SIGTERM drains at most this long */
 	long max_seqs;          /* sequences per step; 0: the model's default */
@@ -69,6 +71,8 @@ static void usage(FILE *f)
 		"                      [--batching continuous|simple] [--no-continuous-batching]\n"
 		"                      [--max-seqs N] [--no-prefix-cache] [--grace-s 30] ...\n"
 		"                      [--custom-allreduce auto|on|off]\n"
+		"                      [--curve-key NODE.key --server-key COORD.pub]\n"
+		"       (--coordinator EP1,EP2: a standby coordinator pair, tried in turn)\n"
 		"Prints the generated ids of each prompt on its own stdout line; logs and\n"
 		"timings go to stderr. Several --prompt-ids run together in one batch.\n"
 		"Defaults: --max-tokens 32, greedy (--temperature 0), --top-k 0 (off),\n"
@@ -127,7 +131,7 @@ static int parse_args(int argc, char **argv, node_args *a, char *err, size_t err
 		{"repetition-penalty", 1, 0, 0x104}, {"logprobs", 1, 0, 0x105},
 		{"custom-allreduce", 1, 0, 0x106}, {"no-prefix-cache", 0, 0, 0x10a}, {"quant", 1, 0, 0x107},
 		{"quant-group", 1, 0, 0x108}, {"kv-dtype", 1, 0, 0x109}, {"grace-s", 1, 0, 0x10b},
-		{0, 0, 0, 0}};
+		{"curve-key", 1, 0, 0x10c}, {"server-key", 1, 0, 0x10d}, {0, 0, 0, 0}};
 	*a = (node_args){.max_tokens = 32, .max_step_tokens = 2048, .block_tokens = 16,
 			 .top_p = 1.0, .dtype = -1, .mem_fraction = 0.9, .heartbeat_ms = 1000,
 			 .max_waiting = 64, .repetition = 1, .logprobs = -1, .grace_s = 30};
@@ -160,6 +164,8 @@ static int parse_args(int argc, char **argv, node_args *a, char *err, size_t err
 			a->dtype = !strcmp(optarg, "f16") ? SL_DT_F16 : SL_DT_BF16;
 			break;
 		case 'C': a->coordinator = optarg; break;
+		case 0x10c: a->curve_key = optarg; break;
+		case 0x10d: a->server_key = optarg; break;
 		case 'M': a->model_name = optarg; break;
 		case 'H': rc = sl_parse_int("--heartbeat-ms", optarg, 10, 60000, &a->heartbeat_ms, err, errlen); break;
 		case 'R': rc = sl_parse_int("--max-running", optarg, 1, 1 << 16, &a->max_running, err, errlen); break;
@@ -317,7 +323,15 @@ static int serve(node_args *a, node_group *g, char *err, size_t errlen)
 			      .max_waiting = (int)a->max_waiting, .min_step_ms = (int)a->min_step_ms,
 			      .batching = a->batching, .no_prefix_cache = a->no_prefix_cache,
 			      .grace_s = (int)a->grace_s, .stop = &g_stop};
-	return node_leader_run(g, &o, err, errlen);
+	/* the leader alone connects: only its host needs the key files */
+	sl_curve_client curve;
+	int rc = sl_curve_client_load(&curve, a->curve_key, a->server_key, "--curve-key",
+				      "--server-key", err, errlen);
+	o.curve = &curve;
+	if (!rc)
+		rc = node_leader_run(g, &o, err, errlen);
+	memset(&curve, 0, sizeof curve);
+	return rc;
 }
 
 static void catch_signals(void)

@@ -3,7 +3,9 @@
  *   shardline generate --prompt TEXT [...]   stream a generation to stdout
  *   shardline status                         groups, models, load, queue
  *   shardline drain [--group ID] [--exit]    stop routing to groups
- * Built on the client library (client/client.h).
+ *   shardline keygen --out DIR [--name N]    a CURVE key pair (docs/security.md)
+ * Built on the client library (client/client.h), which watches the
+ * coordinator's liveness and re-submits requests that had not started.
  */
 #include <getopt.h>
 #include <signal.h>
@@ -13,14 +15,15 @@
 
 #include "args.h"
 #include "client/client.h"
+#include "client/curve.h"
 #include "sl.h"
 
 #define MAX_STOPS 16
-#define PING_EVERY_MS 2000   /* while a request is quiet, check the coordinator lives */
-#define PING_LIMIT_MS 5000   /* no answer this long: it is gone */
 
 typedef struct cli_args {
 	const char *endpoint, *cmd;
+	sl_client_opts co;
+	const char *key_dir, *key_name;
 	sl_gen_params p;
 	const char *stops[MAX_STOPS];
 	int32_t *ids;
@@ -45,8 +48,20 @@ static void usage(FILE *f)
 		"  status   [--wait-ms 3000]     groups, their model, tp x pp, load, queue depth\n"
 		"  drain    [--group ID] [--exit]  stop routing to a group (default all);\n"
 		"           --exit: its processes leave once idle\n"
+		"  keygen   --out DIR [--name shardline]  write a CURVE key pair: DIR/NAME.key\n"
+		"           (secret, mode 0600) and DIR/NAME.pub (public), Z85 text\n"
 		"The coordinator endpoint defaults to $SHARDLINE_COORDINATOR, then\n"
-		"tcp://127.0.0.1:5555.\n");
+		"tcp://127.0.0.1:5555; EP1,EP2 names a standby pair (tried in turn).\n"
+		"Connection options (every command):\n"
+		"  --heartbeat-ms 1000   ping the coordinator this often while waiting; silent\n"
+		"                        for 3 intervals: it is gone, and a request that had\n"
+		"                        streamed tokens ends with an error\n"
+		"  --reconnect-ms 10000  a request that had not started waits this long (or its\n"
+		"                        --timeout-ms, when shorter) for the coordinator to come\n"
+		"                        back, then is re-submitted\n"
+		"  --retries 3           re-submissions per request (0: none)\n"
+		"  --curve-key FILE --server-key FILE   CURVE: this client's secret key and\n"
+		"                        the coordinator's public key (docs/security.md)\n");
 }
 
 static volatile sig_atomic_t g_interrupted;
@@ -63,7 +78,9 @@ static int parse(int argc, char **argv, cli_args *a, char *err, size_t errlen)
 		{"exit", 0, 0, 'x'}, {"wait-ms", 1, 0, 'w'}, {"help", 0, 0, 'h'},
 		{"min-p", 1, 0, 0x101}, {"presence-penalty", 1, 0, 0x102},
 		{"frequency-penalty", 1, 0, 0x103}, {"repetition-penalty", 1, 0, 0x104},
-		{"logprobs", 1, 0, 0x105}, {0, 0, 0, 0}};
+		{"logprobs", 1, 0, 0x105}, {"heartbeat-ms", 1, 0, 0x106}, {"reconnect-ms", 1, 0, 0x107},
+		{"retries", 1, 0, 0x108}, {"curve-key", 1, 0, 0x109}, {"server-key", 1, 0, 0x10a},
+		{"out", 1, 0, 0x10b}, {"name", 1, 0, 0x10c}, {0, 0, 0, 0}};
 	const char *env = getenv("SHARDLINE_COORDINATOR");
 	a->endpoint = env && env[0] ? env : "tcp://127.0.0.1:5555";
 	a->wait_ms = 3000;
@@ -113,6 +130,22 @@ static int parse(int argc, char **argv, cli_args *a, char *err, size_t errlen)
 			rc = sl_parse_int("--logprobs", optarg, 0, 20, &v, err, errlen);
 			a->p.logprobs = 1, a->p.top_logprobs = (int)v;
 			break;
+		case 0x106:
+			rc = sl_parse_int("--heartbeat-ms", optarg, 10, 600000, &v, err, errlen);
+			a->co.heartbeat_ms = (int)v;
+			break;
+		case 0x107:
+			rc = sl_parse_int("--reconnect-ms", optarg, 1, 86400000, &v, err, errlen);
+			a->co.reconnect_ms = (int)v;
+			break;
+		case 0x108:
+			rc = sl_parse_int("--retries", optarg, 0, 100, &v, err, errlen);
+			a->co.max_resubmits = v ? (int)v : -1;
+			break;
+		case 0x109: a->co.curve_key = optarg; break;
+		case 0x10a: a->co.curve_server_key = optarg; break;
+		case 0x10b: a->key_dir = optarg; break;
+		case 0x10c: a->key_name = optarg; break;
 		case 'h': usage(stdout); exit(0);
 		default: return sl_errf(err, errlen, SL_EINVAL, "unknown option (see --help)");
 		}
@@ -120,8 +153,11 @@ static int parse(int argc, char **argv, cli_args *a, char *err, size_t errlen)
 	if (rc)
 		return rc;
 	if (optind != argc - 1)
-		return sl_errf(err, errlen, SL_EINVAL, "give one command: generate, status or drain");
+		return sl_errf(err, errlen, SL_EINVAL, "give one command: generate, status, drain or keygen");
 	a->cmd = argv[optind];
+	a->co.endpoint = a->endpoint;
+	if (!strcmp(a->cmd, "keygen") && !a->key_dir)
+		return sl_errf(err, errlen, SL_EINVAL, "keygen needs --out DIR");
 	if (!strcmp(a->cmd, "generate") && !a->p.prompt && !a->p.n_prompt_ids)
 		return sl_errf(err, errlen, SL_EINVAL, "generate needs --prompt or --prompt-ids");
 	return SL_OK;
@@ -194,13 +230,14 @@ static void print_summary(const cli_args *a, const sl_event *ev, const cli_token
 		ev->prompt_tokens, ev->completion_tokens, ev->queue_ms, ev->ttft_ms, ev->total_ms);
 }
 
-/* Events of request tag until its Done or Error; a quiet coordinator is
- * pinged with a status request, and one that does not answer is gone. */
+/* Events of request tag until its Done or Error. The client library
+ * pings the coordinator meanwhile: a silent one ends a started request
+ * with an error within 3 heartbeats, and an unstarted one waits for it
+ * (said once on stderr) to be re-submitted. */
 static int generate(cli_args *a, sl_client *c, char *err, size_t errlen)
 {
-	uint64_t tag, ping_tag = 0;
-	int rc = sl_client_submit(c, &a->p, &tag, err, errlen), cancelled = 0, result = -1;
-	double last_heard = sl_now(), ping_sent = 0;
+	uint64_t tag;
+	int rc = sl_client_submit(c, &a->p, &tag, err, errlen), cancelled = 0, result = -1, said = 0;
 	cli_tokens toks = {0};
 	while (!rc && result < 0) {
 		if (g_interrupted && !cancelled) {
@@ -209,20 +246,18 @@ static int generate(cli_args *a, sl_client *c, char *err, size_t errlen)
 		}
 		sl_event ev;
 		int got = sl_client_next(c, 200, &ev, err, errlen);
-		if (got < 0)
+		if (got < 0) {
+			rc = got;
 			break;
-		double now = sl_now();
-		if (got == 0) {
-			if (ping_sent && now - ping_sent > PING_LIMIT_MS * 1e-3)
-				rc = sl_errf(err, errlen, SL_ECOMM, "no answer from the coordinator at %s", a->endpoint);
-			else if (!ping_sent && now - last_heard > PING_EVERY_MS * 1e-3) {
-				ping_sent = now;
-				rc = sl_client_status(c, &ping_tag, err, errlen);
-			}
+		}
+		if (got == 0) { /* a request still waiting while the coordinator is gone is held */
+			double down = sl_client_down_ms(c);
+			if (down > 0 && !said && !a->quiet)
+				fprintf(stderr, "shardline: the coordinator at %s is unavailable; the request "
+					"had not started and is re-submitted when it is back\n", a->endpoint);
+			said = down > 0;
 			continue;
 		}
-		last_heard = now;
-		ping_sent = 0;
 		if (ev.tag == tag && ev.kind == SL_EV_CHUNK) {
 			fwrite(ev.text, 1, ev.text_len, stdout);
 			fflush(stdout);
@@ -237,7 +272,8 @@ static int generate(cli_args *a, sl_client *c, char *err, size_t errlen)
 			print_summary(a, &ev, &toks);
 			result = ev.finish >= SL_FINISH_LENGTH && ev.finish <= SL_FINISH_EOS ? 0 : 1;
 		} else if (ev.tag == tag && ev.kind == SL_EV_ERROR) {
-			rc = sl_errf(err, errlen, SL_EINVAL, "%s: %s", sl_error_name(ev.error_code), ev.message);
+			rc = sl_errf(err, errlen, ev.error_code == SL_ERR_UNAVAILABLE ? SL_ECOMM : SL_EINVAL,
+				     "%s: %s", sl_error_name(ev.error_code), ev.message);
 		}
 		sl_event_release(&ev);
 	}
@@ -313,14 +349,22 @@ int main(int argc, char **argv)
 	struct sigaction sa = {.sa_handler = on_sigint};
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
-	rc = sl_client_create(NULL, a.endpoint, &c, err, sizeof err);
-	if (!rc) {
+	if (!strcmp(a.cmd, "keygen")) {
+		const char *name = a.key_name ? a.key_name : "shardline";
+		rc = sl_curve_keygen(a.key_dir, name, err, sizeof err);
+		if (!rc)
+			printf("%s/%s.key (secret, 0600) and %s/%s.pub written\n", a.key_dir, name,
+			       a.key_dir, name);
+	} else {
+		rc = sl_client_open(NULL, &a.co, &c, err, sizeof err);
+	}
+	if (!rc && c) {
 		if (!strcmp(a.cmd, "generate"))
 			rc = generate(&a, c, err, sizeof err);
 		else if (!strcmp(a.cmd, "status") || !strcmp(a.cmd, "drain"))
 			rc = ask(&a, c, !strcmp(a.cmd, "drain"), err, sizeof err);
 		else
-			rc = sl_errf(err, sizeof err, SL_EINVAL, "unknown command '%s' (generate, status, drain)", a.cmd);
+			rc = sl_errf(err, sizeof err, SL_EINVAL, "unknown command '%s' (generate, status, drain, keygen)", a.cmd);
 	}
 	if (rc)
 		fprintf(stderr, "shardline: %s\n", err);
