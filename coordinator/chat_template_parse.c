@@ -406,6 +406,11 @@ static tmpl_node *parse_subscript(parser *P, tmpl_node *x)
 	adv(P);
 	if (!l.n)
 		return failp(P, t->pos, "empty subscript '[]'");
+	/* a slice only stands alone: in a tuple subscript it would have no
+	 * object to slice (Jinja2 has no such form either) */
+	for (int i = 0; l.n > 1 && i < l.n; i++)
+		if (l.v[i]->kind == N_SLICE)
+			return failp(P, l.v[i]->pos, "a slice inside a tuple subscript is not supported");
 	tmpl_node *g = node(P, l.v[0]->kind == N_SLICE && l.n == 1 ? N_SLICE : N_GETITEM, t->pos);
 	if (!g)
 		return NULL;

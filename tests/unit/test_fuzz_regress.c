@@ -23,6 +23,7 @@
 
 #include "config.h"
 #include "unit/coord_inproc.h"
+#include "coordinator/chat_template.h"
 #include "coordinator/tokenizer.h"
 #include "gguf_craft.h"
 #include "grid.h"
@@ -416,6 +417,29 @@ START_TEST(test_gguf_tokenizer_without_merges)
 }
 END_TEST
 
+/* libFuzzer (chat_template, 10M-execution run of 2026-11-23): a slice
+ * inside a tuple subscript, 'abc'[::,4], compiled into a tuple holding a
+ * slice with no object, and rendering it evaluated a NULL node. It is now
+ * refused at compile time, naming the construct. */
+START_TEST(test_template_slice_in_tuple_subscript)
+{
+	static const char src[] = "{{ 'abc'[::,4] }}";
+	coord_tmpl *t = NULL;
+	g_err[0] = 0;
+	int rc = coord_tmpl_compile(src, strlen(src), "fuzz", &t, g_err, sizeof g_err);
+	if (rc == 0) { /* before the fix: rendering crashed */
+		coord_chat_msg m = {0};
+		char *out = NULL;
+		size_t len = 0;
+		coord_tmpl_render(t, &m, 0, NULL, &out, &len, g_err, sizeof g_err);
+		free(out);
+		coord_tmpl_destroy(t);
+	}
+	ck_assert_msg(rc == SL_EINVAL, "compiled (rc %d); want SL_EINVAL", rc);
+	ck_assert_msg(strstr(g_err, "slice inside a tuple subscript"), "error: %s", g_err);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *su = suite_create("fuzz_regress");
@@ -430,6 +454,7 @@ int main(void)
 	tcase_add_test(tc, test_tokenizer_strings_not_utf8);
 	tcase_add_test(tc, test_plan_refuses_overflowing_sequence);
 	tcase_add_test(tc, test_gguf_tokenizer_without_merges);
+	tcase_add_test(tc, test_template_slice_in_tuple_subscript);
 	suite_add_tcase(su, tc);
 	SRunner *sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);
