@@ -39,7 +39,9 @@ void coord_opts_default(coord_opts *o)
 
 static uint64_t random_epoch(void)
 {
-	return (sl_random_seed() & 0x7fffffffull) << 32; /* low 32 bits count requests */
+	/* low 32 bits count requests; ids stay below 2^62, the protocol's bound
+	 * (docs/protocol.md: a leader keeps two bits for the coordinator) */
+	return (sl_random_seed() & 0x3fffffffull) << 32;
 }
 
 /* One line per model: where its stop tokens and chat template came from. */
@@ -290,17 +292,13 @@ static int drain(coord *c, void *sock, void (*handle)(coord *, sl_wire_msg *), i
 }
 
 /* In a standby pair, a coordinator that does not serve drops what clients
- * and leaders send, unanswered: they see silence and go to the other. */
+ * send, unanswered: they see silence and go to the other. Leaders are
+ * registered with both and always answered (the standby keeps its picture
+ * of the groups current); they get work only from the one that serves. */
 static void on_client_gated(coord *c, sl_wire_msg *m)
 {
 	if (coord_standby_admit(c->standby))
 		coord_on_client(c, m);
-}
-
-static void on_node_gated(coord *c, sl_wire_msg *m)
-{
-	if (coord_standby_admit(c->standby))
-		coord_on_node(c, m);
 }
 
 int coord_run(coord *c, char *err, size_t errlen)
@@ -329,7 +327,7 @@ int coord_run(coord *c, char *err, size_t errlen)
 		}
 		coord_auth_handle(c->auth); /* handshakes wait for it: first */
 		coord_standby_run(c->standby);
-		if (drain(c, c->nodes, on_node_gated, 1000) || drain(c, c->clients, on_client_gated, 1000))
+		if (drain(c, c->nodes, coord_on_node, 1000) || drain(c, c->clients, on_client_gated, 1000))
 			return sl_errf(err, errlen, SL_ECOMM, "receive: %s", zmq_strerror(errno));
 		double now = sl_now();
 		if (now - c->last_tick >= tick_ms * 1e-3 || now >= c->next_due)

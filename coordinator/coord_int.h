@@ -19,6 +19,8 @@
  *   buffers.c    growable bytes, ids and log-probs
  *   prefix.c     a group's cached block hashes (prefix.h; calls nothing
  *                here): on_node.c feeds it, route.c reads it
+ *   standby.c    Binary Star's state (standby.h; calls nothing here):
+ *                coord.c and http.c ask it whether to serve a client
  * A request's replies go to its sink (coord_sink), set by the front door
  * that made it: the layers below call the front door only through it.
  * Nothing here is visible outside coordinator/.

@@ -47,6 +47,7 @@
 #include "metrics.h"
 #include "openai.h"
 #include "sl.h"
+#include "standby.h"
 
 #define HTTP_MEMORY_PER_CONNECTION (32 * 1024) /* MHD's buffers: bounds the request headers */
 #define HTTP_FLUSH_S 0.5                        /* at shutdown, for answers still being sent */
@@ -189,10 +190,33 @@ static void serve_metrics(coord_http_call *x)
 	free(b.p);
 }
 
+/* A standby that does not serve answers completions and /health with 503
+ * (a load balancer's health check then sends traffic to the active one).
+ * Each such request counts as a client's ask, as ZeroMQ ones do: a
+ * backup whose primary is silent takes over on it (standby.h). */
+static int standing_by(coord_http_call *x)
+{
+	coord *c = x->h->c;
+	if (x->route != R_HEALTH && x->route != R_COMPLETIONS && x->route != R_CHAT)
+		return 0;
+	if (coord_standby_admit(c->standby))
+		return 0;
+	if (x->route == R_HEALTH) {
+		static const char body[] = "{\"status\":\"standby\",\"reason\":\"this coordinator "
+					   "stands by for its active peer\"}\n";
+		coord_http_respond(x, 503, "application/json", body, sizeof body - 1, NULL);
+	} else {
+		coord_oai_error(x, 503, "server_error", NULL, "standby", "this coordinator stands by "
+				"for its active peer: send requests there");
+	}
+	return 1;
+}
+
 static void dispatch(coord_http_call *x)
 {
 	coord *c = x->h->c;
-	switch (x->route) {
+	switch (standing_by(x) ? R_NONE : x->route) {
+	case R_NONE: break;
 	case R_HEALTH: serve_health(x); break;
 	case R_METRICS: serve_metrics(x); break;
 	case R_MODELS: coord_oai_handle(c, x, COORD_OAI_MODELS, NULL, NULL, 0); break;

@@ -36,7 +36,7 @@ struct coord_standby {
 	int hb_ms;
 	double peer_expiry;        /* the peer counts as alive until then */
 	double last_pub;
-	double asked_at;           /* a client or leader message dropped while passive */
+	double asked_at;           /* a client message dropped while passive */
 };
 
 static const char *state_name(bs_state s)

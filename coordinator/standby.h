@@ -7,11 +7,12 @@
  * which one serves: the primary starts serving at its first client
  * message when no peer is heard (or its peer is a waiting backup); the
  * backup stays passive while the primary is heard and takes over when the
- * primary has been silent for 3 heartbeats and a client or node leader
- * asks it. A coordinator that does not serve drops every client and node
- * message unanswered, so clients and leaders, which know both endpoints,
- * see silence and fail over to the other. Owned by coord.c: create, poll,
- * tick, the gate on each incoming message.
+ * primary has been silent for 3 heartbeats and a client asks it. A
+ * coordinator that does not serve drops every client message unanswered
+ * (HTTP: 503), so clients, which know both endpoints, see silence and fail
+ * over to the other. Node leaders are registered with both all along and
+ * do not vote. Owned by coord.c (create, poll, tick, the gate on each
+ * client message); http.c asks it too, for each completion and /health.
  */
 #ifndef COORD_STANDBY_H
 #define COORD_STANDBY_H
@@ -31,8 +32,9 @@ void coord_standby_destroy(coord_standby *s);
 void *coord_standby_socket(coord_standby *s);
 /* Take the peer's state messages in; publish ours when due. */
 void coord_standby_run(coord_standby *s);
-/* A client or leader message arrived: 1 serve it, 0 drop it. This is the
- * event that lets a passive backup take over (peer silent 3 heartbeats). */
+/* A client message (or HTTP completion, /health) arrived: 1 serve it, 0
+ * drop it. This is the event that lets a passive backup take over (peer
+ * silent 3 heartbeats). */
 int coord_standby_admit(coord_standby *s);
 /* Milliseconds until the next state message is due; -1 when off. */
 int coord_standby_timeout_ms(const coord_standby *s);

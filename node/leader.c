@@ -2,6 +2,10 @@
  * leader.c — the node group leader's serving loop (see leader.h).
  * Handlers by message type: on_ack, on_enqueue, on_cancel, on_drain,
  * on_reregister; timers for heartbeats, registration and coordinator loss.
+ * One link per coordinator endpoint (two for a standby pair, registered
+ * with both): a request's id in the scheduler carries the link it came
+ * from in its low bits, so its tokens go back there and a lost link drops
+ * only its own requests.
  * Every Load it sends (heartbeats, and the one in each TokenBatch) carries
  * the prefix cache's counters and the block hashes cached and evicted
  * since the previous one, so the coordinator's picture of the cache
@@ -16,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "checks.h"
 #include "client/curve.h"
 #include "engine.h"
 #include "proto/node.pb-c.h"
@@ -27,36 +32,64 @@
 
 #define LEADER_MAX_MSG (64 << 20)   /* largest message taken from the coordinator */
 #define LEADER_DEAD_INTERVALS 3
-#define LEADER_MAX_ENDPOINTS 4
+#define LINK_BITS 2                 /* low bits of a scheduler id: the link */
+#define LEADER_MAX_ENDPOINTS (1 << LINK_BITS)
 /* Hashes per Load, at most: bounds a snapshot of a huge cache (8 MiB) far
  * below the coordinator's message limit; a router missing some of a
  * snapshot only routes worse. Per-step events are far fewer. */
 #define LEADER_MAX_CACHE_EVENTS (1 << 20)
+
+/* One coordinator of --coordinator EP[,EP2]: its socket and registration. */
+typedef struct coord_link {
+	const char *ep;
+	void *sock;
+	uint64_t session;          /* random per socket: a repeated Register is idempotent */
+	int registered, refused;
+	int reg_tries;             /* registrations sent since it last spoke */
+	double last_heard;         /* any message from it (or the socket's birth) */
+	double next_register;
+} coord_link;
 
 typedef struct leader {
 	const node_leader_opts *o;
 	node_group *g;
 	node_engine *e;
 	node_sched *s;
-	void *ctx, *sock;
-	uint64_t session;          /* random per socket: a repeated Register is idempotent */
-	int registered, refused, draining, drain_exit;
+	void *ctx;
+	coord_link links[LEADER_MAX_ENDPOINTS];
+	int n_links;
+	char eps_buf[1024];        /* --coordinator, cut at the commas */
+	int draining, drain_exit;
 	double stop_by;            /* signalled: leave by then whatever runs (0: not) */
 	int hb_ms;
-	double last_heard;         /* any message from the coordinator (or the socket's birth) */
-	double last_hb, next_register, next_step;
-	int reg_tries;             /* registrations sent since the coordinator last spoke */
+	double last_hb, next_step; /* heartbeats go to every registered link at once */
 	uint64_t rng;              /* jitter */
 	long preemptions_logged;   /* node_stats.preemptions at the last log line */
 	double last_preempt_log;
 	uint64_t step;
 	char name[160];
-	/* --coordinator EP or EP1,EP2 (a standby pair): the one in use is
-	 * eps[cur]; a silent one makes the leader try the next */
-	char eps_buf[1024];
-	char *eps[LEADER_MAX_ENDPOINTS];
-	int n_eps, cur;
 } leader;
+
+/* A coordinator's request id and the scheduler's id for it. */
+static uint64_t local_id(int k, uint64_t req_id) { return req_id << LINK_BITS | (uint64_t)k; }
+static int id_link(uint64_t id) { return (int)(id & (LEADER_MAX_ENDPOINTS - 1)); }
+static uint64_t id_remote(uint64_t id) { return id >> LINK_BITS; }
+
+static int any_registered(const leader *l)
+{
+	for (int k = 0; k < l->n_links; k++)
+		if (l->links[k].registered)
+			return 1;
+	return 0;
+}
+
+static int match_link(uint64_t id, void *arg) { return id_link(id) == *(int *)arg; }
+
+/* Link k is gone or starts over: nobody is left to stream its requests to. */
+static void drop_link_requests(leader *l, int k)
+{
+	node_sched_cancel_if(l->s, match_link, &k);
+}
 
 /* Registration retries back off exponentially, from one heartbeat to
  * LEADER_BACKOFF_MAX heartbeats, each delay drawn from [d/2, d) so that
@@ -64,53 +97,63 @@ typedef struct leader {
  * Any message from the coordinator resets the backoff. */
 #define LEADER_BACKOFF_MAX 10
 
-static double register_delay(leader *l)
+static double register_delay(leader *l, const coord_link *lk)
 {
 	double hb = l->hb_ms * 1e-3, d = hb;
-	for (int k = 0; k < l->reg_tries && d < LEADER_BACKOFF_MAX * hb; k++)
+	for (int k = 0; k < lk->reg_tries && d < LEADER_BACKOFF_MAX * hb; k++)
 		d *= 2;
 	d = d < LEADER_BACKOFF_MAX * hb ? d : LEADER_BACKOFF_MAX * hb;
 	return d * (0.5 + 0.5 * sl_rng_unit(&l->rng));
 }
 
-static int send_msg(leader *l, Shardline__Node__NodeMsg *m)
+static int send_msg(leader *l, int k, Shardline__Node__NodeMsg *m)
 {
 	int e = 0;
-	if (sl_wire_send(l->sock, NULL, 0, &m->base, &e)) {
-		SL_WARN("leader", "send to the coordinator failed: %s", zmq_strerror(e));
+	if (sl_wire_send(l->links[k].sock, NULL, 0, &m->base, &e)) {
+		SL_WARN("leader", "send to the coordinator at %s failed: %s", l->links[k].ep,
+			zmq_strerror(e));
 		node_engine_cache_events_resync(l->e); /* hash events may be lost: start over */
 		return SL_ECOMM;
 	}
 	return SL_OK;
 }
 
-/* A fresh socket: whatever the old one still queued (for a coordinator
- * that is gone) is dropped with it. */
-static int open_socket(leader *l, char *err, size_t errlen)
+/* A fresh socket to link k: whatever the old one still queued (for a
+ * coordinator that is gone) is dropped with it. */
+static int open_link(leader *l, int k, char *err, size_t errlen)
 {
-	if (l->sock)
-		zmq_close(l->sock);
-	l->sock = sl_wire_socket(l->ctx, ZMQ_DEALER, LEADER_MAX_MSG);
-	int rc = l->sock ? sl_curve_client_apply(l->o->curve, l->sock, err, errlen) : SL_OK;
+	coord_link *lk = &l->links[k];
+	if (lk->sock)
+		zmq_close(lk->sock);
+	lk->sock = sl_wire_socket(l->ctx, ZMQ_DEALER, LEADER_MAX_MSG);
+	int rc = lk->sock ? sl_curve_client_apply(l->o->curve, lk->sock, err, errlen) : SL_OK;
 	if (rc)
 		return rc;
-	if (!l->n_eps) {
-		char *save = NULL;
-		snprintf(l->eps_buf, sizeof l->eps_buf, "%s", l->o->coordinator);
-		for (char *e = strtok_r(l->eps_buf, ",", &save); e && l->n_eps < LEADER_MAX_ENDPOINTS;
-		     e = strtok_r(NULL, ",", &save))
-			l->eps[l->n_eps++] = e;
-		if (!l->n_eps)
-			return sl_errf(err, errlen, SL_EINVAL, "--coordinator: no endpoint in '%s'",
-				       l->o->coordinator);
-	}
-	if (!l->sock || zmq_connect(l->sock, l->eps[l->cur]))
-		return sl_errf(err, errlen, SL_ECOMM, "cannot connect to %s: %s", l->eps[l->cur],
+	if (!lk->sock || zmq_connect(lk->sock, lk->ep))
+		return sl_errf(err, errlen, SL_ECOMM, "cannot connect to %s: %s", lk->ep,
 			       zmq_strerror(errno));
-	l->session = sl_splitmix64(&l->rng);
-	l->registered = 0;
-	l->last_heard = sl_now();
-	l->next_register = 0;
+	lk->session = sl_splitmix64(&l->rng);
+	lk->registered = 0;
+	lk->last_heard = sl_now();
+	lk->next_register = 0;
+	return SL_OK;
+}
+
+/* One link per endpoint of --coordinator (EP, or EP1,EP2 for a pair). */
+static int open_links(leader *l, char *err, size_t errlen)
+{
+	char *save = NULL;
+	snprintf(l->eps_buf, sizeof l->eps_buf, "%s", l->o->coordinator);
+	for (char *e = strtok_r(l->eps_buf, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
+		if (l->n_links == LEADER_MAX_ENDPOINTS)
+			return sl_errf(err, errlen, SL_EINVAL, "--coordinator: more than %d endpoints",
+				       LEADER_MAX_ENDPOINTS);
+		l->links[l->n_links].ep = e;
+		TRY(open_link(l, l->n_links++, err, errlen));
+	}
+	if (!l->n_links)
+		return sl_errf(err, errlen, SL_EINVAL, "--coordinator: no endpoint in '%s'",
+			       l->o->coordinator);
 	return SL_OK;
 }
 
@@ -146,8 +189,9 @@ static void fill_load(leader *l, Shardline__Node__Load *ld)
 	ld->cache_evicted = (uint64_t *)evicted;
 }
 
-static void send_register(leader *l)
+static void send_register(leader *l, int k)
 {
+	coord_link *lk = &l->links[k];
 	const model *m = l->g->m;
 	Shardline__Node__Register r = SHARDLINE__NODE__REGISTER__INIT;
 	r.has_protocol = r.has_session = r.has_tp = r.has_pp = r.has_kv_blocks = 1;
@@ -156,7 +200,7 @@ static void send_register(leader *l)
 	r.protocol = 1;
 	r.model = (char *)l->o->model_name;
 	r.name = l->name;
-	r.session = l->session;
+	r.session = lk->session;
 	r.tp = m->shard.grid.tp;
 	r.pp = m->shard.grid.pp;
 	r.kv_blocks = node_engine_total_blocks(l->e);
@@ -170,9 +214,9 @@ static void send_register(leader *l)
 	Shardline__Node__NodeMsg msg = SHARDLINE__NODE__NODE_MSG__INIT;
 	msg.msg_case = SHARDLINE__NODE__NODE_MSG__MSG_REGISTER;
 	msg.register_ = &r;
-	send_msg(l, &msg);
-	l->next_register = sl_now() + register_delay(l);
-	l->reg_tries++;
+	send_msg(l, k, &msg);
+	lk->next_register = sl_now() + register_delay(l, lk);
+	lk->reg_tries++;
 }
 
 static void send_heartbeat_ex(leader *l, int leaving)
@@ -184,7 +228,9 @@ static void send_heartbeat_ex(leader *l, int leaving)
 	Shardline__Node__NodeMsg msg = SHARDLINE__NODE__NODE_MSG__INIT;
 	msg.msg_case = SHARDLINE__NODE__NODE_MSG__MSG_HEARTBEAT;
 	msg.heartbeat = &ld;
-	send_msg(l, &msg);
+	for (int k = 0; k < l->n_links; k++)
+		if (l->links[k].registered)
+			send_msg(l, k, &msg);
 	l->last_hb = sl_now();
 }
 
@@ -197,80 +243,121 @@ static const Shardline__Node__Finish finish_wire[] = {
 	[NODE_SCHED_ERROR] = SHARDLINE__NODE__FINISH__ERROR,
 };
 
-/* One TokenBatch for n events; the load rides along as a heartbeat. */
-static void send_events(leader *l, const node_sched_event *ev, int n)
+/* The events of link k's requests (ids as that coordinator gave them)
+ * into seq/ptrs; returns how many. */
+static int link_events(int k, const node_sched_event *ev, int n, Shardline__Node__SeqTokens *seq,
+		       Shardline__Node__SeqTokens **ptrs)
 {
-	Shardline__Node__SeqTokens seq[n > 0 ? n : 1], *ptrs[n > 0 ? n : 1];
-	for (int i = 0; i < n; i++) {
+	int m = 0;
+	for (int j = 0; j < n; j++) {
+		if (id_link(ev[j].req_id) != k)
+			continue;
+		int i = m++;
 		seq[i] = (Shardline__Node__SeqTokens)SHARDLINE__NODE__SEQ_TOKENS__INIT;
 		seq[i].has_req_id = seq[i].has_finish = 1;
-		seq[i].req_id = ev[i].req_id;
-		seq[i].n_tokens = ev[i].n_tokens;
-		seq[i].tokens = (int32_t *)ev[i].tokens;
-		seq[i].finish = finish_wire[ev[i].finish];
-		seq[i].error = (char *)ev[i].error;
-		if (ev[i].logprobs) {
+		seq[i].req_id = id_remote(ev[j].req_id);
+		seq[i].n_tokens = ev[j].n_tokens;
+		seq[i].tokens = (int32_t *)ev[j].tokens;
+		seq[i].finish = finish_wire[ev[j].finish];
+		seq[i].error = (char *)ev[j].error;
+		if (ev[j].logprobs) {
 			seq[i].has_top_n = 1;
-			seq[i].top_n = ev[i].top_n;
-			seq[i].n_logprobs = ev[i].n_tokens;
-			seq[i].logprobs = (float *)ev[i].logprobs;
-			seq[i].n_top_ids = seq[i].n_top_logprobs = (size_t)ev[i].n_tokens * ev[i].top_n;
-			seq[i].top_ids = (int32_t *)ev[i].top_ids;
-			seq[i].top_logprobs = (float *)ev[i].top_logprobs;
+			seq[i].top_n = ev[j].top_n;
+			seq[i].n_logprobs = ev[j].n_tokens;
+			seq[i].logprobs = (float *)ev[j].logprobs;
+			seq[i].n_top_ids = seq[i].n_top_logprobs = (size_t)ev[j].n_tokens * ev[j].top_n;
+			seq[i].top_ids = (int32_t *)ev[j].top_ids;
+			seq[i].top_logprobs = (float *)ev[j].top_logprobs;
 		}
 		ptrs[i] = &seq[i];
 	}
+	return m;
+}
+
+/* One TokenBatch per registered link for n events, each with the events
+ * of its own requests; the load rides along to all as a heartbeat. */
+static void send_events(leader *l, const node_sched_event *ev, int n)
+{
+	Shardline__Node__SeqTokens seq[n > 0 ? n : 1], *ptrs[n > 0 ? n : 1];
 	Shardline__Node__Load ld = SHARDLINE__NODE__LOAD__INIT;
 	fill_load(l, &ld);
-	Shardline__Node__TokenBatch tb = SHARDLINE__NODE__TOKEN_BATCH__INIT;
-	tb.has_step = 1;
-	tb.step = l->step;
-	tb.n_seqs = n;
-	tb.seqs = ptrs;
-	tb.load = &ld;
-	Shardline__Node__NodeMsg msg = SHARDLINE__NODE__NODE_MSG__INIT;
-	msg.msg_case = SHARDLINE__NODE__NODE_MSG__MSG_TOKENS;
-	msg.tokens = &tb;
-	send_msg(l, &msg);
+	for (int k = 0; k < l->n_links; k++) {
+		if (!l->links[k].registered)
+			continue;
+		Shardline__Node__TokenBatch tb = SHARDLINE__NODE__TOKEN_BATCH__INIT;
+		tb.has_step = 1;
+		tb.step = l->step;
+		tb.n_seqs = link_events(k, ev, n, seq, ptrs);
+		tb.seqs = ptrs;
+		tb.load = &ld;
+		Shardline__Node__NodeMsg msg = SHARDLINE__NODE__NODE_MSG__INIT;
+		msg.msg_case = SHARDLINE__NODE__NODE_MSG__MSG_TOKENS;
+		msg.tokens = &tb;
+		send_msg(l, k, &msg);
+	}
 	l->last_hb = sl_now();
 }
 
-static void send_error(leader *l, uint64_t req_id, const char *why)
+static void send_error(leader *l, int k, uint64_t req_id, const char *why)
 {
-	node_sched_event ev = {.req_id = req_id, .finish = NODE_SCHED_ERROR, .error = why};
+	node_sched_event ev = {.req_id = local_id(k, req_id), .finish = NODE_SCHED_ERROR,
+			       .error = why};
 	send_events(l, &ev, 1);
 }
 
-static void on_ack(leader *l, const Shardline__Node__RegisterAck *a)
+/* An Enqueue whose id breaks the protocol's bound (2^62: the scheduler's id
+ * holds the link in its low bits) is refused under the id as given. */
+static void send_bad_id(leader *l, int k, uint64_t req_id)
 {
+	Shardline__Node__SeqTokens seq = SHARDLINE__NODE__SEQ_TOKENS__INIT, *ptr = &seq;
+	seq.has_req_id = seq.has_finish = 1;
+	seq.req_id = req_id;
+	seq.finish = SHARDLINE__NODE__FINISH__ERROR;
+	seq.error = "req_id not below 2^62 (docs/protocol.md)";
+	Shardline__Node__TokenBatch tb = SHARDLINE__NODE__TOKEN_BATCH__INIT;
+	tb.n_seqs = 1;
+	tb.seqs = &ptr;
+	Shardline__Node__NodeMsg msg = SHARDLINE__NODE__NODE_MSG__INIT;
+	msg.msg_case = SHARDLINE__NODE__NODE_MSG__MSG_TOKENS;
+	msg.tokens = &tb;
+	send_msg(l, k, &msg);
+}
+
+static void on_ack(leader *l, int k, const Shardline__Node__RegisterAck *a)
+{
+	coord_link *lk = &l->links[k];
 	if (!a->has_ok || !a->ok) {
-		SL_ERROR("leader", "coordinator refused registration: %s",
+		SL_ERROR("leader", "coordinator at %s refused registration: %s", lk->ep,
 			 a->error ? a->error : "(no reason)");
-		l->refused = 1;
+		lk->refused = 1;
 		return;
 	}
 	if (a->has_heartbeat_ms && a->heartbeat_ms >= 10 && a->heartbeat_ms <= 60000)
 		l->hb_ms = (int)a->heartbeat_ms;
-	if (!l->registered) {
+	if (!lk->registered) {
 		SL_INFO("leader", "registered with %s as group %u (model %s, heartbeat %d ms)",
-			l->eps[l->cur], a->group_id, l->o->model_name, l->hb_ms);
+			lk->ep, a->group_id, l->o->model_name, l->hb_ms);
 		/* a new session knows none of our cache: the next Load tells all */
 		node_engine_cache_events_resync(l->e);
 	}
-	l->registered = 1;
-	l->refused = 0;
-	l->reg_tries = 0;
+	lk->registered = 1;
+	lk->refused = 0;
+	lk->reg_tries = 0;
 }
 
-static void on_enqueue(leader *l, const Shardline__Node__Enqueue *q)
+static void on_enqueue(leader *l, int k, const Shardline__Node__Enqueue *q)
 {
 	char err[SL_ERRLEN];
 	if (!q->has_req_id) {
 		SL_WARN("leader", "enqueue without req_id ignored");
 		return;
 	}
+	if (id_remote(local_id(k, q->req_id)) != q->req_id) {
+		send_bad_id(l, k, q->req_id);
+		return;
+	}
 	if (l->draining) {
-		send_error(l, q->req_id, "node group is draining");
+		send_error(l, k, q->req_id, "node group is draining");
 		return;
 	}
 	const Shardline__Node__Sampling *sp = q->sampling;
@@ -280,7 +367,7 @@ static void on_enqueue(leader *l, const Shardline__Node__Enqueue *q)
 			  .n_resumed = q->has_resume_generated ? q->resume_generated : 0,
 			  .sampling = {.top_p = 1.0f}};
 	if (q->n_prompt > (size_t)l->g->m->cfg.max_pos) {
-		send_error(l, q->req_id, "prompt longer than the context");
+		send_error(l, k, q->req_id, "prompt longer than the context");
 		return;
 	}
 	if (sp) {
@@ -295,8 +382,8 @@ static void on_enqueue(leader *l, const Shardline__Node__Enqueue *q)
 	}
 	r.sampling.logprobs = q->has_logprobs && q->logprobs;
 	r.sampling.top_logprobs = q->has_top_logprobs ? q->top_logprobs : 0;
-	if (node_sched_submit(l->s, q->req_id, &r, err, sizeof err))
-		send_error(l, q->req_id, err);
+	if (node_sched_submit(l->s, local_id(k, q->req_id), &r, err, sizeof err))
+		send_error(l, k, q->req_id, err);
 }
 
 static void on_drain(leader *l, const Shardline__Node__Drain *d)
@@ -307,7 +394,8 @@ static void on_drain(leader *l, const Shardline__Node__Drain *d)
 	send_heartbeat(l);
 }
 
-static void on_message(leader *l, sl_wire_msg *w)
+/* A message from link k's coordinator. */
+static void on_message(leader *l, int k, sl_wire_msg *w)
 {
 	if (w->n_total != 1) {
 		SL_WARN("leader", "dropped a %d-frame message", w->n_total);
@@ -319,53 +407,57 @@ static void on_message(leader *l, sl_wire_msg *w)
 		SL_WARN("leader", "dropped a malformed message (%zu bytes)", sl_wire_size(w, 0));
 		return;
 	}
-	l->last_heard = sl_now();
+	l->links[k].last_heard = sl_now();
 	switch (m->msg_case) {
-	case SHARDLINE__NODE__COORD_MSG__MSG_ACK: on_ack(l, m->ack); break;
+	case SHARDLINE__NODE__COORD_MSG__MSG_ACK: on_ack(l, k, m->ack); break;
 	case SHARDLINE__NODE__COORD_MSG__MSG_PING: break;
-	case SHARDLINE__NODE__COORD_MSG__MSG_ENQUEUE: on_enqueue(l, m->enqueue); break;
+	case SHARDLINE__NODE__COORD_MSG__MSG_ENQUEUE: on_enqueue(l, k, m->enqueue); break;
 	case SHARDLINE__NODE__COORD_MSG__MSG_CANCEL:
 		if (m->cancel->has_req_id)
-			node_sched_cancel(l->s, m->cancel->req_id);
+			node_sched_cancel(l->s, local_id(k, m->cancel->req_id));
 		break;
 	case SHARDLINE__NODE__COORD_MSG__MSG_DRAIN: on_drain(l, m->drain); break;
 	case SHARDLINE__NODE__COORD_MSG__MSG_REREGISTER:
 		/* a coordinator that does not know us cannot want our requests */
-		SL_INFO("leader", "coordinator asks to register again");
-		node_sched_cancel_all(l->s);
-		l->registered = 0;
-		send_register(l);
+		SL_INFO("leader", "coordinator at %s asks to register again", l->links[k].ep);
+		drop_link_requests(l, k);
+		l->links[k].registered = 0;
+		send_register(l, k);
 		break;
 	default: SL_WARN("leader", "unknown message type %d ignored", (int)m->msg_case);
 	}
 	shardline__node__coord_msg__free_unpacked(m, NULL);
 }
 
-/* Heartbeats, registration retries, and the coordinator-lost check. */
+/* Link k's coordinator has been silent for 3 intervals: it is gone (or
+ * restarted and knows us no more). Drop what it asked for and start over
+ * on a fresh socket; the other link of a pair goes on undisturbed. */
+static int link_lost(leader *l, int k, double silent_s, char *err, size_t errlen)
+{
+	coord_link *lk = &l->links[k];
+	if (lk->registered)
+		SL_WARN("leader", "coordinator at %s silent for %d ms: dropping its requests, "
+			"reconnecting", lk->ep, (int)(silent_s * 1e3));
+	drop_link_requests(l, k);
+	return open_link(l, k, err, errlen);
+}
+
+/* Heartbeats, registration retries, and the coordinator-lost check, per
+ * link; heartbeats go to every registered link at once. */
 static int timers(leader *l, char *err, size_t errlen)
 {
 	double now = sl_now(), hb = l->hb_ms * 1e-3;
-	/* a coordinator that refused us stays connected: it answers the
-	 * retries, and a fresh socket would not change its mind */
-	if (!l->refused && now - l->last_heard > LEADER_DEAD_INTERVALS * hb) {
-		if (l->registered || node_sched_busy(l->s))
-			SL_WARN("leader", "coordinator silent for %d ms: dropping %s requests, reconnecting",
-				(int)((now - l->last_heard) * 1e3), node_sched_busy(l->s) ? "its" : "no");
-		node_sched_cancel_all(l->s);
-		if (l->n_eps > 1) { /* a standby pair: the other may have taken over */
-			l->cur = (l->cur + 1) % l->n_eps;
-			SL_INFO("leader", "trying the coordinator at %s", l->eps[l->cur]);
-		}
-		int rc = open_socket(l, err, errlen);
-		if (rc)
-			return rc;
+	for (int k = 0; k < l->n_links; k++) {
+		coord_link *lk = &l->links[k];
+		/* a coordinator that refused us stays connected: it answers the
+		 * retries, and a fresh socket would not change its mind */
+		if (!lk->refused && now - lk->last_heard > LEADER_DEAD_INTERVALS * hb)
+			TRY(link_lost(l, k, now - lk->last_heard, err, errlen));
+		if (!lk->registered && now >= lk->next_register)
+			send_register(l, k);
 	}
-	if (!l->registered) {
-		if (now >= l->next_register)
-			send_register(l);
-	} else if (now - l->last_hb >= hb) {
+	if (any_registered(l) && now - l->last_hb >= hb)
 		send_heartbeat(l);
-	}
 	return SL_OK;
 }
 
@@ -403,9 +495,9 @@ static int step(leader *l, char *err, size_t errlen)
 	if (rc)
 		return rc;
 	l->step++;
-	if (n > 0 && l->registered)
+	if (n > 0 && any_registered(l))
 		send_events(l, ev, n);
-	else if (l->registered && node_engine_cache_events_pending(l->e))
+	else if (any_registered(l) && node_engine_cache_events_pending(l->e))
 		send_heartbeat(l); /* a prefill-only step cached blocks: tell the router now */
 	log_preemptions(l, 0);
 	return SL_OK;
@@ -418,8 +510,8 @@ static void on_stop(leader *l)
 	l->stop_by = sl_now() + l->o->grace_s;
 	l->draining = l->drain_exit = 1;
 	SL_INFO("leader", "signalled: draining, leaving when idle or in %d s", l->o->grace_s);
-	if (l->registered)
-		send_heartbeat(l); /* the coordinator routes nothing more here */
+	if (any_registered(l))
+		send_heartbeat(l); /* the coordinators route nothing more here */
 }
 
 /* Leaving: the coordinator hears it at once (not 3 heartbeats later) and
@@ -427,16 +519,40 @@ static void on_stop(leader *l)
  * (proto/wire.c): give this last message a moment to go out. */
 static void say_leaving(leader *l)
 {
-	if (!l->registered || !l->sock)
+	if (!any_registered(l))
 		return;
 	send_heartbeat_ex(l, 1);
 	int linger = 1000;
-	zmq_setsockopt(l->sock, ZMQ_LINGER, &linger, sizeof linger);
+	for (int k = 0; k < l->n_links; k++)
+		zmq_setsockopt(l->links[k].sock, ZMQ_LINGER, &linger, sizeof linger);
+}
+
+/* Wait for a message (at most until the next step or timer) and take in
+ * what every link has; a flood on one cannot stop the steps. */
+static int receive(leader *l, char *err, size_t errlen)
+{
+	zmq_pollitem_t it[LEADER_MAX_ENDPOINTS];
+	for (int k = 0; k < l->n_links; k++)
+		it[k] = (zmq_pollitem_t){l->links[k].sock, 0, ZMQ_POLLIN, 0};
+	if (zmq_poll(it, l->n_links, poll_ms(l)) < 0 && errno != EINTR)
+		return sl_errf(err, errlen, SL_ECOMM, "zmq_poll: %s", zmq_strerror(errno));
+	for (int k = 0; k < l->n_links; k++) {
+		sl_wire_msg w;
+		int got = 0, budget = 1000;
+		while (budget-- > 0 && (got = sl_wire_recv(l->links[k].sock, &w)) == 1) {
+			on_message(l, k, &w);
+			sl_wire_msg_close(&w);
+		}
+		if (got < 0)
+			return sl_errf(err, errlen, SL_ECOMM, "receive from %s: %s", l->links[k].ep,
+				       zmq_strerror(errno));
+	}
+	return SL_OK;
 }
 
 static int serve(leader *l, char *err, size_t errlen)
 {
-	int rc = open_socket(l, err, errlen);
+	int rc = open_links(l, err, errlen);
 	while (!rc) {
 		if (*l->o->stop && l->stop_by == 0)
 			on_stop(l);
@@ -446,17 +562,8 @@ static int serve(leader *l, char *err, size_t errlen)
 				node_sched_busy(l->s) ? "running" : "no");
 			break;
 		}
-		zmq_pollitem_t it = {l->sock, 0, ZMQ_POLLIN, 0};
-		if (zmq_poll(&it, 1, poll_ms(l)) < 0 && errno != EINTR)
-			return sl_errf(err, errlen, SL_ECOMM, "zmq_poll: %s", zmq_strerror(errno));
-		sl_wire_msg w;
-		int got = 0, budget = 1000; /* a flood of messages cannot stop the steps */
-		while (budget-- > 0 && (got = sl_wire_recv(l->sock, &w)) == 1) {
-			on_message(l, &w);
-			sl_wire_msg_close(&w);
-		}
-		if (got < 0)
-			return sl_errf(err, errlen, SL_ECOMM, "receive: %s", zmq_strerror(errno));
+		if ((rc = receive(l, err, errlen)))
+			break;
 		if ((rc = timers(l, err, errlen)))
 			break;
 		if (node_sched_busy(l->s) && sl_now() >= l->next_step)
@@ -519,13 +626,14 @@ int node_leader_run(node_group *g, const node_leader_opts *o, char *err, size_t 
 			SL_INFO("leader", "prefix cache: %ld of %ld prompt tokens reused, %ld blocks "
 				"evicted, %d cached", cs.hit_tokens, cs.queried_tokens, cs.evictions,
 				cs.cached_blocks);
-		if (rc && l.sock)
+		if (rc && any_registered(&l))
 			fail_all(&l, err);
 	}
 	node_sched_destroy(l.s);
 	node_engine_destroy(l.e);
-	if (l.sock)
-		zmq_close(l.sock);
+	for (int k = 0; k < l.n_links; k++)
+		if (l.links[k].sock)
+			zmq_close(l.links[k].sock);
 	if (l.ctx)
 		zmq_ctx_term(l.ctx);
 	return rc;

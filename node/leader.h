@@ -3,7 +3,7 @@
  * ZeroMQ DEALER socket to the coordinator, the scheduler (scheduler.h) in
  * front of the engine, one TokenBatch upstream per engine step.
  *
- * Single-threaded: the loop polls the socket with a short timeout between
+ * Single-threaded: the loop polls its sockets with a short timeout between
  * engine steps, so heartbeats, cancels and new requests are handled while
  * it generates. The other ranks sit in node_worker_loop and follow the
  * step plans node_engine_step sends them.
@@ -12,7 +12,11 @@
  * a coordinator silent for three intervals is taken as gone: the leader
  * drops its requests (nobody is left to stream them to), opens a fresh
  * socket and registers again until a coordinator (the same one restarted)
- * answers. Called by node/main.c in --coordinator mode.
+ * answers. With a standby pair (--coordinator EP1,EP2) the leader holds a
+ * socket to each and registers with both at once, so the backup knows
+ * every group before it takes over; only the active one sends work, and
+ * losing one coordinator drops only the requests it sent. Called by
+ * node/main.c in --coordinator mode.
  */
 #ifndef NODE_LEADER_H
 #define NODE_LEADER_H
@@ -24,7 +28,7 @@
 #include "scheduler.h"
 
 typedef struct node_leader_opts {
-	const char *coordinator;   /* endpoint to connect: tcp://host:port */
+	const char *coordinator;   /* tcp://host:port, or EP1,EP2: a standby pair (both used) */
 	const char *model_name;    /* the name the coordinator routes by */
 	int heartbeat_ms;          /* until the coordinator's RegisterAck sets it */
 	int max_running;           /* sequences at once (0: the model's max_seqs) */

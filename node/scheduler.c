@@ -135,6 +135,13 @@ void node_sched_cancel_all(node_sched *s)
 		remove_at(s, s->n - 1);
 }
 
+void node_sched_cancel_if(node_sched *s, int (*match)(uint64_t req_id, void *arg), void *arg)
+{
+	for (int i = s->n - 1; i >= 0; i--)
+		if (match(s->reqs[i].req_id, arg))
+			remove_at(s, i);
+}
+
 /* Grow *p (elements of size) to hold need; *cap tracks its size. */
 static int grow(void **p, size_t *cap, size_t need, size_t size)
 {

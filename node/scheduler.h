@@ -72,6 +72,9 @@ int node_sched_submit(node_sched *s, uint64_t req_id, const node_request *r, cha
 /* Forget a request, waiting or running, freeing its KV blocks. */
 int node_sched_cancel(node_sched *s, uint64_t req_id);
 void node_sched_cancel_all(node_sched *s);
+/* Forget every request whose id match() accepts (the leader: those of one
+ * coordinator of a standby pair). */
+void node_sched_cancel_if(node_sched *s, int (*match)(uint64_t req_id, void *arg), void *arg);
 /* Remove every request, reporting each as a NODE_SCHED_ERROR event with
  * reason why (the engine failed). */
 void node_sched_fail_all(node_sched *s, const char *why, const node_sched_event **events,

@@ -2,7 +2,9 @@
 # A standby coordinator pair (Binary Star; docs/protocol.md, "Standby
 # coordinator") over loopback on a tiny random model, CPU backend: a
 # primary and a backup exchange state over PUB/SUB (ipc), one node group
-# and the clients know both (--coordinator EP1,EP2). Under load — two
+# and the clients know both (--coordinator EP1,EP2); the group registers
+# with both at once, so the backup knows it before it takes over (it must
+# not register again after the kill). Under load — two
 # streaming clients, two queued behind the full group — the primary is
 # SIGKILLed: the backup must take over (the time from the kill to its
 # "taking over" line and to each queued request's completion is printed),
@@ -34,7 +36,7 @@ now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 
 start_coord() { # NAME ROLE PEER_NAME
 	"$bin/shardline-coordinator" --model-name tiny --tokenizer "$tok" --heartbeat-ms $HB \
-		--client-bind "tcp://127.0.0.1:*" --node-bind "tcp://127.0.0.1:*" --http-bind none \
+		--client-bind "tcp://127.0.0.1:*" --node-bind "tcp://127.0.0.1:*" --http-bind 127.0.0.1:0 \
 		--ports-file "$tmp/$1.ports" --request-timeout-ms 60000 --standby $2 \
 		--peer-bind "ipc://$tmp/$1.peer" --peer "ipc://$tmp/$3.peer" >"$tmp/$1.log" 2>&1 &
 	echo $!
@@ -54,14 +56,28 @@ i=0; while ! grep -q "standby: backup (waiting) -> passive" "$tmp/b.log" && [ $i
 	sleep 0.1; i=$((i + 1)); done
 grep -q "primary (waiting) -> active" "$tmp/p.log" && grep -q "backup (waiting) -> passive" "$tmp/b.log" &&
 	ok || { bad "the pair did not settle"; logs p.log b.log; }
+BH=$(awk '/^http/{print $2}' "$tmp/b.ports")
+http() { # PATH [BODY]: prints the status code
+	if [ -n "${2:-}" ]; then curl -s -o "$tmp/http.out" -w '%{http_code}' -m 10 \
+		-H 'Content-Type: application/json' -d "$2" "http://$BH$1"
+	else curl -s -o "$tmp/http.out" -w '%{http_code}' -m 10 "http://$BH$1"; fi
+}
 
 "$bin/shardline-node" --model "$tmp/m" --coordinator "$NODE" --model-name tiny --heartbeat-ms $HB \
 	--min-step-ms 50 --max-running 2 --max-waiting 0 >"$tmp/node.log" 2>&1 &
 pids="$pids $!"
 i=0; while ! "$bin/shardline" --coordinator "$CL" --heartbeat-ms $HB status 2>/dev/null | grep -q "1 group$" &&
 	[ $i -lt 50 ]; do sleep 0.2; i=$((i + 1)); done
-grep -q "registered" "$tmp/p.log" && ! grep -q "registered" "$tmp/b.log" && ok ||
-	{ bad "the group did not register with the primary alone"; logs p.log b.log node.log; }
+i=0; while ! grep -q ") registered" "$tmp/b.log" && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+[ "$(grep -c ") registered" "$tmp/p.log")" -eq 1 ] && [ "$(grep -c ") registered" "$tmp/b.log")" -eq 1 ] &&
+	[ "$(grep -c "registered with" "$tmp/node.log")" -eq 2 ] && ok ||
+	{ bad "the group did not register with both, once each"; logs p.log b.log node.log; }
+
+# the passive backup answers HTTP completions and /health with 503 standby
+[ "$(http /health)" = 503 ] && grep -q '"standby"' "$tmp/http.out" && ok ||
+	bad "backup /health: $(cat "$tmp/http.out")"
+[ "$(http /v1/completions '{"model":"tiny","prompt":"hi","max_tokens":2}')" = 503 ] &&
+	grep -q '"standby"' "$tmp/http.out" && ok || bad "backup completion: $(cat "$tmp/http.out")"
 
 gen() { # NAME ARGS...
 	name=$1; shift
@@ -112,9 +128,13 @@ for n in short1 short2; do
 		bad "$n not done 30 s after the kill"; logs b.log node.log
 	fi
 done
-grep -q "registered" "$tmp/b.log" && ok || { bad "the group did not register with the backup"; logs node.log; }
+[ "$(grep -c ") registered" "$tmp/b.log")" -eq 1 ] && ! grep -q "lost" "$tmp/b.log" && ok ||
+	{ bad "the backup lost the group or it registered again"; logs b.log node.log; }
 
 # --- new clients (the dead primary first in their list) are served by the backup ---
+[ "$(http /health)" = 200 ] && ok || bad "backup /health after take-over: $(cat "$tmp/http.out")"
+[ "$(http /v1/completions '{"model":"tiny","prompt":"hi","max_tokens":2}')" = 200 ] && ok ||
+	bad "backup completion after take-over: $(cat "$tmp/http.out")"
 timeout 30 "$bin/shardline" --coordinator "$CL" --heartbeat-ms $HB generate --prompt "After" \
 	--max-tokens 4 >/dev/null 2>"$tmp/after.err" && ok || bad "new client: $(cat "$tmp/after.err")"
 timeout 30 "$bin/shardline" --coordinator "$CL" --heartbeat-ms $HB status --wait-ms 10000 \
