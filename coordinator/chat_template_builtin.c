@@ -388,7 +388,7 @@ static tmpl_val do_select(tmpl_ctx *c, const tmpl_node *at, tmpl_val x, const tm
 		}
 	}
 	tmpl_args targs = {.n = a->n > first + 1 ? a->n - first - 1 : 0};
-	targs.v = a->v + first + 1;
+	targs.v = targs.n ? a->v + first + 1 : NULL; /* a filter without arguments has no a->v */
 	int min, max;
 	if (test) {
 		tmpl_test_arity(test, &min, &max);

@@ -440,6 +440,30 @@ START_TEST(test_template_slice_in_tuple_subscript)
 }
 END_TEST
 
+/* libFuzzer (chat_template, long run of 2026-11-23 after the fix above,
+ * 3.2M executions in): select/reject with no test name and no arguments
+ * ("x | reject") took the test's arguments at a NULL + 1 (undefined
+ * behaviour that UBSan reports; harmless in an ordinary build, which is why
+ * this test runs in `make fuzz`'s sanitized build too). */
+START_TEST(test_template_reject_without_arguments)
+{
+	static const char src[] = "{{ [0, 1, 2, ''] | reject | list | length }}";
+	coord_tmpl *t = NULL;
+	g_err[0] = 0;
+	ck_assert_msg(coord_tmpl_compile(src, strlen(src), "fuzz", &t, g_err, sizeof g_err) == 0,
+		      "compile: %s", g_err);
+	coord_chat_msg m = {0};
+	char *out = NULL;
+	size_t len = 0;
+	int rc = coord_tmpl_render(t, &m, 0, NULL, &out, &len, g_err, sizeof g_err);
+	ck_assert_msg(rc == 0, "render: %s", g_err);
+	ck_assert_msg(len == 1 && out[0] == '2', "rendered '%.*s', want 2 (0 and '' are falsy)",
+		      (int)len, out ? out : "");
+	free(out);
+	coord_tmpl_destroy(t);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *su = suite_create("fuzz_regress");
@@ -455,6 +479,7 @@ int main(void)
 	tcase_add_test(tc, test_plan_refuses_overflowing_sequence);
 	tcase_add_test(tc, test_gguf_tokenizer_without_merges);
 	tcase_add_test(tc, test_template_slice_in_tuple_subscript);
+	tcase_add_test(tc, test_template_reject_without_arguments);
 	suite_add_tcase(su, tc);
 	SRunner *sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);
