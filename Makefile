@@ -214,7 +214,13 @@ bench: $(BINS)
 	@mkdir -p bench/results
 	$(BUILD)/bin/shardline-bench --shape 7b --out bench/results/decode-7b-$$(date +%Y-%m-%d).json
 
-bundle: $(BINS)
+# The test binaries too: the bundle must not carry stale ones (make test-gpu
+# from a bundle runs them).
+ifeq ($(CUDA),1)
+bundle: $(BINS) $(GPU_BINS) $(MPI_BINS)
+else
+bundle: $(BINS) $(MPI_BINS)
+endif
 	@sh tools/bundle.sh $(BUILD) bundle
 
 clean:
