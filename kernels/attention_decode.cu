@@ -121,6 +121,7 @@ template <int D, typename E, bool FP8>
 __global__ void __launch_bounds__(kThreads) attn_decode_kernel(attn_args a)
 {
 	using S = dec_shape<D, FP8>;
+	kern_pdl_start();
 	const int split = blockIdx.x, kvh = blockIdx.y, s = blockIdx.z;
 	if (a.q_len[s] != 1)
 		return;
@@ -323,9 +324,8 @@ int decode_launch(const kern_attn_ws *ws, attn_args a, const kern_paged_batch *b
 	a.n_splits = (tiles + per_split - 1) / per_split;
 
 	dim3 grid(a.n_splits, a.n_kv_heads, b->n_seqs);
-	attn_decode_kernel<D, E, FP8><<<grid, kThreads, dec_shape<D, FP8>::smem, st>>>(a);
-	CUDA_TRY_LAUNCH();
-	return 0;
+	return kern_launch_small("attn_decode", st, attn_decode_kernel<D, E, FP8>, grid,
+				 dim3(kThreads), dec_shape<D, FP8>::smem, a);
 }
 
 template <typename E>

@@ -219,13 +219,23 @@ __device__ __forceinline__ void kern_pdl_launch_next()
 #endif
 }
 
-/* Launch `kernel` on `stream`, as a programmatic dependent while *pdl; a
- * PDL launch the driver refuses falls back to a plain one, once and for all
- * (*pdl cleared, logged naming `who`). The GEMVs of matmul.cu and quant.cu
- * launch through it. */
+/* The first thing a kernel launched through kern_launch_small does: wait
+ * for the previous kernel (its output is our input, or our output its
+ * input), then let the next one launch (pdl.h). */
+__device__ __forceinline__ void kern_pdl_start()
+{
+	kern_pdl_wait();
+	kern_pdl_launch_next();
+}
+
+/* Launch `kernel` on `stream` with `smem` bytes of dynamic shared memory,
+ * as a programmatic dependent while *pdl; a PDL launch the driver refuses
+ * falls back to a plain one, once and for all (*pdl cleared, logged naming
+ * `who`). The kernel must call kern_pdl_wait before it touches memory an
+ * earlier kernel writes or reads. */
 template <typename K, typename... Args>
-static int kern_launch_pdl(bool *pdl, const char *who, cudaStream_t stream, K kernel, dim3 grid,
-			   dim3 block, Args... args)
+static int kern_launch_pdl_smem(bool *pdl, const char *who, cudaStream_t stream, K kernel,
+				dim3 grid, dim3 block, size_t smem, Args... args)
 {
 	if (*pdl) {
 		cudaLaunchAttribute attr[1];
@@ -234,6 +244,7 @@ static int kern_launch_pdl(bool *pdl, const char *who, cudaStream_t stream, K ke
 		cudaLaunchConfig_t cfg = {};
 		cfg.gridDim = grid;
 		cfg.blockDim = block;
+		cfg.dynamicSmemBytes = smem;
 		cfg.stream = stream;
 		cfg.attrs = attr;
 		cfg.numAttrs = 1;
@@ -245,9 +256,27 @@ static int kern_launch_pdl(bool *pdl, const char *who, cudaStream_t stream, K ke
 		       cudaGetErrorString(e));
 		*pdl = false;
 	}
-	kernel<<<grid, block, 0, stream>>>(args...);
+	kernel<<<grid, block, smem, stream>>>(args...);
 	CUDA_TRY_LAUNCH();
 	return SL_OK;
+}
+
+/* The GEMVs of matmul.cu and quant.cu launch through this one. */
+template <typename K, typename... Args>
+static int kern_launch_pdl(bool *pdl, const char *who, cudaStream_t stream, K kernel, dim3 grid,
+			   dim3 block, Args... args)
+{
+	return kern_launch_pdl_smem(pdl, who, stream, kernel, grid, block, 0, args...);
+}
+
+/* The small kernels of pdl.h: programmatic dependents while its switch is on. */
+extern bool kern_pdl_small;
+
+template <typename K, typename... Args>
+static int kern_launch_small(const char *who, cudaStream_t stream, K kernel, dim3 grid, dim3 block,
+			     size_t smem, Args... args)
+{
+	return kern_launch_pdl_smem(&kern_pdl_small, who, stream, kernel, grid, block, smem, args...);
 }
 
 static inline cudaStream_t kern_stream(void *s) { return (cudaStream_t)s; }

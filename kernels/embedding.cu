@@ -13,6 +13,7 @@ __global__ void embedding_kernel(float *__restrict__ out, const T *__restrict__ 
 				 const int32_t *__restrict__ tokens, int dim, int row0,
 				 int vocab_rows)
 {
+	kern_pdl_start();
 	int i = blockIdx.x;
 	int r = tokens[i] - row0;
 	float *o = out + (size_t)i * dim;
@@ -43,14 +44,10 @@ static int embedding_launch(float *out, const void *table, const int32_t *tokens
 			    int row0, int vocab_rows, cudaStream_t st)
 {
 	bool vec = dim % KERN_VEC == 0 && kern_aligned16(out) && kern_aligned16(table);
-	if (vec)
-		embedding_kernel<T, true><<<n, block_for(dim / KERN_VEC), 0, st>>>(
-			out, (const T *)table, tokens, dim, row0, vocab_rows);
-	else
-		embedding_kernel<T, false><<<n, block_for(dim), 0, st>>>(
-			out, (const T *)table, tokens, dim, row0, vocab_rows);
-	CUDA_TRY_LAUNCH();
-	return SL_OK;
+	auto kernel = vec ? embedding_kernel<T, true> : embedding_kernel<T, false>;
+	return kern_launch_small("embedding", st, kernel, dim3(n), dim3(block_for(vec ? dim / KERN_VEC
+										    : dim)),
+				 0, out, (const T *)table, tokens, dim, row0, vocab_rows);
 }
 
 extern "C" int kern_embedding_cuda(float *out, const void *table, const int32_t *tokens, int n,

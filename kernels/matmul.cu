@@ -81,9 +81,10 @@ static int blas_init(kern_blas *b, void *stream)
 	return SL_OK;
 }
 
-/* Off by default: PDL measured no gain on the 7B decode step while the
- * kernels before the GEMV do not use it themselves (bench/gemv.cu, "all
- * PDL"). */
+/* The backend turns it on with the small kernels' switch (kernels/pdl.h;
+ * SL_PDL=0 turns both off): alone it measured no gain on the 7B decode
+ * step (bench/gemv.cu, "all PDL"), with them 4-8% on the quantized
+ * formats (docs/benchmarks.md). */
 extern "C" void kern_blas_set_pdl(kern_blas *b, int on)
 {
 	b->pdl = on && b->cc_major >= 9;

@@ -2,9 +2,12 @@
  * rmsnorm.cu — CUDA RMSNorm and residual-add + RMSNorm. One block per row:
  * a first pass accumulates the sum of squares (and, fused, writes the
  * updated fp32 residual), a block reduction gives 1/rms, a second pass
- * writes out = x * inv * w in the storage dtype. The second pass re-reads
- * the row from L1/L2 rather than holding it in registers, so any width
- * works with one kernel. Semantics: kernels/rmsnorm.c.
+ * writes out = x * inv * w in the storage dtype. Rows of up to 4 vectors
+ * of 8 per thread (8192 wide at 256 threads) stay in registers
+ * (norm_reg_kernel): x, delta and w are loaded in one round trip, which
+ * is what a decode step's single row waits for. Wider or unaligned rows
+ * take norm_kernel, whose second pass re-reads the row from L1/L2, so any
+ * width works. Semantics: kernels/rmsnorm.c.
  */
 #include "cuda_util.cuh"
 #include "rmsnorm.h"
@@ -18,6 +21,7 @@ __global__ void __launch_bounds__(NORM_THREADS)
 	norm_kernel(float *__restrict__ x, const T *__restrict__ delta, const T *__restrict__ w,
 		    T *__restrict__ out, int dim, float eps)
 {
+	kern_pdl_start();
 	size_t base = (size_t)blockIdx.x * dim;
 	float *xr = x + base;
 	float ss = 0;
@@ -70,6 +74,61 @@ __global__ void __launch_bounds__(NORM_THREADS)
 	}
 }
 
+/* As norm_kernel (VEC), the row held in registers: R vectors of 8 per
+ * thread, vector r at element 8 * (threadIdx.x + r * blockDim.x). */
+template <typename T, bool ADD, int R>
+__global__ void __launch_bounds__(NORM_THREADS)
+	norm_reg_kernel(float *__restrict__ x, const T *__restrict__ delta, const T *__restrict__ w,
+			T *__restrict__ out, int dim, float eps)
+{
+	kern_pdl_start();
+	size_t base = (size_t)blockIdx.x * dim;
+	float *xr = x + base;
+	float v[R][8], g[R][8], ss = 0;
+#pragma unroll
+	for (int r = 0; r < R; r++) {
+		int j = (threadIdx.x + r * blockDim.x) * KERN_VEC;
+		if (j >= dim)
+			continue;
+		kern_load8f(xr + j, v[r]);
+		if (w)
+			kern_load8(w + j, g[r]);
+		if (ADD) {
+			float d[8];
+			kern_load8(delta + base + j, d);
+#pragma unroll
+			for (int k = 0; k < 8; k++)
+				v[r][k] += d[k];
+			kern_store8f(xr + j, v[r]);
+		}
+#pragma unroll
+		for (int k = 0; k < 8; k++)
+			ss += v[r][k] * v[r][k];
+	}
+	if (w == nullptr) /* uniform over the block */
+		return;
+	ss = kern_block_sum(ss);
+	float inv = 1.0f / sqrtf(ss / (float)dim + eps);
+#pragma unroll
+	for (int r = 0; r < R; r++) {
+		int j = (threadIdx.x + r * blockDim.x) * KERN_VEC;
+		if (j >= dim)
+			continue;
+#pragma unroll
+		for (int k = 0; k < 8; k++)
+			v[r][k] = v[r][k] * inv * g[r][k];
+		kern_store8(out + base + j, v[r]);
+	}
+}
+
+template <typename T, bool ADD, int R>
+static int norm_reg_launch(float *x, const void *delta, const void *w, void *out, int n, int dim,
+			   float eps, int threads, cudaStream_t st)
+{
+	return kern_launch_small("rmsnorm", st, norm_reg_kernel<T, ADD, R>, dim3(n), dim3(threads), 0,
+				 x, (const T *)delta, (const T *)w, (T *)out, dim, eps);
+}
+
 template <typename T, bool ADD>
 static int norm_launch(float *x, const void *delta, const void *w, void *out, int n, int dim,
 		       float eps, cudaStream_t st)
@@ -78,14 +137,16 @@ static int norm_launch(float *x, const void *delta, const void *w, void *out, in
 		   kern_aligned16(w) && kern_aligned16(out);
 	int work = vec ? dim / KERN_VEC : dim;
 	int threads = work >= NORM_THREADS ? NORM_THREADS : (work + 31) / 32 * 32;
-	if (vec)
-		norm_kernel<T, true, ADD><<<n, threads, 0, st>>>(x, (const T *)delta, (const T *)w,
-								  (T *)out, dim, eps);
-	else
-		norm_kernel<T, false, ADD><<<n, threads, 0, st>>>(x, (const T *)delta, (const T *)w,
-								   (T *)out, dim, eps);
-	CUDA_TRY_LAUNCH();
-	return SL_OK;
+	int per = vec ? (work + threads - 1) / threads : 0; /* vectors per thread */
+	if (per == 1)
+		return norm_reg_launch<T, ADD, 1>(x, delta, w, out, n, dim, eps, threads, st);
+	if (per == 2)
+		return norm_reg_launch<T, ADD, 2>(x, delta, w, out, n, dim, eps, threads, st);
+	if (per >= 3 && per <= 4)
+		return norm_reg_launch<T, ADD, 4>(x, delta, w, out, n, dim, eps, threads, st);
+	auto kernel = vec ? norm_kernel<T, true, ADD> : norm_kernel<T, false, ADD>;
+	return kern_launch_small("rmsnorm", st, kernel, dim3(n), dim3(threads), 0, x,
+				 (const T *)delta, (const T *)w, (T *)out, dim, eps);
 }
 
 template <typename T>

@@ -1,8 +1,9 @@
 /*
- * rope.cu — CUDA RoPE fused with the paged KV-cache write. One block per
- * token: the block computes cos/sin of position * inv_freq[i] once into
- * shared memory (fp32, cosf/sinf as the reference does), then rotates every
- * q and k head in place (rotate_half: element i pairs with i + head_dim/2)
+ * rope.cu — CUDA RoPE fused with the paged KV-cache write. A row of blocks
+ * per token (gridDim.y of them share its heads, so a decode step's single
+ * token is not one block's sequential work): each computes cos/sin of
+ * position * inv_freq[i] into shared memory (fp32, cosf/sinf as the
+ * reference does), then rotates its share of the q and k heads in place (rotate_half: element i pairs with i + head_dim/2)
  * and stores the rotated k and the unchanged v at the token's cache slot.
  * k is also left rotated in qkv, exactly as kern_rope_kv_write_cpu leaves
  * it, so both backends hold the same qkv afterwards (a few extra bytes per
@@ -18,6 +19,7 @@
 #include "rope.h"
 
 #define ROPE_THREADS 128
+#define ROPE_MAX_Y 16 /* blocks per token */
 
 /* kern_kv_offset (paged.h) on the device. */
 __device__ __forceinline__ long kv_offset(int slot, int kv_head, int n_kv_heads, int block_tokens,
@@ -66,6 +68,7 @@ __global__ void __launch_bounds__(ROPE_THREADS)
 		       const float *__restrict__ inv_freq)
 {
 	extern __shared__ float trig[]; /* cos [half] then sin [half] */
+	kern_pdl_start();
 	int t = blockIdx.x, half = head_dim / 2;
 	float *cs = trig, *sn = trig + half;
 	float pos = (float)positions[t];
@@ -84,7 +87,8 @@ __global__ void __launch_bounds__(ROPE_THREADS)
 	int rot_units = (n_heads + n_kv_heads) * per_head;
 	int v_units = n_kv_heads * (head_dim / V);
 
-	for (int u = threadIdx.x; u < rot_units + v_units; u += blockDim.x) {
+	for (int u = blockIdx.y * blockDim.x + threadIdx.x; u < rot_units + v_units;
+	     u += gridDim.y * blockDim.x) {
 		if (u < rot_units) {
 			int h = u / per_head, i = (u - h * per_head) * V;
 			T *x = row + h * head_dim;
@@ -139,18 +143,19 @@ __global__ void __launch_bounds__(ROPE_THREADS)
 }
 
 template <typename T, typename C>
-static void rope_launch_c(bool vec, void *qkv, void *k_cache, void *v_cache,
-			  const kern_paged_batch *b, int n_heads, int n_kv_heads, int head_dim,
-			  const float *inv_freq, size_t smem, cudaStream_t st)
+static int rope_launch_c(bool vec, void *qkv, void *k_cache, void *v_cache,
+			 const kern_paged_batch *b, int n_heads, int n_kv_heads, int head_dim,
+			 const float *inv_freq, size_t smem, cudaStream_t st)
 {
-	if (vec)
-		rope_kv_kernel<T, C, 8><<<b->n_tokens, ROPE_THREADS, smem, st>>>(
-			(T *)qkv, (C *)k_cache, (C *)v_cache, b->positions, b->slots, n_heads,
-			n_kv_heads, head_dim, b->block_tokens, inv_freq);
-	else
-		rope_kv_kernel<T, C, 1><<<b->n_tokens, ROPE_THREADS, smem, st>>>(
-			(T *)qkv, (C *)k_cache, (C *)v_cache, b->positions, b->slots, n_heads,
-			n_kv_heads, head_dim, b->block_tokens, inv_freq);
+	auto kernel = vec ? rope_kv_kernel<T, C, 8> : rope_kv_kernel<T, C, 1>;
+	/* one unit of work per thread (at most ROPE_MAX_Y blocks a token) */
+	int v = vec ? 8 : 1, units = (n_heads + n_kv_heads) * (head_dim / 2 / v) +
+				      n_kv_heads * (head_dim / v);
+	int y = (units + ROPE_THREADS - 1) / ROPE_THREADS;
+	y = y < 1 ? 1 : y > ROPE_MAX_Y ? ROPE_MAX_Y : y;
+	return kern_launch_small("rope_kv", st, kernel, dim3(b->n_tokens, y), dim3(ROPE_THREADS), smem,
+				 (T *)qkv, (C *)k_cache, (C *)v_cache, b->positions, b->slots,
+				 n_heads, n_kv_heads, head_dim, b->block_tokens, inv_freq);
 }
 
 template <typename T>
@@ -165,13 +170,10 @@ static int rope_launch(void *qkv, void *k_cache, void *v_cache, const kern_paged
 		   kern_aligned16(v_cache);
 	size_t smem = sizeof(float) * 2 * (half > 0 ? half : 1);
 	if (kv_fp8)
-		rope_launch_c<T, uint8_t>(vec, qkv, k_cache, v_cache, b, n_heads, n_kv_heads, head_dim,
-					  inv_freq, smem, st);
-	else
-		rope_launch_c<T, T>(vec, qkv, k_cache, v_cache, b, n_heads, n_kv_heads, head_dim,
-				    inv_freq, smem, st);
-	CUDA_TRY_LAUNCH();
-	return SL_OK;
+		return rope_launch_c<T, uint8_t>(vec, qkv, k_cache, v_cache, b, n_heads, n_kv_heads,
+						 head_dim, inv_freq, smem, st);
+	return rope_launch_c<T, T>(vec, qkv, k_cache, v_cache, b, n_heads, n_kv_heads, head_dim,
+				   inv_freq, smem, st);
 }
 
 extern "C" int kern_rope_kv_write_cuda(void *qkv, void *k_cache, void *v_cache,

@@ -16,6 +16,7 @@ template <typename T, bool VEC>
 __global__ void silu_mul_kernel(T *__restrict__ out, const T *__restrict__ gate_up, long n,
 				int hidden)
 {
+	kern_pdl_start();
 	int width = VEC ? hidden / KERN_VEC : hidden; /* units per row */
 	long total = n * width;
 	for (long u = (long)blockIdx.x * blockDim.x + threadIdx.x; u < total;
@@ -47,14 +48,9 @@ static int silu_mul_launch(void *out, const void *gate_up, int n, int hidden, cu
 	long blocks = (units + threads - 1) / threads;
 	if (blocks > 65535L * 8) /* grid-stride beyond this: enough to fill any GPU */
 		blocks = 65535L * 8;
-	if (vec)
-		silu_mul_kernel<T, true><<<(unsigned)blocks, threads, 0, st>>>(
-			(T *)out, (const T *)gate_up, n, hidden);
-	else
-		silu_mul_kernel<T, false><<<(unsigned)blocks, threads, 0, st>>>(
-			(T *)out, (const T *)gate_up, n, hidden);
-	CUDA_TRY_LAUNCH();
-	return SL_OK;
+	auto kernel = vec ? silu_mul_kernel<T, true> : silu_mul_kernel<T, false>;
+	return kern_launch_small("silu_mul", st, kernel, dim3((unsigned)blocks), dim3(threads), 0,
+				 (T *)out, (const T *)gate_up, (long)n, hidden);
 }
 
 extern "C" int kern_silu_mul_cuda(void *out, const void *gate_up, int n, int hidden, sl_dtype dt,

@@ -54,6 +54,7 @@ int node_backend_cuda_check(const node_backend_limits *lim, char *err, size_t er
 #include "checks.h"
 #include "embedding.h"
 #include "matmul.h"
+#include "pdl.h"
 #include "quant.h"
 #include "random.h"
 #include "rmsnorm.h"
@@ -557,18 +558,20 @@ static const node_backend_ops cuda_ops = {
 
 /* The environment switches (docs/cuda.md), read once here rather than on
  * every step: SL_NO_GRAPHS (any value) runs decode steps without CUDA
- * graphs, for comparisons and profiles; SL_PDL=1 launches the decode GEMV
- * as a programmatic dependent (sm_90 and later). */
-static void read_switches(cuda_impl *c)
+ * graphs, for comparisons and profiles; SL_PDL=0 turns off programmatic
+ * dependent launch of the GEMVs and the step's small kernels (on by
+ * default on sm_90 and later: kernels/pdl.h). */
+static void read_switches(cuda_impl *c, int cc_major)
 {
 	const char *pdl = getenv("SL_PDL");
 	c->no_graphs = getenv("SL_NO_GRAPHS") != NULL;
-	c->pdl = pdl && !strcmp(pdl, "1");
+	c->pdl = !(pdl && !strcmp(pdl, "0"));
 	kern_blas_set_pdl(c->blas, c->pdl);
+	kern_pdl_enable(c->pdl && cc_major >= 9);
 	if (c->no_graphs)
 		SL_INFO("cuda", "SL_NO_GRAPHS: decode steps run without CUDA graphs");
-	if (pdl && !strcmp(pdl, "1"))
-		SL_INFO("cuda", "SL_PDL=1: the decode GEMV launches as a programmatic dependent");
+	if (!c->pdl)
+		SL_INFO("cuda", "SL_PDL=0: no programmatic dependent launches");
 }
 
 int node_backend_cuda_create(int device, sl_dtype dtype, node_backend **out, char *err,
@@ -606,7 +609,7 @@ int node_backend_cuda_create(int device, sl_dtype dtype, node_backend **out, cha
 	}
 	SL_INFO("cuda", "device %d: %s, %.1f GiB, %s", c->device, c->name,
 		prop.totalGlobalMem / 1073741824.0, sl_dtype_name(dtype));
-	read_switches(c);
+	read_switches(c, prop.major);
 	*out = be;
 	return SL_OK;
 }

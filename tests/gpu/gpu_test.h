@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "dtype.h"
+#include "pdl.h"
 #include "rng.h"
 
 /* A CUDA runtime call that must succeed (test setup, not the code under test). */
@@ -45,11 +46,21 @@
 
 static uint64_t gt_state;
 
+/* Programmatic dependent launch, as the backend decides it: on unless SL_PDL=0. */
+static inline int gt_pdl_on(void)
+{
+	const char *pdl = getenv("SL_PDL");
+	return !(pdl && !strcmp(pdl, "0"));
+}
+
 /* Seed from SL_TEST_SEED when set (replay), else time(NULL); printed. */
 static inline uint64_t gt_seed_from_env(void)
 {
 	const char *s = getenv("SL_TEST_SEED");
 	uint64_t seed = s ? strtoull(s, NULL, 0) : (uint64_t)time(NULL);
+	/* the step's small kernels launch as programmatic dependents as the
+	 * backend launches them: unless SL_PDL=0 (kernels/pdl.h) */
+	kern_pdl_enable(gt_pdl_on());
 	printf("gpu kernel tests: seed %llu (replay with SL_TEST_SEED=%llu)\n",
 	       (unsigned long long)seed, (unsigned long long)seed);
 	fflush(stdout);

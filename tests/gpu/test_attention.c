@@ -32,6 +32,7 @@
 
 #include "attention.h"
 #include "dtype.h"
+#include "pdl.h"
 #include "quant.h"
 #include "rng.h"
 #include "sl.h"
@@ -553,6 +554,8 @@ int main(void)
 		fprintf(stderr, "test_attention: no CUDA device\n");
 		return 1;
 	}
+	const char *pdl = getenv("SL_PDL"); /* as the backend launches them (kernels/pdl.h) */
+	kern_pdl_enable(!(pdl && !strcmp(pdl, "0")));
 	struct cudaDeviceProp prop;
 	cudaGetDeviceProperties(&prop, 0);
 	printf("test_attention: seed %u (SL_TEST_SEED=%u repeats), device %s\n", g_seed, g_seed,

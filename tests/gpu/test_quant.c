@@ -139,8 +139,7 @@ static kern_qblas *qblas_make(void *stream)
 	kern_qblas_config cfg = {.max_tokens = 2048, .max_cols = 11008};
 	kern_qblas *qb = NULL;
 	ck_assert_int_eq(kern_qblas_create(stream, &cfg, &qb), 0);
-	const char *pdl = getenv("SL_PDL");
-	kern_qblas_set_pdl(qb, pdl && !strcmp(pdl, "1"));
+	kern_qblas_set_pdl(qb, gt_pdl_on());
 	return qb;
 }
 
