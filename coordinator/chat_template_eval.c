@@ -275,8 +275,11 @@ static tmpl_val eval_binop(tmpl_ctx *c, const tmpl_node *e)
 				tmpl_fail_oom(c, e);
 				return tv_undef(NULL);
 			}
-			memcpy(p, a.u.s.p, a.u.s.n);
-			memcpy(p + a.u.s.n, b.u.s.p, b.u.s.n);
+			/* an empty operand may have no buffer: memcpy wants one */
+			if (a.u.s.n)
+				memcpy(p, a.u.s.p, a.u.s.n);
+			if (b.u.s.n)
+				memcpy(p + a.u.s.n, b.u.s.p, b.u.s.n);
 			return tv_str(p, a.u.s.n + b.u.s.n);
 		}
 		if (a.k == V_LIST && b.k == V_LIST && a.u.l->tuple == b.u.l->tuple) {
@@ -286,8 +289,10 @@ static tmpl_val eval_binop(tmpl_ctx *c, const tmpl_node *e)
 				return tv_undef(NULL);
 			}
 			l->tuple = a.u.l->tuple;
-			memcpy(l->it, a.u.l->it, (size_t)a.u.l->n * sizeof *l->it);
-			memcpy(l->it + a.u.l->n, b.u.l->it, (size_t)b.u.l->n * sizeof *l->it);
+			if (a.u.l->n) /* an empty list has no items array (nor, then, l) */
+				memcpy(l->it, a.u.l->it, (size_t)a.u.l->n * sizeof *l->it);
+			if (b.u.l->n)
+				memcpy(l->it + a.u.l->n, b.u.l->it, (size_t)b.u.l->n * sizeof *l->it);
 			tmpl_val v = {.k = V_LIST};
 			v.u.l = l;
 			return v;

@@ -464,6 +464,29 @@ START_TEST(test_template_reject_without_arguments)
 }
 END_TEST
 
+/* libFuzzer (chat_template, 2.2M executions into the run after that fix):
+ * two empty sequences added ('[] + []', here an empty reject result and
+ * an empty tuple) called memcpy with the empty list's NULL items array,
+ * undefined behaviour for UBSan though zero bytes were copied. */
+START_TEST(test_template_add_empty_lists)
+{
+	static const char src[] = "{{ ([1] | reject | list) + [] }}{{ (() + ()) | length }}{{ '' + '' }}";
+	coord_tmpl *t = NULL;
+	g_err[0] = 0;
+	ck_assert_msg(coord_tmpl_compile(src, strlen(src), "fuzz", &t, g_err, sizeof g_err) == 0,
+		      "compile: %s", g_err);
+	coord_chat_msg m = {0};
+	char *out = NULL;
+	size_t len = 0;
+	int rc = coord_tmpl_render(t, &m, 0, NULL, &out, &len, g_err, sizeof g_err);
+	ck_assert_msg(rc == 0, "render: %s", g_err);
+	ck_assert_msg(len == 3 && !memcmp(out, "[]0", 3), "rendered '%.*s', want '[]0'", (int)len,
+		      out ? out : "");
+	free(out);
+	coord_tmpl_destroy(t);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *su = suite_create("fuzz_regress");
@@ -480,6 +503,7 @@ int main(void)
 	tcase_add_test(tc, test_gguf_tokenizer_without_merges);
 	tcase_add_test(tc, test_template_slice_in_tuple_subscript);
 	tcase_add_test(tc, test_template_reject_without_arguments);
+	tcase_add_test(tc, test_template_add_empty_lists);
 	suite_add_tcase(su, tc);
 	SRunner *sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);
