@@ -1,7 +1,7 @@
 /*
  * route.c — which live group gets a queued request: among the groups
  * serving its model that can hold it (context, KV capacity, vocabulary)
- * and have room (fewer requests assigned than they run plus hold), by
+ * and have room (fewer requests held than they run plus hold), by
  * default the best blend of the prompt prefix the group has cached (its
  * reported block hashes, prefix.h) and its load, passing over groups far
  * busier than the least loaded; with --route load the least loaded
@@ -41,8 +41,19 @@ static int fits(const coord_group *g, const coord_req *r)
 
 static int usable(const coord_group *g) { return !g->lost && !g->draining; }
 
+/* Requests the group holds: ours, or what its last Load says when that is
+ * more (a group registered with both coordinators of a standby pair may
+ * still run the other's; docs/protocol.md). */
+static int occupied(const coord_group *g)
+{
+	int told = g->running + g->waiting;
+	return g->assigned > told ? g->assigned : told;
+}
+
+static int has_room(const coord_group *g) { return occupied(g) < g->max_running + g->max_waiting; }
+
 /* Outstanding work per running slot; lower is less loaded. */
-static double load(const coord_group *g) { return (double)g->assigned / g->max_running; }
+static double load(const coord_group *g) { return (double)occupied(g) / g->max_running; }
 
 /* The prefix route's load: outstanding work per running slot plus the
  * share of the KV pool in use (cached blocks nobody uses count free). */
@@ -81,7 +92,7 @@ static int eligible(const coord_group *g, const coord_req *r, int *any_live, int
 	if (!fits(g, r))
 		return 0;
 	*any_fit = 1;
-	return g->assigned < g->max_running + g->max_waiting;
+	return has_room(g);
 }
 
 /* The group for r, or NULL; *cached: the prompt tokens it holds. */
@@ -175,7 +186,7 @@ static int any_room(const coord *c)
 {
 	for (int i = 0; i < c->n_groups; i++) {
 		const coord_group *g = c->groups[i];
-		if (usable(g) && g->assigned < g->max_running + g->max_waiting)
+		if (usable(g) && has_room(g))
 			return 1;
 	}
 	return 0;
