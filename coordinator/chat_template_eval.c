@@ -245,7 +245,7 @@ static tmpl_val repeat(tmpl_ctx *c, const tmpl_node *e, const tmpl_val *s, int64
 		return tv_undef(NULL);
 	}
 	l->tuple = src->tuple;
-	for (int64_t i = 0; i < k; i++)
+	for (int64_t i = 0; src->n && i < k; i++) /* an empty list has no items array */
 		memcpy(l->it + i * src->n, src->it, (size_t)src->n * sizeof *l->it);
 	tmpl_val r = {.k = V_LIST};
 	r.u.l = l;
