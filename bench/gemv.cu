@@ -70,9 +70,11 @@ static int call_cublas(const T *w, int n, const shape &s)
 
 template <int KS, int U> static int call_gemv(const T *w, int n, const shape &s)
 {
+	const kern_epi_dev e = kern_epi_of(nullptr, s.out_dim, nullptr); /* plain stores */
 	if (s.f32)
-		return gemv_run<T, float, KS, U>(g_b, (float *)g_out, g_x, w, n, s.in_dim, s.out_dim);
-	return gemv_run<T, T, KS, U>(g_b, (T *)g_out, g_x, w, n, s.in_dim, s.out_dim);
+		return gemv_run<T, float, KS, U>(g_b, (float *)g_out, g_x, w, n, s.in_dim, s.out_dim,
+						 e);
+	return gemv_run<T, T, KS, U>(g_b, (T *)g_out, g_x, w, n, s.in_dim, s.out_dim, e);
 }
 
 __global__ void empty_kernel() {}

@@ -23,7 +23,10 @@
 #include <cublas_v2.h>
 #include <stdlib.h>
 
+#include <type_traits>
+
 #include "cuda_util.cuh"
+#include "epilogue.cuh"
 #include "matmul.h"
 #include "mma.cuh"
 
@@ -52,6 +55,7 @@ struct kern_blas {
 	int sm_count;    /* streaming multiprocessors: sizes the GEMV's split-K */
 	int cc_major;    /* compute capability: PDL needs 9 or more */
 	bool pdl;        /* launch the GEMV as a programmatic dependent (sm_90+) */
+	unsigned *counter; /* device: the fused add + norm's blocks done (epilogue.cuh) */
 };
 
 extern "C" void kern_blas_destroy(kern_blas *b)
@@ -62,6 +66,8 @@ extern "C" void kern_blas_destroy(kern_blas *b)
 		cublasDestroy(b->handle);
 	if (b->workspace)
 		cudaFree(b->workspace);
+	if (b->counter)
+		cudaFree(b->counter);
 	free(b);
 }
 
@@ -75,6 +81,8 @@ static int blas_init(kern_blas *b, void *stream)
 	CUBLAS_TRY(cublasCreate(&b->handle));
 	CUBLAS_TRY(cublasSetStream(b->handle, b->stream));
 	CUDA_TRY(cudaMalloc(&b->workspace, BLAS_WORKSPACE_BYTES));
+	CUDA_TRY(cudaMalloc(&b->counter, sizeof *b->counter));
+	CUDA_TRY(cudaMemset(b->counter, 0, sizeof *b->counter));
 	CUBLAS_TRY(cublasSetWorkspace(b->handle, b->workspace, BLAS_WORKSPACE_BYTES));
 	/* results must not depend on what else runs: no atomics-based split-K */
 	CUBLAS_TRY(cublasSetAtomicsMode(b->handle, CUBLAS_ATOMICS_NOT_ALLOWED));
@@ -150,15 +158,17 @@ extern "C" int kern_blas_create(void *stream, kern_blas **out)
  * kernel may still be writing it while this one starts, so its loads must
  * stay ordinary coherent loads after the wait (no ld.global.nc).
  */
-template <typename T, typename OutT, int KSPLIT, int UNROLL>
+template <typename T, typename OutT, int KSPLIT, int UNROLL, int EPI>
 __global__ void __launch_bounds__(KSPLIT * 32)
 	gemv_kernel(OutT *__restrict__ out, const T *x, const T *__restrict__ w, int n, int in_dim,
-		    int out_dim, int chunks_per_split)
+		    int out_dim, int chunks_per_split, kern_epi_dev e)
 {
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	const int g = lane >> 2, c = lane & 3;
-	const int row_a = blockIdx.x * GEMV_ROWS + g, row_b = row_a + 8;
-	const bool ok_a = row_a < out_dim, ok_b = row_b < out_dim, ok_x = g < n;
+	int row_a, row_b;
+	bool ok_a, ok_b;
+	kern_epi_rows<EPI>(e, out_dim, blockIdx.x, g, &row_a, &row_b, &ok_a, &ok_b);
+	const bool ok_x = g < n;
 	const int n_vec = in_dim / KERN_VEC; /* 16-byte vectors per row */
 	const int n_chunk = (n_vec + 3) / 4;
 	const int ch_begin = blockIdx.y * chunks_per_split;
@@ -218,20 +228,33 @@ __global__ void __launch_bounds__(KSPLIT * 32)
 			for (int i = 0; i < 4; i++)
 				part[warp - 1][lane][i] = acc[i];
 		__syncthreads();
+		if (warp > 0 && EPI == KERN_EPI_STORE)
+			return;
+		if (warp == 0)
+			for (int k = 0; k < KSPLIT - 1; k++)
+#pragma unroll
+				for (int i = 0; i < 4; i++)
+					acc[i] += part[k][lane][i];
+	}
+	/* accumulator i: row a (i < 2) or b, token 2c + (i & 1). Fused
+	 * epilogues (OutT == T, one split) store through kernels/epilogue.cuh;
+	 * ADD_NORM's last block then needs every warp. */
+	if constexpr (EPI == KERN_EPI_STORE) {
 		if (warp > 0)
 			return;
-		for (int k = 0; k < KSPLIT - 1; k++)
+		OutT *o = out + (size_t)blockIdx.y * n * out_dim;
 #pragma unroll
-			for (int i = 0; i < 4; i++)
-				acc[i] += part[k][lane][i];
-	}
-	/* accumulator i: row g (+ 8 for i >= 2), token 2c + (i & 1) */
-	OutT *o = out + (size_t)blockIdx.y * n * out_dim;
-#pragma unroll
-	for (int i = 0; i < 4; i++) {
-		int row = (i < 2 ? row_a : row_b), tok = 2 * c + (i & 1);
-		if (row < out_dim && tok < n)
-			o[(size_t)tok * out_dim + row] = kern_from_f32<OutT>(acc[i]);
+		for (int i = 0; i < 4; i++) {
+			int row = (i < 2 ? row_a : row_b), tok = 2 * c + (i & 1);
+			if (row < out_dim && tok < n)
+				o[(size_t)tok * out_dim + row] = kern_from_f32<OutT>(acc[i]);
+		}
+	} else {
+		if (warp == 0)
+			kern_epi_store<T, EPI>(e, reinterpret_cast<T *>(out), out_dim, n, row_a, row_b,
+					       ok_a, ok_b, 2 * c, acc);
+		if constexpr (EPI == KERN_EPI_ADD_NORM)
+			kern_epi_finish<T>(e, out_dim, n);
 	}
 }
 
@@ -257,14 +280,19 @@ static int gemv_launch(kern_blas *b, K kernel, dim3 grid, dim3 block, Args... ar
 	return kern_launch_pdl(&b->pdl, "matmul", b->stream, kernel, grid, block, args...);
 }
 
+/* A fused epilogue that cannot run (the columns split across blocks):
+ * nothing launched, the caller runs the unfused pair. */
+#define GEMV_UNFUSED 1
+
 /* The GEMV with a given block shape. Splits in_dim across blocks only when
  * the 16-row tiles alone leave SMs idle (out_dim < 16 * sm_count: tensor-
  * parallel shards, small test shapes), keeping every split at least one
- * full round of the block's warps. */
+ * full round of the block's warps. A fused epilogue needs one split. */
 template <typename T, typename OutT, int KSPLIT, int UNROLL>
-static int gemv_run(kern_blas *b, OutT *out, const T *x, const T *w, int n, int in_dim, int out_dim)
+static int gemv_run(kern_blas *b, OutT *out, const T *x, const T *w, int n, int in_dim, int out_dim,
+		    const kern_epi_dev &e)
 {
-	int tiles = (out_dim + GEMV_ROWS - 1) / GEMV_ROWS;
+	int tiles = kern_epi_tiles(e, out_dim);
 	int n_chunk = (in_dim / KERN_VEC + 3) / 4;
 	int splits = 1;
 	if (tiles < b->sm_count) {
@@ -281,12 +309,24 @@ static int gemv_run(kern_blas *b, OutT *out, const T *x, const T *w, int n, int 
 	int per = (n_chunk + splits - 1) / splits;
 	splits = (n_chunk + per - 1) / per;
 	dim3 grid(tiles, splits), block(KSPLIT * 32);
-	if (splits == 1)
-		return gemv_launch(b, gemv_kernel<T, OutT, KSPLIT, UNROLL>, grid, block, out, x, w, n,
-				   in_dim, out_dim, per);
+	if (splits > 1 && e.kind != KERN_EPI_STORE)
+		return GEMV_UNFUSED;
+	if (splits == 1) {
+		if constexpr (std::is_same<OutT, T>::value) { /* fused: run-dtype outputs only */
+			if (e.kind == KERN_EPI_SWIGLU)
+				return gemv_launch(b, gemv_kernel<T, T, KSPLIT, UNROLL, KERN_EPI_SWIGLU>,
+						   grid, block, out, x, w, n, in_dim, out_dim, per, e);
+			if (e.kind == KERN_EPI_ADD_NORM)
+				return gemv_launch(b,
+						   gemv_kernel<T, T, KSPLIT, UNROLL, KERN_EPI_ADD_NORM>,
+						   grid, block, out, x, w, n, in_dim, out_dim, per, e);
+		}
+		return gemv_launch(b, gemv_kernel<T, OutT, KSPLIT, UNROLL, KERN_EPI_STORE>, grid,
+				   block, out, x, w, n, in_dim, out_dim, per, e);
+	}
 	float *part = (float *)b->workspace;
-	int rc = gemv_launch(b, gemv_kernel<T, float, KSPLIT, UNROLL>, grid, block, part, x, w, n,
-			     in_dim, out_dim, per);
+	int rc = gemv_launch(b, gemv_kernel<T, float, KSPLIT, UNROLL, KERN_EPI_STORE>, grid, block,
+			     part, x, w, n, in_dim, out_dim, per, e);
 	if (rc)
 		return rc;
 	size_t count = (size_t)n * out_dim;
@@ -312,16 +352,22 @@ static bool gemv_fits(const void *x, const void *w, int n, int in_dim, int out_d
 
 template <typename T>
 static int gemv_dispatch(kern_blas *b, void *out, bool f32_out, const void *x, const void *w,
-			 int n, int in_dim, int out_dim)
+			 int n, int in_dim, int out_dim, const kern_epi_dev &e)
 {
-	if (f32_out)
-		return gemv_run<T, float, GEMV_KSPLIT, GEMV_UNROLL>(b, (float *)out, (const T *)x,
-								     (const T *)w, n, in_dim, out_dim);
+	if (f32_out) /* the LM head: never fused */
+		return gemv_run<T, float, GEMV_KSPLIT, GEMV_UNROLL>(
+			b, (float *)out, (const T *)x, (const T *)w, n, in_dim, out_dim, e);
 	return gemv_run<T, T, GEMV_KSPLIT, GEMV_UNROLL>(b, (T *)out, (const T *)x, (const T *)w, n,
-							 in_dim, out_dim);
+							 in_dim, out_dim, e);
 }
 
 /* ---- entry points ---- */
+
+static int gemv_call(kern_blas *b, void *out, const void *x, const void *w, int n, int in_dim,
+		     int out_dim, sl_dtype dt, const kern_epi_dev &e)
+{
+	KERN_DISPATCH_DT(dt, gemv_dispatch, b, out, false, x, w, n, in_dim, out_dim, e);
+}
 
 /* f32_out: out is fp32, else dtype dt like x and w. */
 static int gemm(kern_blas *b, void *out, bool f32_out, const void *x, const void *w, int n,
@@ -337,8 +383,10 @@ static int gemm(kern_blas *b, void *out, bool f32_out, const void *x, const void
 		sl_log(SL_LOG_ERROR, "cublas", "matmul: unsupported dtype %s", sl_dtype_name(dt));
 		return SL_ENOTSUP;
 	}
-	if (gemv_fits(x, w, n, in_dim, out_dim))
-		KERN_DISPATCH_DT(dt, gemv_dispatch, b, out, f32_out, x, w, n, in_dim, out_dim);
+	if (gemv_fits(x, w, n, in_dim, out_dim)) {
+		const kern_epi_dev e = kern_epi_of(nullptr, out_dim, b->counter);
+		KERN_DISPATCH_DT(dt, gemv_dispatch, b, out, f32_out, x, w, n, in_dim, out_dim, e);
+	}
 	cudaDataType out_type = f32_out ? CUDA_R_32F : in_type;
 	const float alpha = 1.0f, beta = 0.0f;
 	CUBLAS_TRY(cublasGemmEx(b->handle, CUBLAS_OP_T, CUBLAS_OP_N, out_dim, n, in_dim, &alpha, w,
@@ -359,4 +407,22 @@ extern "C" int kern_matmul_f32out_cuda(kern_blas *b, float *out, const void *x, 
 				       int n, int in_dim, int out_dim, sl_dtype dt)
 {
 	return gemm(b, out, true, x, w, n, in_dim, out_dim, dt);
+}
+
+/* The GEMV with a fused epilogue (kernels/epilogue.h): *fused 1 when it ran,
+ * 0 when this call takes another path and nothing was launched. */
+extern "C" int kern_matmul_epi_cuda(kern_blas *b, void *out, const void *x, const void *w, int n,
+				    int in_dim, int out_dim, sl_dtype dt, const kern_epi *epi,
+				    int *fused)
+{
+	*fused = 0;
+	if (n <= 0 || out_dim <= 0 || !gemv_fits(x, w, n, in_dim, out_dim) ||
+	    !kern_epi_takes(epi->kind, n) || (epi->kind == KERN_EPI_SWIGLU && out_dim % 2))
+		return SL_OK;
+	const kern_epi_dev e = kern_epi_of(epi, out_dim, b->counter);
+	const int rc = gemv_call(b, out, x, w, n, in_dim, out_dim, dt, e);
+	if (rc == GEMV_UNFUSED)
+		return SL_OK;
+	*fused = rc == SL_OK;
+	return rc;
 }

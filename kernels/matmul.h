@@ -18,6 +18,7 @@ void kern_matmul_cpu_fast(float *out, const float *x, const float *w, int n, int
 
 #ifdef SL_HAVE_CUDA
 #include "dtype.h"
+#include "epilogue.h"
 typedef struct kern_blas kern_blas;    /* cuBLAS handle + workspace */
 int kern_blas_create(void *stream, kern_blas **out);
 void kern_blas_destroy(kern_blas *b);
@@ -31,6 +32,14 @@ int kern_matmul_cuda(kern_blas *b, void *out, const void *x, const void *w, int 
 /* Same with fp32 output (the LM head: logits go to the fp32 sampler). */
 int kern_matmul_f32out_cuda(kern_blas *b, float *out, const void *x, const void *w, int n,
 			    int in_dim, int out_dim, sl_dtype dt);
+/* The decode GEMV with the next small kernel folded in (kernels/epilogue.h:
+ * SwiGLU, residual add + RMSNorm). *fused = 1 when it ran; 0 when the call
+ * is not one for the GEMV (more than 8 tokens, a small or unaligned
+ * layer, columns split across blocks) or ADD_NORM has more than 2 tokens:
+ * nothing was launched and the caller runs kern_matmul_cuda and the
+ * unfused kernel. */
+int kern_matmul_epi_cuda(kern_blas *b, void *out, const void *x, const void *w, int n,
+			 int in_dim, int out_dim, sl_dtype dt, const kern_epi *epi, int *fused);
 #endif
 
 #ifdef __cplusplus

@@ -56,6 +56,7 @@
 #include <type_traits>
 
 #include "cuda_util.cuh"
+#include "epilogue.cuh"
 #include "mma.cuh"
 #include "quant.h"
 
@@ -92,6 +93,7 @@ struct kern_qblas {
 	lt_plan plans[QB_LT_PLANS];
 	int next_plan;
 	bool warned_lt;
+	unsigned *counter;                /* the fused add + norm's blocks done (epilogue.cuh) */
 };
 
 /* ---- device helpers ---- */
@@ -207,7 +209,44 @@ typedef struct qgemv_args {
 	void *out;            /* [n, rows] of T or fp32; fp32 partials [splits][n][rows] */
 	int rows, cols, row_bytes, groups, group, n, chunks_per_split;
 	bool scale_f16, out_f32;
+	kern_epi_dev e;       /* what the product feeds (kernels/epilogue.h); out_f32: STORE */
 } qgemv_args;
+
+/* Warp 0's accumulators, summed over the block: per-row scales, then out. */
+template <typename T, int GM, int NT, int EPI>
+__device__ __forceinline__ void qgemv_store(const qgemv_args &a, float (&acc)[NT][4], int ra,
+					    int rb, int row_a, int row_b, bool ok_a, bool ok_b,
+					    int c)
+{
+	if constexpr (GM == QG_ROW) {
+		const float s_a = q_scale(a.scales, ra, a.scale_f16);
+		const float s_b = q_scale(a.scales, rb, a.scale_f16);
+#pragma unroll
+		for (int j = 0; j < NT; j++) {
+			acc[j][0] *= s_a;
+			acc[j][1] *= s_a;
+			acc[j][2] *= s_b;
+			acc[j][3] *= s_b;
+		}
+	}
+	/* accumulator e: row a (e < 2) or b, token 8 j + 2 c + (e & 1) */
+	float *of = reinterpret_cast<float *>(a.out) + (size_t)blockIdx.y * a.n * a.rows;
+	T *ot = reinterpret_cast<T *>(a.out);
+#pragma unroll
+	for (int j = 0; j < NT; j++) {
+		if (!a.out_f32) {
+			kern_epi_store<T, EPI>(a.e, ot, a.rows, a.n, row_a, row_b, ok_a, ok_b,
+					       8 * j + 2 * c, acc[j]);
+			continue;
+		}
+#pragma unroll
+		for (int e = 0; e < 4; e++) {
+			const int row = e < 2 ? row_a : row_b, tok = 8 * j + 2 * c + (e & 1);
+			if (row < a.rows && tok < a.n)
+				of[(size_t)tok * a.rows + row] = acc[j][e];
+		}
+	}
+}
 
 /*
  * One block: rows [16 blockIdx.x, +16) of W, chunks [blockIdx.y *
@@ -223,7 +262,7 @@ typedef struct qgemv_args {
  * two groups per chunk, lanes c = 0, 1 in the first) splits each MMA by
  * group.
  */
-template <typename T, int FMT, int GM, int NT, int KSPLIT, int UNROLL>
+template <typename T, int FMT, int GM, int NT, int KSPLIT, int UNROLL, int EPI>
 __global__ void __launch_bounds__(KSPLIT * 32, 2) qgemv_kernel(const T *x, qgemv_args a)
 {
 	constexpr int KL = q_geom<FMT>::KL; /* columns per lane per row per chunk */
@@ -233,8 +272,9 @@ __global__ void __launch_bounds__(KSPLIT * 32, 2) qgemv_kernel(const T *x, qgemv
 	constexpr int NH = GM == QG_HALF ? 2 : 1;
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	const int g = lane >> 2, c = lane & 3;
-	const int row_a = blockIdx.x * QG_ROWS + g, row_b = row_a + 8;
-	const bool ok_a = row_a < a.rows, ok_b = row_b < a.rows;
+	int row_a, row_b;
+	bool ok_a, ok_b;
+	kern_epi_rows<EPI>(a.e, a.rows, blockIdx.x, g, &row_a, &row_b, &ok_a, &ok_b);
 	/* rows past the end are never stored: read row 0 instead */
 	const int ra = ok_a ? row_a : 0, rb = ok_b ? row_b : 0;
 	const int n_chunk = (a.row_bytes + QG_CHUNK_BYTES - 1) / QG_CHUNK_BYTES;
@@ -383,42 +423,21 @@ __global__ void __launch_bounds__(KSPLIT * 32, 2) qgemv_kernel(const T *x, qgemv
 				for (int e = 0; e < 4; e++)
 					part[warp - 1][4 * j + e][lane] = acc[j][e];
 		__syncthreads();
-		if (warp > 0)
+		if (warp > 0 && EPI != KERN_EPI_ADD_NORM)
 			return;
-		for (int k = 0; k < KSPLIT - 1; k++)
+		if (warp == 0)
+			for (int k = 0; k < KSPLIT - 1; k++)
 #pragma unroll
-			for (int j = 0; j < NT; j++)
+				for (int j = 0; j < NT; j++)
 #pragma unroll
-				for (int e = 0; e < 4; e++)
-					acc[j][e] += part[k][4 * j + e][lane];
+					for (int e = 0; e < 4; e++)
+						acc[j][e] += part[k][4 * j + e][lane];
 	}
-	if constexpr (GM == QG_ROW) {
-		const float s_a = q_scale(a.scales, ra, a.scale_f16);
-		const float s_b = q_scale(a.scales, rb, a.scale_f16);
-#pragma unroll
-		for (int j = 0; j < NT; j++) {
-			acc[j][0] *= s_a;
-			acc[j][1] *= s_a;
-			acc[j][2] *= s_b;
-			acc[j][3] *= s_b;
-		}
-	}
-	/* accumulator e: row a (e < 2) or b, token 8 j + 2 c + (e & 1) */
-	float *of = reinterpret_cast<float *>(a.out) + (size_t)blockIdx.y * a.n * a.rows;
-	T *ot = reinterpret_cast<T *>(a.out);
-#pragma unroll
-	for (int j = 0; j < NT; j++)
-#pragma unroll
-		for (int e = 0; e < 4; e++) {
-			const int row = e < 2 ? row_a : row_b, tok = 8 * j + 2 * c + (e & 1);
-			if (row < a.rows && tok < a.n) {
-				const size_t o = (size_t)tok * a.rows + row;
-				if (a.out_f32)
-					of[o] = acc[j][e];
-				else
-					ot[o] = kern_from_f32<T>(acc[j][e]);
-			}
-		}
+	if (warp == 0)
+		qgemv_store<T, GM, NT, EPI>(a, acc, ra, rb, row_a, row_b, ok_a, ok_b, c);
+	/* every warp: ADD_NORM's last block normalises with all of them */
+	if constexpr (EPI == KERN_EPI_ADD_NORM)
+		kern_epi_finish<T>(a.e, a.rows, a.n);
 }
 
 /* out[i] = sum over splits s, in order, of part[s][i]. */
@@ -470,6 +489,10 @@ template <int FMT, int GM, int NT> constexpr int qg_unroll()
 			 : 2;
 }
 
+/* A fused epilogue that cannot run (the columns split across blocks):
+ * nothing launched, the caller runs the unfused pair. */
+#define QG_UNFUSED 1
+
 /* The GEMV with a given shape. Splits the columns across blocks only when
  * the 16-row tiles alone leave SMs idle (out_dim < 16 x SMs: tensor-
  * parallel shards, small layers), each split at least one full round of
@@ -477,7 +500,7 @@ template <int FMT, int GM, int NT> constexpr int qg_unroll()
 template <typename T, int FMT, int GM, int NT, int KSPLIT, int UNROLL>
 static int qgemv_run(kern_qblas *qb, qgemv_args a, const T *x)
 {
-	const int tiles = (a.rows + QG_ROWS - 1) / QG_ROWS;
+	const int tiles = kern_epi_tiles(a.e, a.rows);
 	const int n_chunk = (a.row_bytes + QG_CHUNK_BYTES - 1) / QG_CHUNK_BYTES;
 	int splits = 1;
 	if (tiles < qb->sm_count) {
@@ -495,9 +518,22 @@ static int qgemv_run(kern_qblas *qb, qgemv_args a, const T *x)
 	splits = (n_chunk + per - 1) / per;
 	a.chunks_per_split = per;
 	const dim3 grid(tiles, splits), block(KSPLIT * 32);
-	auto kernel = qgemv_kernel<T, FMT, GM, NT, KSPLIT, UNROLL>;
-	if (splits == 1)
+	auto kernel = qgemv_kernel<T, FMT, GM, NT, KSPLIT, UNROLL, KERN_EPI_STORE>;
+	if ((splits > 1 || NT > 1) && a.e.kind != KERN_EPI_STORE)
+		return QG_UNFUSED;
+	if (splits == 1) {
+		if constexpr (NT == 1) { /* fused: up to 8 tokens */
+			if (a.e.kind == KERN_EPI_SWIGLU)
+				return q_launch(qb,
+						qgemv_kernel<T, FMT, GM, NT, KSPLIT, UNROLL, KERN_EPI_SWIGLU>,
+						grid, block, x, a);
+			if (a.e.kind == KERN_EPI_ADD_NORM)
+				return q_launch(
+					qb, qgemv_kernel<T, FMT, GM, NT, KSPLIT, UNROLL, KERN_EPI_ADD_NORM>,
+					grid, block, x, a);
+		}
 		return q_launch(qb, kernel, grid, block, x, a);
+	}
 	qgemv_args p = a;
 	p.out = qb->workspace;
 	p.out_f32 = true;
@@ -561,6 +597,7 @@ static qgemv_args qgemv_args_of(const kern_qweight *w, void *out, bool out_f32, 
 	a.n = n;
 	a.scale_f16 = w->scale_dt == SL_DT_F16;
 	a.out_f32 = out_f32;
+	a.e = kern_epi_of(nullptr, w->rows, nullptr);
 	return a;
 }
 
@@ -855,6 +892,7 @@ extern "C" void kern_qblas_destroy(kern_qblas *qb)
 	cudaFree(qb->workspace);
 	cudaFree(qb->dequant);
 	cudaFree(qb->xq);
+	cudaFree(qb->counter);
 	free(qb);
 }
 
@@ -917,6 +955,8 @@ static int qblas_init(kern_qblas *qb, void *stream, const kern_qblas_config *cfg
 	qb->cc = 10 * major + minor;
 	CUDA_TRY(cudaMalloc(&qb->workspace, QB_WORKSPACE_BYTES));
 	CUDA_TRY(cudaMalloc(&qb->dequant, qb->dequant_bytes));
+	CUDA_TRY(cudaMalloc(&qb->counter, sizeof *qb->counter));
+	CUDA_TRY(cudaMemset(qb->counter, 0, sizeof *qb->counter));
 	CUDA_TRY(cudaMalloc((void **)&qb->xq, act_bytes(cfg)));
 	qb->xs = (float *)(qb->xq + (act_bytes(cfg) - sizeof(float) * (size_t)cfg->max_tokens));
 	CUBLAS_TRY(cublasCreate(&qb->blas));
@@ -983,11 +1023,16 @@ extern "C" int kern_qmatmul_path(kern_qblas *qb, const kern_qweight *w, int n, s
 	return choose_path(qb, w, n, out_dt);
 }
 
+static int qgemv_call(kern_qblas *qb, const qgemv_args &a, const void *x, sl_dtype x_dt,
+		      int format)
+{
+	KERN_DISPATCH_DT(x_dt, qgemv_dispatch, qb, a, x, format);
+}
+
 static int gemv_path(kern_qblas *qb, const kern_qweight *w, void *out, sl_dtype out_dt,
 		     const void *x, sl_dtype x_dt, int n)
 {
-	const qgemv_args a = qgemv_args_of(w, out, out_dt == SL_DT_F32, n);
-	KERN_DISPATCH_DT(x_dt, qgemv_dispatch, qb, a, x, w->format);
+	return qgemv_call(qb, qgemv_args_of(w, out, out_dt == SL_DT_F32, n), x, x_dt, w->format);
 }
 
 static int check_call(const kern_qweight *w, sl_dtype out_dt, const void *x, sl_dtype x_dt,
@@ -1038,4 +1083,25 @@ extern "C" int kern_qmatmul_cuda(kern_qblas *qb, int path, void *out, sl_dtype o
 		return SL_EINVAL;
 	}
 	KERN_DISPATCH_DT(x_dt, dequant_gemm, qb, w, out, out_dt, x, n);
+}
+
+/* The GEMV with a fused epilogue (kernels/epilogue.h, kern_qmatmul_epi_cuda
+ * in quant.h): *fused 0 and nothing launched when AUTO would not take the
+ * GEMV or the columns split across blocks. */
+extern "C" int kern_qmatmul_epi_cuda(kern_qblas *qb, void *out, sl_dtype dt, const void *x,
+				     const kern_qweight *w, int n, const kern_epi *epi, int *fused)
+{
+	*fused = 0;
+	TRY(check_call(w, dt, x, dt, n));
+	if (n == 0 || n > 8 || w->rows == 0 || !kern_epi_takes(epi->kind, n) ||
+	    (epi->kind == KERN_EPI_SWIGLU && w->rows % 2) ||
+	    choose_path(qb, w, n, dt) != KERN_QPATH_GEMV)
+		return SL_OK;
+	qgemv_args a = qgemv_args_of(w, out, false, n);
+	a.e = kern_epi_of(epi, w->rows, qb->counter);
+	const int rc = qgemv_call(qb, a, x, dt, w->format);
+	if (rc == QG_UNFUSED)
+		return SL_OK;
+	*fused = rc == SL_OK;
+	return rc;
 }

@@ -82,6 +82,7 @@
 #include <stdint.h>
 
 #include "dtype.h"
+#include "epilogue.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -226,6 +227,14 @@ int kern_qmatmul_path(kern_qblas *qb, const kern_qweight *w, int n, sl_dtype x_d
  */
 int kern_qmatmul_cuda(kern_qblas *qb, int path, void *out, sl_dtype out_dt, const void *x,
 		      sl_dtype x_dt, const kern_qweight *w, int n);
+
+/* The GEMV with a fused epilogue (kernels/epilogue.h): out and x in dt
+ * (F16 or BF16). *fused = 1 when it ran; 0 when AUTO would not take the
+ * GEMV for this call, n is above 8 (above 2 for ADD_NORM), or the
+ * columns split across blocks: nothing was launched, and the caller runs
+ * kern_qmatmul_cuda and the unfused kernel. */
+int kern_qmatmul_epi_cuda(kern_qblas *qb, void *out, sl_dtype dt, const void *x,
+			  const kern_qweight *w, int n, const kern_epi *epi, int *fused);
 
 /* The W8A8 path's activation quantization on its own: xq [n, cols] codes,
  * xs [n] scales, as kern_quantize_act_fp8_cpu. cols % 8 == 0, x 16-byte

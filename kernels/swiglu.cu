@@ -5,12 +5,8 @@
  * of 8). Semantics and formula: kernels/swiglu.c.
  */
 #include "cuda_util.cuh"
+#include "epilogue.cuh" /* kern_silu_mul: the GEMVs' fused SwiGLU uses it too */
 #include "swiglu.h"
-
-__device__ __forceinline__ float silu_mul(float g, float u)
-{
-	return g / (1.0f + expf(-g)) * u; /* expf, not __expf: match the reference */
-}
 
 template <typename T, bool VEC>
 __global__ void silu_mul_kernel(T *__restrict__ out, const T *__restrict__ gate_up, long n,
@@ -31,10 +27,10 @@ __global__ void silu_mul_kernel(T *__restrict__ out, const T *__restrict__ gate_
 			kern_load8(g + hidden, uv);
 #pragma unroll
 			for (int k = 0; k < 8; k++)
-				gv[k] = silu_mul(gv[k], uv[k]);
+				gv[k] = kern_silu_mul(gv[k], uv[k]);
 			kern_store8(o, gv);
 		} else {
-			*o = kern_from_f32<T>(silu_mul(kern_to_f32(g[0]), kern_to_f32(g[hidden])));
+			*o = kern_from_f32<T>(kern_silu_mul(kern_to_f32(g[0]), kern_to_f32(g[hidden])));
 		}
 	}
 }

@@ -57,6 +57,18 @@ typedef struct node_backend_ops {
 			 const void *k_cache, const void *v_cache, const kern_paged_batch *b,
 			 int n_heads, int n_kv_heads, int head_dim, float scale);
 	int (*silu_mul)(node_backend *be, void *out, const void *gate_up, int n, int hidden);
+	/* Fused pairs (kernels/epilogue.h), optional: NULL means the model
+	 * runs the pair itself. Each takes the unfused pair's scratch (which
+	 * it may leave unwritten) and gives the pair's result.
+	 * matmul_swiglu: out [n, hidden] = silu_mul of x @ W^T, W [gate | up];
+	 * gate_up [n, 2 hidden] scratch. */
+	int (*matmul_swiglu)(node_backend *be, void *out, void *gate_up, const void *x,
+			     const kern_qweight *w, int n, int hidden);
+	/* matmul_add_rmsnorm: x [n, w->rows] fp32 += in @ W^T (rounded to the
+	 * run dtype), then out = RMSNorm(x) * norm_w (norm_w NULL: the add
+	 * only); proj [n, w->rows] scratch. */
+	int (*matmul_add_rmsnorm)(node_backend *be, float *x, void *out, void *proj, const void *in,
+				  const kern_qweight *w, const void *norm_w, int n, float eps);
 	/* out[i] = x[rows[i]] for act rows of width dim; rows is a host array */
 	int (*gather_rows)(node_backend *be, void *out, const void *x, const int32_t *rows, int n,
 			   int dim);

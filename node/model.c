@@ -5,7 +5,9 @@
  * (last stage). Read together they are the model, top to bottom: embed,
  * per layer (qkv, rope + KV write, attention, output projection,
  * all-reduce, residual + norm, gate/up, silu*up, down projection,
- * all-reduce, residual + norm), final norm, LM head. The projections may be
+ * all-reduce, residual + norm), final norm, LM head. A backend may fuse
+ * gate/up with silu*up, and at tp 1 a projection with the residual + norm
+ * that follows it (node/backend.h's optional fused ops). The projections may be
  * quantized (--quant): the backend's matmul takes their descriptors as
  * they are. Loading lives in model_load.c, the stage-to-stage
  * orchestration in step.c.
@@ -33,6 +35,38 @@ static const void *norm_after(const model *m, int l)
 	if (l + 1 < m->shard.n_layers)
 		return m->w.layers[l + 1].attn_norm;
 	return m->shard.grid.pp_rank == m->shard.grid.pp - 1 ? m->w.final_norm : NULL;
+}
+
+/* x += in @ W^T summed over the tensor-parallel group, then xb =
+ * RMSNorm(x) * norm_w (norm_w NULL: the add only). At tp 1 there is no
+ * all-reduce in between, and a backend may fold the add and the norm into
+ * the projection (kernels/epilogue.h). */
+static int proj_add_norm(model *m, const void *in, const kern_qweight *w, const void *norm_w,
+			 int n)
+{
+	node_backend *be = m->be;
+	const node_backend_ops *op = be->ops;
+	model_arena *a = &m->a;
+	int dim = m->cfg.dim;
+	float eps = m->cfg.norm_eps;
+	if (op->matmul_add_rmsnorm && m->shard.grid.tp == 1)
+		return op->matmul_add_rmsnorm(be, a->x, a->xb, a->proj, in, w, norm_w, n, eps);
+	TRY(op->matmul(be, a->proj, in, w, n));
+	TRY(tp_all_reduce(m, a->proj, (size_t)n * dim, be->dtype));
+	return op->add_rmsnorm(be, a->x, a->proj, norm_w, a->xb, n, dim, eps);
+}
+
+/* hb = silu(gate) * up from the fused gate/up projection of xb. */
+static int ffn_in(model *m, const kern_qweight *w13, int n)
+{
+	node_backend *be = m->be;
+	const node_backend_ops *op = be->ops;
+	model_arena *a = &m->a;
+	int hidden = m->shard.hidden;
+	if (op->matmul_swiglu)
+		return op->matmul_swiglu(be, a->hb, a->gate_up, a->xb, w13, n, hidden);
+	TRY(op->matmul(be, a->gate_up, a->xb, w13, n));
+	return op->silu_mul(be, a->hb, a->gate_up, n, hidden);
 }
 
 int model_set_batch(model *m, const kern_paged_batch *host, char *err, size_t errlen)
@@ -65,7 +99,6 @@ int model_layers(model *m)
 	int n = b->n_tokens, dim = c->dim, hd = c->head_dim, hq = s->n_heads, hkv = s->n_kv_heads;
 	int qkv_dim = (hq + 2 * hkv) * hd; /* the projections' shapes are in their descriptors */
 	float eps = c->norm_eps, scale = 1.0f / sqrtf((float)hd);
-	sl_dtype dt = be->dtype;
 
 	TRY(op->rmsnorm(be, a->xb, a->x, m->w.layers[0].attn_norm, n, dim, eps));
 	for (int l = 0; l < s->n_layers; l++) {
@@ -76,14 +109,9 @@ int model_layers(model *m)
 				      a->inv_freq));
 		TRY(op->attention(be, a->att, a->qkv, qkv_dim, m->k_cache[l], m->v_cache[l], b, hq,
 				  hkv, hd, scale));
-		TRY(op->matmul(be, a->proj, a->att, &w->wo, n));
-		TRY(tp_all_reduce(m, a->proj, (size_t)n * dim, dt));
-		TRY(op->add_rmsnorm(be, a->x, a->proj, w->ffn_norm, a->xb, n, dim, eps));
-		TRY(op->matmul(be, a->gate_up, a->xb, &w->w13, n));
-		TRY(op->silu_mul(be, a->hb, a->gate_up, n, s->hidden));
-		TRY(op->matmul(be, a->proj, a->hb, &w->w2, n));
-		TRY(tp_all_reduce(m, a->proj, (size_t)n * dim, dt));
-		TRY(op->add_rmsnorm(be, a->x, a->proj, norm_after(m, l), a->xb, n, dim, eps));
+		TRY(proj_add_norm(m, a->att, &w->wo, w->ffn_norm, n));
+		TRY(ffn_in(m, &w->w13, n));
+		TRY(proj_add_norm(m, a->hb, &w->w2, norm_after(m, l), n));
 		op->range_pop(be);
 	}
 	return SL_OK;

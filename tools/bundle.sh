@@ -35,16 +35,20 @@ cp tests/run.sh tests/gpu_golden.sh tests/gpu_allreduce.sh "$out/"
 cat > "$out/test-gpu.sh" <<'RUN'
 #!/bin/sh
 # make test-gpu from a bundle: kernel tests, attention tests, backend tests,
-# quantized-weight tests, the custom all-reduce under mpirun (MAX_NP=2
+# quantized-weight tests, fused-epilogue tests, the custom all-reduce under mpirun (MAX_NP=2
 # limits it to 2 ranks), golden models on the GPU (tensor parallel on one
 # shared GPU, or NCCL tensor/pipeline parallel when the host has 2+ GPUs).
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/env.sh"
 set --
-for t in test_kernels test_attention test_backend test_quant; do [ -x "$here/tests/$t" ] && set -- "$@" "$here/tests/$t"; done
+for t in @GPU_TESTS@; do [ -x "$here/tests/$t" ] && set -- "$@" "$here/tests/$t"; done
 GOLDEN_BIN="$here/tests/test_parallel" ALLREDUCE_BIN="$here/tests/test_allreduce" \
 	PPL_BIN="$here/bin/shardline-ppl" exec sh "$here/run.sh" gpu "$@" "$here/gpu_allreduce.sh" "$here/gpu_golden.sh"
 RUN
+# every single-process GPU test make test-gpu runs (test_allreduce runs
+# under mpirun from gpu_allreduce.sh)
+gpu_tests=$(cd "$build/tests/gpu" && ls test_* | grep -v '^test_allreduce$' | tr '\n' ' ')
+sed -i "s/@GPU_TESTS@/$gpu_tests/" "$out/test-gpu.sh"
 chmod +x "$out/test-gpu.sh"
 cat > "$out/env.sh" <<'ENV'
 # source this file: puts the bundled libraries on the loader path

@@ -1,0 +1,215 @@
+/*
+ * epilogue.cuh — the device side of kernels/epilogue.h, shared by the two
+ * decode GEMVs (matmul.cu's gemv_kernel, quant.cu's qgemv_kernel). Both
+ * keep a 16-row tile per block and leave each lane four accumulators: rows
+ * a and b (i < 2: a), tokens tok0 and tok0 + 1 (i & 1), so one store
+ * function serves both. The kind is a template parameter of the kernels
+ * (EPI): the plain GEMV compiles as if there were no epilogue (a run-time
+ * kind cost it 26 of its 126 registers and 4% of its bandwidth on an H100).
+ *
+ * ADD_NORM's norm is serial work at the end of the grid: one block, one
+ * row after another (about a microsecond a row held in registers). The
+ * callers fuse it for up to KERN_EPI_NORM_MAX_TOKENS rows, where it beats
+ * a kernel of its own; more rows take the unfused pair.
+ */
+#ifndef KERN_EPILOGUE_CUH
+#define KERN_EPILOGUE_CUH
+
+#include "cuda_util.cuh"
+#include "epilogue.h"
+
+/* silu(g) * u, kernels/swiglu.c's formula (expf, not __expf). */
+__device__ __forceinline__ float kern_silu_mul(float g, float u)
+{
+	return g / (1.0f + expf(-g)) * u;
+}
+
+#define KERN_EPI_NORM_MAX_TOKENS 2
+
+/* Whether a GEMV of n tokens takes epilogue kind (else: the unfused pair). */
+static inline bool kern_epi_takes(int kind, int n)
+{
+	return kind != KERN_EPI_ADD_NORM || n <= KERN_EPI_NORM_MAX_TOKENS;
+}
+
+/* kern_epi as a kernel argument, with what the GEMV's owner adds. */
+struct kern_epi_dev {
+	int kind;
+	int half;           /* SWIGLU: hidden, the rows of each of gate and up */
+	float *res;
+	const void *norm_w;
+	void *norm_out;
+	float eps;
+	unsigned *counter;  /* ADD_NORM: blocks done, back to 0 after each call */
+};
+
+static inline kern_epi_dev kern_epi_of(const kern_epi *e, int rows, unsigned *counter)
+{
+	kern_epi_dev d = {KERN_EPI_STORE, 0, nullptr, nullptr, nullptr, 0.0f, counter};
+	if (e) {
+		d.kind = e->kind;
+		d.half = e->kind == KERN_EPI_SWIGLU ? rows / 2 : 0;
+		d.res = e->residual;
+		d.norm_w = e->norm_w;
+		d.norm_out = e->norm_out;
+		d.eps = e->eps;
+	}
+	return d;
+}
+
+/* 16-row tiles the GEMV launches: SWIGLU pairs 8 gate rows with their 8
+ * up rows, every other kind takes 16 consecutive rows. */
+static inline int kern_epi_tiles(const kern_epi_dev &e, int rows)
+{
+	return e.kind == KERN_EPI_SWIGLU ? (e.half + 7) / 8 : (rows + 15) / 16;
+}
+
+/* Rows a and b of lane group g (0..7) in tile t. */
+template <int EPI>
+__device__ __forceinline__ void kern_epi_rows(const kern_epi_dev &e, int rows, int t, int g,
+					      int *ra, int *rb, bool *ok_a, bool *ok_b)
+{
+	if constexpr (EPI == KERN_EPI_SWIGLU) {
+		*ra = 8 * t + g;
+		*rb = *ra + e.half;
+		*ok_a = *ok_b = *ra < e.half;
+	} else {
+		*ra = 16 * t + g;
+		*rb = *ra + 8;
+		*ok_a = *ra < rows;
+		*ok_b = *rb < rows;
+	}
+}
+
+/* A lane's four values v (i < 2: row ra) for tokens tok0 + (i & 1) < n. out:
+ * [n, rows] for STORE, [n, half] for SWIGLU, unused for ADD_NORM. */
+template <typename T, int EPI>
+__device__ __forceinline__ void kern_epi_store(const kern_epi_dev &e, T *out, int rows, int n,
+					       int ra, int rb, bool ok_a, bool ok_b, int tok0,
+					       const float v[4])
+{
+	if constexpr (EPI == KERN_EPI_SWIGLU) {
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+			const int tok = tok0 + i;
+			if (ok_a && tok < n) {
+				const float g = kern_to_f32(kern_from_f32<T>(v[i]));
+				const float u = kern_to_f32(kern_from_f32<T>(v[i + 2]));
+				out[(size_t)tok * e.half + ra] = kern_from_f32<T>(kern_silu_mul(g, u));
+			}
+		}
+	} else {
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			const int row = i < 2 ? ra : rb, tok = tok0 + (i & 1);
+			if (!(i < 2 ? ok_a : ok_b) || tok >= n)
+				continue;
+			const size_t o = (size_t)tok * rows + row;
+			if constexpr (EPI == KERN_EPI_ADD_NORM)
+				e.res[o] += kern_to_f32(kern_from_f32<T>(v[i]));
+			else
+				out[o] = kern_from_f32<T>(v[i]);
+		}
+	}
+}
+
+/* Up to this many float4 of a residual row per thread stay in registers
+ * (8192 wide at 256 threads). */
+#define KERN_EPI_NORM_VECS 8
+
+/* RMSNorm of residual row tok into norm_out by the whole block, the row in
+ * registers: every load issued before the first is used, one round trip.
+ * dim % 4 == 0, dim <= 4 * KERN_EPI_NORM_VECS * blockDim.x, res and
+ * norm_out rows 8- and 16-byte aligned. Reads go to L2 (__ldcg): other
+ * blocks wrote the row. */
+template <typename T>
+__device__ void kern_epi_norm_row_reg(const kern_epi_dev &e, int dim, int tok)
+{
+	const float4 *x = reinterpret_cast<const float4 *>(e.res + (size_t)tok * dim);
+	const uint2 *w = reinterpret_cast<const uint2 *>(e.norm_w);
+	uint2 *o = reinterpret_cast<uint2 *>(reinterpret_cast<T *>(e.norm_out) + (size_t)tok * dim);
+	const int nv = dim / 4;
+	float4 v[KERN_EPI_NORM_VECS];
+	uint2 g[KERN_EPI_NORM_VECS];
+	float ss = 0;
+#pragma unroll
+	for (int r = 0; r < KERN_EPI_NORM_VECS; r++) {
+		const int j = threadIdx.x + r * blockDim.x;
+		if (j < nv) {
+			v[r] = __ldcg(x + j);
+			g[r] = w[j];
+		}
+	}
+#pragma unroll
+	for (int r = 0; r < KERN_EPI_NORM_VECS; r++)
+		if (threadIdx.x + r * blockDim.x < nv)
+			ss += v[r].x * v[r].x + v[r].y * v[r].y + v[r].z * v[r].z + v[r].w * v[r].w;
+	ss = kern_block_sum(ss);
+	const float inv = 1.0f / sqrtf(ss / (float)dim + e.eps);
+#pragma unroll
+	for (int r = 0; r < KERN_EPI_NORM_VECS; r++) {
+		const int j = threadIdx.x + r * blockDim.x;
+		if (j >= nv)
+			continue;
+		const T *gw = reinterpret_cast<const T *>(&g[r]);
+		o[j] = make_uint2(kern_pack2<T>(v[r].x * inv * kern_to_f32(gw[0]),
+						v[r].y * inv * kern_to_f32(gw[1])),
+				  kern_pack2<T>(v[r].z * inv * kern_to_f32(gw[2]),
+						v[r].w * inv * kern_to_f32(gw[3])));
+	}
+}
+
+/* The same for any width and alignment, element by element (slow: each
+ * thread's loads wait on each other). */
+template <typename T>
+__device__ void kern_epi_norm_row(const kern_epi_dev &e, int dim, int tok)
+{
+	const float *x = e.res + (size_t)tok * dim;
+	const T *w = reinterpret_cast<const T *>(e.norm_w);
+	T *o = reinterpret_cast<T *>(e.norm_out) + (size_t)tok * dim;
+	float ss = 0;
+#pragma unroll 8
+	for (int j = threadIdx.x; j < dim; j += blockDim.x) {
+		const float v = __ldcg(x + j);
+		ss += v * v;
+	}
+	ss = kern_block_sum(ss);
+	const float inv = 1.0f / sqrtf(ss / (float)dim + e.eps);
+#pragma unroll 8
+	for (int j = threadIdx.x; j < dim; j += blockDim.x)
+		o[j] = kern_from_f32<T>(__ldcg(x + j) * inv * kern_to_f32(w[j]));
+}
+
+/*
+ * ADD_NORM, after the block's stores, from every thread of the block: the
+ * last block to finish (a counter in global memory, the threadfence
+ * reduction pattern) normalises the n residual rows, then resets the
+ * counter for the next call. Under PDL the next kernel waits for this
+ * grid to complete, last block included.
+ */
+template <typename T> __device__ void kern_epi_finish(const kern_epi_dev &e, int dim, int n)
+{
+	__shared__ unsigned last;
+	__threadfence(); /* this thread's residual stores, before the count */
+	__syncthreads();
+	if (threadIdx.x == 0)
+		last = atomicAdd(e.counter, 1u) == gridDim.x * gridDim.y - 1;
+	__syncthreads();
+	if (!last)
+		return;
+	__threadfence(); /* the other blocks' stores, before the reads */
+	const bool reg = dim % 4 == 0 && dim <= 4 * KERN_EPI_NORM_VECS * (int)blockDim.x &&
+			 ((uintptr_t)e.res & 15) == 0 && ((uintptr_t)e.norm_w & 7) == 0 &&
+			 ((uintptr_t)e.norm_out & 7) == 0;
+	if (e.norm_w)
+		for (int t = 0; t < n; t++) {
+			if (reg)
+				kern_epi_norm_row_reg<T>(e, dim, t);
+			else
+				kern_epi_norm_row<T>(e, dim, t);
+		}
+	if (threadIdx.x == 0)
+		*e.counter = 0;
+}
+
+#endif

@@ -1,0 +1,388 @@
+/*
+ * test_fused.c — the decode GEMVs' fused epilogues (kernels/epilogue.h):
+ * SwiGLU over [gate | up] rows, and the residual add + RMSNorm finished by
+ * the grid's last block, through kern_matmul_epi_cuda (fp16 and bf16
+ * weights) and kern_qmatmul_epi_cuda (int8 per row and groups of 32, fp8,
+ * int4 groups of 128 and 64), 1 to 8 tokens fused (2 for the add + norm),
+ * up to 64 refused.
+ *
+ * Each fused call is checked three ways, on fresh random inputs with
+ * poisoned outputs (the seed is printed; SL_TEST_SEED replays it):
+ * - against the CPU reference: the product (kern_matmul_cpu, or the
+ *   quantized reference kern_qmatmul_cpu) rounded to the dtype, then
+ *   kern_silu_mul_cpu / kern_add_rmsnorm_cpu;
+ * - against the unfused pair on the GPU (the same GEMV storing its
+ *   product, then kern_silu_mul_cuda / kern_add_rmsnorm_cuda): SwiGLU and
+ *   the residual must be equal bit for bit, the norm output within the
+ *   elementwise tolerance (its sum of squares runs in another order);
+ * - a call the GEMV cannot fuse (columns split across blocks, too many
+ *   tokens) must say so and leave every output untouched.
+ * The add + norm runs three times in a row: the block counter it keeps
+ * must be back at zero after each call.
+ * Runs on a GPU host only (make test-gpu).
+ */
+#include <check.h>
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "epilogue.h"
+#include "gpu_test.h"
+#include "matmul.h"
+#include "quant.h"
+#include "rmsnorm.h"
+#include "sl.h"
+#include "swiglu.h"
+
+/*
+ * Tolerances, as worst |gpu - ref| / max |ref|. Against the CPU: the
+ * product's bound of the GEMM tests (tests/gpu/test_kernels.c: 5e-3 f16,
+ * 2e-2 bf16, from fp32 order and one rounding to the dtype), doubled for
+ * what follows it: silu(g) * u and the norm each carry an error in two
+ * operands of that size. Against the unfused GPU pair: 0 for SwiGLU and
+ * the residual (the same rounded product, the same formula), and the
+ * elementwise bound (test_kernels.c: 4x the dtype's rounding) for the
+ * norm output, whose 1/rms may differ in its last bit.
+ */
+#define TOL_F16 1e-2
+#define TOL_BF16 4e-2
+#define TOL_NORM_F16 2e-3
+#define TOL_NORM_BF16 1.6e-2
+
+static uint64_t g_seed;
+static const sl_dtype k_dts[] = {SL_DT_F16, SL_DT_BF16};
+
+typedef struct wcfg {
+	const char *name;
+	int format, group, scale_dt, zeros;
+} wcfg;
+
+static const wcfg k_cfgs[] = {
+	{"plain", KERN_Q_NONE, 0, 0, 0},
+	{"int8/row", KERN_Q_INT8, 0, SL_DT_F32, 0},
+	{"int8/g32", KERN_Q_INT8, 32, SL_DT_F16, 0},
+	{"fp8/row", KERN_Q_FP8, 0, SL_DT_F32, 0},
+	{"int4/g128", KERN_Q_INT4, 128, SL_DT_F16, 1},
+	{"int4/g64", KERN_Q_INT4, 64, SL_DT_F16, 1},
+};
+#define N_CFGS (int)(sizeof k_cfgs / sizeof *k_cfgs)
+
+/* in x rows of W; SwiGLU's rows are 2 x hidden. 576 x 2 x 1536 is
+ * SmolLM2's gate/up; 4096 x 4096 the 7B wo (256 row tiles: one split on
+ * GPUs of up to 256 SMs); 4096 x 2 x 1004 a hidden not a multiple of 8;
+ * the 1024-column shapes have too few tiles, so their columns split
+ * across blocks (or, unquantized, are too small for the GEMV): unfused.
+ * Fused: up to 8 tokens (SwiGLU) and 2 (add + norm, whose norm is serial
+ * work of one block, kernels/epilogue.cuh); the larger counts must come
+ * back unfused with nothing written. */
+typedef struct fshape {
+	int kind, in, rows;
+	int ns[4], n_ns;
+} fshape;
+
+static const fshape k_shapes[] = {
+	{KERN_EPI_SWIGLU, 576, 2 * 1536, {1, 3, 8, 13}, 4},
+	{KERN_EPI_SWIGLU, 4096, 2 * 1004, {1, 5, 64}, 3},
+	{KERN_EPI_ADD_NORM, 4096, 4096, {1, 2, 3, 33}, 4},
+	{KERN_EPI_ADD_NORM, 4104, 5120, {1, 2}, 2},
+	{KERN_EPI_ADD_NORM, 4096, 8200, {1}, 1},
+	{KERN_EPI_ADD_NORM, 1024, 512, {1}, 1},
+	{KERN_EPI_SWIGLU, 1024, 2 * 256, {2}, 1},
+};
+#define N_SHAPES (int)(sizeof k_shapes / sizeof *k_shapes)
+
+/* One weight on both sides: the fp32 values the CPU multiplies with
+ * (dtype-rounded, or dequantized exactly) and the device copy. */
+typedef struct fw {
+	kern_qweight h, d;
+	float *deq; /* [rows, in] */
+} fw;
+
+static void fw_make(fw *q, const wcfg *c, sl_dtype dt, int rows, int in)
+{
+	size_t nw = (size_t)rows * in;
+	float *w = gt_malloc(sizeof(float) * nw);
+	gt_fill(w, nw, -1, 1);
+	memset(q, 0, sizeof *q);
+	q->deq = gt_malloc(sizeof(float) * nw);
+	if (c->format == KERN_Q_NONE) {
+		gt_round(w, nw, dt);
+		memcpy(q->deq, w, sizeof(float) * nw);
+		q->d = (kern_qweight){.format = KERN_Q_NONE, .rows = rows, .cols = in};
+		q->d.data = gt_upload(w, nw, dt);
+		free(w);
+		return;
+	}
+	q->h = (kern_qweight){.format = c->format, .rows = rows, .cols = in, .group = c->group,
+			      .scale_dt = c->scale_dt};
+	q->h.data = gt_malloc(kern_qweight_data_bytes(&q->h));
+	q->h.scales = gt_malloc(kern_qweight_scale_bytes(&q->h));
+	q->h.zeros = c->zeros ? gt_malloc(kern_qweight_zero_bytes(&q->h)) : NULL;
+	char err[SL_ERRLEN] = "";
+	ck_assert_msg(kern_quantize_rows(&q->h, 0, rows, w, NULL, err, sizeof err) == 0,
+		      "quantize %s: %s", c->name, err);
+	for (int r = 0; r < rows; r++)
+		kern_qweight_dequant_row_cpu(&q->h, r, q->deq + (size_t)r * in);
+	q->d = q->h;
+	q->d.data = gt_upload_raw(q->h.data, kern_qweight_data_bytes(&q->h));
+	q->d.scales = gt_upload_raw(q->h.scales, kern_qweight_scale_bytes(&q->h));
+	q->d.zeros = q->h.zeros ? gt_upload_raw(q->h.zeros, kern_qweight_zero_bytes(&q->h)) : NULL;
+	free(w);
+}
+
+static void fw_free(fw *q)
+{
+	free(q->h.data);
+	free(q->h.scales);
+	free(q->h.zeros);
+	free(q->deq);
+	gt_dev_free(q->d.data);
+	gt_dev_free(q->d.scales);
+	gt_dev_free(q->d.zeros);
+}
+
+typedef struct ctx {
+	kern_blas *blas;
+	kern_qblas *qb;
+	sl_dtype dt;
+	double worst_cpu, worst_gpu, worst_norm;
+	int fused, unfused;
+} ctx;
+
+/* The fused call, or (e == NULL) the unfused product into out. */
+static int call(ctx *k, const fw *w, void *out, const void *x, int n, const kern_epi *e,
+		int *fused)
+{
+	if (!e) {
+		*fused = 0;
+		if (w->d.format == KERN_Q_NONE)
+			return kern_matmul_cuda(k->blas, out, x, w->d.data, n, w->d.cols, w->d.rows,
+						k->dt);
+		return kern_qmatmul_cuda(k->qb, KERN_QPATH_AUTO, out, k->dt, x, k->dt, &w->d, n);
+	}
+	if (w->d.format == KERN_Q_NONE)
+		return kern_matmul_epi_cuda(k->blas, out, x, w->d.data, n, w->d.cols, w->d.rows,
+					    k->dt, e, fused);
+	return kern_qmatmul_epi_cuda(k->qb, out, k->dt, x, &w->d, n, e, fused);
+}
+
+/* The CPU product rounded to the dtype: what the unfused pair stores. */
+static float *cpu_product(ctx *k, const fw *w, const float *x, int n)
+{
+	float *p = gt_malloc(sizeof(float) * n * w->d.rows);
+	kern_matmul_cpu(p, x, w->deq, n, w->d.cols, w->d.rows);
+	gt_round(p, (size_t)n * w->d.rows, k->dt);
+	return p;
+}
+
+static double tol_cpu(sl_dtype dt) { return dt == SL_DT_F16 ? TOL_F16 : TOL_BF16; }
+static double tol_norm(sl_dtype dt) { return dt == SL_DT_F16 ? TOL_NORM_F16 : TOL_NORM_BF16; }
+static double dmax(double a, double b) { return a > b ? a : b; }
+
+/* Not fused: every output must still hold its poison / old value. */
+static void check_untouched(const char *what, const void *d, size_t bytes, const void *before)
+{
+	void *now = gt_malloc(bytes);
+	GT_CUDA(cudaMemcpy(now, d, bytes, cudaMemcpyDeviceToHost));
+	ck_assert_msg(!memcmp(now, before, bytes), "%s: not fused, yet an output changed", what);
+	free(now);
+}
+
+static void run_swiglu(ctx *k, const fw *w, const float *x, const void *d_x, int n,
+		       const char *what)
+{
+	const int hidden = w->d.rows / 2;
+	const size_t no = (size_t)n * hidden, es = sl_dtype_size(k->dt);
+	const kern_epi e = {.kind = KERN_EPI_SWIGLU};
+	void *d_out = gt_dev_poison(es * no);
+	int fused = 0;
+	GT_KERNEL(call(k, w, d_out, d_x, n, &e, &fused));
+	if (!fused) {
+		void *poison = gt_malloc(es * no);
+		memset(poison, 0xFF, es * no);
+		check_untouched(what, d_out, es * no, poison);
+		free(poison);
+		k->unfused++;
+		gt_dev_free(d_out);
+		return;
+	}
+	k->fused++;
+	float *got = gt_malloc(sizeof(float) * no), *ref = gt_malloc(sizeof(float) * no);
+	gt_download(got, d_out, no, k->dt);
+	float *prod = cpu_product(k, w, x, n);
+	kern_silu_mul_cpu(ref, prod, n, hidden);
+	k->worst_cpu = dmax(k->worst_cpu, gt_compare(what, got, ref, no, tol_cpu(k->dt)));
+	/* the unfused pair on the GPU */
+	void *d_prod = gt_dev_poison(es * 2 * no), *d_ref = gt_dev_poison(es * no);
+	int f;
+	GT_KERNEL(call(k, w, d_prod, d_x, n, NULL, &f));
+	GT_KERNEL(kern_silu_mul_cuda(d_ref, d_prod, n, hidden, k->dt, NULL));
+	gt_download(ref, d_ref, no, k->dt);
+	k->worst_gpu = dmax(k->worst_gpu, gt_compare(what, got, ref, no, 0.0));
+	gt_dev_free(d_out);
+	gt_dev_free(d_prod);
+	gt_dev_free(d_ref);
+	free(got);
+	free(ref);
+	free(prod);
+}
+
+/* One fused add + norm from residual res0 (host, fp32); compares both
+ * outputs with the CPU and with the unfused GPU pair. */
+static void run_add_norm(ctx *k, const fw *w, const float *x, const void *d_x, int n,
+			 const float *res0, const void *d_nw, const float *nw, const char *what)
+{
+	const int dim = w->d.rows;
+	const size_t no = (size_t)n * dim, es = sl_dtype_size(k->dt);
+	const float eps = 1e-5f;
+	float *d_res = gt_upload(res0, no, SL_DT_F32);
+	void *d_out = gt_dev_poison(es * no);
+	void *d_proj = gt_dev_poison(es * no);
+	const kern_epi e = {.kind = KERN_EPI_ADD_NORM, .residual = d_res, .norm_w = d_nw,
+			    .norm_out = d_out, .eps = eps};
+	int fused = 0;
+	GT_KERNEL(call(k, w, d_proj, d_x, n, &e, &fused));
+	if (!fused) {
+		void *poison = gt_malloc(es * no);
+		memset(poison, 0xFF, es * no);
+		check_untouched(what, d_out, es * no, poison);
+		check_untouched(what, d_proj, es * no, poison);
+		check_untouched(what, d_res, sizeof(float) * no, res0);
+		free(poison);
+		k->unfused++;
+		gt_dev_free(d_res), gt_dev_free(d_out), gt_dev_free(d_proj);
+		return;
+	}
+	k->fused++;
+	float *got = gt_malloc(sizeof(float) * no), *got_res = gt_malloc(sizeof(float) * no);
+	float *ref = gt_malloc(sizeof(float) * no), *ref_res = gt_malloc(sizeof(float) * no);
+	gt_download(got, d_out, no, k->dt);
+	gt_download(got_res, d_res, no, SL_DT_F32);
+	float *prod = cpu_product(k, w, x, n);
+	memcpy(ref_res, res0, sizeof(float) * no);
+	kern_add_rmsnorm_cpu(ref_res, prod, nw, ref, n, dim, eps);
+	k->worst_cpu = dmax(k->worst_cpu, gt_compare(what, got_res, ref_res, no, tol_cpu(k->dt)));
+	k->worst_cpu = dmax(k->worst_cpu, gt_compare(what, got, ref, no, tol_cpu(k->dt)));
+	/* the unfused pair on the GPU, from the same residual */
+	float *d_res2 = gt_upload(res0, no, SL_DT_F32);
+	void *d_ref = gt_dev_poison(es * no);
+	int f;
+	GT_KERNEL(call(k, w, d_proj, d_x, n, NULL, &f));
+	GT_KERNEL(kern_add_rmsnorm_cuda(d_res2, d_proj, d_nw, d_ref, n, dim, eps, k->dt, NULL));
+	gt_download(ref_res, d_res2, no, SL_DT_F32);
+	gt_download(ref, d_ref, no, k->dt);
+	k->worst_gpu = dmax(k->worst_gpu, gt_compare(what, got_res, ref_res, no, 0.0));
+	k->worst_norm = dmax(k->worst_norm, gt_compare(what, got, ref, no, tol_norm(k->dt)));
+	gt_dev_free(d_res), gt_dev_free(d_out), gt_dev_free(d_proj);
+	gt_dev_free(d_res2), gt_dev_free(d_ref);
+	free(got), free(got_res), free(ref), free(ref_res), free(prod);
+}
+
+/* A weight's format must take the shape's columns: a whole number of
+ * groups, and of 16-byte rows of codes (16 int8/fp8 columns). */
+static int takes(const wcfg *c, int in)
+{
+	return (c->group == 0 || in % c->group == 0) && (c->format == KERN_Q_NONE || in % 16 == 0);
+}
+
+static void run_shape(ctx *k, const wcfg *c, const fshape *s)
+{
+	fw w;
+	fw_make(&w, c, k->dt, s->rows, s->in);
+	for (int i = 0; i < s->n_ns; i++) {
+		const int n = s->ns[i];
+		const size_t nx = (size_t)n * s->in;
+		float *x = gt_malloc(sizeof(float) * nx);
+		gt_fill(x, nx, -1, 1);
+		gt_round(x, nx, k->dt);
+		void *d_x = gt_upload(x, nx, k->dt);
+		char what[128];
+		snprintf(what, sizeof what, "%s %s %s in %d rows %d n %d", c->name,
+			 gt_dt_name(k->dt), s->kind == KERN_EPI_SWIGLU ? "swiglu" : "add_norm",
+			 s->in, s->rows, n);
+		if (s->kind == KERN_EPI_SWIGLU) {
+			run_swiglu(k, &w, x, d_x, n, what);
+		} else {
+			const size_t no = (size_t)n * s->rows;
+			float *res = gt_malloc(sizeof(float) * no), *nw = gt_malloc(sizeof(float) * s->rows);
+			gt_fill(nw, s->rows, -1.5f, 1.5f);
+			gt_round(nw, s->rows, k->dt);
+			void *d_nw = gt_upload(nw, s->rows, k->dt);
+			for (int rep = 0; rep < 3; rep++) { /* the counter resets */
+				gt_fill(res, no, -30, 30);
+				run_add_norm(k, &w, x, d_x, n, res, d_nw, nw, what);
+			}
+			gt_dev_free(d_nw);
+			free(res), free(nw);
+		}
+		gt_dev_free(d_x);
+		free(x);
+	}
+	fw_free(&w);
+}
+
+static void test_cfg(int ci)
+{
+	const wcfg *c = &k_cfgs[ci];
+	ctx k = {0};
+	ck_assert_int_eq(kern_blas_create(NULL, &k.blas), 0);
+	kern_qblas_config qc = {.max_tokens = 64, .max_cols = 4096};
+	ck_assert_int_eq(kern_qblas_create(NULL, &qc, &k.qb), 0);
+	kern_blas_set_pdl(k.blas, gt_pdl_on());
+	kern_qblas_set_pdl(k.qb, gt_pdl_on());
+	for (int di = 0; di < 2; di++) {
+		k.dt = k_dts[di];
+		k.worst_cpu = k.worst_gpu = k.worst_norm = 0;
+		k.fused = k.unfused = 0;
+		gt_reseed(g_seed, 900 + 10 * ci + di);
+		for (int si = 0; si < N_SHAPES; si++)
+			if (takes(c, k_shapes[si].in))
+				run_shape(&k, c, &k_shapes[si]);
+		printf("fused %-10s %s: %d fused, %d not; worst vs CPU %.3g (tol %.3g), vs "
+		       "unfused GPU %.3g (tol 0), norm %.3g (tol %.3g)\n",
+		       c->name, gt_dt_name(k.dt), k.fused, k.unfused, k.worst_cpu, tol_cpu(k.dt),
+		       k.worst_gpu, k.worst_norm, tol_norm(k.dt));
+		fflush(stdout);
+		ck_assert_msg(k.fused > 0, "%s %s: no call fused", c->name, gt_dt_name(k.dt));
+		ck_assert_msg(k.worst_cpu <= tol_cpu(k.dt) && k.worst_gpu == 0 &&
+				      k.worst_norm <= tol_norm(k.dt),
+			      "%s %s: cpu %.3g gpu %.3g norm %.3g", c->name, gt_dt_name(k.dt),
+			      k.worst_cpu, k.worst_gpu, k.worst_norm);
+	}
+	kern_qblas_destroy(k.qb);
+	kern_blas_destroy(k.blas);
+}
+
+START_TEST(test_plain) { test_cfg(0); }
+END_TEST
+START_TEST(test_int8) { test_cfg(1); test_cfg(2); }
+END_TEST
+START_TEST(test_fp8) { test_cfg(3); }
+END_TEST
+START_TEST(test_int4) { test_cfg(4); test_cfg(5); }
+END_TEST
+
+static void add_case(Suite *s, const char *name, const TTest *test)
+{
+	TCase *tc = tcase_create(name);
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, test);
+	suite_add_tcase(s, tc);
+}
+
+int main(void)
+{
+	g_seed = gt_seed_from_env();
+	Suite *s = suite_create("gpu_fused");
+	add_case(s, "plain", test_plain);
+	add_case(s, "int8", test_int8);
+	add_case(s, "fp8", test_fp8);
+	add_case(s, "int4", test_int4);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
