@@ -157,6 +157,9 @@ extern "C" int kern_blas_create(void *stream, kern_blas **out)
  * aligned, 1 <= n <= 8. x is not __restrict__: under PDL the previous
  * kernel may still be writing it while this one starts, so its loads must
  * stay ordinary coherent loads after the wait (no ld.global.nc).
+ * EPI (kernels/epilogue.cuh): what warp 0 does with the block's sums;
+ * SWIGLU takes gate rows [8 * blockIdx.x, +8) and their up rows instead
+ * of 16 consecutive rows, and writes silu(gate) * up.
  */
 template <typename T, typename OutT, int KSPLIT, int UNROLL, int EPI>
 __global__ void __launch_bounds__(KSPLIT * 32)

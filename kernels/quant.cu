@@ -260,7 +260,8 @@ __device__ __forceinline__ void qgemv_store(const qgemv_args &a, float (&acc)[NT
  * sums each chunk apart and adds scale * partial (its group holds the
  * whole chunk); QG_HALF (int8 with groups of 32, int4 with groups of 64:
  * two groups per chunk, lanes c = 0, 1 in the first) splits each MMA by
- * group.
+ * group. EPI: as matmul.cu's gemv_kernel (kernels/epilogue.cuh), fused
+ * kinds with NT == 1 only.
  */
 template <typename T, int FMT, int GM, int NT, int KSPLIT, int UNROLL, int EPI>
 __global__ void __launch_bounds__(KSPLIT * 32, 2) qgemv_kernel(const T *x, qgemv_args a)
