@@ -226,7 +226,7 @@ static tmpl_val repeat(tmpl_ctx *c, const tmpl_node *e, const tmpl_val *s, int64
 		}
 		tmpl_sb b;
 		sb_init(&b, c);
-		for (int64_t i = 0; i < k; i++)
+		for (int64_t i = 0; s->u.s.n && i < k; i++) /* '' * k is '' at once */
 			sb_put(&b, s->u.s.p, s->u.s.n);
 		if (b.oom) {
 			tmpl_fail_oom(c, e);

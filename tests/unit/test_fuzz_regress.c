@@ -440,6 +440,22 @@ START_TEST(test_template_slice_in_tuple_subscript)
 }
 END_TEST
 
+/* Compiles and renders src with no messages; both must succeed. The caller
+ * frees *out. */
+static void render_ok(const char *src, char **out, size_t *len)
+{
+	coord_tmpl *t = NULL;
+	g_err[0] = 0;
+	ck_assert_msg(coord_tmpl_compile(src, strlen(src), "fuzz", &t, g_err, sizeof g_err) == 0,
+		      "compile: %s", g_err);
+	coord_chat_msg m = {0};
+	*out = NULL;
+	*len = 0;
+	int rc = coord_tmpl_render(t, &m, 0, NULL, out, len, g_err, sizeof g_err);
+	coord_tmpl_destroy(t);
+	ck_assert_msg(rc == 0, "render: %s", g_err);
+}
+
 /* libFuzzer (chat_template, long run of 2026-11-23 after the fix above,
  * 3.2M executions in): select/reject with no test name and no arguments
  * ("x | reject") took the test's arguments at a NULL + 1 (undefined
@@ -447,20 +463,12 @@ END_TEST
  * this test runs in `make fuzz`'s sanitized build too). */
 START_TEST(test_template_reject_without_arguments)
 {
-	static const char src[] = "{{ [0, 1, 2, ''] | reject | list | length }}";
-	coord_tmpl *t = NULL;
-	g_err[0] = 0;
-	ck_assert_msg(coord_tmpl_compile(src, strlen(src), "fuzz", &t, g_err, sizeof g_err) == 0,
-		      "compile: %s", g_err);
-	coord_chat_msg m = {0};
-	char *out = NULL;
-	size_t len = 0;
-	int rc = coord_tmpl_render(t, &m, 0, NULL, &out, &len, g_err, sizeof g_err);
-	ck_assert_msg(rc == 0, "render: %s", g_err);
+	char *out;
+	size_t len;
+	render_ok("{{ [0, 1, 2, ''] | reject | list | length }}", &out, &len);
 	ck_assert_msg(len == 1 && out[0] == '2', "rendered '%.*s', want 2 (0 and '' are falsy)",
 		      (int)len, out ? out : "");
 	free(out);
-	coord_tmpl_destroy(t);
 }
 END_TEST
 
@@ -471,21 +479,31 @@ END_TEST
  * after that fix found the same in list repetition ('[] * 80') at 9.9M. */
 START_TEST(test_template_add_empty_lists)
 {
-	static const char src[] = "{{ ([1] | reject | list) + [] }}{{ (() + ()) | length }}{{ '' + '' }}"
-				  "{{ [] * 80 }}";
-	coord_tmpl *t = NULL;
-	g_err[0] = 0;
-	ck_assert_msg(coord_tmpl_compile(src, strlen(src), "fuzz", &t, g_err, sizeof g_err) == 0,
-		      "compile: %s", g_err);
-	coord_chat_msg m = {0};
-	char *out = NULL;
-	size_t len = 0;
-	int rc = coord_tmpl_render(t, &m, 0, NULL, &out, &len, g_err, sizeof g_err);
-	ck_assert_msg(rc == 0, "render: %s", g_err);
+	char *out;
+	size_t len;
+	render_ok("{{ ([1] | reject | list) + [] }}{{ (() + ()) | length }}{{ '' + '' }}"
+		  "{{ [] * 80 }}",
+		  &out, &len);
 	ck_assert_msg(len == 5 && !memcmp(out, "[]0[]", 5), "rendered '%.*s', want '[]0[]'",
 		      (int)len, out ? out : "");
 	free(out);
-	coord_tmpl_destroy(t);
+}
+END_TEST
+
+/* libFuzzer (chat_template, 9.9M executions into the 10M run of
+ * 2026-11-24): an empty string repeated 99999999999990 times skipped the
+ * size check (which divides by the length) and appended nothing that many
+ * times, a render that never ends. Before the fix this test hangs until
+ * Check's timeout fails it; now the result is the empty string at once,
+ * as in Python, and the same for an empty list. */
+START_TEST(test_template_repeat_empty_string)
+{
+	char *out;
+	size_t len;
+	render_ok("[{{ '' * 99999999999990 }}][{{ ([] * 99999999999990) | length }}]", &out, &len);
+	ck_assert_msg(len == 5 && !memcmp(out, "[][0]", 5), "rendered '%.*s', want '[][0]'",
+		      (int)len, out ? out : "");
+	free(out);
 }
 END_TEST
 
@@ -506,6 +524,7 @@ int main(void)
 	tcase_add_test(tc, test_template_slice_in_tuple_subscript);
 	tcase_add_test(tc, test_template_reject_without_arguments);
 	tcase_add_test(tc, test_template_add_empty_lists);
+	tcase_add_test(tc, test_template_repeat_empty_string);
 	suite_add_tcase(su, tc);
 	SRunner *sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);
