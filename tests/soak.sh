@@ -24,24 +24,10 @@ RSS_BOUND_KB=${RSS_BOUND_KB:-16384}
 # heartbeats: a group counts as lost after 3 silent intervals; generous,
 # since the soak tests load, not loss detection, on a box that may be busy
 HB=1000
-tmp=$(mktemp -d)
-pids=""
+HARNESS_GRACE=0.5 # seconds between SIGTERM and SIGKILL on exit
+. tests/harness.sh
 export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
 	OMPI_MCA_rmaps_base_oversubscribe=1
-cleanup() {
-	for p in $pids; do kill -TERM "$p" 2>/dev/null; done
-	sleep 0.5
-	for p in $pids; do kill -KILL "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-[ -n "${KEEP:-}" ] && trap 'cp -r "$tmp" "$KEEP"; cleanup' EXIT
-trap 'exit 1' INT TERM
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-logs() { for f in "$@"; do echo "--- $f"; tail -15 "$tmp/$f"; done; }
 rss() { awk '/^VmRSS/{print $2}' "/proc/$1/status" 2>/dev/null; }
 cli() { "$bin/shardline" --coordinator "$CL" "$@"; }
 

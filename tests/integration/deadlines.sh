@@ -12,20 +12,8 @@
 bin=${BIN:-build/bin}
 tok=tests/data/llama2-small/tokenizer.json
 LATE_MS=${LATE_MS:-50}
-tmp=$(mktemp -d)
-pids=""
-cleanup() {
-	for p in $pids; do kill -TERM "$p" 2>/dev/null; done
-	sleep 0.2
-	for p in $pids; do kill -KILL "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+HARNESS_GRACE=0.2 # seconds between SIGTERM and SIGKILL on exit
+. tests/harness.sh
 
 "$bin/shardline-mkckpt" --out "$tmp/m" --dim 64 --hidden 172 --layers 2 --heads 4 --kv-heads 2 \
 	--vocab 2000 --max-pos 256 --dtype f32 --seed 7 2>/dev/null && ok || bad "mkckpt"

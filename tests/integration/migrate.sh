@@ -23,26 +23,10 @@ tok=tests/data/llama2-small/tokenizer.json
 HB=500 # a loaded 2-core box can stall a paced tp 2 group past 3 x 200 ms
 N=8
 MAX=96
-tmp=$(mktemp -d)
-pids=""
+HARNESS_GRACE=0.3 # seconds between SIGTERM and SIGKILL on exit
+. tests/harness.sh
 export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
 	OMPI_MCA_rmaps_base_oversubscribe=1
-
-cleanup() {
-	for p in $pids; do kill -TERM "$p" 2>/dev/null; done
-	sleep 0.3
-	for p in $pids; do kill -KILL "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-[ -n "${KEEP:-}" ] && trap "cp -r $tmp $KEEP; cleanup" EXIT
-trap 'exit 1' INT TERM
-
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-logs() { for f in "$@"; do echo "--- $f"; tail -15 "$tmp/$f"; done; }
 
 # counts OUT NAME: add an itest run's counts (its output in OUT)
 counts() {

@@ -15,24 +15,8 @@
 bin=${BIN:-build/bin}
 tok=tests/data/llama2-small/tokenizer.json
 HB=200
-tmp=$(mktemp -d)
-pids=""
+. tests/harness.sh
 export OMP_NUM_THREADS=1
-
-cleanup() {
-	for p in $pids; do kill -KILL "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-[ -n "${KEEP:-}" ] && trap "cp -r $tmp $KEEP; cleanup" EXIT
-trap 'exit 1' INT TERM
-
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-logs() { for f in "$@"; do echo "--- $f"; tail -15 "$tmp/$f"; done; }
-now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 
 start_coord() { # NAME ROLE PEER_NAME
 	"$bin/shardline-coordinator" --model-name tiny --tokenizer "$tok" --heartbeat-ms $HB \
