@@ -27,25 +27,9 @@ here=tests/http
 smol=${SL_SMOLLM2_GGUF:-build/models/SmolLM2-135M-Instruct.Q4_1.gguf}
 HB=200
 IDLE=2
-tmp=$(mktemp -d)
-pids=""
+HARNESS_GRACE=0.3 # seconds between SIGTERM and SIGKILL on exit
+. tests/harness.sh
 export OMP_NUM_THREADS=1
-
-cleanup() {
-	for p in $pids; do kill -TERM "$p" 2>/dev/null; done
-	sleep 0.3
-	for p in $pids; do kill -KILL "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-[ -n "${KEEP:-}" ] && trap "cp -r $tmp $KEEP; cleanup" EXIT
-trap 'exit 1' INT TERM
-
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-logs() { for f in "$@"; do echo "--- $f"; tail -15 "$tmp/$f"; done; }
 
 # pyrun NAME ARGS...: a Python client script; its counts are added
 pyrun() {
