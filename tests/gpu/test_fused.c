@@ -32,6 +32,7 @@
 #include "gpu_test.h"
 #include "matmul.h"
 #include "quant.h"
+#include "qw_test.h"
 #include "rmsnorm.h"
 #include "sl.h"
 #include "swiglu.h"
@@ -54,12 +55,7 @@
 static uint64_t g_seed;
 static const sl_dtype k_dts[] = {SL_DT_F16, SL_DT_BF16};
 
-typedef struct wcfg {
-	const char *name;
-	int format, group, scale_dt, zeros;
-} wcfg;
-
-static const wcfg k_cfgs[] = {
+static const qcfg k_cfgs[] = {
 	{"plain", KERN_Q_NONE, 0, 0, 0},
 	{"int8/row", KERN_Q_INT8, 0, SL_DT_F32, 0},
 	{"int8/g32", KERN_Q_INT8, 32, SL_DT_F16, 0},
@@ -93,54 +89,38 @@ static const fshape k_shapes[] = {
 };
 #define N_SHAPES (int)(sizeof k_shapes / sizeof *k_shapes)
 
-/* One weight on both sides: the fp32 values the CPU multiplies with
- * (dtype-rounded, or dequantized exactly) and the device copy. */
+/* One weight on both sides (qw_test.h; unquantized: only q.d, its data
+ * in the run dtype) and the fp32 values the CPU multiplies with: the
+ * dtype-rounded weights, or the codes dequantized exactly. */
 typedef struct fw {
-	kern_qweight h, d;
+	qw q;
 	float *deq; /* [rows, in] */
 } fw;
 
-static void fw_make(fw *q, const wcfg *c, sl_dtype dt, int rows, int in)
+static void fw_make(fw *f, const qcfg *c, sl_dtype dt, int rows, int in)
 {
 	size_t nw = (size_t)rows * in;
 	float *w = gt_malloc(sizeof(float) * nw);
 	gt_fill(w, nw, -1, 1);
-	memset(q, 0, sizeof *q);
-	q->deq = gt_malloc(sizeof(float) * nw);
+	memset(f, 0, sizeof *f);
+	f->deq = gt_malloc(sizeof(float) * nw);
 	if (c->format == KERN_Q_NONE) {
 		gt_round(w, nw, dt);
-		memcpy(q->deq, w, sizeof(float) * nw);
-		q->d = (kern_qweight){.format = KERN_Q_NONE, .rows = rows, .cols = in};
-		q->d.data = gt_upload(w, nw, dt);
-		free(w);
-		return;
+		memcpy(f->deq, w, sizeof(float) * nw);
+		f->q.d = (kern_qweight){.format = KERN_Q_NONE, .rows = rows, .cols = in};
+		f->q.d.data = gt_upload(w, nw, dt);
+	} else {
+		qw_quantize(&f->q, c, rows, in, w);
+		for (int r = 0; r < rows; r++)
+			kern_qweight_dequant_row_cpu(&f->q.h, r, f->deq + (size_t)r * in);
 	}
-	q->h = (kern_qweight){.format = c->format, .rows = rows, .cols = in, .group = c->group,
-			      .scale_dt = c->scale_dt};
-	q->h.data = gt_malloc(kern_qweight_data_bytes(&q->h));
-	q->h.scales = gt_malloc(kern_qweight_scale_bytes(&q->h));
-	q->h.zeros = c->zeros ? gt_malloc(kern_qweight_zero_bytes(&q->h)) : NULL;
-	char err[SL_ERRLEN] = "";
-	ck_assert_msg(kern_quantize_rows(&q->h, 0, rows, w, NULL, err, sizeof err) == 0,
-		      "quantize %s: %s", c->name, err);
-	for (int r = 0; r < rows; r++)
-		kern_qweight_dequant_row_cpu(&q->h, r, q->deq + (size_t)r * in);
-	q->d = q->h;
-	q->d.data = gt_upload_raw(q->h.data, kern_qweight_data_bytes(&q->h));
-	q->d.scales = gt_upload_raw(q->h.scales, kern_qweight_scale_bytes(&q->h));
-	q->d.zeros = q->h.zeros ? gt_upload_raw(q->h.zeros, kern_qweight_zero_bytes(&q->h)) : NULL;
 	free(w);
 }
 
-static void fw_free(fw *q)
+static void fw_free(fw *f)
 {
-	free(q->h.data);
-	free(q->h.scales);
-	free(q->h.zeros);
-	free(q->deq);
-	gt_dev_free(q->d.data);
-	gt_dev_free(q->d.scales);
-	gt_dev_free(q->d.zeros);
+	qw_free(&f->q);
+	free(f->deq);
 }
 
 typedef struct ctx {
@@ -155,25 +135,25 @@ typedef struct ctx {
 static int call(ctx *k, const fw *w, void *out, const void *x, int n, const kern_epi *e,
 		int *fused)
 {
+	const kern_qweight *d = &w->q.d;
 	if (!e) {
 		*fused = 0;
-		if (w->d.format == KERN_Q_NONE)
-			return kern_matmul_cuda(k->blas, out, x, w->d.data, n, w->d.cols, w->d.rows,
-						k->dt);
-		return kern_qmatmul_cuda(k->qb, KERN_QPATH_AUTO, out, k->dt, x, k->dt, &w->d, n);
+		if (d->format == KERN_Q_NONE)
+			return kern_matmul_cuda(k->blas, out, x, d->data, n, d->cols, d->rows, k->dt);
+		return kern_qmatmul_cuda(k->qb, KERN_QPATH_AUTO, out, k->dt, x, k->dt, d, n);
 	}
-	if (w->d.format == KERN_Q_NONE)
-		return kern_matmul_epi_cuda(k->blas, out, x, w->d.data, n, w->d.cols, w->d.rows,
-					    k->dt, e, fused);
-	return kern_qmatmul_epi_cuda(k->qb, out, k->dt, x, &w->d, n, e, fused);
+	if (d->format == KERN_Q_NONE)
+		return kern_matmul_epi_cuda(k->blas, out, x, d->data, n, d->cols, d->rows, k->dt, e,
+					    fused);
+	return kern_qmatmul_epi_cuda(k->qb, out, k->dt, x, d, n, e, fused);
 }
 
 /* The CPU product rounded to the dtype: what the unfused pair stores. */
 static float *cpu_product(ctx *k, const fw *w, const float *x, int n)
 {
-	float *p = gt_malloc(sizeof(float) * n * w->d.rows);
-	kern_matmul_cpu(p, x, w->deq, n, w->d.cols, w->d.rows);
-	gt_round(p, (size_t)n * w->d.rows, k->dt);
+	float *p = gt_malloc(sizeof(float) * n * w->q.d.rows);
+	kern_matmul_cpu(p, x, w->deq, n, w->q.d.cols, w->q.d.rows);
+	gt_round(p, (size_t)n * w->q.d.rows, k->dt);
 	return p;
 }
 
@@ -193,7 +173,7 @@ static void check_untouched(const char *what, const void *d, size_t bytes, const
 static void run_swiglu(ctx *k, const fw *w, const float *x, const void *d_x, int n,
 		       const char *what)
 {
-	const int hidden = w->d.rows / 2;
+	const int hidden = w->q.d.rows / 2;
 	const size_t no = (size_t)n * hidden, es = sl_dtype_size(k->dt);
 	const kern_epi e = {.kind = KERN_EPI_SWIGLU};
 	void *d_out = gt_dev_poison(es * no);
@@ -234,7 +214,7 @@ static void run_swiglu(ctx *k, const fw *w, const float *x, const void *d_x, int
 static void run_add_norm(ctx *k, const fw *w, const float *x, const void *d_x, int n,
 			 const float *res0, const void *d_nw, const float *nw, const char *what)
 {
-	const int dim = w->d.rows;
+	const int dim = w->q.d.rows;
 	const size_t no = (size_t)n * dim, es = sl_dtype_size(k->dt);
 	const float eps = 1e-5f;
 	float *d_res = gt_upload(res0, no, SL_DT_F32);
@@ -282,12 +262,12 @@ static void run_add_norm(ctx *k, const fw *w, const float *x, const void *d_x, i
 
 /* A weight's format must take the shape's columns: a whole number of
  * groups, and of 16-byte rows of codes (16 int8/fp8 columns). */
-static int takes(const wcfg *c, int in)
+static int takes(const qcfg *c, int in)
 {
 	return (c->group == 0 || in % c->group == 0) && (c->format == KERN_Q_NONE || in % 16 == 0);
 }
 
-static void run_shape(ctx *k, const wcfg *c, const fshape *s)
+static void run_shape(ctx *k, const qcfg *c, const fshape *s)
 {
 	fw w;
 	fw_make(&w, c, k->dt, s->rows, s->in);
@@ -325,7 +305,7 @@ static void run_shape(ctx *k, const wcfg *c, const fshape *s)
 
 static void test_cfg(int ci)
 {
-	const wcfg *c = &k_cfgs[ci];
+	const qcfg *c = &k_cfgs[ci];
 	ctx k = {0};
 	ck_assert_int_eq(kern_blas_create(NULL, &k.blas), 0);
 	kern_qblas_config qc = {.max_tokens = 64, .max_cols = 4096};

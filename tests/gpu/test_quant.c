@@ -31,6 +31,7 @@
 
 #include "gpu_test.h"
 #include "quant.h"
+#include "qw_test.h"
 #include "sl.h"
 
 /*
@@ -61,11 +62,6 @@ static const sl_dtype k_dts[] = {SL_DT_F16, SL_DT_BF16};
 static double tol_dt(sl_dtype dt) { return dt == SL_DT_F16 ? TOL_F16 : TOL_BF16; }
 static double dmax(double a, double b) { return a > b ? a : b; }
 
-typedef struct qcfg {
-	const char *name;
-	int format, group, scale_dt, zeros;
-} qcfg;
-
 static const qcfg k_cfgs[] = {
 	{"int8/row", KERN_Q_INT8, 0, SL_DT_F32, 0},
 	{"int8/row-f16s", KERN_Q_INT8, 0, SL_DT_F16, 0},
@@ -82,56 +78,20 @@ static const qcfg k_cfgs[] = {
 };
 #define N_CFGS (int)(sizeof k_cfgs / sizeof *k_cfgs)
 
-/* ---- weights on both sides ---- */
-
-typedef struct qw {
-	kern_qweight h, d; /* host and device copies of the same weight */
-} qw;
-
-static void qw_alloc_host(qw *q, const qcfg *c, int rows, int cols)
-{
-	memset(q, 0, sizeof *q);
-	q->h = (kern_qweight){.format = c->format, .rows = rows, .cols = cols, .group = c->group,
-			      .scale_dt = c->scale_dt};
-	q->h.data = gt_malloc(kern_qweight_data_bytes(&q->h));
-	q->h.scales = gt_malloc(kern_qweight_scale_bytes(&q->h));
-	q->h.zeros = c->zeros ? gt_malloc(kern_qweight_zero_bytes(&q->h)) : NULL;
-}
-
-static void qw_upload(qw *q)
-{
-	q->d = q->h;
-	q->d.data = gt_upload_raw(q->h.data, kern_qweight_data_bytes(&q->h));
-	q->d.scales = gt_upload_raw(q->h.scales, kern_qweight_scale_bytes(&q->h));
-	q->d.zeros = q->h.zeros ? gt_upload_raw(q->h.zeros, kern_qweight_zero_bytes(&q->h)) : NULL;
-}
-
-static void qw_free(qw *q)
-{
-	free(q->h.data);
-	free(q->h.scales);
-	free(q->h.zeros);
-	gt_dev_free(q->d.data);
-	gt_dev_free(q->d.scales);
-	gt_dev_free(q->d.zeros);
-}
+/* ---- weights on both sides (qw_test.h) ---- */
 
 /* Random weights whose magnitude changes by row and by 32-column block, so
  * a scale read for the wrong row or group shows; quantized on the CPU as
  * the loader will, then uploaded. */
 static void qw_random(qw *q, const qcfg *c, int rows, int cols)
 {
-	qw_alloc_host(q, c, rows, cols);
 	float *w = gt_malloc(sizeof(float) * rows * cols);
 	gt_fill(w, (size_t)rows * cols, -1, 1);
 	for (int r = 0; r < rows; r++)
 		for (int k = 0; k < cols; k++)
 			w[(size_t)r * cols + k] *= (float)(1 + (r * 7 + k / 32) % 5) * 0.25f;
-	char err[SL_ERRLEN] = "";
-	int rc = kern_quantize_rows(&q->h, 0, rows, w, NULL, err, sizeof err);
-	ck_assert_msg(rc == 0, "quantize %s: %s", c->name, err);
+	qw_quantize(q, c, rows, cols, w);
 	free(w);
-	qw_upload(q);
 }
 
 static kern_qblas *qblas_make(void *stream)
