@@ -261,6 +261,10 @@ static int kern_launch_pdl_smem(bool *pdl, const char *who, cudaStream_t stream,
 	return SL_OK;
 }
 
+/* pdl.cu: a decode GEMV's preference for L1 (pdl.h), set once per kernel
+ * from its block size. */
+void kern_gemv_l1(const void *kernel, int threads);
+
 /* The GEMVs of matmul.cu and quant.cu launch through this one. */
 template <typename K, typename... Args>
 static int kern_launch_pdl(bool *pdl, const char *who, cudaStream_t stream, K kernel, dim3 grid,

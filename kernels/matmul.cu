@@ -280,6 +280,7 @@ __global__ void gemv_reduce_kernel(OutT *__restrict__ out, const float *__restri
 template <typename K, typename... Args>
 static int gemv_launch(kern_blas *b, K kernel, dim3 grid, dim3 block, Args... args)
 {
+	kern_gemv_l1((const void *)kernel, (int)(block.x * block.y * block.z));
 	return kern_launch_pdl(&b->pdl, "matmul", b->stream, kernel, grid, block, args...);
 }
 

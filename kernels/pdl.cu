@@ -1,7 +1,11 @@
 /*
- * pdl.cu — the switch of pdl.h. The kernels that honour it start with
- * kern_pdl_start() (cuda_util.cuh) and launch through kern_launch_pdl.
+ * pdl.cu — the launch switches of pdl.h: programmatic dependent launch
+ * (the kernels that honour it start with kern_pdl_start(), cuda_util.cuh,
+ * and launch through kern_launch_pdl) and the decode GEMVs' preference
+ * for L1 over shared memory (kern_gemv_l1).
  */
+#include <pthread.h>
+
 #include "cuda_util.cuh"
 #include "pdl.h"
 
@@ -11,3 +15,52 @@ bool kern_pdl_small = false;
 extern "C" void kern_pdl_enable(int on) { kern_pdl_small = on != 0; }
 
 extern "C" int kern_pdl_enabled(void) { return kern_pdl_small; }
+
+/* The GEMV kernels told so far (a few dozen instantiations are launched). */
+#define L1_KERNELS_MAX 256
+static const void *g_l1_done[L1_KERNELS_MAX];
+static int g_l1_n;
+static pthread_mutex_t g_l1_mu = PTHREAD_MUTEX_INITIALIZER;
+static bool g_l1_on = true;
+
+extern "C" void kern_gemv_l1_enable(int on) { g_l1_on = on != 0; }
+
+/* The carveout, in percent of the SM's most shared memory, that still
+ * holds as many blocks of kernel (threads each, no dynamic shared memory)
+ * as its registers allow; -1 when it cannot be worked out. */
+static int carveout_pct(const void *kernel, int threads)
+{
+	int dev, blocks, smem_sm, reserved;
+	cudaFuncAttributes fa;
+	if (cudaGetDevice(&dev) != cudaSuccess || cudaFuncGetAttributes(&fa, kernel) != cudaSuccess ||
+	    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, 0) !=
+		    cudaSuccess ||
+	    cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) !=
+		    cudaSuccess ||
+	    cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev) !=
+		    cudaSuccess ||
+	    smem_sm <= 0)
+		return -1;
+	const long need = (long)blocks * ((long)fa.sharedSizeBytes + reserved);
+	const int pct = (int)((100 * need + smem_sm - 1) / smem_sm);
+	return pct < 1 ? 1 : pct > 100 ? 100 : pct;
+}
+
+/* Once per kernel; a refusal is only a lost hint. */
+void kern_gemv_l1(const void *kernel, int threads)
+{
+	if (!g_l1_on)
+		return;
+	pthread_mutex_lock(&g_l1_mu);
+	bool seen = false;
+	for (int i = 0; i < g_l1_n && !seen; i++)
+		seen = g_l1_done[i] == kernel;
+	if (!seen && g_l1_n < L1_KERNELS_MAX) {
+		g_l1_done[g_l1_n++] = kernel;
+		const int pct = carveout_pct(kernel, threads);
+		if (pct < 0 || cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+						    pct) != cudaSuccess)
+			cudaGetLastError();
+	}
+	pthread_mutex_unlock(&g_l1_mu);
+}

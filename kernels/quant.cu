@@ -463,6 +463,7 @@ __global__ void qgemv_reduce_kernel(void *out, bool out_f32, const float *__rest
 template <typename K, typename... Args>
 static int q_launch(kern_qblas *qb, K kernel, dim3 grid, dim3 block, Args... args)
 {
+	kern_gemv_l1((const void *)kernel, (int)(block.x * block.y * block.z));
 	return kern_launch_pdl(&qb->pdl, "quant", qb->stream, kernel, grid, block, args...);
 }
 

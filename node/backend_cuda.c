@@ -77,6 +77,7 @@ typedef struct cuda_impl {
 	kern_qblas *qblas;         /* quantized projections (NULL when none is quantized) */
 	int pdl;                   /* SL_PDL=1: GEMVs launch as programmatic dependents */
 	int fuse;                  /* GEMV epilogues fused: bit 1 << KERN_EPI_* (SL_FUSE) */
+	int prefer_l1;             /* the decode GEMVs ask for the most L1 (kernels/pdl.h) */
 	kern_attn_ws *attn;
 	kern_sampler *sampler;
 	node_backend_limits lim;
@@ -621,11 +622,14 @@ static const node_backend_ops cuda_ops = {
  * GEMVs' fused epilogues (kernels/epilogue.h): SwiGLU by default, 0 none,
  * "norm" the residual add + RMSNorm alone, "all" both. The add + norm is
  * off by default: on an H100 it made the 7B batch-1 step slower (fp16
- * 187.9 -> 183.6 tokens/s, int8 306.8 -> 290.1; docs/cuda.md). */
+ * 187.9 -> 183.6 tokens/s, int8 306.8 -> 290.1; docs/cuda.md).
+ * SL_PREFER_L1=0 leaves the decode GEMVs' L1 / shared memory split to the
+ * driver (kernels/pdl.h). */
 static void read_switches(cuda_impl *c, int cc_major)
 {
-	const char *pdl = getenv("SL_PDL"), *fuse = getenv("SL_FUSE");
+	const char *pdl = getenv("SL_PDL"), *fuse = getenv("SL_FUSE"), *l1 = getenv("SL_PREFER_L1");
 	c->no_graphs = getenv("SL_NO_GRAPHS") != NULL;
+	c->prefer_l1 = !(l1 && !strcmp(l1, "0"));
 	c->fuse = 1 << KERN_EPI_SWIGLU;
 	if (fuse && !strcmp(fuse, "0"))
 		c->fuse = 0;
@@ -636,10 +640,14 @@ static void read_switches(cuda_impl *c, int cc_major)
 	c->pdl = !(pdl && !strcmp(pdl, "0"));
 	kern_blas_set_pdl(c->blas, c->pdl);
 	kern_pdl_enable(c->pdl && cc_major >= 9);
+	kern_gemv_l1_enable(c->prefer_l1);
 	if (c->no_graphs)
 		SL_INFO("cuda", "SL_NO_GRAPHS: decode steps run without CUDA graphs");
 	if (!c->pdl)
 		SL_INFO("cuda", "SL_PDL=0: no programmatic dependent launches");
+	if (!c->prefer_l1)
+		SL_INFO("cuda", "SL_PREFER_L1=0: the decode GEMVs take the driver's L1 / shared "
+				"memory split");
 	if (fuse)
 		SL_INFO("cuda", "SL_FUSE=%s: fused GEMV epilogues: SwiGLU %s, add + RMSNorm %s", fuse,
 			c->fuse & 1 << KERN_EPI_SWIGLU ? "on" : "off",
