@@ -79,15 +79,19 @@ template <int N> __device__ __forceinline__ void cp_async_wait()
 
 /* Gathers cache rows [t0, t0 + rows) of one KV head into a shared tile of
  * row stride `stride` elements, K then V at v_off elements further. Rows at
- * or past `end` are zero-filled and their block-table entries never read. */
+ * or past `end` are zero-filled and their block-table entries never read.
+ * Row `skip` is left alone entirely (decode loads it later, see there). */
 template <int D, typename E>
 __device__ __forceinline__ void load_kv_tile(const attn_args &a, const int32_t *table, int kvh,
-					     int t0, int end, int rows, int stride, E *ks, E *vs)
+					     int t0, int end, int rows, int stride, E *ks, E *vs,
+					     int skip = -1)
 {
 	constexpr int nc = D / 8;
 	const int mask = (1 << a.bt_shift) - 1;
 	for (int i = threadIdx.x; i < rows * nc; i += kThreads) {
 		int r = i / nc, c = i - r * nc, pos = t0 + r;
+		if (pos == skip)
+			continue;
 		bool ok = pos < end;
 		long off = 0;
 		if (ok) {
@@ -109,15 +113,19 @@ __device__ __forceinline__ void load_kv_tile(const attn_args &a, const int32_t *
  * codes are the values (docs/cuda.md). */
 
 /* Raw fp8 rows [t0, t0 + rows) of one KV head: row stride D bytes, K then
- * V. As load_kv_tile: rows at or past `end` zero-filled, never read. */
+ * V. As load_kv_tile: rows at or past `end` zero-filled, never read; row
+ * `skip` left alone. */
 template <int D>
 __device__ __forceinline__ void load_kv_tile_fp8(const attn_args &a, const int32_t *table, int kvh,
-						 int t0, int end, int rows, uint8_t *ks, uint8_t *vs)
+						 int t0, int end, int rows, uint8_t *ks, uint8_t *vs,
+						 int skip = -1)
 {
 	constexpr int nc = D / 16;
 	const int mask = (1 << a.bt_shift) - 1;
 	for (int i = threadIdx.x; i < rows * nc; i += kThreads) {
 		int r = i / nc, c = i - r * nc, pos = t0 + r;
+		if (pos == skip)
+			continue;
 		bool ok = pos < end;
 		long off = 0;
 		if (ok) {
