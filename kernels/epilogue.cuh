@@ -7,6 +7,9 @@
  * (EPI): the plain GEMV compiles as if there were no epilogue (a run-time
  * kind cost it 26 of its 126 registers and 4% of its bandwidth on an H100).
  *
+ * ROPE pairs each row with its rotate_half partner in the same tile and
+ * does rope.cu's work on the lane's two values (rope.cuh).
+ *
  * ADD_NORM's norm is serial work at the end of the grid: one block, one
  * row after another (about a microsecond a row held in registers). The
  * callers fuse it for up to KERN_EPI_NORM_MAX_TOKENS rows, where it beats
@@ -17,6 +20,7 @@
 
 #include "cuda_util.cuh"
 #include "epilogue.h"
+#include "rope.cuh"
 
 /* silu(g) * u, kernels/swiglu.c's formula (expf, not __expf). */
 __device__ __forceinline__ float kern_silu_mul(float g, float u)
@@ -26,10 +30,18 @@ __device__ __forceinline__ float kern_silu_mul(float g, float u)
 
 #define KERN_EPI_NORM_MAX_TOKENS 2
 
-/* Whether a GEMV of n tokens takes epilogue kind (else: the unfused pair). */
-static inline bool kern_epi_takes(int kind, int n)
+/* Whether a GEMV of n tokens and `rows` output rows takes epilogue e (else:
+ * the unfused pair). */
+static inline bool kern_epi_takes(const kern_epi *e, int rows, int n)
 {
-	return kind != KERN_EPI_ADD_NORM || n <= KERN_EPI_NORM_MAX_TOKENS;
+	switch (e->kind) {
+	case KERN_EPI_SWIGLU: return rows % 2 == 0;
+	case KERN_EPI_ADD_NORM: return n <= KERN_EPI_NORM_MAX_TOKENS;
+	case KERN_EPI_ROPE:
+		return e->head_dim > 0 && e->head_dim % 16 == 0 && e->n_heads > 0 &&
+		       e->n_kv_heads > 0 && rows == (e->n_heads + 2 * e->n_kv_heads) * e->head_dim;
+	}
+	return true;
 }
 
 /* kern_epi as a kernel argument, with what the GEMV's owner adds. */
@@ -41,11 +53,17 @@ struct kern_epi_dev {
 	void *norm_out;
 	float eps;
 	unsigned *counter;  /* ADD_NORM: blocks done, back to 0 after each call */
+	const int32_t *positions, *slots; /* ROPE: as in kern_epi */
+	void *k_cache, *v_cache;
+	const float *inv_freq;
+	int n_heads, n_kv_heads, head_dim, block_tokens, kv_fp8;
 };
 
 static inline kern_epi_dev kern_epi_of(const kern_epi *e, int rows, unsigned *counter)
 {
-	kern_epi_dev d = {KERN_EPI_STORE, 0, nullptr, nullptr, nullptr, 0.0f, counter};
+	kern_epi_dev d = {};
+	d.kind = KERN_EPI_STORE;
+	d.counter = counter;
 	if (e) {
 		d.kind = e->kind;
 		d.half = e->kind == KERN_EPI_SWIGLU ? rows / 2 : 0;
@@ -53,12 +71,23 @@ static inline kern_epi_dev kern_epi_of(const kern_epi *e, int rows, unsigned *co
 		d.norm_w = e->norm_w;
 		d.norm_out = e->norm_out;
 		d.eps = e->eps;
+		d.positions = e->positions;
+		d.slots = e->slots;
+		d.k_cache = e->k_cache;
+		d.v_cache = e->v_cache;
+		d.inv_freq = e->inv_freq;
+		d.n_heads = e->n_heads;
+		d.n_kv_heads = e->n_kv_heads;
+		d.head_dim = e->head_dim;
+		d.block_tokens = e->block_tokens;
+		d.kv_fp8 = e->kv_fp8;
 	}
 	return d;
 }
 
 /* 16-row tiles the GEMV launches: SWIGLU pairs 8 gate rows with their 8
- * up rows, every other kind takes 16 consecutive rows. */
+ * up rows, ROPE 8 rows of a head with their rotate_half partners, every
+ * other kind takes 16 consecutive rows. */
 static inline int kern_epi_tiles(const kern_epi_dev &e, int rows)
 {
 	return e.kind == KERN_EPI_SWIGLU ? (e.half + 7) / 8 : (rows + 15) / 16;
@@ -73,6 +102,12 @@ __device__ __forceinline__ void kern_epi_rows(const kern_epi_dev &e, int rows, i
 		*ra = 8 * t + g;
 		*rb = *ra + e.half;
 		*ok_a = *ok_b = *ra < e.half;
+	} else if constexpr (EPI == KERN_EPI_ROPE) {
+		const int per_head = e.head_dim / 16; /* tiles of 8 pairs */
+		const int h = t / per_head;
+		*ra = h * e.head_dim + (t - h * per_head) * 8 + g;
+		*rb = *ra + e.head_dim / 2;
+		*ok_a = *ok_b = *ra < rows;
 	} else {
 		*ra = 16 * t + g;
 		*rb = *ra + 8;
@@ -81,14 +116,51 @@ __device__ __forceinline__ void kern_epi_rows(const kern_epi_dev &e, int rows, i
 	}
 }
 
+/* ROPE: element i of head h (row ra) and its partner (row rb) for one
+ * token, from the product rounded to T as the unfused pair stores it:
+ * turned for q and k heads, stored to qkv, and for k and v heads to the
+ * cache, as rope.cu's kernel does. */
+template <typename T>
+__device__ __forceinline__ void kern_epi_rope(const kern_epi_dev &e, T *out, int rows, int ra,
+					      int rb, int tok, float va, float vb)
+{
+	const int hd = e.head_dim, half = hd / 2, h = ra / hd, i = ra - h * hd;
+	float a = kern_to_f32(kern_from_f32<T>(va)), b = kern_to_f32(kern_from_f32<T>(vb));
+	const bool is_v = h >= e.n_heads + e.n_kv_heads;
+	if (!is_v) {
+		const float ang = (float)e.positions[tok] * e.inv_freq[i];
+		rope_turn(&a, &b, cosf(ang), sinf(ang));
+	}
+	out[(size_t)tok * rows + ra] = kern_from_f32<T>(a);
+	out[(size_t)tok * rows + rb] = kern_from_f32<T>(b);
+	const int slot = e.slots[tok];
+	if (h < e.n_heads || slot < 0)
+		return;
+	const int kvh = h - e.n_heads - (is_v ? e.n_kv_heads : 0);
+	const long off = kv_offset(slot, kvh, e.n_kv_heads, e.block_tokens, hd) + i;
+	void *cache = is_v ? e.v_cache : e.k_cache;
+	if (e.kv_fp8) {
+		cache_put<uint8_t, 1>(reinterpret_cast<uint8_t *>(cache) + off, &a);
+		cache_put<uint8_t, 1>(reinterpret_cast<uint8_t *>(cache) + off + half, &b);
+	} else {
+		cache_put<T, 1>(reinterpret_cast<T *>(cache) + off, &a);
+		cache_put<T, 1>(reinterpret_cast<T *>(cache) + off + half, &b);
+	}
+}
+
 /* A lane's four values v (i < 2: row ra) for tokens tok0 + (i & 1) < n. out:
- * [n, rows] for STORE, [n, half] for SWIGLU, unused for ADD_NORM. */
+ * [n, rows] for STORE and ROPE, [n, half] for SWIGLU, unused for ADD_NORM. */
 template <typename T, int EPI>
 __device__ __forceinline__ void kern_epi_store(const kern_epi_dev &e, T *out, int rows, int n,
 					       int ra, int rb, bool ok_a, bool ok_b, int tok0,
 					       const float v[4])
 {
-	if constexpr (EPI == KERN_EPI_SWIGLU) {
+	if constexpr (EPI == KERN_EPI_ROPE) {
+#pragma unroll
+		for (int i = 0; i < 2; i++)
+			if (ok_a && tok0 + i < n)
+				kern_epi_rope<T>(e, out, rows, ra, rb, tok0 + i, v[i], v[i + 2]);
+	} else if constexpr (EPI == KERN_EPI_SWIGLU) {
 #pragma unroll
 		for (int i = 0; i < 2; i++) {
 			const int tok = tok0 + i;

@@ -13,6 +13,10 @@
  *     rows] = RMSNorm(residual) * norm_w, computed by the grid's last block
  *     (its sum of squares runs in another order than rmsnorm.cu's, so it
  *     may differ from the unfused kernel in the last bit of 1/rms).
+ *   KERN_EPI_ROPE: W's rows are the QKV projection's [q | k | v] heads;
+ *     out [n, rows] = the product with q and k turned by RoPE, and k and v
+ *     written at each token's cache slot (slot < 0: not written), bit for
+ *     bit what kern_rope_kv_write_cuda does after the stored product.
  *
  * A call that cannot fuse (too many tokens for the GEMV, a shape that
  * splits the columns across blocks) says so and launches nothing; the
@@ -21,10 +25,13 @@
 #ifndef KERN_EPILOGUE_H
 #define KERN_EPILOGUE_H
 
+#include <stdint.h>
+
 typedef enum {
 	KERN_EPI_STORE = 0,    /* out = the product (no fusion) */
 	KERN_EPI_SWIGLU = 1,
 	KERN_EPI_ADD_NORM = 2,
+	KERN_EPI_ROPE = 3,
 } kern_epi_kind;
 
 typedef struct kern_epi {
@@ -33,6 +40,12 @@ typedef struct kern_epi {
 	const void *norm_w; /* ADD_NORM: [rows] in the run dtype, or NULL: the add only */
 	void *norm_out;     /* ADD_NORM: [n, rows] in the run dtype */
 	float eps;          /* ADD_NORM: RMSNorm's epsilon */
+	/* ROPE (kernels/rope.h, device pointers): rows = (n_heads + 2 *
+	 * n_kv_heads) * head_dim, head_dim a multiple of 16 */
+	const int32_t *positions, *slots; /* [n] */
+	void *k_cache, *v_cache;          /* the layer's paged K and V, run dtype or E4M3 */
+	const float *inv_freq;            /* [head_dim / 2] */
+	int n_heads, n_kv_heads, head_dim, block_tokens, kv_fp8;
 } kern_epi;
 
 #endif

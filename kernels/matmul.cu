@@ -324,6 +324,9 @@ static int gemv_run(kern_blas *b, OutT *out, const T *x, const T *w, int n, int 
 				return gemv_launch(b,
 						   gemv_kernel<T, T, KSPLIT, UNROLL, KERN_EPI_ADD_NORM>,
 						   grid, block, out, x, w, n, in_dim, out_dim, per, e);
+			if (e.kind == KERN_EPI_ROPE)
+				return gemv_launch(b, gemv_kernel<T, T, KSPLIT, UNROLL, KERN_EPI_ROPE>,
+						   grid, block, out, x, w, n, in_dim, out_dim, per, e);
 		}
 		return gemv_launch(b, gemv_kernel<T, OutT, KSPLIT, UNROLL, KERN_EPI_STORE>, grid,
 				   block, out, x, w, n, in_dim, out_dim, per, e);
@@ -421,7 +424,7 @@ extern "C" int kern_matmul_epi_cuda(kern_blas *b, void *out, const void *x, cons
 {
 	*fused = 0;
 	if (n <= 0 || out_dim <= 0 || !gemv_fits(x, w, n, in_dim, out_dim) ||
-	    !kern_epi_takes(epi->kind, n) || (epi->kind == KERN_EPI_SWIGLU && out_dim % 2))
+	    !kern_epi_takes(epi, out_dim, n))
 		return SL_OK;
 	const kern_epi_dev e = kern_epi_of(epi, out_dim, b->counter);
 	const int rc = gemv_call(b, out, x, w, n, in_dim, out_dim, dt, e);

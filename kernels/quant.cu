@@ -533,6 +533,10 @@ static int qgemv_run(kern_qblas *qb, qgemv_args a, const T *x)
 				return q_launch(
 					qb, qgemv_kernel<T, FMT, GM, NT, KSPLIT, UNROLL, KERN_EPI_ADD_NORM>,
 					grid, block, x, a);
+			if (a.e.kind == KERN_EPI_ROPE)
+				return q_launch(
+					qb, qgemv_kernel<T, FMT, GM, NT, KSPLIT, UNROLL, KERN_EPI_ROPE>,
+					grid, block, x, a);
 		}
 		return q_launch(qb, kernel, grid, block, x, a);
 	}
@@ -1095,8 +1099,7 @@ extern "C" int kern_qmatmul_epi_cuda(kern_qblas *qb, void *out, sl_dtype dt, con
 {
 	*fused = 0;
 	TRY(check_call(w, dt, x, dt, n));
-	if (n == 0 || n > 8 || w->rows == 0 || !kern_epi_takes(epi->kind, n) ||
-	    (epi->kind == KERN_EPI_SWIGLU && w->rows % 2) ||
+	if (n == 0 || n > 8 || w->rows == 0 || !kern_epi_takes(epi, w->rows, n) ||
 	    choose_path(qb, w, n, dt) != KERN_QPATH_GEMV)
 		return SL_OK;
 	qgemv_args a = qgemv_args_of(w, out, false, n);

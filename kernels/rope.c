@@ -70,6 +70,8 @@ void kern_rope_kv_write_cpu(float *qkv, float *k_cache, float *v_cache, const ke
 			rotate(q + h * head_dim, head_dim, cs, sn);
 		for (int h = 0; h < n_kv_heads; h++) {
 			rotate(k + h * head_dim, head_dim, cs, sn);
+			if (b->slots[t] < 0) /* padding: no cache row, as rope.cu */
+				continue;
 			long off = kern_kv_offset(b->slots[t], h, n_kv_heads, b->block_tokens, head_dim);
 			cache_store(k_cache + off, k + h * head_dim, head_dim, kv_fp8);
 			cache_store(v_cache + off, v + h * head_dim, head_dim, kv_fp8);

@@ -9,54 +9,16 @@
  * it, so both backends hold the same qkv afterwards (a few extra bytes per
  * token). With an fp8 cache (kv_fp8) k and v go in as E4M3 codes, rounded
  * from fp32 as the CPU rounds them. Semantics: kernels/rope.c; cache
- * layout: kernels/paged.h.
+ * layout: kernels/paged.h; the rotation and cache stores: rope.cuh, which
+ * the QKV GEMV's fused epilogue (epilogue.cuh) shares.
  */
-#include <cuda_fp8.h>
-
 #include <type_traits>
 
-#include "cuda_util.cuh"
+#include "rope.cuh"
 #include "rope.h"
 
 #define ROPE_THREADS 128
 #define ROPE_MAX_Y 16 /* blocks per token */
-
-/* kern_kv_offset (paged.h) on the device. */
-__device__ __forceinline__ long kv_offset(int slot, int kv_head, int n_kv_heads, int block_tokens,
-					  int head_dim)
-{
-	long blk = slot / block_tokens, off = slot % block_tokens;
-	return ((blk * n_kv_heads + kv_head) * block_tokens + off) * (long)head_dim;
-}
-
-/* fp32 -> fp8 E4M3 code, as kern_f32_to_fp8_e4m3: round to nearest even,
- * saturating at +-448, NaN -> 0x7F. */
-__device__ __forceinline__ uint8_t rope_fp8(float v)
-{
-	return (uint8_t)__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
-}
-
-/* V values into the cache at dst: C is the run dtype T, or uint8_t (E4M3). */
-template <typename C, int V> __device__ __forceinline__ void cache_put(C *dst, const float *f)
-{
-	if constexpr (std::is_same<C, uint8_t>::value) {
-		if constexpr (V == 8) {
-			uint32_t lo = 0, hi = 0;
-#pragma unroll
-			for (int j = 0; j < 4; j++) {
-				lo |= (uint32_t)rope_fp8(f[j]) << (8 * j);
-				hi |= (uint32_t)rope_fp8(f[4 + j]) << (8 * j);
-			}
-			*reinterpret_cast<uint2 *>(dst) = make_uint2(lo, hi);
-		} else {
-			dst[0] = rope_fp8(f[0]);
-		}
-	} else if constexpr (V == 8) {
-		kern_store8(dst, f);
-	} else {
-		dst[0] = kern_from_f32<C>(f[0]);
-	}
-}
 
 /* V = elements per unit of work: 8 (16-byte vectors, needs head_dim/2 % 8
  * == 0) or 1. C: the cache element, T or uint8_t (fp8 E4M3 codes). */
@@ -101,11 +63,8 @@ __global__ void __launch_bounds__(ROPE_THREADS)
 				b[0] = kern_to_f32(x[i + half]);
 			}
 #pragma unroll
-			for (int k = 0; k < V; k++) {
-				float c = cs[i + k], s = sn[i + k], ak = a[k];
-				a[k] = ak * c - b[k] * s;
-				b[k] = b[k] * c + ak * s;
-			}
+			for (int k = 0; k < V; k++)
+				rope_turn(&a[k], &b[k], cs[i + k], sn[i + k]);
 			C *kc = nullptr;
 			if (h >= n_heads && slot >= 0) /* a k head: also into the cache */
 				kc = k_cache + kv_offset(slot, h - n_heads, n_kv_heads, block_tokens,

@@ -23,10 +23,11 @@ void kern_rope_inv_freq(float *inv_freq, int head_dim, const kern_rope_params *p
 
 /* qkv: [n_tokens, (n_heads + 2 * n_kv_heads) * head_dim] = per token [q | k | v].
  * Rotates q in place; writes rotated k and v into k_cache / v_cache at each
- * token's slot. kv_fp8: the cache is fp8 E4M3 (--kv-dtype fp8); on the CPU
- * its values stay fp32, rounded through E4M3 (round to nearest even,
- * saturating at +-448: kern_f32_to_fp8_e4m3, scale 1), which is what the
- * GPU stores as one-byte codes. qkv keeps the unrounded k and v. */
+ * token's slot (a slot < 0 marks a padding token: nothing written). kv_fp8:
+ * the cache is fp8 E4M3 (--kv-dtype fp8); on the CPU its values stay fp32,
+ * rounded through E4M3 (round to nearest even, saturating at +-448:
+ * kern_f32_to_fp8_e4m3, scale 1), which is what the GPU stores as one-byte
+ * codes. qkv keeps the unrounded k and v. */
 void kern_rope_kv_write_cpu(float *qkv, float *k_cache, float *v_cache, const kern_paged_batch *b,
 			    int n_heads, int n_kv_heads, int head_dim, const float *inv_freq,
 			    int kv_fp8);

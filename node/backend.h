@@ -69,6 +69,11 @@ typedef struct node_backend_ops {
 	 * only); proj [n, w->rows] scratch. */
 	int (*matmul_add_rmsnorm)(node_backend *be, float *x, void *out, void *proj, const void *in,
 				  const kern_qweight *w, const void *norm_w, int n, float eps);
+	/* matmul_rope: qkv [n, w->rows] = x @ W^T, then rope_kv_write's work
+	 * on it (q and k turned, k and v into the caches). */
+	int (*matmul_rope)(node_backend *be, void *qkv, const void *x, const kern_qweight *w, int n,
+			   void *k_cache, void *v_cache, const kern_paged_batch *b, int n_heads,
+			   int n_kv_heads, int head_dim, const float *inv_freq);
 	/* out[i] = x[rows[i]] for act rows of width dim; rows is a host array */
 	int (*gather_rows)(node_backend *be, void *out, const void *x, const int32_t *rows, int n,
 			   int dim);

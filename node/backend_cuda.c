@@ -360,6 +360,31 @@ static int cu_matmul_add_rmsnorm(node_backend *be, float *x, void *out, void *pr
 	RANGED("matmul_add_rmsnorm", matmul_add_rmsnorm(be, x, out, proj, in, w, norm_w, n, eps));
 }
 
+static int matmul_rope(node_backend *be, void *qkv, const void *x, const kern_qweight *w, int n,
+		       void *k_cache, void *v_cache, const kern_paged_batch *b, int n_heads,
+		       int n_kv_heads, int head_dim, const float *inv_freq)
+{
+	const kern_epi e = {.kind = KERN_EPI_ROPE, .positions = b->positions, .slots = b->slots,
+			    .k_cache = k_cache, .v_cache = v_cache, .inv_freq = inv_freq,
+			    .n_heads = n_heads, .n_kv_heads = n_kv_heads, .head_dim = head_dim,
+			    .block_tokens = b->block_tokens, .kv_fp8 = I(be)->lim.kv_fp8};
+	int fused;
+	TRY(matmul_epi(be, qkv, x, w, n, &e, &fused));
+	if (fused)
+		return SL_OK;
+	TRY(cu_matmul(be, qkv, x, w, n));
+	return cu_rope_kv_write(be, qkv, k_cache, v_cache, b, n_heads, n_kv_heads, head_dim,
+				inv_freq);
+}
+
+static int cu_matmul_rope(node_backend *be, void *qkv, const void *x, const kern_qweight *w,
+			  int n, void *k_cache, void *v_cache, const kern_paged_batch *b,
+			  int n_heads, int n_kv_heads, int head_dim, const float *inv_freq)
+{
+	RANGED("matmul_rope", matmul_rope(be, qkv, x, w, n, k_cache, v_cache, b, n_heads,
+					  n_kv_heads, head_dim, inv_freq));
+}
+
 static int gather_rows(node_backend *be, void *out, const void *x, const int32_t *rows, int n,
 		       int dim)
 {
@@ -609,6 +634,7 @@ static const node_backend_ops cuda_ops = {
 	.add_rmsnorm = cu_add_rmsnorm, .matmul = cu_matmul, .matmul_f32out = cu_matmul_f32out,
 	.rope_kv_write = cu_rope_kv_write, .attention = cu_attention, .silu_mul = cu_silu_mul,
 	.matmul_swiglu = cu_matmul_swiglu, .matmul_add_rmsnorm = cu_matmul_add_rmsnorm,
+	.matmul_rope = cu_matmul_rope,
 	.gather_rows = cu_gather_rows, .copy2d = cu_copy2d, .sample = cu_sample,
 	.reserve = cu_reserve, .run_cached = cu_run_cached, .fill_random = cu_fill_random,
 	.range_push = cu_range_push, .range_pop = cu_range_pop, .destroy = cu_destroy,
@@ -619,24 +645,49 @@ static const node_backend_ops cuda_ops = {
  * graphs, for comparisons and profiles; SL_PDL=0 turns off programmatic
  * dependent launch of the GEMVs and the step's small kernels (on by
  * default on sm_90 and later: kernels/pdl.h); SL_FUSE picks the decode
- * GEMVs' fused epilogues (kernels/epilogue.h): SwiGLU by default, 0 none,
- * "norm" the residual add + RMSNorm alone, "all" both. The add + norm is
- * off by default: on an H100 it made the 7B batch-1 step slower (fp16
- * 187.9 -> 183.6 tokens/s, int8 306.8 -> 290.1; docs/cuda.md).
+ * GEMVs' fused epilogues (kernels/epilogue.h, fuse_bits): SwiGLU and RoPE
+ * + KV write by default. The residual add + RMSNorm is off by default: on
+ * an H100 it made the 7B batch-1 step slower (fp16 187.9 -> 183.6
+ * tokens/s, int8 306.8 -> 290.1; docs/cuda.md).
  * SL_PREFER_L1=0 leaves the decode GEMVs' L1 / shared memory split to the
  * driver (kernels/pdl.h). */
+#define FUSE_DEFAULT (1 << KERN_EPI_SWIGLU | 1 << KERN_EPI_ROPE)
+
+/* SL_FUSE: "0", "all", or a comma-separated list of swiglu, rope, norm;
+ * an unknown name is logged and ignored. */
+static int fuse_bits(const char *list)
+{
+	static const struct {
+		const char *name;
+		int bits;
+	} k[] = {{"0", 0},
+		 {"all", 1 << KERN_EPI_SWIGLU | 1 << KERN_EPI_ROPE | 1 << KERN_EPI_ADD_NORM},
+		 {"swiglu", 1 << KERN_EPI_SWIGLU},
+		 {"rope", 1 << KERN_EPI_ROPE},
+		 {"norm", 1 << KERN_EPI_ADD_NORM}};
+	int bits = 0;
+	for (const char *p = list; *p;) {
+		size_t len = strcspn(p, ",");
+		int known = 0;
+		for (size_t i = 0; i < sizeof k / sizeof *k; i++)
+			if (strlen(k[i].name) == len && !strncmp(p, k[i].name, len)) {
+				bits |= k[i].bits;
+				known = 1;
+			}
+		if (!known)
+			SL_WARN("cuda", "SL_FUSE: unknown epilogue '%.*s' (swiglu, rope, norm, all, 0)",
+				(int)len, p);
+		p += len + (p[len] == ',');
+	}
+	return bits;
+}
+
 static void read_switches(cuda_impl *c, int cc_major)
 {
 	const char *pdl = getenv("SL_PDL"), *fuse = getenv("SL_FUSE"), *l1 = getenv("SL_PREFER_L1");
 	c->no_graphs = getenv("SL_NO_GRAPHS") != NULL;
 	c->prefer_l1 = !(l1 && !strcmp(l1, "0"));
-	c->fuse = 1 << KERN_EPI_SWIGLU;
-	if (fuse && !strcmp(fuse, "0"))
-		c->fuse = 0;
-	else if (fuse && !strcmp(fuse, "all"))
-		c->fuse = 1 << KERN_EPI_SWIGLU | 1 << KERN_EPI_ADD_NORM;
-	else if (fuse && !strcmp(fuse, "norm"))
-		c->fuse = 1 << KERN_EPI_ADD_NORM;
+	c->fuse = fuse ? fuse_bits(fuse) : FUSE_DEFAULT;
 	c->pdl = !(pdl && !strcmp(pdl, "0"));
 	kern_blas_set_pdl(c->blas, c->pdl);
 	kern_pdl_enable(c->pdl && cc_major >= 9);
@@ -649,8 +700,9 @@ static void read_switches(cuda_impl *c, int cc_major)
 		SL_INFO("cuda", "SL_PREFER_L1=0: the decode GEMVs take the driver's L1 / shared "
 				"memory split");
 	if (fuse)
-		SL_INFO("cuda", "SL_FUSE=%s: fused GEMV epilogues: SwiGLU %s, add + RMSNorm %s", fuse,
-			c->fuse & 1 << KERN_EPI_SWIGLU ? "on" : "off",
+		SL_INFO("cuda", "SL_FUSE=%s: fused GEMV epilogues: SwiGLU %s, RoPE + KV write %s, "
+				"add + RMSNorm %s", fuse, c->fuse & 1 << KERN_EPI_SWIGLU ? "on" : "off",
+			c->fuse & 1 << KERN_EPI_ROPE ? "on" : "off",
 			c->fuse & 1 << KERN_EPI_ADD_NORM ? "on" : "off");
 }
 

@@ -56,6 +56,24 @@ static int proj_add_norm(model *m, const void *in, const kern_qweight *w, const 
 	return op->add_rmsnorm(be, a->x, a->proj, norm_w, a->xb, n, dim, eps);
 }
 
+/* qkv = the QKV projection of xb, q and k turned by RoPE, k and v written
+ * into layer l's cache. */
+static int qkv_rope(model *m, const kern_qweight *wqkv, int l)
+{
+	const par_shard *s = &m->shard;
+	node_backend *be = m->be;
+	const node_backend_ops *op = be->ops;
+	model_arena *a = &m->a;
+	const kern_paged_batch *b = &m->batch;
+	int n = b->n_tokens, hd = m->cfg.head_dim;
+	if (op->matmul_rope)
+		return op->matmul_rope(be, a->qkv, a->xb, wqkv, n, m->k_cache[l], m->v_cache[l], b,
+				       s->n_heads, s->n_kv_heads, hd, a->inv_freq);
+	TRY(op->matmul(be, a->qkv, a->xb, wqkv, n));
+	return op->rope_kv_write(be, a->qkv, m->k_cache[l], m->v_cache[l], b, s->n_heads,
+				 s->n_kv_heads, hd, a->inv_freq);
+}
+
 /* hb = silu(gate) * up from the fused gate/up projection of xb. */
 static int ffn_in(model *m, const kern_qweight *w13, int n)
 {
@@ -104,9 +122,7 @@ int model_layers(model *m)
 	for (int l = 0; l < s->n_layers; l++) {
 		const layer_weights *w = &m->w.layers[l];
 		op->range_push(be, "layer", s->layer0 + l);
-		TRY(op->matmul(be, a->qkv, a->xb, &w->wqkv, n));
-		TRY(op->rope_kv_write(be, a->qkv, m->k_cache[l], m->v_cache[l], b, hq, hkv, hd,
-				      a->inv_freq));
+		TRY(qkv_rope(m, &w->wqkv, l));
 		TRY(op->attention(be, a->att, a->qkv, qkv_dim, m->k_cache[l], m->v_cache[l], b, hq,
 				  hkv, hd, scale));
 		TRY(proj_add_norm(m, a->att, &w->wo, w->ffn_norm, n));

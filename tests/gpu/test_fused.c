@@ -1,7 +1,9 @@
 /*
  * test_fused.c — the decode GEMVs' fused epilogues (kernels/epilogue.h):
- * SwiGLU over [gate | up] rows, and the residual add + RMSNorm finished by
- * the grid's last block, through kern_matmul_epi_cuda (fp16 and bf16
+ * SwiGLU over [gate | up] rows, the residual add + RMSNorm finished by the
+ * grid's last block, and RoPE + KV write after the QKV projection (cache
+ * in the run dtype and fp8, a padding token with slot -1 among them),
+ * through kern_matmul_epi_cuda (fp16 and bf16
  * weights) and kern_qmatmul_epi_cuda (int8 per row and groups of 32, fp8,
  * int4 groups of 128 and 64), 1 to 8 tokens fused (2 for the add + norm),
  * up to 64 refused.
@@ -10,11 +12,13 @@
  * poisoned outputs (the seed is printed; SL_TEST_SEED replays it):
  * - against the CPU reference: the product (kern_matmul_cpu, or the
  *   quantized reference kern_qmatmul_cpu) rounded to the dtype, then
- *   kern_silu_mul_cpu / kern_add_rmsnorm_cpu;
+ *   kern_silu_mul_cpu / kern_add_rmsnorm_cpu / kern_rope_kv_write_cpu
+ *   (its qkv);
  * - against the unfused pair on the GPU (the same GEMV storing its
- *   product, then kern_silu_mul_cuda / kern_add_rmsnorm_cuda): SwiGLU and
- *   the residual must be equal bit for bit, the norm output within the
- *   elementwise tolerance (its sum of squares runs in another order);
+ *   product, then kern_silu_mul_cuda / kern_add_rmsnorm_cuda /
+ *   kern_rope_kv_write_cuda): SwiGLU, the residual, and RoPE's qkv and
+ *   both whole caches must be equal bit for bit, the norm output within
+ *   the elementwise tolerance (its sum of squares runs in another order);
  * - a call the GEMV cannot fuse (columns split across blocks, too many
  *   tokens) must say so and leave every output untouched.
  * The add + norm runs three times in a row: the block counter it keeps
@@ -34,6 +38,7 @@
 #include "quant.h"
 #include "qw_test.h"
 #include "rmsnorm.h"
+#include "rope.h"
 #include "sl.h"
 #include "swiglu.h"
 
@@ -65,7 +70,9 @@ static const qcfg k_cfgs[] = {
 };
 #define N_CFGS (int)(sizeof k_cfgs / sizeof *k_cfgs)
 
-/* in x rows of W; SwiGLU's rows are 2 x hidden. 576 x 2 x 1536 is
+/* in x rows of W; SwiGLU's rows are 2 x hidden, RoPE's (hq + 2 hkv) x hd
+ * (GQA: 32 query heads over 8 KV heads of 64 and of 128; SmolLM2's 9 over
+ * 3, too few tiles: unfused). 576 x 2 x 1536 is
  * SmolLM2's gate/up; 4096 x 4096 the 7B wo (256 row tiles: one split on
  * GPUs of up to 256 SMs); 4096 x 2 x 1004 a hidden not a multiple of 8;
  * the 1024-column shapes have too few tiles, so their columns split
@@ -76,16 +83,20 @@ static const qcfg k_cfgs[] = {
 typedef struct fshape {
 	int kind, in, rows;
 	int ns[4], n_ns;
+	int hq, hkv, hd; /* ROPE's heads */
 } fshape;
 
 static const fshape k_shapes[] = {
-	{KERN_EPI_SWIGLU, 576, 2 * 1536, {1, 3, 8, 13}, 4},
-	{KERN_EPI_SWIGLU, 4096, 2 * 1004, {1, 5, 64}, 3},
-	{KERN_EPI_ADD_NORM, 4096, 4096, {1, 2, 3, 33}, 4},
-	{KERN_EPI_ADD_NORM, 4104, 5120, {1, 2}, 2},
-	{KERN_EPI_ADD_NORM, 4096, 8200, {1}, 1},
-	{KERN_EPI_ADD_NORM, 1024, 512, {1}, 1},
-	{KERN_EPI_SWIGLU, 1024, 2 * 256, {2}, 1},
+	{KERN_EPI_SWIGLU, 576, 2 * 1536, {1, 3, 8, 13}, 4, 0, 0, 0},
+	{KERN_EPI_SWIGLU, 4096, 2 * 1004, {1, 5, 64}, 3, 0, 0, 0},
+	{KERN_EPI_ADD_NORM, 4096, 4096, {1, 2, 3, 33}, 4, 0, 0, 0},
+	{KERN_EPI_ADD_NORM, 4104, 5120, {1, 2}, 2, 0, 0, 0},
+	{KERN_EPI_ADD_NORM, 4096, 8200, {1}, 1, 0, 0, 0},
+	{KERN_EPI_ADD_NORM, 1024, 512, {1}, 1, 0, 0, 0},
+	{KERN_EPI_SWIGLU, 1024, 2 * 256, {2}, 1, 0, 0, 0},
+	{KERN_EPI_ROPE, 2048, 48 * 64, {1, 3, 8, 9}, 4, 32, 8, 64},
+	{KERN_EPI_ROPE, 4096, 48 * 128, {2}, 1, 32, 8, 128},
+	{KERN_EPI_ROPE, 576, 15 * 64, {1}, 1, 9, 3, 64},
 };
 #define N_SHAPES (int)(sizeof k_shapes / sizeof *k_shapes)
 
@@ -260,6 +271,128 @@ static void run_add_norm(ctx *k, const fw *w, const float *x, const void *d_x, i
 	free(got), free(got_res), free(ref), free(ref_res), free(prod);
 }
 
+/* RoPE's batch: n tokens at random positions and distinct random slots of
+ * a cache of ROPE_BLOCKS blocks; token 1 of 3 or more is padding (slot -1). */
+#define ROPE_BT 16
+#define ROPE_BLOCKS 8
+
+typedef struct rope_io {
+	kern_paged_batch hb, db; /* host and device views */
+	int32_t pos[16], slot[16]; /* n <= 16 */
+	float *inv_freq;         /* host [hd / 2] */
+	void *d_inv, *d_pos, *d_slot;
+	unsigned char *cache0;   /* initial bytes of K then V */
+	size_t cache_bytes;      /* of one of them */
+} rope_io;
+
+static void rope_io_make(rope_io *r, const fshape *s, int n, int kv_fp8, sl_dtype dt)
+{
+	int32_t all[ROPE_BLOCKS * ROPE_BT];
+	for (int i = 0; i < ROPE_BLOCKS * ROPE_BT; i++)
+		all[i] = i;
+	gt_shuffle(all, ROPE_BLOCKS * ROPE_BT);
+	for (int t = 0; t < n; t++) {
+		r->pos[t] = gt_int(0, 8191);
+		r->slot[t] = n >= 3 && t == 1 ? -1 : all[t];
+	}
+	r->inv_freq = gt_malloc(sizeof(float) * s->hd / 2);
+	const kern_rope_params rp = {.theta = 10000.0f};
+	kern_rope_inv_freq(r->inv_freq, s->hd, &rp);
+	r->d_inv = gt_upload(r->inv_freq, s->hd / 2, SL_DT_F32);
+	r->d_pos = gt_upload_raw(r->pos, sizeof(int32_t) * n);
+	r->d_slot = gt_upload_raw(r->slot, sizeof(int32_t) * n);
+	r->hb = (kern_paged_batch){.n_tokens = n, .positions = r->pos, .slots = r->slot,
+				   .block_tokens = ROPE_BT};
+	r->db = r->hb;
+	r->db.positions = r->d_pos;
+	r->db.slots = r->d_slot;
+	r->cache_bytes = (size_t)ROPE_BLOCKS * s->hkv * ROPE_BT * s->hd *
+			 (kv_fp8 ? 1 : sl_dtype_size(dt));
+	r->cache0 = gt_malloc(2 * r->cache_bytes);
+	for (size_t i = 0; i < 2 * r->cache_bytes; i++)
+		r->cache0[i] = (unsigned char)gt_int(0, 0x77); /* finite in every format */
+}
+
+static void rope_io_free(rope_io *r)
+{
+	free(r->inv_freq), free(r->cache0);
+	gt_dev_free(r->d_inv), gt_dev_free(r->d_pos), gt_dev_free(r->d_slot);
+}
+
+/* Bytes of device buffer d equal to host bytes want: 1, else 0. */
+static int dev_equal(const void *d, const void *want, size_t bytes)
+{
+	void *now = gt_malloc(bytes);
+	GT_CUDA(cudaMemcpy(now, d, bytes, cudaMemcpyDeviceToHost));
+	int eq = !memcmp(now, want, bytes);
+	free(now);
+	return eq;
+}
+
+/* One fused QKV projection + RoPE + KV write against the CPU (qkv) and
+ * the unfused GPU pair (qkv and both caches, bit for bit). */
+static void run_rope(ctx *k, const fw *w, const float *x, const void *d_x, int n,
+		     const fshape *s, int kv_fp8, const char *what)
+{
+	const size_t no = (size_t)n * s->rows, es = sl_dtype_size(k->dt);
+	rope_io r;
+	rope_io_make(&r, s, n, kv_fp8, k->dt);
+	const size_t cb = r.cache_bytes;
+	void *d_qkv = gt_dev_poison(es * no), *d_kc = gt_upload_raw(r.cache0, cb);
+	void *d_vc = gt_upload_raw(r.cache0 + cb, cb);
+	const kern_epi e = {.kind = KERN_EPI_ROPE, .positions = r.db.positions,
+			    .slots = r.db.slots, .k_cache = d_kc, .v_cache = d_vc,
+			    .inv_freq = r.d_inv, .n_heads = s->hq, .n_kv_heads = s->hkv,
+			    .head_dim = s->hd, .block_tokens = ROPE_BT, .kv_fp8 = kv_fp8};
+	int fused = 0;
+	GT_KERNEL(call(k, w, d_qkv, d_x, n, &e, &fused));
+	if (!fused) {
+		void *poison = gt_malloc(es * no);
+		memset(poison, 0xFF, es * no);
+		check_untouched(what, d_qkv, es * no, poison);
+		check_untouched(what, d_kc, cb, r.cache0);
+		check_untouched(what, d_vc, cb, r.cache0 + cb);
+		free(poison);
+		k->unfused++;
+	} else {
+		k->fused++;
+		float *got = gt_malloc(sizeof(float) * no), *ref = cpu_product(k, w, x, n);
+		size_t nc = cb / (kv_fp8 ? 1 : es);
+		float *kc = gt_malloc(sizeof(float) * nc), *vc = gt_malloc(sizeof(float) * nc);
+		kern_rope_kv_write_cpu(ref, kc, vc, &r.hb, s->hq, s->hkv, s->hd, r.inv_freq, kv_fp8);
+		gt_download(got, d_qkv, no, k->dt);
+		k->worst_cpu = dmax(k->worst_cpu, gt_compare(what, got, ref, no, tol_cpu(k->dt)));
+		/* the unfused pair on the GPU, from the same caches */
+		void *d_q2 = gt_dev_poison(es * no), *d_k2 = gt_upload_raw(r.cache0, cb);
+		void *d_v2 = gt_upload_raw(r.cache0 + cb, cb);
+		unsigned char *want = gt_malloc(2 * cb + es * no);
+		int f;
+		GT_KERNEL(call(k, w, d_q2, d_x, n, NULL, &f));
+		GT_KERNEL(kern_rope_kv_write_cuda(d_q2, d_k2, d_v2, &r.db, s->hq, s->hkv, s->hd,
+						  r.d_inv, k->dt, kv_fp8, NULL));
+		GT_CUDA(cudaMemcpy(want, d_k2, cb, cudaMemcpyDeviceToHost));
+		GT_CUDA(cudaMemcpy(want + cb, d_v2, cb, cudaMemcpyDeviceToHost));
+		GT_CUDA(cudaMemcpy(want + 2 * cb, d_q2, es * no, cudaMemcpyDeviceToHost));
+		const int k_eq = dev_equal(d_kc, want, cb), v_eq = dev_equal(d_vc, want + cb, cb);
+		const int q_eq = dev_equal(d_qkv, want + 2 * cb, es * no);
+		const int same = k_eq && v_eq && q_eq;
+		if (!same)
+			printf("%s kv_fp8 %d: fused RoPE differs from the unfused pair (qkv %s, k "
+			       "cache %s, v cache %s)\n", what, kv_fp8, q_eq ? "equal" : "differs",
+			       k_eq ? "equal" : "differs", v_eq ? "equal" : "differs");
+		k->worst_gpu = dmax(k->worst_gpu, same ? 0.0 : 1.0);
+		gt_dev_free(d_q2), gt_dev_free(d_k2), gt_dev_free(d_v2);
+		free(got), free(ref), free(kc), free(vc), free(want);
+	}
+	gt_dev_free(d_qkv), gt_dev_free(d_kc), gt_dev_free(d_vc);
+	rope_io_free(&r);
+}
+
+static const char *kind_name(int kind)
+{
+	return kind == KERN_EPI_SWIGLU ? "swiglu" : kind == KERN_EPI_ROPE ? "rope" : "add_norm";
+}
+
 /* A weight's format must take the shape's columns: a whole number of
  * groups, and of 16-byte rows of codes (16 int8/fp8 columns). */
 static int takes(const qcfg *c, int in)
@@ -280,10 +413,12 @@ static void run_shape(ctx *k, const qcfg *c, const fshape *s)
 		void *d_x = gt_upload(x, nx, k->dt);
 		char what[128];
 		snprintf(what, sizeof what, "%s %s %s in %d rows %d n %d", c->name,
-			 gt_dt_name(k->dt), s->kind == KERN_EPI_SWIGLU ? "swiglu" : "add_norm",
-			 s->in, s->rows, n);
+			 gt_dt_name(k->dt), kind_name(s->kind), s->in, s->rows, n);
 		if (s->kind == KERN_EPI_SWIGLU) {
 			run_swiglu(k, &w, x, d_x, n, what);
+		} else if (s->kind == KERN_EPI_ROPE) {
+			for (int kv_fp8 = 0; kv_fp8 < 2; kv_fp8++)
+				run_rope(k, &w, x, d_x, n, s, kv_fp8, what);
 		} else {
 			const size_t no = (size_t)n * s->rows;
 			float *res = gt_malloc(sizeof(float) * no), *nw = gt_malloc(sizeof(float) * s->rows);

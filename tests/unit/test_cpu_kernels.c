@@ -12,6 +12,7 @@
 #include "attention.h"
 #include "dtype.h"
 #include "kv.h"
+#include "rope.h"
 #include "sampling.h"
 #include "sl.h"
 
@@ -119,6 +120,36 @@ START_TEST(kv_pool_all_or_nothing)
 }
 END_TEST
 
+/* RoPE + KV write: a padding token (slot -1) is turned in qkv like any
+ * other but writes no cache row; the real token's row lands at its slot. */
+START_TEST(rope_padding_slot_writes_nothing)
+{
+	enum { HD = 8, HQ = 2, HKV = 1, BT = 4, NB = 2, ROW = (HQ + 2 * HKV) * HD };
+	float qkv[2 * ROW], kc[NB * BT * HD], vc[NB * BT * HD], inv[HD / 2];
+	unsigned seed = 7;
+	for (int i = 0; i < 2 * ROW; i++)
+		qkv[i] = frand(&seed);
+	for (int i = 0; i < NB * BT * HD; i++)
+		kc[i] = vc[i] = 1234.0f;
+	const kern_rope_params rp = {.theta = 10000.0f};
+	kern_rope_inv_freq(inv, HD, &rp);
+	const int32_t pos[2] = {5, 9}, slots[2] = {-1, 6};
+	const kern_paged_batch b = {.n_tokens = 2, .positions = pos, .slots = slots,
+				    .block_tokens = BT};
+	float before0 = qkv[1];
+	kern_rope_kv_write_cpu(qkv, kc, vc, &b, HQ, HKV, HD, inv, 0);
+	ck_assert_msg(qkv[1] != before0, "the padding token's q was not turned");
+	long off = kern_kv_offset(6, 0, HKV, BT, HD);
+	for (int i = 0; i < NB * BT * HD; i++) {
+		int mine = i >= off && i < off + HD;
+		ck_assert_msg(mine ? kc[i] == qkv[ROW + HQ * HD + i - off] : kc[i] == 1234.0f,
+			      "k cache element %d", i);
+		ck_assert_msg(mine ? vc[i] == qkv[ROW + (HQ + HKV) * HD + i - off] : vc[i] == 1234.0f,
+			      "v cache element %d", i);
+	}
+}
+END_TEST
+
 static void random_logits(float *l, int n, unsigned seed)
 {
 	for (int i = 0; i < n; i++)
@@ -206,6 +237,7 @@ int main(void)
 	tcase_add_test(tc, paged_attention_matches_dense);
 	tcase_add_test(tc, dtype_rounding);
 	tcase_add_test(tc, kv_pool_all_or_nothing);
+	tcase_add_test(tc, rope_padding_slot_writes_nothing);
 	tcase_add_test(tc, sampling_reproducible);
 	tcase_add_test(tc, sampling_topk_topp);
 	tcase_add_test(tc, sampling_frequencies);
