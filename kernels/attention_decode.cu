@@ -132,8 +132,11 @@ __global__ void __launch_bounds__(kThreads) attn_decode_kernel(attn_args a)
 	 * in before the step's first kernel, the older rows by earlier steps.
 	 * So those are read, and the first tiles' copies started, before
 	 * griddepcontrol.wait; the query and the newest row after it. On an
-	 * H100 (7B, batch 1) this and the direct write below took fp16 from
-	 * 192 to 195.5 tokens/s, int8 from 318 to 325.6. */
+	 * H100 (7B) this and the direct write below took batch 1 fp16 from
+	 * 192.4 to 195.2 tokens/s, fp8 + fp8 KV from 318.3 to 325.4, but cost
+	 * batch 64 1.5-3.6%: every block of a many-wave launch now waits for
+	 * its first three tiles before its first MMA
+	 * (bench/results/2026-11-24-nvidia-h100-attn-rope/README.md). */
 	const int split = blockIdx.x, kvh = blockIdx.y, s = blockIdx.z;
 	if (a.q_len[s] != 1)
 		return;
