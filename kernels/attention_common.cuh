@@ -58,6 +58,8 @@ struct attn_args {
 	float *part_o;              /* [n_seqs * n_splits, n_heads, D] fp32, unnormalised */
 	float2 *part_ml;            /* [n_seqs * n_splits, n_heads] (max, sum), base 2 */
 	int *split_done;            /* [n_seqs, n_kv_heads] splits finished; zero between launches */
+	int deep;                   /* decode: every block resident at once (one wave): the
+				     * first copy groups take all kDecStages tiles */
 };
 
 /* ---- async copies ------------------------------------------------------ */
@@ -101,6 +103,26 @@ __device__ __forceinline__ void load_kv_tile(const attn_args &a, const int32_t *
 		cp_async16(ks + r * stride + c * 8, (const E *)a.k_cache + off, ok);
 		cp_async16(vs + r * stride + c * 8, (const E *)a.v_cache + off, ok);
 	}
+}
+
+/* Cache row `pos` of one KV head, K to ks and V to vs, with plain 16-byte
+ * loads by the block's first threads (no copy group: decode reads the
+ * newest row this way after its PDL wait, its tiles' groups already in
+ * flight). bytes: of one row, D elements or D fp8 codes. */
+template <int BYTES>
+__device__ __forceinline__ void copy_kv_row(const attn_args &a, const int32_t *table, int kvh,
+					    int pos, void *ks, void *vs)
+{
+	constexpr int nv = BYTES / 16;
+	const int t = threadIdx.x;
+	if (t >= 2 * nv)
+		return;
+	const long page = table[pos >> a.bt_shift];
+	const long row = ((page * a.n_kv_heads + kvh) << a.bt_shift) + (pos & ((1 << a.bt_shift) - 1));
+	const bool v = t >= nv;
+	const uint4 *src = reinterpret_cast<const uint4 *>(
+		(const unsigned char *)(v ? a.v_cache : a.k_cache) + row * BYTES);
+	reinterpret_cast<uint4 *>(v ? vs : ks)[t - (v ? nv : 0)] = src[t - (v ? nv : 0)];
 }
 
 /* ---- fp8 E4M3 caches (--kv-dtype fp8) -----------------------------------

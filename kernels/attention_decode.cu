@@ -11,9 +11,9 @@
  * one split per sequence already fills the GPU the blocks write the output
  * directly, and so does a split whose sequence fits in it whole (decode
  * graphs size the splits for the reserved context, so at batch 1 a short
- * context runs in one split per KV head). Under PDL the first three tiles
- * are requested before griddepcontrol.wait, while the kernel before still
- * runs (see the kernel). An fp8 cache (kv_fp8) streams half the bytes
+ * context runs in one split per KV head). Under PDL the first tiles (three
+ * when the launch is one wave, else two) are requested before
+ * griddepcontrol.wait, while the kernel before still runs (see the kernel). An fp8 cache (kv_fp8) streams half the bytes
  * through the same pipeline; each warp converts its 16 rows of a tile to E
  * in shared memory before its MMAs. Launched by kern_attention_cuda (attention.cu).
  */
@@ -134,9 +134,11 @@ __global__ void __launch_bounds__(kThreads) attn_decode_kernel(attn_args a)
 	 * griddepcontrol.wait; the query and the newest row after it. On an
 	 * H100 (7B) this and the direct write below took batch 1 fp16 from
 	 * 192.4 to 195.2 tokens/s, fp8 + fp8 KV from 318.3 to 325.4, but cost
-	 * batch 64 1.5-3.6%: every block of a many-wave launch now waits for
-	 * its first three tiles before its first MMA
-	 * (bench/results/2026-11-24-nvidia-h100-attn-rope/README.md). */
+	 * batch 64 1.5-3.6% while every block waited for three tiles before
+	 * its first MMA (bench/results/2026-11-24-nvidia-h100-attn-rope/).
+	 * A launch of more than one wave now starts with two; that won back
+	 * fp8 + fp8 KV batch 32 +1.6%, batch 64 +1.3%, fp16 within +-0.7%
+	 * (bench/results/2026-11-24-nvidia-h100-qgemv2/). */
 	const int split = blockIdx.x, kvh = blockIdx.y, s = blockIdx.z;
 	if (a.q_len[s] != 1)
 		return;
@@ -172,26 +174,41 @@ __global__ void __launch_bounds__(kThreads) attn_decode_kernel(attn_args a)
 	auto load_tile = [&](int st, int t0) { load_rows(st, 0, t0, kDecTile, -1); };
 
 	const int n_tiles = (end - begin + kDecTile - 1) / kDecTile;
-	/* the first tiles, one copy group each, without the newest row */
+	/* The first tiles, one copy group each, without the newest row: all
+	 * kDecStages of them when the launch is one wave (a.deep), else one
+	 * less, so the copy of the third overlaps the first tile's MMAs (a
+	 * full first round slowed batch 64 by 2-4%). */
+	const int pro = a.deep ? kDecStages : kDecStages - 1;
 #pragma unroll
-	for (int st = 0; st < kDecStages; st++) {
-		if (st < n_tiles)
-			load_rows(st, 0, begin + st * kDecTile, kDecTile, fresh);
-		cp_async_commit(); /* possibly empty: keeps one group per tile */
-	}
+	for (int st = 0; st < kDecStages; st++)
+		if (st < pro) {
+			if (st < n_tiles)
+				load_rows(st, 0, begin + st * kDecTile, kDecTile, fresh);
+			cp_async_commit(); /* possibly empty: keeps one group per tile */
+		}
 	kern_pdl_start();
-	const E *qrow = (const E *)a.qkv + tok * a.q_stride + (long)kvh * G * D;
+	/* the query and the newest row with plain loads, outside the groups;
+	 * the barrier before tile 0 publishes them */
+	const uint4 *qrow = reinterpret_cast<const uint4 *>((const E *)a.qkv + tok * a.q_stride +
+							    (long)kvh * G * D);
 	for (int i = tid; i < 16 * S::nc; i += kThreads) {
-		int r = i / S::nc, c = i - r * S::nc;
-		bool ok = r < G;
-		cp_async16(q_s + r * S::stride + c * 8, qrow + (ok ? r * D + c * 8 : 0), ok);
+		const int r = i / S::nc, c = i - r * S::nc;
+		*reinterpret_cast<uint4 *>(q_s + r * S::stride + c * 8) =
+			r < G ? qrow[r * S::nc + c] : make_uint4(0, 0, 0, 0);
 	}
 	{
 		const int ft = (fresh - begin) / kDecTile; /* its tile, if this split has it */
-		if (fresh < end && ft < kDecStages)
-			load_rows(ft, fresh - begin - ft * kDecTile, fresh, 1, -1);
+		const int fr = fresh - begin - ft * kDecTile;
+		if (fresh < end && ft < pro) {
+			if constexpr (FP8) {
+				uint8_t *kr = raw_s + (size_t)ft * 2 * S::raw_bytes + (size_t)fr * D;
+				copy_kv_row<D>(a, table, kvh, fresh, kr, kr + S::raw_bytes);
+			} else {
+				E *ks = kv_s + (size_t)ft * 2 * S::tile_elems + (size_t)fr * S::stride;
+				copy_kv_row<D * 2>(a, table, kvh, fresh, ks, ks + S::tile_elems);
+			}
+		}
 	}
-	cp_async_commit(); /* the query and the newest row: waited for at tile 0 */
 
 	uint32_t qf[D / 16][4];
 	float o[D / 8][4];
@@ -201,13 +218,13 @@ __global__ void __launch_bounds__(kThreads) attn_decode_kernel(attn_args a)
 	float m = -INFINITY, l = 0.f; /* head g; rows g+8 are padding */
 
 	for (int tile = 0; tile < n_tiles; tile++) {
-		if (tile == 0) {
-			cp_async_wait<0>(); /* the first tiles, the query, the newest row */
+		if (tile == 0 && a.deep) {
+			cp_async_wait<0>(); /* every first tile (the third was in the prologue) */
 			__syncthreads();
 		} else {
 			cp_async_wait<kDecStages - 2>();
 			__syncthreads(); /* tile visible; everyone is done with tile - 1 */
-			/* into tile - 1's slot */
+			/* into tile - 1's slot (at tile 0 of a shallow start, the unused last one) */
 			const int nt = tile + kDecStages - 1;
 			if (nt < n_tiles)
 				load_tile(nt % kDecStages, begin + nt * kDecTile);
@@ -354,6 +371,7 @@ int decode_launch(const kern_attn_ws *ws, attn_args a, const kern_paged_batch *b
 	const int per_split = (int)((tiles + splits - 1) / splits);
 	a.chunk = per_split * kDecTile;
 	a.n_splits = (tiles + per_split - 1) / per_split;
+	a.deep = base * a.n_splits <= target;
 
 	dim3 grid(a.n_splits, a.n_kv_heads, b->n_seqs);
 	return kern_launch_small("attn_decode", st, attn_decode_kernel<D, E, FP8>, grid,
