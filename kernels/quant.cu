@@ -119,6 +119,22 @@ template <> __device__ __forceinline__ uint32_t q_sub2<__nv_bfloat16>(uint32_t a
 	return *reinterpret_cast<const uint32_t *>(&r);
 }
 
+/* (a & b) | c in one instruction. */
+__device__ __forceinline__ uint32_t q_and_or(uint32_t a, uint32_t b, uint32_t c)
+{
+	uint32_t d;
+	asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+	return d;
+}
+
+/* a * b + c on packed fp16 pairs. */
+__device__ __forceinline__ uint32_t q_fma2(uint32_t a, uint32_t b, uint32_t c)
+{
+	__half2 r = __hfma2(*reinterpret_cast<const __half2 *>(&a), *reinterpret_cast<const __half2 *>(&b),
+			    *reinterpret_cast<const __half2 *>(&c));
+	return *reinterpret_cast<const uint32_t *>(&r);
+}
+
 /* Codes per 16-byte load: 16 bytes of int8/fp8, or 32 int4. */
 template <int FMT> struct q_geom {
 	static constexpr int KL = FMT == KERN_Q_INT4 ? 32 : 16;
@@ -147,7 +163,14 @@ template <typename T> __device__ __forceinline__ uint32_t q_zsub(uint32_t z)
  *     so its top 16 bits are q as bf16 exactly.
  *   fp8: cvt.rn.f16x2.e4m3x2 (sm_89+; the header's exact software path
  *     before), for bf16 through fp32 and the top 16 bits (4 significant bits).
- *   int4: see quant.h's bit layout.
+ *   int4: see quant.h's bit layout. Nibble pair j of word w is (w >> 4j)
+ *     & 0x000F000F. bf16: OR-ed into the magic (1024 + u), minus magic + z,
+ *     four instructions a pair. fp16 (the int4 GEMV's usual case): pairs 0
+ *     and 2 the same from w and w >> 8 with the AND and OR in one LOP3;
+ *     pairs 1 and 3 unshifted, so the nibble lands on 16 u: (1024 + 16 u) /
+ *     16 - (64 + z) in one HFMA2, exact (small integers, a power-of-two
+ *     scale). 9 instructions per 8 codes against 15: int4 batch-1 decode
+ *     on an H100 went from 360.6 to 378.6 tokens/s.
  */
 template <typename T, int FMT>
 __device__ __forceinline__ void q_dequant16(uint4 raw, uint32_t *f, uint32_t zsub)
@@ -186,6 +209,14 @@ __device__ __forceinline__ void q_dequant16(uint4 raw, uint32_t *f, uint32_t zsu
 								   0x7632);
 				}
 			}
+		} else if constexpr (H) {
+			/* odd pairs unshifted: 1024 + 16 u, times 1/16 minus 64 + z */
+			const uint32_t zneg = 0xD400D400u + ((zsub & 0x000F000Fu) << 4);
+			const uint32_t w8 = w[i] >> 8;
+			f[4 * i] = q_sub2<T>(q_and_or(w[i], 0x000F000Fu, q_magic4<T>()), zsub);
+			f[4 * i + 1] = q_fma2(q_and_or(w[i], 0x00F000F0u, q_magic4<T>()), 0x2C002C00u, zneg);
+			f[4 * i + 2] = q_sub2<T>(q_and_or(w8, 0x000F000Fu, q_magic4<T>()), zsub);
+			f[4 * i + 3] = q_fma2(q_and_or(w8, 0x00F000F0u, q_magic4<T>()), 0x2C002C00u, zneg);
 		} else {
 #pragma unroll
 			for (int j = 0; j < 4; j++)
@@ -248,6 +279,17 @@ __device__ __forceinline__ void qgemv_store(const qgemv_args &a, float (&acc)[NT
 	}
 }
 
+/* Resident blocks the GEMV's registers are sized for. int4 up to 8
+ * tokens: 3, so 80 registers a thread (ptxas spills a few words, in the
+ * epilogues and, for SwiGLU, one load a round): 24 warps an SM against
+ * 16 took the 7B int4 decode on an H100 from 376.7 to 397.3 tokens/s at
+ * batch 1 and from 2475 to 2623 at batch 8
+ * (bench/results/2026-11-24-nvidia-h100-qgemv2/). */
+template <int FMT, int NT> constexpr int qg_min_blocks()
+{
+	return FMT == KERN_Q_INT4 && NT == 1 ? 3 : 2;
+}
+
 /*
  * One block: rows [16 blockIdx.x, +16) of W, chunks [blockIdx.y *
  * chunks_per_split, +chunks_per_split) of each row; KSPLIT warps take
@@ -264,7 +306,8 @@ __device__ __forceinline__ void qgemv_store(const qgemv_args &a, float (&acc)[NT
  * kinds with NT == 1 only.
  */
 template <typename T, int FMT, int GM, int NT, int KSPLIT, int UNROLL, int EPI>
-__global__ void __launch_bounds__(KSPLIT * 32, 2) qgemv_kernel(const T *x, qgemv_args a)
+__global__ void __launch_bounds__(KSPLIT * 32, qg_min_blocks<FMT, NT>())
+	qgemv_kernel(const T *x, qgemv_args a)
 {
 	constexpr int KL = q_geom<FMT>::KL; /* columns per lane per row per chunk */
 	constexpr int CK = 4 * KL;          /* columns per chunk */
@@ -291,13 +334,22 @@ __global__ void __launch_bounds__(KSPLIT * 32, 2) qgemv_kernel(const T *x, qgemv
 #pragma unroll
 		for (int e = 0; e < 4; e++)
 			acc[j][e] = 0;
+	/* W codes, group scales (QG_CHUNK, QG_HALF) and int4 zero-point
+	 * subtrahends of one round: chunks ch .. ch + UNROLL - 1 */
 	uint4 va[UNROLL], vb[UNROLL];
-	float sa[UNROLL][NH], sb[UNROLL][NH]; /* group scales of rows a, b (QG_CHUNK, QG_HALF) */
-	uint32_t za[UNROLL], zb[UNROLL];      /* int4 zero-point subtrahends */
+	float sa[UNROLL][NH], sb[UNROLL][NH];
+	uint32_t za[UNROLL], zb[UNROLL];
 	int ch = ch_begin + warp * UNROLL;
 	const int stride = KSPLIT * UNROLL;
+	/* Chunks past ch_end hold zeros (W, scales and x), so a round may run
+	 * whole with no branch between its chunks, and the compiler then
+	 * interleaves their unpacking and MMAs. On an H100 that took the 7B
+	 * GEMVs at n = 1 from 2086-2700 to 2165-2747 GB/s (int8) and int4
+	 * from 1415 to 1442 on qkv. int4 with several token tiles (NT > 1)
+	 * keeps the branch: without it int4 fell 10-16% at n = 32 (not
+	 * profiled; bench/results/2026-11-24-nvidia-h100-qgemv2/). */
+	constexpr bool kBranch = FMT == KERN_Q_INT4 && NT > 1;
 
-	/* W codes, and their scales and zero points, for chunks ch .. ch + UNROLL - 1 */
 	auto fetch = [&](int ch0) {
 #pragma unroll
 		for (int u = 0; u < UNROLL; u++) {
@@ -343,9 +395,9 @@ __global__ void __launch_bounds__(KSPLIT * 32, 2) qgemv_kernel(const T *x, qgemv
 #pragma unroll
 		for (int u = 0; u < UNROLL; u++) {
 			const int cu = ch + u;
-			if (cu >= ch_end) /* the same for the whole warp: MMAs stay converged */
+			if (kBranch && cu >= ch_end) /* the same for the whole warp */
 				break;
-			const bool ok = cu * QG_CHUNK_BYTES + c * 16 < a.row_bytes;
+			const bool ok = cu < ch_end && cu * QG_CHUNK_BYTES + c * 16 < a.row_bytes;
 			uint32_t fa[NP], fb[NP];
 			q_dequant16<T, FMT>(va[u], fa, za[u]);
 			q_dequant16<T, FMT>(vb[u], fb, zb[u]);
