@@ -181,6 +181,15 @@ static void check_untouched(const char *what, const void *d, size_t bytes, const
 	free(now);
 }
 
+/* Not fused: an output allocated by gt_dev_poison still holds 0xFF bytes. */
+static void check_poison(const char *what, const void *d, size_t bytes)
+{
+	void *poison = gt_malloc(bytes);
+	memset(poison, 0xFF, bytes);
+	check_untouched(what, d, bytes, poison);
+	free(poison);
+}
+
 static void run_swiglu(ctx *k, const fw *w, const float *x, const void *d_x, int n,
 		       const char *what)
 {
@@ -191,10 +200,7 @@ static void run_swiglu(ctx *k, const fw *w, const float *x, const void *d_x, int
 	int fused = 0;
 	GT_KERNEL(call(k, w, d_out, d_x, n, &e, &fused));
 	if (!fused) {
-		void *poison = gt_malloc(es * no);
-		memset(poison, 0xFF, es * no);
-		check_untouched(what, d_out, es * no, poison);
-		free(poison);
+		check_poison(what, d_out, es * no);
 		k->unfused++;
 		gt_dev_free(d_out);
 		return;
@@ -236,12 +242,9 @@ static void run_add_norm(ctx *k, const fw *w, const float *x, const void *d_x, i
 	int fused = 0;
 	GT_KERNEL(call(k, w, d_proj, d_x, n, &e, &fused));
 	if (!fused) {
-		void *poison = gt_malloc(es * no);
-		memset(poison, 0xFF, es * no);
-		check_untouched(what, d_out, es * no, poison);
-		check_untouched(what, d_proj, es * no, poison);
+		check_poison(what, d_out, es * no);
+		check_poison(what, d_proj, es * no);
 		check_untouched(what, d_res, sizeof(float) * no, res0);
-		free(poison);
 		k->unfused++;
 		gt_dev_free(d_res), gt_dev_free(d_out), gt_dev_free(d_proj);
 		return;
@@ -347,12 +350,9 @@ static void run_rope(ctx *k, const fw *w, const float *x, const void *d_x, int n
 	int fused = 0;
 	GT_KERNEL(call(k, w, d_qkv, d_x, n, &e, &fused));
 	if (!fused) {
-		void *poison = gt_malloc(es * no);
-		memset(poison, 0xFF, es * no);
-		check_untouched(what, d_qkv, es * no, poison);
+		check_poison(what, d_qkv, es * no);
 		check_untouched(what, d_kc, cb, r.cache0);
 		check_untouched(what, d_vc, cb, r.cache0 + cb);
-		free(poison);
 		k->unfused++;
 	} else {
 		k->fused++;
