@@ -47,41 +47,19 @@ static inline bool kern_epi_takes(const kern_epi *e, int rows, int n)
 /* kern_epi as a kernel argument, with what the GEMV's owner adds. */
 struct kern_epi_dev {
 	int kind;
-	int half;           /* SWIGLU: hidden, the rows of each of gate and up */
-	float *res;
-	const void *norm_w;
-	void *norm_out;
-	float eps;
-	unsigned *counter;  /* ADD_NORM: blocks done, back to 0 after each call */
-	const int32_t *positions, *slots; /* ROPE: as in kern_epi */
-	void *k_cache, *v_cache;
-	const float *inv_freq;
-	int n_heads, n_kv_heads, head_dim, block_tokens, kv_fp8;
+	int half;          /* SWIGLU: hidden, the rows of each of gate and up */
+	unsigned *counter; /* ADD_NORM: blocks done, back to 0 after each call */
+	kern_epi h;        /* the caller's description (kernels/epilogue.h) */
 };
 
 static inline kern_epi_dev kern_epi_of(const kern_epi *e, int rows, unsigned *counter)
 {
 	kern_epi_dev d = {};
-	d.kind = KERN_EPI_STORE;
+	d.kind = e ? e->kind : KERN_EPI_STORE;
+	d.half = e && e->kind == KERN_EPI_SWIGLU ? rows / 2 : 0;
 	d.counter = counter;
-	if (e) {
-		d.kind = e->kind;
-		d.half = e->kind == KERN_EPI_SWIGLU ? rows / 2 : 0;
-		d.res = e->residual;
-		d.norm_w = e->norm_w;
-		d.norm_out = e->norm_out;
-		d.eps = e->eps;
-		d.positions = e->positions;
-		d.slots = e->slots;
-		d.k_cache = e->k_cache;
-		d.v_cache = e->v_cache;
-		d.inv_freq = e->inv_freq;
-		d.n_heads = e->n_heads;
-		d.n_kv_heads = e->n_kv_heads;
-		d.head_dim = e->head_dim;
-		d.block_tokens = e->block_tokens;
-		d.kv_fp8 = e->kv_fp8;
-	}
+	if (e)
+		d.h = *e;
 	return d;
 }
 
@@ -103,10 +81,10 @@ __device__ __forceinline__ void kern_epi_rows(const kern_epi_dev &e, int rows, i
 		*rb = *ra + e.half;
 		*ok_a = *ok_b = *ra < e.half;
 	} else if constexpr (EPI == KERN_EPI_ROPE) {
-		const int per_head = e.head_dim / 16; /* tiles of 8 pairs */
+		const int per_head = e.h.head_dim / 16; /* tiles of 8 pairs */
 		const int h = t / per_head;
-		*ra = h * e.head_dim + (t - h * per_head) * 8 + g;
-		*rb = *ra + e.head_dim / 2;
+		*ra = h * e.h.head_dim + (t - h * per_head) * 8 + g;
+		*rb = *ra + e.h.head_dim / 2;
 		*ok_a = *ok_b = *ra < rows;
 	} else {
 		*ra = 16 * t + g;
@@ -124,22 +102,22 @@ template <typename T>
 __device__ __forceinline__ void kern_epi_rope(const kern_epi_dev &e, T *out, int rows, int ra,
 					      int rb, int tok, float va, float vb)
 {
-	const int hd = e.head_dim, half = hd / 2, h = ra / hd, i = ra - h * hd;
+	const int hd = e.h.head_dim, half = hd / 2, h = ra / hd, i = ra - h * hd;
 	float a = kern_to_f32(kern_from_f32<T>(va)), b = kern_to_f32(kern_from_f32<T>(vb));
-	const bool is_v = h >= e.n_heads + e.n_kv_heads;
+	const bool is_v = h >= e.h.n_heads + e.h.n_kv_heads;
 	if (!is_v) {
-		const float ang = (float)e.positions[tok] * e.inv_freq[i];
+		const float ang = (float)e.h.positions[tok] * e.h.inv_freq[i];
 		rope_turn(&a, &b, cosf(ang), sinf(ang));
 	}
 	out[(size_t)tok * rows + ra] = kern_from_f32<T>(a);
 	out[(size_t)tok * rows + rb] = kern_from_f32<T>(b);
-	const int slot = e.slots[tok];
-	if (h < e.n_heads || slot < 0)
+	const int slot = e.h.slots[tok];
+	if (h < e.h.n_heads || slot < 0)
 		return;
-	const int kvh = h - e.n_heads - (is_v ? e.n_kv_heads : 0);
-	const long off = kv_offset(slot, kvh, e.n_kv_heads, e.block_tokens, hd) + i;
-	void *cache = is_v ? e.v_cache : e.k_cache;
-	if (e.kv_fp8) {
+	const int kvh = h - e.h.n_heads - (is_v ? e.h.n_kv_heads : 0);
+	const long off = kv_offset(slot, kvh, e.h.n_kv_heads, e.h.block_tokens, hd) + i;
+	void *cache = is_v ? e.h.v_cache : e.h.k_cache;
+	if (e.h.kv_fp8) {
 		cache_put<uint8_t, 1>(reinterpret_cast<uint8_t *>(cache) + off, &a);
 		cache_put<uint8_t, 1>(reinterpret_cast<uint8_t *>(cache) + off + half, &b);
 	} else {
@@ -178,7 +156,7 @@ __device__ __forceinline__ void kern_epi_store(const kern_epi_dev &e, T *out, in
 				continue;
 			const size_t o = (size_t)tok * rows + row;
 			if constexpr (EPI == KERN_EPI_ADD_NORM)
-				e.res[o] += kern_to_f32(kern_from_f32<T>(v[i]));
+				e.h.residual[o] += kern_to_f32(kern_from_f32<T>(v[i]));
 			else
 				out[o] = kern_from_f32<T>(v[i]);
 		}
@@ -197,9 +175,9 @@ __device__ __forceinline__ void kern_epi_store(const kern_epi_dev &e, T *out, in
 template <typename T>
 __device__ void kern_epi_norm_row_reg(const kern_epi_dev &e, int dim, int tok)
 {
-	const float4 *x = reinterpret_cast<const float4 *>(e.res + (size_t)tok * dim);
-	const uint2 *w = reinterpret_cast<const uint2 *>(e.norm_w);
-	uint2 *o = reinterpret_cast<uint2 *>(reinterpret_cast<T *>(e.norm_out) + (size_t)tok * dim);
+	const float4 *x = reinterpret_cast<const float4 *>(e.h.residual + (size_t)tok * dim);
+	const uint2 *w = reinterpret_cast<const uint2 *>(e.h.norm_w);
+	uint2 *o = reinterpret_cast<uint2 *>(reinterpret_cast<T *>(e.h.norm_out) + (size_t)tok * dim);
 	const int nv = dim / 4;
 	float4 v[KERN_EPI_NORM_VECS];
 	uint2 g[KERN_EPI_NORM_VECS];
@@ -217,7 +195,7 @@ __device__ void kern_epi_norm_row_reg(const kern_epi_dev &e, int dim, int tok)
 		if (threadIdx.x + r * blockDim.x < nv)
 			ss += v[r].x * v[r].x + v[r].y * v[r].y + v[r].z * v[r].z + v[r].w * v[r].w;
 	ss = kern_block_sum(ss);
-	const float inv = 1.0f / sqrtf(ss / (float)dim + e.eps);
+	const float inv = 1.0f / sqrtf(ss / (float)dim + e.h.eps);
 #pragma unroll
 	for (int r = 0; r < KERN_EPI_NORM_VECS; r++) {
 		const int j = threadIdx.x + r * blockDim.x;
@@ -236,9 +214,9 @@ __device__ void kern_epi_norm_row_reg(const kern_epi_dev &e, int dim, int tok)
 template <typename T>
 __device__ void kern_epi_norm_row(const kern_epi_dev &e, int dim, int tok)
 {
-	const float *x = e.res + (size_t)tok * dim;
-	const T *w = reinterpret_cast<const T *>(e.norm_w);
-	T *o = reinterpret_cast<T *>(e.norm_out) + (size_t)tok * dim;
+	const float *x = e.h.residual + (size_t)tok * dim;
+	const T *w = reinterpret_cast<const T *>(e.h.norm_w);
+	T *o = reinterpret_cast<T *>(e.h.norm_out) + (size_t)tok * dim;
 	float ss = 0;
 #pragma unroll 8
 	for (int j = threadIdx.x; j < dim; j += blockDim.x) {
@@ -246,7 +224,7 @@ __device__ void kern_epi_norm_row(const kern_epi_dev &e, int dim, int tok)
 		ss += v * v;
 	}
 	ss = kern_block_sum(ss);
-	const float inv = 1.0f / sqrtf(ss / (float)dim + e.eps);
+	const float inv = 1.0f / sqrtf(ss / (float)dim + e.h.eps);
 #pragma unroll 8
 	for (int j = threadIdx.x; j < dim; j += blockDim.x)
 		o[j] = kern_from_f32<T>(__ldcg(x + j) * inv * kern_to_f32(w[j]));
@@ -271,9 +249,9 @@ template <typename T> __device__ void kern_epi_finish(const kern_epi_dev &e, int
 		return;
 	__threadfence(); /* the other blocks' stores, before the reads */
 	const bool reg = dim % 4 == 0 && dim <= 4 * KERN_EPI_NORM_VECS * (int)blockDim.x &&
-			 ((uintptr_t)e.res & 15) == 0 && ((uintptr_t)e.norm_w & 7) == 0 &&
-			 ((uintptr_t)e.norm_out & 7) == 0;
-	if (e.norm_w)
+			 ((uintptr_t)e.h.residual & 15) == 0 && ((uintptr_t)e.h.norm_w & 7) == 0 &&
+			 ((uintptr_t)e.h.norm_out & 7) == 0;
+	if (e.h.norm_w)
 		for (int t = 0; t < n; t++) {
 			if (reg)
 				kern_epi_norm_row_reg<T>(e, dim, t);
