@@ -83,23 +83,28 @@ template <int N> __device__ __forceinline__ void cp_async_wait()
  * row stride `stride` elements, K then V at v_off elements further. Rows at
  * or past `end` are zero-filled and their block-table entries never read.
  * Row `skip` is left alone entirely (decode loads it later, see there). */
+/* The cache row of position `pos` of KV head kvh (kernels/paged.h): its
+ * page from the block table, then the row within the page. */
+__device__ __forceinline__ long kv_row(const attn_args &a, const int32_t *table, int kvh, int pos)
+{
+	const long page = table[pos >> a.bt_shift];
+	return ((page * a.n_kv_heads + kvh) << a.bt_shift) + (pos & ((1 << a.bt_shift) - 1));
+}
+
 template <int D, typename E>
 __device__ __forceinline__ void load_kv_tile(const attn_args &a, const int32_t *table, int kvh,
 					     int t0, int end, int rows, int stride, E *ks, E *vs,
 					     int skip = -1)
 {
 	constexpr int nc = D / 8;
-	const int mask = (1 << a.bt_shift) - 1;
 	for (int i = threadIdx.x; i < rows * nc; i += kThreads) {
 		int r = i / nc, c = i - r * nc, pos = t0 + r;
 		if (pos == skip)
 			continue;
 		bool ok = pos < end;
 		long off = 0;
-		if (ok) {
-			long page = table[pos >> a.bt_shift];
-			off = (((page * a.n_kv_heads + kvh) << a.bt_shift) + (pos & mask)) * D + c * 8;
-		}
+		if (ok)
+			off = kv_row(a, table, kvh, pos) * D + c * 8;
 		cp_async16(ks + r * stride + c * 8, (const E *)a.k_cache + off, ok);
 		cp_async16(vs + r * stride + c * 8, (const E *)a.v_cache + off, ok);
 	}
@@ -117,8 +122,7 @@ __device__ __forceinline__ void copy_kv_row(const attn_args &a, const int32_t *t
 	const int t = threadIdx.x;
 	if (t >= 2 * nv)
 		return;
-	const long page = table[pos >> a.bt_shift];
-	const long row = ((page * a.n_kv_heads + kvh) << a.bt_shift) + (pos & ((1 << a.bt_shift) - 1));
+	const long row = kv_row(a, table, kvh, pos);
 	const bool v = t >= nv;
 	const uint4 *src = reinterpret_cast<const uint4 *>(
 		(const unsigned char *)(v ? a.v_cache : a.k_cache) + row * BYTES);
@@ -143,17 +147,14 @@ __device__ __forceinline__ void load_kv_tile_fp8(const attn_args &a, const int32
 						 int skip = -1)
 {
 	constexpr int nc = D / 16;
-	const int mask = (1 << a.bt_shift) - 1;
 	for (int i = threadIdx.x; i < rows * nc; i += kThreads) {
 		int r = i / nc, c = i - r * nc, pos = t0 + r;
 		if (pos == skip)
 			continue;
 		bool ok = pos < end;
 		long off = 0;
-		if (ok) {
-			long page = table[pos >> a.bt_shift];
-			off = (((page * a.n_kv_heads + kvh) << a.bt_shift) + (pos & mask)) * D + c * 16;
-		}
+		if (ok)
+			off = kv_row(a, table, kvh, pos) * D + c * 16;
 		cp_async16(ks + r * D + c * 16, (const uint8_t *)a.k_cache + off, ok);
 		cp_async16(vs + r * D + c * 16, (const uint8_t *)a.v_cache + off, ok);
 	}

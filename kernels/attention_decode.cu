@@ -13,9 +13,10 @@
  * graphs size the splits for the reserved context, so at batch 1 a short
  * context runs in one split per KV head). Under PDL the first tiles (three
  * when the launch is one wave, else two) are requested before
- * griddepcontrol.wait, while the kernel before still runs (see the kernel). An fp8 cache (kv_fp8) streams half the bytes
- * through the same pipeline; each warp converts its 16 rows of a tile to E
- * in shared memory before its MMAs. Launched by kern_attention_cuda (attention.cu).
+ * griddepcontrol.wait, while the kernel before still runs (see the
+ * kernel). An fp8 cache (kv_fp8) streams half the bytes through the same
+ * pipeline; each warp converts its 16 rows of a tile to E in shared memory
+ * before its MMAs. Launched by kern_attention_cuda (attention.cu).
  */
 #include "attention_common.cuh"
 
