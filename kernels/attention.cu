@@ -114,7 +114,9 @@ extern "C" int kern_attention_cuda(kern_attn_ws *ws, void *out, const void *qkv,
 			 ws->n_heads, ws->head_dim, n_heads, head_dim);
 		return SL_EINVAL;
 	}
-	int fast = kern_attn_mma_shape(head_dim, n_heads / n_kv_heads);
+	/* the tensor-core kernels take the row max of the raw scores: a
+	 * positive scale (any other, NaN included, goes to the generic one) */
+	int fast = kern_attn_mma_shape(head_dim, n_heads / n_kv_heads) && scale > 0.f;
 	if (q_stride < n_heads * head_dim ||
 	    (fast && (q_stride % 8 || !kern_aligned16(out) || !kern_aligned16(qkv) ||
 		      !kern_aligned16(k_cache) || !kern_aligned16(v_cache)))) {

@@ -79,10 +79,6 @@ template <int N> __device__ __forceinline__ void cp_async_wait()
 	asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-/* Gathers cache rows [t0, t0 + rows) of one KV head into a shared tile of
- * row stride `stride` elements, K then V at v_off elements further. Rows at
- * or past `end` are zero-filled and their block-table entries never read.
- * Row `skip` is left alone entirely (decode loads it later, see there). */
 /* The cache row of position `pos` of KV head kvh (kernels/paged.h): its
  * page from the block table, then the row within the page. */
 __device__ __forceinline__ long kv_row(const attn_args &a, const int32_t *table, int kvh, int pos)
@@ -91,6 +87,10 @@ __device__ __forceinline__ long kv_row(const attn_args &a, const int32_t *table,
 	return ((page * a.n_kv_heads + kvh) << a.bt_shift) + (pos & ((1 << a.bt_shift) - 1));
 }
 
+/* Gathers cache rows [t0, t0 + rows) of one KV head into a shared tile of
+ * row stride `stride` elements, K to ks and V to vs. Rows at or past `end`
+ * are zero-filled and their block-table entries never read. Row `skip` is
+ * left alone entirely (decode loads it later, see there). */
 template <int D, typename E>
 __device__ __forceinline__ void load_kv_tile(const attn_args &a, const int32_t *table, int kvh,
 					     int t0, int end, int rows, int stride, E *ks, E *vs,

@@ -6,10 +6,15 @@
  * buffered, gathered from the paged cache row by row, so chunked prefill
  * over earlier context works); S = Q K^T and O += P V run on tensor cores
  * (mma.sync m16n8k16, fp16 or bf16 in, fp32 accumulate: mma.cuh); the
- * online softmax stays in registers. An fp8 cache (kv_fp8) is gathered as
- * raw E4M3 tiles and converted by the block into one E tile pair before the
- * MMAs. Launched by kern_attention_cuda (attention.cu) before the decode
- * blocks of the same batch.
+ * online softmax stays in registers, each exponent one FMA and one ex2 on
+ * the special-function unit. Q passes through shared memory only until it
+ * is in registers, in the space tile 1 then takes, so three blocks share
+ * an SM. Blocks are ordered heads fastest, the query tiles that see the
+ * most context first: the short causal tiles fill the launch's tail. An
+ * fp8 cache (kv_fp8) is gathered as raw E4M3 tiles and converted by the
+ * block into one E tile pair before the MMAs. Launched by
+ * kern_attention_cuda (attention.cu) before the decode blocks of the same
+ * batch.
  */
 #include "attention_common.cuh"
 
@@ -17,32 +22,64 @@ namespace {
 
 constexpr int kPreM = 64;       /* query rows per block (16 per warp) */
 constexpr int kPreN = 64;       /* cache positions per tile */
+/* Blocks an SM holds at once: three (12 warps) need at most 168 registers
+ * a thread and 75 KiB of shared memory a block. Measured on an H100
+ * (tests/gpu/test_attention.c's bench, 2048-token prompt): two blocks
+ * 215 us, three 206 us. */
+constexpr int kPreMinBlocks = 3;
 
-/* FP8: two raw stages of E4M3 tiles ([K|V][kPreN][D] bytes) and one E
- * tile pair the block converts each tile into. */
+/* Shared memory. fp16/bf16 cache: two stages of K/V tiles
+ * ([stage][K|V][kPreN][stride]). FP8: one E tile pair the block converts
+ * each tile into, then two raw stages of E4M3 tiles ([stage][K|V][kPreN][D]
+ * bytes). The Q tile is staged once, in the region tile 1 (or the first
+ * conversion) overwrites only after Q is in registers: at 66-70 KiB for
+ * D = 128, three blocks fit on an SM. */
 template <int D, bool FP8 = false> struct pre_shape {
 	/* +8 elements (16 bytes) per row: the eight rows one ldmatrix phase
 	 * reads then start on distinct bank groups for every D used here. */
 	static constexpr int stride = D + 8;
 	static constexpr int nc = D / 8;
-	static constexpr size_t q_elems = (size_t)kPreM * stride;
 	static constexpr size_t tile_elems = (size_t)kPreN * stride;
 	static constexpr size_t raw_bytes = (size_t)kPreN * D;
-	static constexpr size_t smem =
-		FP8 ? (q_elems + 2 * tile_elems) * 2 + 2 * 2 * raw_bytes
-		    : (q_elems + 2 /* stages */ * 2 /* K, V */ * tile_elems) * 2;
+	static constexpr size_t smem = FP8 ? 2 * tile_elems * 2 + 2 * 2 * raw_bytes
+					   : 2 /* stages */ * 2 /* K, V */ * tile_elems * 2;
+	/* where Q waits, in elements from the start: stage 1's K, or the E pair */
+	static constexpr size_t q_off = FP8 ? 0 : 2 * tile_elems;
+	static_assert(kPreM <= kPreN, "the Q tile must fit in one K tile");
 };
 
-/* grid (ceil(max_q_len / kPreM), n_heads, n_seqs), kThreads threads. Warp w
+/* exp2 of x (x <= 0 here) on the special-function unit, without exp2f's
+ * subnormal fix-up: results under 2^-126 flush to 0, far below what an
+ * fp16 or bf16 probability P, or the fp32 running sum, can hold. */
+__device__ __forceinline__ float exp2_ftz(float x)
+{
+	float y;
+	asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+	return y;
+}
+
+/* One online-softmax step as softmax_step, on the fast exp2. */
+__device__ __forceinline__ float pre_softmax_step(float &m, float mx, float &alpha)
+{
+	const float mn = fmaxf(m, mx);
+	const float base = mn == -INFINITY ? 0.f : mn;
+	alpha = exp2_ftz(m - base);
+	m = mn;
+	return base;
+}
+
+/* grid (n_heads, ceil(max_q_len / kPreM), n_seqs), kThreads threads. Warp w
  * owns query rows 16w .. 16w+15 of the block's 64; lane (g = lane/4,
  * t = lane%4) holds, per 8-column MMA tile, rows g and g+8 at columns 2t and
  * 2t+1 (the m16n8 accumulator layout). */
 template <int D, typename E, bool FP8>
-__global__ void __launch_bounds__(kThreads) attn_prefill_kernel(attn_args a)
+__global__ void __launch_bounds__(kThreads, kPreMinBlocks) attn_prefill_kernel(attn_args a)
 {
 	using P = pre_shape<D, FP8>;
-	/* last query tiles see the most context: schedule them first */
-	const int qt = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, s = blockIdx.z;
+	/* blocks start in index order, x fastest: every head's last query
+	 * tiles, which see the most context, go first and the short ones fill
+	 * the tail of the launch */
+	const int qt = gridDim.y - 1 - blockIdx.y, h = blockIdx.x, s = blockIdx.z;
 	const int q_len = a.q_len[s];
 	if (q_len <= 1 || qt * kPreM >= q_len)
 		return; /* single-token sequences go to the decode kernel */
@@ -57,8 +94,8 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_kernel(attn_args a)
 	const int g = lane >> 2, t4 = lane & 3;
 
 	extern __shared__ __align__(16) unsigned char smem[];
-	E *q_s = reinterpret_cast<E *>(smem); /* [kPreM][stride] */
-	E *kv_s = q_s + P::q_elems;           /* [stage][K|V][kPreN][stride]; FP8: [K|V] */
+	E *kv_s = reinterpret_cast<E *>(smem); /* [stage][K|V][kPreN][stride]; FP8: [K|V] */
+	E *q_s = kv_s + P::q_off;              /* [kPreM][stride], until Q is in registers */
 	uint8_t *raw_s = reinterpret_cast<uint8_t *>(kv_s + 2 * P::tile_elems); /* FP8 [stage][K|V] */
 	auto load_tile = [&](int stage, int t0) {
 		if constexpr (FP8) {
@@ -80,15 +117,26 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_kernel(attn_args a)
 	load_tile(0, 0);
 	cp_async_commit();
 
-	uint32_t qf[D / 16][4];  /* Q rows of this warp as MMA A fragments */
+	/* ldmatrix x4: lanes 8j..8j+7 address the rows of matrix j */
+	const int lm = lane >> 3, lr = lane & 7;
+	/* Q rows of this warp as MMA A fragments; matrices: (rows 0-7, k 0-7),
+	 * (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15) = a0..a3.
+	 * Q's shared memory is tile 1's (or the conversion's) from here on. */
+	uint32_t qf[D / 16][4];
+	cp_async_wait<0>();
+	__syncthreads();
+#pragma unroll
+	for (int kk = 0; kk < D / 16; kk++)
+		kern_ldmatrix_x4(qf[kk], q_s + (warp * 16 + (lm & 1) * 8 + lr) * P::stride + kk * 16 +
+						 (lm >> 1) * 8);
+	__syncthreads();
+
 	float o[D / 8][4];       /* output accumulator, fp32 */
 #pragma unroll
 	for (int n = 0; n < D / 8; n++)
 		o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
 	float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.f, l_hi = 0.f;
 	const int qpos_lo = first_pos + warp * 16 + g, qpos_hi = qpos_lo + 8;
-	/* ldmatrix x4: lanes 8j..8j+7 address the rows of matrix j */
-	const int lm = lane >> 3, lr = lane & 7;
 
 	for (int tile = 0; tile < n_tiles; tile++) {
 		const int stage = tile & 1;
@@ -112,15 +160,6 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_kernel(attn_args a)
 		}
 		vs = ks + P::tile_elems;
 
-		if (tile == 0) {
-			/* matrices: (rows 0-7, k 0-7), (rows 8-15, k 0-7),
-			 * (rows 0-7, k 8-15), (rows 8-15, k 8-15) = a0..a3 */
-#pragma unroll
-			for (int kk = 0; kk < D / 16; kk++)
-				kern_ldmatrix_x4(qf[kk], q_s + (warp * 16 + (lm & 1) * 8 + lr) * P::stride +
-								 kk * 16 + (lm >> 1) * 8);
-		}
-
 		/* S = Q K^T: K rows (positions) are B's columns, so plain
 		 * ldmatrix on [pos][d] yields B fragments; matrices:
 		 * (pos 0-7, d 0-7), (pos 0-7, d 8-15) = b0,b1 of column tile
@@ -141,46 +180,44 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_kernel(attn_args a)
 			}
 		}
 
-		/* scale, causal mask (only tiles reaching past the block's first
-		 * query position or the context end need it) */
+		/* causal mask on the raw scores (only tiles reaching past the
+		 * block's first query position or the context end need it) */
 		const int kv0 = tile * kPreN;
-		const bool need_mask = kv0 + kPreN - 1 > first_pos || kv0 + kPreN > kv_len;
+		if (kv0 + kPreN - 1 > first_pos || kv0 + kPreN > kv_len) {
 #pragma unroll
-		for (int j = 0; j < kPreN / 8; j++) {
+			for (int j = 0; j < kPreN / 8; j++)
 #pragma unroll
-			for (int e = 0; e < 4; e++) {
-				float x = sc[j][e] * a.scale_log2;
-				if (need_mask) {
+				for (int e = 0; e < 4; e++) {
 					int kp = kv0 + j * 8 + 2 * t4 + (e & 1);
-					int qp = e < 2 ? qpos_lo : qpos_hi;
-					if (kp > qp || kp >= kv_len)
-						x = -INFINITY;
+					if (kp > (e < 2 ? qpos_lo : qpos_hi) || kp >= kv_len)
+						sc[j][e] = -INFINITY;
 				}
-				sc[j][e] = x;
-			}
 		}
 
-		/* online softmax on rows g (lo) and g+8 (hi); the four lanes of
-		 * a quad share a row. Tile 0 holds position 0, which every row
-		 * sees, so the running max is finite from then on. */
+		/* online softmax on rows g (lo) and g+8 (hi) in base 2; the four
+		 * lanes of a quad share a row. The scale is positive (attention.cu),
+		 * so the scaled max is the max scaled, and each exponent is one FMA.
+		 * Tile 0 holds position 0, which every row sees, so the running max
+		 * is finite from then on. */
 		float mx_lo = -INFINITY, mx_hi = -INFINITY;
 #pragma unroll
 		for (int j = 0; j < kPreN / 8; j++) {
 			mx_lo = fmaxf(mx_lo, fmaxf(sc[j][0], sc[j][1]));
 			mx_hi = fmaxf(mx_hi, fmaxf(sc[j][2], sc[j][3]));
 		}
-		mx_lo = kern_quad_max(mx_lo);
-		mx_hi = kern_quad_max(mx_hi);
+		const float sl = a.scale_log2;
+		mx_lo = kern_quad_max(mx_lo) * sl;
+		mx_hi = kern_quad_max(mx_hi) * sl;
 		float al_lo, al_hi;
-		const float base_lo = softmax_step(m_lo, mx_lo, al_lo);
-		const float base_hi = softmax_step(m_hi, mx_hi, al_hi);
+		const float nb_lo = -pre_softmax_step(m_lo, mx_lo, al_lo);
+		const float nb_hi = -pre_softmax_step(m_hi, mx_hi, al_hi);
 		float sum_lo = 0.f, sum_hi = 0.f;
 #pragma unroll
 		for (int j = 0; j < kPreN / 8; j++) {
-			sc[j][0] = exp2f(sc[j][0] - base_lo);
-			sc[j][1] = exp2f(sc[j][1] - base_lo);
-			sc[j][2] = exp2f(sc[j][2] - base_hi);
-			sc[j][3] = exp2f(sc[j][3] - base_hi);
+			sc[j][0] = exp2_ftz(fmaf(sc[j][0], sl, nb_lo));
+			sc[j][1] = exp2_ftz(fmaf(sc[j][1], sl, nb_lo));
+			sc[j][2] = exp2_ftz(fmaf(sc[j][2], sl, nb_hi));
+			sc[j][3] = exp2_ftz(fmaf(sc[j][3], sl, nb_hi));
 			sum_lo += sc[j][0] + sc[j][1];
 			sum_hi += sc[j][2] + sc[j][3];
 		}
@@ -238,7 +275,7 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_kernel(attn_args a)
 template <int D, typename E>
 int prefill_launch(const attn_args &a, const kern_paged_batch *b, cudaStream_t st)
 {
-	dim3 grid((b->max_q_len + kPreM - 1) / kPreM, a.n_heads, b->n_seqs);
+	dim3 grid(a.n_heads, (b->max_q_len + kPreM - 1) / kPreM, b->n_seqs);
 	if (a.kv_fp8)
 		attn_prefill_kernel<D, E, true><<<grid, kThreads, pre_shape<D, true>::smem, st>>>(a);
 	else

@@ -18,8 +18,9 @@
  * mixed prefill + decode batch; each again over fp8 E4M3 caches
  * (--kv-dtype fp8: values rounded through E4M3 on both sides, one-byte
  * codes on the GPU). A last case times the decode path (prints GB/s of K/V
- * read, fp16 and fp8 caches) and one prefill (TFLOP/s); no assertions. GPU
- * host only.
+ * read, fp16 and fp8 caches) and prefill (TFLOP/s; prompts of 512, 2048
+ * and 4096 over an fp16 cache, 2048 over fp8); no assertions. Run it alone
+ * with CK_RUN_CASE=bench. GPU host only.
  */
 #include <check.h>
 #include <cuda_runtime_api.h>
@@ -499,15 +500,15 @@ static void bench_decode(int n_seqs, int ctx, int kv_fp8)
 }
 
 /* Informational: one causal prompt, useful FLOPs (QK and PV) per second. */
-static void bench_prefill(int len)
+static void bench_prefill(int len, int kv_fp8)
 {
 	const head_shape hs = {32, 8, 128};
 	attn_case c;
-	case_build(&c, SL_DT_F16, 0, &hs, 1, &len, &len);
+	case_build(&c, SL_DT_F16, kv_fp8, &hs, 1, &len, &len);
 	double us = time_launches(&c, 20);
 	double flops = 4.0 * hs.n_heads * hs.head_dim * ((double)len * (len + 1) / 2);
-	printf("attention prefill bench f16 (32,8,128) prompt %d: %.1f us/call, %.0f TFLOP/s\n",
-	       len, us, flops / (us * 1e6));
+	printf("attention prefill bench f16%s (32,8,128) prompt %d: %.1f us/call, %.0f TFLOP/s\n",
+	       kv_fp8 ? " kv-fp8" : "", len, us, flops / (us * 1e6));
 	fflush(stdout);
 	case_free(&c);
 }
@@ -519,7 +520,10 @@ START_TEST(test_bench)
 	bench_decode(32, 1024, 0);
 	bench_decode(1, 4096, 1);
 	bench_decode(32, 1024, 1);
-	bench_prefill(4096);
+	bench_prefill(512, 0);
+	bench_prefill(2048, 0);
+	bench_prefill(4096, 0);
+	bench_prefill(2048, 1);
 }
 END_TEST
 
