@@ -7,6 +7,7 @@
  */
 #include "quant.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -461,9 +462,12 @@ void kern_quantize_act_fp8_cpu(uint8_t *xq, float *xs, const float *x, int n, in
 	for (int t = 0; t < n; t++) {
 		const float *v = x + (size_t)t * cols;
 		float s = amax_of(v, cols) / KERN_FP8_E4M3_MAX;
+		/* times the reciprocal (one multiply a value on the GPU); a zero
+		 * or subnormal scale gives zero codes */
+		float inv = s >= FLT_MIN ? 1.0f / s : 0.0f;
 		xs[t] = s;
 		for (int k = 0; k < cols; k++)
-			xq[(size_t)t * cols + k] = s > 0 ? kern_f32_to_fp8_e4m3(v[k] / s) : 0;
+			xq[(size_t)t * cols + k] = kern_f32_to_fp8_e4m3(v[k] * inv);
 	}
 }
 

@@ -50,6 +50,7 @@
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_fp8.h>
+#include <float.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -763,43 +764,83 @@ __device__ __forceinline__ float q_block_max(float v)
 	return kern_warp_max(v);
 }
 
-__device__ __forceinline__ uint32_t q_fp8(float v, float s)
+/* as kern_quantize_act_fp8_cpu: v times the IEEE reciprocal of the scale
+ * (no FMA contraction), round to nearest even, saturating */
+__device__ __forceinline__ uint32_t q_fp8(float v, float inv)
 {
-	/* as kern_quantize_act_fp8_cpu: IEEE division, round to nearest even,
-	 * saturating */
-	return s > 0.0f ? (uint32_t)__nv_cvt_float_to_fp8(__fdiv_rn(v, s), __NV_SATFINITE, __NV_E4M3)
-			: 0u;
+	return (uint32_t)__nv_cvt_float_to_fp8(__fmul_rn(v, inv), __NV_SATFINITE, __NV_E4M3);
 }
 
-/* One block per token: s = max|x| / 448, xq = e4m3(x / s). cols % 8 == 0. */
-template <typename T>
-__global__ void act_fp8_kernel(uint8_t *__restrict__ xq, float *__restrict__ xs,
-			       const T *__restrict__ x, int cols)
+/* 8 values -> 8 E4M3 codes at one 8-byte store */
+__device__ __forceinline__ void q_fp8x8(uint8_t *q, const float f[8], float inv)
 {
-	const T *xr = x + (size_t)blockIdx.x * cols;
-	float m = 0;
-	for (int i = threadIdx.x * 8; i < cols; i += blockDim.x * 8) {
-		float f[8];
-		kern_load8(xr + i, f);
+	uint32_t lo = 0, hi = 0;
 #pragma unroll
-		for (int j = 0; j < 8; j++)
-			m = fmaxf(m, fabsf(f[j]));
+	for (int j = 0; j < 4; j++) {
+		lo |= q_fp8(f[j], inv) << (8 * j);
+		hi |= q_fp8(f[4 + j], inv) << (8 * j);
 	}
+	*reinterpret_cast<uint2 *>(q) = make_uint2(lo, hi);
+}
+
+/* The row's scale s = max|x| / 448 (written by thread 0) and 1 / s; 0 for
+ * a row whose s is zero or subnormal (its codes are then 0). */
+__device__ __forceinline__ float act_scale(float *xs, float m)
+{
 	m = q_block_max(m);
 	const float s = __fdiv_rn(m, KERN_FP8_E4M3_MAX);
 	if (threadIdx.x == 0)
 		xs[blockIdx.x] = s;
+	return s >= FLT_MIN ? __frcp_rn(s) : 0.0f;
+}
+
+constexpr int kActThreads = 256;
+
+/* One block per token: xs = max|x| / 448, xq = e4m3(x / xs). cols % 8 == 0.
+ * V > 0: the row, at most V x 8 values a thread, stays in registers from
+ * the max to the codes (one read of x); V == 0 reads it twice, any cols. */
+template <typename T, int V>
+__global__ void __launch_bounds__(kActThreads) act_fp8_kernel(uint8_t *__restrict__ xq,
+							      float *__restrict__ xs,
+							      const T *__restrict__ x, int cols)
+{
+	const T *xr = x + (size_t)blockIdx.x * cols;
 	uint8_t *q = xq + (size_t)blockIdx.x * cols;
-	for (int i = threadIdx.x * 8; i < cols; i += blockDim.x * 8) {
-		float f[8];
-		kern_load8(xr + i, f);
-		uint32_t lo = 0, hi = 0;
+	constexpr int step = kActThreads * 8;
+	float m = 0;
+	if constexpr (V > 0) {
+		float f[V][8];
 #pragma unroll
-		for (int j = 0; j < 4; j++) {
-			lo |= q_fp8(f[j], s) << (8 * j);
-			hi |= q_fp8(f[4 + j], s) << (8 * j);
+		for (int k = 0; k < V; k++) {
+			const int i = threadIdx.x * 8 + k * step;
+			if (i < cols) {
+				kern_load8(xr + i, f[k]);
+#pragma unroll
+				for (int j = 0; j < 8; j++)
+					m = fmaxf(m, fabsf(f[k][j]));
+			}
 		}
-		*reinterpret_cast<uint2 *>(q + i) = make_uint2(lo, hi);
+		const float inv = act_scale(xs, m);
+#pragma unroll
+		for (int k = 0; k < V; k++) {
+			const int i = threadIdx.x * 8 + k * step;
+			if (i < cols)
+				q_fp8x8(q + i, f[k], inv);
+		}
+	} else {
+		for (int i = threadIdx.x * 8; i < cols; i += step) {
+			float f[8];
+			kern_load8(xr + i, f);
+#pragma unroll
+			for (int j = 0; j < 8; j++)
+				m = fmaxf(m, fabsf(f[j]));
+		}
+		const float inv = act_scale(xs, m);
+		for (int i = threadIdx.x * 8; i < cols; i += step) {
+			float f[8];
+			kern_load8(xr + i, f);
+			q_fp8x8(q + i, f, inv);
+		}
 	}
 }
 
@@ -807,7 +848,18 @@ template <typename T>
 static int act_fp8_launch(uint8_t *xq, float *xs, const void *x, int n, int cols,
 			  cudaStream_t stream)
 {
-	act_fp8_kernel<T><<<n, 256, 0, stream>>>(xq, xs, (const T *)x, cols);
+	const int per = (cols + kActThreads * 8 - 1) / (kActThreads * 8); /* vectors a thread */
+	const T *xt = (const T *)x;
+	if (per <= 1)
+		act_fp8_kernel<T, 1><<<n, kActThreads, 0, stream>>>(xq, xs, xt, cols);
+	else if (per <= 2)
+		act_fp8_kernel<T, 2><<<n, kActThreads, 0, stream>>>(xq, xs, xt, cols);
+	else if (per <= 4)
+		act_fp8_kernel<T, 4><<<n, kActThreads, 0, stream>>>(xq, xs, xt, cols);
+	else if (per <= 8)
+		act_fp8_kernel<T, 8><<<n, kActThreads, 0, stream>>>(xq, xs, xt, cols);
+	else
+		act_fp8_kernel<T, 0><<<n, kActThreads, 0, stream>>>(xq, xs, xt, cols);
 	CUDA_TRY_LAUNCH();
 	return SL_OK;
 }

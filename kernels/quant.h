@@ -167,8 +167,9 @@ void kern_qmatmul_cpu(float *out, const float *x, const kern_qweight *w, int n);
 
 /*
  * Dynamic per-token fp8 activations, as the CUDA W8A8 path makes them:
- * s[t] = max|x[t, :]| / 448 (fp32 division), xq[t, k] = e4m3(x[t, k] / s[t])
- * (all zero when s[t] is 0).
+ * s[t] = max|x[t, :]| / 448 (fp32 division), xq[t, k] = e4m3(x[t, k] * r[t])
+ * with r[t] = 1 / s[t] in fp32 (a multiply per value on the GPU, not a
+ * division); all zero when s[t] is 0 or subnormal.
  */
 void kern_quantize_act_fp8_cpu(uint8_t *xq, float *xs, const float *x, int n, int cols);
 
