@@ -209,16 +209,28 @@ __device__ __forceinline__ float kv_value(const uint8_t *p, long i)
 	return __half2float(__ushort_as_half(__nv_cvt_fp8_to_halfraw(p[i], __NV_E4M3).x));
 }
 
+/* exp2 of x (x <= 0 here) on the special-function unit, without exp2f's
+ * subnormal fix-up: results under 2^-126 flush to 0, far below what an
+ * fp16 or bf16 probability P, or the fp32 running sum, can hold. */
+__device__ __forceinline__ float exp2_ftz(float x)
+{
+	float y;
+	asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+	return y;
+}
+
 /* One online-softmax step of a row (scores in base 2): m is the running
  * max, mx the max of the row's new scores. Updates m and returns the base
  * the new exponents are taken against; alpha rescales the running sum and
  * output. A row that has seen only -inf so far (positions past its end)
- * keeps base 0, so its exponents are 0, not NaN. */
+ * keeps base 0, so its exponents are 0, not NaN. FTZ: alpha by exp2_ftz
+ * (the prefill kernel, whose exponents all are). */
+template <bool FTZ = false>
 __device__ __forceinline__ float softmax_step(float &m, float mx, float &alpha)
 {
 	const float mn = fmaxf(m, mx);
 	const float base = mn == -INFINITY ? 0.f : mn;
-	alpha = exp2f(m - base);
+	alpha = FTZ ? exp2_ftz(m - base) : exp2f(m - base);
 	m = mn;
 	return base;
 }

@@ -48,26 +48,6 @@ template <int D, bool FP8 = false> struct pre_shape {
 	static_assert(kPreM <= kPreN, "the Q tile must fit in one K tile");
 };
 
-/* exp2 of x (x <= 0 here) on the special-function unit, without exp2f's
- * subnormal fix-up: results under 2^-126 flush to 0, far below what an
- * fp16 or bf16 probability P, or the fp32 running sum, can hold. */
-__device__ __forceinline__ float exp2_ftz(float x)
-{
-	float y;
-	asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-	return y;
-}
-
-/* One online-softmax step as softmax_step, on the fast exp2. */
-__device__ __forceinline__ float pre_softmax_step(float &m, float mx, float &alpha)
-{
-	const float mn = fmaxf(m, mx);
-	const float base = mn == -INFINITY ? 0.f : mn;
-	alpha = exp2_ftz(m - base);
-	m = mn;
-	return base;
-}
-
 /* grid (n_heads, ceil(max_q_len / kPreM), n_seqs), kThreads threads. Warp w
  * owns query rows 16w .. 16w+15 of the block's 64; lane (g = lane/4,
  * t = lane%4) holds, per 8-column MMA tile, rows g and g+8 at columns 2t and
@@ -209,8 +189,8 @@ __global__ void __launch_bounds__(kThreads, kPreMinBlocks) attn_prefill_kernel(a
 		mx_lo = kern_quad_max(mx_lo) * sl;
 		mx_hi = kern_quad_max(mx_hi) * sl;
 		float al_lo, al_hi;
-		const float nb_lo = -pre_softmax_step(m_lo, mx_lo, al_lo);
-		const float nb_hi = -pre_softmax_step(m_hi, mx_hi, al_hi);
+		const float nb_lo = -softmax_step<true>(m_lo, mx_lo, al_lo);
+		const float nb_hi = -softmax_step<true>(m_hi, mx_hi, al_hi);
 		float sum_lo = 0.f, sum_hi = 0.f;
 #pragma unroll
 		for (int j = 0; j < kPreN / 8; j++) {
