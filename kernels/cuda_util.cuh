@@ -83,6 +83,14 @@ template <typename T> __device__ __forceinline__ void kern_store8(T *p, const fl
 	*reinterpret_cast<uint4 *>(p) = raw;
 }
 
+/* f rounded to T and back: the values kern_store8 writes. */
+template <typename T> __device__ __forceinline__ void kern_round8(float f[8])
+{
+#pragma unroll
+	for (int i = 0; i < 8; i++)
+		f[i] = kern_to_f32(kern_from_f32<T>(f[i]));
+}
+
 /* 8 fp32 values as two float4 (p 16-byte aligned). */
 __device__ __forceinline__ void kern_load8f(const float *p, float f[8])
 {
@@ -162,6 +170,20 @@ template <typename T> __device__ __forceinline__ T kern_block_sum(T v)
 	__syncthreads();
 	v = lane < nwarps ? part[lane] : (T)0;
 	return kern_warp_sum(v);
+}
+
+/* Max over the block, as kern_block_sum. */
+__device__ __forceinline__ float kern_block_max(float v)
+{
+	__shared__ float part[32];
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+	v = kern_warp_max(v);
+	__syncthreads(); /* part[] may still be read by a previous call */
+	if (lane == 0)
+		part[warp] = v;
+	__syncthreads();
+	v = lane < nwarps ? part[lane] : __int_as_float(0xff800000); /* -inf */
+	return kern_warp_max(v);
 }
 
 /* ---- host side ---- */

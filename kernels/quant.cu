@@ -50,12 +50,12 @@
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_fp8.h>
-#include <float.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <type_traits>
 
+#include "act_fp8.cuh"
 #include "cuda_util.cuh"
 #include "epilogue.cuh"
 #include "mma.cuh"
@@ -94,6 +94,10 @@ struct kern_qblas {
 	lt_plan plans[QB_LT_PLANS];
 	int next_plan;
 	bool warned_lt;
+	/* xq / xs hold the activations of act_x (act_n rows of act_cols), made
+	 * by the kernel that wrote it (kern_qblas_act_mark); NULL: nothing */
+	const void *act_x;
+	int act_n, act_cols;
 	unsigned *counter;                /* the fused add + norm's blocks done (epilogue.cuh) */
 };
 
@@ -751,54 +755,12 @@ static int dequant_gemm(kern_qblas *qb, const kern_qweight *w, void *out, sl_dty
 
 /* ---- fp8 activations and cuBLASLt ---- */
 
-__device__ __forceinline__ float q_block_max(float v)
-{
-	__shared__ float part[32];
-	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-	v = kern_warp_max(v);
-	__syncthreads();
-	if (lane == 0)
-		part[warp] = v;
-	__syncthreads();
-	v = lane < nwarps ? part[lane] : 0.0f;
-	return kern_warp_max(v);
-}
-
-/* as kern_quantize_act_fp8_cpu: v times the IEEE reciprocal of the scale
- * (no FMA contraction), round to nearest even, saturating */
-__device__ __forceinline__ uint32_t q_fp8(float v, float inv)
-{
-	return (uint32_t)__nv_cvt_float_to_fp8(__fmul_rn(v, inv), __NV_SATFINITE, __NV_E4M3);
-}
-
-/* 8 values -> 8 E4M3 codes at one 8-byte store */
-__device__ __forceinline__ void q_fp8x8(uint8_t *q, const float f[8], float inv)
-{
-	uint32_t lo = 0, hi = 0;
-#pragma unroll
-	for (int j = 0; j < 4; j++) {
-		lo |= q_fp8(f[j], inv) << (8 * j);
-		hi |= q_fp8(f[4 + j], inv) << (8 * j);
-	}
-	*reinterpret_cast<uint2 *>(q) = make_uint2(lo, hi);
-}
-
-/* The row's scale s = max|x| / 448 (written by thread 0) and 1 / s; 0 for
- * a row whose s is zero or subnormal (its codes are then 0). */
-__device__ __forceinline__ float act_scale(float *xs, float m)
-{
-	m = q_block_max(m);
-	const float s = __fdiv_rn(m, KERN_FP8_E4M3_MAX);
-	if (threadIdx.x == 0)
-		xs[blockIdx.x] = s;
-	return s >= FLT_MIN ? __frcp_rn(s) : 0.0f;
-}
-
 constexpr int kActThreads = 256;
 
-/* One block per token: xs = max|x| / 448, xq = e4m3(x / xs). cols % 8 == 0.
- * V > 0: the row, at most V x 8 values a thread, stays in registers from
- * the max to the codes (one read of x); V == 0 reads it twice, any cols. */
+/* One block per token: xs = max|x| / 448, xq = e4m3(x / xs) (act_fp8.cuh).
+ * cols % 8 == 0. V > 0: the row, at most V x 8 values a thread, stays in
+ * registers from the max to the codes (one read of x); V == 0 reads it
+ * twice, any cols. */
 template <typename T, int V>
 __global__ void __launch_bounds__(kActThreads) act_fp8_kernel(uint8_t *__restrict__ xq,
 							      float *__restrict__ xs,
@@ -806,28 +768,18 @@ __global__ void __launch_bounds__(kActThreads) act_fp8_kernel(uint8_t *__restric
 {
 	const T *xr = x + (size_t)blockIdx.x * cols;
 	uint8_t *q = xq + (size_t)blockIdx.x * cols;
-	constexpr int step = kActThreads * 8;
-	float m = 0;
 	if constexpr (V > 0) {
 		float f[V][8];
 #pragma unroll
-		for (int k = 0; k < V; k++) {
-			const int i = threadIdx.x * 8 + k * step;
-			if (i < cols) {
-				kern_load8(xr + i, f[k]);
-#pragma unroll
-				for (int j = 0; j < 8; j++)
-					m = fmaxf(m, fabsf(f[k][j]));
-			}
+		for (int r = 0; r < V; r++) {
+			const int j = (threadIdx.x + r * kActThreads) * 8;
+			if (j < cols)
+				kern_load8(xr + j, f[r]);
 		}
-		const float inv = act_scale(xs, m);
-#pragma unroll
-		for (int k = 0; k < V; k++) {
-			const int i = threadIdx.x * 8 + k * step;
-			if (i < cols)
-				q_fp8x8(q + i, f[k], inv);
-		}
+		act_fp8_row<V>(q, xs + blockIdx.x, f, cols);
 	} else {
+		constexpr int step = kActThreads * 8;
+		float m = 0;
 		for (int i = threadIdx.x * 8; i < cols; i += step) {
 			float f[8];
 			kern_load8(xr + i, f);
@@ -835,11 +787,11 @@ __global__ void __launch_bounds__(kActThreads) act_fp8_kernel(uint8_t *__restric
 			for (int j = 0; j < 8; j++)
 				m = fmaxf(m, fabsf(f[j]));
 		}
-		const float inv = act_scale(xs, m);
+		const float inv = act_fp8_scale(xs + blockIdx.x, m);
 		for (int i = threadIdx.x * 8; i < cols; i += step) {
 			float f[8];
 			kern_load8(xr + i, f);
-			q_fp8x8(q + i, f, inv);
+			act_fp8x8(q + i, f, inv);
 		}
 	}
 }
@@ -938,18 +890,19 @@ static void lt_warn(kern_qblas *qb, const kern_qweight *w, int n, sl_dtype out_d
 	       w->rows, n, w->cols, sl_dtype_name(out_dt), why);
 }
 
-/* W8A8: x -> e4m3 per token, then the cuBLASLt GEMM. SL_ENOTSUP when
- * cuBLASLt has no algorithm or refuses the call (nothing was written to
- * out then). */
+/* W8A8: x -> e4m3 per token (unless act_ready: xq / xs hold x's), then
+ * the cuBLASLt GEMM. SL_ENOTSUP when cuBLASLt has no algorithm or refuses
+ * the call (nothing was written to out then). */
 static int fp8_lt(kern_qblas *qb, const kern_qweight *w, void *out, sl_dtype out_dt,
-		  const void *x, sl_dtype x_dt, int n)
+		  const void *x, sl_dtype x_dt, int n, bool act_ready)
 {
 	if (n > qb->max_tokens || w->cols > qb->max_cols)
 		return SL_ENOTSUP;
 	lt_plan *p = lt_plan_get(qb, w->rows, n, w->cols, out_dt);
 	if (!p)
 		return SL_ENOTSUP;
-	TRY(kern_quantize_act_fp8_cuda(qb->xq, qb->xs, x, x_dt, n, w->cols, qb->stream));
+	if (!act_ready)
+		TRY(kern_quantize_act_fp8_cuda(qb->xq, qb->xs, x, x_dt, n, w->cols, qb->stream));
 	const void *sa = w->scales, *sb = qb->xs;
 	CUBLAS_TRY(cublasLtMatmulDescSetAttribute(qb->lt_op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
 						  &sa, sizeof sa));
@@ -1165,9 +1118,37 @@ static int check_call(const kern_qweight *w, sl_dtype out_dt, const void *x, sl_
 	return SL_OK;
 }
 
+/* Whether xq / xs hold x's activations for this call; either way the mark
+ * is spent (a later call must not trust buffers this one may overwrite). */
+static bool take_act(kern_qblas *qb, const void *x, int n, int cols)
+{
+	bool ready = qb->act_x && qb->act_x == x && qb->act_n == n && qb->act_cols == cols;
+	qb->act_x = NULL;
+	return ready;
+}
+
+extern "C" kern_act_fp8 kern_qblas_act_slot(kern_qblas *qb, int n, int cols)
+{
+	kern_act_fp8 slot = {NULL, NULL};
+	if (qb && qb->lt_usable && n > qb->gemv_max[KERN_Q_FP8] && n <= qb->max_tokens &&
+	    cols <= qb->max_cols && cols % 8 == 0)
+		slot = (kern_act_fp8){qb->xq, qb->xs};
+	return slot;
+}
+
+extern "C" void kern_qblas_act_mark(kern_qblas *qb, const void *x, int n, int cols)
+{
+	if (!qb)
+		return;
+	qb->act_x = x;
+	qb->act_n = n;
+	qb->act_cols = cols;
+}
+
 extern "C" int kern_qmatmul_cuda(kern_qblas *qb, int path, void *out, sl_dtype out_dt,
 				 const void *x, sl_dtype x_dt, const kern_qweight *w, int n)
 {
+	const bool act_ready = take_act(qb, x, n, w->cols);
 	TRY(check_call(w, out_dt, x, x_dt, n));
 	if (n == 0 || w->rows == 0)
 		return SL_OK;
@@ -1182,7 +1163,7 @@ extern "C" int kern_qmatmul_cuda(kern_qblas *qb, int path, void *out, sl_dtype o
 	case KERN_QPATH_FP8_LT: {
 		if (w->format != KERN_Q_FP8)
 			return SL_ENOTSUP;
-		int rc = fp8_lt(qb, w, out, out_dt, x, x_dt, n);
+		int rc = fp8_lt(qb, w, out, out_dt, x, x_dt, n, act_ready);
 		if (rc != SL_ENOTSUP || !automatic)
 			return rc;
 		break; /* refused at run time: dequantize instead */
@@ -1205,7 +1186,8 @@ extern "C" int kern_qmatmul_epi_cuda(kern_qblas *qb, void *out, sl_dtype dt, con
 	TRY(check_call(w, dt, x, dt, n));
 	if (n == 0 || n > 8 || w->rows == 0 || !kern_epi_takes(epi, w->rows, n) ||
 	    choose_path(qb, w, n, dt) != KERN_QPATH_GEMV)
-		return SL_OK;
+		return SL_OK; /* the caller's kern_qmatmul_cuda takes any activations marked */
+	qb->act_x = NULL; /* a call that runs spends the mark, as take_act */
 	qgemv_args a = qgemv_args_of(w, out, false, n);
 	a.e = kern_epi_of(epi, w->rows, qb->counter);
 	const int rc = qgemv_call(qb, a, x, dt, w->format);

@@ -237,6 +237,26 @@ int kern_qmatmul_cuda(kern_qblas *qb, int path, void *out, sl_dtype out_dt, cons
 int kern_qmatmul_epi_cuda(kern_qblas *qb, void *out, sl_dtype dt, const void *x,
 			  const kern_qweight *w, int n, const kern_epi *epi, int *fused);
 
+/*
+ * fp8 activations made by the kernel that writes x (kern_rmsnorm_fp8_cuda,
+ * kern_silu_mul_fp8_cuda), so the W8A8 call that reads x skips its own
+ * pass over it. kern_qblas_act_slot: where they go ({q [n, cols] codes,
+ * s [n] scales}, the kern_qblas's own buffers), or {NULL} when AUTO would
+ * not take W8A8 for fp8 weights at n tokens of cols (then make none).
+ * kern_qblas_act_mark: the slot now holds x's activations, exactly as
+ * kern_quantize_act_fp8_cuda would make them from x (x NULL: holds
+ * nothing). The next kern_qmatmul_cuda, or kern_qmatmul_epi_cuda that
+ * runs, spends the mark: a W8A8 call with this x, n and cols uses them;
+ * any other call makes its own. A kernel that writes x without making its
+ * activations must mark NULL first (the CUDA backend's producers do).
+ */
+typedef struct kern_act_fp8 {
+	uint8_t *q;
+	float *s;
+} kern_act_fp8;
+kern_act_fp8 kern_qblas_act_slot(kern_qblas *qb, int n, int cols);
+void kern_qblas_act_mark(kern_qblas *qb, const void *x, int n, int cols);
+
 /* The W8A8 path's activation quantization on its own: xq [n, cols] codes,
  * xs [n] scales, as kern_quantize_act_fp8_cpu. cols % 8 == 0, x 16-byte
  * aligned. */

@@ -7,8 +7,11 @@
  * (norm_reg_kernel): x, delta and w are loaded in one round trip, which
  * is what a decode step's single row waits for. Wider or unaligned rows
  * take norm_kernel, whose second pass re-reads the row from L1/L2, so any
- * width works. Semantics: kernels/rmsnorm.c.
+ * width works. kern_rmsnorm_fp8_cuda also quantizes out, still in
+ * registers, for fp8's W8A8 projection that reads it (act_fp8.cuh).
+ * Semantics: kernels/rmsnorm.c.
  */
+#include "act_fp8.cuh"
 #include "cuda_util.cuh"
 #include "rmsnorm.h"
 
@@ -75,11 +78,14 @@ __global__ void __launch_bounds__(NORM_THREADS)
 }
 
 /* As norm_kernel (VEC), the row held in registers: R vectors of 8 per
- * thread, vector r at element 8 * (threadIdx.x + r * blockDim.x). */
-template <typename T, bool ADD, int R>
+ * thread, vector r at element 8 * (threadIdx.x + r * blockDim.x). Q8: out
+ * also as the W8A8 path's fp8 activations, q8 [n, dim] codes and s8 [n]
+ * scales, from the values stored (act_fp8.cuh). */
+template <typename T, bool ADD, int R, bool Q8 = false>
 __global__ void __launch_bounds__(NORM_THREADS)
 	norm_reg_kernel(float *__restrict__ x, const T *__restrict__ delta, const T *__restrict__ w,
-			T *__restrict__ out, int dim, float eps)
+			T *__restrict__ out, int dim, float eps, uint8_t *__restrict__ q8,
+			float *__restrict__ s8)
 {
 	kern_pdl_start();
 	size_t base = (size_t)blockIdx.x * dim;
@@ -118,7 +124,11 @@ __global__ void __launch_bounds__(NORM_THREADS)
 		for (int k = 0; k < 8; k++)
 			v[r][k] = v[r][k] * inv * g[r][k];
 		kern_store8(out + base + j, v[r]);
+		if (Q8) /* the activations are those of the stored, rounded values */
+			kern_round8<T>(v[r]);
 	}
+	if (Q8)
+		act_fp8_row<R>(q8 + base, s8 + blockIdx.x, v, dim);
 }
 
 template <typename T, bool ADD, int R>
@@ -126,7 +136,8 @@ static int norm_reg_launch(float *x, const void *delta, const void *w, void *out
 			   float eps, int threads, cudaStream_t st)
 {
 	return kern_launch_small("rmsnorm", st, norm_reg_kernel<T, ADD, R>, dim3(n), dim3(threads), 0,
-				 x, (const T *)delta, (const T *)w, (T *)out, dim, eps);
+				 x, (const T *)delta, (const T *)w, (T *)out, dim, eps,
+				 (uint8_t *)nullptr, (float *)nullptr);
 }
 
 template <typename T, bool ADD>
@@ -162,6 +173,49 @@ static int add_rmsnorm_launch(float *residual, const void *delta, const void *w,
 			      int n, int dim, float eps, cudaStream_t st)
 {
 	return norm_launch<T, true>(residual, delta, w, out, n, dim, eps, st);
+}
+
+/* The fused norm + fp8 activations: the register kernel only. */
+template <typename T, int R>
+static int norm_fp8_reg(float *x, const void *delta, const void *w, void *out, uint8_t *q8,
+			float *s8, int n, int dim, float eps, int threads, cudaStream_t st)
+{
+	if (delta)
+		return kern_launch_small("rmsnorm", st, norm_reg_kernel<T, true, R, true>, dim3(n),
+					 dim3(threads), 0, x, (const T *)delta, (const T *)w, (T *)out,
+					 dim, eps, q8, s8);
+	return kern_launch_small("rmsnorm", st, norm_reg_kernel<T, false, R, true>, dim3(n),
+				 dim3(threads), 0, x, (const T *)nullptr, (const T *)w, (T *)out, dim,
+				 eps, q8, s8);
+}
+
+template <typename T>
+static int norm_fp8_launch(float *x, const void *delta, const void *w, void *out, uint8_t *q8,
+			   float *s8, int n, int dim, float eps, cudaStream_t st)
+{
+	if (!w || dim % KERN_VEC || !kern_aligned16(x) || !kern_aligned16(delta) ||
+	    !kern_aligned16(w) || !kern_aligned16(out) || ((uintptr_t)q8 & 7))
+		return SL_ENOTSUP;
+	int work = dim / KERN_VEC;
+	int threads = work >= NORM_THREADS ? NORM_THREADS : (work + 31) / 32 * 32;
+	int per = (work + threads - 1) / threads;
+	if (per == 1)
+		return norm_fp8_reg<T, 1>(x, delta, w, out, q8, s8, n, dim, eps, threads, st);
+	if (per == 2)
+		return norm_fp8_reg<T, 2>(x, delta, w, out, q8, s8, n, dim, eps, threads, st);
+	if (per <= 4)
+		return norm_fp8_reg<T, 4>(x, delta, w, out, q8, s8, n, dim, eps, threads, st);
+	return SL_ENOTSUP;
+}
+
+extern "C" int kern_rmsnorm_fp8_cuda(float *x, const void *delta, const void *w, void *out,
+				     uint8_t *q8, float *s8, int n, int dim, float eps,
+				     sl_dtype dt, void *stream)
+{
+	if (n <= 0 || dim <= 0)
+		return SL_OK;
+	KERN_DISPATCH_DT(dt, norm_fp8_launch, x, delta, w, out, q8, s8, n, dim, eps,
+			 kern_stream(stream));
 }
 
 extern "C" int kern_rmsnorm_cuda(void *out, const float *x, const void *w, int n, int dim,

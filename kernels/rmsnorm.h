@@ -7,6 +7,7 @@
  */
 #ifndef KERN_RMSNORM_H
 #define KERN_RMSNORM_H
+#include <stdint.h>
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -25,6 +26,15 @@ int kern_rmsnorm_cuda(void *out, const float *x, const void *w, int n, int dim, 
 /* residual fp32 [n, dim] += delta (dtype dt); out (dtype dt) = rmsnorm(residual) * w. */
 int kern_add_rmsnorm_cuda(float *residual, const void *delta, const void *w, void *out,
 			  int n, int dim, float eps, sl_dtype dt, void *stream);
+/* kern_add_rmsnorm_cuda (delta NULL: kern_rmsnorm_cuda, x only read) that
+ * also writes out's fp8 activations for the W8A8 path (quant.h,
+ * kern_act_fp8): q8 [n, dim] codes (8-byte aligned) and s8 [n] scales,
+ * exactly as kern_quantize_act_fp8_cuda would make them from out. w is
+ * required. SL_ENOTSUP, nothing launched, when the row is not one the
+ * register kernel holds (dim over 8192 or not a multiple of 8, or a
+ * buffer unaligned). */
+int kern_rmsnorm_fp8_cuda(float *x, const void *delta, const void *w, void *out, uint8_t *q8,
+			  float *s8, int n, int dim, float eps, sl_dtype dt, void *stream);
 #endif
 
 #ifdef __cplusplus

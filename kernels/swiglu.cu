@@ -2,8 +2,11 @@
  * swiglu.cu — CUDA out = silu(gate) * up over the fused gate/up projection
  * output ([n, 2 * hidden] per token as [gate | up]). Flat grid-stride loop
  * over 8-element vectors (or single elements when hidden is not a multiple
- * of 8). Semantics and formula: kernels/swiglu.c.
+ * of 8). kern_silu_mul_fp8_cuda: one block a row instead, which also
+ * quantizes the row for fp8's W8A8 down projection (act_fp8.cuh).
+ * Semantics and formula: kernels/swiglu.c.
  */
+#include "act_fp8.cuh"
 #include "cuda_util.cuh"
 #include "epilogue.cuh" /* kern_silu_mul: the GEMVs' fused SwiGLU uses it too */
 #include "swiglu.h"
@@ -47,6 +50,72 @@ static int silu_mul_launch(void *out, const void *gate_up, int n, int hidden, cu
 	auto kernel = vec ? silu_mul_kernel<T, true> : silu_mul_kernel<T, false>;
 	return kern_launch_small("silu_mul", st, kernel, dim3((unsigned)blocks), dim3(threads), 0,
 				 (T *)out, (const T *)gate_up, (long)n, hidden);
+}
+
+constexpr int kSiluRowThreads = 256;
+
+/* One block per token: out as silu_mul_kernel (VEC), the row then still in
+ * registers (V vectors of 8 a thread) quantized to the W8A8 path's fp8
+ * activations, q8 [n, hidden] codes and s8 [n] scales (act_fp8.cuh). */
+template <typename T, int V>
+__global__ void __launch_bounds__(kSiluRowThreads)
+	silu_mul_fp8_kernel(T *__restrict__ out, const T *__restrict__ gate_up,
+			    uint8_t *__restrict__ q8, float *__restrict__ s8, int hidden)
+{
+	kern_pdl_start();
+	const size_t row = blockIdx.x;
+	const T *g = gate_up + row * 2 * hidden;
+	float f[V][8];
+#pragma unroll
+	for (int r = 0; r < V; r++) {
+		const int j = (threadIdx.x + r * kSiluRowThreads) * KERN_VEC;
+		if (j >= hidden)
+			continue;
+		float uv[8];
+		kern_load8(g + j, f[r]);
+		kern_load8(g + hidden + j, uv);
+#pragma unroll
+		for (int k = 0; k < 8; k++)
+			f[r][k] = kern_silu_mul(f[r][k], uv[k]);
+		kern_store8(out + row * hidden + j, f[r]);
+		kern_round8<T>(f[r]); /* the activations of the values stored */
+	}
+	act_fp8_row<V>(q8 + row * hidden, s8 + row, f, hidden);
+}
+
+template <typename T, int V>
+static int silu_fp8_rows(void *out, const void *gate_up, uint8_t *q8, float *s8, int n,
+			 int hidden, cudaStream_t st)
+{
+	return kern_launch_small("silu_mul", st, silu_mul_fp8_kernel<T, V>, dim3(n),
+				 dim3(kSiluRowThreads), 0, (T *)out, (const T *)gate_up, q8, s8, hidden);
+}
+
+template <typename T>
+static int silu_fp8_launch(void *out, const void *gate_up, uint8_t *q8, float *s8, int n,
+			   int hidden, cudaStream_t st)
+{
+	if (hidden % KERN_VEC || !kern_aligned16(out) || !kern_aligned16(gate_up) ||
+	    ((uintptr_t)q8 & 7))
+		return SL_ENOTSUP;
+	const int per = (hidden / KERN_VEC + kSiluRowThreads - 1) / kSiluRowThreads;
+	if (per == 1)
+		return silu_fp8_rows<T, 1>(out, gate_up, q8, s8, n, hidden, st);
+	if (per == 2)
+		return silu_fp8_rows<T, 2>(out, gate_up, q8, s8, n, hidden, st);
+	if (per <= 4)
+		return silu_fp8_rows<T, 4>(out, gate_up, q8, s8, n, hidden, st);
+	if (per <= 8)
+		return silu_fp8_rows<T, 8>(out, gate_up, q8, s8, n, hidden, st);
+	return SL_ENOTSUP;
+}
+
+extern "C" int kern_silu_mul_fp8_cuda(void *out, const void *gate_up, uint8_t *q8, float *s8,
+				      int n, int hidden, sl_dtype dt, void *stream)
+{
+	if (n <= 0 || hidden <= 0)
+		return SL_OK;
+	KERN_DISPATCH_DT(dt, silu_fp8_launch, out, gate_up, q8, s8, n, hidden, kern_stream(stream));
 }
 
 extern "C" int kern_silu_mul_cuda(void *out, const void *gate_up, int n, int hidden, sl_dtype dt,

@@ -4,6 +4,7 @@
  */
 #ifndef KERN_SWIGLU_H
 #define KERN_SWIGLU_H
+#include <stdint.h>
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -15,6 +16,13 @@ void kern_silu_mul_cpu(float *out, const float *gate_up, int n, int hidden);
 #include "dtype.h"
 int kern_silu_mul_cuda(void *out, const void *gate_up, int n, int hidden, sl_dtype dt,
 		       void *stream);
+/* kern_silu_mul_cuda that also writes out's fp8 activations for the W8A8
+ * path (quant.h, kern_act_fp8): q8 [n, hidden] codes (8-byte aligned) and
+ * s8 [n] scales, exactly as kern_quantize_act_fp8_cuda would make them
+ * from out. SL_ENOTSUP, nothing launched, when hidden is over 16384, not
+ * a multiple of 8, or a buffer unaligned. */
+int kern_silu_mul_fp8_cuda(void *out, const void *gate_up, uint8_t *q8, float *s8, int n,
+			   int hidden, sl_dtype dt, void *stream);
 #endif
 
 #ifdef __cplusplus

@@ -118,14 +118,16 @@ typedef struct node_backend_ops {
 /* What reserve sizes for: per step, tokens, rows (of logits), sequences and
  * block table entries; the model's vocabulary, this rank's query and KV
  * heads, head_dim, the longest context; tokens per KV block; the most
- * columns of any quantized projection (0: none is quantized); whether the
- * KV cache holds fp8 E4M3 (rope_kv_write and attention then store and read
- * it so). */
+ * columns of any quantized projection (0: none is quantized), and whether
+ * they are fp8 (a backend may then make their W8A8 activations in the
+ * kernels that write their inputs); whether the KV cache holds fp8 E4M3
+ * (rope_kv_write and attention then store and read it so). */
 typedef struct node_backend_limits {
 	int step_tokens, max_rows, max_seqs, max_table_entries, max_hist, vocab;
 	int n_heads, n_kv_heads, head_dim, max_ctx;
 	int block_tokens;
 	int quant_max_cols;
+	int quant_fp8;
 	int kv_fp8;
 } node_backend_limits;
 

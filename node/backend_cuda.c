@@ -243,16 +243,50 @@ static int cu_embed(node_backend *be, float *x, const void *table, const int32_t
 	RANGED("embed", kern_embedding_cuda(x, table, tokens, n, dim, row0, rows, be->dtype, S(be)));
 }
 
+/* fp8 projections above the GEMV read their input through W8A8, which
+ * quantizes it per token first. The norm and SiLU * up kernels that write
+ * those inputs make the activations themselves while the row is in their
+ * registers, into the kern_qblas's slot, and mark them for the next
+ * projection (quant.h, kern_qblas_act_mark). Every call of these writers
+ * marks: the activations, or nothing. The slot, or {NULL} when this step
+ * does not qualify. */
+static kern_act_fp8 act_slot(cuda_impl *c, int n, int cols)
+{
+	kern_act_fp8 none = {NULL, NULL};
+	return c->lim.quant_fp8 && c->qblas ? kern_qblas_act_slot(c->qblas, n, cols) : none;
+}
+
+/* The norm into out, with out's fp8 activations where they qualify. */
+static int norm(node_backend *be, float *x, const void *delta, const void *w, void *out, int n,
+		int dim, float eps)
+{
+	cuda_impl *c = I(be);
+	kern_act_fp8 a = w ? act_slot(c, n, dim) : (kern_act_fp8){NULL, NULL};
+	kern_qblas_act_mark(c->qblas, NULL, 0, 0);
+	if (a.q) {
+		int rc = kern_rmsnorm_fp8_cuda(x, delta, w, out, a.q, a.s, n, dim, eps, be->dtype,
+					       S(be));
+		if (rc != SL_ENOTSUP) {
+			if (rc == SL_OK)
+				kern_qblas_act_mark(c->qblas, out, n, dim);
+			return rc;
+		}
+	}
+	if (delta)
+		return kern_add_rmsnorm_cuda(x, delta, w, out, n, dim, eps, be->dtype, S(be));
+	return kern_rmsnorm_cuda(out, x, w, n, dim, eps, be->dtype, S(be));
+}
+
 static int cu_rmsnorm(node_backend *be, void *out, const float *x, const void *w, int n, int dim,
 		      float eps)
 {
-	RANGED("rmsnorm", kern_rmsnorm_cuda(out, x, w, n, dim, eps, be->dtype, S(be)));
+	RANGED("rmsnorm", norm(be, (float *)x, NULL, w, out, n, dim, eps));
 }
 
 static int cu_add_rmsnorm(node_backend *be, float *x, const void *delta, const void *w, void *out,
 			  int n, int dim, float eps)
 {
-	RANGED("add_rmsnorm", kern_add_rmsnorm_cuda(x, delta, w, out, n, dim, eps, be->dtype, S(be)));
+	RANGED("add_rmsnorm", norm(be, x, delta, w, out, n, dim, eps));
 }
 
 /* Run-dtype weights: matmul.cu (GEMV up to 8 tokens, else cuBLAS);
@@ -300,9 +334,26 @@ static int cu_attention(node_backend *be, void *out, const void *qkv, int q_stri
 						I(be)->lim.kv_fp8, S(be)));
 }
 
+/* SiLU * up into out, with out's fp8 activations where they qualify (norm). */
+static int silu_mul(node_backend *be, void *out, const void *gate_up, int n, int hidden)
+{
+	cuda_impl *c = I(be);
+	kern_act_fp8 a = act_slot(c, n, hidden);
+	kern_qblas_act_mark(c->qblas, NULL, 0, 0);
+	if (a.q) {
+		int rc = kern_silu_mul_fp8_cuda(out, gate_up, a.q, a.s, n, hidden, be->dtype, S(be));
+		if (rc != SL_ENOTSUP) {
+			if (rc == SL_OK)
+				kern_qblas_act_mark(c->qblas, out, n, hidden);
+			return rc;
+		}
+	}
+	return kern_silu_mul_cuda(out, gate_up, n, hidden, be->dtype, S(be));
+}
+
 static int cu_silu_mul(node_backend *be, void *out, const void *gate_up, int n, int hidden)
 {
-	RANGED("silu_mul", kern_silu_mul_cuda(out, gate_up, n, hidden, be->dtype, S(be)));
+	RANGED("silu_mul", silu_mul(be, out, gate_up, n, hidden));
 }
 
 /* The decode GEMV with epilogue e (kernels/epilogue.h): *fused 0 when the

@@ -17,6 +17,9 @@
  * the dequantize path (one-hot activations pick single weights, so a
  * wrong column order or scale index shows as a wrong value, not as a
  * tolerance), the fp8 activation quantizer bit for bit against the CPU,
+ * the norm and SiLU * up kernels that also make those activations (their
+ * output bit for bit the unfused kernels', their codes the CPU's of that
+ * output), a W8A8 call on activations marked in the kern_qblas's slot,
  * the three paths captured in a CUDA graph and replayed to the same bits,
  * and refused calls. One "worst rel err" line per case.
  * Runs on a GPU host only (make test-gpu).
@@ -32,7 +35,9 @@
 #include "gpu_test.h"
 #include "quant.h"
 #include "qw_test.h"
+#include "rmsnorm.h"
 #include "sl.h"
+#include "swiglu.h"
 
 /*
  * Tolerances, as worst |gpu - ref| / max |ref| over an output.
@@ -399,12 +404,16 @@ END_TEST
 
 START_TEST(test_act_fp8)
 {
-	static const int shapes[][2] = {{1, 4096}, {7, 72}, {33, 11008}, {200, 4096}};
+	/* rows of 72 to 16392 values: every register depth of the kernel (1, 2,
+	 * 4, 8 vectors a thread) and its two-pass loop past 16384 */
+	static const int shapes[][2] = {{1, 4096}, {7, 72}, {33, 11008}, {200, 4096}, {3, 5128},
+					{2, 16392}};
+	const int n_shapes = (int)(sizeof shapes / sizeof shapes[0]);
 	gt_reseed(g_seed, 3000);
 	for (int di = 0; di < 2; di++) {
 		sl_dtype dt = k_dts[di];
 		int bad = 0, total = 0;
-		for (int si = 0; si < 4; si++) {
+		for (int si = 0; si < n_shapes; si++) {
 			int n = shapes[si][0], cols = shapes[si][1];
 			size_t nx = (size_t)n * cols;
 			float *x = gt_malloc(sizeof(float) * nx), *xs = gt_malloc(sizeof(float) * n);
@@ -449,6 +458,184 @@ START_TEST(test_act_fp8)
 		fflush(stdout);
 		ck_assert_msg(bad == 0, "act_fp8 %s: %d mismatches", gt_dt_name(dt), bad);
 	}
+}
+END_TEST
+
+/* ---- fp8 activations made by the norm and SiLU * up kernels ---- */
+
+/* n rows of cols values written by a fused kernel (d_out, codes d_q,
+ * scales d_s) against the unfused kernel's output (d_ref): the outputs
+ * bit for bit, and the codes and scales bit for bit those the CPU
+ * quantizer makes from that output. Returns the mismatches. */
+static int check_fused_act(const char *what, sl_dtype dt, int n, int cols, const void *d_out,
+			   const void *d_ref, const uint8_t *d_q, const float *d_s)
+{
+	size_t nx = (size_t)n * cols, bytes = nx * sl_dtype_size(dt);
+	uint8_t *out = gt_malloc(bytes), *ref = gt_malloc(bytes), *q = gt_malloc(nx);
+	uint8_t *want_q = gt_malloc(nx);
+	float *x = gt_malloc(sizeof(float) * nx), *s = gt_malloc(sizeof(float) * n);
+	float *want_s = gt_malloc(sizeof(float) * n);
+	GT_CUDA(cudaMemcpy(out, d_out, bytes, cudaMemcpyDeviceToHost));
+	GT_CUDA(cudaMemcpy(ref, d_ref, bytes, cudaMemcpyDeviceToHost));
+	GT_CUDA(cudaMemcpy(q, d_q, nx, cudaMemcpyDeviceToHost));
+	GT_CUDA(cudaMemcpy(s, d_s, sizeof(float) * n, cudaMemcpyDeviceToHost));
+	sl_convert(x, SL_DT_F32, out, dt, nx);
+	kern_quantize_act_fp8_cpu(want_q, want_s, x, n, cols);
+	int bad = memcmp(out, ref, bytes) != 0;
+	for (int t = 0; t < n; t++)
+		bad += memcmp(&s[t], &want_s[t], sizeof(float)) != 0;
+	for (size_t i = 0; i < nx; i++)
+		bad += q[i] != want_q[i];
+	if (bad)
+		printf("  FAIL %s %s n %d cols %d: %d mismatches\n", what, gt_dt_name(dt), n, cols, bad);
+	free(out), free(ref), free(q), free(want_q), free(x), free(s), free(want_s);
+	return bad;
+}
+
+/* residual add + RMSNorm (and RMSNorm alone) with the activations, at
+ * every register depth; SL_ENOTSUP past 8192 columns. */
+static int fused_norm_case(sl_dtype dt, int n, int dim)
+{
+	size_t nx = (size_t)n * dim;
+	float *x = gt_malloc(sizeof(float) * nx), *d = gt_malloc(sizeof(float) * nx);
+	float *w = gt_malloc(sizeof(float) * dim), *x1 = gt_malloc(sizeof(float) * nx);
+	float *x2 = gt_malloc(sizeof(float) * nx);
+	gt_fill(x, nx, -3, 3);
+	gt_fill(d, nx, -1, 1);
+	gt_fill(w, dim, 0.5f, 1.5f);
+	gt_round(d, nx, dt);
+	gt_round(w, dim, dt);
+	float *d_x1 = gt_upload(x, nx, SL_DT_F32), *d_x2 = gt_upload(x, nx, SL_DT_F32);
+	void *d_d = gt_upload(d, nx, dt), *d_w = gt_upload(w, dim, dt);
+	void *d_out = gt_dev_poison(nx * 2), *d_ref = gt_dev_poison(nx * 2);
+	uint8_t *d_q = gt_dev_poison(nx);
+	float *d_s = gt_dev_poison(sizeof(float) * n);
+	int bad = 0;
+	for (int add = 0; add < 2; add++) {
+		const void *delta = add ? d_d : NULL;
+		if (add)
+			GT_KERNEL(kern_add_rmsnorm_cuda(d_x1, d_d, d_w, d_ref, n, dim, 1e-5f, dt, NULL));
+		else
+			GT_KERNEL(kern_rmsnorm_cuda(d_ref, d_x1, d_w, n, dim, 1e-5f, dt, NULL));
+		GT_KERNEL(kern_rmsnorm_fp8_cuda(d_x2, delta, d_w, d_out, d_q, d_s, n, dim, 1e-5f, dt,
+						NULL));
+		bad += check_fused_act(add ? "add_rmsnorm+fp8" : "rmsnorm+fp8", dt, n, dim, d_out,
+				       d_ref, d_q, d_s);
+		gt_download(x1, d_x1, nx, SL_DT_F32); /* the residual, updated alike */
+		gt_download(x2, d_x2, nx, SL_DT_F32);
+		bad += memcmp(x1, x2, sizeof(float) * nx) != 0;
+	}
+	gt_dev_free(d_x1), gt_dev_free(d_x2), gt_dev_free(d_d), gt_dev_free(d_w);
+	gt_dev_free(d_out), gt_dev_free(d_ref), gt_dev_free(d_q), gt_dev_free(d_s);
+	free(x), free(d), free(w), free(x1), free(x2);
+	return bad;
+}
+
+static int fused_silu_case(sl_dtype dt, int n, int hidden)
+{
+	size_t nin = (size_t)n * 2 * hidden, nx = (size_t)n * hidden;
+	float *gu = gt_malloc(sizeof(float) * nin);
+	gt_fill(gu, nin, -6, 6);
+	void *d_gu = gt_upload(gu, nin, dt);
+	void *d_out = gt_dev_poison(nx * 2), *d_ref = gt_dev_poison(nx * 2);
+	uint8_t *d_q = gt_dev_poison(nx);
+	float *d_s = gt_dev_poison(sizeof(float) * n);
+	GT_KERNEL(kern_silu_mul_cuda(d_ref, d_gu, n, hidden, dt, NULL));
+	GT_KERNEL(kern_silu_mul_fp8_cuda(d_out, d_gu, d_q, d_s, n, hidden, dt, NULL));
+	int bad = check_fused_act("silu_mul+fp8", dt, n, hidden, d_out, d_ref, d_q, d_s);
+	gt_dev_free(d_gu), gt_dev_free(d_out), gt_dev_free(d_ref), gt_dev_free(d_q);
+	gt_dev_free(d_s);
+	free(gu);
+	return bad;
+}
+
+START_TEST(test_act_fp8_fused)
+{
+	/* norm rows of 1, 2, 3 and 4 vectors a thread (72 and 576: fewer
+	 * threads than 256); SiLU rows of 1, 2, 4 and 8 */
+	static const int dims[] = {72, 576, 4096, 5128, 8192}, hiddens[] = {72, 1536, 5128, 11008,
+									       14336};
+	static const int ns[] = {1, 3, 40};
+	gt_reseed(g_seed, 3100);
+	int bad = 0, cases = 0;
+	for (int di = 0; di < 2; di++)
+		for (int i = 0; i < 3; i++)
+			for (int k = 0; k < 5; k++, cases += 2) {
+				bad += fused_norm_case(k_dts[di], ns[i], dims[k]);
+				bad += fused_silu_case(k_dts[di], ns[i], hiddens[k]);
+			}
+	/* rows the register kernels do not hold: refused, nothing launched */
+	ck_assert_int_eq(kern_rmsnorm_fp8_cuda(NULL, NULL, (void *)16, (void *)16, (uint8_t *)16,
+					       NULL, 1, 8200, 1e-5f, SL_DT_F16, NULL), SL_ENOTSUP);
+	ck_assert_int_eq(kern_silu_mul_fp8_cuda((void *)16, (void *)16, (uint8_t *)16, NULL, 1,
+						16392, SL_DT_F16, NULL), SL_ENOTSUP);
+	printf("kernel act_fp8 fused (norm, silu_mul): %d cases, %d mismatches (must be exact)\n",
+	       cases, bad);
+	fflush(stdout);
+	ck_assert_msg(bad == 0, "fused fp8 activations: %d mismatches", bad);
+}
+END_TEST
+
+/* The mark (quant.h): a W8A8 call whose x the norm quantized into the
+ * slot gives the bits of one that quantizes x itself; the mark is spent
+ * by the call after it, and a call on another x makes its own. */
+START_TEST(test_act_mark)
+{
+	const int n = 100, dim = 4096, rows = 1024;
+	gt_reseed(g_seed, 3200);
+	kern_qblas *qb = qblas_make(NULL);
+	kern_act_fp8 slot = kern_qblas_act_slot(qb, n, dim);
+	kern_act_fp8 small = kern_qblas_act_slot(qb, 32, dim); /* 32 tokens: the GEMV's */
+	ck_assert_ptr_null(small.q);
+	int bad = 0;
+	if (!slot.q) { /* no fp8 tensor cores or cuBLASLt: nothing to mark */
+		printf("kernel act_fp8 mark: no W8A8 on this GPU, skipped\n");
+		kern_qblas_destroy(qb);
+		return;
+	}
+	qw q;
+	qw_random(&q, &k_cfgs[5], rows, dim); /* fp8/row */
+	size_t nx = (size_t)n * dim, no = (size_t)n * rows;
+	float *x = gt_malloc(sizeof(float) * nx), *w = gt_malloc(sizeof(float) * dim);
+	gt_fill(x, nx, -3, 3);
+	gt_fill(w, dim, 0.5f, 1.5f);
+	gt_round(w, dim, SL_DT_F16);
+	float *d_x = gt_upload(x, nx, SL_DT_F32);
+	void *d_w = gt_upload(w, dim, SL_DT_F16), *d_xb = gt_dev_poison(nx * 2);
+	void *d_other = gt_dev_poison(nx * 2);
+	void *o_ref = gt_dev_poison(no * 2), *o_marked = gt_dev_poison(no * 2);
+	void *o_after = gt_dev_poison(no * 2);
+	GT_KERNEL(kern_rmsnorm_fp8_cuda(d_x, NULL, d_w, d_xb, slot.q, slot.s, n, dim, 1e-5f,
+					SL_DT_F16, NULL));
+	kern_qblas_act_mark(qb, d_xb, n, dim);
+	GT_KERNEL(kern_qmatmul_cuda(qb, KERN_QPATH_AUTO, o_marked, SL_DT_F16, d_xb, SL_DT_F16, &q.d,
+				    n));
+	GT_KERNEL(kern_qmatmul_cuda(qb, KERN_QPATH_AUTO, o_ref, SL_DT_F16, d_xb, SL_DT_F16, &q.d, n));
+	/* a mark for d_xb, a call on another x: that x's own activations */
+	GT_CUDA(cudaMemcpy(d_other, d_xb, nx * 2, cudaMemcpyDeviceToDevice));
+	GT_KERNEL(kern_rmsnorm_fp8_cuda(d_x, NULL, d_w, d_xb, slot.q, slot.s, n, dim, 1e-5f,
+					SL_DT_F16, NULL));
+	GT_CUDA(cudaMemset(slot.q, 0, nx)); /* the slot no longer holds d_xb's codes */
+	kern_qblas_act_mark(qb, d_xb, n, dim);
+	GT_KERNEL(kern_qmatmul_cuda(qb, KERN_QPATH_AUTO, o_after, SL_DT_F16, d_other, SL_DT_F16,
+				    &q.d, n));
+	GT_CUDA(cudaDeviceSynchronize());
+	uint16_t *a = gt_malloc(no * 2), *b = gt_malloc(no * 2), *c = gt_malloc(no * 2);
+	GT_CUDA(cudaMemcpy(a, o_ref, no * 2, cudaMemcpyDeviceToHost));
+	GT_CUDA(cudaMemcpy(b, o_marked, no * 2, cudaMemcpyDeviceToHost));
+	GT_CUDA(cudaMemcpy(c, o_after, no * 2, cudaMemcpyDeviceToHost));
+	for (size_t i = 0; i < no; i++)
+		bad += (a[i] != b[i]) + (a[i] != c[i]);
+	ck_assert_int_eq(kern_qmatmul_path(qb, &q.d, n, SL_DT_F16, SL_DT_F16), KERN_QPATH_FP8_LT);
+	printf("kernel act_fp8 mark: W8A8 on marked activations, %zu outputs, %d mismatches "
+	       "(must be exact)\n", no, bad);
+	fflush(stdout);
+	ck_assert_msg(bad == 0, "marked activations: %d mismatches", bad);
+	gt_dev_free(d_x), gt_dev_free(d_w), gt_dev_free(d_xb), gt_dev_free(d_other);
+	gt_dev_free(o_ref), gt_dev_free(o_marked), gt_dev_free(o_after);
+	free(x), free(w), free(a), free(b), free(c);
+	qw_free(&q);
+	kern_qblas_destroy(qb);
 }
 END_TEST
 
@@ -582,6 +769,8 @@ int main(void)
 	Suite *s = suite_create("gpu_quant");
 	add_case(s, "decode_exact", test_decode_exact);
 	add_case(s, "act_fp8", test_act_fp8);
+	add_case(s, "act_fp8_fused", test_act_fp8_fused);
+	add_case(s, "act_mark", test_act_mark);
 	add_case(s, "int8_row", test_int8_row);
 	add_case(s, "int8_groups", test_int8_groups);
 	add_case(s, "fp8", test_fp8);
