@@ -156,35 +156,33 @@ __device__ __forceinline__ void kern_warp_argmax(float *v, int *i)
 	}
 }
 
-/* Sum over the block; every thread gets the result. blockDim.x must be a
- * multiple of 32 (at most 1024). Contains __syncthreads: call it from
- * every thread of the block. */
-template <typename T> __device__ __forceinline__ T kern_block_sum(T v)
+/* Sum (MAX: max) over the block; every thread gets the result. blockDim.x
+ * must be a multiple of 32 (at most 1024). Contains __syncthreads: call
+ * it from every thread of the block. */
+template <bool MAX, typename T> __device__ __forceinline__ T kern_block_reduce(T v)
 {
 	__shared__ T part[32];
 	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-	v = kern_warp_sum(v);
+	if constexpr (MAX)
+		v = kern_warp_max(v);
+	else
+		v = kern_warp_sum(v);
 	__syncthreads(); /* part[] may still be read by a previous call */
 	if (lane == 0)
 		part[warp] = v;
 	__syncthreads();
-	v = lane < nwarps ? part[lane] : (T)0;
-	return kern_warp_sum(v);
+	if constexpr (MAX)
+		return kern_warp_max(lane < nwarps ? part[lane] : __int_as_float(0xff800000) /* -inf */);
+	else
+		return kern_warp_sum(lane < nwarps ? part[lane] : (T)0);
 }
 
-/* Max over the block, as kern_block_sum. */
-__device__ __forceinline__ float kern_block_max(float v)
+template <typename T> __device__ __forceinline__ T kern_block_sum(T v)
 {
-	__shared__ float part[32];
-	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-	v = kern_warp_max(v);
-	__syncthreads(); /* part[] may still be read by a previous call */
-	if (lane == 0)
-		part[warp] = v;
-	__syncthreads();
-	v = lane < nwarps ? part[lane] : __int_as_float(0xff800000); /* -inf */
-	return kern_warp_max(v);
+	return kern_block_reduce<false>(v);
 }
+
+__device__ __forceinline__ float kern_block_max(float v) { return kern_block_reduce<true>(v); }
 
 /* ---- host side ---- */
 
