@@ -131,30 +131,37 @@ __global__ void __launch_bounds__(NORM_THREADS)
 		act_fp8_row<R>(q8 + base, s8 + blockIdx.x, v, dim);
 }
 
-template <typename T, bool ADD, int R>
-static int norm_reg_launch(float *x, const void *delta, const void *w, void *out, int n, int dim,
-			   float eps, int threads, cudaStream_t st)
+template <typename T, bool ADD, int R, bool Q8>
+static int norm_reg_launch(float *x, const void *delta, const void *w, void *out, uint8_t *q8,
+			   float *s8, int n, int dim, float eps, int threads, cudaStream_t st)
 {
-	return kern_launch_small("rmsnorm", st, norm_reg_kernel<T, ADD, R>, dim3(n), dim3(threads), 0,
-				 x, (const T *)delta, (const T *)w, (T *)out, dim, eps,
-				 (uint8_t *)nullptr, (float *)nullptr);
+	return kern_launch_small("rmsnorm", st, norm_reg_kernel<T, ADD, R, Q8>, dim3(n),
+				 dim3(threads), 0, x, (const T *)delta, (const T *)w, (T *)out, dim,
+				 eps, q8, s8);
 }
 
-template <typename T, bool ADD>
+/* Q8: with out's fp8 activations (q8, s8), which only the register kernel
+ * makes: SL_ENOTSUP, nothing launched, for any other row. */
+template <typename T, bool ADD, bool Q8 = false>
 static int norm_launch(float *x, const void *delta, const void *w, void *out, int n, int dim,
-		       float eps, cudaStream_t st)
+		       float eps, cudaStream_t st, uint8_t *q8 = nullptr, float *s8 = nullptr)
 {
 	bool vec = dim % KERN_VEC == 0 && kern_aligned16(x) && kern_aligned16(delta) &&
 		   kern_aligned16(w) && kern_aligned16(out);
 	int work = vec ? dim / KERN_VEC : dim;
 	int threads = work >= NORM_THREADS ? NORM_THREADS : (work + 31) / 32 * 32;
 	int per = vec ? (work + threads - 1) / threads : 0; /* vectors per thread */
+	if (Q8 && (!w || ((uintptr_t)q8 & 7) || per < 1 || per > 4))
+		return SL_ENOTSUP;
 	if (per == 1)
-		return norm_reg_launch<T, ADD, 1>(x, delta, w, out, n, dim, eps, threads, st);
+		return norm_reg_launch<T, ADD, 1, Q8>(x, delta, w, out, q8, s8, n, dim, eps, threads,
+						      st);
 	if (per == 2)
-		return norm_reg_launch<T, ADD, 2>(x, delta, w, out, n, dim, eps, threads, st);
+		return norm_reg_launch<T, ADD, 2, Q8>(x, delta, w, out, q8, s8, n, dim, eps, threads,
+						      st);
 	if (per >= 3 && per <= 4)
-		return norm_reg_launch<T, ADD, 4>(x, delta, w, out, n, dim, eps, threads, st);
+		return norm_reg_launch<T, ADD, 4, Q8>(x, delta, w, out, q8, s8, n, dim, eps, threads,
+						      st);
 	auto kernel = vec ? norm_kernel<T, true, ADD> : norm_kernel<T, false, ADD>;
 	return kern_launch_small("rmsnorm", st, kernel, dim3(n), dim3(threads), 0, x,
 				 (const T *)delta, (const T *)w, (T *)out, dim, eps);
@@ -175,37 +182,13 @@ static int add_rmsnorm_launch(float *residual, const void *delta, const void *w,
 	return norm_launch<T, true>(residual, delta, w, out, n, dim, eps, st);
 }
 
-/* The fused norm + fp8 activations: the register kernel only. */
-template <typename T, int R>
-static int norm_fp8_reg(float *x, const void *delta, const void *w, void *out, uint8_t *q8,
-			float *s8, int n, int dim, float eps, int threads, cudaStream_t st)
-{
-	if (delta)
-		return kern_launch_small("rmsnorm", st, norm_reg_kernel<T, true, R, true>, dim3(n),
-					 dim3(threads), 0, x, (const T *)delta, (const T *)w, (T *)out,
-					 dim, eps, q8, s8);
-	return kern_launch_small("rmsnorm", st, norm_reg_kernel<T, false, R, true>, dim3(n),
-				 dim3(threads), 0, x, (const T *)nullptr, (const T *)w, (T *)out, dim,
-				 eps, q8, s8);
-}
-
 template <typename T>
 static int norm_fp8_launch(float *x, const void *delta, const void *w, void *out, uint8_t *q8,
 			   float *s8, int n, int dim, float eps, cudaStream_t st)
 {
-	if (!w || dim % KERN_VEC || !kern_aligned16(x) || !kern_aligned16(delta) ||
-	    !kern_aligned16(w) || !kern_aligned16(out) || ((uintptr_t)q8 & 7))
-		return SL_ENOTSUP;
-	int work = dim / KERN_VEC;
-	int threads = work >= NORM_THREADS ? NORM_THREADS : (work + 31) / 32 * 32;
-	int per = (work + threads - 1) / threads;
-	if (per == 1)
-		return norm_fp8_reg<T, 1>(x, delta, w, out, q8, s8, n, dim, eps, threads, st);
-	if (per == 2)
-		return norm_fp8_reg<T, 2>(x, delta, w, out, q8, s8, n, dim, eps, threads, st);
-	if (per <= 4)
-		return norm_fp8_reg<T, 4>(x, delta, w, out, q8, s8, n, dim, eps, threads, st);
-	return SL_ENOTSUP;
+	if (delta)
+		return norm_launch<T, true, true>(x, delta, w, out, n, dim, eps, st, q8, s8);
+	return norm_launch<T, false, true>(x, delta, w, out, n, dim, eps, st, q8, s8);
 }
 
 extern "C" int kern_rmsnorm_fp8_cuda(float *x, const void *delta, const void *w, void *out,
