@@ -54,7 +54,7 @@ struct attn_args {
 	int max_blocks, bt_shift;   /* block_tokens = 1 << bt_shift */
 	int n_heads, n_kv_heads, group;
 	float scale_log2;           /* scale * log2(e) */
-	int chunk, n_splits;        /* decode: positions per split (tile multiple), splits per sequence */
+	int n_splits;               /* decode: splits per sequence (each divides its own context) */
 	float *part_o;              /* [n_seqs * n_splits, n_heads, D] fp32, unnormalised */
 	float2 *part_ml;            /* [n_seqs * n_splits, n_heads] (max, sum), base 2 */
 	int *split_done;            /* [n_seqs, n_kv_heads] splits finished; zero between launches */
@@ -242,7 +242,7 @@ __device__ __forceinline__ float softmax_step(float &m, float mx, float &alpha)
 int attn_decode_init();
 int attn_prefill_init();
 
-/* Launch on st; a.chunk and a.n_splits are the decode launch's to fill.
+/* Launch on st; a.n_splits is the decode launch's to fill.
  * head_dim one of 64, 80, 96, 128 and the group at most kMaxGroup. */
 int attn_decode_launch(const kern_attn_ws *ws, attn_args a, const kern_paged_batch *b,
 		       int head_dim, sl_dtype dt, cudaStream_t st);

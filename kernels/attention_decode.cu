@@ -9,9 +9,11 @@
  * SM; each split writes its unnormalised output and (max, sum) to the
  * workspace and the last split to finish merges them (merge_splits). When
  * one split per sequence already fills the GPU the blocks write the output
- * directly, and so does a split whose sequence fits in it whole (decode
- * graphs size the splits for the reserved context, so at batch 1 a short
- * context runs in one split per KV head). Under PDL the first tiles (three
+ * directly, and so does a split whose sequence fits in it whole. The launch
+ * sizes the number of splits for the longest context it may see (decode
+ * graphs: the reserved one); each sequence then divides its own context
+ * among them (split_chunk), so a short context still spreads over the
+ * GPU. Under PDL the first tiles (three
  * when the launch is one wave, else two) are requested before
  * griddepcontrol.wait, while the kernel before still runs (see the
  * kernel). An fp8 cache (kv_fp8) streams half the bytes through the same
@@ -44,6 +46,20 @@ template <int D, bool FP8 = false> struct dec_shape {
 	static_assert((size_t)kMaxGroup * kMaxSplits * 12 <= kv_bytes, "split weights fit");
 };
 
+/* Positions per split for a sequence of kv_len: its tiles shared evenly
+ * among the launch's splits. The graphs of decode steps size n_splits
+ * for the reserved context, where a chunk fixed at launch (reserved
+ * context / n_splits) left a 1024-token context on 2 or 3 of 8 splits; on an
+ * H100 (7B, one sequence) this took fp16 from 180.2 to 187.8 tokens/s at
+ * 1024 + 128 tokens and fp8 weights + fp8 KV from 288.3 to 317.5 at 512
+ * + 64, unchanged at 128 + 128 and at batch 8 and up (one split there;
+ * bench/results/2026-11-24-nvidia-h100-decode-attn/). */
+__device__ __forceinline__ int split_chunk(const attn_args &a, int kv_len)
+{
+	const int tiles = (kv_len + kDecTile - 1) / kDecTile;
+	return max(1, (tiles + a.n_splits - 1) / a.n_splits) * kDecTile;
+}
+
 /* The split-K merge. Every split of sequence s and KV head kvh writes its
  * unnormalised output and (max, sum) to the workspace; the last of them to
  * finish merges all of them into the output (threadFenceReduction
@@ -53,12 +69,12 @@ template <int D, bool FP8 = false> struct dec_shape {
  * block's K/V tiles, is idle by then and serves as scratch. */
 template <int D, typename E>
 __device__ __forceinline__ void merge_splits(const attn_args &a, int s, int kvh, long tok,
-					     int kv_len, E *kv_s)
+					     int kv_len, int chunk, E *kv_s)
 {
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
 	const int G = a.group;
 	__shared__ int is_last;
-	const int n_run = (kv_len + a.chunk - 1) / a.chunk; /* splits that ran */
+	const int n_run = (kv_len + chunk - 1) / chunk; /* splits that ran */
 	int *counter = a.split_done + (long)s * a.n_kv_heads + kvh;
 	__threadfence();
 	__syncthreads();
@@ -144,10 +160,11 @@ __global__ void __launch_bounds__(kThreads) attn_decode_kernel(attn_args a)
 	if (a.q_len[s] != 1)
 		return;
 	const int kv_len = a.kv_len[s];
-	const int begin = split * a.chunk;
+	const int chunk = split_chunk(a, kv_len);
+	const int begin = split * chunk;
 	if (begin >= kv_len)
 		return; /* nor counted: the merge waits for splits below kv_len */
-	const int end = min(begin + a.chunk, kv_len);
+	const int end = min(begin + chunk, kv_len);
 	const int fresh = kv_len - 1; /* the row the kernel before writes */
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
 	const int g = lane >> 2, t4 = lane & 3, lm = lane >> 3, lr = lane & 7;
@@ -320,7 +337,7 @@ __global__ void __launch_bounds__(kThreads) attn_decode_kernel(attn_args a)
 	}
 	__syncthreads();
 	/* one split holds the whole context: nothing to merge */
-	const bool direct = a.n_splits == 1 || kv_len <= a.chunk;
+	const bool direct = kv_len <= chunk;
 	for (int i = tid; i < G * D; i += kThreads) {
 		const int hg = i / D, d = i - hg * D;
 		float M = -INFINITY;
@@ -347,7 +364,7 @@ __global__ void __launch_bounds__(kThreads) attn_decode_kernel(attn_args a)
 	if (direct)
 		return;
 
-	merge_splits<D, E>(a, s, kvh, tok, kv_len, kv_s);
+	merge_splits<D, E>(a, s, kvh, tok, kv_len, chunk, kv_s);
 }
 
 template <int D, typename E, bool FP8>
@@ -370,7 +387,6 @@ int decode_launch(const kern_attn_ws *ws, attn_args a, const kern_paged_batch *b
 	if (splits < 1)
 		splits = 1;
 	const int per_split = (int)((tiles + splits - 1) / splits);
-	a.chunk = per_split * kDecTile;
 	a.n_splits = (tiles + per_split - 1) / per_split;
 	a.deep = base * a.n_splits <= target;
 

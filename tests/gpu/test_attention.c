@@ -114,6 +114,10 @@ typedef struct {
 	kern_attn_ws *ws;
 } attn_case;
 
+/* A context bound above every sequence's, as a decode graph launches with
+ * (the reserved context); 0: the batch's longest. */
+static int g_reserve;
+
 /* Sequence s gets q_len[s] new tokens ending a context of kv_len[s]. */
 /* A cache value as both sides hold it: dt-rounded, or E4M3-rounded. */
 static float cache_val(float x, const attn_case *c)
@@ -199,6 +203,8 @@ static void case_build(attn_case *c, sl_dtype dt, int kv_fp8, const head_shape *
 	for (long i = 0; i < (long)c->n_tokens * c->q_stride; i++)
 		c->qkv[i] = from_bits(to_bits(rng_uniform(-2.f, 2.f), dt), dt);
 
+	if (g_reserve > max_kv)
+		max_kv = g_reserve;
 	kern_paged_batch hb = {
 		.n_tokens = c->n_tokens, .n_seqs = n_seqs, .q_start = c->q_start,
 		.q_len = c->q_len, .kv_len = c->kv_len, .block_tables = c->table,
@@ -351,6 +357,19 @@ START_TEST(test_decode)
 		kv[s] = 1 + rng_int(s == 5 ? 3000 : 700);
 	}
 	check_batch("decode", "13 seqs mixed ctx", dt, hs, 13, q, kv);
+	/* launched for a reserved 4096-token context, as a decode graph is:
+	 * each sequence spreads its own context over the splits */
+	g_reserve = 4096;
+	static const int short_ctx[] = {65, 300, 1500};
+	for (int k = 0; k < 3; k++) {
+		int q1 = 1, kv1 = short_ctx[k];
+		char label[48];
+		snprintf(label, sizeof label, "ctx %d of 4096 reserved", kv1);
+		check_batch("decode", label, dt, hs, 1, &q1, &kv1);
+	}
+	const int q3[] = {1, 1, 1};
+	check_batch("decode", "3 seqs of 4096 reserved", dt, hs, 3, q3, short_ctx);
+	g_reserve = 0;
 }
 END_TEST
 
