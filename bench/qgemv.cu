@@ -430,6 +430,82 @@ static void table_variants(void)
 	}
 }
 
+/* ---- 5. the lean GEMV's shapes at n = 1 and 8 ---- */
+
+template <int FMT, int GM, int KS, int S, int MB>
+static int call_lean(const kern_qweight &w, int n)
+{
+	qgemv_args a = qgemv_args_of(&w, g_out, false, n);
+	if constexpr (S == 0) /* the register GEMV's library shape */
+		return qgemv_run<__half, FMT, GM, 1, qg_ksplit<FMT, GM, 1>(), qg_unroll<FMT, GM, 1>()>(
+			g_qb, a, g_x);
+	else
+		return qgemv_run<__half, FMT, GM, 1, KS, 0, S, MB>(g_qb, a, g_x);
+}
+
+static void table_lean(void)
+{
+	typedef int (*vfn)(const kern_qweight &, int);
+	struct variant {
+		const char *name;
+		vfn fn[3]; /* int8/row, fp8, int4 */
+	};
+#define LEAN_V(name, KS, S, MB)                                                               \
+	{                                                                                     \
+		name, {                                                                       \
+			call_lean<KERN_Q_INT8, QG_ROW, KS, S, MB>,                            \
+				call_lean<KERN_Q_FP8, QG_ROW, KS, S, MB>,                     \
+				call_lean<KERN_Q_INT4, QG_CHUNK, KS, S, MB>                   \
+		}                                                                             \
+	}
+	const variant vs[] = {
+		LEAN_V("regs", 0, 0, 0),  LEAN_V("8x2/4", 8, 2, 4),   LEAN_V("8x2/3", 8, 2, 3),
+		LEAN_V("8x4/3", 8, 4, 3), LEAN_V("8x4/4", 8, 4, 4),   LEAN_V("8x8/3", 8, 8, 3),
+		LEAN_V("4x4/6", 4, 4, 6), LEAN_V("16x4/2", 16, 4, 2),
+	};
+#undef LEAN_V
+	const int fmt_of[3] = {1, 4, 5}; /* k_fmts: int8/row, fp8/row, int4/g128 */
+	printf("\n5. lean GEMV shapes (KSPLIT warps x S ring slots / blocks an SM), GB/s; regs = "
+	       "qgemv_kernel; * = the library's choice (lean: int4, >= %d chunks a row)\n",
+	       QG_LEAN_MIN_CHUNKS);
+	printf("%-11s %-8s %-4s", "format", "shape", "n");
+	for (const variant &v : vs)
+		printf(" %7s", v.name);
+	printf("\n");
+	char lib_name[16];
+	snprintf(lib_name, sizeof lib_name, "%dx%d/%d", QG_LEAN_KSPLIT, QG_LEAN_SLOTS, QG_LEAN_BLOCKS);
+	for (int k = 0; k < 3; k++) {
+		const fmt &f = k_fmts[fmt_of[k]];
+		for (int si = 0; si < N_SHAPES; si++)
+			for (int n : {1, 8}) {
+				const shp &s = k_shapes[si];
+				size_t d, sc, per = copy_bytes(f, s, &d, &sc);
+				int copies = (int)(g_pool_bytes / per);
+				printf("%-11s %-8s %-4d", f.name, s.name, n);
+				const bool lean = f.format == KERN_Q_INT4 &&
+						  s.cols / 2 / QG_CHUNK_BYTES >= QG_LEAN_MIN_CHUNKS;
+				for (const variant &v : vs) {
+					double ms = time_calls([&](int i) {
+						return v.fn[k](copy_at(f, s, i % copies), n);
+					}, (int)(((size_t)2 << 30) / per) + 1, 7);
+					double gbs = weight_bytes(f, s) / (ms * 1e6);
+					const char *lib = lean ? lib_name : "regs";
+					printf(" %6.0f%s", gbs, !strcmp(v.name, lib) ? "*" : " ");
+					cJSON *r = cJSON_CreateObject();
+					cJSON_AddStringToObject(r, "table", "lean");
+					cJSON_AddStringToObject(r, "format", f.name);
+					cJSON_AddStringToObject(r, "shape", s.name);
+					cJSON_AddNumberToObject(r, "n", n);
+					cJSON_AddStringToObject(r, "variant", v.name);
+					cJSON_AddNumberToObject(r, "weight_GBps", gbs);
+					cJSON_AddItemToArray(g_rows, r);
+				}
+				printf("\n");
+				fflush(stdout);
+			}
+	}
+}
+
 int main(int argc, char **argv)
 {
 	const char *out = NULL;
@@ -476,6 +552,7 @@ int main(int argc, char **argv)
 	step_estimate(j);
 	table_prefill();
 	table_variants();
+	table_lean();
 	printf("\n%.0f s\n", sl_now() - t0);
 
 	if (out) {

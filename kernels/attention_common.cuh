@@ -1,9 +1,10 @@
 /*
  * attention_common.cuh — what the attention kernels share, private to
  * kernels/attention*.cu: the launch arguments (attn_args), the workspace
- * (kern_attn_ws), the block shape, cp.async copies, the paged K/V tile
- * loader, the online-softmax step, and each kernel file's host entry. Tensor-core instructions are
- * in mma.cuh, reductions and conversions in cuda_util.cuh.
+ * (kern_attn_ws), the block shape, the paged K/V tile loader, the
+ * online-softmax step, and each kernel file's host entry. Tensor-core
+ * instructions are in mma.cuh; reductions, conversions and cp.async
+ * copies in cuda_util.cuh.
  *
  * Files: attention.cu (kern_attention_cuda: checks, dispatch, workspace),
  * attention_decode.cu (q_len == 1, split-context), attention_prefill.cu
@@ -61,23 +62,6 @@ struct attn_args {
 	int deep;                   /* decode: every block resident at once (one wave): the
 				     * first copy groups take all kDecStages tiles */
 };
-
-/* ---- async copies ------------------------------------------------------ */
-
-/* 16 bytes global -> shared; when !valid nothing is read and the 16 bytes are
- * zero-filled (rows past the context must be finite: p = 0 times garbage
- * left in shared memory could be 0 * NaN). */
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid)
-{
-	unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-	int n = valid ? 16 : 0;
-	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void cp_async_wait()
-{
-	asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 
 /* The cache row of position `pos` of KV head kvh (kernels/paged.h): its
  * page from the block table, then the row within the page. */

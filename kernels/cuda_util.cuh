@@ -222,6 +222,49 @@ __device__ __forceinline__ uint4 kern_ld_stream(const void *p)
 	return v;
 }
 
+/* ---- async copies (cp.async, sm_80+) ---- */
+
+/* 16 bytes global -> shared; when !valid nothing is read and the 16 bytes are
+ * zero-filled (rows past the context must be finite: p = 0 times garbage
+ * left in shared memory could be 0 * NaN). */
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid)
+{
+	unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+	int n = valid ? 16 : 0;
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
+}
+__device__ __forceinline__ void cp_async_commit()
+{
+	asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+/* Until at most N of this thread's groups are in flight; a compiler barrier,
+ * so shared-memory reads of the landed data stay after it. */
+template <int N> __device__ __forceinline__ void cp_async_wait()
+{
+	asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+/* A weight stream's 16 bytes global -> shared address s (quant.cu's lean
+ * GEMV), with kern_ld_stream's 256-byte L2 prefetch. The memory clobber
+ * keeps the compiler from moving the lane's own shared-memory read of the
+ * slot it refills below this copy. */
+__device__ __forceinline__ void kern_cp_async_stream(unsigned s, const void *gmem)
+{
+	asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(s), "l"(gmem)
+		     : "memory");
+}
+
+/* 16 bytes from shared address s. */
+__device__ __forceinline__ uint4 kern_ld_shared16(unsigned s)
+{
+	uint4 v;
+	asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+		     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+		     : "r"(s)
+		     : "memory");
+	return v;
+}
+
 /* Programmatic dependent launch: wait for the previous kernel's completion
  * and memory (a no-op when not launched as a dependent), and let the next
  * kernel launch early. */

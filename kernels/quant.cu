@@ -25,7 +25,9 @@
  *   GEMV has to spare). Up to 64 tokens: n-tiles of 8 share each
  *   dequantized fragment (NT = 1, 2, 4, 8 tiles), so W is read once.
  *   Split-K over blocks and the in-block warp sum run in a fixed order:
- *   results are deterministic.
+ *   results are deterministic. int4 up to 8 tokens on long rows takes
+ *   qgemv_lean_kernel: the same arithmetic with fewer instructions per
+ *   chunk, the codes through a cp.async ring in shared memory.
  *
  * FP8_LT (FP8 weights, large n): W8A8. A kernel quantizes x per token to
  *   e4m3 with scale max|x| / 448, then one cuBLASLt fp8 GEMM scales the
@@ -284,6 +286,119 @@ __device__ __forceinline__ void qgemv_store(const qgemv_args &a, float (&acc)[NT
 	}
 }
 
+/*
+ * One chunk of rows a and b (16 bytes of codes each, this lane's share):
+ * dequantized, multiplied with x's NT token tiles on the tensor cores, and
+ * added to acc (scaled by the chunk's group scales sa, sb unless QG_ROW).
+ * ok: the lane's bytes lie in the row (else its codes are zeros and x is
+ * not read). The k order is matmul.cu's gemv_kernel's: a lane's own 16
+ * loaded bytes feed the MMA slots of its column of the fragment, the same
+ * for W and x.
+ */
+template <typename T, int FMT, int GM, int NT>
+__device__ __forceinline__ void qg_chunk(const qgemv_args &a, const T *x, uint4 va, uint4 vb,
+					 uint32_t za, uint32_t zb, const float *sa, const float *sb,
+					 int cu, bool ok, int g, int c, float (&acc)[NT][4])
+{
+	constexpr int KL = q_geom<FMT>::KL; /* columns per lane per row per chunk */
+	constexpr int CK = 4 * KL;          /* columns per chunk */
+	constexpr int NP = KL / 2;          /* packed pairs per lane per row */
+	constexpr int NX = KL / 8;          /* 16-byte vectors of x per lane per tile */
+	constexpr int NH = GM == QG_HALF ? 2 : 1;
+	const uint4 zero = make_uint4(0, 0, 0, 0);
+	uint32_t fa[NP], fb[NP];
+	q_dequant16<T, FMT>(va, fa, za);
+	q_dequant16<T, FMT>(vb, fb, zb);
+	const size_t xk = (size_t)cu * CK + c * KL;
+#pragma unroll
+	for (int j = 0; j < NT; j++) {
+		const int tok = 8 * j + g;
+		const bool okx = ok && tok < a.n;
+		const uint4 *xp =
+			reinterpret_cast<const uint4 *>(x + (okx ? (size_t)tok * a.cols + xk : 0));
+		uint32_t xr[NP];
+#pragma unroll
+		for (int m = 0; m < NX; m++) {
+			const uint4 v = okx ? xp[m] : zero;
+			xr[4 * m] = v.x;
+			xr[4 * m + 1] = v.y;
+			xr[4 * m + 2] = v.z;
+			xr[4 * m + 3] = v.w;
+		}
+		float t[NH][4];
+#pragma unroll
+		for (int h = 0; h < NH; h++)
+#pragma unroll
+			for (int e = 0; e < 4; e++)
+				t[h][e] = 0;
+#pragma unroll
+		for (int i = 0; i < NP / 2; i++) {
+			const uint32_t af[4] = {fa[2 * i], fb[2 * i], fa[2 * i + 1], fb[2 * i + 1]};
+			if constexpr (GM == QG_ROW) {
+				kern_mma_m16n8k16<T>(acc[j], af, xr[2 * i], xr[2 * i + 1]);
+			} else if constexpr (GM == QG_CHUNK) {
+				kern_mma_m16n8k16<T>(t[0], af, xr[2 * i], xr[2 * i + 1]);
+			} else {
+				/* lanes c = 0, 1 hold the chunk's first group of 32,
+				 * lanes 2, 3 the second: one MMA per group, the other
+				 * group's lanes giving zeros */
+#pragma unroll
+				for (int h = 0; h < 2; h++) {
+					const bool mine = (c >> 1) == h;
+					const uint32_t ah[4] = {mine ? af[0] : 0u, mine ? af[1] : 0u,
+								mine ? af[2] : 0u, mine ? af[3] : 0u};
+					kern_mma_m16n8k16<T>(t[h], ah, xr[2 * i], xr[2 * i + 1]);
+				}
+			}
+		}
+		if constexpr (GM != QG_ROW) {
+			/* accumulator e: row a for e < 2, row b for e >= 2 */
+#pragma unroll
+			for (int h = 0; h < NH; h++) {
+				acc[j][0] += sa[h] * t[h][0];
+				acc[j][1] += sa[h] * t[h][1];
+				acc[j][2] += sb[h] * t[h][2];
+				acc[j][3] += sb[h] * t[h][3];
+			}
+		}
+	}
+}
+
+/* The block's end: warp 0 sums the other warps' accumulators (shared
+ * memory, fixed order) and stores; ADD_NORM's last block then normalises
+ * with every warp. */
+template <typename T, int GM, int NT, int KSPLIT, int EPI>
+__device__ __forceinline__ void qg_block_end(const qgemv_args &a, float (&acc)[NT][4], int ra,
+					     int rb, int row_a, int row_b, bool ok_a, bool ok_b)
+{
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	if constexpr (KSPLIT > 1) {
+		/* [warp][value][lane]: lanes on consecutive words, no bank conflicts */
+		__shared__ float part[KSPLIT - 1][NT * 4][32];
+		if (warp > 0)
+#pragma unroll
+			for (int j = 0; j < NT; j++)
+#pragma unroll
+				for (int e = 0; e < 4; e++)
+					part[warp - 1][4 * j + e][lane] = acc[j][e];
+		__syncthreads();
+		if (warp > 0 && EPI != KERN_EPI_ADD_NORM)
+			return;
+		if (warp == 0)
+			for (int k = 0; k < KSPLIT - 1; k++)
+#pragma unroll
+				for (int j = 0; j < NT; j++)
+#pragma unroll
+					for (int e = 0; e < 4; e++)
+						acc[j][e] += part[k][4 * j + e][lane];
+	}
+	if (warp == 0)
+		qgemv_store<T, GM, NT, EPI>(a, acc, ra, rb, row_a, row_b, ok_a, ok_b, lane & 3);
+	/* every warp: ADD_NORM's last block normalises with all of them */
+	if constexpr (EPI == KERN_EPI_ADD_NORM)
+		kern_epi_finish<T>(a.e, a.rows, a.n);
+}
+
 /* Resident blocks the GEMV's registers are sized for. int4 up to 8
  * tokens: 3, so 80 registers a thread (ptxas spills a few words, in the
  * epilogues and, for SwiGLU, one load a round): 24 warps an SM against
@@ -314,10 +429,7 @@ template <typename T, int FMT, int GM, int NT, int KSPLIT, int UNROLL, int EPI>
 __global__ void __launch_bounds__(KSPLIT * 32, qg_min_blocks<FMT, NT>())
 	qgemv_kernel(const T *x, qgemv_args a)
 {
-	constexpr int KL = q_geom<FMT>::KL; /* columns per lane per row per chunk */
-	constexpr int CK = 4 * KL;          /* columns per chunk */
-	constexpr int NP = KL / 2;          /* packed pairs per lane per row */
-	constexpr int NX = KL / 8;          /* 16-byte vectors of x per lane per tile */
+	constexpr int CK = 4 * q_geom<FMT>::KL; /* columns per chunk */
 	constexpr int NH = GM == QG_HALF ? 2 : 1;
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	const int g = lane >> 2, c = lane & 3;
@@ -403,66 +515,8 @@ __global__ void __launch_bounds__(KSPLIT * 32, qg_min_blocks<FMT, NT>())
 			if (kBranch && cu >= ch_end) /* the same for the whole warp */
 				break;
 			const bool ok = cu < ch_end && cu * QG_CHUNK_BYTES + c * 16 < a.row_bytes;
-			uint32_t fa[NP], fb[NP];
-			q_dequant16<T, FMT>(va[u], fa, za[u]);
-			q_dequant16<T, FMT>(vb[u], fb, zb[u]);
-			const size_t xk = (size_t)cu * CK + c * KL;
-#pragma unroll
-			for (int j = 0; j < NT; j++) {
-				const int tok = 8 * j + g;
-				const bool okx = ok && tok < a.n;
-				const uint4 *xp = reinterpret_cast<const uint4 *>(
-					x + (okx ? (size_t)tok * a.cols + xk : 0));
-				uint32_t xr[NP];
-#pragma unroll
-				for (int m = 0; m < NX; m++) {
-					const uint4 v = okx ? xp[m] : zero;
-					xr[4 * m] = v.x;
-					xr[4 * m + 1] = v.y;
-					xr[4 * m + 2] = v.z;
-					xr[4 * m + 3] = v.w;
-				}
-				float t[NH][4];
-#pragma unroll
-				for (int h = 0; h < NH; h++)
-#pragma unroll
-					for (int e = 0; e < 4; e++)
-						t[h][e] = 0;
-#pragma unroll
-				for (int i = 0; i < NP / 2; i++) {
-					const uint32_t af[4] = {fa[2 * i], fb[2 * i], fa[2 * i + 1],
-								fb[2 * i + 1]};
-					if constexpr (GM == QG_ROW) {
-						kern_mma_m16n8k16<T>(acc[j], af, xr[2 * i], xr[2 * i + 1]);
-					} else if constexpr (GM == QG_CHUNK) {
-						kern_mma_m16n8k16<T>(t[0], af, xr[2 * i], xr[2 * i + 1]);
-					} else {
-						/* lanes c = 0, 1 hold the chunk's first group of 32,
-						 * lanes 2, 3 the second: one MMA per group, the
-						 * other group's lanes giving zeros */
-#pragma unroll
-						for (int h = 0; h < 2; h++) {
-							const bool mine = (c >> 1) == h;
-							const uint32_t ah[4] = {mine ? af[0] : 0u,
-										mine ? af[1] : 0u,
-										mine ? af[2] : 0u,
-										mine ? af[3] : 0u};
-							kern_mma_m16n8k16<T>(t[h], ah, xr[2 * i],
-									     xr[2 * i + 1]);
-						}
-					}
-				}
-				if constexpr (GM != QG_ROW) {
-					/* accumulator e: row a for e < 2, row b for e >= 2 */
-#pragma unroll
-					for (int h = 0; h < NH; h++) {
-						acc[j][0] += sa[u][h] * t[h][0];
-						acc[j][1] += sa[u][h] * t[h][1];
-						acc[j][2] += sb[u][h] * t[h][2];
-						acc[j][3] += sb[u][h] * t[h][3];
-					}
-				}
-			}
+			qg_chunk<T, FMT, GM, NT>(a, x, va[u], vb[u], za[u], zb[u], sa[u], sb[u], cu, ok, g,
+						 c, acc);
 		}
 		ch += stride;
 		if (ch >= ch_end)
@@ -470,32 +524,155 @@ __global__ void __launch_bounds__(KSPLIT * 32, qg_min_blocks<FMT, NT>())
 		fetch(ch);
 	}
 	kern_pdl_launch_next();
+	qg_block_end<T, GM, NT, KSPLIT, EPI>(a, acc, ra, rb, row_a, row_b, ok_a, ok_b);
+}
 
-	if constexpr (KSPLIT > 1) {
-		/* [warp][value][lane]: lanes on consecutive words, no bank conflicts */
-		__shared__ float part[KSPLIT - 1][NT * 4][32];
-		if (warp > 0)
+/*
+ * One whole chunk for the lean GEMV below: x's 16-byte vectors for this
+ * lane (xp: its token's row at the chunk), the codes dequantized, the
+ * MMAs, and for QG_CHUNK the chunk's partial sums scaled into acc. No
+ * predicates: the caller hands only chunks that lie in the row.
+ */
+template <typename T, int FMT, int GM>
+__device__ __forceinline__ void qg_lean_chunk(const T *xp, uint4 va, uint4 vb, uint32_t za,
+					      uint32_t zb, float sa, float sb, float (&acc)[1][4])
+{
+	constexpr int KL = q_geom<FMT>::KL, NP = KL / 2, NX = KL / 8;
+	uint32_t xr[NP];
 #pragma unroll
-			for (int j = 0; j < NT; j++)
-#pragma unroll
-				for (int e = 0; e < 4; e++)
-					part[warp - 1][4 * j + e][lane] = acc[j][e];
-		__syncthreads();
-		if (warp > 0 && EPI != KERN_EPI_ADD_NORM)
-			return;
-		if (warp == 0)
-			for (int k = 0; k < KSPLIT - 1; k++)
-#pragma unroll
-				for (int j = 0; j < NT; j++)
-#pragma unroll
-					for (int e = 0; e < 4; e++)
-						acc[j][e] += part[k][4 * j + e][lane];
+	for (int m = 0; m < NX; m++) {
+		const uint4 v = reinterpret_cast<const uint4 *>(xp)[m];
+		xr[4 * m] = v.x;
+		xr[4 * m + 1] = v.y;
+		xr[4 * m + 2] = v.z;
+		xr[4 * m + 3] = v.w;
 	}
-	if (warp == 0)
-		qgemv_store<T, GM, NT, EPI>(a, acc, ra, rb, row_a, row_b, ok_a, ok_b, c);
-	/* every warp: ADD_NORM's last block normalises with all of them */
-	if constexpr (EPI == KERN_EPI_ADD_NORM)
-		kern_epi_finish<T>(a.e, a.rows, a.n);
+	uint32_t fa[NP], fb[NP];
+	q_dequant16<T, FMT>(va, fa, za);
+	q_dequant16<T, FMT>(vb, fb, zb);
+	float t[4] = {0, 0, 0, 0};
+#pragma unroll
+	for (int i = 0; i < NP / 2; i++) {
+		const uint32_t af[4] = {fa[2 * i], fb[2 * i], fa[2 * i + 1], fb[2 * i + 1]};
+		if constexpr (GM == QG_ROW)
+			kern_mma_m16n8k16<T>(acc[0], af, xr[2 * i], xr[2 * i + 1]);
+		else
+			kern_mma_m16n8k16<T>(t, af, xr[2 * i], xr[2 * i + 1]);
+	}
+	if constexpr (GM == QG_CHUNK) {
+		acc[0][0] += sa * t[0];
+		acc[0][1] += sa * t[1];
+		acc[0][2] += sb * t[2];
+		acc[0][3] += sb * t[3];
+	}
+}
+
+/*
+ * The lean GEMV (int4 up to 8 tokens, rows of whole chunks): the tiles,
+ * fragments and arithmetic of qgemv_kernel with NT = 1, with fewer
+ * instructions per chunk. On an H100 qgemv_kernel's int4 loop issued
+ * about 225 instructions per KiB of codes, 72 of them the unpacking; the
+ * rest (predicates and zero fills, a division for the group, the scale
+ * dtype's branch, address arithmetic) kept it near half the copy
+ * bandwidth. Here about 150:
+ *   - warp w takes a contiguous run of the block's chunks, so addresses
+ *     step by a constant and a group's scale is the next element;
+ *   - no predicates: every chunk lies wholly in the row (the caller
+ *     checks), and every lane reads a real token's x (lanes past n read
+ *     token 0; their products land in output columns never stored);
+ *   - scale dtype and zero points are template parameters (SF16, ZP); a
+ *     group is a power-of-two number of chunks (a shift);
+ *   - the codes travel through a ring of S 1-KiB slots a warp in shared
+ *     memory (cp.async), S - 1 chunks in flight while the warp works on
+ *     the oldest; a lane reads back only the bytes it copied, so no
+ *     barrier is needed.
+ * It pays on long rows (bench/qgemv.cu's table 5: the 7B down projection,
+ * 86 chunks a row, 1442 -> 1822 GB/s at n = 1 and 1332 -> 1607 at n = 8);
+ * on rows of 32 chunks it was as often slower as faster, and int8 and
+ * fp8 (half the instructions per byte) were slower on every shape, so
+ * those keep qgemv_kernel. Rows past the end read row 0 and are never
+ * stored, as in qgemv_kernel.
+ */
+template <typename T, int FMT, int GM, bool SF16, bool ZP, int KSPLIT, int S, int MINB, int EPI>
+__global__ void __launch_bounds__(KSPLIT * 32, MINB) qgemv_lean_kernel(const T *x, qgemv_args a)
+{
+	static_assert(GM != QG_HALF, "two groups a chunk take qgemv_kernel");
+	static_assert(S >= 2 && (S & (S - 1)) == 0, "S: a power of two");
+	typedef typename std::conditional<SF16, __half, float>::type ST;
+	constexpr int CK = 4 * q_geom<FMT>::KL; /* columns per chunk */
+	extern __shared__ uint4 qg_smem[];
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	const int g = lane >> 2, c = lane & 3;
+	int row_a, row_b;
+	bool ok_a, ok_b;
+	kern_epi_rows<EPI>(a.e, a.rows, blockIdx.x, g, &row_a, &row_b, &ok_a, &ok_b);
+	const int ra = ok_a ? row_a : 0, rb = ok_b ? row_b : 0;
+	const int n_chunk = a.row_bytes / QG_CHUNK_BYTES;
+	const int ch_begin = blockIdx.y * a.chunks_per_split;
+	const int span = min(n_chunk, ch_begin + a.chunks_per_split) - ch_begin;
+	const int per = (span + KSPLIT - 1) / KSPLIT;
+	const int c0 = ch_begin + min(span, warp * per), c1 = ch_begin + min(span, warp * per + per);
+	const uint8_t *wa = a.w + (size_t)ra * a.row_bytes + c * 16;
+	const uint8_t *wb = a.w + (size_t)rb * a.row_bytes + c * 16;
+	const T *xl = x + (size_t)(g < a.n ? g : 0) * a.cols + c * q_geom<FMT>::KL;
+	const ST *sa_p = reinterpret_cast<const ST *>(a.scales) + (size_t)ra * a.groups;
+	const ST *sb_p = reinterpret_cast<const ST *>(a.scales) + (size_t)rb * a.groups;
+	const uint8_t *za_p = ZP ? a.zeros + (size_t)ra * a.groups : nullptr;
+	const uint8_t *zb_p = ZP ? a.zeros + (size_t)rb * a.groups : nullptr;
+	const unsigned lg = GM == QG_CHUNK ? __ffs(a.group / CK) - 1 : 0;
+	/* this lane's 16 bytes of rows a and b in slot k of the warp's ring
+	 * are at ring_s + 1024 k and + 512 */
+	const unsigned ring_s =
+		(unsigned)__cvta_generic_to_shared(qg_smem) + (unsigned)(warp * S * 1024 + lane * 16);
+
+	/* chunk c0 + i into slot i % S, one commit group per i */
+	auto issue = [&](int i) {
+		if (c0 + i < c1) {
+			const unsigned slot = ring_s + (unsigned)((i & (S - 1)) * 1024);
+			const size_t off = (size_t)(c0 + i) * QG_CHUNK_BYTES;
+			kern_cp_async_stream(slot, wa + off);
+			kern_cp_async_stream(slot + 512, wb + off);
+		}
+		cp_async_commit();
+	};
+	/* chunk cu's group scales and int4 zero-point subtrahends */
+	float sa = 0, sb = 0;
+	uint32_t za = 0, zb = 0;
+	auto scales_of = [&](int cu) {
+		const unsigned grp = (unsigned)cu >> lg;
+		if constexpr (GM == QG_CHUNK) {
+			sa = (float)__ldg(sa_p + grp);
+			sb = (float)__ldg(sb_p + grp);
+		}
+		if constexpr (FMT == KERN_Q_INT4) {
+			za = q_zsub<T>(ZP ? __ldg(za_p + grp) : 8u);
+			zb = q_zsub<T>(ZP ? __ldg(zb_p + grp) : 8u);
+		}
+	};
+
+#pragma unroll
+	for (int i = 0; i < S - 1; i++)
+		issue(i);
+	if (c0 < c1)
+		scales_of(c0);
+	kern_pdl_wait(); /* x is the previous kernel's output */
+
+	float acc[1][4] = {{0, 0, 0, 0}};
+#pragma unroll 2
+	for (int cu = c0; cu < c1; cu++) {
+		const int i = cu - c0;
+		issue(i + S - 1);
+		cp_async_wait<S - 1>(); /* chunk i has landed */
+		const unsigned slot = ring_s + (unsigned)((i & (S - 1)) * 1024);
+		const uint4 va = kern_ld_shared16(slot), vb = kern_ld_shared16(slot + 512);
+		const float csa = sa, csb = sb;
+		const uint32_t cza = za, czb = zb;
+		if (cu + 1 < c1)
+			scales_of(cu + 1);
+		qg_lean_chunk<T, FMT, GM>(xl + (size_t)cu * CK, va, vb, cza, czb, csa, csb, acc);
+	}
+	kern_pdl_launch_next();
+	qg_block_end<T, GM, 1, KSPLIT, EPI>(a, acc, ra, rb, row_a, row_b, ok_a, ok_b);
 }
 
 /* out[i] = sum over splits s, in order, of part[s][i]. */
@@ -552,11 +729,76 @@ template <int FMT, int GM, int NT> constexpr int qg_unroll()
  * nothing launched, the caller runs the unfused pair. */
 #define QG_UNFUSED 1
 
+/* The lean GEMV's ring: set once per kernel, with a carveout that holds
+ * MINB such blocks (the rest of the SM's 256 KiB stays L1, where x is read
+ * from). A refusal only costs occupancy, or the launch, which then reports
+ * it. */
+template <typename K> static void qg_ring_setup(K kernel, size_t smem, int minb)
+{
+	int dev, smem_sm, reserved;
+	cudaFuncAttributes fa;
+	if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
+		    cudaSuccess ||
+	    cudaGetDevice(&dev) != cudaSuccess || cudaFuncGetAttributes(&fa, kernel) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) !=
+		    cudaSuccess ||
+	    cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev) !=
+		    cudaSuccess ||
+	    smem_sm <= 0) {
+		cudaGetLastError();
+		return;
+	}
+	const long need = (long)minb * ((long)smem + (long)fa.sharedSizeBytes + reserved);
+	const int pct = (int)std::min(100L, (100 * need + smem_sm - 1) / smem_sm);
+	if (cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, pct) !=
+	    cudaSuccess)
+		cudaGetLastError();
+}
+
+template <typename T, int FMT, int GM, bool SF16, bool ZP, int KSPLIT, int S, int MINB, int EPI>
+static int qg_lean_launch(kern_qblas *qb, dim3 grid, const T *x, const qgemv_args &a)
+{
+	auto kernel = qgemv_lean_kernel<T, FMT, GM, SF16, ZP, KSPLIT, S, MINB, EPI>;
+	const size_t smem = (size_t)KSPLIT * S * 1024;
+	static const bool set = (qg_ring_setup(kernel, smem, MINB), true);
+	(void)set;
+	return kern_launch_pdl_smem(&qb->pdl, "quant", qb->stream, kernel, grid, dim3(KSPLIT * 32),
+				    smem, x, a);
+}
+
+/* Launch the GEMV of a shape and epilogue: the lean kernel when S > 0
+ * (KSPLIT warps of S ring slots, MINB blocks an SM; scale dtype and zero
+ * points picked here), else qgemv_kernel. */
+template <typename T, int FMT, int GM, int NT, int KSPLIT, int UNROLL, int S, int MINB, int EPI>
+static int qg_launch(kern_qblas *qb, dim3 grid, const T *x, const qgemv_args &a)
+{
+	if constexpr (S > 0) {
+		static_assert(NT == 1, "the lean GEMV takes up to 8 tokens");
+		constexpr bool I4 = FMT == KERN_Q_INT4;
+		if constexpr (GM == QG_ROW) { /* per-row scales: applied at the store */
+			return qg_lean_launch<T, FMT, GM, false, false, KSPLIT, S, MINB, EPI>(qb, grid,
+											       x, a);
+		}
+		const bool zp = I4 && a.zeros;
+		if (a.scale_f16)
+			return zp ? qg_lean_launch<T, FMT, GM, true, I4, KSPLIT, S, MINB, EPI>(qb, grid, x, a)
+				  : qg_lean_launch<T, FMT, GM, true, false, KSPLIT, S, MINB, EPI>(qb, grid,
+												 x, a);
+		return zp ? qg_lean_launch<T, FMT, GM, false, I4, KSPLIT, S, MINB, EPI>(qb, grid, x, a)
+			  : qg_lean_launch<T, FMT, GM, false, false, KSPLIT, S, MINB, EPI>(qb, grid, x,
+											     a);
+	} else {
+		return q_launch(qb, qgemv_kernel<T, FMT, GM, NT, KSPLIT, UNROLL, EPI>, grid,
+				dim3(KSPLIT * 32), x, a);
+	}
+}
+
 /* The GEMV with a given shape. Splits the columns across blocks only when
  * the 16-row tiles alone leave SMs idle (out_dim < 16 x SMs: tensor-
  * parallel shards, small layers), each split at least one full round of
- * the block's warps, the partials fitting the workspace. */
-template <typename T, int FMT, int GM, int NT, int KSPLIT, int UNROLL>
+ * the block's warps, the partials fitting the workspace. S > 0: the lean
+ * kernel (UNROLL unused). */
+template <typename T, int FMT, int GM, int NT, int KSPLIT, int UNROLL, int S = 0, int MINB = 0>
 static int qgemv_run(kern_qblas *qb, qgemv_args a, const T *x)
 {
 	const int tiles = kern_epi_tiles(a.e, a.rows);
@@ -564,7 +806,7 @@ static int qgemv_run(kern_qblas *qb, qgemv_args a, const T *x)
 	int splits = 1;
 	if (tiles < qb->sm_count) {
 		splits = (2 * qb->sm_count + tiles - 1) / tiles;
-		int most = n_chunk / (KSPLIT * UNROLL);
+		int most = n_chunk / (KSPLIT * (S > 0 ? 1 : UNROLL));
 		size_t fit = QB_WORKSPACE_BYTES / (sizeof(float) * (size_t)a.n * a.rows);
 		if (splits > most)
 			splits = most;
@@ -576,31 +818,27 @@ static int qgemv_run(kern_qblas *qb, qgemv_args a, const T *x)
 	const int per = (n_chunk + splits - 1) / splits;
 	splits = (n_chunk + per - 1) / per;
 	a.chunks_per_split = per;
-	const dim3 grid(tiles, splits), block(KSPLIT * 32);
-	auto kernel = qgemv_kernel<T, FMT, GM, NT, KSPLIT, UNROLL, KERN_EPI_STORE>;
+	const dim3 grid(tiles, splits);
 	if ((splits > 1 || NT > 1) && a.e.kind != KERN_EPI_STORE)
 		return QG_UNFUSED;
+#define QG_LAUNCH(EPI, args) \
+	qg_launch<T, FMT, GM, NT, KSPLIT, UNROLL, S, MINB, EPI>(qb, grid, x, args)
 	if (splits == 1) {
 		if constexpr (NT == 1) { /* fused: up to 8 tokens */
 			if (a.e.kind == KERN_EPI_SWIGLU)
-				return q_launch(qb,
-						qgemv_kernel<T, FMT, GM, NT, KSPLIT, UNROLL, KERN_EPI_SWIGLU>,
-						grid, block, x, a);
+				return QG_LAUNCH(KERN_EPI_SWIGLU, a);
 			if (a.e.kind == KERN_EPI_ADD_NORM)
-				return q_launch(
-					qb, qgemv_kernel<T, FMT, GM, NT, KSPLIT, UNROLL, KERN_EPI_ADD_NORM>,
-					grid, block, x, a);
+				return QG_LAUNCH(KERN_EPI_ADD_NORM, a);
 			if (a.e.kind == KERN_EPI_ROPE)
-				return q_launch(
-					qb, qgemv_kernel<T, FMT, GM, NT, KSPLIT, UNROLL, KERN_EPI_ROPE>,
-					grid, block, x, a);
+				return QG_LAUNCH(KERN_EPI_ROPE, a);
 		}
-		return q_launch(qb, kernel, grid, block, x, a);
+		return QG_LAUNCH(KERN_EPI_STORE, a);
 	}
 	qgemv_args p = a;
 	p.out = qb->workspace;
 	p.out_f32 = true;
-	TRY(q_launch(qb, kernel, grid, block, x, p));
+	TRY(QG_LAUNCH(KERN_EPI_STORE, p));
+#undef QG_LAUNCH
 	const size_t count = (size_t)a.n * a.rows;
 	qgemv_reduce_kernel<T><<<(unsigned)((count + 255) / 256), 256, 0, qb->stream>>>(
 		a.out, a.out_f32, (const float *)qb->workspace, splits, count);
@@ -608,11 +846,25 @@ static int qgemv_run(kern_qblas *qb, qgemv_args a, const T *x)
 	return SL_OK;
 }
 
+/* The lean GEMV: int4 up to 8 tokens, rows of at least QG_LEAN_MIN_CHUNKS
+ * whole chunks (K >= 8192), KSPLIT warps of S ring slots, MINB blocks an
+ * SM (bench/qgemv.cu's table 5). */
+#define QG_LEAN_MIN_CHUNKS 64
+#define QG_LEAN_KSPLIT 8
+#define QG_LEAN_SLOTS 2
+#define QG_LEAN_BLOCKS 4
+
 template <typename T, int FMT, int GM>
 static int qgemv_tiles(kern_qblas *qb, const qgemv_args &a, const T *x)
 {
 #define QG_RUN(NT) \
 	qgemv_run<T, FMT, GM, NT, qg_ksplit<FMT, GM, NT>(), qg_unroll<FMT, GM, NT>()>(qb, a, x)
+	if constexpr (FMT == KERN_Q_INT4 && GM == QG_CHUNK) {
+		if (a.n <= 8 && a.row_bytes % QG_CHUNK_BYTES == 0 &&
+		    a.row_bytes / QG_CHUNK_BYTES >= QG_LEAN_MIN_CHUNKS)
+			return qgemv_run<T, FMT, GM, 1, QG_LEAN_KSPLIT, 0, QG_LEAN_SLOTS,
+					 QG_LEAN_BLOCKS>(qb, a, x);
+	}
 	if (a.n <= 8)
 		return QG_RUN(1);
 	if (a.n <= 16)

@@ -76,7 +76,8 @@ static const qcfg k_cfgs[] = {
  * SmolLM2's gate/up; 4096 x 4096 the 7B wo (256 row tiles: one split on
  * GPUs of up to 256 SMs); 4096 x 2 x 1004 a hidden not a multiple of 8;
  * the 1024-column shapes have too few tiles, so their columns split
- * across blocks (or, unquantized, are too small for the GEMV): unfused.
+ * across blocks (or, unquantized, are too small for the GEMV): unfused;
+ * 8192 and 11008 columns are long rows (int4: the lean GEMV).
  * Fused: up to 8 tokens (SwiGLU) and 2 (add + norm, whose norm is serial
  * work of one block, kernels/epilogue.cuh); the larger counts must come
  * back unfused with nothing written. */
@@ -97,6 +98,10 @@ static const fshape k_shapes[] = {
 	{KERN_EPI_ROPE, 2048, 48 * 64, {1, 3, 8, 9}, 4, 32, 8, 64},
 	{KERN_EPI_ROPE, 4096, 48 * 128, {2}, 1, 32, 8, 128},
 	{KERN_EPI_ROPE, 576, 15 * 64, {1}, 1, 9, 3, 64},
+	/* rows of 64 int4 chunks or more: int4 takes the lean GEMV */
+	{KERN_EPI_ADD_NORM, 11008, 4096, {1, 2}, 2, 0, 0, 0},
+	{KERN_EPI_SWIGLU, 8192, 2 * 1536, {1, 8}, 2, 0, 0, 0},
+	{KERN_EPI_ROPE, 8192, 48 * 64, {1, 8}, 2, 32, 8, 64},
 };
 #define N_SHAPES (int)(sizeof k_shapes / sizeof *k_shapes)
 
