@@ -328,6 +328,10 @@ static int kern_launch_pdl_smem(bool *pdl, const char *who, cudaStream_t stream,
  * from its block size. */
 void kern_gemv_l1(const void *kernel, int threads);
 
+/* pdl.cu: let kernel take dyn bytes of dynamic shared memory and set the
+ * carveout that holds `blocks` such blocks an SM (the rest stays L1). */
+void kern_smem_fit(const void *kernel, size_t dyn, int blocks);
+
 /* The GEMVs of matmul.cu and quant.cu launch through this one. */
 template <typename K, typename... Args>
 static int kern_launch_pdl(bool *pdl, const char *who, cudaStream_t stream, K kernel, dim3 grid,

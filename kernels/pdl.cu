@@ -1,8 +1,9 @@
 /*
  * pdl.cu — the launch switches of pdl.h: programmatic dependent launch
  * (the kernels that honour it start with kern_pdl_start(), cuda_util.cuh,
- * and launch through kern_launch_pdl) and the decode GEMVs' preference
- * for L1 over shared memory (kern_gemv_l1).
+ * and launch through kern_launch_pdl), the decode GEMVs' preference
+ * for L1 over shared memory (kern_gemv_l1), and the shared memory of a
+ * kernel that takes more than the default (kern_smem_fit).
  */
 #include <pthread.h>
 
@@ -25,25 +26,33 @@ static bool g_l1_on = true;
 
 extern "C" void kern_gemv_l1_enable(int on) { g_l1_on = on != 0; }
 
-/* The carveout, in percent of the SM's most shared memory, that still
- * holds as many blocks of kernel (threads each, no dynamic shared memory)
- * as its registers allow; -1 when it cannot be worked out. */
-static int carveout_pct(const void *kernel, int threads)
+/* The carveout, in percent of the SM's most shared memory, that holds
+ * `blocks` blocks of kernel with `dyn` bytes of dynamic shared memory each;
+ * -1 when it cannot be worked out. */
+static int carveout_for(const void *kernel, int blocks, size_t dyn)
 {
-	int dev, blocks, smem_sm, reserved;
+	int dev, smem_sm, reserved;
 	cudaFuncAttributes fa;
 	if (cudaGetDevice(&dev) != cudaSuccess || cudaFuncGetAttributes(&fa, kernel) != cudaSuccess ||
-	    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, 0) !=
-		    cudaSuccess ||
 	    cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) !=
 		    cudaSuccess ||
 	    cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev) !=
 		    cudaSuccess ||
 	    smem_sm <= 0)
 		return -1;
-	const long need = (long)blocks * ((long)fa.sharedSizeBytes + reserved);
+	const long need = (long)blocks * ((long)fa.sharedSizeBytes + (long)dyn + reserved);
 	const int pct = (int)((100 * need + smem_sm - 1) / smem_sm);
 	return pct < 1 ? 1 : pct > 100 ? 100 : pct;
+}
+
+/* The carveout that still holds as many blocks of kernel (threads each,
+ * no dynamic shared memory) as its registers allow. */
+static int carveout_pct(const void *kernel, int threads)
+{
+	int blocks;
+	if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, 0) != cudaSuccess)
+		return -1;
+	return carveout_for(kernel, blocks, 0);
 }
 
 /* Once per kernel; a refusal is only a lost hint. */
@@ -63,4 +72,17 @@ void kern_gemv_l1(const void *kernel, int threads)
 			cudaGetLastError();
 	}
 	pthread_mutex_unlock(&g_l1_mu);
+}
+
+/* Once per kernel by its caller; a refusal only costs occupancy, or the
+ * launch, which then reports it. */
+void kern_smem_fit(const void *kernel, size_t dyn, int blocks)
+{
+	int pct;
+	if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dyn) !=
+		    cudaSuccess ||
+	    (pct = carveout_for(kernel, blocks, dyn)) < 0 ||
+	    cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, pct) !=
+		    cudaSuccess)
+		cudaGetLastError();
 }

@@ -729,38 +729,14 @@ template <int FMT, int GM, int NT> constexpr int qg_unroll()
  * nothing launched, the caller runs the unfused pair. */
 #define QG_UNFUSED 1
 
-/* The lean GEMV's ring: set once per kernel, with a carveout that holds
- * MINB such blocks (the rest of the SM's 256 KiB stays L1, where x is read
- * from). A refusal only costs occupancy, or the launch, which then reports
- * it. */
-template <typename K> static void qg_ring_setup(K kernel, size_t smem, int minb)
-{
-	int dev, smem_sm, reserved;
-	cudaFuncAttributes fa;
-	if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
-		    cudaSuccess ||
-	    cudaGetDevice(&dev) != cudaSuccess || cudaFuncGetAttributes(&fa, kernel) != cudaSuccess ||
-	    cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) !=
-		    cudaSuccess ||
-	    cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev) !=
-		    cudaSuccess ||
-	    smem_sm <= 0) {
-		cudaGetLastError();
-		return;
-	}
-	const long need = (long)minb * ((long)smem + (long)fa.sharedSizeBytes + reserved);
-	const int pct = (int)std::min(100L, (100 * need + smem_sm - 1) / smem_sm);
-	if (cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, pct) !=
-	    cudaSuccess)
-		cudaGetLastError();
-}
-
 template <typename T, int FMT, int GM, bool SF16, bool ZP, int KSPLIT, int S, int MINB, int EPI>
 static int qg_lean_launch(kern_qblas *qb, dim3 grid, const T *x, const qgemv_args &a)
 {
 	auto kernel = qgemv_lean_kernel<T, FMT, GM, SF16, ZP, KSPLIT, S, MINB, EPI>;
 	const size_t smem = (size_t)KSPLIT * S * 1024;
-	static const bool set = (qg_ring_setup(kernel, smem, MINB), true);
+	/* once per kernel: its ring, and a carveout for MINB blocks (the
+	 * rest of the SM's shared memory stays L1, where x is read from) */
+	static const bool set = (kern_smem_fit((const void *)kernel, smem, MINB), true);
 	(void)set;
 	return kern_launch_pdl_smem(&qb->pdl, "quant", qb->stream, kernel, grid, dim3(KSPLIT * 32),
 				    smem, x, a);
