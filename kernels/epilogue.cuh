@@ -14,6 +14,12 @@
  * row after another (about a microsecond a row held in registers). The
  * callers fuse it for up to KERN_EPI_NORM_MAX_TOKENS rows, where it beats
  * a kernel of its own; more rows take the unfused pair.
+ *
+ * The norm's other place is the next GEMV's start (kern_pre_norm_warp):
+ * the add (ADD) leaves each block's part of the sum of squares (kern_epi_sumsq),
+ * and each warp of the next GEMV sums the parts and normalizes the columns
+ * it reads into shared memory, so no kernel, no serial block and no block
+ * barrier sit between the add and the projection that reads the norm.
  */
 #ifndef KERN_EPILOGUE_CUH
 #define KERN_EPILOGUE_CUH
@@ -30,13 +36,20 @@ __device__ __forceinline__ float kern_silu_mul(float g, float u)
 
 #define KERN_EPI_NORM_MAX_TOKENS 2
 
-/* Whether a GEMV of n tokens and `rows` output rows takes epilogue e (else:
- * the unfused pair). */
-static inline bool kern_epi_takes(const kern_epi *e, int rows, int n)
+/* Whether a GEMV of n tokens, `rows` output rows and `cols` columns in
+ * a dtype of es bytes takes epilogue e (else: the unfused pair). */
+static inline bool kern_epi_takes(const kern_epi *e, int rows, int cols, int n, size_t es)
 {
+	if (e->pre_res &&
+	    (n > KERN_PRE_MAX_TOKENS || (size_t)n * cols * (es + 4) > KERN_PRE_SMEM || cols % 8 ||
+	     ((uintptr_t)e->pre_res & 15) ||
+	     ((uintptr_t)e->pre_w & 15) || !e->pre_ss || e->pre_parts <= 0 ||
+	     !(e->kind == KERN_EPI_SWIGLU || e->kind == KERN_EPI_ROPE)))
+		return false;
 	switch (e->kind) {
 	case KERN_EPI_SWIGLU: return rows % 2 == 0;
 	case KERN_EPI_ADD_NORM: return n <= KERN_EPI_NORM_MAX_TOKENS;
+	case KERN_EPI_ADD: return e->residual != NULL;
 	case KERN_EPI_ROPE:
 		return e->head_dim > 0 && e->head_dim % 16 == 0 && e->n_heads > 0 &&
 		       e->n_kv_heads > 0 && rows == (e->n_heads + 2 * e->n_kv_heads) * e->head_dim;
@@ -126,12 +139,46 @@ __device__ __forceinline__ void kern_epi_rope(const kern_epi_dev &e, T *out, int
 	}
 }
 
+/* The add alone's parts of the sum of squares (kern_epi's sumsq): sq[i]
+ * holds this lane's squares for token tok0 + i; the lanes of one column
+ * c (tokens 2c, 2c + 1) sum theirs in a fixed order and lane c stores
+ * them as block blockIdx.x's part. From every lane of the warp. */
+__device__ __forceinline__ void kern_epi_sumsq(const kern_epi_dev &e, int n, int tok0,
+					       float sq[2])
+{
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+#pragma unroll
+		for (int o = 4; o < 32; o <<= 1)
+			sq[i] += __shfl_xor_sync(0xffffffffu, sq[i], o);
+		if ((threadIdx.x & 31) < 4 && tok0 + i < n)
+			e.h.sumsq[(size_t)blockIdx.x * n + tok0 + i] = sq[i];
+	}
+}
+
+/* ADD: the residual values warp 0's lane will add to (as kern_epi_store's
+ * v), loaded after the PDL wait, before the GEMV's loop, so its end does
+ * not wait on them. Other kinds and warps: zeros. */
+template <int EPI>
+__device__ __forceinline__ void kern_epi_prefetch(const kern_epi_dev &e, int rows, int n, int ra,
+						  int rb, bool ok_a, bool ok_b, int tok0, float r[4])
+{
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		const int row = i < 2 ? ra : rb, tok = tok0 + (i & 1);
+		const bool ok = (i < 2 ? ok_a : ok_b) && tok < n && (threadIdx.x >> 5) == 0;
+		r[i] = EPI == KERN_EPI_ADD && ok ? e.h.residual[(size_t)tok * rows + row] : 0.0f;
+	}
+}
+
 /* A lane's four values v (i < 2: row ra) for tokens tok0 + (i & 1) < n. out:
- * [n, rows] for STORE and ROPE, [n, half] for SWIGLU, unused for ADD_NORM. */
+ * [n, rows] for STORE and ROPE, [n, half] for SWIGLU, unused for ADD_NORM
+ * and ADD, which add them to the residual (ADD: to its values res, from
+ * kern_epi_prefetch, and leaves the parts of the sums of squares). */
 template <typename T, int EPI>
 __device__ __forceinline__ void kern_epi_store(const kern_epi_dev &e, T *out, int rows, int n,
 					       int ra, int rb, bool ok_a, bool ok_b, int tok0,
-					       const float v[4])
+					       const float v[4], const float res[4])
 {
 	if constexpr (EPI == KERN_EPI_ROPE) {
 #pragma unroll
@@ -149,18 +196,122 @@ __device__ __forceinline__ void kern_epi_store(const kern_epi_dev &e, T *out, in
 			}
 		}
 	} else {
+		float sq[2] = {0, 0};
 #pragma unroll
 		for (int i = 0; i < 4; i++) {
 			const int row = i < 2 ? ra : rb, tok = tok0 + (i & 1);
 			if (!(i < 2 ? ok_a : ok_b) || tok >= n)
 				continue;
 			const size_t o = (size_t)tok * rows + row;
-			if constexpr (EPI == KERN_EPI_ADD_NORM)
+			if constexpr (EPI == KERN_EPI_ADD) {
+				const float r = res[i] + kern_to_f32(kern_from_f32<T>(v[i]));
+				e.h.residual[o] = r;
+				sq[i & 1] += r * r;
+			} else if constexpr (EPI == KERN_EPI_ADD_NORM) {
 				e.h.residual[o] += kern_to_f32(kern_from_f32<T>(v[i]));
-			else
+			} else {
 				out[o] = kern_from_f32<T>(v[i]);
+			}
+		}
+		if constexpr (EPI == KERN_EPI_ADD)
+			if (e.h.sumsq)
+				kern_epi_sumsq(e, n, tok0, sq);
+	}
+}
+
+/* Four normalized values, kernels/rmsnorm.cu's formula: v * inv * w,
+ * rounded once to T; w holds four T. */
+template <typename T> __device__ __forceinline__ uint2 kern_norm4(float4 v, uint2 w, float inv)
+{
+	const T *g = reinterpret_cast<const T *>(&w);
+	return make_uint2(kern_pack2<T>(v.x * inv * kern_to_f32(g[0]), v.y * inv * kern_to_f32(g[1])),
+			  kern_pack2<T>(v.z * inv * kern_to_f32(g[2]), v.w * inv * kern_to_f32(g[3])));
+}
+
+/* The columns of the runs a warp's loop reads: [first + r * stride, +run)
+ * for r = 0, 1, ... below cols, in 8-column pieces, piece i of lane l at
+ * index 32 i + l: how many pieces a lane takes, and piece i's column (-1:
+ * none for this lane). */
+struct kern_pre_runs {
+	int first, run, stride, cols, per; /* per: pieces of a run a lane may take */
+	__device__ int count() const
+	{
+		return first < cols ? ((cols - first + stride - 1) / stride) * per : 0;
+	}
+	__device__ int col(int i, int lane) const
+	{
+		const int r = i / per, k = first + r * stride + ((i - r * per) * 32 + lane) * 8;
+		return k < first + r * stride + run && k < cols ? k : -1;
+	}
+};
+
+/*
+ * The input of a GEMV that takes it unnormalized (kern_epi's pre_res), for
+ * the columns this warp reads (first, run, stride: its loop's runs, in
+ * columns): x = RMSNorm(pre_res) * pre_w into the block's dynamic shared
+ * memory at x's own layout [n, cols]; returns it. Each lane copies its
+ * pieces of the residual rows and of the weight in with cp.async (no
+ * registers held across the round trip), sums the parts of the sums of
+ * squares meanwhile (pre_ss, every lane in the same order), then
+ * normalizes its own pieces from shared memory. Behind x sits the fp32
+ * staging [n, cols]; the weight stages in x's row 0, which the last token
+ * written (t = 0) overwrites piece by piece after reading it. From every
+ * lane of the warp after the PDL wait; no barrier but the warp's own:
+ * each warp reads back only the columns it wrote.
+ */
+template <typename T>
+__device__ const T *kern_pre_norm_warp(const kern_epi_dev &e, int n, int cols, int run,
+				       int stride, int first)
+{
+	extern __shared__ uint4 kern_pre_smem[];
+	T *xs = reinterpret_cast<T *>(kern_pre_smem);
+	float *st = reinterpret_cast<float *>(xs + (size_t)n * cols);
+	const int lane = threadIdx.x & 31;
+	const kern_pre_runs rs = {first, run, stride, cols, (run + 255) / 256};
+	const T *w = reinterpret_cast<const T *>(e.h.pre_w);
+	const int count = rs.count();
+	for (int i = 0; i < count; i++) {
+		const int k = rs.col(i, lane);
+		if (k < 0)
+			continue;
+		cp_async16(xs + k, w + k, true);
+		for (int t = 0; t < n; t++) {
+			const float *r = e.h.pre_res + (size_t)t * cols + k;
+			cp_async16(st + (size_t)t * cols + k, r, true);
+			cp_async16(st + (size_t)t * cols + k + 4, r + 4, true);
 		}
 	}
+	cp_async_commit();
+	static_assert(KERN_PRE_MAX_TOKENS == 2, "inv[] is read by a ternary below");
+	float inv[KERN_PRE_MAX_TOKENS];
+#pragma unroll
+	for (int t = 0; t < KERN_PRE_MAX_TOKENS; t++) {
+		float s = 0;
+		if (t < n)
+			for (int j = lane; j < e.h.pre_parts; j += 32)
+				s += e.h.pre_ss[(size_t)j * n + t];
+		s = kern_warp_sum(s); /* xor halves: every lane adds the same pairs */
+		inv[t] = 1.0f / sqrtf(s / (float)cols + e.h.pre_eps);
+	}
+	cp_async_wait<0>(); /* this lane's own copies */
+	for (int i = 0; i < count; i++) {
+		const int k = rs.col(i, lane);
+		if (k < 0)
+			continue;
+		const uint4 g = *reinterpret_cast<const uint4 *>(xs + k);
+		for (int t = n - 1; t >= 0; t--) {
+			const float *v = st + (size_t)t * cols + k;
+			const float in = t ? inv[1] : inv[0];
+			const uint2 lo = kern_norm4<T>(*reinterpret_cast<const float4 *>(v),
+						       make_uint2(g.x, g.y), in);
+			const uint2 hi = kern_norm4<T>(*reinterpret_cast<const float4 *>(v + 4),
+						       make_uint2(g.z, g.w), in);
+			*reinterpret_cast<uint4 *>(xs + (size_t)t * cols + k) =
+				make_uint4(lo.x, lo.y, hi.x, hi.y);
+		}
+	}
+	__syncwarp();
+	return xs;
 }
 
 /* Up to this many float4 of a residual row per thread stay in registers
@@ -201,11 +352,7 @@ __device__ void kern_epi_norm_row_reg(const kern_epi_dev &e, int dim, int tok)
 		const int j = threadIdx.x + r * blockDim.x;
 		if (j >= nv)
 			continue;
-		const T *gw = reinterpret_cast<const T *>(&g[r]);
-		o[j] = make_uint2(kern_pack2<T>(v[r].x * inv * kern_to_f32(gw[0]),
-						v[r].y * inv * kern_to_f32(gw[1])),
-				  kern_pack2<T>(v[r].z * inv * kern_to_f32(gw[2]),
-						v[r].w * inv * kern_to_f32(gw[3])));
+		o[j] = kern_norm4<T>(v[r], g[r], inv);
 	}
 }
 

@@ -161,7 +161,7 @@ extern "C" int kern_blas_create(void *stream, kern_blas **out)
  * SWIGLU takes gate rows [8 * blockIdx.x, +8) and their up rows instead
  * of 16 consecutive rows, and writes silu(gate) * up.
  */
-template <typename T, typename OutT, int KSPLIT, int UNROLL, int EPI>
+template <typename T, typename OutT, int KSPLIT, int UNROLL, int EPI, bool PRE = false>
 __global__ void __launch_bounds__(KSPLIT * 32)
 	gemv_kernel(OutT *__restrict__ out, const T *x, const T *__restrict__ w, int n, int in_dim,
 		    int out_dim, int chunks_per_split, kern_epi_dev e)
@@ -180,7 +180,6 @@ __global__ void __launch_bounds__(KSPLIT * 32)
 	 * pointers to valid ones and predicate the loads */
 	const T *wa = w + (size_t)(ok_a ? row_a : 0) * in_dim + c * KERN_VEC;
 	const T *wb = w + (size_t)(ok_b ? row_b : 0) * in_dim + c * KERN_VEC;
-	const T *xg = x + (size_t)(ok_x ? g : 0) * in_dim + c * KERN_VEC;
 	const uint4 zero = make_uint4(0, 0, 0, 0);
 
 	float acc[4] = {0, 0, 0, 0};
@@ -196,6 +195,12 @@ __global__ void __launch_bounds__(KSPLIT * 32)
 		vb[u] = ok && ok_b ? kern_ld_stream(wb + off) : zero;
 	}
 	kern_pdl_wait(); /* x is the previous kernel's output */
+	float pre_r[4];
+	kern_epi_prefetch<EPI>(e, out_dim, n, row_a, row_b, ok_a, ok_b, 2 * c, pre_r);
+	if constexpr (PRE) /* x = RMSNorm(e.h.pre_res) * e.h.pre_w: this warp's runs */
+		x = kern_pre_norm_warp<T>(e, n, in_dim, UNROLL * GEMV_CHUNK,
+					  stride * GEMV_CHUNK, ch * GEMV_CHUNK);
+	const T *xg = x + (size_t)(ok_x ? g : 0) * in_dim + c * KERN_VEC;
 	while (ch < ch_end) {
 #pragma unroll
 		for (int u = 0; u < UNROLL; u++) {
@@ -255,7 +260,7 @@ __global__ void __launch_bounds__(KSPLIT * 32)
 	} else {
 		if (warp == 0)
 			kern_epi_store<T, EPI>(e, reinterpret_cast<T *>(out), out_dim, n, row_a, row_b,
-					       ok_a, ok_b, 2 * c, acc);
+					       ok_a, ok_b, 2 * c, acc, pre_r);
 		if constexpr (EPI == KERN_EPI_ADD_NORM)
 			kern_epi_finish<T>(e, out_dim, n);
 	}
@@ -276,12 +281,36 @@ __global__ void gemv_reduce_kernel(OutT *__restrict__ out, const float *__restri
 }
 
 /* Launch, as a programmatic dependent when b->pdl. A PDL launch the
- * driver refuses falls back to a plain one, once and for all. */
+ * driver refuses falls back to a plain one, once and for all. smem: the
+ * normalized input's dynamic shared memory (kern_pre_norm_warp), or 0. */
+template <typename K, typename... Args>
+static int gemv_launch_smem(kern_blas *b, K kernel, dim3 grid, dim3 block, size_t smem,
+			    Args... args)
+{
+	kern_gemv_l1((const void *)kernel, (int)(block.x * block.y * block.z),
+		     smem ? KERN_PRE_SMEM : 0);
+	return kern_launch_pdl_smem(&b->pdl, "matmul", b->stream, kernel, grid, block, smem,
+				    args...);
+}
+
 template <typename K, typename... Args>
 static int gemv_launch(kern_blas *b, K kernel, dim3 grid, dim3 block, Args... args)
 {
-	kern_gemv_l1((const void *)kernel, (int)(block.x * block.y * block.z));
-	return kern_launch_pdl(&b->pdl, "matmul", b->stream, kernel, grid, block, args...);
+	return gemv_launch_smem(b, kernel, grid, block, 0, args...);
+}
+
+/* A fused epilogue EPI whose input is normalized as it is read (PRE) or
+ * given. */
+template <typename T, int KSPLIT, int UNROLL, int EPI>
+static int gemv_launch_epi(kern_blas *b, dim3 grid, dim3 block, T *out, const T *x, const T *w,
+			   int n, int in_dim, int out_dim, int per, const kern_epi_dev &e)
+{
+	if (e.h.pre_res)
+		return gemv_launch_smem(b, gemv_kernel<T, T, KSPLIT, UNROLL, EPI, true>, grid, block,
+					(size_t)n * in_dim * (sizeof(T) + 4), out, x, w, n, in_dim,
+					out_dim, per, e);
+	return gemv_launch(b, gemv_kernel<T, T, KSPLIT, UNROLL, EPI>, grid, block, out, x, w, n,
+			   in_dim, out_dim, per, e);
 }
 
 /* A fused epilogue that cannot run (the columns split across blocks):
@@ -318,15 +347,18 @@ static int gemv_run(kern_blas *b, OutT *out, const T *x, const T *w, int n, int 
 	if (splits == 1) {
 		if constexpr (std::is_same<OutT, T>::value) { /* fused: run-dtype outputs only */
 			if (e.kind == KERN_EPI_SWIGLU)
-				return gemv_launch(b, gemv_kernel<T, T, KSPLIT, UNROLL, KERN_EPI_SWIGLU>,
-						   grid, block, out, x, w, n, in_dim, out_dim, per, e);
+				return gemv_launch_epi<T, KSPLIT, UNROLL, KERN_EPI_SWIGLU>(
+					b, grid, block, out, x, w, n, in_dim, out_dim, per, e);
 			if (e.kind == KERN_EPI_ADD_NORM)
 				return gemv_launch(b,
 						   gemv_kernel<T, T, KSPLIT, UNROLL, KERN_EPI_ADD_NORM>,
 						   grid, block, out, x, w, n, in_dim, out_dim, per, e);
-			if (e.kind == KERN_EPI_ROPE)
-				return gemv_launch(b, gemv_kernel<T, T, KSPLIT, UNROLL, KERN_EPI_ROPE>,
+			if (e.kind == KERN_EPI_ADD)
+				return gemv_launch(b, gemv_kernel<T, T, KSPLIT, UNROLL, KERN_EPI_ADD>,
 						   grid, block, out, x, w, n, in_dim, out_dim, per, e);
+			if (e.kind == KERN_EPI_ROPE)
+				return gemv_launch_epi<T, KSPLIT, UNROLL, KERN_EPI_ROPE>(
+					b, grid, block, out, x, w, n, in_dim, out_dim, per, e);
 		}
 		return gemv_launch(b, gemv_kernel<T, OutT, KSPLIT, UNROLL, KERN_EPI_STORE>, grid,
 				   block, out, x, w, n, in_dim, out_dim, per, e);
@@ -424,7 +456,7 @@ extern "C" int kern_matmul_epi_cuda(kern_blas *b, void *out, const void *x, cons
 {
 	*fused = 0;
 	if (n <= 0 || out_dim <= 0 || !gemv_fits(x, w, n, in_dim, out_dim) ||
-	    !kern_epi_takes(epi, out_dim, n))
+	    !kern_epi_takes(epi, out_dim, in_dim, n, sl_dtype_size(dt)))
 		return SL_OK;
 	const kern_epi_dev e = kern_epi_of(epi, out_dim, b->counter);
 	const int rc = gemv_call(b, out, x, w, n, in_dim, out_dim, dt, e);

@@ -274,7 +274,7 @@ __device__ __forceinline__ void qgemv_store(const qgemv_args &a, float (&acc)[NT
 	for (int j = 0; j < NT; j++) {
 		if (!a.out_f32) {
 			kern_epi_store<T, EPI>(a.e, ot, a.rows, a.n, row_a, row_b, ok_a, ok_b,
-					       8 * j + 2 * c, acc[j]);
+					       8 * j + 2 * c, acc[j], nullptr);
 			continue;
 		}
 #pragma unroll
@@ -697,7 +697,7 @@ __global__ void qgemv_reduce_kernel(void *out, bool out_f32, const float *__rest
 template <typename K, typename... Args>
 static int q_launch(kern_qblas *qb, K kernel, dim3 grid, dim3 block, Args... args)
 {
-	kern_gemv_l1((const void *)kernel, (int)(block.x * block.y * block.z));
+	kern_gemv_l1((const void *)kernel, (int)(block.x * block.y * block.z), 0);
 	return kern_launch_pdl(&qb->pdl, "quant", qb->stream, kernel, grid, block, args...);
 }
 
@@ -1406,13 +1406,18 @@ extern "C" int kern_qmatmul_cuda(kern_qblas *qb, int path, void *out, sl_dtype o
 
 /* The GEMV with a fused epilogue (kernels/epilogue.h, kern_qmatmul_epi_cuda
  * in quant.h): *fused 0 and nothing launched when AUTO would not take the
- * GEMV or the columns split across blocks. */
+ * GEMV or the columns split across blocks. Not the add alone nor an input
+ * left unnormalized: with them the quantized decode steps ran 5-10%
+ * slower on an H100 (the shared memory the norm takes raises these
+ * GEMVs' carveout; bench/results/2026-11-24-nvidia-h100-prenorm/), so
+ * they keep the norm's kernel. */
 extern "C" int kern_qmatmul_epi_cuda(kern_qblas *qb, void *out, sl_dtype dt, const void *x,
 				     const kern_qweight *w, int n, const kern_epi *epi, int *fused)
 {
 	*fused = 0;
 	TRY(check_call(w, dt, x, dt, n));
-	if (n == 0 || n > 8 || w->rows == 0 || !kern_epi_takes(epi, w->rows, n) ||
+	if (n == 0 || n > 8 || w->rows == 0 || epi->kind == KERN_EPI_ADD || epi->pre_res ||
+	    !kern_epi_takes(epi, w->rows, w->cols, n, sl_dtype_size(dt)) ||
 	    choose_path(qb, w, n, dt) != KERN_QPATH_GEMV)
 		return SL_OK; /* the caller's kern_qmatmul_cuda takes any activations marked */
 	qb->act_x = NULL; /* a call that runs spends the mark, as take_act */

@@ -28,6 +28,16 @@
 typedef struct node_backend node_backend;
 struct node_backend_limits;
 
+/* An RMSNorm a fused op left for the projection that reads its output to
+ * compute as it starts (matmul_add_rmsnorm's defer, kernels/epilogue.h). */
+typedef struct node_prenorm {
+	const float *x;  /* [n, dim] fp32 residual rows, or NULL: none pending */
+	const void *w;   /* [dim] norm weight in the run dtype */
+	float eps;
+	const float *ss; /* the backend's: parts of the rows' sums of squares */
+	int parts;
+} node_prenorm;
+
 typedef struct node_backend_ops {
 	/* memory: device (or host) buffers; copies are host <-> backend */
 	int (*alloc)(node_backend *be, size_t bytes, void **out);
@@ -60,20 +70,29 @@ typedef struct node_backend_ops {
 	/* Fused pairs (kernels/epilogue.h), optional: NULL means the model
 	 * runs the pair itself. Each takes the unfused pair's scratch (which
 	 * it may leave unwritten) and gives the pair's result.
+	 * The two that read a norm's output take pre (node_prenorm): NULL or
+	 * pre->x NULL when x holds their input; else x [n, w->cols] is still
+	 * to be RMSNorm(pre->x) * pre->w, which the op computes as it reads
+	 * its input or first writes into x.
 	 * matmul_swiglu: out [n, hidden] = silu_mul of x @ W^T, W [gate | up];
 	 * gate_up [n, 2 hidden] scratch. */
-	int (*matmul_swiglu)(node_backend *be, void *out, void *gate_up, const void *x,
-			     const kern_qweight *w, int n, int hidden);
+	int (*matmul_swiglu)(node_backend *be, void *out, void *gate_up, void *x,
+			     const node_prenorm *pre, const kern_qweight *w, int n, int hidden);
 	/* matmul_add_rmsnorm: x [n, w->rows] fp32 += in @ W^T (rounded to the
 	 * run dtype), then out = RMSNorm(x) * norm_w (norm_w NULL: the add
-	 * only); proj [n, w->rows] scratch. */
+	 * only); proj [n, w->rows] scratch. With defer non-NULL the op may
+	 * leave the norm to the next projection of out: it then fills *defer
+	 * and out is not written (else defer->x = NULL); the caller passes
+	 * defer to that projection and runs nothing else in between. */
 	int (*matmul_add_rmsnorm)(node_backend *be, float *x, void *out, void *proj, const void *in,
-				  const kern_qweight *w, const void *norm_w, int n, float eps);
+				  const kern_qweight *w, const void *norm_w, int n, float eps,
+				  node_prenorm *defer);
 	/* matmul_rope: qkv [n, w->rows] = x @ W^T, then rope_kv_write's work
-	 * on it (q and k turned, k and v into the caches). */
-	int (*matmul_rope)(node_backend *be, void *qkv, const void *x, const kern_qweight *w, int n,
-			   void *k_cache, void *v_cache, const kern_paged_batch *b, int n_heads,
-			   int n_kv_heads, int head_dim, const float *inv_freq);
+	 * on it (q and k turned, k and v into the caches); pre as above. */
+	int (*matmul_rope)(node_backend *be, void *qkv, void *x, const node_prenorm *pre,
+			   const kern_qweight *w, int n, void *k_cache, void *v_cache,
+			   const kern_paged_batch *b, int n_heads, int n_kv_heads, int head_dim,
+			   const float *inv_freq);
 	/* out[i] = x[rows[i]] for act rows of width dim; rows is a host array */
 	int (*gather_rows)(node_backend *be, void *out, const void *x, const int32_t *rows, int n,
 			   int dim);

@@ -63,6 +63,14 @@ int node_backend_cuda_check(const node_backend_limits *lim, char *err, size_t er
 
 #define MAX_GRAPHS 1024
 
+/* c->fuse's bit for a norm left to the start of the projection that reads
+ * it, the add alone (KERN_EPI_ADD) in the GEMV before it (node_prenorm,
+ * kernels/epilogue.h) */
+#define FUSE_PRENORM (1 << KERN_EPI_ADD)
+/* Parts of a deferred norm's sums of squares: one per 16 rows and token,
+ * up to KERN_PRE_MAX_TOKENS tokens of 65536 wide rows. */
+#define SUMSQ_PARTS 8192
+
 typedef struct staged {        /* pinned host buffer + device twin + copy fence */
 	void *h, *d;
 	size_t cap;
@@ -76,7 +84,8 @@ typedef struct cuda_impl {
 	kern_blas *blas;
 	kern_qblas *qblas;         /* quantized projections (NULL when none is quantized) */
 	int pdl;                   /* SL_PDL=1: GEMVs launch as programmatic dependents */
-	int fuse;                  /* GEMV epilogues fused: bit 1 << KERN_EPI_* (SL_FUSE) */
+	int fuse;                  /* GEMV epilogues fused: bit 1 << KERN_EPI_*, FUSE_PRENORM (SL_FUSE) */
+	float *sumsq;              /* device [SUMSQ_PARTS]: a deferred norm's parts (add_defer) */
 	int prefer_l1;             /* the decode GEMVs ask for the most L1 (kernels/pdl.h) */
 	kern_attn_ws *attn;
 	kern_sampler *sampler;
@@ -373,30 +382,79 @@ static int matmul_epi(node_backend *be, void *out, const void *x, const kern_qwe
 	return kern_qmatmul_epi_cuda(c->qblas, out, be->dtype, x, w, n, e, fused);
 }
 
-static int matmul_swiglu(node_backend *be, void *out, void *gate_up, const void *x,
-			 const kern_qweight *w, int n, int hidden)
+/* The GEMV with epilogue e on input x whose norm may still be pending
+ * (pre): folded into the GEMV's loads if it takes them, else written into
+ * x by its own kernel first. *fused as matmul_epi's, for the epilogue. */
+static int matmul_epi_pre(node_backend *be, void *out, void *x, const node_prenorm *pre,
+			  const kern_qweight *w, int n, kern_epi e, int *fused)
+{
+	if (pre && pre->x) {
+		e.pre_res = pre->x, e.pre_w = pre->w, e.pre_eps = pre->eps;
+		e.pre_ss = pre->ss, e.pre_parts = pre->parts;
+		TRY(matmul_epi(be, out, x, w, n, &e, fused));
+		if (*fused)
+			return SL_OK;
+		TRY(cu_rmsnorm(be, x, pre->x, pre->w, n, w->cols, pre->eps));
+		e.pre_res = NULL, e.pre_w = NULL, e.pre_ss = NULL, e.pre_parts = 0;
+	}
+	return matmul_epi(be, out, x, w, n, &e, fused);
+}
+
+static int matmul_swiglu(node_backend *be, void *out, void *gate_up, void *x,
+			 const node_prenorm *pre, const kern_qweight *w, int n, int hidden)
 {
 	const kern_epi e = {.kind = KERN_EPI_SWIGLU};
 	int fused;
-	TRY(matmul_epi(be, out, x, w, n, &e, &fused));
+	TRY(matmul_epi_pre(be, out, x, pre, w, n, e, &fused));
 	if (fused)
 		return SL_OK;
 	TRY(cu_matmul(be, gate_up, x, w, n));
 	return cu_silu_mul(be, out, gate_up, n, hidden);
 }
 
-static int cu_matmul_swiglu(node_backend *be, void *out, void *gate_up, const void *x,
-			    const kern_qweight *w, int n, int hidden)
+static int cu_matmul_swiglu(node_backend *be, void *out, void *gate_up, void *x,
+			    const node_prenorm *pre, const kern_qweight *w, int n, int hidden)
 {
-	RANGED("matmul_swiglu", matmul_swiglu(be, out, gate_up, x, w, n, hidden));
+	RANGED("matmul_swiglu", matmul_swiglu(be, out, gate_up, x, pre, w, n, hidden));
+}
+
+/* The add alone in the GEMV's epilogue, leaving the parts of the sums of
+ * squares in c->sumsq, and the norm to the next projection (*defer),
+ * where that projection can take it (kernels/epilogue.h: up to
+ * KERN_PRE_MAX_TOKENS tokens and KERN_PRE_SMEM bytes): one kernel fewer.
+ * Run-dtype weights only: quantized ones keep the norm's kernel
+ * (kern_qmatmul_epi_cuda says why). *done 1 when deferred, 0 when nothing
+ * ran. */
+static int add_defer(node_backend *be, float *x, void *proj, const void *in,
+		     const kern_qweight *w, const void *norm_w, int n, float eps,
+		     node_prenorm *defer, int *done)
+{
+	cuda_impl *c = I(be);
+	const int parts = (w->rows + 15) / 16; /* the GEMV's 16-row tiles */
+	const kern_epi e = {.kind = KERN_EPI_ADD, .residual = x, .sumsq = c->sumsq};
+	*done = 0;
+	if (!defer || !norm_w || !c->sumsq || w->format != KERN_Q_NONE || n > KERN_PRE_MAX_TOKENS ||
+	    parts * n > SUMSQ_PARTS ||
+	    (size_t)n * w->rows * (sl_dtype_size(be->dtype) + 4) > KERN_PRE_SMEM)
+		return SL_OK;
+	TRY(matmul_epi(be, proj, in, w, n, &e, done)); /* its switch: FUSE_PRENORM */
+	if (*done)
+		*defer = (node_prenorm){x, norm_w, eps, c->sumsq, parts};
+	return SL_OK;
 }
 
 static int matmul_add_rmsnorm(node_backend *be, float *x, void *out, void *proj, const void *in,
-			      const kern_qweight *w, const void *norm_w, int n, float eps)
+			      const kern_qweight *w, const void *norm_w, int n, float eps,
+			      node_prenorm *defer)
 {
 	const kern_epi e = {.kind = KERN_EPI_ADD_NORM, .residual = x, .norm_w = norm_w,
 			    .norm_out = out, .eps = eps};
 	int fused;
+	if (defer)
+		defer->x = NULL;
+	TRY(add_defer(be, x, proj, in, w, norm_w, n, eps, defer, &fused));
+	if (fused)
+		return SL_OK;
 	TRY(matmul_epi(be, proj, in, w, n, &e, &fused));
 	if (fused)
 		return SL_OK;
@@ -406,21 +464,23 @@ static int matmul_add_rmsnorm(node_backend *be, float *x, void *out, void *proj,
 
 static int cu_matmul_add_rmsnorm(node_backend *be, float *x, void *out, void *proj,
 				 const void *in, const kern_qweight *w, const void *norm_w, int n,
-				 float eps)
+				 float eps, node_prenorm *defer)
 {
-	RANGED("matmul_add_rmsnorm", matmul_add_rmsnorm(be, x, out, proj, in, w, norm_w, n, eps));
+	RANGED("matmul_add_rmsnorm",
+	       matmul_add_rmsnorm(be, x, out, proj, in, w, norm_w, n, eps, defer));
 }
 
-static int matmul_rope(node_backend *be, void *qkv, const void *x, const kern_qweight *w, int n,
-		       void *k_cache, void *v_cache, const kern_paged_batch *b, int n_heads,
-		       int n_kv_heads, int head_dim, const float *inv_freq)
+static int matmul_rope(node_backend *be, void *qkv, void *x, const node_prenorm *pre,
+		       const kern_qweight *w, int n, void *k_cache, void *v_cache,
+		       const kern_paged_batch *b, int n_heads, int n_kv_heads, int head_dim,
+		       const float *inv_freq)
 {
 	const kern_epi e = {.kind = KERN_EPI_ROPE, .positions = b->positions, .slots = b->slots,
 			    .k_cache = k_cache, .v_cache = v_cache, .inv_freq = inv_freq,
 			    .n_heads = n_heads, .n_kv_heads = n_kv_heads, .head_dim = head_dim,
 			    .block_tokens = b->block_tokens, .kv_fp8 = I(be)->lim.kv_fp8};
 	int fused;
-	TRY(matmul_epi(be, qkv, x, w, n, &e, &fused));
+	TRY(matmul_epi_pre(be, qkv, x, pre, w, n, e, &fused));
 	if (fused)
 		return SL_OK;
 	TRY(cu_matmul(be, qkv, x, w, n));
@@ -428,11 +488,12 @@ static int matmul_rope(node_backend *be, void *qkv, const void *x, const kern_qw
 				inv_freq);
 }
 
-static int cu_matmul_rope(node_backend *be, void *qkv, const void *x, const kern_qweight *w,
-			  int n, void *k_cache, void *v_cache, const kern_paged_batch *b,
-			  int n_heads, int n_kv_heads, int head_dim, const float *inv_freq)
+static int cu_matmul_rope(node_backend *be, void *qkv, void *x, const node_prenorm *pre,
+			  const kern_qweight *w, int n, void *k_cache, void *v_cache,
+			  const kern_paged_batch *b, int n_heads, int n_kv_heads, int head_dim,
+			  const float *inv_freq)
 {
-	RANGED("matmul_rope", matmul_rope(be, qkv, x, w, n, k_cache, v_cache, b, n_heads,
+	RANGED("matmul_rope", matmul_rope(be, qkv, x, pre, w, n, k_cache, v_cache, b, n_heads,
 					  n_kv_heads, head_dim, inv_freq));
 }
 
@@ -575,6 +636,7 @@ static int reserve_scratch(node_backend *be, const node_backend_limits *lim)
 	CUDA_TRY(cudaMalloc(&c->d_lp, lp_bytes));
 	CUDA_TRY(cudaMallocHost(&c->h_lp, lp_bytes));
 	CUDA_TRY(cudaMalloc((void **)&c->d_sel, sizeof(float) * lim->max_seqs * (size_t)lim->vocab));
+	CUDA_TRY(cudaMalloc((void **)&c->sumsq, sizeof(float) * SUMSQ_PARTS));
 	if ((rc = kern_attn_ws_create(lim->step_tokens, lim->n_heads, lim->head_dim, lim->max_ctx,
 				      &c->attn)))
 		return rc;
@@ -671,7 +733,7 @@ static void cu_destroy(node_backend *be)
 		staged_free(&c->batch), staged_free(&c->rows);
 		staged_free(&c->params), staged_free(&c->pos), staged_free(&c->hist);
 		cudaFree(c->d_tokens), cudaFreeHost(c->h_tokens), cudaFree(c->d_sel);
-		cudaFree(c->d_lp), cudaFreeHost(c->h_lp);
+		cudaFree(c->d_lp), cudaFreeHost(c->h_lp), cudaFree(c->sumsq);
 		if (c->stream)
 			cudaStreamDestroy(c->stream);
 		free(c);
@@ -696,26 +758,30 @@ static const node_backend_ops cuda_ops = {
  * graphs, for comparisons and profiles; SL_PDL=0 turns off programmatic
  * dependent launch of the GEMVs and the step's small kernels (on by
  * default on sm_90 and later: kernels/pdl.h); SL_FUSE picks the decode
- * GEMVs' fused epilogues (kernels/epilogue.h, fuse_bits): SwiGLU and RoPE
- * + KV write by default. The residual add + RMSNorm is off by default: on
- * an H100 it made the 7B batch-1 step slower (fp16 187.9 -> 183.6
+ * GEMVs' fused epilogues (kernels/epilogue.h, fuse_bits): SwiGLU, RoPE
+ * + KV write and, for run-dtype weights, the norm left to the start of
+ * the projection that reads it (prenorm) by default.
+ * The residual add + RMSNorm in one grid's last block is off by default:
+ * on an H100 it made the 7B batch-1 step slower (fp16 187.9 -> 183.6
  * tokens/s, int8 306.8 -> 290.1; docs/cuda.md).
  * SL_PREFER_L1=0 leaves the decode GEMVs' L1 / shared memory split to the
  * driver (kernels/pdl.h). */
-#define FUSE_DEFAULT (1 << KERN_EPI_SWIGLU | 1 << KERN_EPI_ROPE)
+#define FUSE_DEFAULT (1 << KERN_EPI_SWIGLU | 1 << KERN_EPI_ROPE | FUSE_PRENORM)
 
-/* SL_FUSE: "0", "all", or a comma-separated list of swiglu, rope, norm;
- * an unknown name is logged and ignored. */
+/* SL_FUSE: "0", "all", or a comma-separated list of swiglu, rope, norm,
+ * prenorm; an unknown name is logged and ignored. */
 static int fuse_bits(const char *list)
 {
 	static const struct {
 		const char *name;
 		int bits;
 	} k[] = {{"0", 0},
-		 {"all", 1 << KERN_EPI_SWIGLU | 1 << KERN_EPI_ROPE | 1 << KERN_EPI_ADD_NORM},
+		 {"all", 1 << KERN_EPI_SWIGLU | 1 << KERN_EPI_ROPE | 1 << KERN_EPI_ADD_NORM |
+				 FUSE_PRENORM},
 		 {"swiglu", 1 << KERN_EPI_SWIGLU},
 		 {"rope", 1 << KERN_EPI_ROPE},
-		 {"norm", 1 << KERN_EPI_ADD_NORM}};
+		 {"norm", 1 << KERN_EPI_ADD_NORM},
+		 {"prenorm", FUSE_PRENORM}};
 	int bits = 0;
 	for (const char *p = list; *p;) {
 		size_t len = strcspn(p, ",");
@@ -726,7 +792,8 @@ static int fuse_bits(const char *list)
 				known = 1;
 			}
 		if (!known)
-			SL_WARN("cuda", "SL_FUSE: unknown epilogue '%.*s' (swiglu, rope, norm, all, 0)",
+			SL_WARN("cuda",
+				"SL_FUSE: unknown epilogue '%.*s' (swiglu, rope, norm, prenorm, all, 0)",
 				(int)len, p);
 		p += len + (p[len] == ',');
 	}
@@ -752,9 +819,11 @@ static void read_switches(cuda_impl *c, int cc_major)
 				"memory split");
 	if (fuse)
 		SL_INFO("cuda", "SL_FUSE=%s: fused GEMV epilogues: SwiGLU %s, RoPE + KV write %s, "
-				"add + RMSNorm %s", fuse, c->fuse & 1 << KERN_EPI_SWIGLU ? "on" : "off",
+				"add + RMSNorm %s, norm at the next GEMV's start %s", fuse,
+			c->fuse & 1 << KERN_EPI_SWIGLU ? "on" : "off",
 			c->fuse & 1 << KERN_EPI_ROPE ? "on" : "off",
-			c->fuse & 1 << KERN_EPI_ADD_NORM ? "on" : "off");
+			c->fuse & 1 << KERN_EPI_ADD_NORM ? "on" : "off",
+			c->fuse & FUSE_PRENORM ? "on" : "off");
 }
 
 int node_backend_cuda_create(int device, sl_dtype dtype, node_backend **out, char *err,

@@ -40,9 +40,10 @@ static const void *norm_after(const model *m, int l)
 /* x += in @ W^T summed over the tensor-parallel group, then xb =
  * RMSNorm(x) * norm_w (norm_w NULL: the add only). At tp 1 there is no
  * all-reduce in between, and a backend may fold the add and the norm into
- * the projection (kernels/epilogue.h). */
+ * the projection (kernels/epilogue.h), or, given pend, leave the norm to
+ * the projection that reads xb next (node_prenorm; pend->x NULL if not). */
 static int proj_add_norm(model *m, const void *in, const kern_qweight *w, const void *norm_w,
-			 int n)
+			 int n, node_prenorm *pend)
 {
 	node_backend *be = m->be;
 	const node_backend_ops *op = be->ops;
@@ -50,15 +51,27 @@ static int proj_add_norm(model *m, const void *in, const kern_qweight *w, const 
 	int dim = m->cfg.dim;
 	float eps = m->cfg.norm_eps;
 	if (op->matmul_add_rmsnorm && m->shard.grid.tp == 1)
-		return op->matmul_add_rmsnorm(be, a->x, a->xb, a->proj, in, w, norm_w, n, eps);
+		return op->matmul_add_rmsnorm(be, a->x, a->xb, a->proj, in, w, norm_w, n, eps, pend);
+	if (pend)
+		pend->x = NULL;
 	TRY(op->matmul(be, a->proj, in, w, n));
 	TRY(tp_all_reduce(m, a->proj, (size_t)n * dim, be->dtype));
 	return op->add_rmsnorm(be, a->x, a->proj, norm_w, a->xb, n, dim, eps);
 }
 
-/* qkv = the QKV projection of xb, q and k turned by RoPE, k and v written
- * into layer l's cache. */
-static int qkv_rope(model *m, const kern_qweight *wqkv, int l)
+/* xb = the norm pend holds, if any: for an op that cannot take it. */
+static int settle(model *m, node_prenorm *pend, int n)
+{
+	if (!pend->x)
+		return SL_OK;
+	const float *x = pend->x;
+	pend->x = NULL;
+	return m->be->ops->rmsnorm(m->be, m->a.xb, x, pend->w, n, m->cfg.dim, pend->eps);
+}
+
+/* qkv = the QKV projection of xb (its norm pending in pend), q and k
+ * turned by RoPE, k and v written into layer l's cache. */
+static int qkv_rope(model *m, const kern_qweight *wqkv, int l, node_prenorm *pend)
 {
 	const par_shard *s = &m->shard;
 	node_backend *be = m->be;
@@ -66,23 +79,32 @@ static int qkv_rope(model *m, const kern_qweight *wqkv, int l)
 	model_arena *a = &m->a;
 	const kern_paged_batch *b = &m->batch;
 	int n = b->n_tokens, hd = m->cfg.head_dim;
-	if (op->matmul_rope)
-		return op->matmul_rope(be, a->qkv, a->xb, wqkv, n, m->k_cache[l], m->v_cache[l], b,
-				       s->n_heads, s->n_kv_heads, hd, a->inv_freq);
+	if (op->matmul_rope) {
+		const node_prenorm pre = *pend;
+		pend->x = NULL;
+		return op->matmul_rope(be, a->qkv, a->xb, &pre, wqkv, n, m->k_cache[l],
+				       m->v_cache[l], b, s->n_heads, s->n_kv_heads, hd, a->inv_freq);
+	}
+	TRY(settle(m, pend, n));
 	TRY(op->matmul(be, a->qkv, a->xb, wqkv, n));
 	return op->rope_kv_write(be, a->qkv, m->k_cache[l], m->v_cache[l], b, s->n_heads,
 				 s->n_kv_heads, hd, a->inv_freq);
 }
 
-/* hb = silu(gate) * up from the fused gate/up projection of xb. */
-static int ffn_in(model *m, const kern_qweight *w13, int n)
+/* hb = silu(gate) * up from the fused gate/up projection of xb (its norm
+ * pending in pend). */
+static int ffn_in(model *m, const kern_qweight *w13, int n, node_prenorm *pend)
 {
 	node_backend *be = m->be;
 	const node_backend_ops *op = be->ops;
 	model_arena *a = &m->a;
 	int hidden = m->shard.hidden;
-	if (op->matmul_swiglu)
-		return op->matmul_swiglu(be, a->hb, a->gate_up, a->xb, w13, n, hidden);
+	if (op->matmul_swiglu) {
+		const node_prenorm pre = *pend;
+		pend->x = NULL;
+		return op->matmul_swiglu(be, a->hb, a->gate_up, a->xb, &pre, w13, n, hidden);
+	}
+	TRY(settle(m, pend, n));
 	TRY(op->matmul(be, a->gate_up, a->xb, w13, n));
 	return op->silu_mul(be, a->hb, a->gate_up, n, hidden);
 }
@@ -118,16 +140,21 @@ int model_layers(model *m)
 	int qkv_dim = (hq + 2 * hkv) * hd; /* the projections' shapes are in their descriptors */
 	float eps = c->norm_eps, scale = 1.0f / sqrtf((float)hd);
 
+	/* xb's norm, when the projection before left it to the one reading
+	 * xb next (node_prenorm): never across anything else, nor past the
+	 * last layer (the LM head or the next stage reads xb or x) */
+	node_prenorm pend = {0};
 	TRY(op->rmsnorm(be, a->xb, a->x, m->w.layers[0].attn_norm, n, dim, eps));
 	for (int l = 0; l < s->n_layers; l++) {
 		const layer_weights *w = &m->w.layers[l];
 		op->range_push(be, "layer", s->layer0 + l);
-		TRY(qkv_rope(m, &w->wqkv, l));
+		TRY(qkv_rope(m, &w->wqkv, l, &pend));
 		TRY(op->attention(be, a->att, a->qkv, qkv_dim, m->k_cache[l], m->v_cache[l], b, hq,
 				  hkv, hd, scale));
-		TRY(proj_add_norm(m, a->att, &w->wo, w->ffn_norm, n));
-		TRY(ffn_in(m, &w->w13, n));
-		TRY(proj_add_norm(m, a->hb, &w->w2, norm_after(m, l), n));
+		TRY(proj_add_norm(m, a->att, &w->wo, w->ffn_norm, n, &pend));
+		TRY(ffn_in(m, &w->w13, n, &pend));
+		TRY(proj_add_norm(m, a->hb, &w->w2, norm_after(m, l), n,
+				  l + 1 < s->n_layers ? &pend : NULL));
 		op->range_pop(be);
 	}
 	return SL_OK;

@@ -22,7 +22,11 @@
  * - a call the GEMV cannot fuse (columns split across blocks, too many
  *   tokens) must say so and leave every output untouched.
  * The add + norm runs three times in a row: the block counter it keeps
- * must be back at zero after each call.
+ * must be back at zero after each call. The add alone (KERN_EPI_ADD,
+ * with the parts of the sums of squares) runs up to 8 tokens. SwiGLU and
+ * RoPE run again with their input left unnormalized, the GEMV computing
+ * the norm as it starts (run_pre). Both are for run-dtype weights; the
+ * quantized GEMVs must refuse them.
  * Runs on a GPU host only (make test-gpu).
  */
 #include <check.h>
@@ -145,7 +149,31 @@ typedef struct ctx {
 	sl_dtype dt;
 	double worst_cpu, worst_gpu, worst_norm;
 	int fused, unfused;
+	/* run_pre: the fused call's input left unnormalized (kern_epi's
+	 * pre_* fields, copied into the call's epilogue), with d_xpre, a
+	 * poisoned buffer, as its x; the unfused pair reads d_x as ever */
+	const kern_epi *pre;
+	void *d_xpre;
+	int pre_fused;
 } ctx;
+
+/* The fused call's epilogue e with run_pre's input fields, and its x. */
+static const void *with_pre(const ctx *k, kern_epi *e, const void *d_x)
+{
+	if (!k->pre)
+		return d_x;
+	e->pre_res = k->pre->pre_res, e->pre_w = k->pre->pre_w, e->pre_eps = k->pre->pre_eps;
+	e->pre_ss = k->pre->pre_ss, e->pre_parts = k->pre->pre_parts;
+	return k->d_xpre;
+}
+
+static void count_fused(ctx *k, int fused)
+{
+	if (fused)
+		k->fused++, k->pre_fused += k->pre != NULL;
+	else
+		k->unfused++;
+}
 
 /* The fused call, or (e == NULL) the unfused product into out. */
 static int call(ctx *k, const fw *w, void *out, const void *x, int n, const kern_epi *e,
@@ -200,17 +228,17 @@ static void run_swiglu(ctx *k, const fw *w, const float *x, const void *d_x, int
 {
 	const int hidden = w->q.d.rows / 2;
 	const size_t no = (size_t)n * hidden, es = sl_dtype_size(k->dt);
-	const kern_epi e = {.kind = KERN_EPI_SWIGLU};
+	kern_epi e = {.kind = KERN_EPI_SWIGLU};
+	const void *d_xf = with_pre(k, &e, d_x);
 	void *d_out = gt_dev_poison(es * no);
 	int fused = 0;
-	GT_KERNEL(call(k, w, d_out, d_x, n, &e, &fused));
+	GT_KERNEL(call(k, w, d_out, d_xf, n, &e, &fused));
+	count_fused(k, fused);
 	if (!fused) {
 		check_poison(what, d_out, es * no);
-		k->unfused++;
 		gt_dev_free(d_out);
 		return;
 	}
-	k->fused++;
 	float *got = gt_malloc(sizeof(float) * no), *ref = gt_malloc(sizeof(float) * no);
 	gt_download(got, d_out, no, k->dt);
 	float *prod = cpu_product(k, w, x, n);
@@ -277,6 +305,72 @@ static void run_add_norm(ctx *k, const fw *w, const float *x, const void *d_x, i
 	gt_dev_free(d_res), gt_dev_free(d_out), gt_dev_free(d_proj);
 	gt_dev_free(d_res2), gt_dev_free(d_ref);
 	free(got), free(got_res), free(ref), free(ref_res), free(prod);
+}
+
+/* Worst |got - want| / want over block t's part of the sum of squares of
+ * rows [16 t, +16) of res [n, dim], for every tile and token. */
+static double sumsq_err(const float *got, const float *res, int n, int dim)
+{
+	double worst = 0;
+	for (int t = 0; 16 * t < dim; t++)
+		for (int tok = 0; tok < n; tok++) {
+			double want = 0;
+			for (int r = 16 * t; r < 16 * t + 16 && r < dim; r++)
+				want += (double)res[(size_t)tok * dim + r] * res[(size_t)tok * dim + r];
+			worst = dmax(worst, fabs(got[(size_t)t * n + tok] - want) / (want > 0 ? want : 1));
+		}
+	return worst;
+}
+
+/* The add alone (norm_w NULL: what runs before a norm left to the next
+ * GEMV's loads), up to 8 tokens fused: the residual must equal res0 plus
+ * the unfused GEMV's stored product bit for bit (one fp32 add each), and
+ * norm_out stay untouched; with sumsq (up to 2 tokens), each block's part
+ * of the sums of squares of the new residual within 1e-5 of the host's
+ * (fp32 in another order). */
+static void run_add_alone(ctx *k, const fw *w, const float *x, const void *d_x, int n,
+			  const float *res0, const char *what)
+{
+	const int dim = w->q.d.rows, tiles = (dim + 15) / 16;
+	const size_t no = (size_t)n * dim, es = sl_dtype_size(k->dt), nss = (size_t)tiles * n;
+	float *d_res = gt_upload(res0, no, SL_DT_F32);
+	void *d_out = gt_dev_poison(es * no), *d_proj = gt_dev_poison(es * no);
+	float *d_ss = n <= KERN_PRE_MAX_TOKENS ? gt_dev_poison(sizeof(float) * nss) : NULL;
+	const kern_epi e = {.kind = KERN_EPI_ADD, .residual = d_res, .norm_out = d_out,
+			    .sumsq = d_ss};
+	int fused = 0;
+	GT_KERNEL(call(k, w, d_proj, d_x, n, &e, &fused));
+	count_fused(k, fused);
+	check_poison(what, d_out, es * no);
+	if (!fused) {
+		check_poison(what, d_proj, es * no);
+		check_untouched(what, d_res, sizeof(float) * no, res0);
+		if (d_ss)
+			check_poison(what, d_ss, sizeof(float) * nss);
+		gt_dev_free(d_res), gt_dev_free(d_out), gt_dev_free(d_proj), gt_dev_free(d_ss);
+		return;
+	}
+	float *got = gt_malloc(sizeof(float) * no), *ref = gt_malloc(sizeof(float) * no);
+	gt_download(got, d_res, no, SL_DT_F32);
+	if (d_ss) {
+		float *ss = gt_malloc(sizeof(float) * nss);
+		gt_download(ss, d_ss, nss, SL_DT_F32);
+		const double err = sumsq_err(ss, got, n, dim);
+		ck_assert_msg(err <= 1e-5, "%s: sums of squares off by %.3g", what, err);
+		free(ss);
+	}
+	float *prod = cpu_product(k, w, x, n);
+	for (size_t i = 0; i < no; i++)
+		ref[i] = res0[i] + prod[i];
+	k->worst_cpu = dmax(k->worst_cpu, gt_compare(what, got, ref, no, tol_cpu(k->dt)));
+	int f;
+	GT_KERNEL(call(k, w, d_proj, d_x, n, NULL, &f));
+	gt_download(prod, d_proj, no, k->dt);
+	for (size_t i = 0; i < no; i++)
+		ref[i] = res0[i] + prod[i];
+	k->worst_gpu = dmax(k->worst_gpu, gt_compare(what, got, ref, no, 0.0));
+	gt_dev_free(d_res), gt_dev_free(d_out), gt_dev_free(d_proj), gt_dev_free(d_ss);
+	free(got), free(ref), free(prod);
 }
 
 /* RoPE's batch: n tokens at random positions and distinct random slots of
@@ -348,19 +442,19 @@ static void run_rope(ctx *k, const fw *w, const float *x, const void *d_x, int n
 	const size_t cb = r.cache_bytes;
 	void *d_qkv = gt_dev_poison(es * no), *d_kc = gt_upload_raw(r.cache0, cb);
 	void *d_vc = gt_upload_raw(r.cache0 + cb, cb);
-	const kern_epi e = {.kind = KERN_EPI_ROPE, .positions = r.db.positions,
-			    .slots = r.db.slots, .k_cache = d_kc, .v_cache = d_vc,
-			    .inv_freq = r.d_inv, .n_heads = s->hq, .n_kv_heads = s->hkv,
-			    .head_dim = s->hd, .block_tokens = ROPE_BT, .kv_fp8 = kv_fp8};
+	kern_epi e = {.kind = KERN_EPI_ROPE, .positions = r.db.positions,
+		      .slots = r.db.slots, .k_cache = d_kc, .v_cache = d_vc,
+		      .inv_freq = r.d_inv, .n_heads = s->hq, .n_kv_heads = s->hkv,
+		      .head_dim = s->hd, .block_tokens = ROPE_BT, .kv_fp8 = kv_fp8};
+	const void *d_xf = with_pre(k, &e, d_x);
 	int fused = 0;
-	GT_KERNEL(call(k, w, d_qkv, d_x, n, &e, &fused));
+	GT_KERNEL(call(k, w, d_qkv, d_xf, n, &e, &fused));
+	count_fused(k, fused);
 	if (!fused) {
 		check_poison(what, d_qkv, es * no);
 		check_untouched(what, d_kc, cb, r.cache0);
 		check_untouched(what, d_vc, cb, r.cache0 + cb);
-		k->unfused++;
 	} else {
-		k->fused++;
 		float *got = gt_malloc(sizeof(float) * no), *ref = cpu_product(k, w, x, n);
 		size_t nc = cb / (kv_fp8 ? 1 : es);
 		float *kc = gt_malloc(sizeof(float) * nc), *vc = gt_malloc(sizeof(float) * nc);
@@ -393,6 +487,68 @@ static void run_rope(ctx *k, const fw *w, const float *x, const void *d_x, int n
 	rope_io_free(&r);
 }
 
+static void run_swiglu_rope(ctx *k, const fw *w, const float *x, const void *d_x, int n,
+			    const fshape *s, const char *what)
+{
+	if (s->kind == KERN_EPI_SWIGLU) {
+		run_swiglu(k, w, x, d_x, n, what);
+		return;
+	}
+	for (int kv_fp8 = 0; kv_fp8 < 2; kv_fp8++)
+		run_rope(k, w, x, d_x, n, s, kv_fp8, what);
+}
+
+/*
+ * SwiGLU or RoPE with the input left unnormalized (kern_epi's pre_res):
+ * each warp of the GEMV computes x = RMSNorm(res) * nw for its columns as
+ * it starts, from the sums of squares given in PRE_PARTS parts. The residual holds multiples of 1/16
+ * in [-2, 2], whose sum of squares is exact in any order and split, so
+ * the GEMV's norm gives the very x kern_rmsnorm_cuda writes, and the fused
+ * call must equal the unfused chain (the norm kernel, then the GEMV and
+ * the epilogue's kernel on its output) bit for bit, as without the norm.
+ * The x the call is handed is poison it must neither read nor write.
+ * Calls past KERN_PRE_MAX_TOKENS tokens or KERN_PRE_SMEM bytes, and every
+ * call on quantized weights, must come back unfused with nothing written.
+ */
+#define PRE_PARTS 37
+
+static void run_pre(ctx *k, const fw *w, const fshape *s, int n, const char *what)
+{
+	const size_t nx = (size_t)n * s->in, es = sl_dtype_size(k->dt);
+	const float eps = 1e-5f;
+	float *res = gt_malloc(sizeof(float) * nx), *nw = gt_malloc(sizeof(float) * s->in);
+	float *x = gt_malloc(sizeof(float) * nx), *ss = gt_malloc(sizeof(float) * PRE_PARTS * n);
+	memset(ss, 0, sizeof(float) * PRE_PARTS * n);
+	for (size_t i = 0; i < nx; i++)
+		res[i] = (float)gt_int(-32, 32) / 16.0f;
+	for (int t = 0; t < n; t++) /* part p: columns [in * p / P, in * (p + 1) / P) */
+		for (int j = 0; j < s->in; j++) {
+			const float v = res[(size_t)t * s->in + j];
+			ss[(j * PRE_PARTS / s->in) * n + t] += v * v;
+		}
+	gt_fill(nw, s->in, -1.5f, 1.5f);
+	gt_round(nw, s->in, k->dt);
+	kern_rmsnorm_cpu(x, res, nw, n, s->in, eps);
+	gt_round(x, nx, k->dt);
+	float *d_res = gt_upload(res, nx, SL_DT_F32);
+	void *d_nw = gt_upload(nw, s->in, k->dt), *d_xn = gt_dev_poison(es * nx);
+	GT_KERNEL(kern_rmsnorm_cuda(d_xn, d_res, d_nw, n, s->in, eps, k->dt, NULL));
+	float *d_ss = gt_upload(ss, (size_t)PRE_PARTS * n, SL_DT_F32);
+	const kern_epi pre = {.pre_res = d_res, .pre_w = d_nw, .pre_ss = d_ss,
+			      .pre_parts = PRE_PARTS, .pre_eps = eps};
+	char what2[192];
+	snprintf(what2, sizeof what2, "%s, its norm at the GEMV's loads", what);
+	k->pre = &pre;
+	k->d_xpre = gt_dev_poison(es * nx);
+	run_swiglu_rope(k, w, x, d_xn, n, s, what2);
+	check_poison(what2, k->d_xpre, es * nx);
+	gt_dev_free(k->d_xpre);
+	k->pre = NULL;
+	k->d_xpre = NULL;
+	gt_dev_free(d_res), gt_dev_free(d_nw), gt_dev_free(d_xn), gt_dev_free(d_ss);
+	free(res), free(nw), free(x), free(ss);
+}
+
 static const char *kind_name(int kind)
 {
 	return kind == KERN_EPI_SWIGLU ? "swiglu" : kind == KERN_EPI_ROPE ? "rope" : "add_norm";
@@ -419,11 +575,9 @@ static void run_shape(ctx *k, const qcfg *c, const fshape *s)
 		char what[128];
 		snprintf(what, sizeof what, "%s %s %s in %d rows %d n %d", c->name,
 			 gt_dt_name(k->dt), kind_name(s->kind), s->in, s->rows, n);
-		if (s->kind == KERN_EPI_SWIGLU) {
-			run_swiglu(k, &w, x, d_x, n, what);
-		} else if (s->kind == KERN_EPI_ROPE) {
-			for (int kv_fp8 = 0; kv_fp8 < 2; kv_fp8++)
-				run_rope(k, &w, x, d_x, n, s, kv_fp8, what);
+		if (s->kind != KERN_EPI_ADD_NORM) {
+			run_swiglu_rope(k, &w, x, d_x, n, s, what);
+			run_pre(k, &w, s, n, what);
 		} else {
 			const size_t no = (size_t)n * s->rows;
 			float *res = gt_malloc(sizeof(float) * no), *nw = gt_malloc(sizeof(float) * s->rows);
@@ -434,6 +588,8 @@ static void run_shape(ctx *k, const qcfg *c, const fshape *s)
 				gt_fill(res, no, -30, 30);
 				run_add_norm(k, &w, x, d_x, n, res, d_nw, nw, what);
 			}
+			gt_fill(res, no, -30, 30);
+			run_add_alone(k, &w, x, d_x, n, res, what);
 			gt_dev_free(d_nw);
 			free(res), free(nw);
 		}
@@ -455,17 +611,21 @@ static void test_cfg(int ci)
 	for (int di = 0; di < 2; di++) {
 		k.dt = k_dts[di];
 		k.worst_cpu = k.worst_gpu = k.worst_norm = 0;
-		k.fused = k.unfused = 0;
+		k.fused = k.unfused = k.pre_fused = 0;
 		gt_reseed(g_seed, 900 + 10 * ci + di);
 		for (int si = 0; si < N_SHAPES; si++)
 			if (takes(c, k_shapes[si].in))
 				run_shape(&k, c, &k_shapes[si]);
-		printf("fused %-10s %s: %d fused, %d not; worst vs CPU %.3g (tol %.3g), vs "
-		       "unfused GPU %.3g (tol 0), norm %.3g (tol %.3g)\n",
-		       c->name, gt_dt_name(k.dt), k.fused, k.unfused, k.worst_cpu, tol_cpu(k.dt),
-		       k.worst_gpu, k.worst_norm, tol_norm(k.dt));
+		printf("fused %-10s %s: %d fused (%d with the norm at the loads), %d not; worst vs "
+		       "CPU %.3g (tol %.3g), vs unfused GPU %.3g (tol 0), norm %.3g (tol %.3g)\n",
+		       c->name, gt_dt_name(k.dt), k.fused, k.pre_fused, k.unfused, k.worst_cpu,
+		       tol_cpu(k.dt), k.worst_gpu, k.worst_norm, tol_norm(k.dt));
 		fflush(stdout);
-		ck_assert_msg(k.fused > 0, "%s %s: no call fused", c->name, gt_dt_name(k.dt));
+		/* quantized weights keep the norm's kernel (kern_qmatmul_epi_cuda) */
+		const int pre_want = c->format == KERN_Q_NONE;
+		ck_assert_msg(k.fused > 0 && (pre_want ? k.pre_fused > 0 : k.pre_fused == 0),
+			      "%s %s: %d fused, %d with the norm at the loads", c->name,
+			      gt_dt_name(k.dt), k.fused, k.pre_fused);
 		ck_assert_msg(k.worst_cpu <= tol_cpu(k.dt) && k.worst_gpu == 0 &&
 				      k.worst_norm <= tol_norm(k.dt),
 			      "%s %s: cpu %.3g gpu %.3g norm %.3g", c->name, gt_dt_name(k.dt),
