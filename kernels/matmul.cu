@@ -159,7 +159,10 @@ extern "C" int kern_blas_create(void *stream, kern_blas **out)
  * stay ordinary coherent loads after the wait (no ld.global.nc).
  * EPI (kernels/epilogue.cuh): what warp 0 does with the block's sums;
  * SWIGLU takes gate rows [8 * blockIdx.x, +8) and their up rows instead
- * of 16 consecutive rows, and writes silu(gate) * up.
+ * of 16 consecutive rows, and writes silu(gate) * up. PRE (SWIGLU, ROPE):
+ * x is not read; each warp first normalizes the columns it reads from
+ * e.h.pre_res into dynamic shared memory (kern_pre_norm_warp) and the
+ * loop reads x there.
  */
 template <typename T, typename OutT, int KSPLIT, int UNROLL, int EPI, bool PRE = false>
 __global__ void __launch_bounds__(KSPLIT * 32)
