@@ -41,8 +41,7 @@ __device__ __forceinline__ float kern_silu_mul(float g, float u)
 static inline bool kern_epi_takes(const kern_epi *e, int rows, int cols, int n, size_t es)
 {
 	if (e->pre_res &&
-	    (n > KERN_PRE_MAX_TOKENS || (size_t)n * cols * (es + 4) > KERN_PRE_SMEM || cols % 8 ||
-	     ((uintptr_t)e->pre_res & 15) ||
+	    (!kern_pre_fits(n, cols, es) || cols % 8 || ((uintptr_t)e->pre_res & 15) ||
 	     ((uintptr_t)e->pre_w & 15) || !e->pre_ss || e->pre_parts <= 0 ||
 	     !(e->kind == KERN_EPI_SWIGLU || e->kind == KERN_EPI_ROPE)))
 		return false;

@@ -39,6 +39,7 @@
 #ifndef KERN_EPILOGUE_H
 #define KERN_EPILOGUE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* A GEMV takes its input unnormalized for up to KERN_PRE_MAX_TOKENS
@@ -77,5 +78,13 @@ typedef struct kern_epi {
 	int pre_parts;
 	float pre_eps;
 } kern_epi;
+
+/* Whether n tokens of cols columns in a dtype of es bytes fit the GEMV's
+ * normalized input (the rule above): the caller that leaves the norm and
+ * the GEMV that takes it ask the same question. */
+static inline int kern_pre_fits(int n, int cols, size_t es)
+{
+	return n <= KERN_PRE_MAX_TOKENS && (size_t)n * cols * (es + 4) <= KERN_PRE_SMEM;
+}
 
 #endif

@@ -433,9 +433,8 @@ static int add_defer(node_backend *be, float *x, void *proj, const void *in,
 	const int parts = (w->rows + 15) / 16; /* the GEMV's 16-row tiles */
 	const kern_epi e = {.kind = KERN_EPI_ADD, .residual = x, .sumsq = c->sumsq};
 	*done = 0;
-	if (!defer || !norm_w || !c->sumsq || w->format != KERN_Q_NONE || n > KERN_PRE_MAX_TOKENS ||
-	    parts * n > SUMSQ_PARTS ||
-	    (size_t)n * w->rows * (sl_dtype_size(be->dtype) + 4) > KERN_PRE_SMEM)
+	if (!defer || !norm_w || !c->sumsq || w->format != KERN_Q_NONE ||
+	    !kern_pre_fits(n, w->rows, sl_dtype_size(be->dtype)) || parts * n > SUMSQ_PARTS)
 		return SL_OK;
 	TRY(matmul_epi(be, proj, in, w, n, &e, done)); /* its switch: FUSE_PRENORM */
 	if (*done)
