@@ -325,9 +325,8 @@ static int kern_launch_pdl_smem(bool *pdl, const char *who, cudaStream_t stream,
 }
 
 /* pdl.cu: a decode GEMV's preference for L1 (pdl.h), set once per kernel
- * from its block size and the most dynamic shared memory (bytes, at most
- * 48 KiB) it will be launched with. */
-void kern_gemv_l1(const void *kernel, int threads, size_t dyn);
+ * from its block size. */
+void kern_gemv_l1(const void *kernel, int threads);
 
 /* pdl.cu: let kernel take dyn bytes of dynamic shared memory and set the
  * carveout that holds `blocks` such blocks an SM (the rest stays L1). */

@@ -15,14 +15,18 @@
  * callers fuse it for up to KERN_EPI_NORM_MAX_TOKENS rows, where it beats
  * a kernel of its own; more rows take the unfused pair.
  *
- * The norm's other place is the next GEMV's start (kern_pre_norm_warp):
- * the add (ADD) leaves each block's part of the sum of squares (kern_epi_sumsq),
- * and each warp of the next GEMV sums the parts and normalizes the columns
- * it reads into shared memory, so no kernel, no serial block and no block
- * barrier sit between the add and the projection that reads the norm.
+ * The norm's other place is split across the GEMVs around it: the add
+ * (ADD) leaves each block's part of the sum of squares (kern_epi_sumsq)
+ * and x = residual * the norm's weight, and the next GEMV reads that x
+ * as any input, its threads holding the parts (kern_pre_load) until the
+ * block's end, where they sum them and scale the block's sums by 1 / rms
+ * (kern_pre_part, kern_pre_scale). No kernel, no shared memory beyond a
+ * word a warp and token, no wait before the loop.
  */
 #ifndef KERN_EPILOGUE_CUH
 #define KERN_EPILOGUE_CUH
+
+#include <type_traits>
 
 #include "cuda_util.cuh"
 #include "epilogue.h"
@@ -36,19 +40,17 @@ __device__ __forceinline__ float kern_silu_mul(float g, float u)
 
 #define KERN_EPI_NORM_MAX_TOKENS 2
 
-/* Whether a GEMV of n tokens, `rows` output rows and `cols` columns in
- * a dtype of es bytes takes epilogue e (else: the unfused pair). */
-static inline bool kern_epi_takes(const kern_epi *e, int rows, int cols, int n, size_t es)
+/* Whether a GEMV of n tokens and `rows` output rows takes epilogue e
+ * (else: the unfused pair). */
+static inline bool kern_epi_takes(const kern_epi *e, int rows, int n)
 {
-	if (e->pre_res &&
-	    (!kern_pre_fits(n, cols, es) || cols % 8 || ((uintptr_t)e->pre_res & 15) ||
-	     ((uintptr_t)e->pre_w & 15) || !e->pre_ss || e->pre_parts <= 0 ||
-	     !(e->kind == KERN_EPI_SWIGLU || e->kind == KERN_EPI_ROPE)))
+	if (e->pre_ss && (!kern_pre_fits(n, e->pre_parts) ||
+			  !(e->kind == KERN_EPI_SWIGLU || e->kind == KERN_EPI_ROPE)))
 		return false;
 	switch (e->kind) {
 	case KERN_EPI_SWIGLU: return rows % 2 == 0;
 	case KERN_EPI_ADD_NORM: return n <= KERN_EPI_NORM_MAX_TOKENS;
-	case KERN_EPI_ADD: return e->residual != NULL;
+	case KERN_EPI_ADD: return e->residual != NULL && (!e->norm_out || e->norm_w);
 	case KERN_EPI_ROPE:
 		return e->head_dim > 0 && e->head_dim % 16 == 0 && e->n_heads > 0 &&
 		       e->n_kv_heads > 0 && rows == (e->n_heads + 2 * e->n_kv_heads) * e->head_dim;
@@ -156,24 +158,39 @@ __device__ __forceinline__ void kern_epi_sumsq(const kern_epi_dev &e, int n, int
 }
 
 /* ADD: the residual values warp 0's lane will add to (as kern_epi_store's
- * v), loaded after the PDL wait, before the GEMV's loop, so its end does
- * not wait on them. Other kinds and warps: zeros. */
-template <int EPI>
+ * v), and with norm_out the norm weights of rows a and b, loaded after the
+ * PDL wait, before the GEMV's loop, so its end does not wait on them.
+ * Other kinds and warps: zeros. */
+template <typename T, int EPI>
 __device__ __forceinline__ void kern_epi_prefetch(const kern_epi_dev &e, int rows, int n, int ra,
-						  int rb, bool ok_a, bool ok_b, int tok0, float r[4])
+						  int rb, bool ok_a, bool ok_b, int tok0, float r[6])
 {
+	const bool w0 = EPI == KERN_EPI_ADD && (threadIdx.x >> 5) == 0;
 #pragma unroll
 	for (int i = 0; i < 4; i++) {
 		const int row = i < 2 ? ra : rb, tok = tok0 + (i & 1);
-		const bool ok = (i < 2 ? ok_a : ok_b) && tok < n && (threadIdx.x >> 5) == 0;
-		r[i] = EPI == KERN_EPI_ADD && ok ? e.h.residual[(size_t)tok * rows + row] : 0.0f;
+		const bool ok = w0 && (i < 2 ? ok_a : ok_b) && tok < n;
+		r[i] = ok ? e.h.residual[(size_t)tok * rows + row] : 0.0f;
 	}
+	const T *w = reinterpret_cast<const T *>(e.h.norm_w);
+	const bool nw = w0 && e.h.norm_out;
+	r[4] = nw && ok_a ? kern_to_f32(w[ra]) : 0.0f;
+	r[5] = nw && ok_b ? kern_to_f32(w[rb]) : 0.0f;
+}
+
+/* v rounded to T, fp16 saturating at +-65504 (kernels/epilogue.h). */
+template <typename T> __device__ __forceinline__ T kern_from_f32_sat(float v)
+{
+	if constexpr (std::is_same<T, __half>::value)
+		v = fminf(fmaxf(v, -65504.0f), 65504.0f);
+	return kern_from_f32<T>(v);
 }
 
 /* A lane's four values v (i < 2: row ra) for tokens tok0 + (i & 1) < n. out:
  * [n, rows] for STORE and ROPE, [n, half] for SWIGLU, unused for ADD_NORM
- * and ADD, which add them to the residual (ADD: to its values res, from
- * kern_epi_prefetch, and leaves the parts of the sums of squares). */
+ * and ADD, which add them to the residual (ADD: to its values res[0..3],
+ * from kern_epi_prefetch, and leaves the parts of the sums of squares and
+ * norm_out, the residual times res[4..5], the rows' norm weights). */
 template <typename T, int EPI>
 __device__ __forceinline__ void kern_epi_store(const kern_epi_dev &e, T *out, int rows, int n,
 					       int ra, int rb, bool ok_a, bool ok_b, int tok0,
@@ -206,6 +223,9 @@ __device__ __forceinline__ void kern_epi_store(const kern_epi_dev &e, T *out, in
 				const float r = res[i] + kern_to_f32(kern_from_f32<T>(v[i]));
 				e.h.residual[o] = r;
 				sq[i & 1] += r * r;
+				if (e.h.norm_out)
+					reinterpret_cast<T *>(e.h.norm_out)[o] =
+						kern_from_f32_sat<T>(r * res[i < 2 ? 4 : 5]);
 			} else if constexpr (EPI == KERN_EPI_ADD_NORM) {
 				e.h.residual[o] += kern_to_f32(kern_from_f32<T>(v[i]));
 			} else {
@@ -227,90 +247,62 @@ template <typename T> __device__ __forceinline__ uint2 kern_norm4(float4 v, uint
 			  kern_pack2<T>(v.z * inv * kern_to_f32(g[2]), v.w * inv * kern_to_f32(g[3])));
 }
 
-/* The columns of the runs a warp's loop reads: [first + r * stride, +run)
- * for r = 0, 1, ... below cols, in 8-column pieces, piece i of lane l at
- * index 32 i + l: how many pieces a lane takes, and piece i's column (-1:
- * none for this lane). */
-struct kern_pre_runs {
-	int first, run, stride, cols, per; /* per: pieces of a run a lane may take */
-	__device__ int count() const
-	{
-		return first < cols ? ((cols - first + stride - 1) / stride) * per : 0;
-	}
-	__device__ int col(int i, int lane) const
-	{
-		const int r = i / per, k = first + r * stride + ((i - r * per) * 32 + lane) * 8;
-		return k < first + r * stride + run && k < cols ? k : -1;
-	}
-};
-
 /*
- * The input of a GEMV that takes it unnormalized (kern_epi's pre_res), for
- * the columns this warp reads (first, run, stride: its loop's runs, in
- * columns): x = RMSNorm(pre_res) * pre_w into the block's dynamic shared
- * memory at x's own layout [n, cols]; returns it. Each lane copies its
- * pieces of the residual rows and of the weight in with cp.async (no
- * registers held across the round trip), sums the parts of the sums of
- * squares meanwhile (pre_ss, every lane in the same order), then
- * normalizes its own pieces from shared memory. Behind x sits the fp32
- * staging [n, cols]; the weight stages in x's row 0, which the last token
- * written (t = 0) overwrites piece by piece after reading it. From every
- * lane of the warp after the PDL wait; no barrier but the warp's own:
- * each warp reads back only the columns it wrote.
+ * The input not yet divided by its rms (kern_epi's pre_ss), in three
+ * steps of the GEMV that takes it, every thread of its block (KSPLIT
+ * warps, 8 or more, so 2 * 32 * KSPLIT >= KERN_PRE_MAX_PARTS):
+ * - kern_pre_load, after the PDL wait: the thread's two of the n * parts
+ *   words of pre_ss, p[q] = word q * blockDim.x + threadIdx.x, held in
+ *   registers through the loop (no wait: nothing reads them before the
+ *   end). pre_ss is [part, n], so a word's token is its index mod n, the
+ *   thread's lane's parity for n = 2.
+ * - kern_pre_part, before the block's barrier: each warp's sum per
+ *   token (xor shuffles that keep the lanes of a token apart) into
+ *   pss[warp][token].
+ * - kern_pre_scale, warp 0 after the barrier: the warps' sums in warp
+ *   order, 1 / rms per token, and the lane's four sums v (tokens tok0 +
+ *   (i & 1)) multiplied by it.
  */
-template <typename T>
-__device__ const T *kern_pre_norm_warp(const kern_epi_dev &e, int n, int cols, int run,
-				       int stride, int first)
+__device__ __forceinline__ void kern_pre_load(const kern_epi_dev &e, int n, float p[2])
 {
-	extern __shared__ uint4 kern_pre_smem[];
-	T *xs = reinterpret_cast<T *>(kern_pre_smem);
-	float *st = reinterpret_cast<float *>(xs + (size_t)n * cols);
-	const int lane = threadIdx.x & 31;
-	const kern_pre_runs rs = {first, run, stride, cols, (run + 255) / 256};
-	const T *w = reinterpret_cast<const T *>(e.h.pre_w);
-	const int count = rs.count();
-	for (int i = 0; i < count; i++) {
-		const int k = rs.col(i, lane);
-		if (k < 0)
-			continue;
-		cp_async16(xs + k, w + k, true);
-		for (int t = 0; t < n; t++) {
-			const float *r = e.h.pre_res + (size_t)t * cols + k;
-			cp_async16(st + (size_t)t * cols + k, r, true);
-			cp_async16(st + (size_t)t * cols + k + 4, r + 4, true);
-		}
-	}
-	cp_async_commit();
-	static_assert(KERN_PRE_MAX_TOKENS == 2, "inv[] is read by a ternary below");
-	float inv[KERN_PRE_MAX_TOKENS];
+	const int total = n * e.h.pre_parts;
 #pragma unroll
-	for (int t = 0; t < KERN_PRE_MAX_TOKENS; t++) {
-		float s = 0;
-		if (t < n)
-			for (int j = lane; j < e.h.pre_parts; j += 32)
-				s += e.h.pre_ss[(size_t)j * n + t];
-		s = kern_warp_sum(s); /* xor halves: every lane adds the same pairs */
-		inv[t] = 1.0f / sqrtf(s / (float)cols + e.h.pre_eps);
+	for (int q = 0; q < 2; q++) {
+		const int f = q * blockDim.x + threadIdx.x;
+		p[q] = f < total ? e.h.pre_ss[f] : 0.0f;
 	}
-	cp_async_wait<0>(); /* this lane's own copies */
-	for (int i = 0; i < count; i++) {
-		const int k = rs.col(i, lane);
-		if (k < 0)
+}
+
+template <int KSPLIT>
+__device__ __forceinline__ void kern_pre_part(int n, const float p[2],
+					      float (&pss)[KSPLIT][KERN_PRE_MAX_TOKENS])
+{
+	float v = p[0] + p[1];
+	for (int o = n; o < 32; o <<= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	const int lane = threadIdx.x & 31;
+	if (lane < n)
+		pss[threadIdx.x >> 5][lane] = v;
+}
+
+template <int KSPLIT>
+__device__ __forceinline__ void kern_pre_scale(const kern_epi_dev &e, int n, int cols, int tok0,
+					       const float (&pss)[KSPLIT][KERN_PRE_MAX_TOKENS],
+					       float v[4])
+{
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		const int tok = tok0 + i;
+		if (tok >= n)
 			continue;
-		const uint4 g = *reinterpret_cast<const uint4 *>(xs + k);
-		for (int t = n - 1; t >= 0; t--) {
-			const float *v = st + (size_t)t * cols + k;
-			const float in = t ? inv[1] : inv[0];
-			const uint2 lo = kern_norm4<T>(*reinterpret_cast<const float4 *>(v),
-						       make_uint2(g.x, g.y), in);
-			const uint2 hi = kern_norm4<T>(*reinterpret_cast<const float4 *>(v + 4),
-						       make_uint2(g.z, g.w), in);
-			*reinterpret_cast<uint4 *>(xs + (size_t)t * cols + k) =
-				make_uint4(lo.x, lo.y, hi.x, hi.y);
-		}
+		float s = 0;
+#pragma unroll
+		for (int w = 0; w < KSPLIT; w++)
+			s += pss[w][tok];
+		const float inv = 1.0f / sqrtf(s / (float)cols + e.h.pre_eps);
+		v[i] *= inv;
+		v[i + 2] *= inv;
 	}
-	__syncwarp();
-	return xs;
 }
 
 /* Up to this many float4 of a residual row per thread stay in registers

@@ -18,19 +18,22 @@
  *     written at each token's cache slot (slot < 0: not written), bit for
  *     bit what kern_rope_kv_write_cuda does after the stored product.
  *
- * SWIGLU and ROPE may also take their input unnormalized (pre_res set),
- * in place of the norm kernel that would run between the residual add and
- * the projection: x [n, cols] is then RMSNorm(pre_res) * pre_w, which each
- * warp of the GEMV computes for its own columns into shared memory as it
- * starts (rmsnorm.cu's formula, v * inv * w rounded once), 1 / rms from
- * the row's sum of squares in parts: pre_ss [part, n], pre_parts of them,
- * summed in order. x itself is not read. The add before it
- * (KERN_EPI_ADD: residual += the product, rounded to the run dtype as
- * ADD_NORM's add) leaves those parts when sumsq is set: block t's rows'
- * squares of the updated residual at sumsq[t * n + tok]. The parts sum in
- * another order than rmsnorm.cu's, so an element may differ in its last
- * bit from the unfused chain. Both are for the run-dtype GEMV
- * (matmul.cu); the quantized one refuses them (quant.cu says why).
+ * SWIGLU and ROPE may also take their input not yet divided by its rms
+ * (pre_ss set), in place of the norm kernel that would run between the
+ * residual add and the projection: x [n, cols] then holds residual *
+ * norm weight, rounded once to the run dtype, and the GEMV multiplies
+ * each token's sums by 1 / rms before the epilogue's work, 1 / rms =
+ * 1 / sqrtf(sum / cols + pre_eps) from the row's sum of squares in
+ * parts: pre_ss [pre_parts, n]. The add before it (KERN_EPI_ADD:
+ * residual += the product, rounded to the run dtype as ADD_NORM's add)
+ * leaves both: with sumsq set, block t's rows' squares of the updated
+ * residual at sumsq[t * n + tok]; with norm_out set, norm_out [n, rows] =
+ * the updated residual * norm_w rounded to the run dtype. Against the
+ * unfused chain (rmsnorm.cu's x = v * inv * w rounded, then the GEMV)
+ * the rounding moves: x is rounded before the 1 / rms, and the parts sum
+ * in another order, so results differ in the last bits. For fp16 runs
+ * the product residual * weight must stay below 65504, as an fp16
+ * residual stream would (a larger one saturates there).
  *
  * A call that cannot fuse (too many tokens for the GEMV, a shape that
  * splits the columns across blocks) says so and launches nothing; the
@@ -42,13 +45,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* A GEMV takes its input unnormalized for up to KERN_PRE_MAX_TOKENS
- * tokens and KERN_PRE_SMEM bytes of shared memory, 6 a column and token
- * at fp16 (x, and the fp32 residual staged): one token of a 4096-wide
- * model, two of a 2048-wide one. The GEMV's carveout is sized for it
- * (kern_gemv_l1). */
+/* A GEMV takes its input not yet divided by its rms for up to
+ * KERN_PRE_MAX_TOKENS tokens whose parts of the sums of squares number
+ * KERN_PRE_MAX_PARTS in all (n * pre_parts): each of its threads holds
+ * at most two of them (the GEMVs run 8 warps or more), so the input
+ * takes no shared memory and two registers. One or two tokens of a
+ * 4096-wide model (256 parts each), one of an 8192-wide one. */
 #define KERN_PRE_MAX_TOKENS 2
-#define KERN_PRE_SMEM (24 * 1024)
+#define KERN_PRE_MAX_PARTS 512
 
 typedef enum {
 	KERN_EPI_STORE = 0,    /* out = the product (no fusion) */
@@ -62,8 +66,8 @@ typedef struct kern_epi {
 	int kind;           /* kern_epi_kind */
 	float *residual;    /* ADD_NORM, ADD: [n, rows] fp32, updated in place */
 	float *sumsq;       /* ADD: [tiles, n] parts of the sums of squares, or NULL */
-	const void *norm_w; /* ADD_NORM: [rows] in the run dtype, or NULL: the add only */
-	void *norm_out;     /* ADD_NORM: [n, rows] in the run dtype */
+	const void *norm_w; /* ADD_NORM, ADD: [rows] in the run dtype, or NULL: the add only */
+	void *norm_out;     /* ADD_NORM, ADD: [n, rows] in the run dtype (ADD: not divided) */
 	float eps;          /* ADD_NORM: RMSNorm's epsilon */
 	/* ROPE (kernels/rope.h, device pointers): rows = (n_heads + 2 *
 	 * n_kv_heads) * head_dim, head_dim a multiple of 16 */
@@ -71,20 +75,18 @@ typedef struct kern_epi {
 	void *k_cache, *v_cache;          /* the layer's paged K and V, run dtype or E4M3 */
 	const float *inv_freq;            /* [head_dim / 2] */
 	int n_heads, n_kv_heads, head_dim, block_tokens, kv_fp8;
-	/* SWIGLU, ROPE (device pointers): the input normalized as it starts */
-	const float *pre_res; /* [n, cols] fp32, or NULL: x is the input */
-	const void *pre_w;    /* [cols] in the run dtype */
-	const float *pre_ss;  /* [pre_parts, n]: parts of each row's sum of squares */
+	/* SWIGLU, ROPE (device pointer): the input not yet divided by its rms */
+	const float *pre_ss; /* [pre_parts, n]: parts of each row's sum of squares, or NULL */
 	int pre_parts;
 	float pre_eps;
 } kern_epi;
 
-/* Whether n tokens of cols columns in a dtype of es bytes fit the GEMV's
- * normalized input (the rule above): the caller that leaves the norm and
- * the GEMV that takes it ask the same question. */
-static inline int kern_pre_fits(int n, int cols, size_t es)
+/* Whether n tokens of `parts` parts each fit the GEMV's input not yet
+ * divided by its rms (the rule above): the caller that leaves the norm
+ * and the GEMV that takes it ask the same question. */
+static inline int kern_pre_fits(int n, int parts)
 {
-	return n <= KERN_PRE_MAX_TOKENS && (size_t)n * cols * (es + 4) <= KERN_PRE_SMEM;
+	return n >= 1 && n <= KERN_PRE_MAX_TOKENS && parts >= 1 && n * parts <= KERN_PRE_MAX_PARTS;
 }
 
 #endif

@@ -160,9 +160,8 @@ extern "C" int kern_blas_create(void *stream, kern_blas **out)
  * EPI (kernels/epilogue.cuh): what warp 0 does with the block's sums;
  * SWIGLU takes gate rows [8 * blockIdx.x, +8) and their up rows instead
  * of 16 consecutive rows, and writes silu(gate) * up. PRE (SWIGLU, ROPE):
- * x is not read; each warp first normalizes the columns it reads from
- * e.h.pre_res into dynamic shared memory (kern_pre_norm_warp) and the
- * loop reads x there.
+ * x is not yet divided by its rms; the block's sums are, at its end, from
+ * the parts its threads hold (kern_pre_load / _part / _scale).
  */
 template <typename T, typename OutT, int KSPLIT, int UNROLL, int EPI, bool PRE = false>
 __global__ void __launch_bounds__(KSPLIT * 32)
@@ -198,11 +197,11 @@ __global__ void __launch_bounds__(KSPLIT * 32)
 		vb[u] = ok && ok_b ? kern_ld_stream(wb + off) : zero;
 	}
 	kern_pdl_wait(); /* x is the previous kernel's output */
-	float pre_r[4];
-	kern_epi_prefetch<EPI>(e, out_dim, n, row_a, row_b, ok_a, ok_b, 2 * c, pre_r);
-	if constexpr (PRE) /* x = RMSNorm(e.h.pre_res) * e.h.pre_w: this warp's runs */
-		x = kern_pre_norm_warp<T>(e, n, in_dim, UNROLL * GEMV_CHUNK,
-					  stride * GEMV_CHUNK, ch * GEMV_CHUNK);
+	float pre_r[6], pre_p[2];
+	kern_epi_prefetch<T, EPI>(e, out_dim, n, row_a, row_b, ok_a, ok_b, 2 * c, pre_r);
+	static_assert(!PRE || KSPLIT >= 8, "kern_pre_load: 8 warps or more");
+	if constexpr (PRE)
+		kern_pre_load(e, n, pre_p);
 	const T *xg = x + (size_t)(ok_x ? g : 0) * in_dim + c * KERN_VEC;
 	while (ch < ch_end) {
 #pragma unroll
@@ -232,12 +231,15 @@ __global__ void __launch_bounds__(KSPLIT * 32)
 	}
 	kern_pdl_launch_next();
 
+	__shared__ float pss[KSPLIT][KERN_PRE_MAX_TOKENS]; /* PRE's sums (kern_pre_part) */
 	if (KSPLIT > 1) {
 		__shared__ float part[KSPLIT - 1][32][4];
 		if (warp > 0)
 #pragma unroll
 			for (int i = 0; i < 4; i++)
 				part[warp - 1][lane][i] = acc[i];
+		if constexpr (PRE)
+			kern_pre_part<KSPLIT>(n, pre_p, pss);
 		__syncthreads();
 		if (warp > 0 && EPI == KERN_EPI_STORE)
 			return;
@@ -261,6 +263,9 @@ __global__ void __launch_bounds__(KSPLIT * 32)
 				o[(size_t)tok * out_dim + row] = kern_from_f32<OutT>(acc[i]);
 		}
 	} else {
+		if constexpr (PRE)
+			if (warp == 0)
+				kern_pre_scale<KSPLIT>(e, n, in_dim, 2 * c, pss, acc);
 		if (warp == 0)
 			kern_epi_store<T, EPI>(e, reinterpret_cast<T *>(out), out_dim, n, row_a, row_b,
 					       ok_a, ok_b, 2 * c, acc, pre_r);
@@ -284,41 +289,34 @@ __global__ void gemv_reduce_kernel(OutT *__restrict__ out, const float *__restri
 }
 
 /* Launch, as a programmatic dependent when b->pdl. A PDL launch the
- * driver refuses falls back to a plain one, once and for all. smem: the
- * normalized input's dynamic shared memory (kern_pre_norm_warp), or 0. */
-template <typename K, typename... Args>
-static int gemv_launch_smem(kern_blas *b, K kernel, dim3 grid, dim3 block, size_t smem,
-			    Args... args)
-{
-	kern_gemv_l1((const void *)kernel, (int)(block.x * block.y * block.z),
-		     smem ? KERN_PRE_SMEM : 0);
-	return kern_launch_pdl_smem(&b->pdl, "matmul", b->stream, kernel, grid, block, smem,
-				    args...);
-}
-
+ * driver refuses falls back to a plain one, once and for all. */
 template <typename K, typename... Args>
 static int gemv_launch(kern_blas *b, K kernel, dim3 grid, dim3 block, Args... args)
 {
-	return gemv_launch_smem(b, kernel, grid, block, 0, args...);
+	kern_gemv_l1((const void *)kernel, (int)(block.x * block.y * block.z));
+	return kern_launch_pdl(&b->pdl, "matmul", b->stream, kernel, grid, block, args...);
 }
 
-/* A fused epilogue EPI whose input is normalized as it is read (PRE) or
- * given. */
+/* A fused epilogue that cannot run (the columns split across blocks, an
+ * input not yet divided by its rms in fewer than 8 warps): nothing
+ * launched, the caller runs the unfused pair. */
+#define GEMV_UNFUSED 1
+
+/* A fused epilogue EPI whose input is not yet divided by its rms (PRE) or
+ * is. */
 template <typename T, int KSPLIT, int UNROLL, int EPI>
 static int gemv_launch_epi(kern_blas *b, dim3 grid, dim3 block, T *out, const T *x, const T *w,
 			   int n, int in_dim, int out_dim, int per, const kern_epi_dev &e)
 {
-	if (e.h.pre_res)
-		return gemv_launch_smem(b, gemv_kernel<T, T, KSPLIT, UNROLL, EPI, true>, grid, block,
-					(size_t)n * in_dim * (sizeof(T) + 4), out, x, w, n, in_dim,
-					out_dim, per, e);
+	if (e.h.pre_ss) {
+		if constexpr (KSPLIT >= 8) /* kern_pre_load */
+			return gemv_launch(b, gemv_kernel<T, T, KSPLIT, UNROLL, EPI, true>, grid,
+					   block, out, x, w, n, in_dim, out_dim, per, e);
+		return GEMV_UNFUSED;
+	}
 	return gemv_launch(b, gemv_kernel<T, T, KSPLIT, UNROLL, EPI>, grid, block, out, x, w, n,
 			   in_dim, out_dim, per, e);
 }
-
-/* A fused epilogue that cannot run (the columns split across blocks):
- * nothing launched, the caller runs the unfused pair. */
-#define GEMV_UNFUSED 1
 
 /* The GEMV with a given block shape. Splits in_dim across blocks only when
  * the 16-row tiles alone leave SMs idle (out_dim < 16 * sm_count: tensor-
@@ -459,7 +457,7 @@ extern "C" int kern_matmul_epi_cuda(kern_blas *b, void *out, const void *x, cons
 {
 	*fused = 0;
 	if (n <= 0 || out_dim <= 0 || !gemv_fits(x, w, n, in_dim, out_dim) ||
-	    !kern_epi_takes(epi, out_dim, in_dim, n, sl_dtype_size(dt)))
+	    !kern_epi_takes(epi, out_dim, n))
 		return SL_OK;
 	const kern_epi_dev e = kern_epi_of(epi, out_dim, b->counter);
 	const int rc = gemv_call(b, out, x, w, n, in_dim, out_dim, dt, e);

@@ -45,19 +45,18 @@ static int carveout_for(const void *kernel, int blocks, size_t dyn)
 	return pct < 1 ? 1 : pct > 100 ? 100 : pct;
 }
 
-/* The carveout that still holds as many blocks of kernel (threads and dyn
- * bytes of dynamic shared memory each) as its registers allow. */
-static int carveout_pct(const void *kernel, int threads, size_t dyn)
+/* The carveout that still holds as many blocks of kernel (threads each,
+ * no dynamic shared memory) as its registers allow. */
+static int carveout_pct(const void *kernel, int threads)
 {
 	int blocks;
-	if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, dyn) !=
-	    cudaSuccess)
+	if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, 0) != cudaSuccess)
 		return -1;
-	return carveout_for(kernel, blocks, dyn);
+	return carveout_for(kernel, blocks, 0);
 }
 
 /* Once per kernel; a refusal is only a lost hint. */
-void kern_gemv_l1(const void *kernel, int threads, size_t dyn)
+void kern_gemv_l1(const void *kernel, int threads)
 {
 	if (!g_l1_on)
 		return;
@@ -67,7 +66,7 @@ void kern_gemv_l1(const void *kernel, int threads, size_t dyn)
 		seen = g_l1_done[i] == kernel;
 	if (!seen && g_l1_n < L1_KERNELS_MAX) {
 		g_l1_done[g_l1_n++] = kernel;
-		const int pct = carveout_pct(kernel, threads, dyn);
+		const int pct = carveout_pct(kernel, threads);
 		if (pct < 0 || cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
 						    pct) != cudaSuccess)
 			cudaGetLastError();

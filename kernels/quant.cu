@@ -254,7 +254,7 @@ typedef struct qgemv_args {
 template <typename T, int GM, int NT, int EPI>
 __device__ __forceinline__ void qgemv_store(const qgemv_args &a, float (&acc)[NT][4], int ra,
 					    int rb, int row_a, int row_b, bool ok_a, bool ok_b,
-					    int c)
+					    int c, const float res[6])
 {
 	if constexpr (GM == QG_ROW) {
 		const float s_a = q_scale(a.scales, ra, a.scale_f16);
@@ -274,7 +274,7 @@ __device__ __forceinline__ void qgemv_store(const qgemv_args &a, float (&acc)[NT
 	for (int j = 0; j < NT; j++) {
 		if (!a.out_f32) {
 			kern_epi_store<T, EPI>(a.e, ot, a.rows, a.n, row_a, row_b, ok_a, ok_b,
-					       8 * j + 2 * c, acc[j], nullptr);
+					       8 * j + 2 * c, acc[j], res);
 			continue;
 		}
 #pragma unroll
@@ -365,13 +365,18 @@ __device__ __forceinline__ void qg_chunk(const qgemv_args &a, const T *x, uint4 
 }
 
 /* The block's end: warp 0 sums the other warps' accumulators (shared
- * memory, fixed order) and stores; ADD_NORM's last block then normalises
- * with every warp. */
-template <typename T, int GM, int NT, int KSPLIT, int EPI>
+ * memory, fixed order), divides them by the rms of an input that was not
+ * (PRE, from the parts pre_p) and stores, the add's residual and norm
+ * weights in res (kern_epi_prefetch); ADD_NORM's last block then
+ * normalises with every warp. */
+template <typename T, int GM, int NT, int KSPLIT, int EPI, bool PRE>
 __device__ __forceinline__ void qg_block_end(const qgemv_args &a, float (&acc)[NT][4], int ra,
-					     int rb, int row_a, int row_b, bool ok_a, bool ok_b)
+					     int rb, int row_a, int row_b, bool ok_a, bool ok_b,
+					     const float res[6], const float pre_p[2])
 {
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	static_assert(!PRE || (KSPLIT >= 8 && NT == 1), "kern_pre_load: 8 warps, 8 tokens");
+	__shared__ float pss[KSPLIT][KERN_PRE_MAX_TOKENS]; /* PRE's sums (kern_pre_part) */
 	if constexpr (KSPLIT > 1) {
 		/* [warp][value][lane]: lanes on consecutive words, no bank conflicts */
 		__shared__ float part[KSPLIT - 1][NT * 4][32];
@@ -381,6 +386,8 @@ __device__ __forceinline__ void qg_block_end(const qgemv_args &a, float (&acc)[N
 #pragma unroll
 				for (int e = 0; e < 4; e++)
 					part[warp - 1][4 * j + e][lane] = acc[j][e];
+		if constexpr (PRE)
+			kern_pre_part<KSPLIT>(a.n, pre_p, pss);
 		__syncthreads();
 		if (warp > 0 && EPI != KERN_EPI_ADD_NORM)
 			return;
@@ -392,8 +399,11 @@ __device__ __forceinline__ void qg_block_end(const qgemv_args &a, float (&acc)[N
 					for (int e = 0; e < 4; e++)
 						acc[j][e] += part[k][4 * j + e][lane];
 	}
+	if constexpr (PRE)
+		if (warp == 0)
+			kern_pre_scale<KSPLIT>(a.e, a.n, a.cols, 2 * (lane & 3), pss, acc[0]);
 	if (warp == 0)
-		qgemv_store<T, GM, NT, EPI>(a, acc, ra, rb, row_a, row_b, ok_a, ok_b, lane & 3);
+		qgemv_store<T, GM, NT, EPI>(a, acc, ra, rb, row_a, row_b, ok_a, ok_b, lane & 3, res);
 	/* every warp: ADD_NORM's last block normalises with all of them */
 	if constexpr (EPI == KERN_EPI_ADD_NORM)
 		kern_epi_finish<T>(a.e, a.rows, a.n);
@@ -422,10 +432,10 @@ template <int FMT, int NT> constexpr int qg_min_blocks()
  * sums each chunk apart and adds scale * partial (its group holds the
  * whole chunk); QG_HALF (int8 with groups of 32, int4 with groups of 64:
  * two groups per chunk, lanes c = 0, 1 in the first) splits each MMA by
- * group. EPI: as matmul.cu's gemv_kernel (kernels/epilogue.cuh), fused
- * kinds with NT == 1 only.
+ * group. EPI, PRE: as matmul.cu's gemv_kernel (kernels/epilogue.cuh),
+ * fused kinds with NT == 1 only.
  */
-template <typename T, int FMT, int GM, int NT, int KSPLIT, int UNROLL, int EPI>
+template <typename T, int FMT, int GM, int NT, int KSPLIT, int UNROLL, int EPI, bool PRE>
 __global__ void __launch_bounds__(KSPLIT * 32, qg_min_blocks<FMT, NT>())
 	qgemv_kernel(const T *x, qgemv_args a)
 {
@@ -508,6 +518,10 @@ __global__ void __launch_bounds__(KSPLIT * 32, qg_min_blocks<FMT, NT>())
 
 	fetch(ch);
 	kern_pdl_wait(); /* x is the previous kernel's output */
+	float pre_r[6], pre_p[2];
+	kern_epi_prefetch<T, EPI>(a.e, a.rows, a.n, row_a, row_b, ok_a, ok_b, 2 * c, pre_r);
+	if constexpr (PRE)
+		kern_pre_load(a.e, a.n, pre_p);
 	while (ch < ch_end) {
 #pragma unroll
 		for (int u = 0; u < UNROLL; u++) {
@@ -524,7 +538,8 @@ __global__ void __launch_bounds__(KSPLIT * 32, qg_min_blocks<FMT, NT>())
 		fetch(ch);
 	}
 	kern_pdl_launch_next();
-	qg_block_end<T, GM, NT, KSPLIT, EPI>(a, acc, ra, rb, row_a, row_b, ok_a, ok_b);
+	qg_block_end<T, GM, NT, KSPLIT, EPI, PRE>(a, acc, ra, rb, row_a, row_b, ok_a, ok_b, pre_r,
+						  pre_p);
 }
 
 /*
@@ -656,6 +671,8 @@ __global__ void __launch_bounds__(KSPLIT * 32, MINB) qgemv_lean_kernel(const T *
 	if (c0 < c1)
 		scales_of(c0);
 	kern_pdl_wait(); /* x is the previous kernel's output */
+	float pre_r[6];
+	kern_epi_prefetch<T, EPI>(a.e, a.rows, a.n, row_a, row_b, ok_a, ok_b, 2 * c, pre_r);
 
 	float acc[1][4] = {{0, 0, 0, 0}};
 #pragma unroll 2
@@ -672,7 +689,8 @@ __global__ void __launch_bounds__(KSPLIT * 32, MINB) qgemv_lean_kernel(const T *
 		qg_lean_chunk<T, FMT, GM>(xl + (size_t)cu * CK, va, vb, cza, czb, csa, csb, acc);
 	}
 	kern_pdl_launch_next();
-	qg_block_end<T, GM, 1, KSPLIT, EPI>(a, acc, ra, rb, row_a, row_b, ok_a, ok_b);
+	qg_block_end<T, GM, 1, KSPLIT, EPI, false>(a, acc, ra, rb, row_a, row_b, ok_a, ok_b, pre_r,
+						   nullptr);
 }
 
 /* out[i] = sum over splits s, in order, of part[s][i]. */
@@ -697,7 +715,7 @@ __global__ void qgemv_reduce_kernel(void *out, bool out_f32, const float *__rest
 template <typename K, typename... Args>
 static int q_launch(kern_qblas *qb, K kernel, dim3 grid, dim3 block, Args... args)
 {
-	kern_gemv_l1((const void *)kernel, (int)(block.x * block.y * block.z), 0);
+	kern_gemv_l1((const void *)kernel, (int)(block.x * block.y * block.z));
 	return kern_launch_pdl(&qb->pdl, "quant", qb->stream, kernel, grid, block, args...);
 }
 
@@ -744,12 +762,14 @@ static int qg_lean_launch(kern_qblas *qb, dim3 grid, const T *x, const qgemv_arg
 
 /* Launch the GEMV of a shape and epilogue: the lean kernel when S > 0
  * (KSPLIT warps of S ring slots, MINB blocks an SM; scale dtype and zero
- * points picked here), else qgemv_kernel. */
-template <typename T, int FMT, int GM, int NT, int KSPLIT, int UNROLL, int S, int MINB, int EPI>
+ * points picked here), else qgemv_kernel; PRE (qgemv_kernel only): its
+ * input not yet divided by its rms. */
+template <typename T, int FMT, int GM, int NT, int KSPLIT, int UNROLL, int S, int MINB, int EPI,
+	  bool PRE = false>
 static int qg_launch(kern_qblas *qb, dim3 grid, const T *x, const qgemv_args &a)
 {
 	if constexpr (S > 0) {
-		static_assert(NT == 1, "the lean GEMV takes up to 8 tokens");
+		static_assert(NT == 1 && !PRE, "the lean GEMV takes up to 8 tokens, divided");
 		constexpr bool I4 = FMT == KERN_Q_INT4;
 		if constexpr (GM == QG_ROW) { /* per-row scales: applied at the store */
 			return qg_lean_launch<T, FMT, GM, false, false, KSPLIT, S, MINB, EPI>(qb, grid,
@@ -764,9 +784,21 @@ static int qg_launch(kern_qblas *qb, dim3 grid, const T *x, const qgemv_args &a)
 			  : qg_lean_launch<T, FMT, GM, false, false, KSPLIT, S, MINB, EPI>(qb, grid, x,
 											     a);
 	} else {
-		return q_launch(qb, qgemv_kernel<T, FMT, GM, NT, KSPLIT, UNROLL, EPI>, grid,
+		return q_launch(qb, qgemv_kernel<T, FMT, GM, NT, KSPLIT, UNROLL, EPI, PRE>, grid,
 				dim3(KSPLIT * 32), x, a);
 	}
+}
+
+/* SWIGLU or ROPE, PRE when the input is not yet divided by its rms: there
+ * only qgemv_kernel with 8 warps or more (kern_pre_load), one token tile. */
+template <typename T, int FMT, int GM, int NT, int KSPLIT, int UNROLL, int S, int MINB, int EPI>
+static int qg_launch_pre(kern_qblas *qb, dim3 grid, const T *x, const qgemv_args &a)
+{
+	if (!a.e.h.pre_ss)
+		return qg_launch<T, FMT, GM, NT, KSPLIT, UNROLL, S, MINB, EPI>(qb, grid, x, a);
+	if constexpr (S == 0 && NT == 1 && KSPLIT >= 8)
+		return qg_launch<T, FMT, GM, NT, KSPLIT, UNROLL, S, MINB, EPI, true>(qb, grid, x, a);
+	return QG_UNFUSED;
 }
 
 /* The GEMV with a given shape. Splits the columns across blocks only when
@@ -802,11 +834,15 @@ static int qgemv_run(kern_qblas *qb, qgemv_args a, const T *x)
 	if (splits == 1) {
 		if constexpr (NT == 1) { /* fused: up to 8 tokens */
 			if (a.e.kind == KERN_EPI_SWIGLU)
-				return QG_LAUNCH(KERN_EPI_SWIGLU, a);
+				return qg_launch_pre<T, FMT, GM, NT, KSPLIT, UNROLL, S, MINB,
+						     KERN_EPI_SWIGLU>(qb, grid, x, a);
 			if (a.e.kind == KERN_EPI_ADD_NORM)
 				return QG_LAUNCH(KERN_EPI_ADD_NORM, a);
+			if (a.e.kind == KERN_EPI_ADD)
+				return QG_LAUNCH(KERN_EPI_ADD, a);
 			if (a.e.kind == KERN_EPI_ROPE)
-				return QG_LAUNCH(KERN_EPI_ROPE, a);
+				return qg_launch_pre<T, FMT, GM, NT, KSPLIT, UNROLL, S, MINB,
+						     KERN_EPI_ROPE>(qb, grid, x, a);
 		}
 		return QG_LAUNCH(KERN_EPI_STORE, a);
 	}
@@ -1406,18 +1442,14 @@ extern "C" int kern_qmatmul_cuda(kern_qblas *qb, int path, void *out, sl_dtype o
 
 /* The GEMV with a fused epilogue (kernels/epilogue.h, kern_qmatmul_epi_cuda
  * in quant.h): *fused 0 and nothing launched when AUTO would not take the
- * GEMV or the columns split across blocks. Not the add alone nor an input
- * left unnormalized: with them the quantized decode steps ran 5-10%
- * slower on an H100 (the shared memory the norm takes raises these
- * GEMVs' carveout; bench/results/2026-11-24-nvidia-h100-prenorm/), so
- * they keep the norm's kernel. */
+ * GEMV, the columns split across blocks, or (an input not yet divided by
+ * its rms) the lean GEMV would run. */
 extern "C" int kern_qmatmul_epi_cuda(kern_qblas *qb, void *out, sl_dtype dt, const void *x,
 				     const kern_qweight *w, int n, const kern_epi *epi, int *fused)
 {
 	*fused = 0;
 	TRY(check_call(w, dt, x, dt, n));
-	if (n == 0 || n > 8 || w->rows == 0 || epi->kind == KERN_EPI_ADD || epi->pre_res ||
-	    !kern_epi_takes(epi, w->rows, w->cols, n, sl_dtype_size(dt)) ||
+	if (n == 0 || n > 8 || w->rows == 0 || !kern_epi_takes(epi, w->rows, n) ||
 	    choose_path(qb, w, n, dt) != KERN_QPATH_GEMV)
 		return SL_OK; /* the caller's kern_qmatmul_cuda takes any activations marked */
 	qb->act_x = NULL; /* a call that runs spends the mark, as take_act */

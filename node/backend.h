@@ -29,7 +29,8 @@ typedef struct node_backend node_backend;
 struct node_backend_limits;
 
 /* An RMSNorm a fused op left for the projection that reads its output to
- * compute as it starts (matmul_add_rmsnorm's defer, kernels/epilogue.h). */
+ * finish (matmul_add_rmsnorm's defer, kernels/epilogue.h): that output
+ * holds x * w, not yet divided by the rms. */
 typedef struct node_prenorm {
 	const float *x;  /* [n, dim] fp32 residual rows, or NULL: none pending */
 	const void *w;   /* [dim] norm weight in the run dtype */
@@ -71,9 +72,10 @@ typedef struct node_backend_ops {
 	 * runs the pair itself. Each takes the unfused pair's scratch (which
 	 * it may leave unwritten) and gives the pair's result.
 	 * The two that read a norm's output take pre (node_prenorm): NULL or
-	 * pre->x NULL when x holds their input; else x [n, w->cols] is still
-	 * to be RMSNorm(pre->x) * pre->w, which the op computes as it reads
-	 * its input or first writes into x.
+	 * pre->x NULL when x holds their input; else x [n, w->cols] holds
+	 * pre->x * pre->w, still to be divided by the rows' rms, which the op
+	 * does on its sums or, first, by writing RMSNorm(pre->x) * pre->w
+	 * into x.
 	 * matmul_swiglu: out [n, hidden] = silu_mul of x @ W^T, W [gate | up];
 	 * gate_up [n, 2 hidden] scratch. */
 	int (*matmul_swiglu)(node_backend *be, void *out, void *gate_up, void *x,
@@ -82,7 +84,7 @@ typedef struct node_backend_ops {
 	 * run dtype), then out = RMSNorm(x) * norm_w (norm_w NULL: the add
 	 * only); proj [n, w->rows] scratch. With defer non-NULL the op may
 	 * leave the norm to the next projection of out: it then fills *defer
-	 * and out is not written (else defer->x = NULL); the caller passes
+	 * and out holds x * norm_w (else defer->x = NULL); the caller passes
 	 * defer to that projection and runs nothing else in between. */
 	int (*matmul_add_rmsnorm)(node_backend *be, float *x, void *out, void *proj, const void *in,
 				  const kern_qweight *w, const void *norm_w, int n, float eps,

@@ -63,12 +63,12 @@ int node_backend_cuda_check(const node_backend_limits *lim, char *err, size_t er
 
 #define MAX_GRAPHS 1024
 
-/* c->fuse's bit for a norm left to the start of the projection that reads
- * it, the add alone (KERN_EPI_ADD) in the GEMV before it (node_prenorm,
- * kernels/epilogue.h) */
+/* c->fuse's bit for a norm split between the GEMV before it (the add
+ * alone, KERN_EPI_ADD, which also multiplies by the norm's weight) and the
+ * end of the projection that reads it (node_prenorm, kernels/epilogue.h) */
 #define FUSE_PRENORM (1 << KERN_EPI_ADD)
-/* Parts of a deferred norm's sums of squares: one per 16 rows and token,
- * up to KERN_PRE_MAX_TOKENS tokens of 65536 wide rows. */
+/* Parts of a deferred norm's sums of squares: one per 16 rows and token
+ * (KERN_PRE_MAX_PARTS of them at most, kernels/epilogue.h). */
 #define SUMSQ_PARTS 8192
 
 typedef struct staged {        /* pinned host buffer + device twin + copy fence */
@@ -389,13 +389,12 @@ static int matmul_epi_pre(node_backend *be, void *out, void *x, const node_preno
 			  const kern_qweight *w, int n, kern_epi e, int *fused)
 {
 	if (pre && pre->x) {
-		e.pre_res = pre->x, e.pre_w = pre->w, e.pre_eps = pre->eps;
-		e.pre_ss = pre->ss, e.pre_parts = pre->parts;
+		e.pre_ss = pre->ss, e.pre_parts = pre->parts, e.pre_eps = pre->eps;
 		TRY(matmul_epi(be, out, x, w, n, &e, fused));
 		if (*fused)
 			return SL_OK;
 		TRY(cu_rmsnorm(be, x, pre->x, pre->w, n, w->cols, pre->eps));
-		e.pre_res = NULL, e.pre_w = NULL, e.pre_ss = NULL, e.pre_parts = 0;
+		e.pre_ss = NULL, e.pre_parts = 0;
 	}
 	return matmul_epi(be, out, x, w, n, &e, fused);
 }
@@ -419,22 +418,27 @@ static int cu_matmul_swiglu(node_backend *be, void *out, void *gate_up, void *x,
 }
 
 /* The add alone in the GEMV's epilogue, leaving the parts of the sums of
- * squares in c->sumsq, and the norm to the next projection (*defer),
- * where that projection can take it (kernels/epilogue.h: up to
- * KERN_PRE_MAX_TOKENS tokens and KERN_PRE_SMEM bytes): one kernel fewer.
- * Run-dtype weights only: quantized ones keep the norm's kernel
- * (kern_qmatmul_epi_cuda says why). *done 1 when deferred, 0 when nothing
- * ran. */
-static int add_defer(node_backend *be, float *x, void *proj, const void *in,
+ * squares in c->sumsq and out = x * norm_w, not yet divided by its rms,
+ * which the next projection does at its end (*defer), where it can
+ * (kernels/epilogue.h: up to KERN_PRE_MAX_TOKENS tokens and
+ * KERN_PRE_MAX_PARTS parts): one kernel fewer. Not for int4 weights,
+ * whose GEMVs (80 registers a thread for 3 blocks an SM) spill 16-36
+ * bytes with the add's and the parts' registers: on an H100 the 7B int4
+ * decode fell from 418 to 404 tokens/s at batch 1 with it, while fp16
+ * rose 1.8%, int8 and fp8 1.2%
+ * (bench/results/2026-11-24-nvidia-h100-rms-at-end/). *done 1 when
+ * deferred, 0 when nothing ran. */
+static int add_defer(node_backend *be, float *x, void *out, void *proj, const void *in,
 		     const kern_qweight *w, const void *norm_w, int n, float eps,
 		     node_prenorm *defer, int *done)
 {
 	cuda_impl *c = I(be);
 	const int parts = (w->rows + 15) / 16; /* the GEMV's 16-row tiles */
-	const kern_epi e = {.kind = KERN_EPI_ADD, .residual = x, .sumsq = c->sumsq};
+	const kern_epi e = {.kind = KERN_EPI_ADD, .residual = x, .sumsq = c->sumsq,
+			    .norm_w = norm_w, .norm_out = out};
 	*done = 0;
-	if (!defer || !norm_w || !c->sumsq || w->format != KERN_Q_NONE ||
-	    !kern_pre_fits(n, w->rows, sl_dtype_size(be->dtype)) || parts * n > SUMSQ_PARTS)
+	if (!defer || !norm_w || !c->sumsq || w->format == KERN_Q_INT4 || !kern_pre_fits(n, parts) ||
+	    parts * n > SUMSQ_PARTS)
 		return SL_OK;
 	TRY(matmul_epi(be, proj, in, w, n, &e, done)); /* its switch: FUSE_PRENORM */
 	if (*done)
@@ -451,7 +455,7 @@ static int matmul_add_rmsnorm(node_backend *be, float *x, void *out, void *proj,
 	int fused;
 	if (defer)
 		defer->x = NULL;
-	TRY(add_defer(be, x, proj, in, w, norm_w, n, eps, defer, &fused));
+	TRY(add_defer(be, x, out, proj, in, w, norm_w, n, eps, defer, &fused));
 	if (fused)
 		return SL_OK;
 	TRY(matmul_epi(be, proj, in, w, n, &e, &fused));
@@ -758,8 +762,8 @@ static const node_backend_ops cuda_ops = {
  * dependent launch of the GEMVs and the step's small kernels (on by
  * default on sm_90 and later: kernels/pdl.h); SL_FUSE picks the decode
  * GEMVs' fused epilogues (kernels/epilogue.h, fuse_bits): SwiGLU, RoPE
- * + KV write and, for run-dtype weights, the norm left to the start of
- * the projection that reads it (prenorm) by default.
+ * + KV write and the norm split between the projections around it
+ * (prenorm) by default.
  * The residual add + RMSNorm in one grid's last block is off by default:
  * on an H100 it made the 7B batch-1 step slower (fp16 187.9 -> 183.6
  * tokens/s, int8 306.8 -> 290.1; docs/cuda.md).

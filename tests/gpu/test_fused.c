@@ -23,10 +23,10 @@
  *   tokens) must say so and leave every output untouched.
  * The add + norm runs three times in a row: the block counter it keeps
  * must be back at zero after each call. The add alone (KERN_EPI_ADD,
- * with the parts of the sums of squares) runs up to 8 tokens. SwiGLU and
- * RoPE run again with their input left unnormalized, the GEMV computing
- * the norm as it starts (run_pre). Both are for run-dtype weights; the
- * quantized GEMVs must refuse them.
+ * with the parts of the sums of squares and the residual times the next
+ * norm's weight) runs up to 8 tokens. SwiGLU and RoPE run again with
+ * their input not yet divided by its rms, the GEMV dividing its sums
+ * (run_pre), on every format.
  * Runs on a GPU host only (make test-gpu).
  */
 #include <check.h>
@@ -149,9 +149,9 @@ typedef struct ctx {
 	sl_dtype dt;
 	double worst_cpu, worst_gpu, worst_norm;
 	int fused, unfused;
-	/* run_pre: the fused call's input left unnormalized (kern_epi's
-	 * pre_* fields, copied into the call's epilogue), with d_xpre, a
-	 * poisoned buffer, as its x; the unfused pair reads d_x as ever */
+	/* run_pre: the fused call's input not yet divided by its rms
+	 * (kern_epi's pre_* fields, copied into the call's epilogue), with
+	 * d_xpre as its x; the unfused pair reads d_x as ever */
 	const kern_epi *pre;
 	void *d_xpre;
 	int pre_fused;
@@ -162,8 +162,7 @@ static const void *with_pre(const ctx *k, kern_epi *e, const void *d_x)
 {
 	if (!k->pre)
 		return d_x;
-	e->pre_res = k->pre->pre_res, e->pre_w = k->pre->pre_w, e->pre_eps = k->pre->pre_eps;
-	e->pre_ss = k->pre->pre_ss, e->pre_parts = k->pre->pre_parts;
+	e->pre_ss = k->pre->pre_ss, e->pre_parts = k->pre->pre_parts, e->pre_eps = k->pre->pre_eps;
 	return k->d_xpre;
 }
 
@@ -322,27 +321,28 @@ static double sumsq_err(const float *got, const float *res, int n, int dim)
 	return worst;
 }
 
-/* The add alone (norm_w NULL: what runs before a norm left to the next
- * GEMV's loads), up to 8 tokens fused: the residual must equal res0 plus
- * the unfused GEMV's stored product bit for bit (one fp32 add each), and
- * norm_out stay untouched; with sumsq (up to 2 tokens), each block's part
- * of the sums of squares of the new residual within 1e-5 of the host's
- * (fp32 in another order). */
+/* The add alone (what runs before a norm left to the next GEMV), up to 8
+ * tokens fused: the residual must equal res0 plus the unfused GEMV's
+ * stored product bit for bit (one fp32 add each), and norm_out the new
+ * residual times nw rounded to the dtype, bit for bit (one fp32 multiply
+ * each); with sumsq (up to 2 tokens), each block's part of the sums of
+ * squares of the new residual within 1e-5 of the host's (fp32 in another
+ * order). */
 static void run_add_alone(ctx *k, const fw *w, const float *x, const void *d_x, int n,
-			  const float *res0, const char *what)
+			  const float *res0, const void *d_nw, const float *nw, const char *what)
 {
 	const int dim = w->q.d.rows, tiles = (dim + 15) / 16;
 	const size_t no = (size_t)n * dim, es = sl_dtype_size(k->dt), nss = (size_t)tiles * n;
 	float *d_res = gt_upload(res0, no, SL_DT_F32);
 	void *d_out = gt_dev_poison(es * no), *d_proj = gt_dev_poison(es * no);
 	float *d_ss = n <= KERN_PRE_MAX_TOKENS ? gt_dev_poison(sizeof(float) * nss) : NULL;
-	const kern_epi e = {.kind = KERN_EPI_ADD, .residual = d_res, .norm_out = d_out,
-			    .sumsq = d_ss};
+	const kern_epi e = {.kind = KERN_EPI_ADD, .residual = d_res, .norm_w = d_nw,
+			    .norm_out = d_out, .sumsq = d_ss};
 	int fused = 0;
 	GT_KERNEL(call(k, w, d_proj, d_x, n, &e, &fused));
 	count_fused(k, fused);
-	check_poison(what, d_out, es * no);
 	if (!fused) {
+		check_poison(what, d_out, es * no);
 		check_poison(what, d_proj, es * no);
 		check_untouched(what, d_res, sizeof(float) * no, res0);
 		if (d_ss)
@@ -359,6 +359,12 @@ static void run_add_alone(ctx *k, const fw *w, const float *x, const void *d_x, 
 		ck_assert_msg(err <= 1e-5, "%s: sums of squares off by %.3g", what, err);
 		free(ss);
 	}
+	float *xw = gt_malloc(sizeof(float) * no);
+	gt_download(xw, d_out, no, k->dt);
+	for (size_t i = 0; i < no; i++)
+		ref[i] = got[i] * nw[i % dim];
+	gt_round(ref, no, k->dt);
+	k->worst_gpu = dmax(k->worst_gpu, gt_compare(what, xw, ref, no, 0.0));
 	float *prod = cpu_product(k, w, x, n);
 	for (size_t i = 0; i < no; i++)
 		ref[i] = res0[i] + prod[i];
@@ -370,7 +376,7 @@ static void run_add_alone(ctx *k, const fw *w, const float *x, const void *d_x, 
 		ref[i] = res0[i] + prod[i];
 	k->worst_gpu = dmax(k->worst_gpu, gt_compare(what, got, ref, no, 0.0));
 	gt_dev_free(d_res), gt_dev_free(d_out), gt_dev_free(d_proj), gt_dev_free(d_ss);
-	free(got), free(ref), free(prod);
+	free(got), free(ref), free(prod), free(xw);
 }
 
 /* RoPE's batch: n tokens at random positions and distinct random slots of
@@ -499,54 +505,69 @@ static void run_swiglu_rope(ctx *k, const fw *w, const float *x, const void *d_x
 }
 
 /*
- * SwiGLU or RoPE with the input left unnormalized (kern_epi's pre_res):
- * each warp of the GEMV computes x = RMSNorm(res) * nw for its columns as
- * it starts, from the sums of squares given in PRE_PARTS parts. The residual holds multiples of 1/16
- * in [-2, 2], whose sum of squares is exact in any order and split, so
- * the GEMV's norm gives the very x kern_rmsnorm_cuda writes, and the fused
- * call must equal the unfused chain (the norm kernel, then the GEMV and
- * the epilogue's kernel on its output) bit for bit, as without the norm.
- * The x the call is handed is poison it must neither read nor write.
- * Calls past KERN_PRE_MAX_TOKENS tokens or KERN_PRE_SMEM bytes, and every
- * call on quantized weights, must come back unfused with nothing written.
+ * SwiGLU or RoPE with the input not yet divided by its rms (kern_epi's
+ * pre_ss): the call gets xw = the residual times the norm's weight and
+ * the rows' sums of squares in PRE_PARTS parts, and divides its sums by
+ * each token's rms. The test makes that exact: token t's sum of squares
+ * is cols * (4^-k - eps) with eps = 2^-10 and k = 1 for token 0, -1 for
+ * token 1, in parts that are multiples of 1/64 (exact in any order), so
+ * 1 / rms is 2^k exactly and the unfused chain's input x = xw * 2^k is
+ * exact too; every sum the GEMV makes then scales by 2^k exactly, and
+ * the fused call must equal the unfused chain (the GEMV on x and the
+ * epilogue's kernel) bit for bit, as without the norm. xw stays away
+ * from fp16's subnormals, where halving would round. The call must not
+ * write xw. Calls past KERN_PRE_MAX_TOKENS tokens, and the lean int4
+ * GEMV (long rows), must come back unfused with nothing written.
  */
 #define PRE_PARTS 37
+#define PRE_EPS (1.0f / 1024.0f)
+
+/* ss [PRE_PARTS, n]: token t's parts, multiples of 1/64 summing to
+ * cols * (4^-k - PRE_EPS); returns 2^k, its 1 / rms. */
+static float pre_parts(float *ss, int n, int t, int cols)
+{
+	const int k = t == 0 ? 1 : -1;
+	const long units = (long)cols * (k == 1 ? 16 : 256) - cols / 16; /* of 1/64 */
+	long left = units;
+	for (int p = 0; p < PRE_PARTS - 1; p++) {
+		const long u = gt_int(0, (int)(units / PRE_PARTS));
+		ss[(size_t)p * n + t] = (float)u / 64.0f;
+		left -= u;
+	}
+	ss[(size_t)(PRE_PARTS - 1) * n + t] = (float)left / 64.0f;
+	return k == 1 ? 2.0f : 0.5f;
+}
 
 static void run_pre(ctx *k, const fw *w, const fshape *s, int n, const char *what)
 {
 	const size_t nx = (size_t)n * s->in, es = sl_dtype_size(k->dt);
-	const float eps = 1e-5f;
-	float *res = gt_malloc(sizeof(float) * nx), *nw = gt_malloc(sizeof(float) * s->in);
-	float *x = gt_malloc(sizeof(float) * nx), *ss = gt_malloc(sizeof(float) * PRE_PARTS * n);
-	memset(ss, 0, sizeof(float) * PRE_PARTS * n);
-	for (size_t i = 0; i < nx; i++)
-		res[i] = (float)gt_int(-32, 32) / 16.0f;
-	for (int t = 0; t < n; t++) /* part p: columns [in * p / P, in * (p + 1) / P) */
-		for (int j = 0; j < s->in; j++) {
-			const float v = res[(size_t)t * s->in + j];
-			ss[(j * PRE_PARTS / s->in) * n + t] += v * v;
-		}
-	gt_fill(nw, s->in, -1.5f, 1.5f);
-	gt_round(nw, s->in, k->dt);
-	kern_rmsnorm_cpu(x, res, nw, n, s->in, eps);
-	gt_round(x, nx, k->dt);
-	float *d_res = gt_upload(res, nx, SL_DT_F32);
-	void *d_nw = gt_upload(nw, s->in, k->dt), *d_xn = gt_dev_poison(es * nx);
-	GT_KERNEL(kern_rmsnorm_cuda(d_xn, d_res, d_nw, n, s->in, eps, k->dt, NULL));
+	float *xw = gt_malloc(sizeof(float) * nx), *x = gt_malloc(sizeof(float) * nx);
+	float *ss = gt_malloc(sizeof(float) * PRE_PARTS * n);
+	gt_fill(xw, nx, -1, 1);
+	for (size_t i = 0; i < nx; i++) /* |xw| >= 2^-9: no fp16 subnormal halves */
+		xw[i] += xw[i] < 0 ? -0.002f : 0.002f;
+	gt_round(xw, nx, k->dt);
+	for (int t = 0; t < n; t++) {
+		const float inv = pre_parts(ss, n, t, s->in);
+		for (int j = 0; j < s->in; j++)
+			x[(size_t)t * s->in + j] = xw[(size_t)t * s->in + j] * inv;
+	}
+	void *d_x = gt_upload(x, nx, k->dt);
 	float *d_ss = gt_upload(ss, (size_t)PRE_PARTS * n, SL_DT_F32);
-	const kern_epi pre = {.pre_res = d_res, .pre_w = d_nw, .pre_ss = d_ss,
-			      .pre_parts = PRE_PARTS, .pre_eps = eps};
+	const kern_epi pre = {.pre_ss = d_ss, .pre_parts = PRE_PARTS, .pre_eps = PRE_EPS};
 	char what2[192];
-	snprintf(what2, sizeof what2, "%s, its norm at the GEMV's loads", what);
+	snprintf(what2, sizeof what2, "%s, its rms at the GEMV's end", what);
 	k->pre = &pre;
-	k->d_xpre = gt_dev_poison(es * nx);
-	run_swiglu_rope(k, w, x, d_xn, n, s, what2);
-	check_poison(what2, k->d_xpre, es * nx);
+	k->d_xpre = gt_upload(xw, nx, k->dt);
+	void *xw_bytes = gt_malloc(es * nx);
+	GT_CUDA(cudaMemcpy(xw_bytes, k->d_xpre, es * nx, cudaMemcpyDeviceToHost));
+	run_swiglu_rope(k, w, x, d_x, n, s, what2);
+	check_untouched(what2, k->d_xpre, es * nx, xw_bytes);
 	gt_dev_free(k->d_xpre);
 	k->pre = NULL;
 	k->d_xpre = NULL;
-	gt_dev_free(d_res), gt_dev_free(d_nw), gt_dev_free(d_xn), gt_dev_free(d_ss);
-	free(res), free(nw), free(x), free(ss);
+	gt_dev_free(d_x), gt_dev_free(d_ss);
+	free(xw), free(x), free(ss), free(xw_bytes);
 }
 
 static const char *kind_name(int kind)
@@ -589,7 +610,7 @@ static void run_shape(ctx *k, const qcfg *c, const fshape *s)
 				run_add_norm(k, &w, x, d_x, n, res, d_nw, nw, what);
 			}
 			gt_fill(res, no, -30, 30);
-			run_add_alone(k, &w, x, d_x, n, res, what);
+			run_add_alone(k, &w, x, d_x, n, res, d_nw, nw, what);
 			gt_dev_free(d_nw);
 			free(res), free(nw);
 		}
@@ -616,15 +637,13 @@ static void test_cfg(int ci)
 		for (int si = 0; si < N_SHAPES; si++)
 			if (takes(c, k_shapes[si].in))
 				run_shape(&k, c, &k_shapes[si]);
-		printf("fused %-10s %s: %d fused (%d with the norm at the loads), %d not; worst vs "
+		printf("fused %-10s %s: %d fused (%d with the rms at the end), %d not; worst vs "
 		       "CPU %.3g (tol %.3g), vs unfused GPU %.3g (tol 0), norm %.3g (tol %.3g)\n",
 		       c->name, gt_dt_name(k.dt), k.fused, k.pre_fused, k.unfused, k.worst_cpu,
 		       tol_cpu(k.dt), k.worst_gpu, k.worst_norm, tol_norm(k.dt));
 		fflush(stdout);
-		/* quantized weights keep the norm's kernel (kern_qmatmul_epi_cuda) */
-		const int pre_want = c->format == KERN_Q_NONE;
-		ck_assert_msg(k.fused > 0 && (pre_want ? k.pre_fused > 0 : k.pre_fused == 0),
-			      "%s %s: %d fused, %d with the norm at the loads", c->name,
+		ck_assert_msg(k.fused > 0 && k.pre_fused > 0,
+			      "%s %s: %d fused, %d with the rms at the end", c->name,
 			      gt_dt_name(k.dt), k.fused, k.pre_fused);
 		ck_assert_msg(k.worst_cpu <= tol_cpu(k.dt) && k.worst_gpu == 0 &&
 				      k.worst_norm <= tol_norm(k.dt),
