@@ -1223,8 +1223,9 @@ extern "C" void kern_qblas_destroy(kern_qblas *qb)
 	free(qb);
 }
 
-static int lt_init(kern_qblas *qb)
+static int lt_init(kern_qblas *qb, const kern_qblas_config *cfg)
 {
+	const int8_t fast = cfg->fp8_fast_accum != 0;
 	const cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
 	const int32_t outer = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
 	const uint64_t ws = QB_WORKSPACE_BYTES;
@@ -1239,6 +1240,8 @@ static int lt_init(kern_qblas *qb)
 						  &outer, sizeof outer));
 	CUBLAS_TRY(cublasLtMatmulDescSetAttribute(qb->lt_op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE,
 						  &outer, sizeof outer));
+	CUBLAS_TRY(cublasLtMatmulDescSetAttribute(qb->lt_op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast,
+						  sizeof fast));
 	/* scale pointers are set per call; heuristics see valid ones */
 	const void *sp = qb->xs;
 	CUBLAS_TRY(cublasLtMatmulDescSetAttribute(qb->lt_op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
@@ -1293,7 +1296,7 @@ static int qblas_init(kern_qblas *qb, void *stream, const kern_qblas_config *cfg
 	CUBLAS_TRY(cublasSetAtomicsMode(qb->blas, CUBLAS_ATOMICS_NOT_ALLOWED));
 	/* fp8 tensor cores: Ada, Hopper and later; a cuBLASLt without outer-
 	 * vector scales leaves the GEMV and dequantize paths working */
-	if (lt_init(qb))
+	if (lt_init(qb, cfg))
 		sl_log(SL_LOG_WARN, "cuda", "quant: no cuBLASLt fp8 GEMM with per-row scales; fp8 "
 		       "weights dequantize above the GEMV");
 	else

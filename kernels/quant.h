@@ -193,6 +193,7 @@ typedef struct kern_qblas_config {
 	int max_tokens;       /* largest n of any call (the step's token budget) */
 	int max_cols;         /* largest cols of any quantized weight */
 	size_t dequant_bytes; /* dequantize + GEMM scratch; 0: 32 MiB */
+	int fp8_fast_accum;   /* W8A8: cuBLASLt's fast fp8 accumulation (no fp32 promotion) */
 } kern_qblas_config;
 
 /* The paths a call can take (kern_qmatmul_path says which AUTO picks). */

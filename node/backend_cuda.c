@@ -87,6 +87,7 @@ typedef struct cuda_impl {
 	int fuse;                  /* GEMV epilogues fused: bit 1 << KERN_EPI_*, FUSE_PRENORM (SL_FUSE) */
 	float *sumsq;              /* device [SUMSQ_PARTS]: a deferred norm's parts (add_defer) */
 	int prefer_l1;             /* the decode GEMVs ask for the most L1 (kernels/pdl.h) */
+	int fp8_fast;              /* SL_FP8_FAST_ACCUM=1: W8A8's fast fp8 accumulation */
 	kern_attn_ws *attn;
 	kern_sampler *sampler;
 	node_backend_limits lim;
@@ -644,7 +645,8 @@ static int reserve_scratch(node_backend *be, const node_backend_limits *lim)
 				      &c->attn)))
 		return rc;
 	if (lim->quant_max_cols > 0) {
-		kern_qblas_config qc = {.max_tokens = lim->step_tokens, .max_cols = lim->quant_max_cols};
+		kern_qblas_config qc = {.max_tokens = lim->step_tokens, .max_cols = lim->quant_max_cols,
+					.fp8_fast_accum = c->fp8_fast};
 		if ((rc = kern_qblas_create(c->stream, &qc, &c->qblas)))
 			return rc;
 		kern_qblas_set_pdl(c->qblas, c->pdl);
@@ -808,6 +810,8 @@ static void read_switches(cuda_impl *c, int cc_major)
 	const char *pdl = getenv("SL_PDL"), *fuse = getenv("SL_FUSE"), *l1 = getenv("SL_PREFER_L1");
 	c->no_graphs = getenv("SL_NO_GRAPHS") != NULL;
 	c->prefer_l1 = !(l1 && !strcmp(l1, "0"));
+	const char *fast = getenv("SL_FP8_FAST_ACCUM");
+	c->fp8_fast = fast && !strcmp(fast, "1");
 	c->fuse = fuse ? fuse_bits(fuse) : FUSE_DEFAULT;
 	c->pdl = !(pdl && !strcmp(pdl, "0"));
 	kern_blas_set_pdl(c->blas, c->pdl);
@@ -820,9 +824,11 @@ static void read_switches(cuda_impl *c, int cc_major)
 	if (!c->prefer_l1)
 		SL_INFO("cuda", "SL_PREFER_L1=0: the decode GEMVs take the driver's L1 / shared "
 				"memory split");
+	if (c->fp8_fast)
+		SL_INFO("cuda", "SL_FP8_FAST_ACCUM=1: the fp8 W8A8 GEMMs accumulate fast");
 	if (fuse)
 		SL_INFO("cuda", "SL_FUSE=%s: fused GEMV epilogues: SwiGLU %s, RoPE + KV write %s, "
-				"add + RMSNorm %s, norm at the next GEMV's start %s", fuse,
+				"add + RMSNorm %s, norm split across the GEMVs %s", fuse,
 			c->fuse & 1 << KERN_EPI_SWIGLU ? "on" : "off",
 			c->fuse & 1 << KERN_EPI_ROPE ? "on" : "off",
 			c->fuse & 1 << KERN_EPI_ADD_NORM ? "on" : "off",

@@ -21,7 +21,7 @@
  * output bit for bit the unfused kernels', their codes the CPU's of that
  * output), a W8A8 call on activations marked in the kern_qblas's slot,
  * the three paths captured in a CUDA graph and replayed to the same bits,
- * and refused calls. One "worst rel err" line per case.
+ * refused calls, and fp8 again with cuBLASLt's fast accumulation. One "worst rel err" line per case.
  * Runs on a GPU host only (make test-gpu).
  */
 #include <check.h>
@@ -54,12 +54,15 @@
  * W8A8 (cuBLASLt fp8) against the W8A8 reference: the activations' codes
  * and scales are the reference's bit for bit (tested apart), products of
  * two e4m3 values are exact; cuBLASLt's fp8 accumulation is fp32 with
- * periodic promotion: 1e-3 for fp32 outputs.
+ * periodic promotion: 1e-3 for fp32 outputs. With its fast accumulation
+ * (kern_qblas_config's fp8_fast_accum: no promotion, the tensor cores'
+ * own narrower sums over the whole K) TOL_W8A8_FAST for every output.
  */
 #define TOL_F16 5e-3
 #define TOL_BF16 2e-2
 #define TOL_F32OUT 2e-4
 #define TOL_W8A8_F32OUT 1e-3
+#define TOL_W8A8_FAST 1e-2
 
 static uint64_t g_seed;
 static const sl_dtype k_dts[] = {SL_DT_F16, SL_DT_BF16};
@@ -99,9 +102,13 @@ static void qw_random(qw *q, const qcfg *c, int rows, int cols)
 	free(w);
 }
 
+/* test_fp8_fast: the kern_qblas's W8A8 GEMMs accumulate fast */
+static int g_fp8_fast;
+
 static kern_qblas *qblas_make(void *stream)
 {
-	kern_qblas_config cfg = {.max_tokens = 2048, .max_cols = 11008};
+	kern_qblas_config cfg = {.max_tokens = 2048, .max_cols = 11008,
+				 .fp8_fast_accum = g_fp8_fast};
 	kern_qblas *qb = NULL;
 	ck_assert_int_eq(kern_qblas_create(stream, &cfg, &qb), 0);
 	kern_qblas_set_pdl(qb, gt_pdl_on());
@@ -148,6 +155,8 @@ static void record(worst *w, int path, int f32, double e)
 
 static double tol_for(int path, int f32, sl_dtype dt)
 {
+	if (path == KERN_QPATH_FP8_LT && g_fp8_fast)
+		return dmax(TOL_W8A8_FAST, f32 ? 0 : tol_dt(dt));
 	if (!f32 || path == KERN_QPATH_DEQUANT)
 		return tol_dt(dt);
 	return path == KERN_QPATH_FP8_LT ? TOL_W8A8_F32OUT : TOL_F32OUT;
@@ -242,8 +251,9 @@ static void report(const qcfg *c, const worst *ws)
 				if (!ws[di].runs[p - 1][f32])
 					continue;
 				char name[96];
-				snprintf(name, sizeof name, "qmatmul(%s) %s%s", path_name(p), c->name,
-					 f32 ? " f32out" : "");
+				snprintf(name, sizeof name, "qmatmul(%s%s) %s%s", path_name(p),
+					 p == KERN_QPATH_FP8_LT && g_fp8_fast ? ", fast accum" : "",
+					 c->name, f32 ? " f32out" : "");
 				gt_report(name, k_dts[di], ws[di].v[p - 1][f32], tol_for(p, f32, k_dts[di]));
 			}
 }
@@ -289,6 +299,13 @@ END_TEST
 START_TEST(test_int8_groups) { test_format(2); test_format(3); test_format(4); }
 END_TEST
 START_TEST(test_fp8) { test_format(5); }
+END_TEST
+START_TEST(test_fp8_fast)
+{
+	g_fp8_fast = 1;
+	test_format(5);
+	g_fp8_fast = 0;
+}
 END_TEST
 START_TEST(test_int4) { test_format(6); test_format(7); test_format(8); }
 END_TEST
@@ -777,6 +794,7 @@ int main(void)
 	add_case(s, "int8_row", test_int8_row);
 	add_case(s, "int8_groups", test_int8_groups);
 	add_case(s, "fp8", test_fp8);
+	add_case(s, "fp8_fast", test_fp8_fast);
 	add_case(s, "int4", test_int4);
 	add_case(s, "int4_g64", test_int4_g64);
 	add_case(s, "graph", test_graph);
