@@ -85,6 +85,12 @@ extern "C" void kern_attn_ws_destroy(kern_attn_ws *ws)
 	free(ws);
 }
 
+extern "C" void kern_attn_ws_set_fp8_smem(kern_attn_ws *ws, int on)
+{
+	if (ws)
+		ws->fp8_smem = on != 0;
+}
+
 extern "C" int kern_attention_cuda(kern_attn_ws *ws, void *out, const void *qkv, int q_stride,
 				   const void *k_cache, const void *v_cache,
 				   const kern_paged_batch *b, int n_heads, int n_kv_heads,

@@ -47,6 +47,12 @@ typedef struct kern_attn_ws kern_attn_ws;  /* split-context scratch, sized once 
 int kern_attn_ws_create(int step_tokens, int n_heads, int head_dim, int max_ctx,
 			kern_attn_ws **out);
 void kern_attn_ws_destroy(kern_attn_ws *ws);
+/* Decode over an fp8 cache: on, each warp converts its rows into fp16/bf16
+ * tiles in shared memory before its MMAs (the older way, and head_dim 80's
+ * only one); off (the default), head_dims 64, 96 and 128 load the codes
+ * straight into MMA fragments (kernels/attention_decode.cu). Same values
+ * either way. */
+void kern_attn_ws_set_fp8_smem(kern_attn_ws *ws, int on);
 /* q, out in dt; caches in dt, or fp8 E4M3 codes (kv_fp8, one byte per
  * value, as kern_rope_kv_write_cuda writes them; the CPU reference reads
  * the same values as fp32). */

@@ -41,6 +41,8 @@ struct kern_attn_ws {
 	float *part_o;          /* [cap_pairs, n_heads, head_dim] fp32, unnormalised split outputs */
 	float2 *part_ml;        /* [cap_pairs, n_heads] (max, sum of 2^(s - max)) per split */
 	int *split_done;        /* [cap_pairs, n_heads] per (sequence, KV head) counters, zero at rest */
+	int fp8_smem;           /* decode over an fp8 cache: convert tiles in shared memory
+				 * (kern_attn_ws_set_fp8_smem) */
 };
 
 /* Everything a launch needs; device pointers except where noted. */
@@ -122,10 +124,10 @@ __device__ __forceinline__ void copy_kv_row(const attn_args &a, const int32_t *t
  * cache in E holding the same values (the CPU reference's). Scale 1: the
  * codes are the values (docs/cuda.md). */
 
-/* Raw fp8 rows [t0, t0 + rows) of one KV head: row stride D bytes, K then
- * V. As load_kv_tile: rows at or past `end` zero-filled, never read; row
- * `skip` left alone. */
-template <int D>
+/* Raw fp8 rows [t0, t0 + rows) of one KV head: row stride RS bytes (D,
+ * or padded), K then V. As load_kv_tile: rows at or past `end`
+ * zero-filled, never read; row `skip` left alone. */
+template <int D, int RS = D>
 __device__ __forceinline__ void load_kv_tile_fp8(const attn_args &a, const int32_t *table, int kvh,
 						 int t0, int end, int rows, uint8_t *ks, uint8_t *vs,
 						 int skip = -1)
@@ -139,36 +141,37 @@ __device__ __forceinline__ void load_kv_tile_fp8(const attn_args &a, const int32
 		long off = 0;
 		if (ok)
 			off = kv_row(a, table, kvh, pos) * D + c * 16;
-		cp_async16(ks + r * D + c * 16, (const uint8_t *)a.k_cache + off, ok);
-		cp_async16(vs + r * D + c * 16, (const uint8_t *)a.v_cache + off, ok);
+		cp_async16(ks + r * RS + c * 16, (const uint8_t *)a.k_cache + off, ok);
+		cp_async16(vs + r * RS + c * 16, (const uint8_t *)a.v_cache + off, ok);
+	}
+}
+
+/* The E4M3 codes in the low 16 bits of w -> two values of E (exact) as
+ * one pair: the lower byte's value in the lower half, as MMA fragments
+ * hold them. */
+template <typename E> __device__ __forceinline__ uint32_t fp8x2_to(uint32_t w)
+{
+	__half2_raw p = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w & 0xFFFFu), __NV_E4M3);
+	if constexpr (std::is_same<E, __half>::value) {
+		return (uint32_t)p.x | ((uint32_t)p.y << 16);
+	} else { /* 4 significant bits: the top half of the fp32 is exact */
+		float lo = __half2float(__ushort_as_half(p.x));
+		float hi = __half2float(__ushort_as_half(p.y));
+		return __byte_perm(__float_as_uint(lo), __float_as_uint(hi), 0x7632);
 	}
 }
 
 /* 8 E4M3 codes -> 8 values of E (exact), as one 16-byte vector. */
 template <typename E> __device__ __forceinline__ uint4 fp8x8_to(uint2 raw)
 {
-	const uint32_t w[2] = {raw.x, raw.y};
-	uint32_t o[4];
-#pragma unroll
-	for (int i = 0; i < 2; i++)
-#pragma unroll
-		for (int h = 0; h < 2; h++) {
-			__half2_raw p = __nv_cvt_fp8x2_to_halfraw2(
-				(__nv_fp8x2_storage_t)((w[i] >> (16 * h)) & 0xFFFFu), __NV_E4M3);
-			if constexpr (std::is_same<E, __half>::value) {
-				o[2 * i + h] = (uint32_t)p.x | ((uint32_t)p.y << 16);
-			} else { /* 4 significant bits: the top half of the fp32 is exact */
-				float lo = __half2float(__ushort_as_half(p.x));
-				float hi = __half2float(__ushort_as_half(p.y));
-				o[2 * i + h] = __byte_perm(__float_as_uint(lo), __float_as_uint(hi), 0x7632);
-			}
-		}
-	return make_uint4(o[0], o[1], o[2], o[3]);
+	return make_uint4(fp8x2_to<E>(raw.x), fp8x2_to<E>(raw.x >> 16), fp8x2_to<E>(raw.y),
+			  fp8x2_to<E>(raw.y >> 16));
 }
 
-/* Rows [r0, r0 + rows) of a raw fp8 K/V stage into E tiles of row stride
- * `stride`, by the threads [tid0, tid0 + nthreads) (a warp, or the block). */
-template <int D, typename E>
+/* Rows [r0, r0 + rows) of a raw fp8 K/V stage (row stride RS bytes) into
+ * E tiles of row stride `stride`, by the threads [tid0, tid0 + nthreads)
+ * (a warp, or the block). */
+template <int D, typename E, int RS = D>
 __device__ __forceinline__ void convert_kv_rows(const uint8_t *kr, const uint8_t *vr, E *ks, E *vs,
 						int r0, int rows, int stride, int tid, int nthreads)
 {
@@ -176,7 +179,7 @@ __device__ __forceinline__ void convert_kv_rows(const uint8_t *kr, const uint8_t
 	for (int i = tid; i < 2 * rows * nv; i += nthreads) {
 		const int kv = i / (rows * nv), j = i - kv * rows * nv;
 		const int r = r0 + j / nv, c = (j % nv) * 8;
-		const uint8_t *src = (kv ? vr : kr) + r * D + c;
+		const uint8_t *src = (kv ? vr : kr) + r * RS + c;
 		E *dst = (kv ? vs : ks) + r * stride + c;
 		*reinterpret_cast<uint4 *>(dst) = fp8x8_to<E>(*reinterpret_cast<const uint2 *>(src));
 	}

@@ -88,6 +88,7 @@ typedef struct cuda_impl {
 	float *sumsq;              /* device [SUMSQ_PARTS]: a deferred norm's parts (add_defer) */
 	int prefer_l1;             /* the decode GEMVs ask for the most L1 (kernels/pdl.h) */
 	int fp8_fast;              /* SL_FP8_FAST_ACCUM=1: W8A8's fast fp8 accumulation */
+	int attn_fp8_smem;         /* SL_ATTN_FP8=smem: decode converts fp8 K/V in shared memory */
 	kern_attn_ws *attn;
 	kern_sampler *sampler;
 	node_backend_limits lim;
@@ -644,6 +645,7 @@ static int reserve_scratch(node_backend *be, const node_backend_limits *lim)
 	if ((rc = kern_attn_ws_create(lim->step_tokens, lim->n_heads, lim->head_dim, lim->max_ctx,
 				      &c->attn)))
 		return rc;
+	kern_attn_ws_set_fp8_smem(c->attn, c->attn_fp8_smem);
 	if (lim->quant_max_cols > 0) {
 		kern_qblas_config qc = {.max_tokens = lim->step_tokens, .max_cols = lim->quant_max_cols,
 					.fp8_fast_accum = c->fp8_fast};
@@ -770,7 +772,9 @@ static const node_backend_ops cuda_ops = {
  * on an H100 it made the 7B batch-1 step slower (fp16 187.9 -> 183.6
  * tokens/s, int8 306.8 -> 290.1; docs/cuda.md).
  * SL_PREFER_L1=0 leaves the decode GEMVs' L1 / shared memory split to the
- * driver (kernels/pdl.h). */
+ * driver (kernels/pdl.h). SL_ATTN_FP8=smem: decode attention over an fp8
+ * cache takes the older shared-memory conversion (kern_attn_ws_set_fp8_smem),
+ * for comparisons. */
 #define FUSE_DEFAULT (1 << KERN_EPI_SWIGLU | 1 << KERN_EPI_ROPE | FUSE_PRENORM)
 
 /* SL_FUSE: "0", "all", or a comma-separated list of swiglu, rope, norm,
@@ -812,6 +816,8 @@ static void read_switches(cuda_impl *c, int cc_major)
 	c->prefer_l1 = !(l1 && !strcmp(l1, "0"));
 	const char *fast = getenv("SL_FP8_FAST_ACCUM");
 	c->fp8_fast = fast && !strcmp(fast, "1");
+	const char *attn = getenv("SL_ATTN_FP8");
+	c->attn_fp8_smem = attn && !strcmp(attn, "smem");
 	c->fuse = fuse ? fuse_bits(fuse) : FUSE_DEFAULT;
 	c->pdl = !(pdl && !strcmp(pdl, "0"));
 	kern_blas_set_pdl(c->blas, c->pdl);
@@ -824,6 +830,9 @@ static void read_switches(cuda_impl *c, int cc_major)
 	if (!c->prefer_l1)
 		SL_INFO("cuda", "SL_PREFER_L1=0: the decode GEMVs take the driver's L1 / shared "
 				"memory split");
+	if (c->attn_fp8_smem)
+		SL_INFO("cuda", "SL_ATTN_FP8=smem: decode attention converts fp8 K/V tiles in "
+				"shared memory");
 	if (c->fp8_fast)
 		SL_INFO("cuda", "SL_FP8_FAST_ACCUM=1: the fp8 W8A8 GEMMs accumulate fast");
 	if (fuse)

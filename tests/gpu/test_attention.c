@@ -65,7 +65,7 @@ typedef struct {
 } head_shape;
 
 static const head_shape k_shapes[] = {
-	{32, 32, 128}, {32, 8, 128}, {8, 1, 64}, {12, 4, 80}, {28, 4, 128},
+	{32, 32, 128}, {32, 8, 128}, {8, 1, 64}, {12, 4, 80}, {28, 4, 128}, {16, 2, 96},
 	/* the generic path: head_dim outside the tensor-core set, a group of 16 */
 	{8, 2, 16}, {6, 2, 12}, {4, 1, 48}, {16, 1, 64}, {8, 8, 8},
 };
@@ -117,6 +117,10 @@ typedef struct {
 /* A context bound above every sequence's, as a decode graph launches with
  * (the reserved context); 0: the batch's longest. */
 static int g_reserve;
+
+/* Decode over fp8 caches converts tiles in shared memory (the older path,
+ * kern_attn_ws_set_fp8_smem) rather than in registers. */
+static int g_fp8_smem;
 
 /* Sequence s gets q_len[s] new tokens ending a context of kv_len[s]. */
 /* A cache value as both sides hold it: dt-rounded, or E4M3-rounded. */
@@ -258,6 +262,7 @@ static void case_build(attn_case *c, sl_dtype dt, int kv_fp8, const head_shape *
 
 	int rc = kern_attn_ws_create(c->n_tokens, H, D, max_kv, &c->ws);
 	ck_assert_msg(rc == 0, "kern_attn_ws_create: %d", rc);
+	kern_attn_ws_set_fp8_smem(c->ws, g_fp8_smem);
 }
 
 static void case_free(attn_case *c)
@@ -334,7 +339,7 @@ static void check_batch(const char *kind, const char *label, sl_dtype dt, const 
 	ck_assert_msg(first_bad < 0,
 		      "%s %s%s (%d,%d,%d) %s: token %ld head %ld dim %ld: gpu %g, ref %g "
 		      "(max |ref| %g, tol %g relative; seed %u)",
-		      kind, dt_label(dt), g_kv_fp8 ? " kv-fp8" : "", H, hs->n_kv_heads, D, label, first_bad / (H * D),
+		      kind, dt_label(dt), g_kv_fp8 ? g_fp8_smem ? " kv-fp8 smem" : " kv-fp8" : "", H, hs->n_kv_heads, D, label, first_bad / (H * D),
 		      first_bad % (H * D) / D, first_bad % D, got_bad, ref_bad, max_ref, tol,
 		      g_seed);
 }
@@ -419,6 +424,17 @@ START_TEST(test_decode_fp8)
 }
 END_TEST
 
+/* The decode cases again on the older shared-memory conversion: every
+ * head_dim takes it when asked (64, 96 and 128 take the register path
+ * by default, 80 this one always). */
+START_TEST(test_decode_fp8_smem)
+{
+	g_kv_fp8 = g_fp8_smem = 1;
+	test_decode_fn(_i);
+	g_kv_fp8 = g_fp8_smem = 0;
+}
+END_TEST
+
 START_TEST(test_prefill_fp8)
 {
 	g_kv_fp8 = 1;
@@ -496,22 +512,25 @@ static double time_launches(attn_case *c, int iters)
 	return 1e3 * ms / iters;
 }
 
-/* Informational: decode time and K/V bytes read per second. */
-static void bench_decode(int n_seqs, int ctx, int kv_fp8)
+/* Informational: decode time and K/V bytes read per second. kv_fp8 2:
+ * an fp8 cache through the shared-memory conversion. */
+static void bench_decode(head_shape hs, int n_seqs, int ctx, int kv_fp8)
 {
-	const head_shape hs = {32, 8, 128};
 	int *q = malloc(sizeof(int) * n_seqs), *kv = malloc(sizeof(int) * n_seqs);
 	for (int s = 0; s < n_seqs; s++) {
 		q[s] = 1;
 		kv[s] = ctx;
 	}
 	attn_case c;
-	case_build(&c, SL_DT_F16, kv_fp8, &hs, n_seqs, q, kv);
+	g_fp8_smem = kv_fp8 == 2;
+	case_build(&c, SL_DT_F16, kv_fp8 != 0, &hs, n_seqs, q, kv);
+	g_fp8_smem = 0;
 	double us = time_launches(&c, 100);
 	double bytes = 2.0 /* K, V */ * n_seqs * ctx * hs.n_kv_heads * hs.head_dim * (kv_fp8 ? 1 : 2);
-	printf("attention decode bench f16%s (32,8,128) batch %d ctx %d: %.1f us/call, "
+	printf("attention decode bench f16%s (%d,%d,%d) batch %d ctx %d: %.1f us/call, "
 	       "K/V %.1f MB, %.0f GB/s\n",
-	       kv_fp8 ? " kv-fp8" : "", n_seqs, ctx, us, bytes / 1e6, bytes / (us * 1e3));
+	       kv_fp8 == 2 ? " kv-fp8 smem" : kv_fp8 ? " kv-fp8" : "", hs.n_heads, hs.n_kv_heads,
+	       hs.head_dim, n_seqs, ctx, us, bytes / 1e6, bytes / (us * 1e3));
 	fflush(stdout);
 	case_free(&c);
 	free(q);
@@ -532,13 +551,36 @@ static void bench_prefill(int len, int kv_fp8)
 	case_free(&c);
 }
 
+/* SL_ATTN_BENCH="H,KH,D,SEQS,CTX[,RESERVE]": that decode case alone, on
+ * each path, launched for a reserved context as a decode graph is. */
+static int bench_one(const char *spec)
+{
+	head_shape hs;
+	int seqs, ctx, reserve = 0;
+	if (sscanf(spec, "%d,%d,%d,%d,%d,%d", &hs.n_heads, &hs.n_kv_heads, &hs.head_dim, &seqs,
+		   &ctx, &reserve) < 5)
+		return 0;
+	printf("SL_ATTN_BENCH=%s (reserved context %d)\n", spec, reserve);
+	g_reserve = reserve;
+	for (int f = 0; f <= 2; f++)
+		bench_decode(hs, seqs, ctx, f);
+	g_reserve = 0;
+	return 1;
+}
+
 START_TEST(test_bench)
 {
 	rng_seed(g_seed * 131ull + 5000);
-	bench_decode(1, 4096, 0);
-	bench_decode(32, 1024, 0);
-	bench_decode(1, 4096, 1);
-	bench_decode(32, 1024, 1);
+	const char *one = getenv("SL_ATTN_BENCH");
+	if (one && bench_one(one))
+		return;
+	const head_shape gqa = {32, 8, 128}, mha = {32, 32, 128}; /* 8B-like, 7B */
+	for (int f = 0; f <= 2; f++) {
+		bench_decode(gqa, 1, 4096, f);
+		bench_decode(gqa, 32, 1024, f);
+		bench_decode(mha, 1, 4096, f);
+		bench_decode(mha, 64, 640, f); /* bench/serve.sh's 64 streams, mid-way */
+	}
 	bench_prefill(512, 0);
 	bench_prefill(2048, 0);
 	bench_prefill(4096, 0);
@@ -556,6 +598,7 @@ static Suite *attention_suite(void)
 	tcase_add_loop_test(tc, test_chunked_prefill, 0, N_COMBOS);
 	tcase_add_loop_test(tc, test_mixed_batch, 0, N_COMBOS);
 	tcase_add_loop_test(tc, test_decode_fp8, 0, N_COMBOS);
+	tcase_add_loop_test(tc, test_decode_fp8_smem, 0, N_COMBOS);
 	tcase_add_loop_test(tc, test_prefill_fp8, 0, N_COMBOS);
 	tcase_add_loop_test(tc, test_chunked_prefill_fp8, 0, N_COMBOS);
 	tcase_add_loop_test(tc, test_mixed_batch_fp8, 0, N_COMBOS);
