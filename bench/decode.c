@@ -250,7 +250,7 @@ static int parse(int argc, char **argv, bench_args *a, char *err, size_t errlen)
 			break;
 		}
 		default: return sl_errf(err, errlen, SL_EINVAL,
-					"usage: shardline-bench [--shape 7b|13b|70b|tiny] [--out FILE.json] "
+					"usage: shardline-bench [--shape 7b|8b|13b|70b|tiny] [--out FILE.json] "
 					"[--prompt 128] [--new 256] [--prefill 2048 (0: skip)] [--dtype f16|bf16] "
 					"[--batches 1,8,32,64] [--tp T --pp P under mpirun] [--comm-off] "
 					"[--quant none|int8|fp8|int4] [--quant-group auto|row|32|64|128] "
@@ -272,7 +272,7 @@ int main(int argc, char **argv)
 	sl_log_set_role("bench", 0, 1);
 	int rc = parse(argc, argv, &a, err, sizeof err);
 	if (!rc && model_config_shape(a.shape, (sl_dtype)a.dtype, &cfg))
-		rc = sl_errf(err, sizeof err, SL_EINVAL, "unknown --shape %s (7b, 13b, 70b, tiny)", a.shape);
+		rc = sl_errf(err, sizeof err, SL_EINVAL, "unknown --shape %s (7b, 8b, 13b, 70b, tiny)", a.shape);
 	if (rc) {
 		fprintf(stderr, "shardline-bench: %s\n", err);
 		return 1;

@@ -54,7 +54,7 @@ typedef struct node_args {
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: shardline-node --model DIR|--random-shape 7b|13b|70b|tiny --prompt-ids 1,2,3\n"
+		"usage: shardline-node --model DIR|--random-shape 7b|8b|13b|70b|tiny --prompt-ids 1,2,3\n"
 		"                      [--prompt-ids ...]\n"
 		"                      [--max-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
 		"                      [--seed S] [--min-p P] [--presence-penalty X]\n"
@@ -359,7 +359,7 @@ int main(int argc, char **argv)
 	model_config shape_cfg;
 	if (a.random_shape && model_config_shape(a.random_shape, a.dtype == SL_DT_BF16 ? SL_DT_BF16
 				 : cuda ? SL_DT_F16 : SL_DT_F32, &shape_cfg)) {
-		fprintf(stderr, "shardline-node: --random-shape %s: expected 7b, 13b, 70b or tiny\n",
+		fprintf(stderr, "shardline-node: --random-shape %s: expected 7b, 8b, 13b, 70b or tiny\n",
 			a.random_shape);
 		return 1;
 	}

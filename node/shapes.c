@@ -12,6 +12,9 @@ typedef struct shape {
 
 static const shape k_shapes[] = {
 	{"7b", 4096, 11008, 32, 32, 32},
+	/* Llama 3 8B's layers (grouped-query attention, 8 KV heads); the
+	 * vocabulary stays 32000 like every shape here */
+	{"8b", 4096, 14336, 32, 32, 8},
 	{"13b", 5120, 13824, 40, 40, 40},
 	{"70b", 8192, 28672, 80, 64, 8},
 	{"tiny", 512, 1376, 4, 8, 8},

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "shapes.h"
 #include "sl.h"
 #include "st_craft.h"
 
@@ -322,6 +323,23 @@ START_TEST(test_load_file)
 }
 END_TEST
 
+/* The named random-weight shapes: 8b is the grouped-query one of Llama
+ * 3 8B's size; an unknown name is refused. */
+START_TEST(test_named_shapes)
+{
+	model_config m;
+	ck_assert_int_eq(model_config_shape("8b", SL_DT_F16, &m), SL_OK);
+	ck_assert_int_eq(m.dim, 4096);
+	ck_assert_int_eq(m.hidden_dim, 14336);
+	ck_assert_int_eq(m.n_heads, 32);
+	ck_assert_int_eq(m.n_kv_heads, 8);
+	ck_assert_int_eq(m.head_dim, 128);
+	ck_assert_int_eq(model_config_shape("7b", SL_DT_F16, &m), SL_OK);
+	ck_assert_int_eq(m.n_kv_heads, 32);
+	ck_assert_int_eq(model_config_shape("9b", SL_DT_F16, &m), SL_EINVAL);
+}
+END_TEST
+
 #define N_OF(a) ((int)(sizeof a / sizeof a[0]))
 
 static Suite *config_suite(void)
@@ -342,6 +360,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_bad_types);
 	tcase_add_test(tc, test_bad_json);
 	tcase_add_test(tc, test_load_file);
+	tcase_add_test(tc, test_named_shapes);
 	suite_add_tcase(su, tc);
 	return su;
 }
