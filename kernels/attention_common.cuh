@@ -119,10 +119,12 @@ __device__ __forceinline__ void copy_kv_row(const attn_args &a, const int32_t *t
  *
  * The tensor-core kernels gather fp8 tiles with the same cp.async copies
  * (16 codes per 16 bytes) into a raw stage, then convert them in shared
- * memory into the E tile their ldmatrix/MMA code reads: E4M3 values are
- * exact in fp16 and bf16, so every product is what it would be with a
- * cache in E holding the same values (the CPU reference's). Scale 1: the
- * codes are the values (docs/cuda.md). */
+ * memory into the E tile their ldmatrix/MMA code reads (prefill, and
+ * decode at head_dim 80) or load them straight into MMA fragments
+ * (decode: attention_decode.cu, kDecFp8Reg). E4M3 values are exact in
+ * fp16 and bf16, so every product is what it would be with a cache in E
+ * holding the same values (the CPU reference's). Scale 1: the codes are
+ * the values (docs/cuda.md). */
 
 /* Raw fp8 rows [t0, t0 + rows) of one KV head: row stride RS bytes (D,
  * or padded), K then V. As load_kv_tile: rows at or past `end`
