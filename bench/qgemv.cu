@@ -14,7 +14,11 @@
  *      head): ms per token and the tokens/s they allow;
  *   3. prefill, n = 2048: TFLOP/s per format and path;
  *   4. the GEMV's block shapes at n = 1 (KSPLIT warps x UNROLL chunks),
- *      the library's marked.
+ *      the library's marked;
+ *   5. the lean GEMV's shapes at n = 1 and 8;
+ *   6. fp8 W8A8 at n = 32, 64, 128: every algorithm cuBLASLt's heuristic
+ *      offers (#0 is the one the library takes), us and weight GB/s, with
+ *      the heuristic's own waves estimate.
  * Each timed call reads a different copy of W (copies rotate through more
  * than 2 GiB, so nothing is served from L2); every timing is the median of
  * CUDA-graph replays, as the engine's decode steps run. Runs in well under
@@ -506,14 +510,156 @@ static void table_lean(void)
 	}
 }
 
+/* ---- 6. cuBLASLt's fp8 algorithms at decode sizes ---- */
+
+/* Layouts as lt_plan_get makes them: W as [k, m] (op T), xq as [k, n],
+ * fp16 out as [m, n]; 0 on success. */
+static int lt_layouts(const shp &s, int n, cublasLtMatrixLayout_t l[3])
+{
+	return cublasLtMatrixLayoutCreate(&l[0], CUDA_R_8F_E4M3, s.cols, s.rows, s.cols) ||
+	       cublasLtMatrixLayoutCreate(&l[1], CUDA_R_8F_E4M3, s.cols, n, s.cols) ||
+	       cublasLtMatrixLayoutCreate(&l[2], CUDA_R_16F, s.rows, n, s.rows);
+}
+
+/* One W8A8 call with a given algorithm on weight copy w; 0 on success. */
+static int lt_call(const kern_qweight &w, int n, const cublasLtMatrixLayout_t l[3],
+		   const cublasLtMatmulAlgo_t *algo)
+{
+	const void *sa = w.scales, *sb = g_qb->xs;
+	const float one = 1.0f, zero = 0.0f;
+	if (cublasLtMatmulDescSetAttribute(g_qb->lt_op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa,
+					   sizeof sa) ||
+	    cublasLtMatmulDescSetAttribute(g_qb->lt_op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb,
+					   sizeof sb))
+		return 1;
+	return cublasLtMatmul(g_qb->lt, g_qb->lt_op, &one, w.data, l[0], g_qb->xq, l[1], &zero, g_out,
+			      l[2], g_out, l[2], algo, g_qb->workspace, QB_WORKSPACE_BYTES,
+			      g_st) != CUBLAS_STATUS_SUCCESS;
+}
+
+/* Every (algorithm id, tile, split-K of 1, 2, 4 or 8) cuBLASLt accepts for
+ * this problem, beyond what its heuristic offers: the fastest of each id
+ * printed, every one recorded. */
+static void lt_enumerate(const fmt &f, const shp &s, int n, const cublasLtMatrixLayout_t l[3],
+			 int copies, int calls)
+{
+	int ids[64], nid = 0;
+	if (cublasLtMatmulAlgoGetIds(g_qb->lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_8F_E4M3,
+				     CUDA_R_8F_E4M3, CUDA_R_16F, CUDA_R_16F, 64, ids, &nid))
+		nid = 0;
+	printf("  all ids (%d):", nid);
+	for (int k = 0; k < nid; k++) {
+		cublasLtMatmulAlgo_t algo;
+		int tiles[64];
+		size_t got = 0;
+		if (cublasLtMatmulAlgoInit(g_qb->lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_8F_E4M3,
+					   CUDA_R_8F_E4M3, CUDA_R_16F, CUDA_R_16F, ids[k], &algo) ||
+		    cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_TILE_IDS, tiles,
+						      sizeof tiles, &got))
+			continue;
+		int nt = (int)(got / sizeof(int));
+		if (nt == 0)
+			tiles[0] = CUBLASLT_MATMUL_TILE_UNDEFINED, nt = 1;
+		double best = -1;
+		int best_tile = 0, best_split = 0, tried = 0;
+		for (int t = 0; t < nt && t < 64; t++)
+			for (int sk : {1, 2, 4, 8}) {
+				const int32_t red = sk > 1 ? CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE
+							   : CUBLASLT_REDUCTION_SCHEME_NONE;
+				cublasLtMatmulHeuristicResult_t chk;
+				if (cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID,
+									 &tiles[t], sizeof tiles[t]) ||
+				    cublasLtMatmulAlgoConfigSetAttribute(
+					    &algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &sk, sizeof sk) ||
+				    cublasLtMatmulAlgoConfigSetAttribute(
+					    &algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red,
+					    sizeof red) ||
+				    cublasLtMatmulAlgoCheck(g_qb->lt, g_qb->lt_op, l[0], l[1], l[2], l[2],
+							    &algo, &chk) ||
+				    chk.workspaceSize > QB_WORKSPACE_BYTES)
+					continue;
+				double ms = time_calls([&](int i) {
+					return lt_call(copy_at(f, s, i % copies), n, l, &algo);
+				}, calls, 5);
+				if (ms < 0) {
+					cudaGetLastError();
+					continue;
+				}
+				tried++;
+				record(f, s, n, KERN_QPATH_FP8_LT, ms, "lt_enumerated");
+				cJSON *r = cJSON_GetArrayItem(g_rows, cJSON_GetArraySize(g_rows) - 1);
+				cJSON_AddNumberToObject(r, "algo_id", ids[k]);
+				cJSON_AddNumberToObject(r, "tile", tiles[t]);
+				cJSON_AddNumberToObject(r, "splitk", sk);
+				if (best < 0 || ms < best)
+					best = ms, best_tile = tiles[t], best_split = sk;
+			}
+		if (tried)
+			printf(" id %d: %d ok, best %.1f (tile %d, split %d);", ids[k], tried,
+			       best * 1e3, best_tile, best_split);
+	}
+	printf("\n");
+}
+
+static void table_lt_algos(void)
+{
+	static const int ns[] = {32, 64, 128};
+	const fmt &f = k_fmts[4]; /* fp8/row */
+	printf("\n6. fp8 W8A8 (cuBLASLt) at decode sizes: every algorithm of the heuristic, "
+	       "us (GB/s of weights; the heuristic's waves); #0 = library\n");
+	for (int si = 0; si < N_SHAPES; si++)
+		for (int n : ns) {
+			const shp &s = k_shapes[si];
+			size_t d, sc, per = copy_bytes(f, s, &d, &sc);
+			const int copies = (int)(g_pool_bytes / per);
+			const int calls = (int)(((size_t)2 << 30) / per) + 1;
+			cublasLtMatrixLayout_t l[3] = {NULL, NULL, NULL};
+			cublasLtMatmulHeuristicResult_t res[16];
+			int found = 0;
+			if (kern_quantize_act_fp8_cuda(g_qb->xq, g_qb->xs, g_x, SL_DT_F16, n, s.cols, g_st) ||
+			    lt_layouts(s, n, l) ||
+			    cublasLtMatmulAlgoGetHeuristic(g_qb->lt, g_qb->lt_op, l[0], l[1], l[2], l[2],
+							   g_qb->lt_pref, 16, res, &found))
+				found = 0;
+			printf("%-8s n %3d:", s.name, n);
+			for (int a = 0; a < found; a++) {
+				double ms = time_calls([&](int i) {
+					return lt_call(copy_at(f, s, i % copies), n, l, &res[a].algo);
+				}, calls, 7);
+				if (ms < 0) {
+					cudaGetLastError();
+					printf(" #%d refused", a);
+					continue;
+				}
+				const double gbs = weight_bytes(f, s) / (ms * 1e6);
+				printf(" #%d %.1f (%.0f, %.2f)", a, ms * 1e3, gbs, res[a].wavesCount);
+				record(f, s, n, KERN_QPATH_FP8_LT, ms, "lt_algos");
+				cJSON *r = cJSON_GetArrayItem(g_rows, cJSON_GetArraySize(g_rows) - 1);
+				cJSON_AddNumberToObject(r, "algo", a);
+				cJSON_AddNumberToObject(r, "waves", res[a].wavesCount);
+			}
+			printf("%s\n", found ? "" : " no algorithm");
+			if (n == 64)
+				lt_enumerate(f, s, n, l, copies, calls);
+			fflush(stdout);
+			for (int k = 0; k < 3; k++)
+				if (l[k])
+					cublasLtMatrixLayoutDestroy(l[k]);
+		}
+}
+
 int main(int argc, char **argv)
 {
 	const char *out = NULL;
+	int only = 0; /* --only N: table N alone (and 2 needs 1) */
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--out") && i + 1 < argc) {
 			out = argv[++i];
+		} else if (!strcmp(argv[i], "--only") && i + 1 < argc && atoi(argv[i + 1]) >= 1 &&
+			   atoi(argv[i + 1]) <= 6) {
+			only = atoi(argv[++i]);
 		} else {
-			fprintf(stderr, "usage: %s [--out FILE.json]\n", argv[0]);
+			fprintf(stderr, "usage: %s [--out FILE.json] [--only 1-6]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -548,11 +694,18 @@ int main(int argc, char **argv)
 	cJSON_AddNumberToObject(j, "copy_bandwidth_GBps", g_copy_bw / 1e9);
 	g_rows = cJSON_AddArrayToObject(j, "measurements");
 
-	table_decode();
-	step_estimate(j);
-	table_prefill();
-	table_variants();
-	table_lean();
+	if (!only || only <= 2)
+		table_decode();
+	if (!only || only == 2)
+		step_estimate(j);
+	if (!only || only == 3)
+		table_prefill();
+	if (!only || only == 4)
+		table_variants();
+	if (!only || only == 5)
+		table_lean();
+	if (!only || only == 6)
+		table_lt_algos();
 	printf("\n%.0f s\n", sl_now() - t0);
 
 	if (out) {
