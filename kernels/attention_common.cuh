@@ -96,6 +96,38 @@ __device__ __forceinline__ void load_kv_tile(const attn_args &a, const int32_t *
 	}
 }
 
+/* Cache rows [t0, t0 + ROWS) of one KV head, RB bytes each (D elements of
+ * E, or D fp8 codes), K to ks and V to vs at DS bytes a shared row, by all
+ * NT threads of the block: each reads the block-table entries of all its
+ * rows before it issues a copy, so their latencies overlap (load_kv_tile
+ * waits for each row's entry in turn: on an H100 that wait was 38% of the
+ * prefill kernel's stall samples). Rows at or past `end` are zero-filled
+ * and their entries never read. */
+template <int RB, int ROWS, int NT, int DS>
+__device__ __forceinline__ void load_kv_rows(const attn_args &a, const int32_t *table, int kvh,
+					     int t0, int end, unsigned char *ks, unsigned char *vs)
+{
+	constexpr int nc = RB / 16, per = (ROWS * nc + NT - 1) / NT;
+	const int mask = (1 << a.bt_shift) - 1;
+	int page[per];
+#pragma unroll
+	for (int k = 0; k < per; k++) {
+		const int i = threadIdx.x + k * NT, pos = t0 + i / nc;
+		page[k] = i < ROWS * nc && pos < end ? table[pos >> a.bt_shift] : 0;
+	}
+#pragma unroll
+	for (int k = 0; k < per; k++) {
+		const int i = threadIdx.x + k * NT, r = i / nc, c = i - r * nc, pos = t0 + r;
+		if (i >= ROWS * nc)
+			break;
+		const bool ok = pos < end;
+		const long row = (((long)page[k] * a.n_kv_heads + kvh) << a.bt_shift) + (pos & mask);
+		const long off = ok ? row * RB + c * 16 : 0;
+		cp_async16(ks + r * DS + c * 16, (const unsigned char *)a.k_cache + off, ok);
+		cp_async16(vs + r * DS + c * 16, (const unsigned char *)a.v_cache + off, ok);
+	}
+}
+
 /* Cache row `pos` of one KV head, K to ks and V to vs, with plain 16-byte
  * loads by the block's first threads (no copy group: decode reads the
  * newest row this way after its PDL wait, its tiles' groups already in

@@ -537,22 +537,24 @@ static void bench_decode(head_shape hs, int n_seqs, int ctx, int kv_fp8)
 	free(kv);
 }
 
-/* Informational: one causal prompt, useful FLOPs (QK and PV) per second. */
-static void bench_prefill(int len, int kv_fp8)
+/* Informational: one causal prompt, useful FLOPs (QK and PV) per second;
+ * 32 heads of 128, kv_heads of them for K and V. */
+static void bench_prefill(int len, int kv_heads, int kv_fp8)
 {
-	const head_shape hs = {32, 8, 128};
+	const head_shape hs = {32, kv_heads, 128};
 	attn_case c;
 	case_build(&c, SL_DT_F16, kv_fp8, &hs, 1, &len, &len);
 	double us = time_launches(&c, 20);
 	double flops = 4.0 * hs.n_heads * hs.head_dim * ((double)len * (len + 1) / 2);
-	printf("attention prefill bench f16%s (32,8,128) prompt %d: %.1f us/call, %.0f TFLOP/s\n",
-	       kv_fp8 ? " kv-fp8" : "", len, us, flops / (us * 1e6));
+	printf("attention prefill bench f16%s (32,%d,128) prompt %d: %.1f us/call, %.0f TFLOP/s\n",
+	       kv_fp8 ? " kv-fp8" : "", kv_heads, len, us, flops / (us * 1e6));
 	fflush(stdout);
 	case_free(&c);
 }
 
 /* SL_ATTN_BENCH="H,KH,D,SEQS,CTX[,RESERVE]": that decode case alone, on
- * each path, launched for a reserved context as a decode graph is. */
+ * each path, launched for a reserved context as a decode graph is.
+ * SL_ATTN_BENCH=prefill: the prefill cases alone. */
 static int bench_one(const char *spec)
 {
 	head_shape hs;
@@ -575,16 +577,17 @@ START_TEST(test_bench)
 	if (one && bench_one(one))
 		return;
 	const head_shape gqa = {32, 8, 128}, mha = {32, 32, 128}; /* 8B-like, 7B */
-	for (int f = 0; f <= 2; f++) {
+	for (int f = 0; f <= 2 && !(one && !strcmp(one, "prefill")); f++) {
 		bench_decode(gqa, 1, 4096, f);
 		bench_decode(gqa, 32, 1024, f);
 		bench_decode(mha, 1, 4096, f);
 		bench_decode(mha, 64, 640, f); /* bench/serve.sh's 64 streams, mid-way */
 	}
-	bench_prefill(512, 0);
-	bench_prefill(2048, 0);
-	bench_prefill(4096, 0);
-	bench_prefill(2048, 1);
+	bench_prefill(512, 8, 0);
+	bench_prefill(2048, 8, 0);
+	bench_prefill(4096, 8, 0);
+	bench_prefill(2048, 8, 1);
+	bench_prefill(2048, 32, 0); /* the 7B's */
 }
 END_TEST
 
