@@ -100,6 +100,8 @@ struct kern_qblas {
 	 * by the kernel that wrote it (kern_qblas_act_mark); NULL: nothing */
 	const void *act_x;
 	int act_n, act_cols;
+	bool act_codes;                   /* act_x unwritten: the codes are its only copy */
+	sl_dtype act_dt;                  /* act_x's dtype, when act_codes */
 	unsigned *counter;                /* the fused add + norm's blocks done (epilogue.cuh) */
 };
 
@@ -1080,6 +1082,47 @@ static int act_fp8_launch(uint8_t *xq, float *xs, const void *x, int n, int cols
 	return SL_OK;
 }
 
+/* One block per token: x = e4m3(q) * s, 8 values a thread at a time. */
+template <typename T>
+__global__ void __launch_bounds__(kActThreads) act_fp8_values_kernel(T *__restrict__ x,
+								 const uint8_t *__restrict__ q,
+								 const float *__restrict__ s,
+								 int cols)
+{
+	const size_t row = blockIdx.x;
+	const float sc = s[row];
+	for (int j = threadIdx.x * 8; j < cols; j += kActThreads * 8) {
+		const uint2 raw = *reinterpret_cast<const uint2 *>(q + row * cols + j);
+		float f[8];
+#pragma unroll
+		for (int k = 0; k < 8; k++) {
+			const uint8_t c = (uint8_t)((k < 4 ? raw.x : raw.y) >> (8 * (k & 3)));
+			const __half_raw h = __nv_cvt_fp8_to_halfraw(c, __NV_E4M3);
+			f[k] = __fmul_rn(__half2float(__half(h)), sc);
+		}
+		kern_store8(x + row * cols + j, f);
+	}
+}
+
+template <typename T>
+static int act_values_launch(void *x, const uint8_t *q, const float *s, int n, int cols,
+			     cudaStream_t stream)
+{
+	act_fp8_values_kernel<T><<<n, kActThreads, 0, stream>>>((T *)x, q, s, cols);
+	CUDA_TRY_LAUNCH();
+	return SL_OK;
+}
+
+extern "C" int kern_act_fp8_values_cuda(void *x, sl_dtype dt, const uint8_t *q, const float *s,
+					int n, int cols, void *stream)
+{
+	if (n <= 0 || cols <= 0)
+		return SL_OK;
+	if (cols % 8 || !kern_aligned16(x) || ((uintptr_t)q & 7))
+		return SL_EINVAL;
+	KERN_DISPATCH_DT(dt, act_values_launch, x, q, s, n, cols, kern_stream(stream));
+}
+
 extern "C" int kern_quantize_act_fp8_cuda(uint8_t *xq, float *xs, const void *x, sl_dtype dt,
 					  int n, int cols, void *stream)
 {
@@ -1385,13 +1428,29 @@ static int check_call(const kern_qweight *w, sl_dtype out_dt, const void *x, sl_
 	return SL_OK;
 }
 
-/* Whether xq / xs hold x's activations for this call; either way the mark
- * is spent (a later call must not trust buffers this one may overwrite). */
-static bool take_act(kern_qblas *qb, const void *x, int n, int cols)
+/* A mark whose x was left unwritten (kern_qblas_act_mark_codes): x from
+ * its codes, and the mark now an ordinary one. */
+static int act_settle(kern_qblas *qb)
 {
-	bool ready = qb->act_x && qb->act_x == x && qb->act_n == n && qb->act_cols == cols;
+	if (!qb->act_x || !qb->act_codes)
+		return SL_OK;
+	qb->act_codes = false;
+	return kern_act_fp8_values_cuda((void *)qb->act_x, qb->act_dt, qb->xq, qb->xs, qb->act_n,
+					qb->act_cols, qb->stream);
+}
+
+/* Whether xq / xs hold x's activations for this call (*codes: and x was
+ * left unwritten); either way the mark is spent (a later call must not
+ * trust buffers this one may overwrite). A mark for another x settles
+ * that x first. */
+static int take_act(kern_qblas *qb, const void *x, int n, int cols, bool *ready, bool *codes)
+{
+	*ready = qb->act_x && qb->act_x == x && qb->act_n == n && qb->act_cols == cols;
+	*codes = *ready && qb->act_codes;
+	int rc = *ready ? SL_OK : act_settle(qb);
 	qb->act_x = NULL;
-	return ready;
+	qb->act_codes = false;
+	return rc;
 }
 
 extern "C" kern_act_fp8 kern_qblas_act_slot(kern_qblas *qb, int n, int cols)
@@ -1407,21 +1466,47 @@ extern "C" void kern_qblas_act_mark(kern_qblas *qb, const void *x, int n, int co
 {
 	if (!qb)
 		return;
+	if (act_settle(qb)) /* the launch failed: so will the next, which reports it */
+		sl_log(SL_LOG_ERROR, "cuda", "quant: cannot write the marked activations' values");
 	qb->act_x = x;
 	qb->act_n = n;
 	qb->act_cols = cols;
+	qb->act_codes = false;
+}
+
+extern "C" void kern_qblas_act_mark_codes(kern_qblas *qb, void *x, sl_dtype dt, int n, int cols)
+{
+	kern_qblas_act_mark(qb, x, n, cols);
+	if (qb && x) {
+		qb->act_codes = true;
+		qb->act_dt = dt;
+	}
 }
 
 extern "C" int kern_qmatmul_cuda(kern_qblas *qb, int path, void *out, sl_dtype out_dt,
 				 const void *x, sl_dtype x_dt, const kern_qweight *w, int n)
 {
-	const bool act_ready = take_act(qb, x, n, w->cols);
-	TRY(check_call(w, out_dt, x, x_dt, n));
+	bool act_ready, codes;
+	TRY(take_act(qb, x, n, w->cols, &act_ready, &codes));
+	/* x's values from its codes, for a path that reads x itself */
+	auto settle_x = [&]() {
+		codes = false;
+		return kern_act_fp8_values_cuda((void *)x, x_dt, qb->xq, qb->xs, n, w->cols,
+						qb->stream);
+	};
+	const int bad = check_call(w, out_dt, x, x_dt, n);
+	if (bad) {
+		if (codes)
+			settle_x();
+		return bad;
+	}
 	if (n == 0 || w->rows == 0)
 		return SL_OK;
 	const bool automatic = path == KERN_QPATH_AUTO;
 	if (automatic)
 		path = choose_path(qb, w, n, out_dt);
+	if (codes && (path != KERN_QPATH_FP8_LT || w->format != KERN_Q_FP8))
+		TRY(settle_x());
 	switch (path) {
 	case KERN_QPATH_GEMV:
 		if (n > KERN_QGEMV_MAX_TOKENS)
@@ -1431,6 +1516,8 @@ extern "C" int kern_qmatmul_cuda(kern_qblas *qb, int path, void *out, sl_dtype o
 		if (w->format != KERN_Q_FP8)
 			return SL_ENOTSUP;
 		int rc = fp8_lt(qb, w, out, out_dt, x, x_dt, n, act_ready);
+		if (rc == SL_ENOTSUP && codes)
+			TRY(settle_x());
 		if (rc != SL_ENOTSUP || !automatic)
 			return rc;
 		break; /* refused at run time: dequantize instead */
@@ -1455,7 +1542,8 @@ extern "C" int kern_qmatmul_epi_cuda(kern_qblas *qb, void *out, sl_dtype dt, con
 	if (n == 0 || n > 8 || w->rows == 0 || !kern_epi_takes(epi, w->rows, n) ||
 	    choose_path(qb, w, n, dt) != KERN_QPATH_GEMV)
 		return SL_OK; /* the caller's kern_qmatmul_cuda takes any activations marked */
-	qb->act_x = NULL; /* a call that runs spends the mark, as take_act */
+	TRY(act_settle(qb)); /* a call that runs spends the mark, as take_act */
+	qb->act_x = NULL;
 	qgemv_args a = qgemv_args_of(w, out, false, n);
 	a.e = kern_epi_of(epi, w->rows, qb->counter);
 	const int rc = qgemv_call(qb, a, x, dt, w->format);

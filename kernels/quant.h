@@ -250,6 +250,14 @@ int kern_qmatmul_epi_cuda(kern_qblas *qb, void *out, sl_dtype dt, const void *x,
  * runs, spends the mark: a W8A8 call with this x, n and cols uses them;
  * any other call makes its own. A kernel that writes x without making its
  * activations must mark NULL first (the CUDA backend's producers do).
+ * kern_qblas_act_mark_codes: the same, but x itself was left unwritten
+ * (kern_silu_mul_fp8_cuda with out NULL): the codes are its only copy
+ * until a W8A8 call on x spends them. Whatever comes first instead (a
+ * call on x by another path, or cuBLASLt refusing it; a call on another
+ * x; a new mark) first writes x from them, x[t, k] = e4m3(q[t, k]) * s[t]
+ * rounded to x's dtype (kern_act_fp8_values_cuda), so x is never read
+ * stale through the kern_qblas. A kernel outside it must not read x
+ * before then.
  */
 typedef struct kern_act_fp8 {
 	uint8_t *q;
@@ -257,6 +265,13 @@ typedef struct kern_act_fp8 {
 } kern_act_fp8;
 kern_act_fp8 kern_qblas_act_slot(kern_qblas *qb, int n, int cols);
 void kern_qblas_act_mark(kern_qblas *qb, const void *x, int n, int cols);
+void kern_qblas_act_mark_codes(kern_qblas *qb, void *x, sl_dtype dt, int n, int cols);
+
+/* x [n, cols] of dt from fp8 activations: x[t, k] = e4m3(q[t, k]) * s[t]
+ * (an fp32 product, rounded to dt). cols % 8 == 0, x 16-byte and q 8-byte
+ * aligned. */
+int kern_act_fp8_values_cuda(void *x, sl_dtype dt, const uint8_t *q, const float *s, int n,
+			     int cols, void *stream);
 
 /* The W8A8 path's activation quantization on its own: xq [n, cols] codes,
  * xs [n] scales, as kern_quantize_act_fp8_cpu. cols % 8 == 0, x 16-byte

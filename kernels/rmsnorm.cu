@@ -80,7 +80,7 @@ __global__ void __launch_bounds__(NORM_THREADS)
 /* As norm_kernel (VEC), the row held in registers: R vectors of 8 per
  * thread, vector r at element 8 * (threadIdx.x + r * blockDim.x). Q8: out
  * also as the W8A8 path's fp8 activations, q8 [n, dim] codes and s8 [n]
- * scales, from the values stored (act_fp8.cuh). */
+ * scales, from the values stored (act_fp8.cuh); out NULL: those alone. */
 template <typename T, bool ADD, int R, bool Q8 = false>
 __global__ void __launch_bounds__(NORM_THREADS)
 	norm_reg_kernel(float *__restrict__ x, const T *__restrict__ delta, const T *__restrict__ w,
@@ -123,7 +123,8 @@ __global__ void __launch_bounds__(NORM_THREADS)
 #pragma unroll
 		for (int k = 0; k < 8; k++)
 			v[r][k] = v[r][k] * inv * g[r][k];
-		kern_store8(out + base + j, v[r]);
+		if (!Q8 || out)
+			kern_store8(out + base + j, v[r]);
 		if (Q8) /* the activations are those of the stored, rounded values */
 			kern_round8<T>(v[r]);
 	}

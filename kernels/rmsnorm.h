@@ -29,7 +29,8 @@ int kern_add_rmsnorm_cuda(float *residual, const void *delta, const void *w, voi
 /* kern_add_rmsnorm_cuda (delta NULL: kern_rmsnorm_cuda, x only read) that
  * also writes out's fp8 activations for the W8A8 path (quant.h,
  * kern_act_fp8): q8 [n, dim] codes (8-byte aligned) and s8 [n] scales,
- * exactly as kern_quantize_act_fp8_cuda would make them from out. w is
+ * exactly as kern_quantize_act_fp8_cuda would make them from out (out
+ * NULL: the codes and scales alone; quant.h, kern_qblas_act_mark_codes). w is
  * required. SL_ENOTSUP, nothing launched, when the row is not one the
  * register kernel holds (dim over 8192 or not a multiple of 8, or a
  * buffer unaligned). */

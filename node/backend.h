@@ -85,7 +85,9 @@ typedef struct node_backend_ops {
 	 * only); proj [n, w->rows] scratch. With defer non-NULL the op may
 	 * leave the norm to the next projection of out: it then fills *defer
 	 * and out holds x * norm_w (else defer->x = NULL); the caller passes
-	 * defer to that projection and runs nothing else in between. */
+	 * defer to that projection and runs nothing else in between, so
+	 * that projection is out's next reader (the CUDA backend may then
+	 * write only its fp8 activations: quant.h, kern_qblas_act_mark_codes). */
 	int (*matmul_add_rmsnorm)(node_backend *be, float *x, void *out, void *proj, const void *in,
 				  const kern_qweight *w, const void *norm_w, int n, float eps,
 				  node_prenorm *defer);

@@ -89,6 +89,8 @@ typedef struct cuda_impl {
 	int prefer_l1;             /* the decode GEMVs ask for the most L1 (kernels/pdl.h) */
 	int fp8_fast;              /* SL_FP8_FAST_ACCUM=1: W8A8's fast fp8 accumulation */
 	int attn_fp8_smem;         /* SL_ATTN_FP8=smem: decode converts fp8 K/V in shared memory */
+	int act_codes;             /* the norm and SiLU * up kernels may write only the next
+				    * projection's fp8 activations (SL_ACT_CODES) */
 	kern_attn_ws *attn;
 	kern_sampler *sampler;
 	node_backend_limits lim;
@@ -267,21 +269,33 @@ static kern_act_fp8 act_slot(cuda_impl *c, int n, int cols)
 	return c->lim.quant_fp8 && c->qblas ? kern_qblas_act_slot(c->qblas, n, cols) : none;
 }
 
-/* The norm into out, with out's fp8 activations where they qualify. */
+/* Marks out's activations, just made: as out's only copy (codes), or as
+ * the values stored beside them. */
+static void act_mark(cuda_impl *c, void *out, sl_dtype dt, int n, int cols, int codes)
+{
+	if (codes)
+		kern_qblas_act_mark_codes(c->qblas, out, dt, n, cols);
+	else
+		kern_qblas_act_mark(c->qblas, out, n, cols);
+}
+
+/* The norm into out, with out's fp8 activations where they qualify.
+ * for_proj: only a projection reads out next (through the kern_qblas), so
+ * the activations alone may stand for it (silu_mul). */
 static int norm(node_backend *be, float *x, const void *delta, const void *w, void *out, int n,
-		int dim, float eps)
+		int dim, float eps, int for_proj)
 {
 	cuda_impl *c = I(be);
 	kern_act_fp8 a = w ? act_slot(c, n, dim) : (kern_act_fp8){NULL, NULL};
+	const int codes = for_proj && c->act_codes;
 	kern_qblas_act_mark(c->qblas, NULL, 0, 0);
 	if (a.q) {
-		int rc = kern_rmsnorm_fp8_cuda(x, delta, w, out, a.q, a.s, n, dim, eps, be->dtype,
-					       S(be));
-		if (rc != SL_ENOTSUP) {
-			if (rc == SL_OK)
-				kern_qblas_act_mark(c->qblas, out, n, dim);
+		int rc = kern_rmsnorm_fp8_cuda(x, delta, w, codes ? NULL : out, a.q, a.s, n, dim, eps,
+					       be->dtype, S(be));
+		if (rc == SL_OK)
+			act_mark(c, out, be->dtype, n, dim, codes);
+		if (rc != SL_ENOTSUP)
 			return rc;
-		}
 	}
 	if (delta)
 		return kern_add_rmsnorm_cuda(x, delta, w, out, n, dim, eps, be->dtype, S(be));
@@ -291,13 +305,20 @@ static int norm(node_backend *be, float *x, const void *delta, const void *w, vo
 static int cu_rmsnorm(node_backend *be, void *out, const float *x, const void *w, int n, int dim,
 		      float eps)
 {
-	RANGED("rmsnorm", norm(be, (float *)x, NULL, w, out, n, dim, eps));
+	RANGED("rmsnorm", norm(be, (float *)x, NULL, w, out, n, dim, eps, 0));
 }
 
 static int cu_add_rmsnorm(node_backend *be, float *x, const void *delta, const void *w, void *out,
 			  int n, int dim, float eps)
 {
-	RANGED("add_rmsnorm", norm(be, x, delta, w, out, n, dim, eps));
+	RANGED("add_rmsnorm", norm(be, x, delta, w, out, n, dim, eps, 0));
+}
+
+/* cu_add_rmsnorm whose out only the next projection reads */
+static int add_rmsnorm_for_proj(node_backend *be, float *x, const void *delta, const void *w,
+				void *out, int n, int dim, float eps)
+{
+	RANGED("add_rmsnorm", norm(be, x, delta, w, out, n, dim, eps, 1));
 }
 
 /* Run-dtype weights: matmul.cu (GEMV up to 8 tokens, else cuBLAS);
@@ -345,19 +366,23 @@ static int cu_attention(node_backend *be, void *out, const void *qkv, int q_stri
 						I(be)->lim.kv_fp8, S(be)));
 }
 
-/* SiLU * up into out, with out's fp8 activations where they qualify (norm). */
+/* SiLU * up into out, with out's fp8 activations where they qualify (norm).
+ * Only the down projection reads out (model.c), through the kern_qblas: so
+ * the activations alone are written, and the kern_qblas writes out's values
+ * from them should anything else come first (kern_qblas_act_mark_codes),
+ * unless SL_ACT_CODES=0. */
 static int silu_mul(node_backend *be, void *out, const void *gate_up, int n, int hidden)
 {
 	cuda_impl *c = I(be);
 	kern_act_fp8 a = act_slot(c, n, hidden);
 	kern_qblas_act_mark(c->qblas, NULL, 0, 0);
 	if (a.q) {
-		int rc = kern_silu_mul_fp8_cuda(out, gate_up, a.q, a.s, n, hidden, be->dtype, S(be));
-		if (rc != SL_ENOTSUP) {
-			if (rc == SL_OK)
-				kern_qblas_act_mark(c->qblas, out, n, hidden);
+		int rc = kern_silu_mul_fp8_cuda(c->act_codes ? NULL : out, gate_up, a.q, a.s, n,
+						hidden, be->dtype, S(be));
+		if (rc == SL_OK)
+			act_mark(c, out, be->dtype, n, hidden, c->act_codes);
+		if (rc != SL_ENOTSUP)
 			return rc;
-		}
 	}
 	return kern_silu_mul_cuda(out, gate_up, n, hidden, be->dtype, S(be));
 }
@@ -464,6 +489,9 @@ static int matmul_add_rmsnorm(node_backend *be, float *x, void *out, void *proj,
 	if (fused)
 		return SL_OK;
 	TRY(cu_matmul(be, proj, in, w, n));
+	/* defer given: the projection after reads out next (model.c) */
+	if (defer)
+		return add_rmsnorm_for_proj(be, x, proj, norm_w, out, n, w->rows, eps);
 	return cu_add_rmsnorm(be, x, proj, norm_w, out, n, w->rows, eps);
 }
 
@@ -774,7 +802,9 @@ static const node_backend_ops cuda_ops = {
  * SL_PREFER_L1=0 leaves the decode GEMVs' L1 / shared memory split to the
  * driver (kernels/pdl.h). SL_ATTN_FP8=smem: decode attention over an fp8
  * cache takes the older shared-memory conversion (kern_attn_ws_set_fp8_smem),
- * for comparisons. */
+ * for comparisons. SL_ACT_CODES=0: the norm and SiLU * up kernels store
+ * their values as well as the next projection's fp8 activations (norm,
+ * silu_mul), for comparisons. */
 #define FUSE_DEFAULT (1 << KERN_EPI_SWIGLU | 1 << KERN_EPI_ROPE | FUSE_PRENORM)
 
 /* SL_FUSE: "0", "all", or a comma-separated list of swiglu, rope, norm,
@@ -816,8 +846,9 @@ static void read_switches(cuda_impl *c, int cc_major)
 	c->prefer_l1 = !(l1 && !strcmp(l1, "0"));
 	const char *fast = getenv("SL_FP8_FAST_ACCUM");
 	c->fp8_fast = fast && !strcmp(fast, "1");
-	const char *attn = getenv("SL_ATTN_FP8");
+	const char *attn = getenv("SL_ATTN_FP8"), *codes = getenv("SL_ACT_CODES");
 	c->attn_fp8_smem = attn && !strcmp(attn, "smem");
+	c->act_codes = !(codes && !strcmp(codes, "0"));
 	c->fuse = fuse ? fuse_bits(fuse) : FUSE_DEFAULT;
 	c->pdl = !(pdl && !strcmp(pdl, "0"));
 	kern_blas_set_pdl(c->blas, c->pdl);
@@ -835,6 +866,9 @@ static void read_switches(cuda_impl *c, int cc_major)
 				"shared memory");
 	if (c->fp8_fast)
 		SL_INFO("cuda", "SL_FP8_FAST_ACCUM=1: the fp8 W8A8 GEMMs accumulate fast");
+	if (!c->act_codes)
+		SL_INFO("cuda", "SL_ACT_CODES=0: the norm and SiLU * up kernels store their values "
+				"beside the fp8 activations");
 	if (fuse)
 		SL_INFO("cuda", "SL_FUSE=%s: fused GEMV epilogues: SwiGLU %s, RoPE + KV write %s, "
 				"add + RMSNorm %s, norm split across the GEMVs %s", fuse,

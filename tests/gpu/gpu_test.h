@@ -157,6 +157,18 @@ static inline void *gt_dev_poison(size_t bytes)
 	return d;
 }
 
+/* Whether two device buffers hold the same bytes (synchronizes). */
+static inline int gt_dev_equal(const void *a, const void *b, size_t bytes)
+{
+	unsigned char *ha = gt_malloc(bytes ? bytes : 1), *hb = gt_malloc(bytes ? bytes : 1);
+	GT_CUDA(cudaMemcpy(ha, a, bytes, cudaMemcpyDeviceToHost));
+	GT_CUDA(cudaMemcpy(hb, b, bytes, cudaMemcpyDeviceToHost));
+	int eq = !memcmp(ha, hb, bytes);
+	free(ha);
+	free(hb);
+	return eq;
+}
+
 static inline void *gt_upload_raw(const void *h, size_t bytes)
 {
 	void *d = gt_dev_alloc(bytes);

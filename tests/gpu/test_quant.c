@@ -20,6 +20,8 @@
  * the norm and SiLU * up kernels that also make those activations (their
  * output bit for bit the unfused kernels', their codes the CPU's of that
  * output), a W8A8 call on activations marked in the kern_qblas's slot,
+ * and on the activations alone (x written from them before any other
+ * path reads it),
  * the three paths captured in a CUDA graph and replayed to the same bits,
  * refused calls, and fp8 again with cuBLASLt's fast accumulation. One "worst rel err" line per case.
  * Runs on a GPU host only (make test-gpu).
@@ -512,6 +514,26 @@ static int check_fused_act(const char *what, sl_dtype dt, int n, int cols, const
 	return bad;
 }
 
+/* kern_rmsnorm_fp8_cuda with out NULL, from the residual x the call that
+ * made codes d_q, scales d_s and residual d_after started from: the same
+ * codes, scales and residual. */
+static int codes_alone_case(const float *x, const void *delta, const void *d_w,
+			    const uint8_t *d_q, const float *d_s, const float *d_after, int n,
+			    int dim, sl_dtype dt)
+{
+	size_t nx = (size_t)n * dim;
+	float *d_x = gt_upload(x, nx, SL_DT_F32), *d_s2 = gt_dev_poison(sizeof(float) * n);
+	uint8_t *d_q2 = gt_dev_poison(nx);
+	GT_KERNEL(kern_rmsnorm_fp8_cuda(d_x, delta, d_w, NULL, d_q2, d_s2, n, dim, 1e-5f, dt,
+					NULL));
+	int bad = !gt_dev_equal(d_q, d_q2, nx) + !gt_dev_equal(d_s, d_s2, sizeof(float) * n) +
+		  !gt_dev_equal(d_x, d_after, sizeof(float) * nx);
+	if (bad)
+		printf("  FAIL codes alone %s n %d dim %d\n", gt_dt_name(dt), n, dim);
+	gt_dev_free(d_x), gt_dev_free(d_q2), gt_dev_free(d_s2);
+	return bad;
+}
+
 /* residual add + RMSNorm (and RMSNorm alone) with the activations, at
  * every register depth; SL_ENOTSUP past 8192 columns. */
 static int fused_norm_case(sl_dtype dt, int n, int dim)
@@ -544,6 +566,8 @@ static int fused_norm_case(sl_dtype dt, int n, int dim)
 		gt_download(x1, d_x1, nx, SL_DT_F32); /* the residual, updated alike */
 		gt_download(x2, d_x2, nx, SL_DT_F32);
 		bad += memcmp(x1, x2, sizeof(float) * nx) != 0;
+		/* out NULL (x was unchanged before this pass) */
+		bad += codes_alone_case(x, delta, d_w, d_q, d_s, d_x2, n, dim, dt);
 	}
 	gt_dev_free(d_x1), gt_dev_free(d_x2), gt_dev_free(d_d), gt_dev_free(d_w);
 	gt_dev_free(d_out), gt_dev_free(d_ref), gt_dev_free(d_q), gt_dev_free(d_s);
@@ -563,8 +587,13 @@ static int fused_silu_case(sl_dtype dt, int n, int hidden)
 	GT_KERNEL(kern_silu_mul_cuda(d_ref, d_gu, n, hidden, dt, NULL));
 	GT_KERNEL(kern_silu_mul_fp8_cuda(d_out, d_gu, d_q, d_s, n, hidden, dt, NULL));
 	int bad = check_fused_act("silu_mul+fp8", dt, n, hidden, d_out, d_ref, d_q, d_s);
+	/* out NULL: the same codes and scales, alone */
+	uint8_t *d_q2 = gt_dev_poison(nx);
+	float *d_s2 = gt_dev_poison(sizeof(float) * n);
+	GT_KERNEL(kern_silu_mul_fp8_cuda(NULL, d_gu, d_q2, d_s2, n, hidden, dt, NULL));
+	bad += !gt_dev_equal(d_q, d_q2, nx) + !gt_dev_equal(d_s, d_s2, sizeof(float) * n);
 	gt_dev_free(d_gu), gt_dev_free(d_out), gt_dev_free(d_ref), gt_dev_free(d_q);
-	gt_dev_free(d_s);
+	gt_dev_free(d_s), gt_dev_free(d_q2), gt_dev_free(d_s2);
 	free(gu);
 	return bad;
 }
@@ -654,6 +683,102 @@ START_TEST(test_act_mark)
 	gt_dev_free(d_x), gt_dev_free(d_w), gt_dev_free(d_xb), gt_dev_free(d_other);
 	gt_dev_free(o_ref), gt_dev_free(o_marked), gt_dev_free(o_after);
 	free(x), free(w), free(a), free(b), free(c);
+	qw_free(&q);
+	kern_qblas_destroy(qb);
+}
+END_TEST
+
+/* The values of x the codes-only mark stands for (quant.h,
+ * kern_qblas_act_mark_codes): e4m3(q) * s in fp32, rounded to fp16. */
+static void codes_values(uint16_t *want, const void *d_q, const float *d_s, int n, int cols)
+{
+	size_t nx = (size_t)n * cols;
+	uint8_t *q = gt_malloc(nx);
+	float *s = gt_malloc(sizeof(float) * n), *v = gt_malloc(sizeof(float) * nx);
+	GT_CUDA(cudaMemcpy(q, d_q, nx, cudaMemcpyDeviceToHost));
+	GT_CUDA(cudaMemcpy(s, d_s, sizeof(float) * n, cudaMemcpyDeviceToHost));
+	for (size_t i = 0; i < nx; i++)
+		v[i] = kern_fp8_e4m3_to_f32(q[i]) * s[i / cols];
+	sl_convert(want, SL_DT_F16, v, SL_DT_F32, nx);
+	free(q), free(s), free(v);
+}
+
+/* Whether x on the device holds exactly the values its codes stand for. */
+static int settled(const void *d_x, const kern_act_fp8 *slot, int n, int cols)
+{
+	size_t nx = (size_t)n * cols;
+	uint16_t *want = gt_malloc(nx * 2), *got = gt_malloc(nx * 2);
+	codes_values(want, slot->q, slot->s, n, cols);
+	GT_CUDA(cudaMemcpy(got, d_x, nx * 2, cudaMemcpyDeviceToHost));
+	int ok = !memcmp(want, got, nx * 2);
+	free(want), free(got);
+	return ok;
+}
+
+/* SiLU * up's activations alone, marked as x's only copy: a W8A8 call
+ * spends them to the bits of one on the stored values, leaving x
+ * unwritten; a call by another path, or a new mark, first writes x from
+ * them (exactly the values they stand for). */
+START_TEST(test_act_mark_codes)
+{
+	const int n = 100, cols = 4096, rows = 1024;
+	gt_reseed(g_seed, 3300);
+	kern_qblas *qb = qblas_make(NULL);
+	kern_act_fp8 slot = kern_qblas_act_slot(qb, n, cols);
+	if (!slot.q) {
+		printf("kernel act_fp8 codes-only mark: no W8A8 on this GPU, skipped\n");
+		kern_qblas_destroy(qb);
+		return;
+	}
+	qw q;
+	qw_random(&q, &k_cfgs[5], rows, cols); /* fp8/row */
+	size_t nin = (size_t)n * 2 * cols, nx = (size_t)n * cols, no = (size_t)n * rows;
+	float *gu = gt_malloc(sizeof(float) * nin);
+	gt_fill(gu, nin, -6, 6);
+	void *d_gu = gt_upload(gu, nin, SL_DT_F16), *d_hb = gt_dev_poison(nx * 2);
+	void *d_hb2 = gt_dev_poison(nx * 2), *d_copy = gt_dev_poison(nx * 2);
+	void *o_ref = gt_dev_poison(no * 2), *o_codes = gt_dev_poison(no * 2);
+	void *o_deq = gt_dev_poison(no * 2), *o_deq_ref = gt_dev_poison(no * 2);
+	int bad = 0;
+	/* the stored values, marked: the reference */
+	GT_KERNEL(kern_silu_mul_fp8_cuda(d_hb, d_gu, slot.q, slot.s, n, cols, SL_DT_F16, NULL));
+	kern_qblas_act_mark(qb, d_hb, n, cols);
+	GT_KERNEL(kern_qmatmul_cuda(qb, KERN_QPATH_AUTO, o_ref, SL_DT_F16, d_hb, SL_DT_F16, &q.d, n));
+	/* codes alone: the same bits, x never written */
+	GT_KERNEL(kern_silu_mul_fp8_cuda(NULL, d_gu, slot.q, slot.s, n, cols, SL_DT_F16, NULL));
+	kern_qblas_act_mark_codes(qb, d_hb2, SL_DT_F16, n, cols);
+	GT_KERNEL(kern_qmatmul_cuda(qb, KERN_QPATH_AUTO, o_codes, SL_DT_F16, d_hb2, SL_DT_F16, &q.d,
+				    n));
+	bad += !gt_dev_equal(o_ref, o_codes, no * 2);
+	GT_CUDA(cudaMemset(d_copy, 0xFF, nx * 2));
+	bad += !gt_dev_equal(d_hb2, d_copy, nx * 2); /* still the poison */
+	/* another path first: x written from the codes, then read */
+	kern_qblas_act_mark_codes(qb, d_hb2, SL_DT_F16, n, cols);
+	GT_KERNEL(kern_qmatmul_cuda(qb, KERN_QPATH_DEQUANT, o_deq, SL_DT_F16, d_hb2, SL_DT_F16, &q.d,
+				    n));
+	bad += !settled(d_hb2, &slot, n, cols);
+	GT_CUDA(cudaMemcpy(d_copy, d_hb2, nx * 2, cudaMemcpyDeviceToDevice));
+	GT_KERNEL(kern_qmatmul_cuda(qb, KERN_QPATH_DEQUANT, o_deq_ref, SL_DT_F16, d_copy, SL_DT_F16,
+				    &q.d, n));
+	bad += !gt_dev_equal(o_deq, o_deq_ref, no * 2);
+	/* a new mark, or a call on another x, first: x written from the codes */
+	for (int k = 0; k < 2; k++) {
+		GT_CUDA(cudaMemset(d_hb2, 0xFF, nx * 2));
+		kern_qblas_act_mark_codes(qb, d_hb2, SL_DT_F16, n, cols);
+		if (k == 0)
+			kern_qblas_act_mark(qb, NULL, 0, 0);
+		else
+			GT_KERNEL(kern_qmatmul_cuda(qb, KERN_QPATH_AUTO, o_deq, SL_DT_F16, d_hb, SL_DT_F16,
+						    &q.d, n));
+		bad += !settled(d_hb2, &slot, n, cols);
+	}
+	printf("kernel act_fp8 codes-only mark: W8A8 bits, x untouched, x written before any "
+	       "other reader: %d mismatches (must be exact)\n", bad);
+	fflush(stdout);
+	ck_assert_msg(bad == 0, "codes-only activations: %d mismatches", bad);
+	gt_dev_free(d_gu), gt_dev_free(d_hb), gt_dev_free(d_hb2), gt_dev_free(d_copy);
+	gt_dev_free(o_ref), gt_dev_free(o_codes), gt_dev_free(o_deq), gt_dev_free(o_deq_ref);
+	free(gu);
 	qw_free(&q);
 	kern_qblas_destroy(qb);
 }
@@ -791,6 +916,7 @@ int main(void)
 	add_case(s, "act_fp8", test_act_fp8);
 	add_case(s, "act_fp8_fused", test_act_fp8_fused);
 	add_case(s, "act_mark", test_act_mark);
+	add_case(s, "act_mark_codes", test_act_mark_codes);
 	add_case(s, "int8_row", test_int8_row);
 	add_case(s, "int8_groups", test_int8_groups);
 	add_case(s, "fp8", test_fp8);
