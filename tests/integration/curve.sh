@@ -60,7 +60,7 @@ grep -q "1 group$" "$tmp/status" && ok || { bad "groups: $(cat "$tmp/status")"; 
 sleep 1
 cli client status 2>&1 | grep -q "1 group$" && ok || bad "a node with an unknown key registered"
 stranger=$(cat "$tmp/keys/stranger.pub")
-grep "refused a nodes connection" "$tmp/coord.log" | grep -qF "$stranger" && ok ||
+grep "refused a nodes connection" "$tmp/coord.log" | grep -qF -e "$stranger" && ok ||
 	{ bad "no refusal of the node's key logged"; logs coord.log; }
 
 # --- a client with a listed key is served ---
@@ -73,7 +73,7 @@ rc=$?
 echo "curve: unknown client key: exit $rc, $(cat "$tmp/s.err")"
 [ $rc -ne 0 ] && grep -q "refused this client's CURVE key" "$tmp/s.err" && ok ||
 	bad "unknown key: exit $rc, $(cat "$tmp/s.err")"
-grep "refused a clients connection" "$tmp/coord.log" | grep -qF "$stranger" && ok ||
+grep "refused a clients connection" "$tmp/coord.log" | grep -qF -e "$stranger" && ok ||
 	{ bad "no refusal of the client's key logged"; logs coord.log; }
 grep "refused a clients connection" "$tmp/coord.log" | head -1 | sed 's/^/curve: coordinator log: /'
 cli none generate --prompt "Hello" --max-tokens 6 >"$tmp/n.out" 2>"$tmp/n.err"
