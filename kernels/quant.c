@@ -241,6 +241,54 @@ static int quant_int4_group(kern_qweight *w, int row, int k, const float *v)
 	return 0;
 }
 
+/* One row (absolute index row, values v) into w; its finiteness, its
+ * row_amax (NULL: none) and its scales checked. */
+static int quantize_row(kern_qweight *w, int row, const float *v, const float *row_amax,
+			char *err, size_t errlen)
+{
+	const int cols = w->cols, groups = kern_qweight_groups(w);
+	TRY(check_finite(v, 1, cols, row, err, errlen));
+	float amax = amax_of(v, cols);
+	if (w->group == 0 && row_amax) {
+		if (!isfinite(*row_amax) || *row_amax < amax)
+			return sl_errf(err, errlen, SL_EINVAL,
+				       "row %d: row_amax %g is below the row's max |w| %g", row,
+				       *row_amax, amax);
+		amax = *row_amax;
+	}
+	switch (w->format) {
+	case KERN_Q_INT8: {
+		int8_t *q = (int8_t *)w->data + (size_t)row * cols;
+		int span = w->group ? w->group : cols;
+		for (int gi = 0; gi < groups; gi++) {
+			const float *g = v + (size_t)gi * span;
+			float m = w->group ? amax_of(g, span) : amax;
+			if (quant_int8_span(w, (size_t)row * groups + gi, q + gi * span, g, span, m))
+				return scale_error(row, gi * span, m, err, errlen);
+		}
+		break;
+	}
+	case KERN_Q_FP8: {
+		uint8_t *q = (uint8_t *)w->data + (size_t)row * cols;
+		float s = amax / KERN_FP8_E4M3_MAX;
+		((float *)w->scales)[row] = s;
+		for (int k = 0; k < cols; k++)
+			q[k] = s > 0 ? kern_f32_to_fp8_e4m3(v[k] / s) : 0;
+		break;
+	}
+	case KERN_Q_INT4:
+		for (int k = 0; k < cols; k += w->group)
+			if (quant_int4_group(w, row, k, v + k))
+				return scale_error(row, k, amax_of(v + k, w->group), err, errlen);
+		break;
+	}
+	return SL_OK;
+}
+
+/* Rows are independent, so threads take them in any order and the codes
+ * are the same bits as one thread's. On a failure the first failing row
+ * is done again on this thread for its message, so the error is the one
+ * a single thread would give. */
 int kern_quantize_rows(kern_qweight *w, int row0, int nrows, const float *src,
 		       const float *row_amax, char *err, size_t errlen)
 {
@@ -250,49 +298,19 @@ int kern_quantize_rows(kern_qweight *w, int row0, int nrows, const float *src,
 	if (row0 < 0 || nrows < 0 || row0 + nrows > w->rows)
 		return sl_errf(err, errlen, SL_EINVAL, "quantize: rows %d..%d outside 0..%d", row0,
 			       row0 + nrows, w->rows);
-	TRY(check_finite(src, nrows, w->cols, row0, err, errlen));
-	const int cols = w->cols, groups = kern_qweight_groups(w);
+	const int cols = w->cols;
+	int bad = nrows;
+#pragma omp parallel for schedule(dynamic, 8) reduction(min : bad) if ((long)nrows * cols > 1 << 16)
 	for (int r = 0; r < nrows; r++) {
-		const float *v = src + (size_t)r * cols;
-		int row = row0 + r;
-		float amax = amax_of(v, cols);
-		if (w->group == 0 && row_amax) {
-			if (!isfinite(row_amax[r]) || row_amax[r] < amax)
-				return sl_errf(err, errlen, SL_EINVAL,
-					       "row %d: row_amax %g is below the row's max |w| %g", row,
-					       row_amax[r], amax);
-			amax = row_amax[r];
-		}
-		switch (w->format) {
-		case KERN_Q_INT8: {
-			int8_t *q = (int8_t *)w->data + (size_t)row * cols;
-			int span = w->group ? w->group : cols;
-			for (int gi = 0; gi < groups; gi++) {
-				const float *g = v + (size_t)gi * span;
-				float m = w->group ? amax_of(g, span) : amax;
-				if (quant_int8_span(w, (size_t)row * groups + gi, q + gi * span, g, span,
-						    m))
-					return scale_error(row, gi * span, m, err, errlen);
-			}
-			break;
-		}
-		case KERN_Q_FP8: {
-			uint8_t *q = (uint8_t *)w->data + (size_t)row * cols;
-			float s = amax / KERN_FP8_E4M3_MAX;
-			((float *)w->scales)[row] = s;
-			for (int k = 0; k < cols; k++)
-				q[k] = s > 0 ? kern_f32_to_fp8_e4m3(v[k] / s) : 0;
-			break;
-		}
-		case KERN_Q_INT4:
-			for (int k = 0; k < cols; k += w->group)
-				if (quant_int4_group(w, row, k, v + k))
-					return scale_error(row, k, amax_of(v + k, w->group), err,
-							   errlen);
-			break;
-		}
+		char quiet[8];
+		if (quantize_row(w, row0 + r, src + (size_t)r * cols, row_amax ? row_amax + r : NULL,
+				 quiet, sizeof quiet) && r < bad)
+			bad = r;
 	}
-	return SL_OK;
+	if (bad == nrows)
+		return SL_OK;
+	return quantize_row(w, row0 + bad, src + (size_t)bad * cols, row_amax ? row_amax + bad : NULL,
+			    err, errlen);
 }
 
 int kern_qweight_load_q8_0_rows(kern_qweight *w, int row0, int nrows, const void *src,

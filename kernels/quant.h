@@ -144,7 +144,9 @@ uint8_t kern_f32_to_fp8_e4m3(float v);
  * scales of INT8 group 0 and FP8 the full row's max |w| when src is a
  * column slice of it (see the header comment); ignored for group scales.
  * A NaN or infinite weight, a row_amax below the slice's own max |w|, or a
- * scale fp16 cannot hold is SL_EINVAL naming the row and column.
+ * scale fp16 cannot hold is SL_EINVAL naming the row and column (the
+ * first such row). Rows are shared among OpenMP threads; the bytes and the
+ * error are the same for any number of threads.
  */
 int kern_quantize_rows(kern_qweight *w, int row0, int nrows, const float *src,
 		       const float *row_amax, char *err, size_t errlen);

@@ -6,11 +6,13 @@
  * Q8_0 copy against hand-built bytes; the reference matmuls against a
  * naive double-precision loop; hostile input (NaN, infinities, zero rows,
  * scales fp16 cannot hold, bad shapes); tensor-parallel slices equal to
- * the slices of the whole. Also prints each format's RMS error on three
+ * the slices of the whole; four threads' bytes and first error equal to
+ * one thread's. Also prints each format's RMS error on three
  * weight distributions (the numbers quoted in kernels/quant.h).
  */
 #include <check.h>
 #include <math.h>
+#include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -579,6 +581,56 @@ START_TEST(bad_shapes)
 }
 END_TEST
 
+/* ---- threads: the same bits, the same first error ---- */
+
+/* Every format quantized by one thread and by four is the same bytes
+ * (poisoned buffers, so an unwritten byte shows), and with two bad rows
+ * far apart (a NaN in row 70, a scale fp16 cannot hold in row 190) the
+ * error names row 70 however the rows were shared out. */
+START_TEST(quantize_threads_equal)
+{
+	char err[SL_ERRLEN] = "";
+	const int rows = 211, cols = 384;
+	float *w = make_weights(rows, cols, laplace);
+	for (int ci = 0; ci < N_CASES; ci++) {
+		const fmt_case *fc = &k_cases[ci];
+		qbuf b[2];
+		for (int t = 0; t < 2; t++) {
+			qbuf_make(&b[t], fc->format, rows, cols, fc->group, fc->scale_dt, fc->zeros);
+			memset(b[t].data, 0xA5, kern_qweight_data_bytes(&b[t].w));
+			memset(b[t].scales, 0xA5, kern_qweight_scale_bytes(&b[t].w));
+			if (fc->zeros)
+				memset(b[t].zeros, 0xA5, kern_qweight_zero_bytes(&b[t].w));
+			omp_set_num_threads(t ? 4 : 1);
+			quantize_ok(&b[t], w);
+		}
+		ck_assert_msg(!memcmp(b[0].data, b[1].data, kern_qweight_data_bytes(&b[0].w)) &&
+				      !memcmp(b[0].scales, b[1].scales, kern_qweight_scale_bytes(&b[0].w)) &&
+				      (!fc->zeros || !memcmp(b[0].zeros, b[1].zeros,
+							     kern_qweight_zero_bytes(&b[0].w))),
+			      "case %d (%s group %d): 4 threads differ from 1", ci,
+			      kern_qformat_name(fc->format), fc->group);
+		float keep = w[70 * cols + 5];
+		w[70 * cols + 5] = NAN;
+		for (int k = 0; k < cols; k++)
+			w[190 * cols + k] = 1e9f;
+		for (int t = 0; t < 2; t++) {
+			omp_set_num_threads(t ? 4 : 1);
+			ck_assert_int_eq(kern_quantize_rows(&b[t].w, 0, rows, w, NULL, err, sizeof err),
+					 SL_EINVAL);
+			ck_assert_msg(strstr(err, "row 70 column 5") && strstr(err, "NaN"), "%s", err);
+		}
+		w[70 * cols + 5] = keep;
+		for (int k = 0; k < cols; k++)
+			w[190 * cols + k] = laplace() * 0.02f;
+		qbuf_free(&b[0]);
+		qbuf_free(&b[1]);
+	}
+	omp_set_num_threads(1);
+	free(w);
+}
+END_TEST
+
 /* ---- tensor parallelism: shards are the slices of the whole ---- */
 
 START_TEST(tp_slices)
@@ -714,6 +766,7 @@ int main(void)
 	tcase_add_test(tc, hostile_weights);
 	tcase_add_test(tc, bad_shapes);
 	tcase_add_test(tc, tp_slices);
+	tcase_add_test(tc, quantize_threads_equal);
 	tcase_add_test(tc, accuracy_report);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
