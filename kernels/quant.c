@@ -46,14 +46,22 @@ size_t kern_qweight_data_bytes(const kern_qweight *w)
 	return w->format == KERN_Q_INT4 ? n / 2 : n;
 }
 
+/* INT4 with groups of 32: scales are (d, m) pairs. */
+static int is_affine(const kern_qweight *w)
+{
+	return w->format == KERN_Q_INT4 && w->group == KERN_Q_INT4_GROUP_AFFINE;
+}
+
 size_t kern_qweight_scale_bytes(const kern_qweight *w)
 {
-	return (size_t)w->rows * kern_qweight_groups(w) * sl_dtype_size(w->scale_dt);
+	return (size_t)w->rows * kern_qweight_groups(w) * sl_dtype_size(w->scale_dt) *
+	       (is_affine(w) ? 2 : 1);
 }
 
 size_t kern_qweight_zero_bytes(const kern_qweight *w)
 {
-	return w->format == KERN_Q_INT4 ? (size_t)w->rows * kern_qweight_groups(w) : 0;
+	return w->format == KERN_Q_INT4 && !is_affine(w) ? (size_t)w->rows * kern_qweight_groups(w)
+							 : 0;
 }
 
 int kern_qweight_check(const kern_qweight *w, char *err, size_t errlen)
@@ -82,9 +90,17 @@ int kern_qweight_check(const kern_qweight *w, char *err, size_t errlen)
 				       sl_dtype_name(w->scale_dt));
 		break;
 	case KERN_Q_INT4:
-		if (w->group != KERN_Q_INT4_GROUP && w->group != KERN_Q_INT4_GROUP_SMALL)
-			return sl_errf(err, errlen, SL_EINVAL, "int4 weight: group %d (must be %d or %d)",
-				       w->group, KERN_Q_INT4_GROUP, KERN_Q_INT4_GROUP_SMALL);
+		if (w->group != KERN_Q_INT4_GROUP && w->group != KERN_Q_INT4_GROUP_SMALL &&
+		    w->group != KERN_Q_INT4_GROUP_AFFINE)
+			return sl_errf(err, errlen, SL_EINVAL,
+				       "int4 weight: group %d (must be %d, %d or %d)", w->group,
+				       KERN_Q_INT4_GROUP, KERN_Q_INT4_GROUP_SMALL,
+				       KERN_Q_INT4_GROUP_AFFINE);
+		if (is_affine(w) && (w->zeros || w->scale_dt != SL_DT_F16))
+			return sl_errf(err, errlen, SL_EINVAL,
+				       "int4 weight with groups of %d: (d, m) pairs of F16 and no zero "
+				       "points (scales %s%s)", w->group, sl_dtype_name(w->scale_dt),
+				       w->zeros ? ", zero points given" : "");
 		break;
 	}
 	if (w->cols % 16)
@@ -204,10 +220,60 @@ static int quant_int8_span(kern_qweight *w, size_t idx, int8_t *q, const float *
 	return 0;
 }
 
+/* Code u (0..15) of column col into a row's bytes (quant.h's layout). */
+static void put_int4(uint8_t *row_bytes, int col, int u)
+{
+	int j = col & 7, p = (j & 1) ? 4 + j / 2 : j / 2;
+	uint8_t *b = row_bytes + (col >> 3) * 4 + p / 2; /* nibble p of the LE word */
+	int shift = (p & 1) * 4;
+	*b = (uint8_t)((*b & ~(0xF << shift)) | (u << shift));
+}
+
+static int get_int4(const uint8_t *row_bytes, int col)
+{
+	int j = col & 7, p = (j & 1) ? 4 + j / 2 : j / 2;
+	return (row_bytes[(col >> 3) * 4 + p / 2] >> ((p & 1) * 4)) & 0xF;
+}
+
+/* fp16 d, m of an affine group whose values d * u + m all lie in fp16. */
+static int affine_fits(uint16_t d, uint16_t m)
+{
+	float fd = sl_f16_to_f32(d), fm = sl_f16_to_f32(m);
+	return isfinite(fd) && isfinite(fm) && fabsf(fm) <= 65504.0f &&
+	       fabsf(fm + 15.0f * fd) <= 65504.0f;
+}
+
+/* INT4 groups of 32, Q4_1's rule: m = min (fp16, nearest), d = (max - m)
+ * / 15 rounded up, u = round((v - m) / d) in 0..15. */
+static int quant_int4_affine(kern_qweight *w, int row, int k, const float *v)
+{
+	const int G = w->group;
+	float mn = v[0], mx = v[0], d;
+	for (int i = 1; i < G; i++) {
+		mn = fminf(mn, v[i]);
+		mx = fmaxf(mx, v[i]);
+	}
+	uint16_t *pair = (uint16_t *)w->scales + 2 * ((size_t)row * kern_qweight_groups(w) + k / G);
+	uint16_t mh = sl_f32_to_f16(mn);
+	float m = sl_f16_to_f32(mh);
+	kern_qweight one = {.scale_dt = SL_DT_F16, .scales = pair};
+	if (put_scale(&one, 0, (mx - m) / 15.0f, &d) || !affine_fits(pair[0], mh))
+		return -1;
+	pair[1] = mh;
+	uint8_t *row_bytes = (uint8_t *)w->data + (size_t)row * (w->cols / 2);
+	for (int i = 0; i < G; i++) {
+		float u = d > 0 ? nearbyintf((v[i] - m) / d) : 0;
+		put_int4(row_bytes, k + i, u < 0 ? 0 : u > 15 ? 15 : (int)u);
+	}
+	return 0;
+}
+
 /* INT4, one group at column k of row `row` (absolute), into its bytes. */
 static int quant_int4_group(kern_qweight *w, int row, int k, const float *v)
 {
 	const int G = w->group;
+	if (is_affine(w))
+		return quant_int4_affine(w, row, k, v);
 	size_t idx = (size_t)row * kern_qweight_groups(w) + k / G;
 	float d, z = 8;
 	if (w->zeros) {
@@ -232,11 +298,7 @@ static int quant_int4_group(kern_qweight *w, int row, int k, const float *v)
 	uint8_t *row_bytes = (uint8_t *)w->data + (size_t)row * (w->cols / 2);
 	for (int i = 0; i < G; i++) {
 		float u = d != 0 ? nearbyintf(v[i] / d) + z : z;
-		u = u < 0 ? 0 : u > 15 ? 15 : u;
-		int col = k + i, j = col & 7, p = (j & 1) ? 4 + j / 2 : j / 2;
-		uint8_t *b = row_bytes + (col >> 3) * 4 + p / 2; /* nibble p of the LE word */
-		int shift = (p & 1) * 4;
-		*b = (uint8_t)((*b & ~(0xF << shift)) | ((int)u << shift));
+		put_int4(row_bytes, k + i, u < 0 ? 0 : u > 15 ? 15 : (int)u);
 	}
 	return 0;
 }
@@ -341,6 +403,44 @@ int kern_qweight_load_q8_0_rows(kern_qweight *w, int row0, int nrows, const void
 	return SL_OK;
 }
 
+int kern_qweight_load_q4_rows(kern_qweight *w, int q4_1, int row0, int nrows, const void *src,
+			      size_t src_row_bytes, char *err, size_t errlen)
+{
+	const char *t = q4_1 ? "Q4_1" : "Q4_0";
+	if (!is_affine(w))
+		return sl_errf(err, errlen, SL_EINVAL,
+			       "%s loads as int4 with groups of %d (got %s, group %d)", t,
+			       KERN_Q_INT4_GROUP_AFFINE, kern_qformat_name(w->format), w->group);
+	TRY(kern_qweight_check(w, err, errlen));
+	if (row0 < 0 || nrows < 0 || row0 + nrows > w->rows)
+		return sl_errf(err, errlen, SL_EINVAL, "%s: rows %d..%d outside 0..%d", t, row0,
+			       row0 + nrows, w->rows);
+	const int blocks = w->cols / 32, block_bytes = q4_1 ? 20 : 18;
+	for (int r = 0; r < nrows; r++) {
+		const uint8_t *s = (const uint8_t *)src + (size_t)r * src_row_bytes;
+		const int row = row0 + r;
+		uint8_t *codes = (uint8_t *)w->data + (size_t)row * (w->cols / 2);
+		uint16_t *pair = (uint16_t *)w->scales + 2 * (size_t)row * blocks;
+		for (int b = 0; b < blocks; b++, s += block_bytes, pair += 2) {
+			uint16_t d = (uint16_t)(s[0] | s[1] << 8);
+			/* Q4_0: d * (u - 8) = d * u + (-8 d); -8 d is exact in fp16
+			 * (a power of two) unless it overflows, which the check catches */
+			uint16_t m = q4_1 ? (uint16_t)(s[2] | s[3] << 8)
+					  : sl_f32_to_f16(-8.0f * sl_f16_to_f32(d));
+			if (!affine_fits(d, m))
+				return sl_errf(err, errlen, SL_EINVAL,
+					       "%s row %d block %d: d 0x%04x, m 0x%04x: values not "
+					       "finite in fp16", t, row, b, d, m);
+			pair[0] = d;
+			pair[1] = m;
+			const uint8_t *qs = s + block_bytes - 16;
+			for (int j = 0; j < 32; j++) /* byte j: value j low, j + 16 high */
+				put_int4(codes, 32 * b + j, j < 16 ? qs[j] & 15 : qs[j - 16] >> 4);
+		}
+	}
+	return SL_OK;
+}
+
 /* ---- the reference ---- */
 
 static void fp8_table(float dec[256])
@@ -370,10 +470,15 @@ void kern_qweight_dequant_row_cpu(const kern_qweight *w, int row, float *out)
 	}
 	case KERN_Q_INT4: {
 		const uint8_t *b = (const uint8_t *)w->data + (size_t)row * (cols / 2);
+		const uint16_t *pairs = (const uint16_t *)w->scales;
 		for (int k = 0; k < cols; k++) {
-			int j = k & 7, p = (j & 1) ? 4 + j / 2 : j / 2;
-			int u = (b[(k >> 3) * 4 + p / 2] >> ((p & 1) * 4)) & 0xF;
+			int u = get_int4(b, k);
 			size_t gi = sbase + k / w->group;
+			if (is_affine(w)) {
+				out[k] = sl_f16_to_f32(pairs[2 * gi]) * (float)u +
+					 sl_f16_to_f32(pairs[2 * gi + 1]);
+				continue;
+			}
 			int z = w->zeros ? ((const uint8_t *)w->zeros)[gi] : 8;
 			out[k] = get_scale(w, gi) * (float)(u - z);
 		}

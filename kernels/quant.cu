@@ -22,7 +22,10 @@
  *   int8's own rounding. int8 with groups of 32 (GGUF Q8_0) and int4 with
  *   groups of 64 have two groups per chunk: each MMA runs twice, once per group with
  *   the other group's lanes giving zeros (double the tensor work, which a
- *   GEMV has to spare). Up to 64 tokens: n-tiles of 8 share each
+ *   GEMV has to spare). int4 with groups of 32 (GGUF Q4_1's d * u + m) is
+ *   the exception: a lane's 32 codes of a chunk are one group, so each
+ *   weight is made d * u + m in one fused multiply-add, rounded once to
+ *   the run dtype, and the accumulators need no scale. Up to 64 tokens: n-tiles of 8 share each
  *   dequantized fragment (NT = 1, 2, 4, 8 tiles), so W is read once.
  *   Split-K over blocks and the in-block warp sum run in a fixed order:
  *   results are deterministic. int4 up to 8 tokens on long rows takes
@@ -235,16 +238,45 @@ __device__ __forceinline__ void q_dequant16(uint4 raw, uint32_t *f, uint32_t zsu
 	}
 }
 
+/*
+ * int4 with groups of 32: 16 bytes of codes (one group: a lane's share of
+ * a chunk, or a dequant thread's) -> 16 packed pairs of T holding d * u +
+ * m, dm the group's (d, m) fp16 pair as stored (d in the low half). fp16:
+ * u exactly as q_dequant16 makes it (zero point 0), then one HFMA2 a pair,
+ * rounded once. bf16: the same u, d * u + m in fp32, rounded to bf16.
+ */
+template <typename T>
+__device__ __forceinline__ void q_dequant_affine(uint4 raw, uint32_t *f, uint32_t dm)
+{
+	q_dequant16<__half, KERN_Q_INT4>(raw, f, q_zsub<__half>(0));
+	if constexpr (std::is_same<T, __half>::value) {
+		const uint32_t dd = __byte_perm(dm, 0, 0x1010), mm = __byte_perm(dm, 0, 0x3232);
+#pragma unroll
+		for (int i = 0; i < 16; i++)
+			f[i] = q_fma2(f[i], dd, mm);
+	} else {
+		const float d = __half2float(__ushort_as_half((unsigned short)(dm & 0xFFFFu)));
+		const float m = __half2float(__ushort_as_half((unsigned short)(dm >> 16)));
+#pragma unroll
+		for (int i = 0; i < 16; i++) {
+			const float2 u = __half22float2(*reinterpret_cast<const __half2 *>(&f[i]));
+			__nv_bfloat162 r = __floats2bfloat162_rn(fmaf(d, u.x, m), fmaf(d, u.y, m));
+			f[i] = *reinterpret_cast<const uint32_t *>(&r);
+		}
+	}
+}
+
 /* ---- the GEMV ---- */
 
-/* How scales meet the accumulators. */
-enum { QG_ROW = 0, QG_CHUNK = 1, QG_HALF = 2 };
+/* How scales meet the accumulators; QG_AFFINE (int4 groups of 32): they
+ * do not, the weights carry them (q_dequant_affine). */
+enum { QG_ROW = 0, QG_CHUNK = 1, QG_HALF = 2, QG_AFFINE = 3 };
 #define QG_ROWS 16        /* W rows per tile: the MMA's M */
 #define QG_CHUNK_BYTES 64 /* bytes of a row per warp chunk: 4 lanes x 16 */
 
 typedef struct qgemv_args {
 	const uint8_t *w;     /* [rows, row_bytes] codes */
-	const void *scales;   /* [rows, groups] */
+	const void *scales;   /* [rows, groups]; QG_AFFINE: [rows, groups] (d, m) fp16 pairs */
 	const uint8_t *zeros; /* int4: [rows, groups] or NULL (z = 8) */
 	void *out;            /* [n, rows] of T or fp32; fp32 partials [splits][n][rows] */
 	int rows, cols, row_bytes, groups, group, n, chunks_per_split;
@@ -309,8 +341,13 @@ __device__ __forceinline__ void qg_chunk(const qgemv_args &a, const T *x, uint4 
 	constexpr int NH = GM == QG_HALF ? 2 : 1;
 	const uint4 zero = make_uint4(0, 0, 0, 0);
 	uint32_t fa[NP], fb[NP];
-	q_dequant16<T, FMT>(va, fa, za);
-	q_dequant16<T, FMT>(vb, fb, zb);
+	if constexpr (GM == QG_AFFINE) { /* za, zb: the rows' (d, m) pairs */
+		q_dequant_affine<T>(va, fa, za);
+		q_dequant_affine<T>(vb, fb, zb);
+	} else {
+		q_dequant16<T, FMT>(va, fa, za);
+		q_dequant16<T, FMT>(vb, fb, zb);
+	}
 	const size_t xk = (size_t)cu * CK + c * KL;
 #pragma unroll
 	for (int j = 0; j < NT; j++) {
@@ -336,7 +373,7 @@ __device__ __forceinline__ void qg_chunk(const qgemv_args &a, const T *x, uint4 
 #pragma unroll
 		for (int i = 0; i < NP / 2; i++) {
 			const uint32_t af[4] = {fa[2 * i], fb[2 * i], fa[2 * i + 1], fb[2 * i + 1]};
-			if constexpr (GM == QG_ROW) {
+			if constexpr (GM == QG_ROW || GM == QG_AFFINE) {
 				kern_mma_m16n8k16<T>(acc[j], af, xr[2 * i], xr[2 * i + 1]);
 			} else if constexpr (GM == QG_CHUNK) {
 				kern_mma_m16n8k16<T>(t[0], af, xr[2 * i], xr[2 * i + 1]);
@@ -353,7 +390,7 @@ __device__ __forceinline__ void qg_chunk(const qgemv_args &a, const T *x, uint4 
 				}
 			}
 		}
-		if constexpr (GM != QG_ROW) {
+		if constexpr (GM == QG_CHUNK || GM == QG_HALF) {
 			/* accumulator e: row a for e < 2, row b for e >= 2 */
 #pragma unroll
 			for (int h = 0; h < NH; h++) {
@@ -434,8 +471,10 @@ template <int FMT, int NT> constexpr int qg_min_blocks()
  * sums each chunk apart and adds scale * partial (its group holds the
  * whole chunk); QG_HALF (int8 with groups of 32, int4 with groups of 64:
  * two groups per chunk, lanes c = 0, 1 in the first) splits each MMA by
- * group. EPI, PRE: as matmul.cu's gemv_kernel (kernels/epilogue.cuh),
- * fused kinds with NT == 1 only.
+ * group; QG_AFFINE (int4 groups of 32) makes each lane's weights d * u + m
+ * from its group's pair and accumulates them unscaled. EPI, PRE: as
+ * matmul.cu's gemv_kernel (kernels/epilogue.cuh), fused kinds with NT == 1
+ * only.
  */
 template <typename T, int FMT, int GM, int NT, int KSPLIT, int UNROLL, int EPI, bool PRE>
 __global__ void __launch_bounds__(KSPLIT * 32, qg_min_blocks<FMT, NT>())
@@ -489,7 +528,7 @@ __global__ void __launch_bounds__(KSPLIT * 32, qg_min_blocks<FMT, NT>())
 			va[u] = ok && ok_a ? kern_ld_stream(wa + off) : zero;
 			vb[u] = ok && ok_b ? kern_ld_stream(wb + off) : zero;
 			const int grp0 = GM == QG_HALF ? 2 * cu : GM == QG_CHUNK ? cu * CK / a.group : 0;
-			if constexpr (GM != QG_ROW) {
+			if constexpr (GM == QG_CHUNK || GM == QG_HALF) {
 #pragma unroll
 				for (int h = 0; h < NH; h++) {
 					const bool okg = in && grp0 + h < a.groups;
@@ -501,7 +540,14 @@ __global__ void __launch_bounds__(KSPLIT * 32, qg_min_blocks<FMT, NT>())
 						       : 0.0f;
 				}
 			}
-			if constexpr (FMT == KERN_Q_INT4) {
+			if constexpr (GM == QG_AFFINE) {
+				/* the lane's 32 codes are group 4 cu + c; lanes
+				 * past the row get (0, 0): weights 0 */
+				const uint32_t *pr = reinterpret_cast<const uint32_t *>(a.scales);
+				const size_t gi = (size_t)4 * cu + c;
+				za[u] = ok ? __ldg(pr + (size_t)ra * a.groups + gi) : 0u;
+				zb[u] = ok ? __ldg(pr + (size_t)rb * a.groups + gi) : 0u;
+			} else if constexpr (FMT == KERN_Q_INT4) {
 				/* groups of 64 (QG_HALF): lanes c = 0, 1 hold the
 				 * chunk's first group, 2, 3 the second */
 				const int zg = grp0 + (GM == QG_HALF ? (c >> 1) : 0);
@@ -903,6 +949,8 @@ static int qgemv_dispatch(kern_qblas *qb, const qgemv_args &a, const void *x, in
 	case KERN_Q_FP8:
 		return qgemv_tiles<T, KERN_Q_FP8, QG_ROW>(qb, a, xt);
 	case KERN_Q_INT4:
+		if (a.group == KERN_Q_INT4_GROUP_AFFINE)
+			return qgemv_tiles<T, KERN_Q_INT4, QG_AFFINE>(qb, a, xt);
 		if (a.group == KERN_Q_INT4_GROUP_SMALL)
 			return qgemv_tiles<T, KERN_Q_INT4, QG_HALF>(qb, a, xt);
 		return qgemv_tiles<T, KERN_Q_INT4, QG_CHUNK>(qb, a, xt);
@@ -933,7 +981,8 @@ static qgemv_args qgemv_args_of(const kern_qweight *w, void *out, bool out_f32, 
 /* ---- dequantize + cuBLAS ---- */
 
 /* Rows [row0, row0 + nrows) of W into dst [nrows, cols] of T: each value
- * scale * code rounded once. One thread per 16 bytes of codes. */
+ * scale * code (int4 groups of 32: d * u + m in fp32) rounded once to T.
+ * One thread per 16 bytes of codes. */
 template <typename T, int FMT>
 __global__ void qdequant_kernel(T *__restrict__ dst, qgemv_args a, int row0, int nrows)
 {
@@ -946,11 +995,20 @@ __global__ void qdequant_kernel(T *__restrict__ dst, qgemv_args a, int row0, int
 	const uint4 raw = kern_ld_stream(a.w + (size_t)row * a.row_bytes + (size_t)j * 16);
 	const int k0 = j * KL, grp = a.group ? k0 / a.group : 0; /* KL divides every group */
 	const size_t gi = (size_t)row * a.groups + grp;
-	const float s = q_scale(a.scales, gi, a.scale_f16);
+	const bool affine = FMT == KERN_Q_INT4 && a.group == KERN_Q_INT4_GROUP_AFFINE;
+	float s, mn = 0; /* affine: the group's minimum */
 	uint32_t z = 8;
-	if (FMT == KERN_Q_INT4 && a.zeros)
-		z = __ldg(a.zeros + gi);
-	uint32_t f[KL / 2]; /* exact code values as fp16 pairs */
+	if (affine) { /* the thread's 32 codes are group gi */
+		const uint32_t dm = __ldg(reinterpret_cast<const uint32_t *>(a.scales) + gi);
+		s = __half2float(__ushort_as_half((unsigned short)(dm & 0xFFFFu)));
+		mn = __half2float(__ushort_as_half((unsigned short)(dm >> 16)));
+		z = 0;
+	} else {
+		s = q_scale(a.scales, gi, a.scale_f16);
+		if (FMT == KERN_Q_INT4 && a.zeros)
+			z = __ldg(a.zeros + gi);
+	}
+	uint32_t f[KL / 2]; /* exact code values (u - z) as fp16 pairs */
 	q_dequant16<__half, FMT>(raw, f, q_zsub<__half>(z));
 	T *o = dst + (size_t)r * a.cols + k0;
 #pragma unroll
@@ -959,8 +1017,8 @@ __global__ void qdequant_kernel(T *__restrict__ dst, qgemv_args a, int row0, int
 #pragma unroll
 		for (int i = 0; i < 4; i++) {
 			const float2 p = __half22float2(*reinterpret_cast<const __half2 *>(&f[4 * m + i]));
-			vals[2 * i] = s * p.x;
-			vals[2 * i + 1] = s * p.y;
+			vals[2 * i] = fmaf(s, p.x, mn);
+			vals[2 * i + 1] = fmaf(s, p.y, mn);
 		}
 		kern_store8(o + 8 * m, vals);
 	}

@@ -54,6 +54,22 @@
  *   Symmetric (zeros NULL) uses Q4_0's rule: the group's largest-magnitude
  *   value maps to -8 exactly, d = -that / 8, so all 16 codes are used.
  *
+ *   Groups of 32 (KERN_Q_INT4_GROUP_AFFINE) are GGUF Q4_1's form: a float
+ *   minimum instead of a zero point, weight = d * u + m, with scales
+ *   holding (d, m) pairs of fp16 ([rows, cols / 32, 2]; scale_dt F16,
+ *   zeros NULL). GGUF Q4_1 blocks (d, m, 16 bytes of nibbles) and Q4_0
+ *   blocks (d * (u - 8): m = -8 d, exact) load into it unchanged
+ *   (kern_qweight_load_q4_rows). Why: re-quantizing a 4-bit checkpoint
+ *   onto another grid rounds every weight twice. On SmolLM2's Q4_1 file,
+ *   groups of 128 gave +45.9% perplexity and groups of 32 with an integer
+ *   zero point +16.2% (the grid shifted by up to half a step); the
+ *   blocks as they are reproduce the checkpoint (docs/cuda.md). From fp32
+ *   (kern_quantize_rows) the rule is Q4_1's: m = the group's minimum
+ *   (rounded to fp16), d = (max - m) / 15 rounded up. The GPU makes each
+ *   weight d * u + m in one fused multiply-add, rounded once to the run
+ *   dtype, and feeds it to the tensor cores: each lane's 32 codes of a
+ *   chunk are one group, so a (d, m) pair is one 4-byte load per lane.
+ *
  *   Bit layout: a row is cols / 2 bytes; its 32-bit little-endian word i
  *   holds columns 8i .. 8i+7, column 8i + j in bits [4p, 4p + 4) with
  *   p = j / 2 for even j and p = 4 + j / 2 for odd j:
@@ -67,7 +83,7 @@
  *   in the order an mma.sync fragment register wants.
  *
  * Shapes: INT8 and FP8 need cols % 16 == 0 (16-byte loads); a group must
- * divide cols (INT4: cols % 64 or % 128 == 0). Pointers: data 16-byte aligned
+ * divide cols (INT4: cols % 32, 64 or 128 == 0). Pointers: data 16-byte aligned
  * on the GPU. Tensor parallelism: a column-parallel shard (rows split)
  * takes its rows of data, scales and zeros; a row-parallel shard (cols
  * split) must split at group boundaries and, for per-row scales (INT8
@@ -97,6 +113,7 @@ typedef enum {
 
 #define KERN_Q_INT4_GROUP 128
 #define KERN_Q_INT4_GROUP_SMALL 64
+#define KERN_Q_INT4_GROUP_AFFINE 32 /* (d, m) pairs: GGUF Q4_1's form */
 #define KERN_FP8_E4M3_MAX 448.0f
 
 /* One quantized weight. Host pointers for the CPU functions, device
@@ -109,7 +126,7 @@ typedef struct kern_qweight {
 	int group;    /* 0: one scale per row; else columns per scale */
 	int scale_dt; /* SL_DT_F32 or SL_DT_F16 */
 	void *data;   /* codes, see the formats above */
-	void *scales; /* [rows, groups] of scale_dt */
+	void *scales; /* [rows, groups] of scale_dt; INT4 group 32: [rows, groups, 2] (d, m) */
 	void *zeros;  /* INT4 only: uint8 [rows, groups], or NULL (symmetric) */
 } kern_qweight;
 
@@ -161,7 +178,20 @@ int kern_quantize_rows(kern_qweight *w, int row0, int nrows, const float *src,
 int kern_qweight_load_q8_0_rows(kern_qweight *w, int row0, int nrows, const void *src,
 				size_t src_row_bytes, char *err, size_t errlen);
 
-/* Row `row` of W as fp32: exactly the stored values (scale * code). */
+/*
+ * Copy rows [row0, row0 + nrows) of a GGUF Q4_1 (q4_1 != 0: blocks of
+ * fp16 d, fp16 m, 16 bytes of nibbles, value d * u + m) or Q4_0 tensor
+ * (q4_1 == 0: fp16 d, 16 bytes, value d * (u - 8), stored as m = -8 d)
+ * into an INT4 weight with group 32, values unchanged. src, src_row_bytes
+ * as for Q8_0; each row takes w->cols / 32 blocks. A d or m that is not
+ * finite, or a block whose values reach beyond fp16 (the GPU rounds each
+ * weight to the run dtype), is SL_EINVAL naming the row and block.
+ */
+int kern_qweight_load_q4_rows(kern_qweight *w, int q4_1, int row0, int nrows, const void *src,
+			      size_t src_row_bytes, char *err, size_t errlen);
+
+/* Row `row` of W as fp32: exactly the stored values (scale * code, or
+ * d * u + m). */
 void kern_qweight_dequant_row_cpu(const kern_qweight *w, int row, float *out);
 
 /* The reference: out[n, rows] = x[n, cols] @ dequant(W)^T in fp32. */

@@ -40,7 +40,8 @@ typedef struct loader {
 	size_t rows_full_bytes;
 	kern_qweight rnd[4]; /* random weights: one quantized host shard per projection,
 			      * made once and uploaded for every layer */
-	uint64_t q8_bytes; /* GGUF Q8_0 bytes copied as they are (not through the reader) */
+	uint64_t q8_bytes; /* GGUF Q8_0 / Q4_0 / Q4_1 bytes copied as they are (not
+			    * through the reader) */
 	unsigned logged;   /* projections whose format choice was logged (bit per kind) */
 	int n_quantized, n_projections;
 	char *err;
@@ -225,9 +226,9 @@ static int64_t spec_rows(const mat_spec *sp)
 	return r;
 }
 
-/* The GGUF Q8_0 tensor behind a part, when it can be copied as it is
- * (int8, groups of 32, the slice on block boundaries); else NULL. */
-static const sl_gguf_tensor *q8_0_source(loader *L, const mat_part *p)
+/* The GGUF tensor behind a part when it is stored as `type` and can be
+ * copied as it is (blocks of 32, the slice on block boundaries); else NULL. */
+static const sl_gguf_tensor *block_source(loader *L, const mat_part *p, int type)
 {
 	const sl_gguf_tensor *t;
 	if (!L->gg || p->c0 % 32 || p->nc % 32)
@@ -236,7 +237,19 @@ static const sl_gguf_tensor *q8_0_source(loader *L, const mat_part *p)
 		L->err[0] = 0;
 		return NULL;
 	}
-	return t->type == SL_GGML_Q8_0 ? t : NULL;
+	return t->type == type ? t : NULL;
+}
+
+static const sl_gguf_tensor *q8_0_source(loader *L, const mat_part *p)
+{
+	return block_source(L, p, SL_GGML_Q8_0);
+}
+
+/* A GGUF Q4_1 or Q4_0 tensor behind a part, copied into int4 groups of 32. */
+static const sl_gguf_tensor *q4_source(loader *L, const mat_part *p)
+{
+	const sl_gguf_tensor *t = block_source(L, p, SL_GGML_Q4_1);
+	return t ? t : block_source(L, p, SL_GGML_Q4_0);
 }
 
 /* The int8 / int4 groups to try, largest first, from the one asked for. */
@@ -244,6 +257,7 @@ static int group_fits(int format, int g, int64_t cols)
 {
 	if (format == KERN_Q_INT4)
 		return g > 0 && cols % g == 0;
+	/* int8: group 0 is one scale per row */
 	return g > 0 ? cols % g == 0 : cols % 16 == 0;
 }
 
@@ -268,9 +282,11 @@ static void log_choice(loader *L, const mat_spec *sp, const char *fmt, ...)
  * fp8: one fp32 scale per row, cols % 16. int8: GGUF Q8_0 parts keep their
  * groups of 32 (fp16 scales); else the asked group (--quant-group, default
  * MODEL_INT8_GROUP), or the next smaller one that divides cols, down to one
- * scale per row (fp32); int4: groups of 128, or 64, asymmetric, fp16
- * scales. The choice depends on the shard's cols only, so every rank of a
- * tensor-parallel group makes the same one.
+ * scale per row (fp32); int4: GGUF Q4_1 / Q4_0 parts keep their blocks
+ * (groups of 32 with a minimum) unless --quant-group asks for 64 or 128;
+ * else groups of 128, 64 (asymmetric, fp16 scales) or 32 (Q4_1's rule).
+ * The choice depends on the shard's columns and the checkpoint's types
+ * only, so every rank of a tensor-parallel group makes the same one.
  */
 static void choose_format(loader *L, const mat_spec *sp, kern_qweight *q)
 {
@@ -299,11 +315,23 @@ static void choose_format(loader *L, const mat_spec *sp, kern_qweight *q)
 			}
 	}
 	const int int4 = o->quant == KERN_Q_INT4;
+	if (int4 && (o->quant_group == MODEL_QGROUP_AUTO ||
+		     o->quant_group == KERN_Q_INT4_GROUP_AFFINE)) {
+		for (int i = 0; i < sp->n_part; i++)
+			if (q4_source(L, &sp->part[i])) {
+				*q = (kern_qweight){.format = KERN_Q_INT4, .rows = q->rows,
+						    .cols = q->cols, .group = KERN_Q_INT4_GROUP_AFFINE,
+						    .scale_dt = SL_DT_F16};
+				log_choice(L, sp, "int4, groups of 32 with a minimum: the GGUF's "
+					   "Q4_1 / Q4_0 blocks as they are");
+				return;
+			}
+	}
 	const int want = o->quant_group == MODEL_QGROUP_ROW ? 0
 			 : o->quant_group != MODEL_QGROUP_AUTO ? o->quant_group
 			 : int4 ? KERN_Q_INT4_GROUP : MODEL_INT8_GROUP;
-	static const int chain8[] = {128, 64, 32, 0}, chain4[] = {128, 64};
-	const int *chain = int4 ? chain4 : chain8, n = int4 ? 2 : 4;
+	static const int chain8[] = {128, 64, 32, 0}, chain4[] = {128, 64, 32};
+	const int *chain = int4 ? chain4 : chain8, n = int4 ? 3 : 4;
 	int i = 0;
 	while (i < n && chain[i] != want)
 		i++;
@@ -322,16 +350,17 @@ static void choose_format(loader *L, const mat_spec *sp, kern_qweight *q)
 		return;
 	}
 	log_choice(L, sp, "in_dim %lld on this rank fits no %s group (%s): stays %s",
-		   (long long)cols, kern_qformat_name(o->quant), int4 ? "64 or 128" : "16", run);
+		   (long long)cols, kern_qformat_name(o->quant), int4 ? "32, 64 or 128" : "16", run);
 }
 
 static int qweight_alloc_host(loader *L, kern_qweight *h)
 {
+	const size_t zb = kern_qweight_zero_bytes(h); /* int4 but groups of 32 */
 	h->data = calloc(1, kern_qweight_data_bytes(h) + 1);
 	h->scales = calloc(1, kern_qweight_scale_bytes(h) + 1);
-	if (h->format == KERN_Q_INT4)
-		h->zeros = calloc(1, kern_qweight_zero_bytes(h) + 1);
-	if (!h->data || !h->scales || (h->format == KERN_Q_INT4 && !h->zeros))
+	if (zb)
+		h->zeros = calloc(1, zb + 1);
+	if (!h->data || !h->scales || (zb && !h->zeros))
 		return sl_errf(L->err, L->errlen, SL_ENOMEM, "out of host memory for a %s weight",
 			       kern_qformat_name(h->format));
 	return SL_OK;
@@ -394,13 +423,39 @@ static int whole_row_amax(loader *L, const mat_part *p, int64_t r0, int64_t nr, 
 	return SL_OK;
 }
 
-/* Rows [r0, r0 + nr) of part p into rows from `row` of h: a GGUF Q8_0
- * copy, or read as fp32 and quantized. */
+/* Rows [r0, r0 + nr) of part p into rows from `row` of h, copied from a
+ * GGUF Q4_1 / Q4_0 tensor (int4 groups of 32); Q and K rows' codes and
+ * (d, m) pairs put back in head order, as stage_gguf does values. */
+static int copy_q4_rows(loader *L, const sl_gguf_tensor *t, const mat_part *p, kern_qweight *h,
+			int64_t row, int64_t r0, int64_t nr)
+{
+	const int q4_1 = t->type == SL_GGML_Q4_1, block = q4_1 ? 20 : 18;
+	size_t row_bytes = (size_t)(p->cols / 32) * block;
+	const char *src = (const char *)t->data + (size_t)r0 * row_bytes + (size_t)(p->c0 / 32) * block;
+	TRY(kern_qweight_load_q4_rows(h, q4_1, (int)row, (int)nr, src, row_bytes, L->err,
+				      L->errlen));
+	L->q8_bytes += (uint64_t)nr * (uint64_t)(p->nc / 32) * block;
+	if (is_qk(p->name)) {
+		int64_t hd = L->m->cfg.head_dim;
+		TRY(gguf_unpermute(L, (uint8_t *)h->data + (size_t)row * (h->cols / 2), nr / hd, hd,
+				   (size_t)h->cols / 2));
+		TRY(gguf_unpermute(L, (uint32_t *)h->scales + (size_t)row * (h->cols / 32), nr / hd,
+				   hd, (size_t)(h->cols / 32) * 4));
+	}
+	return SL_OK;
+}
+
+/* Rows [r0, r0 + nr) of part p into rows from `row` of h: a GGUF Q8_0 or
+ * Q4_1 / Q4_0 copy, or read as fp32 and quantized. */
 static int quantize_part_rows(loader *L, const mat_spec *sp, const mat_part *p, kern_qweight *h,
 			      int64_t row, int64_t r0, int64_t nr)
 {
 	const sl_gguf_tensor *q8 = h->format == KERN_Q_INT8 && h->group == 32 &&
 					   h->scale_dt == SL_DT_F16 ? q8_0_source(L, p) : NULL;
+	const sl_gguf_tensor *q4 = h->format == KERN_Q_INT4 &&
+					   h->group == KERN_Q_INT4_GROUP_AFFINE ? q4_source(L, p) : NULL;
+	if (q4)
+		return copy_q4_rows(L, q4, p, h, row, r0, nr);
 	if (q8) {
 		size_t row_bytes = (size_t)(p->cols / 32) * 34;
 		const char *src = (const char *)q8->data + (size_t)r0 * row_bytes + (size_t)(p->c0 / 32) * 34;
@@ -584,7 +639,7 @@ static void log_quant(const loader *L)
 	SL_INFO("quant", "%s: %d of %d projections quantized (%.1f MiB of projections%s); "
 		"embedding, norms and LM head stay %s", kern_qformat_name(m->opts.quant),
 		L->n_quantized, L->n_projections, m->proj_bytes / 1048576.0,
-		L->q8_bytes ? ", GGUF Q8_0 blocks copied as they are" : "",
+		L->q8_bytes ? ", GGUF blocks copied as they are" : "",
 		sl_dtype_name(m->be->dtype));
 }
 
@@ -882,8 +937,9 @@ int model_check_quant(int quant, int group, char *err, size_t errlen)
 	    group != 128)
 		return sl_errf(err, errlen, SL_EINVAL, "--quant-group %d: int8 takes row (one "
 			       "scale per output row), 32, 64 or 128", group);
-	if (quant == KERN_Q_INT4 && group != 64 && group != 128)
-		return sl_errf(err, errlen, SL_EINVAL, "--quant-group %d: int4 takes 64 or 128", group);
+	if (quant == KERN_Q_INT4 && group != 32 && group != 64 && group != 128)
+		return sl_errf(err, errlen, SL_EINVAL, "--quant-group %d: int4 takes 32, 64 or 128",
+			       group);
 	if (quant != KERN_Q_INT8 && quant != KERN_Q_INT4)
 		return sl_errf(err, errlen, SL_EINVAL, "--quant-group: only int8 and int4 have "
 			       "groups (--quant %s)", kern_qformat_name(quant));

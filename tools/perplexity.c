@@ -23,7 +23,8 @@
  *
  * --check asserts the issue's bounds against the baseline: int8 within
  * +1%, fp8 +2%, int4 +8% (an fp8 KV cache adds PPL_KV8_BOUND; --bound
- * FORMAT=REL replaces a format's, e.g. int4=0.40), and prints
+ * FORMAT=REL replaces a format's, e.g. int4=0.40, and --bound CONFIG=REL
+ * one configuration's, e.g. int4/128=0.40), and prints
  * "N passed, N failed" (tests/quant_ppl.sh runs it in `make test`).
  * --json writes every figure for bench/results.
  */
@@ -67,6 +68,11 @@ typedef struct ppl_args {
 	long window, max_tokens, step_tokens, tp, pp;
 	int check;
 	double bound[4]; /* by kern_qformat: the --check bound; <0: the issue's */
+	struct {
+		char name[32];
+		double rel;
+	} named[MAX_CONFIGS]; /* --bound CONFIG=REL, before the format's */
+	int n_named;
 	ppl_config cfg[MAX_CONFIGS];
 	int n_cfg;
 } ppl_args;
@@ -123,14 +129,20 @@ static int parse(int argc, char **argv, ppl_args *a, char *err, size_t errlen)
 		case 'x': rc = sl_parse_int("--tp", optarg, 1, 64, &a->tp, err, errlen); break;
 		case 'y': rc = sl_parse_int("--pp", optarg, 1, 64, &a->pp, err, errlen); break;
 		case 'b': {
-			char fmt[16];
+			char what[32];
 			double v;
-			int q;
-			if (sscanf(optarg, "%15[a-z0-9]=%lf", fmt, &v) != 2 ||
-			    (q = kern_qformat_parse(fmt)) < 0 || v < 0)
+			ppl_config probe;
+			if (sscanf(optarg, "%31[a-z0-9/+]=%lf", what, &v) != 2 || v < 0 ||
+			    parse_config(what, &probe, err, errlen))
 				return sl_errf(err, errlen, SL_EINVAL, "--bound %s: expected FORMAT=REL "
-					       "(int4=0.40)", optarg);
-			a->bound[q] = v;
+					       "(int4=0.40) or CONFIG=REL (int4/128=0.40)", optarg);
+			int q = kern_qformat_parse(what);
+			if (q >= 0) {
+				a->bound[q] = v;
+			} else if (a->n_named < MAX_CONFIGS) {
+				snprintf(a->named[a->n_named].name, sizeof a->named[0].name, "%s", what);
+				a->named[a->n_named++].rel = v;
+			}
 			break;
 		}
 		default:
@@ -139,7 +151,7 @@ static int parse(int argc, char **argv, ppl_args *a, char *err, size_t errlen)
 				       "none,int8,fp8,int4,fp8+kv8] [--window 512] [--max-tokens N] "
 				       "[--golden DIR] [--check] [--json OUT] [--device cpu|cuda] "
 				       "[--dtype f16|bf16] [--step-tokens 512] [--tp T --pp P] "
-				       "[--bound FORMAT=REL]");
+				       "[--bound FORMAT=REL|CONFIG=REL]");
 		}
 	}
 	if (rc)
@@ -281,9 +293,13 @@ static int load_gold(const char *dir, gold *g, char *err, size_t errlen)
 }
 
 /* The bound of a configuration against the baseline (relative increase):
- * the issue's, or --bound's. */
+ * its own --bound CONFIG=REL as given, else its format's (the issue's, or
+ * --bound FORMAT=REL) plus PPL_KV8_BOUND with an fp8 KV cache. */
 static double bound_of(const ppl_args *a, const ppl_config *c)
 {
+	for (int i = 0; i < a->n_named; i++)
+		if (!strcmp(a->named[i].name, c->name))
+			return a->named[i].rel;
 	double b = c->quant == KERN_Q_INT8 ? 0.01 : c->quant == KERN_Q_FP8 ? 0.02
 		 : c->quant == KERN_Q_INT4 ? 0.08 : 0.0;
 	if (a->bound[c->quant] >= 0)

@@ -71,6 +71,7 @@ static const qcfg k_cfgs[] = {
 	{"fp8/row", KERN_Q_FP8, 0, SL_DT_F32, 0},
 	{"int4/g128", KERN_Q_INT4, 128, SL_DT_F16, 1},
 	{"int4/g64", KERN_Q_INT4, 64, SL_DT_F16, 1},
+	{"int4/g32", KERN_Q_INT4, 32, SL_DT_F16, 0}, /* GGUF Q4_1's (d, m) */
 };
 #define N_CFGS (int)(sizeof k_cfgs / sizeof *k_cfgs)
 
@@ -660,7 +661,7 @@ START_TEST(test_int8) { test_cfg(1); test_cfg(2); }
 END_TEST
 START_TEST(test_fp8) { test_cfg(3); }
 END_TEST
-START_TEST(test_int4) { test_cfg(4); test_cfg(5); }
+START_TEST(test_int4) { test_cfg(4); test_cfg(5); test_cfg(6); }
 END_TEST
 
 static void add_case(Suite *s, const char *name, const TTest *test)

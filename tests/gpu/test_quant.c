@@ -3,7 +3,8 @@
  * CPU reference (kernels/quant.c), for every format (int8 per row with
  * fp32 and fp16 scales, int8 groups of 32 / 64 / 128, fp8 per row, int4
  * groups of 128 asymmetric, symmetric and with fp32 scales, int4 groups
- * of 64 asymmetric and symmetric), fp16 and
+ * of 64 asymmetric and symmetric, int4 groups of 32 with (d, m) pairs as
+ * GGUF Q4_1 stores them), fp16 and
  * bf16 activations, run-dtype and fp32 outputs, every path (the GEMV at
  * 1..64 tokens, dequantize + cuBLAS, fp8 W8A8 through cuBLASLt), token
  * counts 1, 2, 3, 5, 8, 13, 32, 64, 65, 70, 200, 2048, and shapes off the
@@ -52,7 +53,8 @@
  * and 2e-4 for fp32 outputs.
  * Dequantize + cuBLAS: each weight scale * code is rounded to the dtype
  * once (2^-11 / 2^-8 relative, random signs): within the same bounds, and
- * fp32 outputs take the dtype's bound.
+ * fp32 outputs take the dtype's bound. So does int4 with groups of 32 on
+ * every path (its GEMV rounds d * u + m to the dtype too).
  * W8A8 (cuBLASLt fp8) against the W8A8 reference: the activations' codes
  * and scales are the reference's bit for bit (tested apart), products of
  * two e4m3 values are exact; cuBLASLt's fp8 accumulation is fp32 with
@@ -85,6 +87,9 @@ static const qcfg k_cfgs[] = {
 	/* in_dims that are not a multiple of 128 (SmolLM2's 576): two groups per chunk */
 	{"int4/g64", KERN_Q_INT4, 64, SL_DT_F16, 1},
 	{"int4/g64-sym", KERN_Q_INT4, 64, SL_DT_F16, 0},
+	/* GGUF Q4_1's form: (d, m) pairs, each weight d * u + m rounded to the
+	 * dtype once before the tensor cores (as dequantize + cuBLAS does) */
+	{"int4/g32", KERN_Q_INT4, 32, SL_DT_F16, 0},
 };
 #define N_CFGS (int)(sizeof k_cfgs / sizeof *k_cfgs)
 
@@ -155,11 +160,17 @@ static void record(worst *w, int path, int f32, double e)
 	w->runs[path - 1][f32]++;
 }
 
-static double tol_for(int path, int f32, sl_dtype dt)
+/* int4 groups of 32: every path rounds each weight d * u + m to the dtype */
+static int rounds_weights(const qcfg *c)
+{
+	return c->format == KERN_Q_INT4 && c->group == KERN_Q_INT4_GROUP_AFFINE;
+}
+
+static double tol_for(const qcfg *c, int path, int f32, sl_dtype dt)
 {
 	if (path == KERN_QPATH_FP8_LT && g_fp8_fast)
 		return dmax(TOL_W8A8_FAST, f32 ? 0 : tol_dt(dt));
-	if (!f32 || path == KERN_QPATH_DEQUANT)
+	if (!f32 || path == KERN_QPATH_DEQUANT || rounds_weights(c))
 		return tol_dt(dt);
 	return path == KERN_QPATH_FP8_LT ? TOL_W8A8_F32OUT : TOL_F32OUT;
 }
@@ -199,7 +210,7 @@ static int run_path(kern_qblas *qb, int path, const qcfg *c, const qw *q, const 
 			 s->cols, n);
 		const float *want = taken == KERN_QPATH_FP8_LT ? ref_w8a8 : ref;
 		ck_assert_ptr_nonnull(want);
-		double tol = tol_for(taken, f32, dt);
+		double tol = tol_for(c, taken, f32, dt);
 		double e = gt_compare(what, got, want, no, tol);
 		record(w, taken, f32, e);
 		ck_assert_msg(e <= tol, "%s: worst %.3g > tol %.3g", what, e, tol);
@@ -256,7 +267,8 @@ static void report(const qcfg *c, const worst *ws)
 				snprintf(name, sizeof name, "qmatmul(%s%s) %s%s", path_name(p),
 					 p == KERN_QPATH_FP8_LT && g_fp8_fast ? ", fast accum" : "",
 					 c->name, f32 ? " f32out" : "");
-				gt_report(name, k_dts[di], ws[di].v[p - 1][f32], tol_for(p, f32, k_dts[di]));
+				gt_report(name, k_dts[di], ws[di].v[p - 1][f32],
+					  tol_for(c, p, f32, k_dts[di]));
 			}
 }
 
@@ -313,6 +325,8 @@ START_TEST(test_int4) { test_format(6); test_format(7); test_format(8); }
 END_TEST
 START_TEST(test_int4_g64) { test_format(9); test_format(10); }
 END_TEST
+START_TEST(test_int4_g32) { test_format(11); }
+END_TEST
 
 /* ---- every code, exactly ---- */
 
@@ -354,9 +368,14 @@ START_TEST(test_decode_exact)
 					code -= 1; /* NaN codes: their neighbour */
 				set_code(&q.h, r, k, code);
 			}
+		const int affine = c->format == KERN_Q_INT4 && c->group == KERN_Q_INT4_GROUP_AFFINE;
 		for (int i = 0; i < rows * groups; i++) {
 			float s = (float)gt_int(1, 2047) / 1024.0f; /* exact in fp16 */
-			if (c->scale_dt == SL_DT_F32)
+			if (affine) { /* d, and m in [-16, 16]: d * u + m exact in fp32 */
+				((uint16_t *)q.h.scales)[2 * i] = sl_f32_to_f16(s);
+				((uint16_t *)q.h.scales)[2 * i + 1] =
+					sl_f32_to_f16((float)gt_int(-16384, 16384) / 1024.0f);
+			} else if (c->scale_dt == SL_DT_F32)
 				((float *)q.h.scales)[i] = s;
 			else
 				((uint16_t *)q.h.scales)[i] = sl_f32_to_f16(s);
@@ -387,11 +406,12 @@ START_TEST(test_decode_exact)
 				for (int pi = 0; pi < 2; pi++)
 					for (int f32 = 0; f32 < 2; f32++) {
 						sl_dtype ot = f32 ? SL_DT_F32 : dt;
-						/* dequantize rounds each weight to the dtype once; so
-						 * does a dtype output */
+						/* dequantize (and int4 groups of 32 on any path)
+						 * rounds each weight to the dtype once; so does a
+						 * dtype output */
 						float *exp = gt_malloc(sizeof(float) * n * rows);
 						memcpy(exp, want, sizeof(float) * n * rows);
-						if (!f32 || paths[pi] == KERN_QPATH_DEQUANT)
+						if (!f32 || paths[pi] == KERN_QPATH_DEQUANT || affine)
 							gt_round(exp, (size_t)n * rows, dt);
 						void *d_out = gt_dev_poison(sl_dtype_size(ot) * n * rows);
 						GT_KERNEL(kern_qmatmul_cuda(qb, paths[pi], d_out, ot, d_x, dt,
@@ -797,6 +817,7 @@ START_TEST(test_graph)
 		{5, 512, 2048, 100}, /* fp8 W8A8 through cuBLASLt (or its fallback) */
 		{2, 2055, 4096, 8},  /* int8 groups of 32 */
 		{9, 519, 4160, 13},  /* int4 groups of 64, half a chunk at the end */
+		{11, 519, 4128, 5},  /* int4 groups of 32, a quarter chunk at the end */
 	};
 	gt_reseed(g_seed, 4000);
 	cudaStream_t st;
@@ -923,6 +944,7 @@ int main(void)
 	add_case(s, "fp8_fast", test_fp8_fast);
 	add_case(s, "int4", test_int4);
 	add_case(s, "int4_g64", test_int4_g64);
+	add_case(s, "int4_g32", test_int4_g32);
 	add_case(s, "graph", test_graph);
 	add_case(s, "refused", test_refused);
 	SRunner *sr = srunner_create(s);

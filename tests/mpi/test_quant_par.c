@@ -17,8 +17,9 @@
  *   mpirun -np 2 test_quant_par --tp 2 --pp 1 [--smollm2 FILE]
  *
  * Models: gguf_quant (every GGUF storage type: int8 copies its Q8_0 blocks
- * as they are), llama3_f16; with --smollm2, the real SmolLM2-135M GGUF
- * instead (int4 with groups of 64 on its 576-wide inputs).
+ * as they are, int4 its Q4_0 / Q4_1 blocks, row-parallel o and down
+ * projections split between blocks), llama3_f16; with --smollm2, the real
+ * SmolLM2-135M GGUF instead (int4: its Q4_1 blocks as they are).
  */
 #include <math.h>
 #include <mpi.h>
@@ -245,6 +246,9 @@ int main(int argc, char **argv)
 		{"int8/64", KERN_Q_INT8, 64, 0},
 		{"fp8+kv8", KERN_Q_FP8, MODEL_QGROUP_AUTO, 1},
 		{"int4/64", KERN_Q_INT4, 64, 0},
+		/* gguf_quant only: Q4_0 / Q4_1 blocks as they are, the other
+		 * projections by Q4_1's rule (32 divides every shard's in_dim) */
+		{"int4/32", KERN_Q_INT4, 32, 0},
 	};
 	static const qcase real[] = {
 		{"int8", KERN_Q_INT8, MODEL_QGROUP_AUTO, 0},
@@ -256,7 +260,7 @@ int main(int argc, char **argv)
 		run_model(dir, "smollm2", smollm2, real, 3, tp, pp);
 	} else {
 		snprintf(dir, sizeof dir, "%s/gguf_quant", root);
-		run_model(dir, "gguf_quant", NULL, tiny, 4, tp, pp);
+		run_model(dir, "gguf_quant", NULL, tiny, 5, tp, pp);
 		snprintf(dir, sizeof dir, "%s/llama3_f16", root);
 		run_model(dir, "llama3_f16", NULL, tiny, 3, tp, pp);
 	}

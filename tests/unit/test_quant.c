@@ -3,7 +3,8 @@
  * decode against a bit-level construction of every code and encode
  * against a brute-force nearest search; round-to-nearest bounds of every
  * format (error at most half a step); the int4 bit layout and the GGUF
- * Q8_0 copy against hand-built bytes; the reference matmuls against a
+ * Q8_0 copy against hand-built bytes, the Q4_1 / Q4_0 copies against the
+ * GGUF decoder bit for bit; the reference matmuls against a
  * naive double-precision loop; hostile input (NaN, infinities, zero rows,
  * scales fp16 cannot hold, bad shapes); tensor-parallel slices equal to
  * the slices of the whole; four threads' bytes and first error equal to
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gguf.h"
 #include "quant.h"
 #include "rng.h"
 #include "sl.h"
@@ -307,6 +309,40 @@ START_TEST(int4_round_trip)
 }
 END_TEST
 
+/* int4 groups of 32, Q4_1's rule: (d, m) pairs of fp16, values exactly
+ * d * u + m, within half a step of w plus m's own fp16 rounding. */
+START_TEST(int4_affine_round_trip)
+{
+	const int rows = 17, cols = 352; /* 11 groups: not a multiple of 64 or 128 */
+	float *w = make_weights(rows, cols, student3), *row = malloc(sizeof(float) * cols);
+	qbuf b;
+	qbuf_make(&b, KERN_Q_INT4, rows, cols, 32, SL_DT_F16, 0);
+	ck_assert_int_eq(kern_qweight_zero_bytes(&b.w), 0);
+	ck_assert_int_eq(kern_qweight_scale_bytes(&b.w), (size_t)rows * (cols / 32) * 4);
+	quantize_ok(&b, w);
+	const uint16_t *pairs = b.scales;
+	for (int r = 0; r < rows; r++) {
+		kern_qweight_dequant_row_cpu(&b.w, r, row);
+		for (int k = 0; k < cols; k++) {
+			size_t gi = (size_t)r * (cols / 32) + k / 32;
+			float d = sl_f16_to_f32(pairs[2 * gi]), m = sl_f16_to_f32(pairs[2 * gi + 1]);
+			float v = w[(size_t)r * cols + k];
+			int u = int4_code(&b.w, r, k);
+			ck_assert_float_eq(row[k], d * (float)u + m);
+			float bound = 0.5f * d * (1 + 1e-5f) + fabsf(m) * 0x1p-11f + 1e-30f;
+			ck_assert_msg(fabsf(row[k] - v) <= bound,
+				      "int4 g32 row %d col %d: w %.9g deq %.9g d %.9g m %.9g", r, k, v,
+				      row[k], d, m);
+		}
+	}
+	/* the spike is its group's maximum: the top code */
+	ck_assert_int_eq(int4_code(&b.w, 2, cols / 3), 15);
+	qbuf_free(&b);
+	free(w);
+	free(row);
+}
+END_TEST
+
 /* Hand-built: codes 1..8 in columns 0..7 must sit in the documented
  * nibbles (word 0x86427531, little-endian bytes 31 75 42 86). */
 START_TEST(int4_bit_layout)
@@ -393,6 +429,73 @@ START_TEST(q8_0_blocks)
 }
 END_TEST
 
+/* One GGUF Q4_1 (q4_1) or Q4_0 block: d, [m], nibbles from seed. */
+static void q4_block(uint8_t *blk, int q4_1, float d, float m, int seed)
+{
+	uint16_t dh = sl_f32_to_f16(d), mh = sl_f32_to_f16(m);
+	blk[0] = dh & 0xFF, blk[1] = dh >> 8;
+	if (q4_1)
+		blk[2] = mh & 0xFF, blk[3] = mh >> 8;
+	uint8_t *qs = blk + (q4_1 ? 4 : 2);
+	for (int j = 0; j < 16; j++)
+		qs[j] = (uint8_t)((j * 7 + seed * 3) & 15) | (uint8_t)(((j * 5 + seed) & 15) << 4);
+}
+
+/* GGUF Q4_1 and Q4_0 (blocks of 32: d, [m], 16 bytes; byte j holds value j
+ * low and j + 16 high), a column slice of a wider source as for Q8_0: the
+ * stored weight must decode to exactly what common/gguf_quant.c's decoder
+ * gives for the same blocks, and hostile blocks are refused by name. */
+START_TEST(q4_blocks)
+{
+	for (int q4_1 = 0; q4_1 < 2; q4_1++) {
+		const int bb = q4_1 ? 20 : 18;
+		uint8_t src[2][3][20];
+		for (int r = 0; r < 2; r++)
+			for (int bl = 0; bl < 3; bl++)
+				q4_block(src[r][bl], q4_1, 0.013f * (float)(r + bl + 1),
+					 -0.11f * (float)(bl + 1) + 0.03f * (float)r, 3 * r + bl);
+		uint8_t flat[2][3 * 20];
+		for (int r = 0; r < 2; r++)
+			for (int bl = 0; bl < 3; bl++)
+				memcpy(flat[r] + bl * bb, src[r][bl], (size_t)bb);
+		qbuf b;
+		qbuf_make(&b, KERN_Q_INT4, 2, 64, 32, SL_DT_F16, 0);
+		char err[SL_ERRLEN] = "";
+		ck_assert_int_eq(kern_qweight_load_q4_rows(&b.w, q4_1, 0, 2, flat[0] + bb,
+							   sizeof flat[0], err, sizeof err), 0);
+		float row[64], want[96];
+		for (int r = 0; r < 2; r++) {
+			kern_qweight_dequant_row_cpu(&b.w, r, row);
+			ck_assert_int_eq(sl_ggml_dequant_row(q4_1 ? SL_GGML_Q4_1 : SL_GGML_Q4_0,
+							     flat[r], want, 96), 0);
+			for (int k = 0; k < 64; k++)
+				ck_assert_msg(row[k] == want[32 + k],
+					      "%s row %d col %d: %.9g, the GGUF decoder %.9g",
+					      q4_1 ? "Q4_1" : "Q4_0", r, k, row[k], want[32 + k]);
+		}
+		/* a non-finite d, and a block whose top value overflows fp16 */
+		uint8_t *bad = flat[1] + 2 * bb;
+		uint8_t keep[20];
+		memcpy(keep, bad, (size_t)bb);
+		bad[0] = 0x00, bad[1] = 0x7E; /* NaN */
+		ck_assert_int_eq(kern_qweight_load_q4_rows(&b.w, q4_1, 0, 2, flat[0] + bb,
+							   sizeof flat[0], err, sizeof err), SL_EINVAL);
+		ck_assert_msg(strstr(err, "row 1 block 1"), "%s", err);
+		memcpy(bad, keep, (size_t)bb);
+		q4_block(bad, q4_1, 30000.0f, 0.0f, 1); /* Q4_0: m = -240000; Q4_1: 15 d */
+		ck_assert_int_eq(kern_qweight_load_q4_rows(&b.w, q4_1, 0, 2, flat[0] + bb,
+							   sizeof flat[0], err, sizeof err), SL_EINVAL);
+		ck_assert_msg(strstr(err, "row 1 block 1") && strstr(err, "fp16"), "%s", err);
+		qbuf_free(&b);
+		/* only int4 with groups of 32 */
+		qbuf_make(&b, KERN_Q_INT4, 2, 64, 64, SL_DT_F16, 1);
+		ck_assert_int_eq(kern_qweight_load_q4_rows(&b.w, q4_1, 0, 2, flat[0], sizeof flat[0],
+							   err, sizeof err), SL_EINVAL);
+		qbuf_free(&b);
+	}
+}
+END_TEST
+
 /* ---- the reference matmuls ---- */
 
 typedef struct fmt_case {
@@ -405,7 +508,7 @@ static const fmt_case k_cases[] = {
 	{KERN_Q_INT8, 128, SL_DT_F16, 0}, {KERN_Q_FP8, 0, SL_DT_F32, 0},
 	{KERN_Q_INT4, 128, SL_DT_F16, 1}, {KERN_Q_INT4, 128, SL_DT_F16, 0},
 	{KERN_Q_INT4, 128, SL_DT_F32, 1}, {KERN_Q_INT4, 64, SL_DT_F16, 1},
-	{KERN_Q_INT4, 64, SL_DT_F16, 0},
+	{KERN_Q_INT4, 64, SL_DT_F16, 0},  {KERN_Q_INT4, 32, SL_DT_F16, 0},
 };
 #define N_CASES (int)(sizeof k_cases / sizeof *k_cases)
 
@@ -550,8 +653,13 @@ START_TEST(bad_shapes)
 		{{.format = KERN_Q_FP8, .rows = 4, .cols = 128, .scale_dt = SL_DT_F16}, "F32 scale"},
 		{{.format = KERN_Q_FP8, .rows = 4, .cols = 128, .group = 32, .scale_dt = SL_DT_F32},
 		 "F32 scale"},
-		{{.format = KERN_Q_INT4, .rows = 4, .cols = 128, .group = 32, .scale_dt = SL_DT_F16},
-		 "group 32"},
+		{{.format = KERN_Q_INT4, .rows = 4, .cols = 128, .group = 16, .scale_dt = SL_DT_F16},
+		 "group 16"},
+		{{.format = KERN_Q_INT4, .rows = 4, .cols = 128, .group = 32, .scale_dt = SL_DT_F32},
+		 "pairs of F16"},
+		{{.format = KERN_Q_INT4, .rows = 4, .cols = 128, .group = 32, .scale_dt = SL_DT_F16,
+		  .zeros = (void *)1},
+		 "no zero points"},
 		{{.format = KERN_Q_INT4, .rows = 4, .cols = 96, .group = 64, .scale_dt = SL_DT_F16},
 		 "multiple of the group"},
 		{{.format = KERN_Q_INT4, .rows = 4, .cols = 192, .group = 128, .scale_dt = SL_DT_F16},
@@ -645,7 +753,9 @@ START_TEST(tp_slices)
 		qbuf_make(&whole, fc->format, rows, cols, fc->group, fc->scale_dt, fc->zeros);
 		quantize_ok(&whole, w);
 		const size_t rb = kern_qweight_data_bytes(&whole.w) / rows;
-		const int groups = kern_qweight_groups(&whole.w), esz = sl_dtype_size(fc->scale_dt);
+		/* esz: scale bytes per group ((d, m) pairs for int4 groups of 32) */
+		const int groups = kern_qweight_groups(&whole.w),
+			  esz = (int)(kern_qweight_scale_bytes(&whole.w) / ((size_t)rows * groups));
 		/* column-parallel: rows 8..23 quantized alone equal those rows */
 		qbuf rp;
 		qbuf_make(&rp, fc->format, 16, cols, fc->group, fc->scale_dt, fc->zeros);
@@ -726,14 +836,15 @@ START_TEST(accuracy_report)
 		{"fp8 row", {KERN_Q_FP8, 0, SL_DT_F32, 0}},
 		{"int4 g128 asym", {KERN_Q_INT4, 128, SL_DT_F16, 1}},
 		{"int4 g128 sym", {KERN_Q_INT4, 128, SL_DT_F16, 0}},
+		{"int4 g32 (Q4_1)", {KERN_Q_INT4, 32, SL_DT_F16, 0}},
 	};
 	float *w = malloc(sizeof(float) * rows * cols);
-	double err[3][6];
+	double err[3][7];
 	for (int d = 0; d < 3; d++) {
 		g_rng = 777 + d;
 		for (size_t i = 0; i < (size_t)rows * cols; i++)
 			w[i] = dists[d].draw();
-		for (int f = 0; f < 6; f++) {
+		for (int f = 0; f < 7; f++) {
 			err[d][f] = rms_rel_error(&fmts[f].fc, w, rows, cols);
 			printf("quant accuracy: %-16s %-11s rms(dequant - w) / rms(w) %.4f\n", fmts[f].name,
 			       dists[d].name, err[d][f]);
@@ -746,6 +857,7 @@ START_TEST(accuracy_report)
 		ck_assert(err[d][4] < err[d][5]);    /* int4: asymmetric beats symmetric */
 		ck_assert(err[d][1] < err[d][0]);    /* int8: groups of 128 beat one scale per row */
 		ck_assert(err[d][1] < err[d][4] / 4);   /* int8 is far finer than int4 */
+		ck_assert(err[d][6] < err[d][4]);    /* int4: groups of 32 finer than of 128 */
 	}
 }
 END_TEST
@@ -761,6 +873,8 @@ int main(void)
 	tcase_add_test(tc, fp8_round_trip);
 	tcase_add_test(tc, int4_round_trip);
 	tcase_add_test(tc, int4_bit_layout);
+	tcase_add_test(tc, int4_affine_round_trip);
+	tcase_add_test(tc, q4_blocks);
 	tcase_add_test(tc, q8_0_blocks);
 	tcase_add_test(tc, qmatmul_matches_naive);
 	tcase_add_test(tc, hostile_weights);
