@@ -937,9 +937,12 @@ int model_check_quant(int quant, int group, char *err, size_t errlen)
 	    group != 128)
 		return sl_errf(err, errlen, SL_EINVAL, "--quant-group %d: int8 takes row (one "
 			       "scale per output row), 32, 64 or 128", group);
-	if (quant == KERN_Q_INT4 && group != 32 && group != 64 && group != 128)
-		return sl_errf(err, errlen, SL_EINVAL, "--quant-group %d: int4 takes 32, 64 or 128",
-			       group);
+	if (quant == KERN_Q_INT4 && group != 32 && group != 64 && group != 128) {
+		char g[16] = "row";
+		if (group != MODEL_QGROUP_ROW)
+			snprintf(g, sizeof g, "%d", group);
+		return sl_errf(err, errlen, SL_EINVAL, "--quant-group %s: int4 takes 32, 64 or 128", g);
+	}
 	if (quant != KERN_Q_INT8 && quant != KERN_Q_INT4)
 		return sl_errf(err, errlen, SL_EINVAL, "--quant-group: only int8 and int4 have "
 			       "groups (--quant %s)", kern_qformat_name(quant));

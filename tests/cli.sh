@@ -42,6 +42,9 @@ expect_err "top-p out of range" "--top-p" $node --prompt-ids 1 --top-p 1.5
 expect_err "no prompt" "required" $node
 expect_err "context overflow" "exceeds the context" $node --prompt-ids 1 --max-tokens 5000
 expect_err "unknown flag" "unknown option" $node --prompt-ids 1 --bogus
+expect_err "int4 group 16" "is not auto, row, 32, 64 or 128" $node --prompt-ids 1 --quant int4 --quant-group 16
+expect_err "int4 per row" "group row: int4 takes 32, 64 or 128" $node --prompt-ids 1 --quant int4 --quant-group row
+expect_err "fp8 with a group" "only int8 and int4 have groups" $node --prompt-ids 1 --quant fp8 --quant-group 32
 echo '{"hidden_size": "64"}' >"$tmp/m/config.json"
 expect_err "bad config" "hidden_size" $node --prompt-ids 1
 expect_err "mkckpt bad dims" "head_dim" $bin/shardline-mkckpt --out "$tmp/x" --dim 10 --heads 4
