@@ -40,8 +40,8 @@ typedef struct loader {
 	size_t rows_full_bytes;
 	kern_qweight rnd[4]; /* random weights: one quantized host shard per projection,
 			      * made once and uploaded for every layer */
-	uint64_t q8_bytes; /* GGUF Q8_0 / Q4_0 / Q4_1 bytes copied as they are (not
-			    * through the reader) */
+	uint64_t copied_bytes; /* GGUF Q8_0 / Q4_0 / Q4_1 bytes copied as they are
+				* (not through the reader) */
 	unsigned logged;   /* projections whose format choice was logged (bit per kind) */
 	int n_quantized, n_projections;
 	char *err;
@@ -434,7 +434,7 @@ static int copy_q4_rows(loader *L, const sl_gguf_tensor *t, const mat_part *p, k
 	const char *src = (const char *)t->data + (size_t)r0 * row_bytes + (size_t)(p->c0 / 32) * block;
 	TRY(kern_qweight_load_q4_rows(h, q4_1, (int)row, (int)nr, src, row_bytes, L->err,
 				      L->errlen));
-	L->q8_bytes += (uint64_t)nr * (uint64_t)(p->nc / 32) * block;
+	L->copied_bytes += (uint64_t)nr * (uint64_t)(p->nc / 32) * block;
 	if (is_qk(p->name)) {
 		int64_t hd = L->m->cfg.head_dim;
 		TRY(gguf_unpermute(L, (uint8_t *)h->data + (size_t)row * (h->cols / 2), nr / hd, hd,
@@ -460,7 +460,7 @@ static int quantize_part_rows(loader *L, const mat_spec *sp, const mat_part *p, 
 		size_t row_bytes = (size_t)(p->cols / 32) * 34;
 		const char *src = (const char *)q8->data + (size_t)r0 * row_bytes + (size_t)(p->c0 / 32) * 34;
 		TRY(kern_qweight_load_q8_0_rows(h, (int)row, (int)nr, src, row_bytes, L->err, L->errlen));
-		L->q8_bytes += (uint64_t)nr * (uint64_t)(p->nc / 32) * 34;
+		L->copied_bytes += (uint64_t)nr * (uint64_t)(p->nc / 32) * 34;
 		if (is_qk(p->name)) { /* codes and scales rows, as stage_gguf does values */
 			int64_t hd = L->m->cfg.head_dim;
 			TRY(gguf_unpermute(L, (int8_t *)h->data + (size_t)row * h->cols, nr / hd, hd,
@@ -639,7 +639,7 @@ static void log_quant(const loader *L)
 	SL_INFO("quant", "%s: %d of %d projections quantized (%.1f MiB of projections%s); "
 		"embedding, norms and LM head stay %s", kern_qformat_name(m->opts.quant),
 		L->n_quantized, L->n_projections, m->proj_bytes / 1048576.0,
-		L->q8_bytes ? ", GGUF blocks copied as they are" : "",
+		L->copied_bytes ? ", GGUF blocks copied as they are" : "",
 		sl_dtype_name(m->be->dtype));
 }
 
@@ -674,7 +674,7 @@ static int load_weights(model *m, sl_st_set *st, sl_gguf *gg, uint64_t seed, cha
 	free(L.rows_full);
 	for (int k = 0; k < 4; k++)
 		qweight_free_host(&L.rnd[k]);
-	m->bytes_read = st ? sl_st_bytes_read(st) : gg ? sl_gguf_bytes_read(gg) + L.q8_bytes : 0;
+	m->bytes_read = st ? sl_st_bytes_read(st) : gg ? sl_gguf_bytes_read(gg) + L.copied_bytes : 0;
 	if (!rc) {
 		log_quant(&L);
 		SL_INFO("load", "%d layers, %.1f MiB of weights, %.1f MiB read from checkpoint in %.2f s",
