@@ -64,6 +64,7 @@ static const fmt k_fmts[] = {
 	{"fp8/row", KERN_Q_FP8, 0, SL_DT_F32, 0},
 	{"int4/g128", KERN_Q_INT4, 128, SL_DT_F16, 1},
 	{"int4/g128s", KERN_Q_INT4, 128, SL_DT_F16, 0},
+	{"int4/g32", KERN_Q_INT4, 32, SL_DT_F16, 0}, /* GGUF Q4_1's d * u + m */
 };
 #define N_FMTS (int)(sizeof k_fmts / sizeof *k_fmts)
 
