@@ -495,6 +495,9 @@ __global__ void __launch_bounds__(KSPLIT * 32, qg_min_blocks<FMT, NT>())
 	const uint8_t *wa = a.w + (size_t)ra * a.row_bytes + c * 16;
 	const uint8_t *wb = a.w + (size_t)rb * a.row_bytes + c * 16;
 	const uint4 zero = make_uint4(0, 0, 0, 0);
+	/* QG_CHUNK: chunk cu lies in group cu >> lg (a group is 1 or 2 chunks),
+	 * a shift per chunk instead of a division */
+	const unsigned lg = GM == QG_CHUNK ? __ffs(a.group / CK) - 1 : 0;
 
 	float acc[NT][4];
 #pragma unroll
@@ -527,7 +530,7 @@ __global__ void __launch_bounds__(KSPLIT * 32, qg_min_blocks<FMT, NT>())
 			const size_t off = (size_t)cu * QG_CHUNK_BYTES;
 			va[u] = ok && ok_a ? kern_ld_stream(wa + off) : zero;
 			vb[u] = ok && ok_b ? kern_ld_stream(wb + off) : zero;
-			const int grp0 = GM == QG_HALF ? 2 * cu : GM == QG_CHUNK ? cu * CK / a.group : 0;
+			const int grp0 = GM == QG_HALF ? 2 * cu : GM == QG_CHUNK ? (int)((unsigned)cu >> lg) : 0;
 			if constexpr (GM == QG_CHUNK || GM == QG_HALF) {
 #pragma unroll
 				for (int h = 0; h < NH; h++) {
