@@ -471,10 +471,11 @@ void kern_qweight_dequant_row_cpu(const kern_qweight *w, int row, float *out)
 	case KERN_Q_INT4: {
 		const uint8_t *b = (const uint8_t *)w->data + (size_t)row * (cols / 2);
 		const uint16_t *pairs = (const uint16_t *)w->scales;
+		const int affine = is_affine(w);
 		for (int k = 0; k < cols; k++) {
 			int u = get_int4(b, k);
 			size_t gi = sbase + k / w->group;
-			if (is_affine(w)) {
+			if (affine) {
 				out[k] = sl_f16_to_f32(pairs[2 * gi]) * (float)u +
 					 sl_f16_to_f32(pairs[2 * gi + 1]);
 				continue;

@@ -20,13 +20,14 @@
  *   the sum differs from the CPU reference only in fp32 order. Rounding
  *   scale * code to bf16 instead would cost 2^-9 per weight, the size of
  *   int8's own rounding. int8 with groups of 32 (GGUF Q8_0) and int4 with
- *   groups of 64 have two groups per chunk: each MMA runs twice, once per group with
- *   the other group's lanes giving zeros (double the tensor work, which a
- *   GEMV has to spare). int4 with groups of 32 (GGUF Q4_1's d * u + m) is
- *   the exception: a lane's 32 codes of a chunk are one group, so each
- *   weight is made d * u + m in one fused multiply-add, rounded once to
- *   the run dtype, and the accumulators need no scale. Up to 64 tokens: n-tiles of 8 share each
- *   dequantized fragment (NT = 1, 2, 4, 8 tiles), so W is read once.
+ *   groups of 64 have two groups per chunk: each MMA runs twice, once per
+ *   group with the other group's lanes giving zeros (double the tensor
+ *   work, which a GEMV has to spare). int4 with groups of 32 (GGUF Q4_1's
+ *   d * u + m) is the exception: a lane's 32 codes of a chunk are one
+ *   group, so each weight is made d * u + m in one fused multiply-add,
+ *   rounded once to the run dtype, and the accumulators need no scale.
+ *   Up to 64 tokens: n-tiles of 8 share each dequantized fragment (NT =
+ *   1, 2, 4, 8 tiles), so W is read once.
  *   Split-K over blocks and the in-block warp sum run in a fixed order:
  *   results are deterministic. int4 up to 8 tokens on long rows takes
  *   qgemv_lean_kernel: the same arithmetic with fewer instructions per
