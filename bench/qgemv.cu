@@ -13,10 +13,9 @@
  *   2. the 7B decode step's projections at n = 1 (32 layers + the fp16 LM
  *      head): ms per token and the tokens/s they allow;
  *   3. prefill, n = 2048: TFLOP/s per format and path;
- *   4. the GEMV's block shapes at n = 1 (KSPLIT warps x UNROLL chunks),
- *      the library's marked;
- *   5. the lean GEMV's shapes at n = 1 and 8;
- *   6. fp8 W8A8 at n = 32, 64, 128: every algorithm cuBLASLt's heuristic
+ *   4. the GEMV's block shapes at n = 1 (KSPLIT warps x UNROLL chunks,
+ *      and resident blocks an SM), the library's marked;
+ *   5. fp8 W8A8 at n = 32, 64, 128: every algorithm cuBLASLt's heuristic
  *      offers (#0 is the one the library takes), us and weight GB/s, with
  *      the heuristic's own waves estimate.
  * Each timed call reads a different copy of W (copies rotate through more
@@ -86,6 +85,7 @@ static __half *g_x;   /* [2048, 11008] */
 static void *g_out;   /* [2048, 32000] fp32-sized */
 static cJSON *g_rows; /* one object per measurement */
 static double g_copy_bw;
+static int g_sm_count;
 
 static size_t align256(size_t b) { return (b + 255) & ~(size_t)255; }
 
@@ -367,11 +367,12 @@ static void table_prefill(void)
 
 /* ---- 4. GEMV block shapes at n = 1 ---- */
 
-template <int FMT, int GM, int KS, int U>
+/* KS warps x U chunks, MB blocks an SM (0: the library's qg_min_blocks) */
+template <int FMT, int GM, int KS, int U, int MB = 0>
 static int call_variant(const kern_qweight &w)
 {
 	qgemv_args a = qgemv_args_of(&w, g_out, false, 1);
-	return qgemv_run<__half, FMT, GM, 1, KS, U>(g_qb, a, g_x);
+	return qgemv_run<__half, FMT, GM, 1, KS, U, MB>(g_qb, a, g_x);
 }
 
 static void table_variants(void)
@@ -381,33 +382,34 @@ static void table_variants(void)
 		const char *name;
 		vfn fn[3]; /* int8/row, fp8, int4 */
 	};
+#define QV(name, KS, U, MB)                                                                   \
+	{                                                                                     \
+		name, {                                                                       \
+			call_variant<KERN_Q_INT8, QG_ROW, KS, U, MB>,                         \
+				call_variant<KERN_Q_FP8, QG_ROW, KS, U, MB>,                  \
+				call_variant<KERN_Q_INT4, QG_CHUNK, KS, U, MB>                \
+		}                                                                             \
+	}
 	const variant vs[] = {
-		{"8x2", {call_variant<KERN_Q_INT8, QG_ROW, 8, 2>, call_variant<KERN_Q_FP8, QG_ROW, 8, 2>,
-			 call_variant<KERN_Q_INT4, QG_CHUNK, 8, 2>}},
-		{"8x4", {call_variant<KERN_Q_INT8, QG_ROW, 8, 4>, call_variant<KERN_Q_FP8, QG_ROW, 8, 4>,
-			 call_variant<KERN_Q_INT4, QG_CHUNK, 8, 4>}},
-		{"8x8", {call_variant<KERN_Q_INT8, QG_ROW, 8, 8>, call_variant<KERN_Q_FP8, QG_ROW, 8, 8>,
-			 call_variant<KERN_Q_INT4, QG_CHUNK, 8, 8>}},
-		{"4x8", {call_variant<KERN_Q_INT8, QG_ROW, 4, 8>, call_variant<KERN_Q_FP8, QG_ROW, 4, 8>,
-			 call_variant<KERN_Q_INT4, QG_CHUNK, 4, 8>}},
-		{"4x4", {call_variant<KERN_Q_INT8, QG_ROW, 4, 4>, call_variant<KERN_Q_FP8, QG_ROW, 4, 4>,
-			 call_variant<KERN_Q_INT4, QG_CHUNK, 4, 4>}},
-		{"16x2", {call_variant<KERN_Q_INT8, QG_ROW, 16, 2>, call_variant<KERN_Q_FP8, QG_ROW, 16, 2>,
-			  call_variant<KERN_Q_INT4, QG_CHUNK, 16, 2>}},
+		QV("8x2", 8, 2, 0),     QV("8x2/2", 8, 2, 2), QV("8x3/2", 8, 3, 2),
+		QV("8x4/2", 8, 4, 2),   QV("8x4", 8, 4, 0),   QV("4x4/4", 4, 4, 4),
+		QV("4x8/2", 4, 8, 2),   QV("16x2", 16, 2, 0), QV("8x1/4", 8, 1, 4),
 	};
+#undef QV
 	const int fmt_of[3] = {1, 4, 5}; /* k_fmts: int8/row, fp8/row, int4/g128 */
 	const int lib[3] = {qg_unroll<KERN_Q_INT8, QG_ROW, 1>(), qg_unroll<KERN_Q_FP8, QG_ROW, 1>(),
 			    qg_unroll<KERN_Q_INT4, QG_CHUNK, 1>()};
 	const int lib_ks[3] = {qg_ksplit<KERN_Q_INT8, QG_ROW, 1>(), qg_ksplit<KERN_Q_FP8, QG_ROW, 1>(),
 			       qg_ksplit<KERN_Q_INT4, QG_CHUNK, 1>()};
-	printf("\n4. GEMV block shapes at n=1 (KSPLIT warps x UNROLL chunks), GB/s; * = library\n");
+	printf("\n4. GEMV block shapes at n=1 (KSPLIT warps x UNROLL chunks / blocks an SM, else "
+	       "qg_min_blocks), GB/s; * = library\n");
 	printf("%-11s %-8s", "format", "shape");
 	for (const variant &v : vs)
 		printf(" %8s", v.name);
 	printf("\n");
 	for (int k = 0; k < 3; k++) {
 		const fmt &f = k_fmts[fmt_of[k]];
-		for (int si = 0; si < N_SHAPES; si += 3) { /* qkv and down */
+		for (int si = 0; si < N_SHAPES; si++) {
 			const shp &s = k_shapes[si];
 			size_t d, sc, per = copy_bytes(f, s, &d, &sc);
 			int copies = (int)(g_pool_bytes / per);
@@ -417,8 +419,13 @@ static void table_variants(void)
 					return v.fn[k](copy_at(f, s, i % copies));
 				}, (int)(((size_t)2 << 30) / per) + 1, 7);
 				double gbs = weight_bytes(f, s) / (ms * 1e6);
-				char lib_name[8];
+				char lib_name[16];
 				snprintf(lib_name, sizeof lib_name, "%dx%d", lib_ks[k], lib[k]);
+				if (f.format == KERN_Q_INT4) /* qgemv_tiles' choice */
+					snprintf(lib_name, sizeof lib_name, "%s",
+						 s.rows / QG_ROWS >= QG_I4_WIDE_BLOCKS * g_sm_count
+							 ? "4x4/4"
+							 : "8x2/2");
 				bool is_lib = !strcmp(v.name, lib_name);
 				printf(" %7.0f%s", gbs, is_lib ? "*" : " ");
 				cJSON *r = cJSON_CreateObject();
@@ -435,83 +442,7 @@ static void table_variants(void)
 	}
 }
 
-/* ---- 5. the lean GEMV's shapes at n = 1 and 8 ---- */
-
-template <int FMT, int GM, int KS, int S, int MB>
-static int call_lean(const kern_qweight &w, int n)
-{
-	qgemv_args a = qgemv_args_of(&w, g_out, false, n);
-	if constexpr (S == 0) /* the register GEMV's library shape */
-		return qgemv_run<__half, FMT, GM, 1, qg_ksplit<FMT, GM, 1>(), qg_unroll<FMT, GM, 1>()>(
-			g_qb, a, g_x);
-	else
-		return qgemv_run<__half, FMT, GM, 1, KS, 0, S, MB>(g_qb, a, g_x);
-}
-
-static void table_lean(void)
-{
-	typedef int (*vfn)(const kern_qweight &, int);
-	struct variant {
-		const char *name;
-		vfn fn[3]; /* int8/row, fp8, int4 */
-	};
-#define LEAN_V(name, KS, S, MB)                                                               \
-	{                                                                                     \
-		name, {                                                                       \
-			call_lean<KERN_Q_INT8, QG_ROW, KS, S, MB>,                            \
-				call_lean<KERN_Q_FP8, QG_ROW, KS, S, MB>,                     \
-				call_lean<KERN_Q_INT4, QG_CHUNK, KS, S, MB>                   \
-		}                                                                             \
-	}
-	const variant vs[] = {
-		LEAN_V("regs", 0, 0, 0),  LEAN_V("8x2/4", 8, 2, 4),   LEAN_V("8x2/3", 8, 2, 3),
-		LEAN_V("8x4/3", 8, 4, 3), LEAN_V("8x4/4", 8, 4, 4),   LEAN_V("8x8/3", 8, 8, 3),
-		LEAN_V("4x4/6", 4, 4, 6), LEAN_V("16x4/2", 16, 4, 2),
-	};
-#undef LEAN_V
-	const int fmt_of[3] = {1, 4, 5}; /* k_fmts: int8/row, fp8/row, int4/g128 */
-	printf("\n5. lean GEMV shapes (KSPLIT warps x S ring slots / blocks an SM), GB/s; regs = "
-	       "qgemv_kernel; * = the library's choice (lean: int4, >= %d chunks a row)\n",
-	       QG_LEAN_MIN_CHUNKS);
-	printf("%-11s %-8s %-4s", "format", "shape", "n");
-	for (const variant &v : vs)
-		printf(" %7s", v.name);
-	printf("\n");
-	char lib_name[16];
-	snprintf(lib_name, sizeof lib_name, "%dx%d/%d", QG_LEAN_KSPLIT, QG_LEAN_SLOTS, QG_LEAN_BLOCKS);
-	for (int k = 0; k < 3; k++) {
-		const fmt &f = k_fmts[fmt_of[k]];
-		for (int si = 0; si < N_SHAPES; si++)
-			for (int n : {1, 8}) {
-				const shp &s = k_shapes[si];
-				size_t d, sc, per = copy_bytes(f, s, &d, &sc);
-				int copies = (int)(g_pool_bytes / per);
-				printf("%-11s %-8s %-4d", f.name, s.name, n);
-				const bool lean = f.format == KERN_Q_INT4 &&
-						  s.cols / 2 / QG_CHUNK_BYTES >= QG_LEAN_MIN_CHUNKS;
-				for (const variant &v : vs) {
-					double ms = time_calls([&](int i) {
-						return v.fn[k](copy_at(f, s, i % copies), n);
-					}, (int)(((size_t)2 << 30) / per) + 1, 7);
-					double gbs = weight_bytes(f, s) / (ms * 1e6);
-					const char *lib = lean ? lib_name : "regs";
-					printf(" %6.0f%s", gbs, !strcmp(v.name, lib) ? "*" : " ");
-					cJSON *r = cJSON_CreateObject();
-					cJSON_AddStringToObject(r, "table", "lean");
-					cJSON_AddStringToObject(r, "format", f.name);
-					cJSON_AddStringToObject(r, "shape", s.name);
-					cJSON_AddNumberToObject(r, "n", n);
-					cJSON_AddStringToObject(r, "variant", v.name);
-					cJSON_AddNumberToObject(r, "weight_GBps", gbs);
-					cJSON_AddItemToArray(g_rows, r);
-				}
-				printf("\n");
-				fflush(stdout);
-			}
-	}
-}
-
-/* ---- 6. cuBLASLt's fp8 algorithms at decode sizes ---- */
+/* ---- 5. cuBLASLt's fp8 algorithms at decode sizes ---- */
 
 /* Layouts as lt_plan_get makes them: W as [k, m] (op T), xq as [k, n],
  * fp16 out as [m, n]; 0 on success. */
@@ -657,16 +588,17 @@ int main(int argc, char **argv)
 		if (!strcmp(argv[i], "--out") && i + 1 < argc) {
 			out = argv[++i];
 		} else if (!strcmp(argv[i], "--only") && i + 1 < argc && atoi(argv[i + 1]) >= 1 &&
-			   atoi(argv[i + 1]) <= 6) {
+			   atoi(argv[i + 1]) <= 5) {
 			only = atoi(argv[++i]);
 		} else {
-			fprintf(stderr, "usage: %s [--out FILE.json] [--only 1-6]\n", argv[0]);
+			fprintf(stderr, "usage: %s [--out FILE.json] [--only 1-5]\n", argv[0]);
 			return 2;
 		}
 	}
 	double t0 = sl_now();
 	cudaDeviceProp prop;
 	CK(cudaGetDeviceProperties(&prop, 0));
+	g_sm_count = prop.multiProcessorCount;
 	g_copy_bw = copy_bandwidth();
 	printf("device: %s, %d SMs, L2 %d MiB; copy bandwidth %.0f GB/s\n", prop.name,
 	       prop.multiProcessorCount, prop.l2CacheSize >> 20, g_copy_bw / 1e9);
@@ -704,8 +636,6 @@ int main(int argc, char **argv)
 	if (!only || only == 4)
 		table_variants();
 	if (!only || only == 5)
-		table_lean();
-	if (!only || only == 6)
 		table_lt_algos();
 	printf("\n%.0f s\n", sl_now() - t0);
 

@@ -244,27 +244,6 @@ template <int N> __device__ __forceinline__ void cp_async_wait()
 	asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-/* A weight stream's 16 bytes global -> shared address s (quant.cu's lean
- * GEMV), with kern_ld_stream's 256-byte L2 prefetch. The memory clobber
- * keeps the compiler from moving the lane's own shared-memory read of the
- * slot it refills below this copy. */
-__device__ __forceinline__ void kern_cp_async_stream(unsigned s, const void *gmem)
-{
-	asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(s), "l"(gmem)
-		     : "memory");
-}
-
-/* 16 bytes from shared address s. */
-__device__ __forceinline__ uint4 kern_ld_shared16(unsigned s)
-{
-	uint4 v;
-	asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-		     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-		     : "r"(s)
-		     : "memory");
-	return v;
-}
-
 /* Programmatic dependent launch: wait for the previous kernel's completion
  * and memory (a no-op when not launched as a dependent), and let the next
  * kernel launch early. */
@@ -327,10 +306,6 @@ static int kern_launch_pdl_smem(bool *pdl, const char *who, cudaStream_t stream,
 /* pdl.cu: a decode GEMV's preference for L1 (pdl.h), set once per kernel
  * from its block size. */
 void kern_gemv_l1(const void *kernel, int threads);
-
-/* pdl.cu: let kernel take dyn bytes of dynamic shared memory and set the
- * carveout that holds `blocks` such blocks an SM (the rest stays L1). */
-void kern_smem_fit(const void *kernel, size_t dyn, int blocks);
 
 /* The GEMVs of matmul.cu and quant.cu launch through this one. */
 template <typename K, typename... Args>

@@ -1,9 +1,8 @@
 /*
  * pdl.cu — the launch switches of pdl.h: programmatic dependent launch
  * (the kernels that honour it start with kern_pdl_start(), cuda_util.cuh,
- * and launch through kern_launch_pdl), the decode GEMVs' preference
- * for L1 over shared memory (kern_gemv_l1), and the shared memory of a
- * kernel that takes more than the default (kern_smem_fit).
+ * and launch through kern_launch_pdl) and the decode GEMVs' preference
+ * for L1 over shared memory (kern_gemv_l1).
  */
 #include <pthread.h>
 
@@ -72,17 +71,4 @@ void kern_gemv_l1(const void *kernel, int threads)
 			cudaGetLastError();
 	}
 	pthread_mutex_unlock(&g_l1_mu);
-}
-
-/* Once per kernel by its caller; a refusal only costs occupancy, or the
- * launch, which then reports it. */
-void kern_smem_fit(const void *kernel, size_t dyn, int blocks)
-{
-	int pct;
-	if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dyn) !=
-		    cudaSuccess ||
-	    (pct = carveout_for(kernel, blocks, dyn)) < 0 ||
-	    cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, pct) !=
-		    cudaSuccess)
-		cudaGetLastError();
 }

@@ -29,9 +29,9 @@
  *   Up to 64 tokens: n-tiles of 8 share each dequantized fragment (NT =
  *   1, 2, 4, 8 tiles), so W is read once.
  *   Split-K over blocks and the in-block warp sum run in a fixed order:
- *   results are deterministic. int4 up to 8 tokens on long rows takes
- *   qgemv_lean_kernel: the same arithmetic with fewer instructions per
- *   chunk, the codes through a cp.async ring in shared memory.
+ *   results are deterministic. A round's group scales and zero points are
+ *   fetched with its codes as the bits stored and converted where the
+ *   chunk uses them, so a warp waits for its loads once a round.
  *
  * FP8_LT (FP8 weights, large n): W8A8. A kernel quantizes x per token to
  *   e4m3 with scale max|x| / 448, then one cuBLASLt fp8 GEMM scales the
@@ -115,6 +115,22 @@ __device__ __forceinline__ float q_scale(const void *s, size_t i, bool f16)
 {
 	return f16 ? __half2float(__ldg(reinterpret_cast<const __half *>(s) + i))
 		   : __ldg(reinterpret_cast<const float *>(s) + i);
+}
+
+/* A scale's bits as stored (fp16 in the low half, or fp32), and their
+ * value. The GEMV fetches the bits with its codes and converts them where
+ * the chunk uses them: converted at the fetch, each conversion made the
+ * warp wait there for its own load, several memory latencies a round
+ * (on an H100 the 7B int4 batch-1 decode went from 428 to 448 tokens/s,
+ * int8 with groups of 128 from 295 to 322: docs/cuda.md). */
+__device__ __forceinline__ uint32_t q_scale_bits(const void *s, size_t i, bool f16)
+{
+	return f16 ? (uint32_t)__ldg(reinterpret_cast<const unsigned short *>(s) + i)
+		   : __ldg(reinterpret_cast<const unsigned int *>(s) + i);
+}
+__device__ __forceinline__ float q_scale_of(uint32_t b, bool f16)
+{
+	return f16 ? __half2float(__ushort_as_half((unsigned short)b)) : __uint_as_float(b);
 }
 
 /* a - b on packed pairs of T. */
@@ -325,10 +341,11 @@ __device__ __forceinline__ void qgemv_store(const qgemv_args &a, float (&acc)[NT
  * One chunk of rows a and b (16 bytes of codes each, this lane's share):
  * dequantized, multiplied with x's NT token tiles on the tensor cores, and
  * added to acc (scaled by the chunk's group scales sa, sb unless QG_ROW).
- * ok: the lane's bytes lie in the row (else its codes are zeros and x is
- * not read). The k order is matmul.cu's gemv_kernel's: a lane's own 16
- * loaded bytes feed the MMA slots of its column of the fragment, the same
- * for W and x.
+ * za, zb: int4's zero points (QG_AFFINE: the (d, m) pairs). ok: the
+ * lane's bytes lie in the row (else its codes are zeros and x is not
+ * read, so the products are 0 whatever the scales). The k order is
+ * matmul.cu's gemv_kernel's: a lane's own 16 loaded bytes feed the MMA
+ * slots of its column of the fragment, the same for W and x.
  */
 template <typename T, int FMT, int GM, int NT>
 __device__ __forceinline__ void qg_chunk(const qgemv_args &a, const T *x, uint4 va, uint4 vb,
@@ -345,9 +362,12 @@ __device__ __forceinline__ void qg_chunk(const qgemv_args &a, const T *x, uint4 
 	if constexpr (GM == QG_AFFINE) { /* za, zb: the rows' (d, m) pairs */
 		q_dequant_affine<T>(va, fa, za);
 		q_dequant_affine<T>(vb, fb, zb);
+	} else if constexpr (FMT == KERN_Q_INT4) { /* za, zb: the rows' zero points */
+		q_dequant16<T, FMT>(va, fa, q_zsub<T>(za));
+		q_dequant16<T, FMT>(vb, fb, q_zsub<T>(zb));
 	} else {
-		q_dequant16<T, FMT>(va, fa, za);
-		q_dequant16<T, FMT>(vb, fb, zb);
+		q_dequant16<T, FMT>(va, fa, 0);
+		q_dequant16<T, FMT>(vb, fb, 0);
 	}
 	const size_t xk = (size_t)cu * CK + c * KL;
 #pragma unroll
@@ -449,7 +469,8 @@ __device__ __forceinline__ void qg_block_end(const qgemv_args &a, float (&acc)[N
 		kern_epi_finish<T>(a.e, a.rows, a.n);
 }
 
-/* Resident blocks the GEMV's registers are sized for. int4 up to 8
+/* Resident blocks the GEMV's registers are sized for, where the launch
+ * does not say (qgemv_tiles: int4 with groups of 128). int4 up to 8
  * tokens: 3, so 80 registers a thread (ptxas spills a few words, in the
  * epilogues and, for SwiGLU, one load a round): 24 warps an SM against
  * 16 took the 7B int4 decode on an H100 from 376.7 to 397.3 tokens/s at
@@ -477,9 +498,8 @@ template <int FMT, int NT> constexpr int qg_min_blocks()
  * matmul.cu's gemv_kernel (kernels/epilogue.cuh), fused kinds with NT == 1
  * only.
  */
-template <typename T, int FMT, int GM, int NT, int KSPLIT, int UNROLL, int EPI, bool PRE>
-__global__ void __launch_bounds__(KSPLIT * 32, qg_min_blocks<FMT, NT>())
-	qgemv_kernel(const T *x, qgemv_args a)
+template <typename T, int FMT, int GM, int NT, int KSPLIT, int UNROLL, int MINB, int EPI, bool PRE>
+__global__ void __launch_bounds__(KSPLIT * 32, MINB) qgemv_kernel(const T *x, qgemv_args a)
 {
 	constexpr int CK = 4 * q_geom<FMT>::KL; /* columns per chunk */
 	constexpr int NH = GM == QG_HALF ? 2 : 1;
@@ -506,10 +526,10 @@ __global__ void __launch_bounds__(KSPLIT * 32, qg_min_blocks<FMT, NT>())
 #pragma unroll
 		for (int e = 0; e < 4; e++)
 			acc[j][e] = 0;
-	/* W codes, group scales (QG_CHUNK, QG_HALF) and int4 zero-point
-	 * subtrahends of one round: chunks ch .. ch + UNROLL - 1 */
+	/* W codes, group scales' bits (QG_CHUNK, QG_HALF) and int4 zero
+	 * points of one round: chunks ch .. ch + UNROLL - 1 */
 	uint4 va[UNROLL], vb[UNROLL];
-	float sa[UNROLL][NH], sb[UNROLL][NH];
+	uint32_t sa[UNROLL][NH], sb[UNROLL][NH];
 	uint32_t za[UNROLL], zb[UNROLL];
 	int ch = ch_begin + warp * UNROLL;
 	const int stride = KSPLIT * UNROLL;
@@ -533,15 +553,15 @@ __global__ void __launch_bounds__(KSPLIT * 32, qg_min_blocks<FMT, NT>())
 			vb[u] = ok && ok_b ? kern_ld_stream(wb + off) : zero;
 			const int grp0 = GM == QG_HALF ? 2 * cu : GM == QG_CHUNK ? (int)((unsigned)cu >> lg) : 0;
 			if constexpr (GM == QG_CHUNK || GM == QG_HALF) {
+				/* a group past the row: group 0's scale (finite)
+				 * on products that are 0 */
 #pragma unroll
 				for (int h = 0; h < NH; h++) {
-					const bool okg = in && grp0 + h < a.groups;
-					sa[u][h] = okg ? q_scale(a.scales, (size_t)ra * a.groups + grp0 + h,
-								 a.scale_f16)
-						       : 0.0f;
-					sb[u][h] = okg ? q_scale(a.scales, (size_t)rb * a.groups + grp0 + h,
-								 a.scale_f16)
-						       : 0.0f;
+					const int gr = in && grp0 + h < a.groups ? grp0 + h : 0;
+					sa[u][h] = q_scale_bits(a.scales, (size_t)ra * a.groups + gr,
+								a.scale_f16);
+					sb[u][h] = q_scale_bits(a.scales, (size_t)rb * a.groups + gr,
+								a.scale_f16);
 				}
 			}
 			if constexpr (GM == QG_AFFINE) {
@@ -554,14 +574,10 @@ __global__ void __launch_bounds__(KSPLIT * 32, qg_min_blocks<FMT, NT>())
 			} else if constexpr (FMT == KERN_Q_INT4) {
 				/* groups of 64 (QG_HALF): lanes c = 0, 1 hold the
 				 * chunk's first group, 2, 3 the second */
-				const int zg = grp0 + (GM == QG_HALF ? (c >> 1) : 0);
-				uint32_t z0 = 8, z1 = 8;
-				if (a.zeros && in && zg < a.groups) {
-					z0 = __ldg(a.zeros + (size_t)ra * a.groups + zg);
-					z1 = __ldg(a.zeros + (size_t)rb * a.groups + zg);
-				}
-				za[u] = q_zsub<T>(z0);
-				zb[u] = q_zsub<T>(z1);
+				int zg = grp0 + (GM == QG_HALF ? (c >> 1) : 0);
+				zg = in && zg < a.groups ? zg : 0;
+				za[u] = a.zeros ? __ldg(a.zeros + (size_t)ra * a.groups + zg) : 8u;
+				zb[u] = a.zeros ? __ldg(a.zeros + (size_t)rb * a.groups + zg) : 8u;
 			} else {
 				za[u] = zb[u] = 0; /* unused */
 			}
@@ -581,7 +597,14 @@ __global__ void __launch_bounds__(KSPLIT * 32, qg_min_blocks<FMT, NT>())
 			if (kBranch && cu >= ch_end) /* the same for the whole warp */
 				break;
 			const bool ok = cu < ch_end && cu * QG_CHUNK_BYTES + c * 16 < a.row_bytes;
-			qg_chunk<T, FMT, GM, NT>(a, x, va[u], vb[u], za[u], zb[u], sa[u], sb[u], cu, ok, g,
+			float fsa[NH] = {}, fsb[NH] = {};
+			if constexpr (GM == QG_CHUNK || GM == QG_HALF)
+#pragma unroll
+				for (int h = 0; h < NH; h++) {
+					fsa[h] = q_scale_of(sa[u][h], a.scale_f16);
+					fsb[h] = q_scale_of(sb[u][h], a.scale_f16);
+				}
+			qg_chunk<T, FMT, GM, NT>(a, x, va[u], vb[u], za[u], zb[u], fsa, fsb, cu, ok, g,
 						 c, acc);
 		}
 		ch += stride;
@@ -592,157 +615,6 @@ __global__ void __launch_bounds__(KSPLIT * 32, qg_min_blocks<FMT, NT>())
 	kern_pdl_launch_next();
 	qg_block_end<T, GM, NT, KSPLIT, EPI, PRE>(a, acc, ra, rb, row_a, row_b, ok_a, ok_b, pre_r,
 						  pre_p);
-}
-
-/*
- * One whole chunk for the lean GEMV below: x's 16-byte vectors for this
- * lane (xp: its token's row at the chunk), the codes dequantized, the
- * MMAs, and for QG_CHUNK the chunk's partial sums scaled into acc. No
- * predicates: the caller hands only chunks that lie in the row.
- */
-template <typename T, int FMT, int GM>
-__device__ __forceinline__ void qg_lean_chunk(const T *xp, uint4 va, uint4 vb, uint32_t za,
-					      uint32_t zb, float sa, float sb, float (&acc)[1][4])
-{
-	constexpr int KL = q_geom<FMT>::KL, NP = KL / 2, NX = KL / 8;
-	uint32_t xr[NP];
-#pragma unroll
-	for (int m = 0; m < NX; m++) {
-		const uint4 v = reinterpret_cast<const uint4 *>(xp)[m];
-		xr[4 * m] = v.x;
-		xr[4 * m + 1] = v.y;
-		xr[4 * m + 2] = v.z;
-		xr[4 * m + 3] = v.w;
-	}
-	uint32_t fa[NP], fb[NP];
-	q_dequant16<T, FMT>(va, fa, za);
-	q_dequant16<T, FMT>(vb, fb, zb);
-	float t[4] = {0, 0, 0, 0};
-#pragma unroll
-	for (int i = 0; i < NP / 2; i++) {
-		const uint32_t af[4] = {fa[2 * i], fb[2 * i], fa[2 * i + 1], fb[2 * i + 1]};
-		if constexpr (GM == QG_ROW)
-			kern_mma_m16n8k16<T>(acc[0], af, xr[2 * i], xr[2 * i + 1]);
-		else
-			kern_mma_m16n8k16<T>(t, af, xr[2 * i], xr[2 * i + 1]);
-	}
-	if constexpr (GM == QG_CHUNK) {
-		acc[0][0] += sa * t[0];
-		acc[0][1] += sa * t[1];
-		acc[0][2] += sb * t[2];
-		acc[0][3] += sb * t[3];
-	}
-}
-
-/*
- * The lean GEMV (int4 up to 8 tokens, rows of whole chunks): the tiles,
- * fragments and arithmetic of qgemv_kernel with NT = 1, with fewer
- * instructions per chunk. On an H100 qgemv_kernel's int4 loop issued
- * about 225 instructions per KiB of codes, 72 of them the unpacking; the
- * rest (predicates and zero fills, a division for the group, the scale
- * dtype's branch, address arithmetic) kept it near half the copy
- * bandwidth. Here about 150:
- *   - warp w takes a contiguous run of the block's chunks, so addresses
- *     step by a constant and a group's scale is the next element;
- *   - no predicates: every chunk lies wholly in the row (the caller
- *     checks), and every lane reads a real token's x (lanes past n read
- *     token 0; their products land in output columns never stored);
- *   - scale dtype and zero points are template parameters (SF16, ZP); a
- *     group is a power-of-two number of chunks (a shift);
- *   - the codes travel through a ring of S 1-KiB slots a warp in shared
- *     memory (cp.async), S - 1 chunks in flight while the warp works on
- *     the oldest; a lane reads back only the bytes it copied, so no
- *     barrier is needed.
- * It pays on long rows (bench/qgemv.cu's table 5: the 7B down projection,
- * 86 chunks a row, 1442 -> 1822 GB/s at n = 1 and 1332 -> 1607 at n = 8);
- * on rows of 32 chunks it was as often slower as faster, and int8 and
- * fp8 (half the instructions per byte) were slower on every shape, so
- * those keep qgemv_kernel. Rows past the end read row 0 and are never
- * stored, as in qgemv_kernel.
- */
-template <typename T, int FMT, int GM, bool SF16, bool ZP, int KSPLIT, int S, int MINB, int EPI>
-__global__ void __launch_bounds__(KSPLIT * 32, MINB) qgemv_lean_kernel(const T *x, qgemv_args a)
-{
-	static_assert(GM != QG_HALF, "two groups a chunk take qgemv_kernel");
-	static_assert(S >= 2 && (S & (S - 1)) == 0, "S: a power of two");
-	typedef typename std::conditional<SF16, __half, float>::type ST;
-	constexpr int CK = 4 * q_geom<FMT>::KL; /* columns per chunk */
-	extern __shared__ uint4 qg_smem[];
-	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-	const int g = lane >> 2, c = lane & 3;
-	int row_a, row_b;
-	bool ok_a, ok_b;
-	kern_epi_rows<EPI>(a.e, a.rows, blockIdx.x, g, &row_a, &row_b, &ok_a, &ok_b);
-	const int ra = ok_a ? row_a : 0, rb = ok_b ? row_b : 0;
-	const int n_chunk = a.row_bytes / QG_CHUNK_BYTES;
-	const int ch_begin = blockIdx.y * a.chunks_per_split;
-	const int span = min(n_chunk, ch_begin + a.chunks_per_split) - ch_begin;
-	const int per = (span + KSPLIT - 1) / KSPLIT;
-	const int c0 = ch_begin + min(span, warp * per), c1 = ch_begin + min(span, warp * per + per);
-	const uint8_t *wa = a.w + (size_t)ra * a.row_bytes + c * 16;
-	const uint8_t *wb = a.w + (size_t)rb * a.row_bytes + c * 16;
-	const T *xl = x + (size_t)(g < a.n ? g : 0) * a.cols + c * q_geom<FMT>::KL;
-	const ST *sa_p = reinterpret_cast<const ST *>(a.scales) + (size_t)ra * a.groups;
-	const ST *sb_p = reinterpret_cast<const ST *>(a.scales) + (size_t)rb * a.groups;
-	const uint8_t *za_p = ZP ? a.zeros + (size_t)ra * a.groups : nullptr;
-	const uint8_t *zb_p = ZP ? a.zeros + (size_t)rb * a.groups : nullptr;
-	const unsigned lg = GM == QG_CHUNK ? __ffs(a.group / CK) - 1 : 0;
-	/* this lane's 16 bytes of rows a and b in slot k of the warp's ring
-	 * are at ring_s + 1024 k and + 512 */
-	const unsigned ring_s =
-		(unsigned)__cvta_generic_to_shared(qg_smem) + (unsigned)(warp * S * 1024 + lane * 16);
-
-	/* chunk c0 + i into slot i % S, one commit group per i */
-	auto issue = [&](int i) {
-		if (c0 + i < c1) {
-			const unsigned slot = ring_s + (unsigned)((i & (S - 1)) * 1024);
-			const size_t off = (size_t)(c0 + i) * QG_CHUNK_BYTES;
-			kern_cp_async_stream(slot, wa + off);
-			kern_cp_async_stream(slot + 512, wb + off);
-		}
-		cp_async_commit();
-	};
-	/* chunk cu's group scales and int4 zero-point subtrahends */
-	float sa = 0, sb = 0;
-	uint32_t za = 0, zb = 0;
-	auto scales_of = [&](int cu) {
-		const unsigned grp = (unsigned)cu >> lg;
-		if constexpr (GM == QG_CHUNK) {
-			sa = (float)__ldg(sa_p + grp);
-			sb = (float)__ldg(sb_p + grp);
-		}
-		if constexpr (FMT == KERN_Q_INT4) {
-			za = q_zsub<T>(ZP ? __ldg(za_p + grp) : 8u);
-			zb = q_zsub<T>(ZP ? __ldg(zb_p + grp) : 8u);
-		}
-	};
-
-#pragma unroll
-	for (int i = 0; i < S - 1; i++)
-		issue(i);
-	if (c0 < c1)
-		scales_of(c0);
-	kern_pdl_wait(); /* x is the previous kernel's output */
-	float pre_r[6];
-	kern_epi_prefetch<T, EPI>(a.e, a.rows, a.n, row_a, row_b, ok_a, ok_b, 2 * c, pre_r);
-
-	float acc[1][4] = {{0, 0, 0, 0}};
-#pragma unroll 2
-	for (int cu = c0; cu < c1; cu++) {
-		const int i = cu - c0;
-		issue(i + S - 1);
-		cp_async_wait<S - 1>(); /* chunk i has landed */
-		const unsigned slot = ring_s + (unsigned)((i & (S - 1)) * 1024);
-		const uint4 va = kern_ld_shared16(slot), vb = kern_ld_shared16(slot + 512);
-		const float csa = sa, csb = sb;
-		const uint32_t cza = za, czb = zb;
-		if (cu + 1 < c1)
-			scales_of(cu + 1);
-		qg_lean_chunk<T, FMT, GM>(xl + (size_t)cu * CK, va, vb, cza, czb, csa, csb, acc);
-	}
-	kern_pdl_launch_next();
-	qg_block_end<T, GM, 1, KSPLIT, EPI, false>(a, acc, ra, rb, row_a, row_b, ok_a, ok_b, pre_r,
-						   nullptr);
 }
 
 /* out[i] = sum over splits s, in order, of part[s][i]. */
@@ -799,66 +671,34 @@ template <int FMT, int GM, int NT> constexpr int qg_unroll()
  * nothing launched, the caller runs the unfused pair. */
 #define QG_UNFUSED 1
 
-template <typename T, int FMT, int GM, bool SF16, bool ZP, int KSPLIT, int S, int MINB, int EPI>
-static int qg_lean_launch(kern_qblas *qb, dim3 grid, const T *x, const qgemv_args &a)
-{
-	auto kernel = qgemv_lean_kernel<T, FMT, GM, SF16, ZP, KSPLIT, S, MINB, EPI>;
-	const size_t smem = (size_t)KSPLIT * S * 1024;
-	/* once per kernel: its ring, and a carveout for MINB blocks (the
-	 * rest of the SM's shared memory stays L1, where x is read from) */
-	static const bool set = (kern_smem_fit((const void *)kernel, smem, MINB), true);
-	(void)set;
-	return kern_launch_pdl_smem(&qb->pdl, "quant", qb->stream, kernel, grid, dim3(KSPLIT * 32),
-				    smem, x, a);
-}
-
-/* Launch the GEMV of a shape and epilogue: the lean kernel when S > 0
- * (KSPLIT warps of S ring slots, MINB blocks an SM; scale dtype and zero
- * points picked here), else qgemv_kernel; PRE (qgemv_kernel only): its
- * input not yet divided by its rms. */
-template <typename T, int FMT, int GM, int NT, int KSPLIT, int UNROLL, int S, int MINB, int EPI,
+/* Launch the GEMV of a shape and epilogue, MINB blocks an SM (0:
+ * qg_min_blocks); PRE: its input not yet divided by its rms. */
+template <typename T, int FMT, int GM, int NT, int KSPLIT, int UNROLL, int MINB, int EPI,
 	  bool PRE = false>
 static int qg_launch(kern_qblas *qb, dim3 grid, const T *x, const qgemv_args &a)
 {
-	if constexpr (S > 0) {
-		static_assert(NT == 1 && !PRE, "the lean GEMV takes up to 8 tokens, divided");
-		constexpr bool I4 = FMT == KERN_Q_INT4;
-		if constexpr (GM == QG_ROW) { /* per-row scales: applied at the store */
-			return qg_lean_launch<T, FMT, GM, false, false, KSPLIT, S, MINB, EPI>(qb, grid,
-											       x, a);
-		}
-		const bool zp = I4 && a.zeros;
-		if (a.scale_f16)
-			return zp ? qg_lean_launch<T, FMT, GM, true, I4, KSPLIT, S, MINB, EPI>(qb, grid, x, a)
-				  : qg_lean_launch<T, FMT, GM, true, false, KSPLIT, S, MINB, EPI>(qb, grid,
-												 x, a);
-		return zp ? qg_lean_launch<T, FMT, GM, false, I4, KSPLIT, S, MINB, EPI>(qb, grid, x, a)
-			  : qg_lean_launch<T, FMT, GM, false, false, KSPLIT, S, MINB, EPI>(qb, grid, x,
-											     a);
-	} else {
-		return q_launch(qb, qgemv_kernel<T, FMT, GM, NT, KSPLIT, UNROLL, EPI, PRE>, grid,
-				dim3(KSPLIT * 32), x, a);
-	}
+	constexpr int MB = MINB > 0 ? MINB : qg_min_blocks<FMT, NT>();
+	return q_launch(qb, qgemv_kernel<T, FMT, GM, NT, KSPLIT, UNROLL, MB, EPI, PRE>, grid,
+			dim3(KSPLIT * 32), x, a);
 }
 
 /* SWIGLU or ROPE, PRE when the input is not yet divided by its rms: there
- * only qgemv_kernel with 8 warps or more (kern_pre_load), one token tile. */
-template <typename T, int FMT, int GM, int NT, int KSPLIT, int UNROLL, int S, int MINB, int EPI>
+ * only with 8 warps or more (kern_pre_load), one token tile. */
+template <typename T, int FMT, int GM, int NT, int KSPLIT, int UNROLL, int MINB, int EPI>
 static int qg_launch_pre(kern_qblas *qb, dim3 grid, const T *x, const qgemv_args &a)
 {
 	if (!a.e.h.pre_ss)
-		return qg_launch<T, FMT, GM, NT, KSPLIT, UNROLL, S, MINB, EPI>(qb, grid, x, a);
-	if constexpr (S == 0 && NT == 1 && KSPLIT >= 8)
-		return qg_launch<T, FMT, GM, NT, KSPLIT, UNROLL, S, MINB, EPI, true>(qb, grid, x, a);
+		return qg_launch<T, FMT, GM, NT, KSPLIT, UNROLL, MINB, EPI>(qb, grid, x, a);
+	if constexpr (NT == 1 && KSPLIT >= 8)
+		return qg_launch<T, FMT, GM, NT, KSPLIT, UNROLL, MINB, EPI, true>(qb, grid, x, a);
 	return QG_UNFUSED;
 }
 
 /* The GEMV with a given shape. Splits the columns across blocks only when
  * the 16-row tiles alone leave SMs idle (out_dim < 16 x SMs: tensor-
  * parallel shards, small layers), each split at least one full round of
- * the block's warps, the partials fitting the workspace. S > 0: the lean
- * kernel (UNROLL unused). */
-template <typename T, int FMT, int GM, int NT, int KSPLIT, int UNROLL, int S = 0, int MINB = 0>
+ * the block's warps, the partials fitting the workspace. */
+template <typename T, int FMT, int GM, int NT, int KSPLIT, int UNROLL, int MINB = 0>
 static int qgemv_run(kern_qblas *qb, qgemv_args a, const T *x)
 {
 	const int tiles = kern_epi_tiles(a.e, a.rows);
@@ -866,7 +706,7 @@ static int qgemv_run(kern_qblas *qb, qgemv_args a, const T *x)
 	int splits = 1;
 	if (tiles < qb->sm_count) {
 		splits = (2 * qb->sm_count + tiles - 1) / tiles;
-		int most = n_chunk / (KSPLIT * (S > 0 ? 1 : UNROLL));
+		int most = n_chunk / (KSPLIT * UNROLL);
 		size_t fit = QB_WORKSPACE_BYTES / (sizeof(float) * (size_t)a.n * a.rows);
 		if (splits > most)
 			splits = most;
@@ -881,19 +721,18 @@ static int qgemv_run(kern_qblas *qb, qgemv_args a, const T *x)
 	const dim3 grid(tiles, splits);
 	if ((splits > 1 || NT > 1) && a.e.kind != KERN_EPI_STORE)
 		return QG_UNFUSED;
-#define QG_LAUNCH(EPI, args) \
-	qg_launch<T, FMT, GM, NT, KSPLIT, UNROLL, S, MINB, EPI>(qb, grid, x, args)
+#define QG_LAUNCH(EPI, args) qg_launch<T, FMT, GM, NT, KSPLIT, UNROLL, MINB, EPI>(qb, grid, x, args)
 	if (splits == 1) {
 		if constexpr (NT == 1) { /* fused: up to 8 tokens */
 			if (a.e.kind == KERN_EPI_SWIGLU)
-				return qg_launch_pre<T, FMT, GM, NT, KSPLIT, UNROLL, S, MINB,
+				return qg_launch_pre<T, FMT, GM, NT, KSPLIT, UNROLL, MINB,
 						     KERN_EPI_SWIGLU>(qb, grid, x, a);
 			if (a.e.kind == KERN_EPI_ADD_NORM)
 				return QG_LAUNCH(KERN_EPI_ADD_NORM, a);
 			if (a.e.kind == KERN_EPI_ADD)
 				return QG_LAUNCH(KERN_EPI_ADD, a);
 			if (a.e.kind == KERN_EPI_ROPE)
-				return qg_launch_pre<T, FMT, GM, NT, KSPLIT, UNROLL, S, MINB,
+				return qg_launch_pre<T, FMT, GM, NT, KSPLIT, UNROLL, MINB,
 						     KERN_EPI_ROPE>(qb, grid, x, a);
 		}
 		return QG_LAUNCH(KERN_EPI_STORE, a);
@@ -910,13 +749,16 @@ static int qgemv_run(kern_qblas *qb, qgemv_args a, const T *x)
 	return SL_OK;
 }
 
-/* The lean GEMV: int4 up to 8 tokens, rows of at least QG_LEAN_MIN_CHUNKS
- * whole chunks (K >= 8192), KSPLIT warps of S ring slots, MINB blocks an
- * SM (bench/qgemv.cu's table 5). */
-#define QG_LEAN_MIN_CHUNKS 64
-#define QG_LEAN_KSPLIT 8
-#define QG_LEAN_SLOTS 2
-#define QG_LEAN_BLOCKS 4
+/*
+ * int4 with group scales (groups of 128) up to 8 tokens: the shape by
+ * the tiles. bench/qgemv.cu's table 4 on an H100 (7B rows, n = 1, GB/s,
+ * bench/results/2026-11-25-nvidia-h100-q4-2/h3): where the tiles fill
+ * QG_I4_WIDE_BLOCKS blocks of 4 warps an SM, 4 x 4 chunks (qkv 2013,
+ * gate_up 2395 against 1985 and 2159 for 8 x 2 at 3 blocks an SM); else
+ * 8 x 2 at 2 blocks an SM, whose 128 registers hold the round without
+ * spilling (o 1544, down 1996 against 1409 and 1892).
+ */
+#define QG_I4_WIDE_BLOCKS 4
 
 template <typename T, int FMT, int GM>
 static int qgemv_tiles(kern_qblas *qb, const qgemv_args &a, const T *x)
@@ -924,10 +766,10 @@ static int qgemv_tiles(kern_qblas *qb, const qgemv_args &a, const T *x)
 #define QG_RUN(NT) \
 	qgemv_run<T, FMT, GM, NT, qg_ksplit<FMT, GM, NT>(), qg_unroll<FMT, GM, NT>()>(qb, a, x)
 	if constexpr (FMT == KERN_Q_INT4 && GM == QG_CHUNK) {
-		if (a.n <= 8 && a.row_bytes % QG_CHUNK_BYTES == 0 &&
-		    a.row_bytes / QG_CHUNK_BYTES >= QG_LEAN_MIN_CHUNKS)
-			return qgemv_run<T, FMT, GM, 1, QG_LEAN_KSPLIT, 0, QG_LEAN_SLOTS,
-					 QG_LEAN_BLOCKS>(qb, a, x);
+		if (a.n <= 8 && kern_epi_tiles(a.e, a.rows) >= QG_I4_WIDE_BLOCKS * qb->sm_count)
+			return qgemv_run<T, FMT, GM, 1, 4, 4, QG_I4_WIDE_BLOCKS>(qb, a, x);
+		if (a.n <= 8)
+			return qgemv_run<T, FMT, GM, 1, 8, 2, 2>(qb, a, x);
 	}
 	if (a.n <= 8)
 		return QG_RUN(1);
@@ -1595,7 +1437,7 @@ extern "C" int kern_qmatmul_cuda(kern_qblas *qb, int path, void *out, sl_dtype o
 /* The GEMV with a fused epilogue (kernels/epilogue.h, kern_qmatmul_epi_cuda
  * in quant.h): *fused 0 and nothing launched when AUTO would not take the
  * GEMV, the columns split across blocks, or (an input not yet divided by
- * its rms) the lean GEMV would run. */
+ * its rms) the block has fewer than 8 warps. */
 extern "C" int kern_qmatmul_epi_cuda(kern_qblas *qb, void *out, sl_dtype dt, const void *x,
 				     const kern_qweight *w, int n, const kern_epi *epi, int *fused)
 {

@@ -82,7 +82,9 @@ static const qcfg k_cfgs[] = {
  * GPUs of up to 256 SMs); 4096 x 2 x 1004 a hidden not a multiple of 8;
  * the 1024-column shapes have too few tiles, so their columns split
  * across blocks (or, unquantized, are too small for the GEMV): unfused;
- * 8192 and 11008 columns are long rows (int4: the lean GEMV).
+ * 8192 and 11008 columns are long rows; 2 x 4352 SwiGLU rows are tiles
+ * for 4 blocks an SM on 132 SMs (int4 with groups of 128: 4 warps a
+ * block, too few for a PRE epilogue: unfused there).
  * Fused: up to 8 tokens (SwiGLU) and 2 (add + norm, whose norm is serial
  * work of one block, kernels/epilogue.cuh); the larger counts must come
  * back unfused with nothing written. */
@@ -103,10 +105,12 @@ static const fshape k_shapes[] = {
 	{KERN_EPI_ROPE, 2048, 48 * 64, {1, 3, 8, 9}, 4, 32, 8, 64},
 	{KERN_EPI_ROPE, 4096, 48 * 128, {2}, 1, 32, 8, 128},
 	{KERN_EPI_ROPE, 576, 15 * 64, {1}, 1, 9, 3, 64},
-	/* rows of 64 int4 chunks or more: int4 takes the lean GEMV */
+	/* long rows */
 	{KERN_EPI_ADD_NORM, 11008, 4096, {1, 2}, 2, 0, 0, 0},
 	{KERN_EPI_SWIGLU, 8192, 2 * 1536, {1, 8}, 2, 0, 0, 0},
 	{KERN_EPI_ROPE, 8192, 48 * 64, {1, 8}, 2, 32, 8, 64},
+	/* many row tiles */
+	{KERN_EPI_SWIGLU, 1024, 2 * 4352, {1, 8}, 2, 0, 0, 0},
 };
 #define N_SHAPES (int)(sizeof k_shapes / sizeof *k_shapes)
 
@@ -517,8 +521,8 @@ static void run_swiglu_rope(ctx *k, const fw *w, const float *x, const void *d_x
  * the fused call must equal the unfused chain (the GEMV on x and the
  * epilogue's kernel) bit for bit, as without the norm. xw stays away
  * from fp16's subnormals, where halving would round. The call must not
- * write xw. Calls past KERN_PRE_MAX_TOKENS tokens, and the lean int4
- * GEMV (long rows), must come back unfused with nothing written.
+ * write xw. Calls past KERN_PRE_MAX_TOKENS tokens, and blocks of fewer
+ * than 8 warps, must come back unfused with nothing written.
  */
 #define PRE_PARTS 37
 #define PRE_EPS (1.0f / 1024.0f)
