@@ -448,13 +448,12 @@ static int cu_matmul_swiglu(node_backend *be, void *out, void *gate_up, void *x,
  * squares in c->sumsq and out = x * norm_w, not yet divided by its rms,
  * which the next projection does at its end (*defer), where it can
  * (kernels/epilogue.h: up to KERN_PRE_MAX_TOKENS tokens and
- * KERN_PRE_MAX_PARTS parts): one kernel fewer. Not for int4 weights,
- * whose GEMVs (80 registers a thread for 3 blocks an SM) spill 16-36
- * bytes with the add's and the parts' registers: on an H100 the 7B int4
- * decode fell from 418 to 404 tokens/s at batch 1 with it, while fp16
- * rose 1.8%, int8 and fp8 1.2%
- * (bench/results/2026-11-24-nvidia-h100-rms-at-end/). *done 1 when
- * deferred, 0 when nothing ran. */
+ * KERN_PRE_MAX_PARTS parts): one kernel fewer. Not for int4 weights:
+ * on an H100 the 7B int4 decode fell from 418 to 404 tokens/s at batch 1
+ * with it (bench/results/2026-11-24-nvidia-h100-rms-at-end/), and again
+ * from 460.1 to 452.1 once the GEMV fetched its scales without waiting
+ * (bench/results/2026-11-25-nvidia-h100-q4-2/h3), while fp16 rose 1.8%,
+ * int8 and fp8 1.2%. *done 1 when deferred, 0 when nothing ran. */
 static int add_defer(node_backend *be, float *x, void *out, void *proj, const void *in,
 		     const kern_qweight *w, const void *norm_w, int n, float eps,
 		     node_prenorm *defer, int *done)
