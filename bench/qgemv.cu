@@ -391,9 +391,9 @@ static void table_variants(void)
 		}                                                                             \
 	}
 	const variant vs[] = {
-		QV("8x2", 8, 2, 0),     QV("8x2/2", 8, 2, 2), QV("8x3/2", 8, 3, 2),
-		QV("8x4/2", 8, 4, 2),   QV("8x4", 8, 4, 0),   QV("4x4/4", 4, 4, 4),
-		QV("4x8/2", 4, 8, 2),   QV("16x2", 16, 2, 0), QV("8x1/4", 8, 1, 4),
+		QV("8x2", 8, 2, 0),   QV("8x2/2", 8, 2, 2), QV("8x3/2", 8, 3, 2),
+		QV("4x4/4", 4, 4, 4), QV("4x2/6", 4, 2, 6), QV("4x4/5", 4, 4, 5),
+		QV("4x2/8", 4, 2, 8), QV("4x3/6", 4, 3, 6), QV("8x1/4", 8, 1, 4),
 	};
 #undef QV
 	const int fmt_of[3] = {1, 4, 5}; /* k_fmts: int8/row, fp8/row, int4/g128 */
@@ -421,11 +421,12 @@ static void table_variants(void)
 				double gbs = weight_bytes(f, s) / (ms * 1e6);
 				char lib_name[16];
 				snprintf(lib_name, sizeof lib_name, "%dx%d", lib_ks[k], lib[k]);
+				const int tiles = s.rows / QG_ROWS;
 				if (f.format == KERN_Q_INT4) /* qgemv_tiles' choice */
 					snprintf(lib_name, sizeof lib_name, "%s",
-						 s.rows / QG_ROWS >= QG_I4_WIDE_BLOCKS * g_sm_count
-							 ? "4x4/4"
-							 : "8x2/2");
+						 tiles > QG_I4_WAVE_BLOCKS * g_sm_count   ? "4x4/4"
+						 : tiles >= QG_I4_MID_BLOCKS * g_sm_count ? "4x2/6"
+											  : "8x2/2");
 				bool is_lib = !strcmp(v.name, lib_name);
 				printf(" %7.0f%s", gbs, is_lib ? "*" : " ");
 				cJSON *r = cJSON_CreateObject();

@@ -752,13 +752,17 @@ static int qgemv_run(kern_qblas *qb, qgemv_args a, const T *x)
 /*
  * int4 with group scales (groups of 128) up to 8 tokens: the shape by
  * the tiles. bench/qgemv.cu's table 4 on an H100 (7B rows, n = 1, GB/s,
- * bench/results/2026-11-25-nvidia-h100-q4-2/h3): where the tiles fill
- * QG_I4_WIDE_BLOCKS blocks of 4 warps an SM, 4 x 4 chunks (qkv 2013,
- * gate_up 2395 against 1985 and 2159 for 8 x 2 at 3 blocks an SM); else
- * 8 x 2 at 2 blocks an SM, whose 128 registers hold the round without
- * spilling (o 1544, down 1996 against 1409 and 1892).
+ * bench/results/2026-11-25-nvidia-h100-q4-2/h3 and h4), against 8 x 2
+ * chunks at 3 blocks an SM before:
+ *   - up to 6 blocks an SM hold every tile in one wave: 4 warps x 2
+ *     chunks at 6 (qkv, 768 tiles on 132 SMs: 2153 against 1982);
+ *   - more tiles: 4 x 4 at 4 (gate-up, 1376 tiles: 2377 against 2161);
+ *   - fewer than 4 blocks' worth: 8 x 2 at 2, whose 128 registers hold
+ *     a round without spilling (o and down, 256 tiles: 1546 and 1994
+ *     against 1392 and 1892).
  */
-#define QG_I4_WIDE_BLOCKS 4
+#define QG_I4_MID_BLOCKS 4  /* tiles from this many blocks an SM: 4 warps */
+#define QG_I4_WAVE_BLOCKS 6 /* ... up to this many: 2 chunks, one wave */
 
 template <typename T, int FMT, int GM>
 static int qgemv_tiles(kern_qblas *qb, const qgemv_args &a, const T *x)
@@ -766,8 +770,11 @@ static int qgemv_tiles(kern_qblas *qb, const qgemv_args &a, const T *x)
 #define QG_RUN(NT) \
 	qgemv_run<T, FMT, GM, NT, qg_ksplit<FMT, GM, NT>(), qg_unroll<FMT, GM, NT>()>(qb, a, x)
 	if constexpr (FMT == KERN_Q_INT4 && GM == QG_CHUNK) {
-		if (a.n <= 8 && kern_epi_tiles(a.e, a.rows) >= QG_I4_WIDE_BLOCKS * qb->sm_count)
-			return qgemv_run<T, FMT, GM, 1, 4, 4, QG_I4_WIDE_BLOCKS>(qb, a, x);
+		const int tiles = kern_epi_tiles(a.e, a.rows);
+		if (a.n <= 8 && tiles > QG_I4_WAVE_BLOCKS * qb->sm_count)
+			return qgemv_run<T, FMT, GM, 1, 4, 4, 4>(qb, a, x);
+		if (a.n <= 8 && tiles >= QG_I4_MID_BLOCKS * qb->sm_count)
+			return qgemv_run<T, FMT, GM, 1, 4, 2, QG_I4_WAVE_BLOCKS>(qb, a, x);
 		if (a.n <= 8)
 			return qgemv_run<T, FMT, GM, 1, 8, 2, 2>(qb, a, x);
 	}

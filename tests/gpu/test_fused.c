@@ -82,9 +82,10 @@ static const qcfg k_cfgs[] = {
  * GPUs of up to 256 SMs); 4096 x 2 x 1004 a hidden not a multiple of 8;
  * the 1024-column shapes have too few tiles, so their columns split
  * across blocks (or, unquantized, are too small for the GEMV): unfused;
- * 8192 and 11008 columns are long rows; 2 x 4352 SwiGLU rows are tiles
- * for 4 blocks an SM on 132 SMs (int4 with groups of 128: 4 warps a
- * block, too few for a PRE epilogue: unfused there).
+ * 8192 and 11008 columns are long rows; 2 x 4352 and 2 x 6400 SwiGLU
+ * rows are tiles for 4 to 6 and for more blocks an SM on 132 SMs (int4
+ * with groups of 128: 4 warps a block, too few for a PRE epilogue:
+ * unfused there).
  * Fused: up to 8 tokens (SwiGLU) and 2 (add + norm, whose norm is serial
  * work of one block, kernels/epilogue.cuh); the larger counts must come
  * back unfused with nothing written. */
@@ -111,6 +112,7 @@ static const fshape k_shapes[] = {
 	{KERN_EPI_ROPE, 8192, 48 * 64, {1, 8}, 2, 32, 8, 64},
 	/* many row tiles */
 	{KERN_EPI_SWIGLU, 1024, 2 * 4352, {1, 8}, 2, 0, 0, 0},
+	{KERN_EPI_SWIGLU, 512, 2 * 6400, {1, 3}, 2, 0, 0, 0},
 };
 #define N_SHAPES (int)(sizeof k_shapes / sizeof *k_shapes)
 

@@ -286,9 +286,11 @@ static void test_format(int ci)
 		{"split-k", 135, 11008, {1, 8, 64}, 3},
 		/* long rows, a tile per SM or more */
 		{"long-rows", 2120, 11008, {1, 3, 8, 9}, 4},
-		/* tiles for 4 blocks an SM on 132 SMs (int4 with groups of 128
-		 * up to 8 tokens: 4 warps x 4 chunks, kernels/quant.cu) */
+		/* on 132 SMs tiles for 4 to 6 blocks an SM, and more (int4
+		 * with groups of 128 up to 8 tokens: 4 warps x 2 and x 4
+		 * chunks, kernels/quant.cu's qgemv_tiles) */
 		{"many-rows", 8471, 1024, {1, 8}, 2},
+		{"more-rows", 12703, 512, {1, 5}, 2},
 		{"tiny", 7, 128, {1, 3, 70}, 3},
 		/* aligned: where cuBLASLt's fp8 GEMM has algorithms */
 		{"aligned", 512, 2048, {65, 200}, 2},
