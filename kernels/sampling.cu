@@ -25,6 +25,11 @@
  *      (logit desc, id asc): the same ids as the CPU, values within float
  *      rounding of the sum.
  *
+ * kern_argmax_rows_cuda is step 1's argmax alone, for a batch whose rows
+ * are all greedy with no penalties and no log-probs (what the CUDA backend
+ * checks on the host): one kernel where the full path launches the sort's
+ * kernels and the pick too, and needs no parameters on the device.
+ *
  * Philox4x32-10 is shared with sampling.c (philox.h) so u is bit-identical.
  * Expect the same tokens as the CPU except when a prefix sum lies within
  * float rounding of u or top_p (expf differs by an ulp between libm and
@@ -47,6 +52,7 @@
 
 #define SAMPLE_CHUNK_ROWS 32 /* rows sorted per pass: bounds the scratch */
 #define PREP_THREADS 512
+#define ARGMAX_THREADS 1024 /* one row a block: a decode step of one waits on it */
 #define PICK_THREADS 256
 #define PICK_ITEMS 4 /* per thread per tile of the prefix scan */
 #define PEN_THREADS 256
@@ -113,6 +119,27 @@ __device__ void block_argmax(float *v, int *i)
 	kern_warp_argmax(v, i);
 }
 
+/* The row's maximum and its lowest index (kern_argmax_cpu's answer, NaN
+ * rows aside), in every thread of the block: each thread scans ascending
+ * indices and keeps its first maximum, then block_argmax breaks ties by
+ * index. */
+__device__ void row_argmax(const float *__restrict__ l, int vocab, float *v, int *i)
+{
+	float bv = -INFINITY;
+	int bi = INT_MAX;
+#pragma unroll 4
+	for (int j = threadIdx.x; j < vocab; j += blockDim.x) {
+		float x = l[j];
+		if (bi == INT_MAX || x > bv) {
+			bv = x;
+			bi = j;
+		}
+	}
+	block_argmax(&bv, &bi);
+	*v = bv;
+	*i = bi;
+}
+
 __global__ void __launch_bounds__(PREP_THREADS)
 	sample_prep_kernel(const float *__restrict__ logits, const float *__restrict__ pen,
 			   kern_token_hist h, int vocab,
@@ -125,18 +152,9 @@ __global__ void __launch_bounds__(PREP_THREADS)
 	size_t base = (size_t)r * vocab;
 	kern_sample_params p = params[r];
 	const float *l = (row_penalised(p, h, r) ? pen : logits) + base;
-
-	/* each thread scans ascending indices and keeps the first maximum */
-	float bv = -INFINITY;
-	int bi = INT_MAX;
-	for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
-		float v = l[i];
-		if (bi == INT_MAX || v > bv) {
-			bv = v;
-			bi = i;
-		}
-	}
-	block_argmax(&bv, &bi);
+	float bv;
+	int bi;
+	row_argmax(l, vocab, &bv, &bi);
 
 	if (p.temperature <= 0) { /* greedy; uniform over the block */
 		if (threadIdx.x == 0) {
@@ -161,6 +179,17 @@ __global__ void __launch_bounds__(PREP_THREADS)
 		seg_begin[r] = (int)base;
 		seg_end[r] = (int)(base + vocab);
 	}
+}
+
+/* Greedy rows alone (kern_argmax_rows_cuda): the argmax, nothing else. */
+__global__ void __launch_bounds__(ARGMAX_THREADS)
+	argmax_rows_kernel(const float *__restrict__ logits, int vocab, int32_t *__restrict__ tokens_out)
+{
+	float bv;
+	int bi;
+	row_argmax(logits + (size_t)blockIdx.x * vocab, vocab, &bv, &bi);
+	if (threadIdx.x == 0)
+		tokens_out[blockIdx.x] = bi;
 }
 
 /* ---- 3. pick ---- */
@@ -465,5 +494,17 @@ extern "C" int kern_sample_cuda(kern_sampler *s, int32_t *tokens_out, const floa
 			CUDA_TRY_LAUNCH();
 		}
 	}
+	return SL_OK;
+}
+
+extern "C" int kern_argmax_rows_cuda(int32_t *tokens_out, const float *logits, int n, int vocab,
+				     void *stream)
+{
+	if (n <= 0)
+		return SL_OK;
+	if (vocab <= 0)
+		return SL_EINVAL;
+	argmax_rows_kernel<<<n, ARGMAX_THREADS, 0, kern_stream(stream)>>>(logits, vocab, tokens_out);
+	CUDA_TRY_LAUNCH();
 	return SL_OK;
 }

@@ -139,6 +139,12 @@ void kern_sampler_destroy(kern_sampler *s);
 int kern_sample_cuda(kern_sampler *s, int32_t *tokens_out, const float *logits, int n, int vocab,
 		     const kern_sample_params *params, const int64_t *positions,
 		     const kern_token_hist *hist, const kern_logprobs *lp, void *stream);
+/* Greedy rows only: tokens_out[r] = the lowest index of row r's maximum
+ * (kern_argmax_cpu), logits device fp32 [n, vocab], tokens_out device [n].
+ * What kern_sample_cuda picks for rows at temperature <= 0 without
+ * penalties, in one kernel and with no parameters on the device. */
+int kern_argmax_rows_cuda(int32_t *tokens_out, const float *logits, int n, int vocab,
+			  void *stream);
 #endif
 
 #ifdef __cplusplus

@@ -103,6 +103,7 @@ typedef struct cuda_impl {
 	cudaGraphExec_t graphs[MAX_GRAPHS];
 	int open_ranges;           /* range_push depth, so a failed step's ranges can be closed */
 	int no_graphs;             /* SL_NO_GRAPHS: run_cached runs fn directly */
+	int greedy_fast;           /* all-greedy batches take the argmax alone (SL_SAMPLE_FULL) */
 } cuda_impl;
 
 static cuda_impl *I(node_backend *be) { return be->impl; }
@@ -594,9 +595,63 @@ static kern_logprobs lp_layout(void *base, int n)
 	return (kern_logprobs){f, (int32_t *)(f + n), f + n + (size_t)n * KERN_MAX_TOP_LOGPROBS};
 }
 
+/* Whether every row is greedy with nothing that changes its logits, so
+ * its token is the argmax alone (kern_argmax_rows_cuda). */
+static int greedy_only(const kern_sample_params *params, int n, const kern_logprobs *lp)
+{
+	if (lp)
+		return 0;
+	for (int i = 0; i < n; i++)
+		if (params[i].temperature > 0 || kern_has_penalty(&params[i]))
+			return 0;
+	return 1;
+}
+
+static int identity_rows(const int32_t *rows, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (rows[i] != i)
+			return 0;
+	return 1;
+}
+
+/* The tokens from the device to tokens_out, once the stream gets there. */
+static int tokens_back(node_backend *be, int32_t *tokens_out, int n)
+{
+	cuda_impl *c = I(be);
+	CUDA_TRY(cudaMemcpyAsync(c->h_tokens, c->d_tokens, 4 * (size_t)n, cudaMemcpyDeviceToHost, S(be)));
+	CUDA_TRY(cudaStreamSynchronize(S(be)));
+	memcpy(tokens_out, c->h_tokens, 4 * (size_t)n);
+	return SL_OK;
+}
+
+/* Greedy rows: the argmax of each row where it lies (a decode step's rows
+ * are the logits' own rows; others are gathered first). Nothing else goes
+ * up, and one kernel runs where the full sampler runs the sort's and the
+ * pick's: these are the step's tail, which the next step waits for. */
+static int sample_greedy(node_backend *be, int32_t *tokens_out, const float *logits,
+			 const int32_t *rows, int n, int vocab)
+{
+	cuda_impl *c = I(be);
+	const float *l = logits;
+	if (!identity_rows(rows, n)) {
+		int rc = staged_wait(&c->rows);
+		if (rc)
+			return rc;
+		memcpy(c->rows.h, rows, 4 * (size_t)n);
+		if ((rc = staged_up(be, &c->rows, 4 * (size_t)n)) ||
+		    (rc = kern_gather_rows_cuda(c->d_sel, logits, c->rows.d, n, vocab, SL_DT_F32,
+						S(be))))
+			return rc;
+		l = c->d_sel;
+	}
+	int rc = kern_argmax_rows_cuda(c->d_tokens, l, n, vocab, S(be));
+	return rc ? rc : tokens_back(be, tokens_out, n);
+}
+
 /* Sampled rows are picked out of the logits (a row copy in fp32), their
  * parameters, positions and history go up with them, the ids (and
- * log-probs) come back. */
+ * log-probs) come back. All-greedy batches take sample_greedy. */
 static int sample(node_backend *be, int32_t *tokens_out, const float *logits, const int32_t *rows,
 		  int n, int vocab, const kern_sample_params *params, const int64_t *positions,
 		  const kern_token_hist *hist, const kern_logprobs *lp)
@@ -604,6 +659,8 @@ static int sample(node_backend *be, int32_t *tokens_out, const float *logits, co
 	cuda_impl *c = I(be);
 	if (n > c->lim.max_seqs)
 		return SL_EINVAL;
+	if (c->greedy_fast && greedy_only(params, n, lp))
+		return sample_greedy(be, tokens_out, logits, rows, n, vocab);
 	int rc = staged_wait(&c->params);
 	if (!rc)
 		rc = staged_wait(&c->pos);
@@ -625,11 +682,10 @@ static int sample(node_backend *be, int32_t *tokens_out, const float *logits, co
 	    (rc = kern_sample_cuda(c->sampler, c->d_tokens, c->d_sel, n, vocab, c->params.d, c->pos.d,
 				   &d_hist, lp ? &d_lp : NULL, S(be))))
 		return rc;
-	CUDA_TRY(cudaMemcpyAsync(c->h_tokens, c->d_tokens, 4 * (size_t)n, cudaMemcpyDeviceToHost, S(be)));
 	if (lp)
 		CUDA_TRY(cudaMemcpyAsync(c->h_lp, c->d_lp, lp_bytes, cudaMemcpyDeviceToHost, S(be)));
-	CUDA_TRY(cudaStreamSynchronize(S(be)));
-	memcpy(tokens_out, c->h_tokens, 4 * (size_t)n);
+	if ((rc = tokens_back(be, tokens_out, n)))
+		return rc;
 	if (lp) {
 		memcpy(lp->chosen, h_lp.chosen, sizeof(float) * n);
 		memcpy(lp->top_ids, h_lp.top_ids, sizeof(int32_t) * n * KERN_MAX_TOP_LOGPROBS);
@@ -801,7 +857,9 @@ static const node_backend_ops cuda_ops = {
  * SL_PREFER_L1=0 leaves the decode GEMVs' L1 / shared memory split to the
  * driver (kernels/pdl.h). SL_ATTN_FP8=smem: decode attention over an fp8
  * cache takes the older shared-memory conversion (kern_attn_ws_set_fp8_smem),
- * for comparisons. SL_ACT_CODES=0: the norm and SiLU * up kernels store
+ * for comparisons. SL_SAMPLE_FULL=1: all-greedy batches run the whole
+ * sampler (uploads, sort, pick) instead of the argmax alone, for
+ * comparisons. SL_ACT_CODES=0: the norm and SiLU * up kernels store
  * their values as well as the next projection's fp8 activations (norm,
  * silu_mul), for comparisons. */
 #define FUSE_DEFAULT (1 << KERN_EPI_SWIGLU | 1 << KERN_EPI_ROPE | FUSE_PRENORM)
@@ -849,6 +907,8 @@ static void read_switches(cuda_impl *c, int cc_major)
 	c->attn_fp8_smem = attn && !strcmp(attn, "smem");
 	c->act_codes = !(codes && !strcmp(codes, "0"));
 	c->fuse = fuse ? fuse_bits(fuse) : FUSE_DEFAULT;
+	const char *full = getenv("SL_SAMPLE_FULL");
+	c->greedy_fast = !(full && !strcmp(full, "1"));
 	c->pdl = !(pdl && !strcmp(pdl, "0"));
 	kern_blas_set_pdl(c->blas, c->pdl);
 	kern_pdl_enable(c->pdl && cc_major >= 9);
@@ -865,6 +925,8 @@ static void read_switches(cuda_impl *c, int cc_major)
 				"shared memory");
 	if (c->fp8_fast)
 		SL_INFO("cuda", "SL_FP8_FAST_ACCUM=1: the fp8 W8A8 GEMMs accumulate fast");
+	if (!c->greedy_fast)
+		SL_INFO("cuda", "SL_SAMPLE_FULL=1: greedy batches go through the whole sampler");
 	if (!c->act_codes)
 		SL_INFO("cuda", "SL_ACT_CODES=0: the norm and SiLU * up kernels store their values "
 				"beside the fp8 activations");

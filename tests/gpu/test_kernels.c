@@ -825,6 +825,78 @@ START_TEST(test_sampling)
 }
 END_TEST
 
+/* ---- greedy argmax alone ---- */
+
+/* Row r's shape for the argmax test: random, or a maximum placed where a
+ * wrong scan order or tie rule would show (first, last, tied, flat). */
+static void argmax_row(float *l, int vocab, int r)
+{
+	gt_fill(l, vocab, -8.0f, 8.0f);
+	float mx = l[kern_argmax_cpu(l, vocab)] + 1.0f;
+	switch (r % 6) {
+	case 1: /* the maximum at the first and the last index */
+		l[0] = l[vocab - 1] = mx;
+		break;
+	case 2: /* at the last index alone */
+		l[vocab - 1] = mx;
+		break;
+	case 3: /* tied at three random places */
+		for (int k = 0; k < 3; k++)
+			l[gt_int(0, vocab - 1)] = mx;
+		break;
+	case 4: /* a flat row: every index ties */
+		for (int i = 0; i < vocab; i++)
+			l[i] = -1.5f;
+		break;
+	case 5: /* all negative, far below zero */
+		for (int i = 0; i < vocab; i++)
+			l[i] -= 1e4f;
+		break;
+	}
+}
+
+/* kern_argmax_rows_cuda picks kern_argmax_cpu's index (the lowest among
+ * tied maxima) exactly, over vocabularies off the block width. */
+START_TEST(test_argmax_rows)
+{
+	static const int vocabs[] = {1, 7, 300, 1025, 32000, 32001, 128256};
+	static const int row_counts[] = {1, 3, 70};
+	gt_reseed(g_seed, 800);
+	int checked = 0, bad = 0;
+	for (int vi = 0; vi < (int)(sizeof vocabs / sizeof *vocabs); vi++) {
+		for (int ri = 0; ri < 3; ri++) {
+			int vocab = vocabs[vi], rows = row_counts[ri];
+			size_t nl = (size_t)rows * vocab;
+			float *logits = gt_malloc(sizeof(float) * nl);
+			int32_t *got = gt_malloc(sizeof(int32_t) * rows);
+			for (int r = 0; r < rows; r++)
+				argmax_row(logits + (size_t)r * vocab, vocab, r + vi);
+			float *d_logits = gt_upload(logits, nl, SL_DT_F32);
+			int32_t *d_tok = gt_dev_poison(sizeof(int32_t) * rows);
+			GT_KERNEL(kern_argmax_rows_cuda(d_tok, d_logits, rows, vocab, NULL));
+			GT_CUDA(cudaMemcpy(got, d_tok, sizeof(int32_t) * rows,
+					   cudaMemcpyDeviceToHost));
+			for (int r = 0; r < rows; r++, checked++) {
+				int want = kern_argmax_cpu(logits + (size_t)r * vocab, vocab);
+				if (got[r] != want && bad++ < 10)
+					printf("  FAIL argmax_rows vocab %d rows %d row %d (shape %d): "
+					       "got %d want %d\n", vocab, rows, r, (r + vi) % 6, got[r],
+					       want);
+			}
+			gt_dev_free(d_logits);
+			gt_dev_free(d_tok);
+			free(logits);
+			free(got);
+		}
+	}
+	printf("kernel argmax_rows: %d rows (vocab 1 to 128256), %d mismatches (must be exact)\n",
+	       checked, bad);
+	fflush(stdout);
+	ck_assert_msg(bad == 0, "argmax_rows: %d of %d rows differ from kern_argmax_cpu", bad,
+		      checked);
+}
+END_TEST
+
 /* ---- sampling with penalties, min-p and log-probs ---- */
 
 /* Log-probs: top ids must be the CPU's exactly (they compare raw logits);
@@ -1053,6 +1125,7 @@ static Suite *kernels_suite(void)
 	add_case(s, "rope", test_rope);
 	add_case(s, "rope_fp8", test_rope_fp8);
 	add_case(s, "sampling", test_sampling);
+	add_case(s, "argmax_rows", test_argmax_rows);
 	add_case(s, "sampling_ext", test_sampling_penalties_logprobs);
 	return s;
 }
