@@ -10,7 +10,8 @@
  * of one long prompt. Writes the same as JSON.
  *
  * --quant int8|fp8|int4 quantizes the projections (random weights made and
- * quantized on the host once per projection, every layer a copy), --kv-dtype
+ * quantized on the host once per projection, every layer a copy; with
+ * int4 the LM head in int8 too, --quant-lm-head to choose), --kv-dtype
  * fp8 stores the KV cache in fp8; weight bytes per token then count codes,
  * scales and zero points. Prefill runs twice and reports the second run.
  *
@@ -43,6 +44,7 @@ typedef struct bench_args {
 	long tp, pp;
 	int comm_off;
 	int quant, quant_group, kv_fp8; /* --quant, --quant-group, --kv-dtype */
+	int quant_lm_head;              /* --quant-lm-head */
 } bench_args;
 
 /* Bytes read + written per second by a device-to-device copy of 1 GiB. */
@@ -106,11 +108,13 @@ typedef struct bench_result {
 } bench_result;
 
 /* Weights one decode step streams: every layer, final norm, LM head, and
- * a single embedding row (the table itself is only indexed). */
+ * a single embedding row (the table itself is only indexed; a tied one is
+ * also the LM head unless that is int8, a copy of its own). */
 static double weight_bytes_per_step(const model *m)
 {
 	double es = sl_dtype_size(m->be->dtype), emb = (double)m->cfg.vocab_size * m->cfg.dim * es;
-	double w = (double)m->weight_bytes - (m->cfg.tie_embeddings ? 0 : emb);
+	int emb_is_head = m->cfg.tie_embeddings && !model_lm_head_int8(&m->opts);
+	double w = (double)m->weight_bytes - (emb_is_head ? 0 : emb);
 	return w + m->cfg.dim * es;
 }
 
@@ -173,6 +177,8 @@ static int write_json(const char *path, const bench_args *a, const model *m, con
 	cJSON_AddStringToObject(j, "dtype", sl_dtype_name(m->be->dtype));
 	cJSON_AddStringToObject(j, "quant", kern_qformat_name(m->opts.quant));
 	cJSON_AddNumberToObject(j, "quant_group", m->opts.quant_group);
+	cJSON_AddStringToObject(j, "lm_head", model_lm_head_int8(&m->opts) ? "int8"
+									   : sl_dtype_name(m->be->dtype));
 	cJSON_AddStringToObject(j, "kv_dtype", m->opts.kv_fp8 ? "fp8" : sl_dtype_name(m->be->dtype));
 	cJSON_AddNumberToObject(j, "projection_bytes", (double)m->proj_bytes);
 	cJSON_AddNumberToObject(j, "tp", m->shard.grid.tp);
@@ -220,6 +226,7 @@ static int parse(int argc, char **argv, bench_args *a, char *err, size_t errlen)
 					  {"batches", 1, 0, 'b'}, {"tp", 1, 0, 't'}, {"pp", 1, 0, 'q'},
 					  {"comm-off", 0, 0, 'c'}, {"quant", 1, 0, 'Q'},
 					  {"quant-group", 1, 0, 'G'}, {"kv-dtype", 1, 0, 'K'},
+					  {"quant-lm-head", 1, 0, 'L'},
 					  {0, 0, 0, 0}};
 	*a = (bench_args){.shape = "7b", .prompt = 128, .new_tokens = 256, .prefill = 2048,
 			  .batches = {1, 8, 32, 64}, .n_batches = 4, .dtype = SL_DT_F16};
@@ -238,6 +245,7 @@ static int parse(int argc, char **argv, bench_args *a, char *err, size_t errlen)
 		case 'Q': rc = model_parse_quant(optarg, &a->quant, err, errlen); break;
 		case 'G': rc = model_parse_quant_group(optarg, &a->quant_group, err, errlen); break;
 		case 'K': rc = model_parse_kv_dtype(optarg, &a->kv_fp8, err, errlen); break;
+		case 'L': rc = model_parse_quant_lm_head(optarg, &a->quant_lm_head, err, errlen); break;
 		case 'b': {
 			int32_t *v;
 			int n;
@@ -254,7 +262,7 @@ static int parse(int argc, char **argv, bench_args *a, char *err, size_t errlen)
 					"[--prompt 128] [--new 256] [--prefill 2048 (0: skip)] [--dtype f16|bf16] "
 					"[--batches 1,8,32,64] [--tp T --pp P under mpirun] [--comm-off] "
 					"[--quant none|int8|fp8|int4] [--quant-group auto|row|32|64|128] "
-					"[--kv-dtype auto|fp8]");
+					"[--quant-lm-head auto|none|int8] [--kv-dtype auto|fp8]");
 		}
 	}
 	if (!rc)
@@ -284,7 +292,7 @@ int main(int argc, char **argv)
 			     .tp = (int)a.tp, .pp = (int)a.pp, .step_tokens = 2048,
 			     .max_seqs = (int)most, .block_tokens = 16, .mem_fraction = 0.9f,
 			     .skip_tp_comm = a.comm_off, .quant = a.quant, .quant_group = a.quant_group,
-			     .kv_fp8 = a.kv_fp8};
+			     .kv_fp8 = a.kv_fp8, .quant_lm_head = a.quant_lm_head};
 	rc = node_group_open(&argc, &argv, &o, &g, err, sizeof err);
 	if (!rc && g.rank != 0) {
 		rc = node_worker_loop(g.m, err, sizeof err);
@@ -292,10 +300,11 @@ int main(int argc, char **argv)
 		snprintf(r.device, sizeof r.device, "%s", node_backend_cuda_device_name(g.be));
 		r.copy_bw = copy_bandwidth();
 		printf("device: %s x %d (tp %d, pp %d)\ncopy bandwidth: %.0f GB/s (read + write)\n"
-		       "shape %s, %s, weights %s (projections %.2f GB), KV %s, %.2f GB of weights "
-		       "on rank 0%s\n", r.device, g.world, g.m->shard.grid.tp, g.m->shard.grid.pp,
-		       r.copy_bw / 1e9, a.shape, sl_dtype_name(g.be->dtype),
+		       "shape %s, %s, weights %s (projections %.2f GB), LM head %s, KV %s, %.2f GB "
+		       "of weights on rank 0%s\n", r.device, g.world, g.m->shard.grid.tp,
+		       g.m->shard.grid.pp, r.copy_bw / 1e9, a.shape, sl_dtype_name(g.be->dtype),
 		       kern_qformat_name(a.quant), g.m->proj_bytes / 1e9,
+		       model_lm_head_int8(&g.m->opts) ? "int8" : sl_dtype_name(g.be->dtype),
 		       a.kv_fp8 ? "fp8" : sl_dtype_name(g.be->dtype), g.m->weight_bytes / 1e9,
 		       a.comm_off ? ", tensor-parallel all-reduces SKIPPED" : "");
 		rc = measure(g.m, &a, &r, err, sizeof err);

@@ -58,9 +58,10 @@ typedef struct node_backend_ops {
 			   int n, int dim, float eps);
 	/* out [n, w->rows] act = x [n, w->cols] act @ W^T, W in any format */
 	int (*matmul)(node_backend *be, void *out, const void *x, const kern_qweight *w, int n);
-	/* the LM head: a run-dtype weight, fp32 logits */
-	int (*matmul_f32out)(node_backend *be, float *out, const void *x, const void *w, int n,
-			     int in_dim, int out_dim);
+	/* the LM head: out [n, w->rows] fp32 logits = x [n, w->cols] act @ W^T, W in the
+	 * run dtype or int8 (--quant-lm-head) */
+	int (*matmul_f32out)(node_backend *be, float *out, const void *x, const kern_qweight *w,
+			     int n);
 	int (*rope_kv_write)(node_backend *be, void *qkv, void *k_cache, void *v_cache,
 			     const kern_paged_batch *b, int n_heads, int n_kv_heads, int head_dim,
 			     const float *inv_freq);

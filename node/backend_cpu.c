@@ -90,11 +90,11 @@ static int cpu_matmul(node_backend *be, void *out, const void *x, const kern_qwe
 	return SL_OK;
 }
 
-static int cpu_matmul_f32out(node_backend *be, float *out, const void *x, const void *w, int n,
-			     int in_dim, int out_dim)
+/* Activations are fp32 here: the LM head is any other matmul. */
+static int cpu_matmul_f32out(node_backend *be, float *out, const void *x, const kern_qweight *w,
+			     int n)
 {
-	kern_matmul_cpu_fast(out, x, w, n, in_dim, out_dim);
-	return SL_OK;
+	return cpu_matmul(be, out, x, w, n);
 }
 
 static int cpu_rope_kv_write(node_backend *be, void *qkv, void *k_cache, void *v_cache,

@@ -325,28 +325,32 @@ static int add_rmsnorm_for_proj(node_backend *be, float *x, const void *delta, c
 /* Run-dtype weights: matmul.cu (GEMV up to 8 tokens, else cuBLAS);
  * quantized: quant.cu picks its path per call (GEMV, W8A8 on cuBLASLt,
  * dequantize + cuBLAS; docs/cuda.md). */
-static int matmul(node_backend *be, void *out, const void *x, const kern_qweight *w, int n)
+/* out_dt: the run dtype (projections) or fp32 (the LM head). */
+static int matmul(node_backend *be, void *out, sl_dtype out_dt, const void *x,
+		  const kern_qweight *w, int n)
 {
 	cuda_impl *c = I(be);
+	if (w->format == KERN_Q_NONE && out_dt == SL_DT_F32)
+		return kern_matmul_f32out_cuda(c->blas, out, x, w->data, n, w->cols, w->rows,
+					       be->dtype);
 	if (w->format == KERN_Q_NONE)
 		return kern_matmul_cuda(c->blas, out, x, w->data, n, w->cols, w->rows, be->dtype);
 	if (!c->qblas) {
 		SL_ERROR("cuda", "a quantized weight, but reserve saw none (quant_max_cols 0)");
 		return SL_EINVAL;
 	}
-	return kern_qmatmul_cuda(c->qblas, KERN_QPATH_AUTO, out, be->dtype, x, be->dtype, w, n);
+	return kern_qmatmul_cuda(c->qblas, KERN_QPATH_AUTO, out, out_dt, x, be->dtype, w, n);
 }
 
 static int cu_matmul(node_backend *be, void *out, const void *x, const kern_qweight *w, int n)
 {
-	RANGED("matmul", matmul(be, out, x, w, n));
+	RANGED("matmul", matmul(be, out, be->dtype, x, w, n));
 }
 
-static int cu_matmul_f32out(node_backend *be, float *out, const void *x, const void *w, int n,
-			    int in_dim, int out_dim)
+static int cu_matmul_f32out(node_backend *be, float *out, const void *x, const kern_qweight *w,
+			    int n)
 {
-	RANGED("matmul_f32out",
-	       kern_matmul_f32out_cuda(I(be)->blas, out, x, w, n, in_dim, out_dim, be->dtype));
+	RANGED("matmul_f32out", matmul(be, out, SL_DT_F32, x, w, n));
 }
 
 static int cu_rope_kv_write(node_backend *be, void *qkv, void *k_cache, void *v_cache,

@@ -92,7 +92,7 @@ static int open_shard(const node_group_opts *o, node_group *g, const par_grid *g
 			 .block_tokens = o->block_tokens, .n_kv_blocks = o->n_kv_blocks,
 			 .mem_fraction = o->mem_fraction, .skip_tp_comm = o->skip_tp_comm,
 			 .quant = o->quant,
-			 .quant_group = o->quant_group,
+			 .quant_group = o->quant_group, .quant_lm_head = o->quant_lm_head,
 			 .kv_fp8 = o->kv_fp8};
 	if (o->random_cfg)
 		rc = model_create_random(o->random_cfg, g->be, &mo, o->seed, &g->m, err, errlen);

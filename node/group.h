@@ -24,6 +24,7 @@ typedef struct node_group_opts {
 	int custom_ar;           /* par_car_mode (comm.h): 0 auto, 1 on, 2 off */
 	int quant;               /* --quant: kern_qformat (0: none) */
 	int quant_group;         /* --quant-group: model_opts.quant_group (0: auto) */
+	int quant_lm_head;       /* --quant-lm-head: model_opts.quant_lm_head (0: auto) */
 	int kv_fp8;              /* --kv-dtype fp8 */
 	uint64_t seed;
 } node_group_opts;

@@ -49,6 +49,7 @@ typedef struct node_args {
 	par_car_mode custom_ar; /* --custom-allreduce */
 	int no_prefix_cache;    /* --no-prefix-cache */
 	int quant, quant_group, kv_fp8; /* --quant, --quant-group, --kv-dtype */
+	int quant_lm_head;              /* --quant-lm-head */
 } node_args;
 
 static void usage(FILE *f)
@@ -63,7 +64,7 @@ static void usage(FILE *f)
 		"                      [--dtype f16|bf16] [--gpu-mem-fraction F]\n"
 		"                      [--max-step-tokens N] [--kv-blocks N] [--block-tokens N]\n"
 		"                      [--quant none|int8|fp8|int4] [--quant-group auto|row|32|64|128]\n"
-		"                      [--kv-dtype auto|fp8]\n"
+		"                      [--quant-lm-head auto|none|int8] [--kv-dtype auto|fp8]\n"
 		"       mpirun -np N shardline-node --tp T --pp P --model DIR ... (T x P = N)\n"
 		"       [mpirun -np N] shardline-node --model DIR --coordinator tcp://HOST:PORT\n"
 		"                      --model-name NAME [--heartbeat-ms 1000] [--max-running N]\n"
@@ -85,14 +86,16 @@ static void usage(FILE *f)
 		"as many as --gpu-mem-fraction (0.9) of the device holds. --device: cuda\n"
 		"when a GPU is present; --dtype: the checkpoint's, fp32 cast to f16.\n"
 		"--quant: the q/k/v, o, gate/up and down projections quantized per rank as\n"
-		"they load (embedding, norms, LM head stay in the run dtype): int8 weight-\n"
-		"only, symmetric, groups of 128 columns (--quant-group row: one scale per\n"
-		"output row; GGUF Q8_0 tensors keep their groups of 32); fp8 E4M3 with one\n"
+		"they load (embedding and norms stay in the run dtype): int8 weight-only,\n"
+		"symmetric, one scale per output row (--quant-group 32, 64 or 128: groups\n"
+		"of columns; GGUF Q8_0 tensors keep their groups of 32); fp8 E4M3 with one\n"
 		"scale per row (on a GPU: weight-only up to 32 tokens, W8A8 with per-token\n"
 		"activation scales above); int4 groups of 128 (64 or 32 where in_dim needs\n"
 		"it), asymmetric, round to nearest; GGUF Q4_1 / Q4_0 tensors keep their\n"
 		"blocks of 32 (--quant-group 64 or 128 quantizes them again). Default\n"
-		"none. --kv-dtype fp8: the KV cache\n"
+		"none. --quant-lm-head auto|none|int8: the LM head in int8, one scale per\n"
+		"row (GGUF Q8_0: its blocks of 32); auto (default) does so with --quant\n"
+		"int4 only. --kv-dtype fp8: the KV cache\n"
 		"in fp8 E4M3, scale 1 (twice the blocks in the same GPU memory); auto\n"
 		"(default) keeps the run dtype. docs/cuda.md has the details.\n"
 		"--random-shape NAME: no checkpoint; Llama-2-shaped random weights (vocab\n"
@@ -133,7 +136,8 @@ static int parse_args(int argc, char **argv, node_args *a, char *err, size_t err
 		{"repetition-penalty", 1, 0, 0x104}, {"logprobs", 1, 0, 0x105},
 		{"custom-allreduce", 1, 0, 0x106}, {"no-prefix-cache", 0, 0, 0x10a}, {"quant", 1, 0, 0x107},
 		{"quant-group", 1, 0, 0x108}, {"kv-dtype", 1, 0, 0x109}, {"grace-s", 1, 0, 0x10b},
-		{"curve-key", 1, 0, 0x10c}, {"server-key", 1, 0, 0x10d}, {0, 0, 0, 0}};
+		{"curve-key", 1, 0, 0x10c}, {"server-key", 1, 0, 0x10d},
+		{"quant-lm-head", 1, 0, 0x10e}, {0, 0, 0, 0}};
 	*a = (node_args){.max_tokens = 32, .max_step_tokens = 2048, .block_tokens = 16,
 			 .top_p = 1.0, .dtype = -1, .mem_fraction = 0.9, .heartbeat_ms = 1000,
 			 .max_waiting = 64, .repetition = 1, .logprobs = -1, .grace_s = 30};
@@ -193,6 +197,7 @@ static int parse_args(int argc, char **argv, node_args *a, char *err, size_t err
 		case 0x107: rc = model_parse_quant(optarg, &a->quant, err, errlen); break;
 		case 0x108: rc = model_parse_quant_group(optarg, &a->quant_group, err, errlen); break;
 		case 0x109: rc = model_parse_kv_dtype(optarg, &a->kv_fp8, err, errlen); break;
+		case 0x10e: rc = model_parse_quant_lm_head(optarg, &a->quant_lm_head, err, errlen); break;
 		case 'h': usage(stdout); exit(0);
 		default: return sl_errf(err, errlen, SL_EINVAL, "unknown option (see --help)");
 		}
@@ -370,6 +375,7 @@ int main(int argc, char **argv)
 			     .tp = (int)a.tp, .pp = (int)a.pp, .step_tokens = (int)a.max_step_tokens,
 			     .max_seqs = (int)a.max_seqs, .custom_ar = a.custom_ar,
 			     .quant = a.quant, .quant_group = a.quant_group, .kv_fp8 = a.kv_fp8,
+			     .quant_lm_head = a.quant_lm_head,
 			     .block_tokens = (int)a.block_tokens, .mem_fraction = (float)a.mem_fraction,
 			     .n_kv_blocks = (int)(a.kv_blocks ? a.kv_blocks
 						: cuda ? 0 : a.coordinator ? 1024 : default_kv_blocks(&a))};

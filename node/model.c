@@ -185,9 +185,9 @@ int model_lm_head(model *m, const int32_t *rows, int n_rows, int row0)
 	}
 	float *dst = a->logits + (size_t)row0 * V;
 	if (s->grid.tp == 1)
-		return be->ops->matmul_f32out(be, dst, in, m->w.lm_head, n_rows, dim, V);
+		return be->ops->matmul_f32out(be, dst, in, &m->w.lm_head, n_rows);
 	int per = s->vocab_padded / s->grid.tp;
-	TRY(be->ops->matmul_f32out(be, a->logits_local, in, m->w.lm_head, n_rows, dim, s->vocab));
+	TRY(be->ops->matmul_f32out(be, a->logits_local, in, &m->w.lm_head, n_rows));
 	TRY(par_tp_allgather(m->comm, a->logits_local, a->logits_gather, (size_t)n_rows * per,
 			     SL_DT_F32));
 	/* [tp][n_rows][per] -> [n_rows][V]; the last slice may be short */

@@ -38,8 +38,8 @@ typedef struct loader {
 	size_t stage_bytes;
 	float *rows_full;  /* fp32 whole rows of a row-parallel matrix (their max |w|) */
 	size_t rows_full_bytes;
-	kern_qweight rnd[4]; /* random weights: one quantized host shard per projection,
-			      * made once and uploaded for every layer */
+	kern_qweight rnd[5]; /* random weights: one quantized host shard per projection
+			      * (and the LM head), made once and uploaded for every layer */
 	uint64_t copied_bytes; /* GGUF Q8_0 / Q4_0 / Q4_1 bytes copied as they are
 				* (not through the reader) */
 	unsigned logged;   /* projections whose format choice was logged (bit per kind) */
@@ -205,8 +205,8 @@ typedef struct mat_part {
 	int64_t rows, cols, r0, nr, c0, nc;
 } mat_part;
 
-enum { P_QKV = 0, P_O, P_GATE_UP, P_DOWN };
-static const char *const k_proj_names[] = {"qkv", "o", "gate_up", "down"};
+enum { P_QKV = 0, P_O, P_GATE_UP, P_DOWN, P_LM_HEAD };
+static const char *const k_proj_names[] = {"qkv", "o", "gate_up", "down", "lm_head"};
 
 /* A projection shard: its parts stacked by rows (q | k | v, gate | up).
  * row_parallel: the shard is a column slice (o, down under tensor
@@ -392,7 +392,6 @@ static int qweight_upload(loader *L, const kern_qweight *h, kern_qweight *d)
 				       be->name, bytes[i]);
 		TRY(be->ops->upload(be, *dst[i], src[i], bytes[i]));
 		L->m->weight_bytes += bytes[i];
-		L->m->proj_bytes += bytes[i];
 	}
 	return SL_OK;
 }
@@ -509,13 +508,12 @@ static int random_qweight(loader *L, const mat_spec *sp, const kern_qweight *fmt
 	return qweight_upload(L, h, out);
 }
 
-/* One projection of this rank: read, quantized per --quant or in the run
- * dtype, uploaded. */
-static int load_matrix(loader *L, const mat_spec *sp, kern_qweight *out)
+/* One matrix of this rank in format fmt (choose_format's or the LM
+ * head's): read, quantized or in the run dtype, uploaded. */
+static int load_matrix_as(loader *L, const mat_spec *sp, const kern_qweight *fmt,
+			  kern_qweight *out)
 {
-	kern_qweight q;
-	choose_format(L, sp, &q);
-	L->n_projections++;
+	const kern_qweight q = *fmt;
 	if (q.format == KERN_Q_NONE) {
 		size_t at = 0;
 		for (int i = 0; i < sp->n_part; i++) {
@@ -524,12 +522,8 @@ static int load_matrix(loader *L, const mat_spec *sp, kern_qweight *out)
 			at += (size_t)p->nr * p->nc;
 		}
 		*out = q;
-		uint64_t before = L->m->weight_bytes;
-		TRY(upload_stage(L, at, &out->data));
-		L->m->proj_bytes += L->m->weight_bytes - before;
-		return SL_OK;
+		return upload_stage(L, at, &out->data);
 	}
-	L->n_quantized++;
 	if (!L->st && !L->gg)
 		return random_qweight(L, sp, &q, out);
 	kern_qweight h = q;
@@ -547,6 +541,20 @@ static int load_matrix(loader *L, const mat_spec *sp, kern_qweight *out)
 		rc = qweight_upload(L, &h, out);
 	qweight_free_host(&h);
 	return rc;
+}
+
+/* One projection of this rank, quantized per --quant or in the run dtype;
+ * its bytes counted in proj_bytes. */
+static int load_matrix(loader *L, const mat_spec *sp, kern_qweight *out)
+{
+	kern_qweight q;
+	choose_format(L, sp, &q);
+	L->n_projections++;
+	L->n_quantized += q.format != KERN_Q_NONE;
+	uint64_t before = L->m->weight_bytes;
+	TRY(load_matrix_as(L, sp, &q, out));
+	L->m->proj_bytes += L->m->weight_bytes - before;
+	return SL_OK;
 }
 
 static void set_part(mat_part *p, const char *prefix, const char *suffix, int64_t rows,
@@ -586,6 +594,48 @@ static int load_layer(loader *L, int li, layer_weights *lw)
 	return load_matrix(L, &down, &lw->w2);
 }
 
+int model_lm_head_int8(const model_opts *o)
+{
+	return o->quant_lm_head == MODEL_LMQ_INT8 ||
+	       (o->quant_lm_head == MODEL_LMQ_AUTO && o->quant == KERN_Q_INT4);
+}
+
+/* The LM head's format: int8 where asked (model_lm_head_int8) and its
+ * in_dim allows: the GGUF's Q8_0 blocks as they are where it has them
+ * (groups of 32, fp16 scales: the checkpoint's own values), else groups
+ * of 128 (64, 32, or one scale per row where in_dim needs it), which read
+ * as fast as one scale per row (qbench's int8/g128 against int8/row) and
+ * round less. Every rank holds whole rows (the head splits by vocabulary),
+ * so each rank's groups are tensor parallelism 1's. Else the run dtype. */
+static void lm_head_format(loader *L, const mat_spec *sp, kern_qweight *q)
+{
+	const mat_part *p = &sp->part[0];
+	*q = (kern_qweight){.format = KERN_Q_NONE, .rows = (int)p->nr, .cols = (int)p->nc};
+	if (!model_lm_head_int8(&L->m->opts))
+		return;
+	if (q8_0_source(L, p)) {
+		*q = (kern_qweight){.format = KERN_Q_INT8, .rows = q->rows, .cols = q->cols,
+				    .group = 32, .scale_dt = SL_DT_F16};
+		log_choice(L, sp, "int8, groups of 32: the GGUF's Q8_0 blocks as they are");
+		return;
+	}
+	static const int chain[] = {128, 64, 32, 0};
+	for (int i = 0; i < 4; i++) {
+		int g = chain[i];
+		if (!group_fits(KERN_Q_INT8, g, p->nc))
+			continue;
+		*q = (kern_qweight){.format = KERN_Q_INT8, .rows = q->rows, .cols = q->cols,
+				    .group = g, .scale_dt = g ? SL_DT_F16 : SL_DT_F32};
+		if (g)
+			log_choice(L, sp, "int8, groups of %d", g);
+		else
+			log_choice(L, sp, "int8, one scale per row");
+		return;
+	}
+	log_choice(L, sp, "in_dim %lld fits no int8 group (16): stays %s", (long long)p->nc,
+		   sl_dtype_name(L->m->be->dtype));
+}
+
 static int load_ends(loader *L)
 {
 	model *m = L->m;
@@ -600,12 +650,17 @@ static int load_ends(loader *L)
 	if (!last)
 		return SL_OK;
 	TRY(load_vector(L, "model.norm.weight", c->dim, &m->w.final_norm));
-	if (c->tie_embeddings) {
-		m->w.lm_head = m->w.tok_emb;
+	mat_spec sp = {.kind = P_LM_HEAD, .n_part = 1};
+	set_part(&sp.part[0], c->tie_embeddings ? "model.embed_tokens." : "lm_head.", "weight",
+		 c->vocab_size, c->dim, s->vocab0, s->vocab, 0, c->dim);
+	kern_qweight q;
+	lm_head_format(L, &sp, &q);
+	if (q.format == KERN_Q_NONE && c->tie_embeddings) {
+		m->w.lm_head = q;
+		m->w.lm_head.data = m->w.tok_emb;
 		return SL_OK;
 	}
-	TRY(stage_at(L, "lm_head.weight", c->vocab_size, c->dim, s->vocab0, s->vocab, 0, c->dim, 0));
-	return upload_stage(L, (size_t)s->vocab * c->dim, &m->w.lm_head);
+	return load_matrix_as(L, &sp, &q, &m->w.lm_head);
 }
 
 /* GGUF's rope_freqs.weight ([head_dim / 2] F32): llama.cpp's form of
@@ -637,7 +692,7 @@ static void log_quant(const loader *L)
 	if (m->opts.quant == KERN_Q_NONE)
 		return;
 	SL_INFO("quant", "%s: %d of %d projections quantized (%.1f MiB of projections%s); "
-		"embedding, norms and LM head stay %s", kern_qformat_name(m->opts.quant),
+		"embedding and norms stay %s", kern_qformat_name(m->opts.quant),
 		L->n_quantized, L->n_projections, m->proj_bytes / 1048576.0,
 		L->copied_bytes ? ", GGUF blocks copied as they are" : "",
 		sl_dtype_name(m->be->dtype));
@@ -672,7 +727,7 @@ static int load_weights(model *m, sl_st_set *st, sl_gguf *gg, uint64_t seed, cha
 		rc = load_rope_freqs(&L);
 	free(L.stage);
 	free(L.rows_full);
-	for (int k = 0; k < 4; k++)
+	for (int k = 0; k < 5; k++)
 		qweight_free_host(&L.rnd[k]);
 	m->bytes_read = st ? sl_st_bytes_read(st) : gg ? sl_gguf_bytes_read(gg) + L.copied_bytes : 0;
 	if (!rc) {
@@ -796,7 +851,7 @@ static int open_checkpoint(model *m, const char *path, sl_st_set **st, sl_gguf *
 	return *gg ? SL_OK : sl_st_open_dir(path, st, err, errlen);
 }
 
-/* The most columns of any quantized projection (0: none is). */
+/* The most columns of any quantized projection or LM head (0: none is). */
 static int quant_max_cols(const model *m)
 {
 	int most = 0;
@@ -807,7 +862,8 @@ static int quant_max_cols(const model *m)
 			if (q[i]->format != KERN_Q_NONE && q[i]->cols > most)
 				most = q[i]->cols;
 	}
-	return most;
+	const kern_qweight *lm = &m->w.lm_head;
+	return lm->format != KERN_Q_NONE && lm->cols > most ? lm->cols : most;
 }
 
 /* Scratch every backend needs per step, sized once; the backend also
@@ -925,6 +981,20 @@ int model_parse_kv_dtype(const char *s, int *kv_fp8, char *err, size_t errlen)
 	return SL_OK;
 }
 
+int model_parse_quant_lm_head(const char *s, int *lmq, char *err, size_t errlen)
+{
+	if (!strcmp(s, "auto"))
+		*lmq = MODEL_LMQ_AUTO;
+	else if (!strcmp(s, "none"))
+		*lmq = MODEL_LMQ_NONE;
+	else if (!strcmp(s, "int8"))
+		*lmq = MODEL_LMQ_INT8;
+	else
+		return sl_errf(err, errlen, SL_EINVAL, "--quant-lm-head: '%s' is not auto (int8 "
+			       "with --quant int4), none (the run dtype) or int8", s);
+	return SL_OK;
+}
+
 int model_check_quant(int quant, int group, char *err, size_t errlen)
 {
 	if (quant != KERN_Q_NONE && quant != KERN_Q_INT8 && quant != KERN_Q_FP8 &&
@@ -999,8 +1069,9 @@ void model_destroy(model *m)
 			fr(be, q[i]->data), fr(be, q[i]->scales), fr(be, q[i]->zeros);
 	}
 	free(m->w.layers);
-	if (m->w.lm_head != m->w.tok_emb)
-		fr(be, m->w.lm_head);
+	if (m->w.lm_head.data != m->w.tok_emb)
+		fr(be, m->w.lm_head.data);
+	fr(be, m->w.lm_head.scales), fr(be, m->w.lm_head.zeros);
 	fr(be, m->w.tok_emb);
 	fr(be, m->w.final_norm);
 	for (int l = 0; l < m->shard.n_layers; l++) {

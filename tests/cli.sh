@@ -35,6 +35,16 @@ $node --prompt-ids 5,6,7 --prompt-ids 9,8 --max-tokens 12 --ignore-eos --max-ste
 [ "$(sed -n 1p "$tmp/b")" = "$(cat "$tmp/a")" ] && ok || bad "batched line 1 differs from alone"
 [ "$(sed -n 2p "$tmp/b" | cut -d' ' -f1-10)" = "$(cat "$tmp/b1")" ] && ok || bad "batched line 2 differs from alone"
 
+# the LM head: int4's auto is int8; an int8 head logs its format (dim 48:
+# one scale per row) and runs with any --quant
+$node --prompt-ids 5,6,7 --max-tokens 8 --ignore-eos --quant int4 >"$tmp/q1" 2>"$tmp/qlog" || bad "int4 run"
+$node --prompt-ids 5,6,7 --max-tokens 8 --ignore-eos --quant int4 --quant-lm-head int8 >"$tmp/q2" 2>/dev/null
+$node --prompt-ids 5,6,7 --max-tokens 8 --ignore-eos --quant none --quant-lm-head int8 >"$tmp/q3" 2>"$tmp/q3log"
+cmp -s "$tmp/q1" "$tmp/q2" && [ -s "$tmp/q1" ] && ok || bad "int4: auto and --quant-lm-head int8 differ"
+grep -q 'lm_head: int8, one scale per row' "$tmp/qlog" && ok || bad "int4's LM head format not logged"
+[ "$(wc -w <"$tmp/q3")" -eq 8 ] && grep -q 'lm_head: int8' "$tmp/q3log" && ok ||
+	bad "--quant none --quant-lm-head int8: $(tail -2 "$tmp/q3log")"
+
 expect_err "missing model dir" "config.json" $bin/shardline-node --model "$tmp/none" --prompt-ids 1
 expect_err "token outside vocab" "token ids in \[0, 199\]" $node --prompt-ids 1,200
 expect_err "bad number" "--max-tokens" $node --prompt-ids 1 --max-tokens 12x
@@ -45,6 +55,7 @@ expect_err "unknown flag" "unknown option" $node --prompt-ids 1 --bogus
 expect_err "int4 group 16" "is not auto, row, 32, 64 or 128" $node --prompt-ids 1 --quant int4 --quant-group 16
 expect_err "int4 per row" "group row: int4 takes 32, 64 or 128" $node --prompt-ids 1 --quant int4 --quant-group row
 expect_err "fp8 with a group" "only int8 and int4 have groups" $node --prompt-ids 1 --quant fp8 --quant-group 32
+expect_err "LM head int4" "--quant-lm-head: 'int4' is not auto" $node --prompt-ids 1 --quant int4 --quant-lm-head int4
 echo '{"hidden_size": "64"}' >"$tmp/m/config.json"
 expect_err "bad config" "hidden_size" $node --prompt-ids 1
 expect_err "mkckpt bad dims" "head_dim" $bin/shardline-mkckpt --out "$tmp/x" --dim 10 --heads 4

@@ -10,8 +10,10 @@
  *       [--device cpu|cuda] [--dtype f16|bf16] [--step-tokens 512]
  *   mpirun -np N shardline-ppl --tp T --pp P ...   (the same on a node group)
  *
- * A configuration is FORMAT[/GROUP][+kv8]: none, int8, int8/row, int8/64,
- * fp8, int4, int4/64, ..., and "+kv8" for an fp8 KV cache (fp8+kv8). The
+ * A configuration is FORMAT[/GROUP][+kv8][+lm8|+lmnone]: none, int8,
+ * int8/row, int8/64, fp8, int4, int4/64, ..., "+kv8" for an fp8 KV cache
+ * (fp8+kv8), "+lm8" / "+lmnone" for an int8 / run-dtype LM head (else
+ * --quant-lm-head auto: int8 with int4). The
  * first is the baseline (normally none). The text is tokenized with the
  * model's own tokenizer (the GGUF's, or the folder's tokenizer.json), cut
  * into windows of --window tokens, each starting with BOS (or, where the
@@ -55,6 +57,7 @@
 typedef struct ppl_config {
 	char name[32];
 	int quant, group, kv_fp8;
+	int lm_head; /* model_opts.quant_lm_head: +lm8, +lmnone, else auto */
 	/* results */
 	double ppl, nll, seconds;
 	long scored;
@@ -90,6 +93,10 @@ static int parse_config(const char *s, ppl_config *c, char *err, size_t errlen)
 	snprintf(fmt, sizeof fmt, "%s", s);
 	memset(c, 0, sizeof *c);
 	snprintf(c->name, sizeof c->name, "%s", s);
+	if ((p = strstr(fmt, "+lm8")) || (p = strstr(fmt, "+lmnone"))) {
+		c->lm_head = p[3] == '8' ? MODEL_LMQ_INT8 : MODEL_LMQ_NONE;
+		memmove(p, p + (p[3] == '8' ? 4 : 7), strlen(p + (p[3] == '8' ? 4 : 7)) + 1);
+	}
 	if ((p = strstr(fmt, "+kv8"))) {
 		c->kv_fp8 = 1;
 		*p = 0;
@@ -148,7 +155,7 @@ static int parse(int argc, char **argv, ppl_args *a, char *err, size_t errlen)
 		default:
 			return sl_errf(err, errlen, SL_EINVAL,
 				       "usage: shardline-ppl --model FILE|DIR --text FILE [--configs "
-				       "none,int8,fp8,int4,fp8+kv8] [--window 512] [--max-tokens N] "
+				       "none,int8,fp8,int4,fp8+kv8,int4+lmnone] [--window 512] [--max-tokens N] "
 				       "[--golden DIR] [--check] [--json OUT] [--device cpu|cuda] "
 				       "[--dtype f16|bf16] [--step-tokens 512] [--tp T --pp P] "
 				       "[--bound FORMAT=REL|CONFIG=REL]");
@@ -377,7 +384,7 @@ static int run_config(ppl_args *a, ppl_config *c, const int32_t *ids, size_t n, 
 			     .max_seqs = MAX_PROMPTS, .block_tokens = 16,
 			     .n_kv_blocks = (int)((a->window + 64) / 16 * MAX_PROMPTS),
 			     .quant = c->quant, .quant_group = c->group, .kv_fp8 = c->kv_fp8,
-			     .seed = 1};
+			     .quant_lm_head = c->lm_head, .seed = 1};
 	int rc = node_group_open(NULL, NULL, &o, &gr, err, errlen);
 	if (!rc && gr.rank != 0) {
 		rc = node_worker_loop(gr.m, err, errlen);

@@ -311,7 +311,7 @@ START_TEST(test_model_create_gguf)
 	int rc = create(tpath("ok.gguf"), &md, &be);
 	ck_assert_msg(rc == 0, "%s", g_err);
 	ck_assert_int_eq(md->cfg.vocab_size, N_TOK);
-	ck_assert_ptr_eq(md->w.lm_head, md->w.tok_emb); /* tied */
+	ck_assert_ptr_eq(md->w.lm_head.data, md->w.tok_emb); /* tied */
 	ck_assert(md->bytes_read > 0);
 	model_destroy(md);
 	node_backend_destroy(be);
