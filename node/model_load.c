@@ -642,7 +642,17 @@ static int load_ends(loader *L)
 	const model_config *c = &m->cfg;
 	const par_shard *s = &m->shard;
 	int first = s->grid.pp_rank == 0, last = s->grid.pp_rank == s->grid.pp - 1;
-	if (first || (last && c->tie_embeddings)) {
+	/* an int8 head of a tied model is a copy of the table's rows (random
+	 * weights: made apart, as every random projection is), so a last stage
+	 * that is not the first holds no table */
+	mat_spec sp = {.kind = P_LM_HEAD, .n_part = 1};
+	set_part(&sp.part[0], c->tie_embeddings ? "model.embed_tokens." : "lm_head.", "weight",
+		 c->vocab_size, c->dim, s->vocab0, s->vocab, 0, c->dim);
+	kern_qweight q = {0};
+	if (last)
+		lm_head_format(L, &sp, &q);
+	const int head_is_table = last && c->tie_embeddings && q.format == KERN_Q_NONE;
+	if (first || head_is_table) {
 		TRY(stage_at(L, "model.embed_tokens.weight", c->vocab_size, c->dim, s->vocab0,
 			     s->vocab, 0, c->dim, 0));
 		TRY(upload_stage(L, (size_t)s->vocab * c->dim, &m->w.tok_emb));
@@ -650,12 +660,7 @@ static int load_ends(loader *L)
 	if (!last)
 		return SL_OK;
 	TRY(load_vector(L, "model.norm.weight", c->dim, &m->w.final_norm));
-	mat_spec sp = {.kind = P_LM_HEAD, .n_part = 1};
-	set_part(&sp.part[0], c->tie_embeddings ? "model.embed_tokens." : "lm_head.", "weight",
-		 c->vocab_size, c->dim, s->vocab0, s->vocab, 0, c->dim);
-	kern_qweight q;
-	lm_head_format(L, &sp, &q);
-	if (q.format == KERN_Q_NONE && c->tie_embeddings) {
+	if (head_is_table) {
 		m->w.lm_head = q;
 		m->w.lm_head.data = m->w.tok_emb;
 		return SL_OK;

@@ -18,8 +18,11 @@
  *
  * Models: gguf_quant (every GGUF storage type: int8 copies its Q8_0 blocks
  * as they are, int4 its Q4_0 / Q4_1 blocks, row-parallel o and down
- * projections split between blocks), llama3_f16; with --smollm2, the real
- * SmolLM2-135M GGUF instead (int4: its Q4_1 blocks as they are).
+ * projections split between blocks), llama3_f16, gqa_bf16_tied (an int8
+ * LM head of a tied model: a copy of the table, split by vocabulary, on
+ * the last stage alone); with --smollm2, the real SmolLM2-135M GGUF
+ * instead (int4: its Q4_1 blocks as they are, its LM head the Q8_0
+ * table's blocks). int4's LM head is int8 (--quant-lm-head auto).
  */
 #include <math.h>
 #include <mpi.h>
@@ -59,6 +62,7 @@ static void result(int ok, const char *what, const char *fmt, ...)
 typedef struct qcase {
 	const char *name;
 	int quant, group, kv_fp8;
+	int lm_head; /* model_opts.quant_lm_head (0: auto) */
 } qcase;
 
 /* One model's outputs: every prompt's logits, greedy tokens with the
@@ -112,7 +116,8 @@ static int quantized(const model *m)
 static model_opts opts_of(const qcase *c)
 {
 	return (model_opts){.step_tokens = 256, .n_kv_blocks = 128, .block_tokens = 4,
-			    .quant = c->quant, .quant_group = c->group, .kv_fp8 = c->kv_fp8};
+			    .quant = c->quant, .quant_group = c->group, .kv_fp8 = c->kv_fp8,
+			    .quant_lm_head = c->lm_head};
 }
 
 /* Rank 0: the tp = 1 reference, on a model of its own. */
@@ -173,7 +178,8 @@ static void run_case(const golden *g, const char *name, const qcase *c, int tp, 
 	MPI_Bcast(&ref_ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
 	node_group_opts o = {.model_dir = g->model, .tp = tp, .pp = pp, .step_tokens = 256,
 			     .block_tokens = 4, .n_kv_blocks = 128, .device = "cpu", .dtype = -1,
-			     .quant = c->quant, .quant_group = c->group, .kv_fp8 = c->kv_fp8};
+			     .quant = c->quant, .quant_group = c->group, .kv_fp8 = c->kv_fp8,
+			     .quant_lm_head = c->lm_head};
 	node_group gr = {0};
 	int rc = ref_ok ? node_group_open(NULL, NULL, &o, &gr, err, sizeof err) : SL_EINVAL;
 	if (ref_ok && rc) {
@@ -186,11 +192,18 @@ static void run_case(const golden *g, const char *name, const qcase *c, int tp, 
 	} else if (!rc) {
 		int mine = quantized(gr.m), fewest = 0;
 		MPI_Allreduce(&mine, &fewest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+		/* the last stage's ranks hold the LM head: int8 there when asked */
+		int head8 = gr.m->w.lm_head.format == KERN_Q_INT8, any8 = 0;
+		MPI_Allreduce(&head8, &any8, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
 		if (g_rank == 0) {
-			printf("%s: %d quantized projections on rank 0, at least %d on every rank\n",
-			       what, mine, fewest);
+			printf("%s: %d quantized projections on rank 0, at least %d on every rank; "
+			       "LM head %s\n", what, mine, fewest, any8 ? "int8" : "run dtype");
 			result(fewest > 0 || c->quant == KERN_Q_NONE, what,
 			       "a rank holds no quantized projection");
+			model_opts mo = opts_of(c);
+			int want8 = model_lm_head_int8(&mo) && gr.m->cfg.dim % 16 == 0;
+			result(any8 == want8, what, "LM head %s, expected %s", any8 ? "int8" : "run dtype",
+			       want8 ? "int8" : "run dtype");
 			rc = run(gr.m, g, &got, err, sizeof err);
 			result(rc == 0, what, "generate: %s", err);
 			if (!rc)
@@ -242,18 +255,21 @@ int main(int argc, char **argv)
 	 * (gguf_quant's down projection has 128 inputs, 64 per rank at tp 2,
 	 * where 128 would fall back to 64 and no longer equal tp 1) */
 	static const qcase tiny[] = {
-		{"int8", KERN_Q_INT8, MODEL_QGROUP_AUTO, 0},
-		{"int8/64", KERN_Q_INT8, 64, 0},
-		{"fp8+kv8", KERN_Q_FP8, MODEL_QGROUP_AUTO, 1},
-		{"int4/64", KERN_Q_INT4, 64, 0},
+		{"int8", KERN_Q_INT8, MODEL_QGROUP_AUTO, 0, MODEL_LMQ_AUTO},
+		{"int8/64", KERN_Q_INT8, 64, 0, MODEL_LMQ_AUTO},
+		{"fp8+kv8", KERN_Q_FP8, MODEL_QGROUP_AUTO, 1, MODEL_LMQ_AUTO},
+		{"int4/64", KERN_Q_INT4, 64, 0, MODEL_LMQ_AUTO},
 		/* gguf_quant only: Q4_0 / Q4_1 blocks as they are, the other
 		 * projections by Q4_1's rule (32 divides every shard's in_dim) */
-		{"int4/32", KERN_Q_INT4, 32, 0},
+		{"int4/32", KERN_Q_INT4, 32, 0, MODEL_LMQ_AUTO},
+	};
+	static const qcase tied[] = {
+		{"int8+lm8", KERN_Q_INT8, MODEL_QGROUP_AUTO, 0, MODEL_LMQ_INT8},
 	};
 	static const qcase real[] = {
-		{"int8", KERN_Q_INT8, MODEL_QGROUP_AUTO, 0},
-		{"fp8+kv8", KERN_Q_FP8, MODEL_QGROUP_AUTO, 1},
-		{"int4", KERN_Q_INT4, MODEL_QGROUP_AUTO, 0},
+		{"int8", KERN_Q_INT8, MODEL_QGROUP_AUTO, 0, MODEL_LMQ_AUTO},
+		{"fp8+kv8", KERN_Q_FP8, MODEL_QGROUP_AUTO, 1, MODEL_LMQ_AUTO},
+		{"int4", KERN_Q_INT4, MODEL_QGROUP_AUTO, 0, MODEL_LMQ_AUTO},
 	};
 	if (smollm2) {
 		snprintf(dir, sizeof dir, "%s/smollm2", root);
@@ -263,6 +279,8 @@ int main(int argc, char **argv)
 		run_model(dir, "gguf_quant", NULL, tiny, 5, tp, pp);
 		snprintf(dir, sizeof dir, "%s/llama3_f16", root);
 		run_model(dir, "llama3_f16", NULL, tiny, 3, tp, pp);
+		snprintf(dir, sizeof dir, "%s/gqa_bf16_tied", root);
+		run_model(dir, "gqa_bf16_tied", NULL, tied, 1, tp, pp);
 	}
 	if (g_rank == 0)
 		printf("%d passed, %d failed\n", g_pass, g_fail);
