@@ -534,8 +534,9 @@ static int cu_matmul_rope(node_backend *be, void *qkv, void *x, const node_preno
 					  n_kv_heads, head_dim, inv_freq));
 }
 
+/* out[i] = x[rows[i]] (rows on the host) for rows of dim elements of dt. */
 static int gather_rows(node_backend *be, void *out, const void *x, const int32_t *rows, int n,
-		       int dim)
+		       int dim, sl_dtype dt)
 {
 	cuda_impl *c = I(be);
 	if ((size_t)n * 4 > c->rows.cap)
@@ -546,13 +547,13 @@ static int gather_rows(node_backend *be, void *out, const void *x, const int32_t
 	memcpy(c->rows.h, rows, 4 * (size_t)n);
 	if ((rc = staged_up(be, &c->rows, 4 * (size_t)n)))
 		return rc;
-	return kern_gather_rows_cuda(out, x, c->rows.d, n, dim, be->dtype, S(be));
+	return kern_gather_rows_cuda(out, x, c->rows.d, n, dim, dt, S(be));
 }
 
 static int cu_gather_rows(node_backend *be, void *out, const void *x, const int32_t *rows, int n,
 			  int dim)
 {
-	RANGED("gather_rows", gather_rows(be, out, x, rows, n, dim));
+	RANGED("gather_rows", gather_rows(be, out, x, rows, n, dim, be->dtype));
 }
 
 static int copy2d(node_backend *be, void *dst, size_t dpitch, const void *src, size_t spitch,
@@ -638,18 +639,13 @@ static int sample_greedy(node_backend *be, int32_t *tokens_out, const float *log
 {
 	cuda_impl *c = I(be);
 	const float *l = logits;
+	int rc = SL_OK;
 	if (!identity_rows(rows, n)) {
-		int rc = staged_wait(&c->rows);
-		if (rc)
-			return rc;
-		memcpy(c->rows.h, rows, 4 * (size_t)n);
-		if ((rc = staged_up(be, &c->rows, 4 * (size_t)n)) ||
-		    (rc = kern_gather_rows_cuda(c->d_sel, logits, c->rows.d, n, vocab, SL_DT_F32,
-						S(be))))
+		if ((rc = gather_rows(be, c->d_sel, logits, rows, n, vocab, SL_DT_F32)))
 			return rc;
 		l = c->d_sel;
 	}
-	int rc = kern_argmax_rows_cuda(c->d_tokens, l, n, vocab, S(be));
+	rc = kern_argmax_rows_cuda(c->d_tokens, l, n, vocab, S(be));
 	return rc ? rc : tokens_back(be, tokens_out, n);
 }
 
