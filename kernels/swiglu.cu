@@ -54,10 +54,35 @@ static int silu_mul_launch(void *out, const void *gate_up, int n, int hidden, cu
 
 constexpr int kSiluRowThreads = 256;
 
+/* 8 values of T packed in 16 bytes, as fp32 */
+template <typename T> __device__ __forceinline__ void unpack8(const uint4 &raw, float f[8])
+{
+	const T *e = reinterpret_cast<const T *>(&raw);
+#pragma unroll
+	for (int i = 0; i < 8; i++)
+		f[i] = kern_to_f32(e[i]);
+}
+
+template <typename T> __device__ __forceinline__ uint4 pack8(const float f[8])
+{
+	uint4 raw;
+	T *e = reinterpret_cast<T *>(&raw);
+#pragma unroll
+	for (int i = 0; i < 8; i++)
+		e[i] = kern_from_f32<T>(f[i]);
+	return raw;
+}
+
 /* One block per token: out as silu_mul_kernel (VEC), the row then still in
  * registers (V vectors of 8 a thread) quantized to the W8A8 path's fp8
  * activations, q8 [n, hidden] codes and s8 [n] scales (act_fp8.cuh). out
- * NULL: the activations alone, a third less traffic. */
+ * NULL: the activations alone, a third less traffic. Every load of the
+ * row is issued before the first is used, and the products wait packed
+ * in T (the values out holds, which are the ones quantized): at 4
+ * registers a vector, three blocks fit an SM. Loading and computing vector
+ * by vector instead kept about one load a thread in flight: 72 us for the
+ * 7B's 2048 x 11008 on an H100, 1.6 TB/s
+ * (bench/results/2026-11-28-nvidia-h100-fp8-prefill/). */
 template <typename T, int V>
 __global__ void __launch_bounds__(kSiluRowThreads)
 	silu_mul_fp8_kernel(T *__restrict__ out, const T *__restrict__ gate_up,
@@ -66,23 +91,45 @@ __global__ void __launch_bounds__(kSiluRowThreads)
 	kern_pdl_start();
 	const size_t row = blockIdx.x;
 	const T *g = gate_up + row * 2 * hidden;
-	float f[V][8];
+	uint4 gr[V], ur[V];
+#pragma unroll
+	for (int r = 0; r < V; r++) {
+		const int j = (threadIdx.x + r * kSiluRowThreads) * KERN_VEC;
+		if (j < hidden) {
+			gr[r] = *reinterpret_cast<const uint4 *>(g + j);
+			ur[r] = *reinterpret_cast<const uint4 *>(g + hidden + j);
+		}
+	}
+	float m = 0.f;
 #pragma unroll
 	for (int r = 0; r < V; r++) {
 		const int j = (threadIdx.x + r * kSiluRowThreads) * KERN_VEC;
 		if (j >= hidden)
 			continue;
-		float uv[8];
-		kern_load8(g + j, f[r]);
-		kern_load8(g + hidden + j, uv);
+		float f[8], uv[8];
+		unpack8<T>(gr[r], f);
+		unpack8<T>(ur[r], uv);
 #pragma unroll
 		for (int k = 0; k < 8; k++)
-			f[r][k] = kern_silu_mul(f[r][k], uv[k]);
+			f[k] = kern_silu_mul(f[k], uv[k]);
+		gr[r] = pack8<T>(f); /* from here on the product, rounded to T */
 		if (out)
-			kern_store8(out + row * hidden + j, f[r]);
-		kern_round8<T>(f[r]); /* the activations of the values stored */
+			*reinterpret_cast<uint4 *>(out + row * hidden + j) = gr[r];
+		unpack8<T>(gr[r], f);
+#pragma unroll
+		for (int k = 0; k < 8; k++)
+			m = fmaxf(m, fabsf(f[k]));
 	}
-	act_fp8_row<V>(q8 + row * hidden, s8 + row, f, hidden);
+	const float inv = act_fp8_scale(s8 + row, m);
+#pragma unroll
+	for (int r = 0; r < V; r++) {
+		const int j = (threadIdx.x + r * kSiluRowThreads) * KERN_VEC;
+		if (j < hidden) {
+			float f[8];
+			unpack8<T>(gr[r], f);
+			act_fp8x8(q8 + row * hidden + j, f, inv);
+		}
+	}
 }
 
 template <typename T, int V>
@@ -93,6 +140,8 @@ static int silu_fp8_rows(void *out, const void *gate_up, uint8_t *q8, float *s8,
 				 dim3(kSiluRowThreads), 0, (T *)out, (const T *)gate_up, q8, s8, hidden);
 }
 
+/* rows of up to 8 vectors a thread (hidden <= 16384), V exactly what the
+ * row needs: every register a V too many holds is occupancy lost */
 template <typename T>
 static int silu_fp8_launch(void *out, const void *gate_up, uint8_t *q8, float *s8, int n,
 			   int hidden, cudaStream_t st)
@@ -100,15 +149,11 @@ static int silu_fp8_launch(void *out, const void *gate_up, uint8_t *q8, float *s
 	if (hidden % KERN_VEC || (out && !kern_aligned16(out)) || !kern_aligned16(gate_up) ||
 	    ((uintptr_t)q8 & 7))
 		return SL_ENOTSUP;
-	const int per = (hidden / KERN_VEC + kSiluRowThreads - 1) / kSiluRowThreads;
-	if (per == 1)
-		return silu_fp8_rows<T, 1>(out, gate_up, q8, s8, n, hidden, st);
-	if (per == 2)
-		return silu_fp8_rows<T, 2>(out, gate_up, q8, s8, n, hidden, st);
-	if (per <= 4)
-		return silu_fp8_rows<T, 4>(out, gate_up, q8, s8, n, hidden, st);
-	if (per <= 8)
-		return silu_fp8_rows<T, 8>(out, gate_up, q8, s8, n, hidden, st);
+	switch ((hidden / KERN_VEC + kSiluRowThreads - 1) / kSiluRowThreads) {
+#define SILU_V(V) case V: return silu_fp8_rows<T, V>(out, gate_up, q8, s8, n, hidden, st);
+	SILU_V(1) SILU_V(2) SILU_V(3) SILU_V(4) SILU_V(5) SILU_V(6) SILU_V(7) SILU_V(8)
+#undef SILU_V
+	}
 	return SL_ENOTSUP;
 }
 

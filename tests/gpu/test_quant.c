@@ -625,18 +625,21 @@ static int fused_silu_case(sl_dtype dt, int n, int hidden)
 START_TEST(test_act_fp8_fused)
 {
 	/* norm rows of 1, 2, 3 and 4 vectors a thread (72 and 576: fewer
-	 * threads than 256); SiLU rows of 1, 2, 4 and 8 */
-	static const int dims[] = {72, 576, 4096, 5128, 8192}, hiddens[] = {72, 1536, 5128, 11008,
-									       14336};
+	 * threads than 256); SiLU rows of every count from 1 to 8 (72 and
+	 * 1536: 1; 2816: 2; 5128: 3; 8192: 4; 9728: 5; 11008: 6; 14336: 7;
+	 * 16384: 8) */
+	static const int dims[] = {72, 576, 4096, 5128, 8192};
+	static const int hiddens[] = {72, 1536, 2816, 5128, 8192, 9728, 11008, 14336, 16384};
 	static const int ns[] = {1, 3, 40};
 	gt_reseed(g_seed, 3100);
 	int bad = 0, cases = 0;
 	for (int di = 0; di < 2; di++)
-		for (int i = 0; i < 3; i++)
-			for (int k = 0; k < 5; k++, cases += 2) {
+		for (int i = 0; i < 3; i++) {
+			for (int k = 0; k < 5; k++, cases++)
 				bad += fused_norm_case(k_dts[di], ns[i], dims[k]);
+			for (int k = 0; k < 9; k++, cases++)
 				bad += fused_silu_case(k_dts[di], ns[i], hiddens[k]);
-			}
+		}
 	/* rows the register kernels do not hold: refused, nothing launched */
 	ck_assert_int_eq(kern_rmsnorm_fp8_cuda(NULL, NULL, (void *)16, (void *)16, (uint8_t *)16,
 					       NULL, 1, 8200, 1e-5f, SL_DT_F16, NULL), SL_ENOTSUP);
