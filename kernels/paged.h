@@ -32,6 +32,8 @@ typedef struct kern_paged_batch {
 	int max_blocks;
 	int block_tokens;
 	int max_q_len, max_kv_len;   /* bounds over the batch, for launch shapes */
+	int min_q_len;               /* shortest q_len; 0 = not known (a backend's
+				      * set_batch fills it in) */
 } kern_paged_batch;
 
 /* Offset in elements of (slot, kv head) in one layer's K or V pool. */

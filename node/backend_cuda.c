@@ -234,6 +234,9 @@ static int stage_batch(node_backend *be, const kern_paged_batch *h, kern_paged_b
 	}
 	d->block_tables = dv + off;
 	d->max_blocks = stride;
+	d->min_q_len = s ? h->q_len[0] : 0;
+	for (int k = 1; k < s; k++)
+		d->min_q_len = h->q_len[k] < d->min_q_len ? h->q_len[k] : d->min_q_len;
 	/* decode steps are graph candidates: no launch shape may follow the
 	 * step's longest context, so kernels size for the reserved maximum */
 	if (h->max_q_len == 1)

@@ -144,7 +144,7 @@ static void case_build(attn_case *c, sl_dtype dt, int kv_fp8, const head_shape *
 	c->q_start = malloc(sizeof(int32_t) * n_seqs);
 	c->q_len = malloc(sizeof(int32_t) * n_seqs);
 	c->kv_len = malloc(sizeof(int32_t) * n_seqs);
-	int max_q = 0, max_kv = 0, max_blocks = 0, used = 0;
+	int max_q = 0, min_q = 0, max_kv = 0, max_blocks = 0, used = 0;
 	for (int s = 0; s < n_seqs; s++) {
 		ck_assert(q_len[s] >= 1 && kv_len[s] >= q_len[s]);
 		c->q_start[s] = c->n_tokens;
@@ -154,6 +154,7 @@ static void case_build(attn_case *c, sl_dtype dt, int kv_fp8, const head_shape *
 		int nb = (kv_len[s] + bt - 1) / bt;
 		used += nb;
 		max_q = q_len[s] > max_q ? q_len[s] : max_q;
+		min_q = s == 0 || q_len[s] < min_q ? q_len[s] : min_q;
 		max_kv = kv_len[s] > max_kv ? kv_len[s] : max_kv;
 		max_blocks = nb > max_blocks ? nb : max_blocks;
 	}
@@ -213,7 +214,7 @@ static void case_build(attn_case *c, sl_dtype dt, int kv_fp8, const head_shape *
 		.n_tokens = c->n_tokens, .n_seqs = n_seqs, .q_start = c->q_start,
 		.q_len = c->q_len, .kv_len = c->kv_len, .block_tables = c->table,
 		.max_blocks = max_blocks, .block_tokens = bt, .max_q_len = max_q,
-		.max_kv_len = max_kv,
+		.max_kv_len = max_kv, .min_q_len = min_q, /* all-prefill batches skip decode */
 	};
 	c->hb = hb;
 
