@@ -17,7 +17,12 @@
  *      and resident blocks an SM), the library's marked;
  *   5. fp8 W8A8 at n = 32, 64, 128: every algorithm cuBLASLt's heuristic
  *      offers (#0 is the one the library takes), us and weight GB/s, with
- *      the heuristic's own waves estimate.
+ *      the heuristic's own waves estimate;
+ *   6. fp8 W8A8 at prefill sizes (--lt-n, default 2048) on random codes:
+ *      every algorithm the heuristic offers, then cuBLASLt's fast
+ *      accumulation, per-tensor scales, and per-row scales on one operand
+ *      only (what the library's choices cost), then every (algorithm id,
+ *      tile, stages, cluster) it accepts, fastest first: TFLOP/s and us.
  * Each timed call reads a different copy of W (copies rotate through more
  * than 2 GiB, so nothing is served from L2); every timing is the median of
  * CUDA-graph replays, as the engine's decode steps run. Runs in well under
@@ -538,7 +543,7 @@ static void table_lt_algos(void)
 {
 	static const int ns[] = {32, 64, 128};
 	const fmt &f = k_fmts[4]; /* fp8/row */
-	printf("\n6. fp8 W8A8 (cuBLASLt) at decode sizes: every algorithm of the heuristic, "
+	printf("\n5. fp8 W8A8 (cuBLASLt) at decode sizes: every algorithm of the heuristic, "
 	       "us (GB/s of weights; the heuristic's waves); #0 = library\n");
 	for (int si = 0; si < N_SHAPES; si++)
 		for (int n : ns) {
@@ -581,18 +586,258 @@ static void table_lt_algos(void)
 		}
 }
 
+
+/* ---- 6. cuBLASLt's fp8 algorithms at prefill sizes ---- */
+
+/* E4M3 codes with random signs, mantissas and exponents 0, 2, 4 or 6
+ * (finite, |x| < 1): tensor cores draw the power real data makes them. */
+__global__ void fill_codes(uint8_t *p, size_t n, uint32_t seed)
+{
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x) {
+		uint32_t h = ((uint32_t)i ^ seed) * 2654435761u;
+		h ^= h >> 15;
+		h *= 2246822519u;
+		h ^= h >> 13;
+		p[i] = (uint8_t)(h & 0xB7);
+	}
+}
+
+/* A W8A8 descriptor like lt_init's: per-row (outer) or per-tensor scales
+ * on W (a_outer) and on x (b_outer), fast accumulation on or off; the
+ * scale pointers set to valid ones, as lt_init does for the heuristic.
+ * NULL on failure. */
+static cublasLtMatmulDesc_t lt_desc(bool a_outer, bool b_outer, bool fast)
+{
+	cublasLtMatmulDesc_t d;
+	const cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
+	const int32_t outer = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F,
+		      scalar = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+	const int32_t ma = a_outer ? outer : scalar, mb = b_outer ? outer : scalar;
+	const void *sp = g_qb->xs;
+	const int8_t f = fast;
+	if (cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F))
+		return NULL;
+	if (cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof opT) ||
+	    cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSB, &opN, sizeof opN) ||
+	    cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &ma, sizeof ma) ||
+	    cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mb, sizeof mb) ||
+	    cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sp, sizeof sp) ||
+	    cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sp, sizeof sp) ||
+	    cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &f, sizeof f)) {
+		cublasLtMatmulDescDestroy(d);
+		return NULL;
+	}
+	return d;
+}
+
+typedef struct lt_case {
+	cublasLtMatmulDesc_t desc;
+	const kern_qweight *w;
+	int n;
+	cublasLtMatrixLayout_t *l;
+} lt_case;
+
+static int lt_call_desc(const lt_case &c, const cublasLtMatmulAlgo_t *algo)
+{
+	const void *sa = c.w->scales, *sb = g_qb->xs;
+	const float one = 1.0f, zero = 0.0f;
+	if (cublasLtMatmulDescSetAttribute(c.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa,
+					   sizeof sa) ||
+	    cublasLtMatmulDescSetAttribute(c.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb,
+					   sizeof sb))
+		return 1;
+	return cublasLtMatmul(g_qb->lt, c.desc, &one, c.w->data, c.l[0], g_qb->xq, c.l[1], &zero,
+			      g_out, c.l[2], g_out, c.l[2], algo, g_qb->workspace,
+			      QB_WORKSPACE_BYTES, g_st) != CUBLAS_STATUS_SUCCESS;
+}
+
+/* us of one call with algo (the heuristic's first when NULL); < 0 refused */
+static double lt_time(const lt_case &c, const cublasLtMatmulAlgo_t *algo)
+{
+	cublasLtMatmulHeuristicResult_t res;
+	int found = 0;
+	if (!algo) {
+		if (cublasLtMatmulAlgoGetHeuristic(g_qb->lt, c.desc, c.l[0], c.l[1], c.l[2], c.l[2],
+						   g_qb->lt_pref, 1, &res, &found) || !found)
+			return -1;
+		algo = &res.algo;
+	}
+	double ms = time_calls([&](int) { return lt_call_desc(c, algo); }, 10, 5);
+	if (ms < 0)
+		cudaGetLastError();
+	return ms * 1e3;
+}
+
+static void lt_print(const char *what, const shp &s, int n, double us, const char *table)
+{
+	if (us < 0) {
+		printf("  %-34s refused\n", what);
+		return;
+	}
+	printf("  %-34s %6.0f TFLOP/s %8.1f us\n", what, 2.0 * n * s.rows * s.cols / (us * 1e6), us);
+	record(k_fmts[4], s, n, KERN_QPATH_FP8_LT, us * 1e-3, table);
+	cJSON *r = cJSON_GetArrayItem(g_rows, cJSON_GetArraySize(g_rows) - 1);
+	cJSON_AddStringToObject(r, "variant", what);
+}
+
+typedef struct lt_found {
+	double us;
+	int id, tile, stages, cluster;
+} lt_found;
+
+/* One algorithm id: every tile x stages x cluster shape (split-K 1) that
+ * cublasLtMatmulAlgoCheck accepts, timed into out (at most cap). */
+static void lt_sweep_id(const lt_case &c, int id, std::vector<lt_found> &out, size_t cap)
+{
+	cublasLtMatmulAlgo_t algo;
+	uint32_t tiles[128], stages[128];
+	size_t nt = 0, ns = 0;
+	if (cublasLtMatmulAlgoInit(g_qb->lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_8F_E4M3,
+				   CUDA_R_8F_E4M3, CUDA_R_16F, CUDA_R_16F, id, &algo) ||
+	    cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_TILE_IDS, tiles, sizeof tiles,
+					      &nt) ||
+	    cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_STAGES_IDS, stages,
+					      sizeof stages, &ns))
+		return;
+	nt /= sizeof(uint32_t), ns /= sizeof(uint32_t);
+	if (!nt)
+		tiles[0] = CUBLASLT_MATMUL_TILE_UNDEFINED, nt = 1;
+	if (!ns)
+		stages[0] = CUBLASLT_MATMUL_STAGES_UNDEFINED, ns = 1;
+	static const uint16_t clusters[] = {CUBLASLT_CLUSTER_SHAPE_AUTO, CUBLASLT_CLUSTER_SHAPE_1x1x1,
+					    CUBLASLT_CLUSTER_SHAPE_2x1x1, CUBLASLT_CLUSTER_SHAPE_1x2x1};
+	for (size_t t = 0; t < nt; t++)
+		for (size_t st = 0; st < ns; st++)
+			for (uint16_t cl : clusters) {
+				cublasLtMatmulHeuristicResult_t chk;
+				if (out.size() >= cap ||
+				    cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID,
+									 &tiles[t], sizeof tiles[t]) ||
+				    cublasLtMatmulAlgoConfigSetAttribute(
+					    &algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages[st],
+					    sizeof stages[st]) ||
+				    cublasLtMatmulAlgoConfigSetAttribute(
+					    &algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cl, sizeof cl) ||
+				    cublasLtMatmulAlgoCheck(g_qb->lt, c.desc, c.l[0], c.l[1], c.l[2], c.l[2],
+							    &algo, &chk) ||
+				    chk.workspaceSize > QB_WORKSPACE_BYTES)
+					continue;
+				double us = lt_time(c, &algo);
+				if (us > 0)
+					out.push_back({us, id, (int)tiles[t], (int)stages[st], cl});
+			}
+}
+
+/* The heuristic's offers, the two other descriptors, then the sweep. */
+static void lt_prefill_shape(const shp &s, int n, cublasLtMatmulDesc_t d[5])
+{
+	const fmt &f = k_fmts[4];
+	kern_qweight w = copy_at(f, s, 0);
+	cublasLtMatrixLayout_t l[3] = {NULL, NULL, NULL};
+	cublasLtMatmulHeuristicResult_t res[16];
+	int found = 0;
+	char what[64];
+	printf("%s (%d x %d), n %d:\n", s.name, s.rows, s.cols, n);
+	if (lt_layouts(s, n, l) ||
+	    cublasLtMatmulAlgoGetHeuristic(g_qb->lt, d[0], l[0], l[1], l[2], l[2], g_qb->lt_pref, 16,
+					   res, &found))
+		found = 0;
+	lt_case c = {d[0], &w, n, l};
+	for (int a = 0; a < found; a++) {
+		snprintf(what, sizeof what, "heuristic #%d (waves %.2f)", a, res[a].wavesCount);
+		lt_print(what, s, n, lt_time(c, &res[a].algo), "lt_prefill");
+	}
+	c.desc = d[1];
+	lt_print("fast accumulation, #0", s, n, lt_time(c, NULL), "lt_prefill");
+	c.desc = d[2];
+	lt_print("per-tensor scales, #0", s, n, lt_time(c, NULL), "lt_prefill");
+	c.desc = d[3];
+	lt_print("W per-row, x per-tensor, #0", s, n, lt_time(c, NULL), "lt_prefill");
+	c.desc = d[4];
+	lt_print("W per-tensor, x per-token, #0", s, n, lt_time(c, NULL), "lt_prefill");
+	c.desc = d[0];
+	int ids[64], nid = 0;
+	if (cublasLtMatmulAlgoGetIds(g_qb->lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_8F_E4M3,
+				     CUDA_R_8F_E4M3, CUDA_R_16F, CUDA_R_16F, 64, ids, &nid))
+		nid = 0;
+	std::vector<lt_found> all;
+	for (int k = 0; k < nid; k++)
+		lt_sweep_id(c, ids[k], all, 96);
+	std::sort(all.begin(), all.end(),
+		  [](const lt_found &a, const lt_found &b) { return a.us < b.us; });
+	printf("  sweep: %d ids, %zu configurations accepted\n", nid, all.size());
+	for (size_t i = 0; i < all.size() && i < 4; i++) {
+		snprintf(what, sizeof what, "id %d tile %d stages %d cluster %d", all[i].id,
+			 all[i].tile, all[i].stages, all[i].cluster);
+		lt_print(what, s, n, all[i].us, "lt_prefill_sweep");
+	}
+	fflush(stdout);
+	for (int k = 0; k < 3; k++)
+		if (l[k])
+			cublasLtMatrixLayoutDestroy(l[k]);
+}
+
+static void table_lt_prefill(const std::vector<int> &ns)
+{
+	cublasLtMatmulDesc_t d[5] = {g_qb->lt_op, lt_desc(true, true, true),
+				     lt_desc(false, false, false), lt_desc(true, false, false),
+				     lt_desc(false, true, false)};
+	printf("\n6. fp8 W8A8 (cuBLASLt) at prefill sizes, random codes: the library's descriptor "
+	       "(per-row scales, fp32 promotion), then fast accumulation, per-tensor scales, "
+	       "per-row scales on one side, and the sweep's fastest\n");
+	for (int k = 1; k < 5; k++)
+		if (!d[k]) {
+			printf("  cannot make the descriptors\n");
+			return;
+		}
+	for (int si = 0; si < N_SHAPES; si++) {
+		const shp &s = k_shapes[si];
+		size_t dbytes, sc;
+		copy_bytes(k_fmts[4], s, &dbytes, &sc);
+		fill_codes<<<1024, 256, 0, g_st>>>((uint8_t *)copy_at(k_fmts[4], s, 0).data, dbytes, 17);
+		for (int n : ns) {
+			if (kern_quantize_act_fp8_cuda(g_qb->xq, g_qb->xs, g_x, SL_DT_F16, n, s.cols, g_st))
+				continue;
+			fill_codes<<<1024, 256, 0, g_st>>>(g_qb->xq, (size_t)n * s.cols, 29);
+			CK(cudaGetLastError());
+			lt_prefill_shape(s, n, d);
+		}
+	}
+	for (int k = 1; k < 5; k++)
+		cublasLtMatmulDescDestroy(d[k]);
+}
+
+/* "2048,512": token counts 33..2048 (W8A8's range here); 1 if valid */
+static int parse_ns(const char *arg, std::vector<int> &ns)
+{
+	ns.clear();
+	for (const char *p = arg; *p;) {
+		char *end;
+		long v = strtol(p, &end, 10);
+		if (end == p || v < 33 || v > 2048 || (*end && *end != ','))
+			return 0;
+		ns.push_back((int)v);
+		p = *end ? end + 1 : end;
+	}
+	return !ns.empty();
+}
+
 int main(int argc, char **argv)
 {
 	const char *out = NULL;
 	int only = 0; /* --only N: table N alone (and 2 needs 1) */
+	std::vector<int> lt_ns = {2048};
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--out") && i + 1 < argc) {
 			out = argv[++i];
 		} else if (!strcmp(argv[i], "--only") && i + 1 < argc && atoi(argv[i + 1]) >= 1 &&
-			   atoi(argv[i + 1]) <= 5) {
+			   atoi(argv[i + 1]) <= 6) {
 			only = atoi(argv[++i]);
+		} else if (!strcmp(argv[i], "--lt-n") && i + 1 < argc && parse_ns(argv[++i], lt_ns)) {
 		} else {
-			fprintf(stderr, "usage: %s [--out FILE.json] [--only 1-5]\n", argv[0]);
+			fprintf(stderr, "usage: %s [--out FILE.json] [--only 1-6] [--lt-n 2048,...]\n",
+				argv[0]);
 			return 2;
 		}
 	}
@@ -638,6 +883,8 @@ int main(int argc, char **argv)
 		table_variants();
 	if (!only || only == 5)
 		table_lt_algos();
+	if (!only || only == 6)
+		table_lt_prefill(lt_ns);
 	printf("\n%.0f s\n", sl_now() - t0);
 
 	if (out) {
