@@ -53,7 +53,7 @@ def table(runs):
     batches = list(runs[0]["decode_tokens_per_s_by_batch"].keys()) if runs else []
     head = ["config", "weights GB/token", "b1 tok/s", "b1 ms/token", "% copy BW (with KV)"]
     head += ["b%s tok/s" % b for b in batches]
-    head += ["prefill %d tok/s" % runs[0]["prefill_prompt_tokens"] if runs else "prefill",
+    head += ["prefill %d tok/s (range)" % runs[0]["prefill_prompt_tokens"] if runs else "prefill",
              "b1 vs fp16", "prefill vs fp16"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in runs:
@@ -65,7 +65,10 @@ def table(runs):
             v = r["decode_tokens_per_s_by_batch"].get(b, 0)
             bv = base["decode_tokens_per_s_by_batch"].get(b, 0) if base else 0
             row.append("%.0f (%s)" % (v, ratio(v, bv)) if base and r is not base else "%.0f" % v)
-        row.append("%.0f" % r["prefill_tokens_per_s"])
+        pf = "%.0f" % r["prefill_tokens_per_s"]
+        if "prefill_tokens_per_s_min" in r:  # median of several runs (2026-11-28 on)
+            pf += " (%.0f-%.0f)" % (r["prefill_tokens_per_s_min"], r["prefill_tokens_per_s_max"])
+        row.append(pf)
         row.append(ratio(r["batch1_tokens_per_s"], base["batch1_tokens_per_s"]) if base else "-")
         row.append(ratio(r["prefill_tokens_per_s"], base["prefill_tokens_per_s"]) if base else "-")
         lines.append("| " + " | ".join(row) + " |")

@@ -2,8 +2,9 @@
 # The quantized-weight benchmark, one command (GPU host; about 3 minutes on
 # an H100): shardline-bench on the 7B shape (random weights) once per
 # weight format and KV dtype in CONFIGS, each run decoding at batch 1, 8,
-# 32 and 64 and prefilling one 2048-token prompt (measured twice, the
-# second reported), then bench/plot_quant.py's table and plot.
+# 32 and 64 and prefilling one 2048-token prompt (once cold, then the
+# median of PREFILL_RUNS runs reported), then bench/plot_quant.py's table
+# and plot.
 #
 # Usage: bench/quant.sh OUT_DIR          (from the repository root)
 #   OUT_DIR/quant-CONFIG.json and .log per run, OUT_DIR/quant.md (table:
@@ -14,6 +15,7 @@
 #   SHAPE    [7b]
 #   CONFIGS  FORMAT[+kv8] list [none int8 fp8 int4 fp8+kv8 int8/128]
 #   BATCHES  [1,8,32,64]   PROMPT [128]   NEW [128]   PREFILL [2048]
+#   PREFILL_RUNS [5]
 #   PYTHON   for the plot [python3]; the JSON and logs are written anyway
 set -u
 out=${1:?usage: bench/quant.sh OUT_DIR}
@@ -34,7 +36,8 @@ for c in $configs; do
 	start=$(date +%s)
 	if ! "$bin/shardline-bench" --shape "$shape" --quant "$q" --quant-group "$grp" \
 		--kv-dtype "$kv" --batches "${BATCHES:-1,8,32,64}" --prompt "${PROMPT:-128}" \
-		--new "${NEW:-128}" --prefill "${PREFILL:-2048}" --out "$out/quant-$name.json" \
+		--new "${NEW:-128}" --prefill "${PREFILL:-2048}" \
+		--prefill-runs "${PREFILL_RUNS:-5}" --out "$out/quant-$name.json" \
 		> "$out/quant-$name.log" 2>&1; then
 		echo "quant.sh: $c failed (tail of $out/quant-$name.log):" >&2
 		tail -5 "$out/quant-$name.log" >&2
