@@ -410,19 +410,25 @@ static int gemv_call(kern_blas *b, void *out, const void *x, const void *w, int 
 }
 
 /* f32_out: out is fp32, else dtype dt like x and w. */
+/* cuBLAS's type for the run dtype; SL_ENOTSUP (logged) for another */
+static int blas_type(sl_dtype dt, cudaDataType *t)
+{
+	switch (dt) {
+	case SL_DT_F16: *t = CUDA_R_16F; return SL_OK;
+	case SL_DT_BF16: *t = CUDA_R_16BF; return SL_OK;
+	default:
+		sl_log(SL_LOG_ERROR, "cublas", "matmul: unsupported dtype %s", sl_dtype_name(dt));
+		return SL_ENOTSUP;
+	}
+}
+
 static int gemm(kern_blas *b, void *out, bool f32_out, const void *x, const void *w, int n,
 		int in_dim, int out_dim, sl_dtype dt)
 {
 	if (n <= 0 || out_dim <= 0)
 		return SL_OK;
 	cudaDataType in_type;
-	switch (dt) {
-	case SL_DT_F16: in_type = CUDA_R_16F; break;
-	case SL_DT_BF16: in_type = CUDA_R_16BF; break;
-	default:
-		sl_log(SL_LOG_ERROR, "cublas", "matmul: unsupported dtype %s", sl_dtype_name(dt));
-		return SL_ENOTSUP;
-	}
+	TRY(blas_type(dt, &in_type));
 	if (gemv_fits(x, w, n, in_dim, out_dim)) {
 		const kern_epi_dev e = kern_epi_of(nullptr, out_dim, b->counter);
 		KERN_DISPATCH_DT(dt, gemv_dispatch, b, out, f32_out, x, w, n, in_dim, out_dim, e);
@@ -447,6 +453,22 @@ extern "C" int kern_matmul_f32out_cuda(kern_blas *b, float *out, const void *x, 
 				       int n, int in_dim, int out_dim, sl_dtype dt)
 {
 	return gemm(b, out, true, x, w, n, in_dim, out_dim, dt);
+}
+
+extern "C" int kern_matmul_add_f32_cuda(kern_blas *b, float *acc, const void *x, const void *w,
+					int n, int in_dim, int out_dim, sl_dtype dt, int *done)
+{
+	*done = 0;
+	cudaDataType in_type;
+	if (n <= 0 || out_dim <= 0 || gemv_fits(x, w, n, in_dim, out_dim))
+		return SL_OK;
+	TRY(blas_type(dt, &in_type));
+	const float alpha = 1.0f, beta = 1.0f;
+	CUBLAS_TRY(cublasGemmEx(b->handle, CUBLAS_OP_T, CUBLAS_OP_N, out_dim, n, in_dim, &alpha, w,
+				in_type, in_dim, x, in_type, in_dim, &beta, acc, CUDA_R_32F, out_dim,
+				CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+	*done = 1;
+	return SL_OK;
 }
 
 /* The GEMV with a fused epilogue (kernels/epilogue.h): *fused 1 when it ran,

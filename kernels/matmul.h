@@ -32,6 +32,12 @@ int kern_matmul_cuda(kern_blas *b, void *out, const void *x, const void *w, int 
 /* Same with fp32 output (the LM head: logits go to the fp32 sampler). */
 int kern_matmul_f32out_cuda(kern_blas *b, float *out, const void *x, const void *w, int n,
 			    int in_dim, int out_dim, sl_dtype dt);
+/* acc [n, out_dim] fp32 += x @ W^T in one cuBLAS GEMM with beta 1 (x, w
+ * in dt): a projection adding into the fp32 residual without a run-dtype
+ * product in between. *done = 1 when it ran; 0 for a call the GEMV would
+ * take (up to 8 tokens), with nothing launched. */
+int kern_matmul_add_f32_cuda(kern_blas *b, float *acc, const void *x, const void *w, int n,
+			     int in_dim, int out_dim, sl_dtype dt, int *done);
 /* The decode GEMV with the next small kernel folded in (kernels/epilogue.h:
  * SwiGLU, residual add + RMSNorm). *fused = 1 when it ran; 0 when the call
  * is not one for the GEMV (more than 8 tokens, a small or unaligned

@@ -91,6 +91,8 @@ typedef struct cuda_impl {
 	int attn_fp8_smem;         /* SL_ATTN_FP8=smem: decode converts fp8 K/V in shared memory */
 	int act_codes;             /* the norm and SiLU * up kernels may write only the next
 				    * projection's fp8 activations (SL_ACT_CODES) */
+	int gemm_add;              /* run-dtype o / down GEMMs add into the fp32 residual
+				    * (SL_GEMM_ADD) */
 	kern_attn_ws *attn;
 	kern_sampler *sampler;
 	node_backend_limits lim;
@@ -480,6 +482,29 @@ static int add_defer(node_backend *be, float *x, void *out, void *proj, const vo
 	return SL_OK;
 }
 
+/* Run-dtype weights above the GEMV: the cuBLAS GEMM adds its product into
+ * the fp32 residual x itself (beta 1), and the norm reads x alone, so the
+ * product's run-dtype copy is neither written nor read back (the add +
+ * RMSNorm after o and down: 18 instead of 32 us each on a 7B prefill of
+ * 2048 tokens, H100; the GEMMs 11-17 us longer; prefill +0.7-1.4%, batch-64
+ * decode +2.4%). fp8's W8A8 GEMM with an fp32 sum was measured too: 12-16
+ * us longer, the prefill 1.5% slower, so it writes its product as before
+ * (bench/results/2026-11-28-nvidia-h100-fp8-prefill/h3). *done 0 when it
+ * did not run (quantized weights, or the GEMV's sizes), nothing written. */
+static int add_in_place(node_backend *be, float *x, void *out, const void *in,
+			const kern_qweight *w, const void *norm_w, int n, float eps, int for_proj,
+			int *done)
+{
+	cuda_impl *c = I(be);
+	*done = 0;
+	if (!c->gemm_add || w->format != KERN_Q_NONE)
+		return SL_OK;
+	TRY(kern_matmul_add_f32_cuda(c->blas, x, in, w->data, n, w->cols, w->rows, be->dtype, done));
+	if (!*done || !norm_w)
+		return SL_OK;
+	return norm(be, x, NULL, norm_w, out, n, w->rows, eps, for_proj);
+}
+
 static int matmul_add_rmsnorm(node_backend *be, float *x, void *out, void *proj, const void *in,
 			      const kern_qweight *w, const void *norm_w, int n, float eps,
 			      node_prenorm *defer)
@@ -493,6 +518,9 @@ static int matmul_add_rmsnorm(node_backend *be, float *x, void *out, void *proj,
 	if (fused)
 		return SL_OK;
 	TRY(matmul_epi(be, proj, in, w, n, &e, &fused));
+	if (fused)
+		return SL_OK;
+	TRY(add_in_place(be, x, out, in, w, norm_w, n, eps, defer != NULL, &fused));
 	if (fused)
 		return SL_OK;
 	TRY(cu_matmul(be, proj, in, w, n));
@@ -864,7 +892,9 @@ static const node_backend_ops cuda_ops = {
  * sampler (uploads, sort, pick) instead of the argmax alone, for
  * comparisons. SL_ACT_CODES=0: the norm and SiLU * up kernels store
  * their values as well as the next projection's fp8 activations (norm,
- * silu_mul), for comparisons. */
+ * silu_mul), for comparisons. SL_GEMM_ADD=0: the run-dtype o and down
+ * GEMMs write their product for the add + RMSNorm to add, as before
+ * add_in_place, for comparisons. */
 #define FUSE_DEFAULT (1 << KERN_EPI_SWIGLU | 1 << KERN_EPI_ROPE | FUSE_PRENORM)
 
 /* SL_FUSE: "0", "all", or a comma-separated list of swiglu, rope, norm,
@@ -909,6 +939,8 @@ static void read_switches(cuda_impl *c, int cc_major)
 	const char *attn = getenv("SL_ATTN_FP8"), *codes = getenv("SL_ACT_CODES");
 	c->attn_fp8_smem = attn && !strcmp(attn, "smem");
 	c->act_codes = !(codes && !strcmp(codes, "0"));
+	const char *add = getenv("SL_GEMM_ADD");
+	c->gemm_add = !(add && !strcmp(add, "0"));
 	c->fuse = fuse ? fuse_bits(fuse) : FUSE_DEFAULT;
 	const char *full = getenv("SL_SAMPLE_FULL");
 	c->greedy_fast = !(full && !strcmp(full, "1"));
@@ -933,6 +965,9 @@ static void read_switches(cuda_impl *c, int cc_major)
 	if (!c->act_codes)
 		SL_INFO("cuda", "SL_ACT_CODES=0: the norm and SiLU * up kernels store their values "
 				"beside the fp8 activations");
+	if (!c->gemm_add)
+		SL_INFO("cuda", "SL_GEMM_ADD=0: the o and down GEMMs write their product, the norm "
+				"adds it");
 	if (fuse)
 		SL_INFO("cuda", "SL_FUSE=%s: fused GEMV epilogues: SwiGLU %s, RoPE + KV write %s, "
 				"add + RMSNorm %s, norm split across the GEMVs %s", fuse,

@@ -421,6 +421,66 @@ START_TEST(test_matmul)
 }
 END_TEST
 
+/* kern_matmul_add_f32_cuda: acc += x @ W^T on cuBLAS with beta 1, above the
+ * GEMV's sizes; a residual as large as the product, so an overwrite shows.
+ * Where the GEMV would take the call (n <= 8 on a large W) nothing runs
+ * and acc keeps its bits. */
+static double run_gemm_add(kern_blas *blas, sl_dtype dt, int in_dim, int out_dim, int n)
+{
+	size_t nw = (size_t)out_dim * in_dim, nx = (size_t)n * in_dim, no = (size_t)n * out_dim;
+	float *w = gt_malloc(sizeof(float) * nw), *x = gt_malloc(sizeof(float) * nx);
+	float *acc = gt_malloc(sizeof(float) * no), *ref = gt_malloc(sizeof(float) * no);
+	float *got = gt_malloc(sizeof(float) * no);
+	gt_fill(w, nw, -1, 1);
+	gt_round(w, nw, dt);
+	gt_fill(x, nx, -1, 1);
+	gt_round(x, nx, dt);
+	gt_fill(acc, no, -50, 50);
+	kern_matmul_cpu(ref, x, w, n, in_dim, out_dim);
+	void *d_w = gt_upload(w, nw, dt), *d_x = gt_upload(x, nx, dt);
+	float *d_acc = gt_upload(acc, no, SL_DT_F32);
+	int done = -1;
+	GT_KERNEL(kern_matmul_add_f32_cuda(blas, d_acc, d_x, d_w, n, in_dim, out_dim, dt, &done));
+	gt_download(got, d_acc, no, SL_DT_F32);
+	double e = 0;
+	if (takes_gemv(n, in_dim, out_dim)) {
+		ck_assert_int_eq(done, 0);
+		ck_assert_int_eq(memcmp(got, acc, sizeof(float) * no), 0);
+	} else {
+		char what[96];
+		ck_assert_int_eq(done, 1);
+		for (size_t i = 0; i < no; i++)
+			ref[i] += acc[i];
+		snprintf(what, sizeof what, "matmul_add_f32 %s n %d in %d out %d", gt_dt_name(dt), n,
+			 in_dim, out_dim);
+		e = gt_compare(what, got, ref, no, TOL_GEMM_F32OUT);
+	}
+	gt_dev_free(d_w), gt_dev_free(d_x), gt_dev_free(d_acc);
+	free(w), free(x), free(acc), free(ref), free(got);
+	return e;
+}
+
+START_TEST(test_matmul_add)
+{
+	static const int cases[][3] = {{4096, 4096, 9},   {4096, 4096, 64}, {11008, 4096, 17},
+				       {4104, 300, 33},   {100, 300, 3},    {72, 200, 1},
+				       {4096, 4096, 1},   {4096, 4096, 8}};
+	kern_blas *blas = NULL;
+	ck_assert_int_eq(kern_blas_create(NULL, &blas), 0);
+	for (int di = 0; di < N_DTS; di++) {
+		gt_reseed(g_seed, 520 + di);
+		double worst = 0;
+		for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+			worst = dmax(worst, run_gemm_add(blas, k_dts[di], cases[i][0], cases[i][1],
+							 cases[i][2]));
+		gt_report("matmul_add_f32(cublas)", k_dts[di], worst, TOL_GEMM_F32OUT);
+		ck_assert_msg(worst <= TOL_GEMM_F32OUT, "matmul_add_f32 %s: worst %.3g",
+			      gt_dt_name(k_dts[di]), worst);
+	}
+	kern_blas_destroy(blas);
+}
+END_TEST
+
 /* ---- rope + paged KV write ---- */
 
 typedef struct seq_shape {
@@ -1122,6 +1182,7 @@ static Suite *kernels_suite(void)
 	add_case(s, "rmsnorm", test_rmsnorm);
 	add_case(s, "swiglu", test_swiglu);
 	add_case(s, "matmul", test_matmul);
+	add_case(s, "matmul_add", test_matmul_add);
 	add_case(s, "rope", test_rope);
 	add_case(s, "rope_fp8", test_rope_fp8);
 	add_case(s, "sampling", test_sampling);
