@@ -61,18 +61,18 @@ __host__ __device__ __forceinline__ bool kern_aligned16(const void *p)
 	return ((uintptr_t)p & 15u) == 0;
 }
 
-/* p must be 16-byte aligned. */
-template <typename T> __device__ __forceinline__ void kern_load8(const T *p, float f[8])
+/* 8 values of a 2-byte T packed in 16 bytes, as fp32, and back: for a
+ * kernel that holds its loads packed until it uses them. */
+template <typename T> __device__ __forceinline__ void kern_unpack8(const uint4 &raw, float f[8])
 {
 	static_assert(sizeof(T) == 2, "8-wide vectors are for 2-byte dtypes");
-	uint4 raw = *reinterpret_cast<const uint4 *>(p);
 	const T *e = reinterpret_cast<const T *>(&raw);
 #pragma unroll
 	for (int i = 0; i < 8; i++)
 		f[i] = kern_to_f32(e[i]);
 }
 
-template <typename T> __device__ __forceinline__ void kern_store8(T *p, const float f[8])
+template <typename T> __device__ __forceinline__ uint4 kern_pack8(const float f[8])
 {
 	static_assert(sizeof(T) == 2, "8-wide vectors are for 2-byte dtypes");
 	uint4 raw;
@@ -80,7 +80,19 @@ template <typename T> __device__ __forceinline__ void kern_store8(T *p, const fl
 #pragma unroll
 	for (int i = 0; i < 8; i++)
 		e[i] = kern_from_f32<T>(f[i]);
-	*reinterpret_cast<uint4 *>(p) = raw;
+	return raw;
+}
+
+/* p must be 16-byte aligned. */
+template <typename T> __device__ __forceinline__ void kern_load8(const T *p, float f[8])
+{
+	const uint4 raw = *reinterpret_cast<const uint4 *>(p); /* one 16-byte load */
+	kern_unpack8<T>(raw, f);
+}
+
+template <typename T> __device__ __forceinline__ void kern_store8(T *p, const float f[8])
+{
+	*reinterpret_cast<uint4 *>(p) = kern_pack8<T>(f);
 }
 
 /* f rounded to T and back: the values kern_store8 writes. */

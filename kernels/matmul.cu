@@ -409,7 +409,6 @@ static int gemv_call(kern_blas *b, void *out, const void *x, const void *w, int 
 	KERN_DISPATCH_DT(dt, gemv_dispatch, b, out, false, x, w, n, in_dim, out_dim, e);
 }
 
-/* f32_out: out is fp32, else dtype dt like x and w. */
 /* cuBLAS's type for the run dtype; SL_ENOTSUP (logged) for another */
 static int blas_type(sl_dtype dt, cudaDataType *t)
 {
@@ -422,6 +421,18 @@ static int blas_type(sl_dtype dt, cudaDataType *t)
 	}
 }
 
+/* out = x @ W^T + beta * out on cuBLAS, x and W of in_type, fp32 compute */
+static int blas_gemm(kern_blas *b, void *out, cudaDataType out_type, float beta, const void *x,
+		     const void *w, cudaDataType in_type, int n, int in_dim, int out_dim)
+{
+	const float alpha = 1.0f;
+	CUBLAS_TRY(cublasGemmEx(b->handle, CUBLAS_OP_T, CUBLAS_OP_N, out_dim, n, in_dim, &alpha, w,
+				in_type, in_dim, x, in_type, in_dim, &beta, out, out_type, out_dim,
+				CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+	return SL_OK;
+}
+
+/* f32_out: out is fp32, else dtype dt like x and w. */
 static int gemm(kern_blas *b, void *out, bool f32_out, const void *x, const void *w, int n,
 		int in_dim, int out_dim, sl_dtype dt)
 {
@@ -433,12 +444,8 @@ static int gemm(kern_blas *b, void *out, bool f32_out, const void *x, const void
 		const kern_epi_dev e = kern_epi_of(nullptr, out_dim, b->counter);
 		KERN_DISPATCH_DT(dt, gemv_dispatch, b, out, f32_out, x, w, n, in_dim, out_dim, e);
 	}
-	cudaDataType out_type = f32_out ? CUDA_R_32F : in_type;
-	const float alpha = 1.0f, beta = 0.0f;
-	CUBLAS_TRY(cublasGemmEx(b->handle, CUBLAS_OP_T, CUBLAS_OP_N, out_dim, n, in_dim, &alpha, w,
-				in_type, in_dim, x, in_type, in_dim, &beta, out, out_type, out_dim,
-				CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-	return SL_OK;
+	return blas_gemm(b, out, f32_out ? CUDA_R_32F : in_type, 0.0f, x, w, in_type, n, in_dim,
+			 out_dim);
 }
 
 extern "C" int kern_matmul_cuda(kern_blas *b, void *out, const void *x, const void *w, int n,
@@ -463,10 +470,7 @@ extern "C" int kern_matmul_add_f32_cuda(kern_blas *b, float *acc, const void *x,
 	if (n <= 0 || out_dim <= 0 || gemv_fits(x, w, n, in_dim, out_dim))
 		return SL_OK;
 	TRY(blas_type(dt, &in_type));
-	const float alpha = 1.0f, beta = 1.0f;
-	CUBLAS_TRY(cublasGemmEx(b->handle, CUBLAS_OP_T, CUBLAS_OP_N, out_dim, n, in_dim, &alpha, w,
-				in_type, in_dim, x, in_type, in_dim, &beta, acc, CUDA_R_32F, out_dim,
-				CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+	TRY(blas_gemm(b, acc, CUDA_R_32F, 1.0f, x, w, in_type, n, in_dim, out_dim));
 	*done = 1;
 	return SL_OK;
 }

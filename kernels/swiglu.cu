@@ -54,25 +54,6 @@ static int silu_mul_launch(void *out, const void *gate_up, int n, int hidden, cu
 
 constexpr int kSiluRowThreads = 256;
 
-/* 8 values of T packed in 16 bytes, as fp32 */
-template <typename T> __device__ __forceinline__ void unpack8(const uint4 &raw, float f[8])
-{
-	const T *e = reinterpret_cast<const T *>(&raw);
-#pragma unroll
-	for (int i = 0; i < 8; i++)
-		f[i] = kern_to_f32(e[i]);
-}
-
-template <typename T> __device__ __forceinline__ uint4 pack8(const float f[8])
-{
-	uint4 raw;
-	T *e = reinterpret_cast<T *>(&raw);
-#pragma unroll
-	for (int i = 0; i < 8; i++)
-		e[i] = kern_from_f32<T>(f[i]);
-	return raw;
-}
-
 /* One block per token: out as silu_mul_kernel (VEC), the row then still in
  * registers (V vectors of 8 a thread) quantized to the W8A8 path's fp8
  * activations, q8 [n, hidden] codes and s8 [n] scales (act_fp8.cuh). out
@@ -107,15 +88,15 @@ __global__ void __launch_bounds__(kSiluRowThreads)
 		if (j >= hidden)
 			continue;
 		float f[8], uv[8];
-		unpack8<T>(gr[r], f);
-		unpack8<T>(ur[r], uv);
+		kern_unpack8<T>(gr[r], f);
+		kern_unpack8<T>(ur[r], uv);
 #pragma unroll
 		for (int k = 0; k < 8; k++)
 			f[k] = kern_silu_mul(f[k], uv[k]);
-		gr[r] = pack8<T>(f); /* from here on the product, rounded to T */
+		gr[r] = kern_pack8<T>(f); /* from here on the product, rounded to T */
 		if (out)
 			*reinterpret_cast<uint4 *>(out + row * hidden + j) = gr[r];
-		unpack8<T>(gr[r], f);
+		kern_unpack8<T>(gr[r], f);
 #pragma unroll
 		for (int k = 0; k < 8; k++)
 			m = fmaxf(m, fabsf(f[k]));
@@ -126,7 +107,7 @@ __global__ void __launch_bounds__(kSiluRowThreads)
 		const int j = (threadIdx.x + r * kSiluRowThreads) * KERN_VEC;
 		if (j < hidden) {
 			float f[8];
-			unpack8<T>(gr[r], f);
+			kern_unpack8<T>(gr[r], f);
 			act_fp8x8(q8 + row * hidden + j, f, inv);
 		}
 	}
