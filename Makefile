@@ -59,8 +59,8 @@ GEN_SRCS := $(PROTOS:%.proto=$(GEN)/%.pb-c.c)
 GEN_HDRS := $(GEN_SRCS:.c=.h)
 GEN_OBJS := $(GEN_SRCS:$(GEN)/%.c=$(BUILD)/obj/gen/%.o)
 
-LIB_SRCS := $(filter-out $(MAINS),$(wildcard common/*.c proto/*.c client/*.c kernels/*.c \
-              parallel/*.c node/*.c coordinator/*.c))
+LIB_SRCS := $(filter-out $(MAINS),$(wildcard common/*.c formats/*.c text/*.c text/*/*.c proto/*.c \
+              client/*.c kernels/*.c parallel/*.c node/*.c coordinator/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(GEN_OBJS)
 
 ifeq ($(CUDA),1)
@@ -75,9 +75,6 @@ LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 \
 endif
 
 LIB := $(BUILD)/libshardline.a
-# What only tools and tests use (writing checkpoints), kept out of LIB.
-TOOLS_LIB_SRCS := tools/st_writer.c
-TOOLS_LIB := $(BUILD)/libshardline-tools.a
 
 # Objects depend on the build configuration: changing CUDA, CUDA_ARCHS,
 # DEBUG or SANITIZE rebuilds everything instead of mixing old objects in.
@@ -122,15 +119,11 @@ $(LIB): $(LIB_OBJS) $(CU_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(TOOLS_LIB): $(TOOLS_LIB_SRCS:%.c=$(BUILD)/obj/%.o)
-	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
-
 $(BUILD)/bin/shardline-node: $(BUILD)/obj/node/main.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/bin/shardline-mkckpt: $(BUILD)/obj/tools/mkckpt.o $(TOOLS_LIB) $(LIB)
+$(BUILD)/bin/shardline-mkckpt: $(BUILD)/obj/tools/mkckpt.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
@@ -167,9 +160,9 @@ $(BUILD)/bin/shardline-loadgen: $(BUILD)/obj/bench/serve.o $(BUILD)/obj/bench/se
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/unit/%.c $(TOOLS_LIB) $(LIB)
+$(BUILD)/tests/%: tests/unit/%.c $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Itests $< $(TOOLS_LIB) $(LIB) -o $@ $(LDLIBS) $(CHECK_LIBS)
+	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Itests $< $(LIB) -o $@ $(LDLIBS) $(CHECK_LIBS)
 
 $(BUILD)/tests/mpi/%: tests/mpi/%.c $(LIB)
 	@mkdir -p $(dir $@)

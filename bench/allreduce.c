@@ -28,9 +28,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "allreduce.h"
-#include "args.h"
-#include "sl.h"
+#include "parallel/allreduce.h"
+#include "common/args.h"
+#include "common/sl.h"
 
 #define MAX_SIZES 32
 

@@ -32,12 +32,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "args.h"
-#include "engine.h"
-#include "group.h"
-#include "shapes.h"
-#include "sl.h"
-#include "step.h"
+#include "common/args.h"
+#include "node/engine.h"
+#include "node/group.h"
+#include "node/shapes.h"
+#include "common/sl.h"
+#include "node/step.h"
 
 typedef struct bench_args {
 	const char *shape, *out;

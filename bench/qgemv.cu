@@ -41,7 +41,7 @@
 #include <functional>
 #include <vector>
 
-#include "matmul.h"
+#include "kernels/matmul.h"
 #include "quant.cu"
 
 #define CK(call)                                                                            \

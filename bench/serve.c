@@ -99,11 +99,11 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "args.h"
+#include "common/args.h"
 #include "client/client.h"
-#include "rng.h"
-#include "serve_http.h"
-#include "sl.h"
+#include "common/rng.h"
+#include "bench/serve_http.h"
+#include "common/sl.h"
 
 #define LG_MAX_STREAMS 1000 /* ZeroMQ's default socket limit per context is 1023 */
 #define LG_MAX_META 16

@@ -9,7 +9,7 @@
  * server's return_token_ids), finish_reason and usage; `data: [DONE]`
  * ends the request; `data: {"error": ...}` fails it.
  */
-#include "serve_http.h"
+#include "bench/serve_http.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "client/client.h"
-#include "sl.h"
+#include "common/sl.h"
 
 enum { ST_IDLE, ST_HEAD, ST_BODY, ST_CHUNK_SIZE, ST_CHUNK_DATA, ST_CHUNK_END, ST_TRAILER };
 

@@ -3,7 +3,7 @@
  * requests, the replies, and the liveness of the coordinator — pings,
  * the silence check, re-submission of requests that had not started.
  */
-#include "client.h"
+#include "client/client.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "curve.h"
+#include "client/curve.h"
 #include "proto/client.pb-c.h"
-#include "sl.h"
-#include "wire.h"
+#include "common/sl.h"
+#include "proto/wire.h"
 
 #define CLIENT_PING_LIMIT 2   /* intervals a ping may stay unanswered */
 #define CLIENT_DEFAULT_HB_MS 1000

@@ -1,7 +1,7 @@
 /*
  * curve.c — CURVE key files and client socket setup (see curve.h).
  */
-#include "curve.h"
+#include "client/curve.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,7 +12,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "sl.h"
+#include "common/sl.h"
 
 int sl_curve_read_key(const char *path, int secret, char out[SL_CURVE_Z85_LEN + 1], char *err,
 			 size_t errlen)

@@ -1,10 +1,10 @@
 /* args.c — strict numeric flag parsing shared by the binaries. */
-#include "args.h"
+#include "common/args.h"
 
 #include <errno.h>
 #include <stdlib.h>
 
-#include "sl.h"
+#include "common/sl.h"
 
 int sl_parse_int(const char *flag, const char *s, long lo, long hi, long *out, char *err,
 		 size_t errlen)

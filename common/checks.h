@@ -19,7 +19,7 @@
 
 #include <stdio.h>
 
-#include "sl.h"
+#include "common/sl.h"
 
 #define TRY(x)                             \
 	do {                               \

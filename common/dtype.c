@@ -2,7 +2,7 @@
  * dtype.c — IEEE half and bfloat16 conversions done bit by bit so results
  * are the same on every host compiler (no reliance on _Float16).
  */
-#include "dtype.h"
+#include "common/dtype.h"
 
 #include <string.h>
 

@@ -3,7 +3,7 @@
  * node, the coordinator, the tools and the tests.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "sl.h"
+#include "common/sl.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -1,7 +1,7 @@
 /*
  * auth.c — CURVE server sockets and the ZAP handler (see auth.h).
  */
-#include "auth.h"
+#include "coordinator/auth.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -12,7 +12,7 @@
 #include <zmq.h>
 
 #include "client/curve.h"
-#include "sl.h"
+#include "common/sl.h"
 
 #define AUTH_ZAP_ENDPOINT "inproc://zeromq.zap.01"
 #define AUTH_MAX_KEYS 4096

@@ -16,7 +16,7 @@
 
 #include <stddef.h>
 
-#include "coord.h"
+#include "coordinator/coord.h"
 
 typedef struct coord_auth coord_auth;
 

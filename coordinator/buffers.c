@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coord_int.h"
-#include "sl.h"
+#include "coordinator/coord_int.h"
+#include "common/sl.h"
 
 int coord_bytes_add(coord_bytes *b, const char *p, size_t n)
 {

@@ -13,14 +13,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "auth.h"
-#include "chat_template.h"
-#include "coord_int.h"
-#include "http.h"
-#include "metrics.h"
-#include "rng.h"
-#include "sl.h"
-#include "standby.h"
+#include "coordinator/auth.h"
+#include "text/jinja/chat_template.h"
+#include "coordinator/coord_int.h"
+#include "coordinator/http.h"
+#include "coordinator/metrics.h"
+#include "common/rng.h"
+#include "common/sl.h"
+#include "coordinator/standby.h"
 
 void coord_opts_default(coord_opts *o)
 {
@@ -49,7 +49,7 @@ static void log_model(const coord_model *m, const char *path, int eos_from_flag)
 {
 	char ids[128] = "";
 	for (int k = 0, n = 0; k < m->n_eos && n < (int)sizeof ids; k++) {
-		const char *t = coord_tok_id_to_token(m->tok, m->eos[k]);
+		const char *t = text_tok_id_to_token(m->tok, m->eos[k]);
 		n += snprintf(ids + n, sizeof ids - (size_t)n, "%s%d%s%.24s%s", k ? " " : "",
 			      m->eos[k], t ? " (" : "", t ? t : "", t ? ")" : "");
 	}
@@ -80,7 +80,7 @@ static int load_chat_template(coord_model *m, const char *path, char *err, size_
 			"/v1/chat/completions refuses it", m->name);
 		return SL_OK;
 	}
-	if (!rc && (rc = coord_tmpl_compile(src, len, name, &m->tmpl, err, errlen)) == SL_EINVAL) {
+	if (!rc && (rc = text_tmpl_compile(src, len, name, &m->tmpl, err, errlen)) == SL_EINVAL) {
 		size_t k = strlen(err);
 		snprintf(err + k, errlen > k ? errlen - k : 0,
 			 " (model %s; --chat-template FILE replaces the template)", m->name);
@@ -108,7 +108,7 @@ static int load_models(coord *c, char *err, size_t errlen)
 			return rc;
 		c->n_models = i + 1; /* destroy frees what loaded */
 		m->tok = m->meta->tok;
-		m->vocab = coord_tok_vocab_size(m->tok);
+		m->vocab = text_tok_vocab_size(m->tok);
 		for (int k = 0; k < o->n_eos && k < COORD_MAX_EOS; k++)
 			m->eos[m->n_eos++] = o->eos_ids[k];
 		for (int k = 0; !o->eos_ids && k < m->meta->n_eos && k < COORD_MAX_EOS; k++)
@@ -215,7 +215,7 @@ void coord_destroy(coord *c)
 		zmq_ctx_term(c->ctx);
 	for (int i = 0; i < c->n_models; i++) {
 		coord_model_meta_destroy(c->models[i].meta);
-		coord_tmpl_destroy(c->models[i].tmpl);
+		text_tmpl_destroy(c->models[i].tmpl);
 	}
 	coord_metrics_destroy(c->metrics);
 	free(c);

@@ -30,12 +30,12 @@
 
 #include <stdint.h>
 
-#include "coord.h"
+#include "coordinator/coord.h"
 #include "proto/client.pb-c.h"
 #include "proto/node.pb-c.h"
-#include "model_meta.h"
-#include "tokenizer.h"
-#include "wire.h"
+#include "coordinator/model_meta.h"
+#include "text/tokenizer/tokenizer.h"
+#include "proto/wire.h"
 
 #define COORD_MAX_GROUPS 256
 #define COORD_MAX_NAME 128
@@ -56,13 +56,13 @@
 
 struct coord_http;
 struct coord_metrics;
-struct coord_tmpl;
+struct text_tmpl;
 
 typedef struct coord_model {
 	char name[COORD_MAX_NAME + 1];
 	coord_model_meta *meta;    /* owns tok; chat template, BOS/EOS strings */
-	coord_tok *tok;
-	struct coord_tmpl *tmpl;   /* the chat template; NULL: no chat for this model */
+	text_tok *tok;
+	struct text_tmpl *tmpl;   /* the chat template; NULL: no chat for this model */
 	int32_t eos[COORD_MAX_EOS];
 	int n_eos;
 	int vocab;                 /* the tokenizer's */
@@ -177,7 +177,7 @@ typedef struct coord_req {
 	coord_group *group;        /* REQ_ASSIGNED */
 	int node_done;             /* the group reported it finished */
 	/* output */
-	coord_detok *detok;
+	text_detok *detok;
 	int n_generated, sent_chunk;
 	coord_bytes held;          /* text not yet sent (stop strings may still match) */
 	coord_bytes text;          /* stream = false: everything released */

@@ -29,8 +29,8 @@
  * MSG_PEEK: 0 bytes means the peer closed) and aborts the exchange, whose
  * requests are then cancelled by the coordinator's tick.
  */
-#include "http.h"
-#include "http_call.h"
+#include "coordinator/http.h"
+#include "coordinator/http_call.h"
 
 #include <errno.h>
 #include <microhttpd.h>
@@ -43,11 +43,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "coord_int.h"
-#include "metrics.h"
-#include "openai.h"
-#include "sl.h"
-#include "standby.h"
+#include "coordinator/coord_int.h"
+#include "coordinator/metrics.h"
+#include "coordinator/openai.h"
+#include "common/sl.h"
+#include "coordinator/standby.h"
 
 #define HTTP_MEMORY_PER_CONNECTION (32 * 1024) /* MHD's buffers: bounds the request headers */
 #define HTTP_FLUSH_S 0.5                        /* at shutdown, for answers still being sent */

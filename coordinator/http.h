@@ -25,7 +25,7 @@
 
 #include <stddef.h>
 
-#include "coord.h"
+#include "coordinator/coord.h"
 
 typedef struct coord_http coord_http;
 struct coord;

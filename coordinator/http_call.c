@@ -10,13 +10,13 @@
  * send makes (wake). Callers: openai.c (its answers) and http.c (its own
  * answers, and cutting exchanges off).
  */
-#include "http_call.h"
+#include "coordinator/http_call.h"
 
 #include <microhttpd.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "sl.h"
+#include "common/sl.h"
 
 #define HTTP_SSE_BLOCK (16 * 1024)
 #define HTTP_MAX_UNSENT (8 << 20) /* event bytes a client has not read: past it, cut */

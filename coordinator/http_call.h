@@ -13,7 +13,7 @@
 
 #include <stddef.h>
 
-#include "coord_int.h"
+#include "coordinator/coord_int.h"
 
 typedef struct coord_http_call coord_http_call;
 struct coord_http;

@@ -8,9 +8,9 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "args.h"
-#include "coord.h"
-#include "sl.h"
+#include "common/args.h"
+#include "coordinator/coord.h"
+#include "common/sl.h"
 
 static void usage(FILE *f)
 {

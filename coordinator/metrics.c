@@ -8,7 +8,7 @@
  * in by the renderer's caller (http.c: its open connections). It calls
  * only buffers.c.
  */
-#include "metrics.h"
+#include "coordinator/metrics.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -21,8 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "coord_int.h"
-#include "sl.h"
+#include "coordinator/coord_int.h"
+#include "common/sl.h"
 
 /* Bounds in seconds: time to first token spans queueing and prefill, inter-
  * token latency one engine step, end to end a whole generation. */

@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "coord.h"
+#include "coordinator/coord.h"
 
 #define COORD_HIST_MAX_BUCKETS 24
 #define COORD_METRICS_MAX_CODES 64   /* distinct (endpoint, status) pairs counted */

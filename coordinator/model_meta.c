@@ -9,10 +9,10 @@
  * not parse is an error naming it (a silently ignored generation_config
  * would make a chat model run on past its turn).
  */
-#include "model_meta.h"
-#include "checks.h"
-#include "gguf.h"
-#include "sl.h"
+#include "coordinator/model_meta.h"
+#include "common/checks.h"
+#include "formats/gguf.h"
+#include "common/sl.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -22,7 +22,7 @@
 
 static void add_eos(coord_model_meta *m, int64_t id, const char *from)
 {
-	if (id < 0 || id >= coord_tok_vocab_size(m->tok)) {
+	if (id < 0 || id >= text_tok_vocab_size(m->tok)) {
 		if (id >= 0)
 			SL_WARN("coord", "%s: EOS id %lld is outside the vocabulary, ignored", from,
 				(long long)id);
@@ -117,7 +117,7 @@ static int load_hf_folder(coord_model_meta *m, const char *path, char *err, size
 	m->eos_token = token_string(tcfg, "eos_token");
 	m->bos_token = token_string(tcfg, "bos_token");
 	if (m->eos_token)
-		add_eos(m, coord_tok_token_to_id(m->tok, m->eos_token), "tokenizer_config.json");
+		add_eos(m, text_tok_token_to_id(m->tok, m->eos_token), "tokenizer_config.json");
 	if ((m->chat_template = chat_template(tcfg)))
 		snprintf(m->template_from, sizeof m->template_from, "tokenizer_config.json");
 out:
@@ -131,7 +131,7 @@ out:
 
 static char *token_at(const coord_model_meta *m, int64_t id)
 {
-	const char *s = id >= 0 && id < INT32_MAX ? coord_tok_id_to_token(m->tok, (int32_t)id) : NULL;
+	const char *s = id >= 0 && id < INT32_MAX ? text_tok_id_to_token(m->tok, (int32_t)id) : NULL;
 	return s ? strdup(s) : NULL;
 }
 
@@ -171,12 +171,12 @@ int coord_model_meta_load(const char *path, coord_model_meta **out, char *err, s
 	*out = NULL;
 	if (!m)
 		return sl_errf(err, errlen, SL_ENOMEM, "out of memory");
-	rc = coord_tok_load(path, &m->tok, err, errlen);
+	rc = text_tok_load(path, &m->tok, err, errlen);
 	if (!rc)
-		rc = coord_tok_is_gguf(path) ? load_gguf(m, path, err, errlen)
+		rc = text_tok_is_gguf(path) ? load_gguf(m, path, err, errlen)
 					     : load_hf_folder(m, path, err, errlen);
 	if (!rc && m->n_eos == 0)
-		add_eos(m, coord_tok_eos_id(m->tok), "the tokenizer's own </s>-like token");
+		add_eos(m, text_tok_eos_id(m->tok), "the tokenizer's own </s>-like token");
 	if (!rc && !m->eos_token && m->n_eos)
 		m->eos_token = token_at(m, m->eos[0]);
 	if (rc) {
@@ -191,7 +191,7 @@ void coord_model_meta_destroy(coord_model_meta *m)
 {
 	if (!m)
 		return;
-	coord_tok_destroy(m->tok);
+	text_tok_destroy(m->tok);
 	free(m->bos_token);
 	free(m->eos_token);
 	free(m->chat_template);

@@ -15,7 +15,7 @@
  *   a GGUF file        tokenizer.ggml.eos_token_id, .eot_token_id,
  *                      .eom_token_id, .bos_token_id, tokenizer.chat_template
  * EOS ids are the union of every source, in that order; only when none
- * names one does the tokenizer's own guess (coord_tok_eos_id) stand.  So a
+ * names one does the tokenizer's own guess (text_tok_eos_id) stand.  So a
  * chat model stops at its turn end (Llama 3's <|eot_id|>, SmolLM2's
  * <|im_end|>) without flags.
  */
@@ -25,12 +25,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tokenizer.h"
+#include "text/tokenizer/tokenizer.h"
 
 #define COORD_META_MAX_EOS 8
 
 typedef struct coord_model_meta {
-	coord_tok *tok;                   /* owned */
+	text_tok *tok;                   /* owned */
 	int32_t eos[COORD_META_MAX_EOS];  /* distinct, each < vocab */
 	int n_eos;
 	char eos_from[96];                /* which files/keys named them */

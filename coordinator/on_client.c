@@ -14,8 +14,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "coord_int.h"
-#include "sl.h"
+#include "coordinator/coord_int.h"
+#include "common/sl.h"
 
 typedef Shardline__Client__Submit pb_submit;
 #define E_MALFORMED SHARDLINE__CLIENT__ERROR_CODE__MALFORMED

@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coord_int.h"
-#include "prefix.h"
-#include "sl.h"
+#include "coordinator/coord_int.h"
+#include "coordinator/prefix.h"
+#include "common/sl.h"
 
 /* Hashes kept per group, at most (a group with a larger pool is mirrored
  * in part: 64 MiB of table at most). */

@@ -22,7 +22,7 @@
  * into submit.c (coord_submit), route.c (context) and http_call.c (the
  * answer); stream.c and requests.c reach it only through the sink.
  */
-#include "openai.h"
+#include "coordinator/openai.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -31,11 +31,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "chat_template.h"
-#include "coord_int.h"
-#include "metrics.h"
-#include "rng.h"
-#include "sl.h"
+#include "text/jinja/chat_template.h"
+#include "coordinator/coord_int.h"
+#include "coordinator/metrics.h"
+#include "common/rng.h"
+#include "common/sl.h"
 
 typedef Shardline__Client__Submit pb_submit;
 typedef Shardline__Client__Sampling pb_sampling;
@@ -152,7 +152,7 @@ typedef struct oai_call {
 	coord_http_call *x;
 	int chat, stream, include_usage, return_token_ids;
 	int logprobs;              /* -1: none; else alternatives per token */
-	const coord_tok *tok;
+	const text_tok *tok;
 	int32_t anchor;            /* a plain token decoded before another (token_text); -1: none */
 	int submitting;            /* Dones are only recorded, nothing is sent */
 	int answered;              /* a response (or the stream's end) went out */
@@ -654,7 +654,7 @@ static oai_call *call_new(coord *c, coord_http_call *x, int chat, const oai_req 
 	o->return_token_ids = q->return_token_ids;
 	o->logprobs = q->logprobs;
 	o->tok = c->models[q->model].tok;
-	o->anchor = coord_tok_token_to_id(o->tok, "a");
+	o->anchor = text_tok_token_to_id(o->tok, "a");
 	o->n_choices = n_choices;
 	uint64_t rng = sl_random_seed() ^ (uint64_t)(uintptr_t)o;
 	snprintf(o->id, sizeof o->id, "%s-%016llx%08llx", chat ? "chatcmpl" : "cmpl",
@@ -773,8 +773,8 @@ static char *token_text(const oai_call *o, int32_t id, size_t *n)
 	size_t nb = 0, n1 = 0;
 	if (o->anchor >= 0) {
 		int32_t pair[2] = {o->anchor, id};
-		if (!coord_tok_decode(o->tok, pair, 2, 0, &both, &nb, err, sizeof err) &&
-		    !coord_tok_decode(o->tok, pair, 1, 0, &one, &n1, err, sizeof err) && n1 <= nb &&
+		if (!text_tok_decode(o->tok, pair, 2, 0, &both, &nb, err, sizeof err) &&
+		    !text_tok_decode(o->tok, pair, 1, 0, &one, &n1, err, sizeof err) && n1 <= nb &&
 		    !memcmp(both, one, n1)) {
 			memmove(both, both + n1, nb - n1 + 1);
 			free(one);
@@ -785,7 +785,7 @@ static char *token_text(const oai_call *o, int32_t id, size_t *n)
 		free(one);
 		both = NULL;
 	}
-	if (coord_tok_decode(o->tok, &id, 1, 0, &both, &nb, err, sizeof err))
+	if (text_tok_decode(o->tok, &id, 1, 0, &both, &nb, err, sizeof err))
 		return NULL;
 	*n = nb;
 	return both;
@@ -1217,8 +1217,8 @@ static void completions(coord *c, coord_http_call *x, const cJSON *root)
 /* messages[] as the renderer takes them; strings point into the JSON,
  * joined text parts into *joined (one malloc'd block per message). */
 typedef struct oai_msgs {
-	coord_chat_msg *m;
-	coord_chat_part *parts;
+	text_chat_msg *m;
+	text_chat_part *parts;
 	char **joined;
 	int n, n_parts;
 } oai_msgs;
@@ -1254,7 +1254,7 @@ static int join_parts(const cJSON *content, char **out, size_t *len)
 	return 0;
 }
 
-static int get_messages(const cJSON *root, const coord_tmpl *t, oai_msgs *ms, oai_err *e)
+static int get_messages(const cJSON *root, const text_tmpl *t, oai_msgs *ms, oai_err *e)
 {
 	const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, "messages");
 	char param[48];
@@ -1275,7 +1275,7 @@ static int get_messages(const cJSON *root, const coord_tmpl *t, oai_msgs *ms, oa
 	ms->n = n;
 	int i = 0;
 	cJSON_ArrayForEach(m, a) {
-		coord_chat_msg *cm = &ms->m[i];
+		text_chat_msg *cm = &ms->m[i];
 		const cJSON *role = cJSON_IsObject(m) ? cJSON_GetObjectItemCaseSensitive(m, "role") : NULL;
 		const cJSON *content = cJSON_IsObject(m) ? cJSON_GetObjectItemCaseSensitive(m, "content") : NULL;
 		snprintf(param, sizeof param, "messages[%d]", i);
@@ -1309,13 +1309,13 @@ static int get_messages(const cJSON *root, const coord_tmpl *t, oai_msgs *ms, oa
 						    cJSON_IsString(ty) ? "'" : "");
 				if (!cJSON_IsString(tx))
 					return fail(e, 400, "messages", "%s.content[%d].text must be a string", param, j);
-				coord_chat_part *cp = &ms->parts[ms->n_parts + j];
+				text_chat_part *cp = &ms->parts[ms->n_parts + j];
 				cp->type = "text";
 				cp->text = tx->valuestring;
 				cp->text_len = strlen(tx->valuestring);
 				j++;
 			}
-			if (coord_tmpl_iterates_content(t)) {
+			if (text_tmpl_iterates_content(t)) {
 				cm->parts = &ms->parts[ms->n_parts];
 				cm->n_parts = j;
 			} else if (join_parts(content, &ms->joined[i], &cm->content_len)) {
@@ -1346,21 +1346,21 @@ static int render_prompt(coord *c, int model, const cJSON *root, const oai_msgs 
 		return -1;
 	/* the model's own strings (tokenizer_config.json, the GGUF), else the
 	 * tokenizer's BOS and first EOS tokens */
-	int32_t bos = coord_tok_bos_id(cm->tok), eos = cm->n_eos ? cm->eos[0] : coord_tok_eos_id(cm->tok);
+	int32_t bos = text_tok_bos_id(cm->tok), eos = cm->n_eos ? cm->eos[0] : text_tok_eos_id(cm->tok);
 	const char *bos_s = cm->meta->bos_token, *eos_s = cm->meta->eos_token;
-	coord_tmpl_vars v = {.add_generation_prompt = gen,
-			     .bos_token = bos_s ? bos_s : bos >= 0 ? coord_tok_id_to_token(cm->tok, bos) : NULL,
-			     .eos_token = eos_s ? eos_s : eos >= 0 ? coord_tok_id_to_token(cm->tok, eos) : NULL,
+	text_tmpl_vars v = {.add_generation_prompt = gen,
+			     .bos_token = bos_s ? bos_s : bos >= 0 ? text_tok_id_to_token(cm->tok, bos) : NULL,
+			     .eos_token = eos_s ? eos_s : eos >= 0 ? text_tok_id_to_token(cm->tok, eos) : NULL,
 			     .max_output_bytes = 4 * (size_t)COORD_MAX_PROMPT_BYTES};
 	char *text = NULL, err[SL_ERRLEN];
 	size_t len = 0, n = 0;
-	if (coord_tmpl_render(cm->tmpl, ms->m, ms->n, &v, &text, &len, err, sizeof err))
+	if (text_tmpl_render(cm->tmpl, ms->m, ms->n, &v, &text, &len, err, sizeof err))
 		return fail(e, 400, "messages", "the chat template refused the messages: %s", err);
 	int rc = 0;
 	if (len > COORD_MAX_PROMPT_BYTES)
 		rc = fail(e, 400, "messages", "the rendered conversation of %zu bytes exceeds the limit of %d",
 			  len, COORD_MAX_PROMPT_BYTES);
-	else if (coord_tok_encode(cm->tok, text, len, 0, &p->ids, &n, err, sizeof err))
+	else if (text_tok_encode(cm->tok, text, len, 0, &p->ids, &n, err, sizeof err))
 		rc = fail(e, 400, "messages", "cannot tokenize the conversation: %s", err);
 	else if (n == 0)
 		rc = fail(e, 400, "messages", "the conversation renders to no tokens");
@@ -1457,7 +1457,7 @@ void coord_oai_handle(coord *c, coord_http_call *x, int endpoint, const char *ar
 		coord_oai_error(x, 400, "invalid_request_error", NULL, NULL, "the request has no body");
 		return;
 	}
-	if (!coord_utf8_valid(body, len)) {
+	if (!text_utf8_valid(body, len)) {
 		coord_oai_error(x, 400, "invalid_request_error", NULL, NULL,
 				"the body is not valid UTF-8 (JSON must be)");
 		return;

@@ -21,7 +21,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 
-#include "http_call.h"
+#include "coordinator/http_call.h"
 
 struct coord;
 

@@ -5,11 +5,11 @@
  * Key 0 marks an empty slot, so a hash of 0 is stored as 1 (the same on
  * every call: only a collision more).
  */
-#include "prefix.h"
+#include "coordinator/prefix.h"
 
 #include <stdlib.h>
 
-#include "sl.h"
+#include "common/sl.h"
 
 #define PREFIX_MIN_SLOTS 1024
 

@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coord_int.h"
-#include "sl.h"
+#include "coordinator/coord_int.h"
+#include "common/sl.h"
 
 static size_t bucket(uint64_t id)
 {
@@ -90,7 +90,7 @@ void coord_req_dequeue(coord *c, coord_req *r)
 
 void coord_req_reset_output(coord_req *r)
 {
-	coord_detok_reset(r->detok);
+	text_detok_reset(r->detok);
 	r->n_generated = r->sent_chunk = r->node_done = 0;
 	r->held.n = r->text.n = r->ids.n = r->lps.n = r->gen.n = 0;
 	r->t_first = r->t_last_token = 0;
@@ -141,7 +141,7 @@ void coord_req_free(coord *c, coord_req *r)
 	free(r->stop);
 	free(r->stop_len);
 	free(r->prompt);
-	coord_detok_destroy(r->detok);
+	text_detok_destroy(r->detok);
 	free(r->held.p);
 	free(r->text.p);
 	free(r->ids.p);

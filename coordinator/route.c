@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "block_hash.h"
-#include "coord_int.h"
-#include "prefix.h"
-#include "sl.h"
+#include "common/block_hash.h"
+#include "coordinator/coord_int.h"
+#include "coordinator/prefix.h"
+#include "common/sl.h"
 
 /* The route score (docs/scheduling.md): cached share - LOAD_WEIGHT x load,
  * among groups whose load is below the least loaded's + IMBALANCE. */

@@ -12,8 +12,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "coord_int.h"
-#include "sl.h"
+#include "coordinator/coord_int.h"
+#include "common/sl.h"
 
 int coord_send_client(coord *c, const void *client, size_t client_len,
 		      const Shardline__Client__Reply *rep, int *zerrno)

@@ -14,7 +14,7 @@
  * (split brain after a partition) or two passive: the primary serves,
  * the backup yields, and both log it.
  */
-#include "standby.h"
+#include "coordinator/standby.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -23,7 +23,7 @@
 #include <zmq.h>
 
 #include "client/curve.h"
-#include "sl.h"
+#include "common/sl.h"
 
 #define STANDBY_DEAD_INTERVALS 3
 

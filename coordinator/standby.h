@@ -19,7 +19,7 @@
 
 #include <stddef.h>
 
-#include "coord.h"
+#include "coordinator/coord.h"
 
 typedef struct coord_standby coord_standby;
 

@@ -1,6 +1,6 @@
 /*
  * stream.c — from a group's token ids to a client's text: incremental
- * detokenization (whole UTF-8 characters only, coordinator/tokenizer.h),
+ * detokenization (whole UTF-8 characters only, text/tokenizer/tokenizer.h),
  * EOS, stop strings, max_tokens, and the final Done with usage and
  * timings.
  *
@@ -23,9 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coord_int.h"
-#include "metrics.h"
-#include "sl.h"
+#include "coordinator/coord_int.h"
+#include "coordinator/metrics.h"
+#include "common/sl.h"
 
 /* A Chunk or Done of r to its front door, through the sink that made r
  * (nothing once its client is gone or it was detached). */
@@ -150,7 +150,7 @@ void coord_stream_tokens(coord *c, coord_req *r, const int32_t *ids, size_t n,
 		}
 		const char *t;
 		size_t tl;
-		if (coord_detok_step(r->detok, id, &t, &tl) == 0 && tl &&
+		if (text_detok_step(r->detok, id, &t, &tl) == 0 && tl &&
 		    coord_bytes_add(&r->held, t, tl)) {
 			coord_finish(c, r, SHARDLINE__CLIENT__FINISH_REASON__ERROR, "out of memory");
 			return;
@@ -207,7 +207,7 @@ void coord_finish(coord *c, coord_req *r, Shardline__Client__FinishReason reason
 	if (normal) { /* bytes of an unfinished character become U+FFFD */
 		const char *t;
 		size_t tl;
-		if (coord_detok_finish(r->detok, &t, &tl) == 0 && tl)
+		if (text_detok_finish(r->detok, &t, &tl) == 0 && tl)
 			coord_bytes_add(&r->held, t, tl);
 		long at = r->n_stop ? find_stop(r) : -1;
 		if (at >= 0) {

@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coord_int.h"
-#include "sl.h"
+#include "coordinator/coord_int.h"
+#include "common/sl.h"
 
 typedef Shardline__Client__Submit pb_submit;
 #define E_BAD SHARDLINE__CLIENT__ERROR_CODE__BAD_REQUEST
@@ -141,7 +141,7 @@ static int encode_prompt(coord *c, const pb_submit *s, int model, int32_t **ids,
 		int flags = COORD_TOK_SPLIT_SPECIAL |
 			    (!s->has_add_special || s->add_special ? COORD_TOK_ADD_SPECIAL : 0);
 		char terr[SL_ERRLEN];
-		if (coord_tok_encode(c->models[model].tok, (const char *)s->prompt.data, s->prompt.len,
+		if (text_tok_encode(c->models[model].tok, (const char *)s->prompt.data, s->prompt.len,
 				     flags, ids, &cnt, terr, sizeof terr))
 			return snprintf(err, n, "cannot tokenize the prompt: %.400s", terr), E_BAD;
 		if (cnt == 0)
@@ -213,7 +213,7 @@ static coord_req *make_request(coord *c, const pb_submit *s, int model,
 	unsigned tmo = s->has_timeout_ms && s->timeout_ms ? s->timeout_ms : (unsigned)c->o.request_timeout_ms;
 	r->deadline = r->t_submit + tmo * 1e-3;
 	char err[SL_ERRLEN];
-	if (copy_stops(r, s) || coord_detok_create(c->models[model].tok, 1, &r->detok, err, sizeof err)) {
+	if (copy_stops(r, s) || text_detok_create(c->models[model].tok, 1, &r->detok, err, sizeof err)) {
 		coord_req_free(c, r);
 		return NULL;
 	}

@@ -11,8 +11,8 @@
 #include <cuda_fp8.h>
 #include <float.h>
 
-#include "cuda_util.cuh"
-#include "quant.h" /* KERN_FP8_E4M3_MAX */
+#include "kernels/cuda_util.cuh"
+#include "kernels/quant.h" /* KERN_FP8_E4M3_MAX */
 
 /* v times the IEEE reciprocal of the row's scale (no FMA contraction),
  * round to nearest even, saturating */

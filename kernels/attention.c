@@ -1,5 +1,5 @@
 /* attention.c — CPU reference paged causal GQA attention (two-pass softmax). */
-#include "attention.h"
+#include "kernels/attention.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -22,7 +22,7 @@
  */
 #include <stdlib.h>
 
-#include "attention_common.cuh"
+#include "kernels/attention_common.cuh"
 
 constexpr float kLog2e = 1.4426950408889634f;
 

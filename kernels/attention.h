@@ -7,7 +7,7 @@
 #ifndef KERN_ATTENTION_H
 #define KERN_ATTENTION_H
 
-#include "paged.h"
+#include "kernels/paged.h"
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -42,7 +42,7 @@ static inline int kern_attn_mma_shape(int head_dim, int group)
 }
 
 #ifdef SL_HAVE_CUDA
-#include "dtype.h"
+#include "common/dtype.h"
 typedef struct kern_attn_ws kern_attn_ws;  /* split-context scratch, sized once */
 int kern_attn_ws_create(int step_tokens, int n_heads, int head_dim, int max_ctx,
 			kern_attn_ws **out);

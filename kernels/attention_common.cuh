@@ -20,9 +20,9 @@
 
 #include <type_traits>
 
-#include "attention.h"
-#include "cuda_util.cuh"
-#include "mma.cuh"
+#include "kernels/attention.h"
+#include "kernels/cuda_util.cuh"
+#include "kernels/mma.cuh"
 
 constexpr int kThreads = 128;   /* decode and prefill: 4 warps */
 constexpr int kDecTile = 64;    /* decode: cache positions per shared-memory tile */

@@ -22,7 +22,7 @@
  * each warp convert its 16 rows of a tile to E in shared memory before
  * its MMAs. Launched by kern_attention_cuda (attention.cu).
  */
-#include "attention_common.cuh"
+#include "kernels/attention_common.cuh"
 
 namespace {
 

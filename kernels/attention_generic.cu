@@ -9,7 +9,7 @@
  * Reads an fp8 cache value by value. Launched by kern_attention_cuda
  * (attention.cu).
  */
-#include "attention_common.cuh"
+#include "kernels/attention_common.cuh"
 
 namespace {
 

@@ -18,7 +18,7 @@
  * kern_attention_cuda (attention.cu) before the decode blocks of the same
  * batch.
  */
-#include "attention_common.cuh"
+#include "kernels/attention_common.cuh"
 
 namespace {
 

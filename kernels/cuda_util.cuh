@@ -18,8 +18,8 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "checks.h"
-#include "dtype.h"
+#include "common/checks.h"
+#include "common/dtype.h"
 
 /* ---- scalar conversions (round to nearest even, as dtype.c does) ---- */
 

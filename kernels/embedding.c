@@ -1,5 +1,5 @@
 /* embedding.c — CPU reference for the embedding lookup. */
-#include "embedding.h"
+#include "kernels/embedding.h"
 
 #include <string.h>
 

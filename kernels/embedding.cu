@@ -3,8 +3,8 @@
  * and the indexed row copy (gather) used to pick the last position of each
  * sequence before the LM head. Semantics: kernels/embedding.c.
  */
-#include "cuda_util.cuh"
-#include "embedding.h"
+#include "kernels/cuda_util.cuh"
+#include "kernels/embedding.h"
 
 /* One block per token: out[i] = table[tokens[i] - row0] widened to fp32, or
  * zeros when the id is outside this vocab shard. */

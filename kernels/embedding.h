@@ -13,7 +13,7 @@ void kern_embedding_cpu(float *out, const float *table, const int32_t *tokens, i
 			int dim, int row0, int vocab_rows);
 
 #ifdef SL_HAVE_CUDA
-#include "dtype.h"
+#include "common/dtype.h"
 /* Same on the GPU: table in dtype `dt` (F16 or BF16); out is the fp32
  * residual stream [n, dim]. */
 /* out[i, :] = x[rows_dev[i], :], rows of dim elements of dt; rows_dev on the device. */

@@ -28,9 +28,9 @@
 
 #include <type_traits>
 
-#include "cuda_util.cuh"
-#include "epilogue.h"
-#include "rope.cuh"
+#include "kernels/cuda_util.cuh"
+#include "kernels/epilogue.h"
+#include "kernels/rope.cuh"
 
 /* silu(g) * u, kernels/swiglu.c's formula (expf, not __expf). */
 __device__ __forceinline__ float kern_silu_mul(float g, float u)

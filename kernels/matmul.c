@@ -4,7 +4,7 @@
  * against), and kern_matmul_cpu_fast beside it, what the CPU backend runs.
  * tests/unit/test_matmul.c holds the two together.
  */
-#include "matmul.h"
+#include "kernels/matmul.h"
 
 #include <stddef.h>
 #include <string.h>

@@ -25,10 +25,10 @@
 
 #include <type_traits>
 
-#include "cuda_util.cuh"
-#include "epilogue.cuh"
-#include "matmul.h"
-#include "mma.cuh"
+#include "kernels/cuda_util.cuh"
+#include "kernels/epilogue.cuh"
+#include "kernels/matmul.h"
+#include "kernels/mma.cuh"
 
 /* Hopper wants 32 MiB for its best kernels (cuBLAS docs, cublasSetWorkspace). */
 #define BLAS_WORKSPACE_BYTES (32u << 20)

@@ -17,8 +17,8 @@ void kern_matmul_cpu_fast(float *out, const float *x, const float *w, int n, int
 			  int out_dim);
 
 #ifdef SL_HAVE_CUDA
-#include "dtype.h"
-#include "epilogue.h"
+#include "common/dtype.h"
+#include "kernels/epilogue.h"
 typedef struct kern_blas kern_blas;    /* cuBLAS handle + workspace */
 int kern_blas_create(void *stream, kern_blas **out);
 void kern_blas_destroy(kern_blas *b);

@@ -6,8 +6,8 @@
  */
 #include <pthread.h>
 
-#include "cuda_util.cuh"
-#include "pdl.h"
+#include "kernels/cuda_util.cuh"
+#include "kernels/pdl.h"
 
 bool kern_pdl_small = false;
 

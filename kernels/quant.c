@@ -5,15 +5,15 @@
  * linear layer in fp32 on exactly the stored values. kernels/quant.cu is
  * tested against these; formats and layouts are in kernels/quant.h.
  */
-#include "quant.h"
+#include "kernels/quant.h"
 
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "checks.h"
-#include "sl.h"
+#include "common/checks.h"
+#include "common/sl.h"
 
 int kern_qformat_parse(const char *s)
 {

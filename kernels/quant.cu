@@ -61,11 +61,11 @@
 
 #include <type_traits>
 
-#include "act_fp8.cuh"
-#include "cuda_util.cuh"
-#include "epilogue.cuh"
-#include "mma.cuh"
-#include "quant.h"
+#include "kernels/act_fp8.cuh"
+#include "kernels/cuda_util.cuh"
+#include "kernels/epilogue.cuh"
+#include "kernels/mma.cuh"
+#include "kernels/quant.h"
 
 /* cuBLAS, cuBLASLt and the GEMV's split-K partials, in stream order. */
 #define QB_WORKSPACE_BYTES ((size_t)32 << 20)

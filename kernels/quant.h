@@ -97,8 +97,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dtype.h"
-#include "epilogue.h"
+#include "common/dtype.h"
+#include "kernels/epilogue.h"
 
 #ifdef __cplusplus
 extern "C" {

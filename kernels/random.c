@@ -1,7 +1,7 @@
 /* random.c — CPU reference random fill (Philox keyed by seed and index). */
-#include "random.h"
+#include "kernels/random.h"
 
-#include "sampling.h"
+#include "kernels/sampling.h"
 
 void kern_fill_uniform_cpu(float *dst, size_t n, float mean, float std, uint64_t seed)
 {

@@ -5,8 +5,8 @@
  */
 #include <curand.h>
 
-#include "cuda_util.cuh"
-#include "random.h"
+#include "kernels/cuda_util.cuh"
+#include "kernels/random.h"
 
 template <typename T>
 __global__ void scale_kernel(T *dst, const float *u, size_t n, float mean, float a)

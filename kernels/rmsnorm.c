@@ -1,5 +1,5 @@
 /* rmsnorm.c — CPU reference for RMSNorm and residual-add + RMSNorm. */
-#include "rmsnorm.h"
+#include "kernels/rmsnorm.h"
 
 #include <math.h>
 #include <stddef.h>

@@ -11,9 +11,9 @@
  * registers, for fp8's W8A8 projection that reads it (act_fp8.cuh).
  * Semantics: kernels/rmsnorm.c.
  */
-#include "act_fp8.cuh"
-#include "cuda_util.cuh"
-#include "rmsnorm.h"
+#include "kernels/act_fp8.cuh"
+#include "kernels/cuda_util.cuh"
+#include "kernels/rmsnorm.h"
 
 #define NORM_THREADS 256
 

@@ -19,7 +19,7 @@ void kern_add_rmsnorm_cpu(float *residual, const float *delta, const float *w, f
 			  int n, int dim, float eps);
 
 #ifdef SL_HAVE_CUDA
-#include "dtype.h"
+#include "common/dtype.h"
 /* GPU: x, out, w in dtype dt; the residual stream is kept in fp32. */
 int kern_rmsnorm_cuda(void *out, const float *x, const void *w, int n, int dim, float eps,
 		      sl_dtype dt, void *stream);

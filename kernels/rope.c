@@ -1,11 +1,11 @@
 /* rope.c — CPU reference for RoPE frequencies and the fused rotate + KV
  * write (fp32 cache values, or fp32 values rounded through fp8 E4M3). */
-#include "rope.h"
+#include "kernels/rope.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "quant.h"
+#include "kernels/quant.h"
 
 void kern_rope_inv_freq(float *inv_freq, int head_dim, const kern_rope_params *p)
 {

@@ -14,8 +14,8 @@
  */
 #include <type_traits>
 
-#include "rope.cuh"
-#include "rope.h"
+#include "kernels/rope.cuh"
+#include "kernels/rope.h"
 
 #define ROPE_THREADS 128
 #define ROPE_MAX_Y 16 /* blocks per token */

@@ -11,7 +11,7 @@
 
 #include <type_traits>
 
-#include "cuda_util.cuh"
+#include "kernels/cuda_util.cuh"
 
 /* kern_kv_offset (paged.h) on the device. */
 __device__ __forceinline__ long kv_offset(int slot, int kv_head, int n_kv_heads, int block_tokens,

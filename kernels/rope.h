@@ -6,7 +6,7 @@
 #ifndef KERN_ROPE_H
 #define KERN_ROPE_H
 
-#include "paged.h"
+#include "kernels/paged.h"
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -33,7 +33,7 @@ void kern_rope_kv_write_cpu(float *qkv, float *k_cache, float *v_cache, const ke
 			    int kv_fp8);
 
 #ifdef SL_HAVE_CUDA
-#include "dtype.h"
+#include "common/dtype.h"
 /* GPU: qkv in dtype dt, caches in dt or (kv_fp8) E4M3 codes, one byte per
  * value; inv_freq fp32 on the device. */
 int kern_rope_kv_write_cuda(void *qkv, void *k_cache, void *v_cache, const kern_paged_batch *b,

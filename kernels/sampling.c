@@ -4,9 +4,9 @@
  * and min-p, the Philox draw, and log-probs of the raw distribution.
  * Plain loops: this is the specification the CUDA sampler is tested against.
  */
-#include "sampling.h"
+#include "kernels/sampling.h"
 
-#include "philox.h"
+#include "kernels/philox.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -46,9 +46,9 @@
 #include <limits.h>
 #include <stdlib.h>
 
-#include "cuda_util.cuh"
-#include "sampling.h"
-#include "philox.h"
+#include "kernels/cuda_util.cuh"
+#include "kernels/sampling.h"
+#include "kernels/philox.h"
 
 #define SAMPLE_CHUNK_ROWS 32 /* rows sorted per pass: bounds the scratch */
 #define PREP_THREADS 512

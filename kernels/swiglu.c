@@ -1,5 +1,5 @@
 /* swiglu.c — CPU reference for silu(gate) * up. */
-#include "swiglu.h"
+#include "kernels/swiglu.h"
 
 #include <math.h>
 #include <stddef.h>

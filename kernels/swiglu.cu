@@ -6,10 +6,10 @@
  * quantizes the row for fp8's W8A8 down projection (act_fp8.cuh).
  * Semantics and formula: kernels/swiglu.c.
  */
-#include "act_fp8.cuh"
-#include "cuda_util.cuh"
-#include "epilogue.cuh" /* kern_silu_mul: the GEMVs' fused SwiGLU uses it too */
-#include "swiglu.h"
+#include "kernels/act_fp8.cuh"
+#include "kernels/cuda_util.cuh"
+#include "kernels/epilogue.cuh" /* kern_silu_mul: the GEMVs' fused SwiGLU uses it too */
+#include "kernels/swiglu.h"
 
 template <typename T, bool VEC>
 __global__ void silu_mul_kernel(T *__restrict__ out, const T *__restrict__ gate_up, long n,

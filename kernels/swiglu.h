@@ -13,7 +13,7 @@ extern "C" {
 void kern_silu_mul_cpu(float *out, const float *gate_up, int n, int hidden);
 
 #ifdef SL_HAVE_CUDA
-#include "dtype.h"
+#include "common/dtype.h"
 int kern_silu_mul_cuda(void *out, const void *gate_up, int n, int hidden, sl_dtype dt,
 		       void *stream);
 /* kern_silu_mul_cuda that also writes out's fp8 activations for the W8A8

@@ -20,10 +20,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dtype.h"
-#include "paged.h"
-#include "quant.h"
-#include "sampling.h"
+#include "common/dtype.h"
+#include "kernels/paged.h"
+#include "kernels/quant.h"
+#include "kernels/sampling.h"
 
 typedef struct node_backend node_backend;
 struct node_backend_limits;

@@ -12,16 +12,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attention.h"
-#include "backend.h"
-#include "embedding.h"
-#include "matmul.h"
-#include "quant.h"
-#include "random.h"
-#include "rmsnorm.h"
-#include "rope.h"
-#include "sl.h"
-#include "swiglu.h"
+#include "kernels/attention.h"
+#include "node/backend.h"
+#include "kernels/embedding.h"
+#include "kernels/matmul.h"
+#include "kernels/quant.h"
+#include "kernels/random.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+#include "common/sl.h"
+#include "kernels/swiglu.h"
 
 /* Scratch for the sampler's sort, grown to the largest vocabulary seen;
  * the KV dtype from reserve. */

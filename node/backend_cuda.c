@@ -16,9 +16,9 @@
  * layout (node_backend_cuda_check), so a node refuses a shape they cannot
  * run at start, naming the flag or config field, not at its first step.
  */
-#include "attention.h"
-#include "backend.h"
-#include "sl.h"
+#include "kernels/attention.h"
+#include "node/backend.h"
+#include "common/sl.h"
 
 int node_backend_cuda_check(const node_backend_limits *lim, char *err, size_t errlen)
 {
@@ -51,15 +51,15 @@ int node_backend_cuda_check(const node_backend_limits *lim, char *err, size_t er
 #include <stdlib.h>
 #include <string.h>
 
-#include "checks.h"
-#include "embedding.h"
-#include "matmul.h"
-#include "pdl.h"
-#include "quant.h"
-#include "random.h"
-#include "rmsnorm.h"
-#include "rope.h"
-#include "swiglu.h"
+#include "common/checks.h"
+#include "kernels/embedding.h"
+#include "kernels/matmul.h"
+#include "kernels/pdl.h"
+#include "kernels/quant.h"
+#include "kernels/random.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+#include "kernels/swiglu.h"
 
 #define MAX_GRAPHS 1024
 

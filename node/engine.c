@@ -4,16 +4,16 @@
  * number of sequences when one is added. A step allocates nothing but the
  * growth of a sequence's token list.
  */
-#include "engine.h"
+#include "node/engine.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "block_hash.h"
-#include "kv.h"
-#include "plan.h"
-#include "sl.h"
-#include "step.h"
+#include "common/block_hash.h"
+#include "node/kv.h"
+#include "node/plan.h"
+#include "common/sl.h"
+#include "node/step.h"
 
 typedef struct seq {
 	int id, used;

@@ -35,8 +35,8 @@
 
 #include <stdint.h>
 
-#include "model.h"
-#include "sampling.h"
+#include "node/model.h"
+#include "kernels/sampling.h"
 
 typedef struct node_engine node_engine;
 

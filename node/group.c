@@ -1,18 +1,18 @@
 /*
  * group.c — node group start-up and shutdown (see group.h).
  */
-#include "group.h"
+#include "node/group.h"
 
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm.h"
+#include "parallel/comm.h"
 #ifdef SL_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
-#include "sl.h"
-#include "step.h"
+#include "common/sl.h"
+#include "node/step.h"
 
 int node_group_under_mpi(void)
 {

@@ -9,7 +9,7 @@
 
 #include <stddef.h>
 
-#include "model.h"
+#include "node/model.h"
 
 typedef struct node_group_opts {
 	const char *model_dir;

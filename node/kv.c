@@ -6,13 +6,13 @@
  * block). Everything is allocated at create, so a step allocates nothing
  * here but the growth of a table's block list.
  */
-#include "kv.h"
+#include "node/kv.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "sl.h"
+#include "common/sl.h"
 
 struct kv_pool {
 	int n_blocks, block_tokens;

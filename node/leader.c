@@ -11,7 +11,7 @@
  * since the previous one, so the coordinator's picture of the cache
  * (coordinator/route.c) is at most one message old.
  */
-#include "leader.h"
+#include "node/leader.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -20,15 +20,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "checks.h"
+#include "common/checks.h"
 #include "client/curve.h"
-#include "engine.h"
+#include "node/engine.h"
 #include "proto/node.pb-c.h"
-#include "rng.h"
-#include "scheduler.h"
-#include "sl.h"
-#include "step.h"
-#include "wire.h"
+#include "common/rng.h"
+#include "node/scheduler.h"
+#include "common/sl.h"
+#include "node/step.h"
+#include "proto/wire.h"
 
 #define LEADER_MAX_MSG (64 << 20)   /* largest message taken from the coordinator */
 #define LEADER_DEAD_INTERVALS 3

@@ -24,8 +24,8 @@
 #include <signal.h>
 #include <stddef.h>
 
-#include "group.h"
-#include "scheduler.h"
+#include "node/group.h"
+#include "node/scheduler.h"
 
 typedef struct node_leader_opts {
 	const char *coordinator;   /* tcp://host:port, or EP1,EP2: a standby pair (both used) */

@@ -12,16 +12,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "allreduce.h"
-#include "args.h"
-#include "comm.h"
-#include "engine.h"
+#include "parallel/allreduce.h"
+#include "common/args.h"
+#include "parallel/comm.h"
+#include "node/engine.h"
 #include "client/curve.h"
-#include "group.h"
-#include "leader.h"
-#include "shapes.h"
-#include "sl.h"
-#include "step.h"
+#include "node/group.h"
+#include "node/leader.h"
+#include "node/shapes.h"
+#include "common/sl.h"
+#include "node/step.h"
 
 #define MAX_PROMPTS 256
 

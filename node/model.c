@@ -14,10 +14,10 @@
  */
 #include <math.h>
 
-#include "comm.h"
-#include "model.h"
-#include "checks.h"
-#include "sl.h"
+#include "parallel/comm.h"
+#include "node/model.h"
+#include "common/checks.h"
+#include "common/sl.h"
 
 /* Sum partial results across the tensor-parallel group. */
 static int tp_all_reduce(model *m, void *buf, size_t n, sl_dtype dt)

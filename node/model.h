@@ -11,11 +11,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend.h"
-#include "config.h"
-#include "grid.h"
-#include "paged.h"
-#include "quant.h"
+#include "node/backend.h"
+#include "formats/config.h"
+#include "parallel/grid.h"
+#include "kernels/paged.h"
+#include "kernels/quant.h"
 
 /* The four projections are kern_qweight descriptors (kernels/quant.h):
  * format KERN_Q_NONE holds the run dtype's [rows, cols] matrix in data;

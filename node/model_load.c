@@ -13,7 +13,7 @@
  * gguf_unpermute). Fused layouts: q|k|v rows in one matrix and gate|up rows
  * in another, so each is one GEMM.
  */
-#include "model.h"
+#include "node/model.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -21,12 +21,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "random.h"
-#include "rope.h"
-#include "safetensors.h"
-#include "gguf.h"
-#include "checks.h"
-#include "sl.h"
+#include "kernels/random.h"
+#include "kernels/rope.h"
+#include "formats/safetensors.h"
+#include "formats/gguf.h"
+#include "common/checks.h"
+#include "common/sl.h"
 
 /* Loading context: where slices come from and the staging buffers. */
 typedef struct loader {

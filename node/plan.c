@@ -5,12 +5,12 @@
  * parameters. All ranks of a group run the same build, so
  * structs travel as bytes.
  */
-#include "plan.h"
+#include "node/plan.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "sl.h"
+#include "common/sl.h"
 
 #define PLAN_MAGIC 0x534c504e /* "SLPN" */
 

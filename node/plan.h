@@ -13,8 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "paged.h"
-#include "sampling.h"
+#include "kernels/paged.h"
+#include "kernels/sampling.h"
 
 enum { NODE_PLAN_STEP = 1, NODE_PLAN_STOP = 2 };
 

@@ -5,12 +5,12 @@
  * waiting ones in arrival order. Counts are small (hundreds), so linear
  * scans keep it obvious.
  */
-#include "scheduler.h"
+#include "node/scheduler.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "sl.h"
+#include "common/sl.h"
 
 typedef struct sched_req {
 	uint64_t req_id;

@@ -29,7 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine.h"
+#include "node/engine.h"
 
 typedef struct node_sched node_sched;
 

@@ -1,9 +1,9 @@
 /* shapes.c — the named model shapes of shapes.h. */
-#include "shapes.h"
+#include "node/shapes.h"
 
 #include <string.h>
 
-#include "sl.h"
+#include "common/sl.h"
 
 typedef struct shape {
 	const char *name;

@@ -7,7 +7,7 @@
 #ifndef NODE_SHAPES_H
 #define NODE_SHAPES_H
 
-#include "config.h"
+#include "formats/config.h"
 
 /* Fill *c for `name`; SL_EINVAL when the name is unknown. */
 int model_config_shape(const char *name, sl_dtype dtype, model_config *c);

@@ -3,15 +3,15 @@
  * slicing, the stage-to-stage hand-off, sampling on the last stage and the
  * return of tokens (and log-probs) to the leader.
  */
-#include "step.h"
+#include "node/step.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "comm.h"
-#include "checks.h"
-#include "sl.h"
+#include "parallel/comm.h"
+#include "common/checks.h"
+#include "common/sl.h"
 
 /* Scratch every step needs, taken once when the stepper is created (the
  * step loop allocates nothing). Who runs steps owns one: the engine on the

@@ -15,8 +15,8 @@
 #ifndef NODE_STEP_H
 #define NODE_STEP_H
 
-#include "model.h"
-#include "plan.h"
+#include "node/model.h"
+#include "node/plan.h"
 
 /* The scratch steps need, sized once from m's limits; created by whoever
  * runs steps (the engine on the leader; node_worker_loop on the others). */

@@ -10,15 +10,15 @@
  * duplicate of the tp communicator. Called by comm_nccl.c, by
  * tests/gpu/test_allreduce.c and by bench/allreduce.c.
  */
-#include "allreduce.h"
+#include "parallel/allreduce.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "args.h"
-#include "sl.h"
+#include "common/args.h"
+#include "common/sl.h"
 
 /* ---- size rules (host only) ---- */
 
@@ -121,8 +121,8 @@ int par_car_limits_from_env(int tp, par_car_limits *l, char *err, size_t errlen)
 #include <cuda_runtime_api.h>
 #include <time.h>
 
-#include "allreduce_dev.h"
-#include "checks.h"
+#include "parallel/allreduce_dev.h"
+#include "common/checks.h"
 
 #define BUS_ID_LEN 32
 

@@ -39,8 +39,8 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "allreduce_dev.h"
-#include "cuda_util.cuh"
+#include "parallel/allreduce_dev.h"
+#include "kernels/cuda_util.cuh"
 
 /* ---- flags: the only cross-GPU synchronisation ---- */
 

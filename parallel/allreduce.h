@@ -16,8 +16,8 @@
 
 #include <stddef.h>
 
-#include "comm.h"
-#include "dtype.h"
+#include "parallel/comm.h"
+#include "common/dtype.h"
 
 typedef enum {
 	PAR_AR_AUTO = 0,   /* par_car_allreduce: one-shot or two-shot by size */

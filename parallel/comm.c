@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm_impl.h"
-#include "checks.h"
-#include "sl.h"
+#include "parallel/comm_impl.h"
+#include "common/checks.h"
+#include "common/sl.h"
 
 #define TAG_PLAN 11
 #define TAG_ACT 12

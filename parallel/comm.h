@@ -16,8 +16,8 @@
 
 #include <stddef.h>
 
-#include "dtype.h"
-#include "grid.h"
+#include "common/dtype.h"
+#include "parallel/grid.h"
 
 typedef struct par_comm par_comm;
 

@@ -7,7 +7,7 @@
 
 #include <mpi.h>
 
-#include "comm.h"
+#include "parallel/comm.h"
 
 typedef struct par_comm_ops {
 	int (*allreduce)(par_comm *c, void *buf, size_t count, sl_dtype dt);

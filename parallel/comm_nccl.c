@@ -16,10 +16,10 @@
 #include <nccl.h>
 #include <stdlib.h>
 
-#include "allreduce.h"
-#include "comm_impl.h"
-#include "checks.h"
-#include "sl.h"
+#include "parallel/allreduce.h"
+#include "parallel/comm_impl.h"
+#include "common/checks.h"
+#include "common/sl.h"
 
 typedef struct nccl_state {
 	ncclComm_t tp, world;

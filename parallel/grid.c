@@ -1,7 +1,7 @@
 /* grid.c — the Megatron-style split of one model over a tp x pp grid. */
-#include "grid.h"
+#include "parallel/grid.h"
 
-#include "sl.h"
+#include "common/sl.h"
 
 #include <limits.h>
 

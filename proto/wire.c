@@ -1,13 +1,13 @@
 /*
  * wire.c — protobuf frames over ZeroMQ (see wire.h).
  */
-#include "wire.h"
+#include "proto/wire.h"
 
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "sl.h"
+#include "common/sl.h"
 
 int sl_wire_send(void *sock, const void *ident, size_t ident_len, const ProtobufCMessage *m,
 		    int *zerrno)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Conformance of the C tokenizer (coordinator/tokenizer.c) with Hugging Face
+"""Conformance of the C tokenizer (text/tokenizer/tokenizer.c) with Hugging Face
 `tokenizers`, id for id.
 
 Owner: coordinator tokenizer.  Caller: `make test` / `make test-tokenizer`

@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "args.h"
+#include "common/args.h"
 #include "client/client.h"
 #include "client/curve.h"
-#include "sl.h"
+#include "common/sl.h"
 
 #define MAX_STOPS 16
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Records what Hugging Face transformers renders for real chat templates, so
-the C renderer (coordinator/chat_template*.c) can be checked byte for byte
+the C renderer (text/jinja/chat_template*.c) can be checked byte for byte
 without Python.
 
 Owner: coordinator chat templates.  Caller: a developer, by hand, when the

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Make tests/data/gguf/quant_ref.gguf: the reference for shardline's GGUF
-dequantization (common/gguf_quant.c), written by the `gguf` package that
+dequantization (formats/gguf_quant.c), written by the `gguf` package that
 ships with llama.cpp (gguf-py), so the test also reads a file made by an
 independent writer.
 

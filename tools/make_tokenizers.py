@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Builds the small test tokenizers under tests/data/ with Hugging Face
-`tokenizers`, so the C tokenizer (coordinator/tokenizer.c) can be checked
+`tokenizers`, so the C tokenizer (text/tokenizer/tokenizer.c) can be checked
 against the reference implementation without downloading model files.
 
 Owner: coordinator tokenizer.  Callers: a developer, by hand, when the test
@@ -74,7 +74,7 @@ from tokenizers import (AddedToken, Regex, Tokenizer, decoders, models,
                         normalizers, pre_tokenizers, processors, trainers)
 
 # The pre-tokenizer regexes of the families.  The DeepSeek LLM list is
-# llama.cpp's LLAMA_VOCAB_PRE_TYPE_DEEPSEEK_LLM (coordinator/tok_gguf.c
+# llama.cpp's LLAMA_VOCAB_PRE_TYPE_DEEPSEEK_LLM (text/tokenizer/tok_gguf.c
 # carries the same strings), written with escapes so no editor can
 # normalize its compatibility characters (U+2126, U+212A, ...).
 QWEN2_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"

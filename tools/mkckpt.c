@@ -12,11 +12,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "args.h"
-#include "safetensors.h"
-#include "tools/st_writer.h"
-#include "rng.h"
-#include "sl.h"
+#include "common/args.h"
+#include "formats/safetensors.h"
+#include "formats/st_writer.h"
+#include "common/rng.h"
+#include "common/sl.h"
 
 typedef struct ck_args {
 	const char *out;

@@ -38,13 +38,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "args.h"
-#include "checks.h"
-#include "coordinator/tokenizer.h"
-#include "engine.h"
-#include "group.h"
-#include "sl.h"
-#include "step.h"
+#include "common/args.h"
+#include "common/checks.h"
+#include "text/tokenizer/tokenizer.h"
+#include "node/engine.h"
+#include "node/group.h"
+#include "common/sl.h"
+#include "node/step.h"
 
 #define MAX_CONFIGS 16
 #define MAX_PROMPTS 8
@@ -181,20 +181,20 @@ static int tokenize(const ppl_args *a, int32_t **ids, size_t *n, int32_t *bos, c
 {
 	char path[1100], *text = NULL;
 	size_t len = 0;
-	coord_tok *t = NULL;
+	text_tok *t = NULL;
 	if (model_path_is_file(a->model))
 		snprintf(path, sizeof path, "%s", a->model);
 	else
 		snprintf(path, sizeof path, "%s/tokenizer.json", a->model);
-	int rc = coord_tok_load(path, &t, err, errlen);
+	int rc = text_tok_load(path, &t, err, errlen);
 	if (!rc)
 		rc = sl_read_file(a->text, &text, &len, err, errlen);
 	if (!rc)
-		rc = coord_tok_encode(t, text, len, 0, ids, n, err, errlen);
+		rc = text_tok_encode(t, text, len, 0, ids, n, err, errlen);
 	if (!rc) /* no BOS (SmolLM2): its end-of-text token separates documents */
-		*bos = coord_tok_bos_id(t) >= 0 ? coord_tok_bos_id(t) : coord_tok_eos_id(t);
+		*bos = text_tok_bos_id(t) >= 0 ? text_tok_bos_id(t) : text_tok_eos_id(t);
 	free(text);
-	coord_tok_destroy(t);
+	text_tok_destroy(t);
 	return rc;
 }
 

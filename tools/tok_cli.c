@@ -12,22 +12,22 @@
  *
  * TOKENIZER.json may also be a GGUF file (its tokenizer.ggml.* keys);
  * export prints the equivalent tokenizer.json that Hugging Face
- * `tokenizers` loads (coordinator/tok_gguf.c says how it maps).
+ * `tokenizers` loads (text/tokenizer/tok_gguf.c says how it maps).
  *
  * Batch mode reads one request per line and answers each with exactly one
  * line, so a script can pipe thousands of cases through one process.  Text
  * travels hex-encoded, so any bytes (newlines, invalid UTF-8) survive:
  *   E <flags> <hex text>   ->  ids separated by spaces (flags: 1 add special,
  *                              2 split special, as COORD_TOK_*)
- *   D <skip> <id>...       ->  hex of coord_tok_decode's text
- *   S <skip> <id>...       ->  hex of the coord_detok chunks joined; the line
+ *   D <skip> <id>...       ->  hex of text_tok_decode's text
+ *   S <skip> <id>...       ->  hex of the text_detok chunks joined; the line
  *                              starts "BADCHUNK " if a chunk was not whole
  *                              UTF-8
  *   I                      ->  "<vocab size> <bos id> <eos id>"
  * A failed request answers "ERR <message>".
  */
-#include "sl.h"
-#include "coordinator/tokenizer.h"
+#include "common/sl.h"
+#include "text/tokenizer/tokenizer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,7 +114,7 @@ static long parse_ids(char *s, int32_t **ids)
 	return (long)n;
 }
 
-static void batch_encode(const coord_tok *t, char *args)
+static void batch_encode(const text_tok *t, char *args)
 {
 	char err[SL_ERRLEN], *sp = strchr(args, ' ');
 	int flags = atoi(args);
@@ -126,7 +126,7 @@ static void batch_encode(const coord_tok *t, char *args)
 		printf("ERR bad hex\n");
 		return;
 	}
-	if (coord_tok_encode(t, sp ? sp + 1 : "", (size_t)len, flags, &ids, &n, err, sizeof err)) {
+	if (text_tok_encode(t, sp ? sp + 1 : "", (size_t)len, flags, &ids, &n, err, sizeof err)) {
 		printf("ERR %s\n", err);
 		return;
 	}
@@ -134,7 +134,7 @@ static void batch_encode(const coord_tok *t, char *args)
 	free(ids);
 }
 
-static void batch_decode(const coord_tok *t, char *args, int stream)
+static void batch_decode(const text_tok *t, char *args, int stream)
 {
 	char err[SL_ERRLEN], *sp = strchr(args, ' '), *text = NULL;
 	int skip = atoi(args);
@@ -147,7 +147,7 @@ static void batch_decode(const coord_tok *t, char *args, int stream)
 		return;
 	}
 	if (!stream) {
-		if (coord_tok_decode(t, ids, (size_t)n, skip, &text, &len, err, sizeof err))
+		if (text_tok_decode(t, ids, (size_t)n, skip, &text, &len, err, sizeof err))
 			printf("ERR %s\n", err);
 		else
 			print_hex(text, len);
@@ -155,8 +155,8 @@ static void batch_decode(const coord_tok *t, char *args, int stream)
 		free(ids);
 		return;
 	}
-	coord_detok *d;
-	if (coord_detok_create(t, skip, &d, err, sizeof err)) {
+	text_detok *d;
+	if (text_detok_create(t, skip, &d, err, sizeof err)) {
 		printf("ERR %s\n", err);
 		free(ids);
 		return;
@@ -167,8 +167,8 @@ static void batch_decode(const coord_tok *t, char *args, int stream)
 	for (long i = 0; i <= n && all; i++) {
 		const char *chunk;
 		size_t cl;
-		int rc = i < n ? coord_detok_step(d, ids[i], &chunk, &cl)
-			       : coord_detok_finish(d, &chunk, &cl);
+		int rc = i < n ? text_detok_step(d, ids[i], &chunk, &cl)
+			       : text_detok_finish(d, &chunk, &cl);
 		char *na = realloc(all, all_len + cl + 1);
 		if (rc || !na) {
 			free(na ? na : all);
@@ -176,7 +176,7 @@ static void batch_decode(const coord_tok *t, char *args, int stream)
 			break;
 		}
 		all = na;
-		bad |= !coord_utf8_valid(chunk, cl);
+		bad |= !text_utf8_valid(chunk, cl);
 		memcpy(all + all_len, chunk, cl);
 		all_len += cl;
 	}
@@ -188,11 +188,11 @@ static void batch_decode(const coord_tok *t, char *args, int stream)
 		print_hex(all, all_len);
 	}
 	free(all);
-	coord_detok_destroy(d);
+	text_detok_destroy(d);
 	free(ids);
 }
 
-static int run_batch(const coord_tok *t)
+static int run_batch(const text_tok *t)
 {
 	char *line = NULL;
 	size_t cap = 0;
@@ -211,8 +211,8 @@ static int run_batch(const coord_tok *t)
 			batch_decode(t, args, line[0] == 'S');
 			break;
 		case 'I':
-			printf("%d %d %d\n", coord_tok_vocab_size(t), coord_tok_bos_id(t),
-			       coord_tok_eos_id(t));
+			printf("%d %d %d\n", text_tok_vocab_size(t), text_tok_bos_id(t),
+			       text_tok_eos_id(t));
 			break;
 		default:
 			printf("ERR unknown request '%c'\n", line[0]);
@@ -223,7 +223,7 @@ static int run_batch(const coord_tok *t)
 	return 0;
 }
 
-static int run_encode(const coord_tok *t, int argc, char **argv)
+static int run_encode(const text_tok *t, int argc, char **argv)
 {
 	int flags = COORD_TOK_ADD_SPECIAL;
 	const char *text = NULL;
@@ -243,7 +243,7 @@ static int run_encode(const coord_tok *t, int argc, char **argv)
 		usage();
 		return 2;
 	}
-	if (coord_tok_encode(t, text, strlen(text), flags, &ids, &n, err, sizeof err)) {
+	if (text_tok_encode(t, text, strlen(text), flags, &ids, &n, err, sizeof err)) {
 		fprintf(stderr, "shardline-tok: %s\n", err);
 		return 1;
 	}
@@ -252,7 +252,7 @@ static int run_encode(const coord_tok *t, int argc, char **argv)
 	return 0;
 }
 
-static int run_decode(const coord_tok *t, int argc, char **argv)
+static int run_decode(const text_tok *t, int argc, char **argv)
 {
 	int32_t *ids = calloc((size_t)argc + 1, sizeof *ids);
 	size_t n = 0;
@@ -268,7 +268,7 @@ static int run_decode(const coord_tok *t, int argc, char **argv)
 		else
 			ids[n++] = (int32_t)strtol(argv[i], NULL, 10);
 	}
-	if (coord_tok_decode(t, ids, n, skip, &text, &len, err, sizeof err)) {
+	if (text_tok_decode(t, ids, n, skip, &text, &len, err, sizeof err)) {
 		fprintf(stderr, "shardline-tok: %s\n", err);
 		rc = 1;
 	} else {
@@ -285,11 +285,11 @@ static int run_export(const char *path)
 	char err[SL_ERRLEN], *json;
 	size_t len;
 
-	if (!coord_tok_is_gguf(path)) {
+	if (!text_tok_is_gguf(path)) {
 		fprintf(stderr, "shardline-tok: export reads a GGUF file; %s is not one\n", path);
 		return 2;
 	}
-	if (coord_tok_gguf_json(path, &json, &len, err, sizeof err)) {
+	if (text_tok_gguf_json(path, &json, &len, err, sizeof err)) {
 		fprintf(stderr, "shardline-tok: %s\n", err);
 		return 1;
 	}
@@ -302,7 +302,7 @@ static int run_export(const char *path)
 int main(int argc, char **argv)
 {
 	char err[SL_ERRLEN];
-	coord_tok *t;
+	text_tok *t;
 	int rc;
 
 	if (argc < 3) {
@@ -311,7 +311,7 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(argv[2], "export") == 0)
 		return run_export(argv[1]);
-	if (coord_tok_load(argv[1], &t, err, sizeof err)) {
+	if (text_tok_load(argv[1], &t, err, sizeof err)) {
 		fprintf(stderr, "shardline-tok: %s\n", err);
 		return 1;
 	}
@@ -322,13 +322,13 @@ int main(int argc, char **argv)
 	} else if (strcmp(argv[2], "decode") == 0) {
 		rc = run_decode(t, argc - 3, argv + 3);
 	} else if (strcmp(argv[2], "info") == 0) {
-		printf("vocab_size %d\nbos %d\neos %d\n", coord_tok_vocab_size(t),
-		       coord_tok_bos_id(t), coord_tok_eos_id(t));
+		printf("vocab_size %d\nbos %d\neos %d\n", text_tok_vocab_size(t),
+		       text_tok_bos_id(t), text_tok_eos_id(t));
 		rc = 0;
 	} else {
 		usage();
 		rc = 2;
 	}
-	coord_tok_destroy(t);
+	text_tok_destroy(t);
 	return rc;
 }

@@ -7,10 +7,10 @@
  */
 #include <math.h>
 
-#include "config.h"
+#include "formats/config.h"
 #include "fuzz_util.h"
-#include "grid.h"
-#include "sl.h"
+#include "parallel/grid.h"
+#include "common/sl.h"
 
 static void check_config(const model_config *m)
 {

@@ -6,10 +6,10 @@
  * read back through sl_gguf_read_slice (dequantized to F32, and to F16),
  * bounded so a fuzzed shape cannot ask for gigabytes.
  */
-#include "config.h"
+#include "formats/config.h"
 #include "fuzz_util.h"
-#include "gguf.h"
-#include "sl.h"
+#include "formats/gguf.h"
+#include "common/sl.h"
 
 #define MAX_ELEMS 4096
 

@@ -7,8 +7,8 @@
  * that unpacks is packed again and must unpack to the same counts.
  */
 #include "fuzz_util.h"
-#include "plan.h"
-#include "sl.h"
+#include "node/plan.h"
+#include "common/sl.h"
 
 static volatile uint64_t g_sink;
 

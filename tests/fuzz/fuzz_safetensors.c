@@ -6,8 +6,8 @@
  * to BF16, so ASan sees any offset or size the header made up.
  */
 #include "fuzz_util.h"
-#include "safetensors.h"
-#include "sl.h"
+#include "formats/safetensors.h"
+#include "common/sl.h"
 #include "st_fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -6,8 +6,8 @@
  * folder or give a set whose every tensor reads back (st_fuzz.h).
  */
 #include "fuzz_util.h"
-#include "safetensors.h"
-#include "sl.h"
+#include "formats/safetensors.h"
+#include "common/sl.h"
 #include "st_fuzz.h"
 
 /* b.safetensors: header length, header JSON (padded to 8), data. */

@@ -14,7 +14,7 @@ static const char *const k_names[8] = {
 	"llama2-small", "llama3-small", "gpt2-small", "qwen2-small",
 	"smollm2-small", "misc-small", "misc2-small", "llama2-small-added",
 };
-static coord_tok *g_tok[8];
+static text_tok *g_tok[8];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -22,7 +22,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	for (int i = 0; i < 8; i++) {
 		snprintf(path, sizeof path, "%s/tests/data/%s/tokenizer.json", fuzz_repo_dir(),
 			 k_names[i]);
-		if (coord_tok_load(path, &g_tok[i], err, sizeof err)) {
+		if (text_tok_load(path, &g_tok[i], err, sizeof err)) {
 			fprintf(stderr, "fuzz_tok_text: %s (set SL_FUZZ_REPO to the checkout)\n", err);
 			exit(1);
 		}
@@ -35,12 +35,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fuzz_selftest(data, size);
 	if (size < 1)
 		return 0;
-	const coord_tok *t = g_tok[data[0] & 7];
+	const text_tok *t = g_tok[data[0] & 7];
 	int flags = (data[0] >> 3) & 3;
 	fuzz_tok_roundtrip(t, (const char *)data + 1, size - 1, flags);
 	size_t n = (size - 1) / 2;
 	int32_t *ids = malloc((n ? n : 1) * sizeof *ids);
-	int32_t span = coord_tok_vocab_size(t) + 16;
+	int32_t span = text_tok_vocab_size(t) + 16;
 	for (size_t i = 0; i < n; i++)
 		ids[i] = (int32_t)((data[1 + 2 * i] | data[2 + 2 * i] << 8) % span) - 8;
 	fuzz_tok_decode(t, ids, n);

@@ -12,10 +12,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "plan.h"
+#include "node/plan.h"
 #include "proto/client.pb-c.h"
 #include "proto/node.pb-c.h"
-#include "sl.h"
+#include "common/sl.h"
 
 static void put(const char *target, const char *name, const void *p, size_t n)
 {

@@ -9,8 +9,8 @@
 #define TESTS_FUZZ_ST_H
 
 #include "fuzz_util.h"
-#include "safetensors.h"
-#include "sl.h"
+#include "formats/safetensors.h"
+#include "common/sl.h"
 
 #define FUZZ_ST_MAX_ELEMS 4096
 

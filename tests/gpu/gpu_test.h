@@ -20,9 +20,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "dtype.h"
-#include "pdl.h"
-#include "rng.h"
+#include "common/dtype.h"
+#include "kernels/pdl.h"
+#include "common/rng.h"
 
 /* A CUDA runtime call that must succeed (test setup, not the code under test). */
 #define GT_CUDA(call)                                                                   \

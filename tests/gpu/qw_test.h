@@ -9,8 +9,8 @@
 #define TESTS_GPU_QW_TEST_H
 
 #include "gpu_test.h"
-#include "quant.h"
-#include "sl.h"
+#include "kernels/quant.h"
+#include "common/sl.h"
 
 typedef struct qcfg {
 	const char *name;

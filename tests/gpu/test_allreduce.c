@@ -32,10 +32,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "allreduce.h"
-#include "dtype.h"
-#include "rng.h"
-#include "sl.h"
+#include "parallel/allreduce.h"
+#include "common/dtype.h"
+#include "common/rng.h"
+#include "common/sl.h"
 
 #define GUARD 64        /* bytes before and after every buffer */
 #define GUARD_BYTE 0xA5

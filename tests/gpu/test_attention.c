@@ -31,12 +31,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "attention.h"
-#include "dtype.h"
-#include "pdl.h"
-#include "quant.h"
-#include "rng.h"
-#include "sl.h"
+#include "kernels/attention.h"
+#include "common/dtype.h"
+#include "kernels/pdl.h"
+#include "kernels/quant.h"
+#include "common/rng.h"
+#include "common/sl.h"
 
 #define BLOCK_TOKENS 16
 

@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "node/backend.h"
 #include "gpu_test.h"
-#include "sl.h"
+#include "common/sl.h"
 
 #define DIM 256
 #define ROWS 4

@@ -36,15 +36,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "epilogue.h"
+#include "kernels/epilogue.h"
 #include "gpu_test.h"
-#include "matmul.h"
-#include "quant.h"
+#include "kernels/matmul.h"
+#include "kernels/quant.h"
 #include "qw_test.h"
-#include "rmsnorm.h"
-#include "rope.h"
-#include "sl.h"
-#include "swiglu.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+#include "common/sl.h"
+#include "kernels/swiglu.h"
 
 /*
  * Tolerances, as worst |gpu - ref| / max |ref|. Against the CPU: the

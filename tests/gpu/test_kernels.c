@@ -16,16 +16,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "embedding.h"
+#include "kernels/embedding.h"
 #include "gpu_test.h"
-#include "matmul.h"
-#include "paged.h"
-#include "rmsnorm.h"
-#include "quant.h"
-#include "rope.h"
-#include "sampling.h"
-#include "sl.h"
-#include "swiglu.h"
+#include "kernels/matmul.h"
+#include "kernels/paged.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/quant.h"
+#include "kernels/rope.h"
+#include "kernels/sampling.h"
+#include "common/sl.h"
+#include "kernels/swiglu.h"
 
 /* Defined in kernels/embedding.cu and kernels/matmul.cu; repeated here until
  * their headers declare them (a compatible redeclaration is harmless then). */

@@ -36,11 +36,11 @@
 #include <string.h>
 
 #include "gpu_test.h"
-#include "quant.h"
+#include "kernels/quant.h"
 #include "qw_test.h"
-#include "rmsnorm.h"
-#include "sl.h"
-#include "swiglu.h"
+#include "kernels/rmsnorm.h"
+#include "common/sl.h"
+#include "kernels/swiglu.h"
 
 /*
  * Tolerances, as worst |gpu - ref| / max |ref| over an output.

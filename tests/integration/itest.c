@@ -59,7 +59,7 @@
 
 #include "client/client.h"
 #include "proto/client.pb-c.h"
-#include "sl.h"
+#include "common/sl.h"
 
 static int g_pass, g_fail;
 static char g_err[SL_ERRLEN];

@@ -29,10 +29,10 @@
 #include <sys/stat.h>
 
 #include "../unit/golden.h"
-#include "engine.h"
-#include "gguf.h"
-#include "group.h"
-#include "step.h"
+#include "node/engine.h"
+#include "formats/gguf.h"
+#include "node/group.h"
+#include "node/step.h"
 
 static int g_pass, g_fail;
 

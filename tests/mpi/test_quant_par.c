@@ -31,11 +31,11 @@
 #include <string.h>
 
 #include "../unit/golden.h"
-#include "backend.h"
-#include "engine.h"
-#include "group.h"
-#include "sl.h"
-#include "step.h"
+#include "node/backend.h"
+#include "node/engine.h"
+#include "node/group.h"
+#include "common/sl.h"
+#include "node/step.h"
 
 #define LOGIT_TOL 1e-4
 #define MARGIN 1e-3 /* log-prob units; the sums differ by ~1e-6 */

@@ -16,11 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "engine.h"
-#include "group.h"
-#include "sl.h"
-#include "step.h"
+#include "node/backend.h"
+#include "node/engine.h"
+#include "node/group.h"
+#include "common/sl.h"
+#include "node/step.h"
 
 #define N_REQ 4
 #define MAX_NEW 20

@@ -20,8 +20,8 @@
 #include <zmq.h>
 
 #include "coordinator/coord_int.h"
-#include "sl.h"
-#include "wire.h"
+#include "common/sl.h"
+#include "proto/wire.h"
 
 typedef struct ci_env {
 	coord *c;

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf.h"
+#include "formats/gguf.h"
 #include "st_craft.h"
 
 typedef struct gb {

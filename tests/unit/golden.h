@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sl.h"
+#include "common/sl.h"
 
 #define GOLDEN_MAX_PROMPTS 8
 

@@ -16,11 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "engine.h"
+#include "node/backend.h"
+#include "node/engine.h"
 #include "golden.h"
-#include "scheduler.h"
-#include "sl.h"
+#include "node/scheduler.h"
+#include "common/sl.h"
 
 #define N_REQ 50
 #define MAX_PROMPT 60

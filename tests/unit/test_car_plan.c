@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "allreduce.h"
-#include "sl.h"
+#include "parallel/allreduce.h"
+#include "common/sl.h"
 
 static char g_err[SL_ERRLEN];
 

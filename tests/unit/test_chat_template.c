@@ -1,5 +1,5 @@
 /*
- * test_chat_template.c -- coordinator/chat_template*.c: byte-exact
+ * test_chat_template.c -- text/jinja/chat_template*.c: byte-exact
  * conformance with Hugging Face transformers on the real chat templates of
  * the Llama 2, Llama 3 / 3.1 / 3.2, Mistral, Zephyr/TinyLlama and ChatML
  * (SmolLM2, Qwen2.5) families and on one-feature templates, as recorded by
@@ -15,8 +15,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "sl.h"
-#include "coordinator/chat_template.h"
+#include "common/sl.h"
+#include "text/jinja/chat_template.h"
 
 static char g_err[SL_ERRLEN];
 
@@ -45,18 +45,18 @@ static cJSON *read_json(const char *name)
 	return j;
 }
 
-static coord_tmpl *compile_str(const char *src, const char *name)
+static text_tmpl *compile_str(const char *src, const char *name)
 {
-	coord_tmpl *t = NULL;
-	int rc = coord_tmpl_compile(src, strlen(src), name, &t, g_err, sizeof g_err);
+	text_tmpl *t = NULL;
+	int rc = text_tmpl_compile(src, strlen(src), name, &t, g_err, sizeof g_err);
 	ck_assert_msg(rc == 0, "compile %s: %s", name, g_err);
 	return t;
 }
 
 /* Messages of a fixture case; content is a string, null or a parts list. */
 typedef struct {
-	coord_chat_msg *m;
-	coord_chat_part **parts;
+	text_chat_msg *m;
+	text_chat_part **parts;
 	int n;
 } msgs;
 
@@ -75,7 +75,7 @@ static msgs to_msgs(const cJSON *arr)
 			r.m[i].content_len = strlen(c->valuestring);
 		} else if (cJSON_IsArray(c)) {
 			int np = cJSON_GetArraySize(c);
-			coord_chat_part *p = calloc((size_t)np + 1, sizeof *p);
+			text_chat_part *p = calloc((size_t)np + 1, sizeof *p);
 			for (int k = 0; k < np; k++) {
 				const cJSON *q = cJSON_GetArrayItem(c, k);
 				p[k].type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(q, "type"));
@@ -117,10 +117,10 @@ static const char *jstr(const cJSON *o, const char *k)
 }
 
 /* Runs one recorded case; 1 when it matches. */
-static int run_case(const coord_tmpl *t, const cJSON *doc, const cJSON *cs, const char *label)
+static int run_case(const text_tmpl *t, const cJSON *doc, const cJSON *cs, const char *label)
 {
 	msgs m = to_msgs(cJSON_GetObjectItemCaseSensitive(cs, "messages"));
-	coord_tmpl_vars v = {0};
+	text_tmpl_vars v = {0};
 	const cJSON *now = cJSON_GetObjectItemCaseSensitive(doc, "now_unix");
 	v.add_generation_prompt =
 		cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cs, "add_generation_prompt"));
@@ -130,7 +130,7 @@ static int run_case(const coord_tmpl *t, const cJSON *doc, const cJSON *cs, cons
 	v.now_unix = cJSON_IsNumber(now) ? (int64_t)now->valuedouble : 0;
 	char *out = NULL, what[256];
 	size_t len = 0;
-	int rc = coord_tmpl_render(t, m.m, m.n, &v, &out, &len, g_err, sizeof g_err);
+	int rc = text_tmpl_render(t, m.m, m.n, &v, &out, &len, g_err, sizeof g_err);
 	const char *want = jstr(cs, "expected"), *raises = jstr(cs, "raises");
 	int ok = 1;
 	snprintf(what, sizeof what, "%s/%s", label, jstr(cs, "name"));
@@ -170,8 +170,8 @@ START_TEST(family_conformance)
 	size_t len;
 	snprintf(name, sizeof name, "%s.jinja", fam);
 	char *src = read_data(name, &len);
-	coord_tmpl *t = NULL;
-	int rc = coord_tmpl_compile(src, len, name, &t, g_err, sizeof g_err);
+	text_tmpl *t = NULL;
+	int rc = text_tmpl_compile(src, len, name, &t, g_err, sizeof g_err);
 	ck_assert_msg(rc == 0, "compile %s: %s", name, g_err);
 	snprintf(name, sizeof name, "%s.json", fam);
 	cJSON *doc = read_json(name);
@@ -189,7 +189,7 @@ START_TEST(family_conformance)
 	ck_assert_msg(pass == n, "%s: %d of %d conversations differ from transformers", fam,
 		      n - pass, n);
 	cJSON_Delete(doc);
-	coord_tmpl_destroy(t);
+	text_tmpl_destroy(t);
 	free(src);
 }
 END_TEST
@@ -202,9 +202,9 @@ START_TEST(feature_conformance)
 	cJSON_ArrayForEach(cs, cJSON_GetObjectItemCaseSensitive(doc, "cases"))
 	{
 		const char *src = jstr(cs, "template"), *name = jstr(cs, "name");
-		coord_tmpl *t = NULL;
+		text_tmpl *t = NULL;
 		n++;
-		if (coord_tmpl_compile(src, strlen(src), name, &t, g_err, sizeof g_err)) {
+		if (text_tmpl_compile(src, strlen(src), name, &t, g_err, sizeof g_err)) {
 			const char *e = jstr(cs, "error");
 			if (e && !strcmp(e, "TemplateSyntaxError"))
 				pass++;  /* refused by both */
@@ -213,7 +213,7 @@ START_TEST(feature_conformance)
 			continue;
 		}
 		pass += run_case(t, doc, cs, "features");
-		coord_tmpl_destroy(t);
+		text_tmpl_destroy(t);
 	}
 	printf("conformance features: %d/%d templates match transformers\n", pass, n);
 	ck_assert_msg(pass == n, "features: %d of %d templates differ from transformers",
@@ -270,9 +270,9 @@ static const struct {
 START_TEST(compile_error_positions)
 {
 	const char *src = compile_errors[_i].src, *want = compile_errors[_i].want;
-	coord_tmpl *t = (coord_tmpl *)1;
+	text_tmpl *t = (text_tmpl *)1;
 	g_err[0] = 0;
-	int rc = coord_tmpl_compile(src, strlen(src), "tmpl.jinja", &t, g_err, sizeof g_err);
+	int rc = text_tmpl_compile(src, strlen(src), "tmpl.jinja", &t, g_err, sizeof g_err);
 	ck_assert_msg(rc == SL_EINVAL, "\"%s\" compiled (rc %d); want error \"%s\"", src, rc, want);
 	ck_assert_ptr_null(t);
 	ck_assert_msg(!strncmp(g_err, "tmpl.jinja", 10) && strstr(g_err, want),
@@ -291,8 +291,8 @@ START_TEST(compile_nesting_bounded)
 	for (int i = 0; i < 150; i++)
 		src[k++] = ')';
 	k += (size_t)snprintf(src + k, sizeof src - k, " }}");
-	coord_tmpl *t;
-	int rc = coord_tmpl_compile(src, k, "deep", &t, g_err, sizeof g_err);
+	text_tmpl *t;
+	int rc = text_tmpl_compile(src, k, "deep", &t, g_err, sizeof g_err);
 	ck_assert_int_eq(rc, SL_EINVAL);
 	ck_assert_msg(strstr(g_err, "nested more than"), "got: %s", g_err);
 
@@ -303,7 +303,7 @@ START_TEST(compile_nesting_bounded)
 		k += (size_t)sprintf(big + k, "{%% if true %%}");
 	for (int i = 0; i < 200; i++)
 		k += (size_t)sprintf(big + k, "{%% endif %%}");
-	rc = coord_tmpl_compile(big, k, "deep-if", &t, g_err, sizeof g_err);
+	rc = text_tmpl_compile(big, k, "deep-if", &t, g_err, sizeof g_err);
 	ck_assert_int_eq(rc, SL_EINVAL);
 	ck_assert_msg(strstr(g_err, "nested more than"), "got: %s", g_err);
 	free(big);
@@ -312,14 +312,14 @@ END_TEST
 
 /* ---- rendering behaviour that needs no recorded data ---- */
 
-static int render_str(const char *src, const coord_chat_msg *m, int n,
-		      const coord_tmpl_vars *v, char **out)
+static int render_str(const char *src, const text_chat_msg *m, int n,
+		      const text_tmpl_vars *v, char **out)
 {
-	coord_tmpl *t = compile_str(src, "t.jinja");
+	text_tmpl *t = compile_str(src, "t.jinja");
 	size_t len;
 	g_err[0] = 0;
-	int rc = coord_tmpl_render(t, m, n, v, out, &len, g_err, sizeof g_err);
-	coord_tmpl_destroy(t);
+	int rc = text_tmpl_render(t, m, n, v, out, &len, g_err, sizeof g_err);
+	text_tmpl_destroy(t);
 	return rc;
 }
 
@@ -349,16 +349,16 @@ START_TEST(no_doubled_bos)
 	/* The template emits BOS itself; the renderer adds nothing around it. */
 	size_t len;
 	char *src = read_data("llama3_1.jinja", &len), *out;
-	coord_tmpl *t;
-	ck_assert_int_eq(coord_tmpl_compile(src, len, "llama3_1", &t, g_err, sizeof g_err), 0);
-	coord_chat_msg m = {.role = "user", .content = "Hi", .content_len = 2};
-	coord_tmpl_vars v = {.add_generation_prompt = 1, .bos_token = "<|begin_of_text|>"};
-	ck_assert_int_eq(coord_tmpl_render(t, &m, 1, &v, &out, &len, g_err, sizeof g_err), 0);
+	text_tmpl *t;
+	ck_assert_int_eq(text_tmpl_compile(src, len, "llama3_1", &t, g_err, sizeof g_err), 0);
+	text_chat_msg m = {.role = "user", .content = "Hi", .content_len = 2};
+	text_tmpl_vars v = {.add_generation_prompt = 1, .bos_token = "<|begin_of_text|>"};
+	ck_assert_int_eq(text_tmpl_render(t, &m, 1, &v, &out, &len, g_err, sizeof g_err), 0);
 	const char *head = "<|begin_of_text|><|start_header_id|>system";
 	ck_assert_msg(!strncmp(out, head, strlen(head)), "%s", out);
 	ck_assert_ptr_null(strstr(out + 1, "<|begin_of_text|>"));
 	free(out);
-	coord_tmpl_destroy(t);
+	text_tmpl_destroy(t);
 	free(src);
 }
 END_TEST
@@ -366,8 +366,8 @@ END_TEST
 START_TEST(content_parts_and_nuls)
 {
 	/* Parts reach the template as a list of {type, text}; strings keep NULs. */
-	coord_chat_part p[2] = {{"text", "a\0b", 3}, {"text", "c", 1}};
-	coord_chat_msg m[2] = {{.role = "user", .parts = p, .n_parts = 2},
+	text_chat_part p[2] = {{"text", "a\0b", 3}, {"text", "c", 1}};
+	text_chat_msg m[2] = {{.role = "user", .parts = p, .n_parts = 2},
 			       {.role = "assistant", .content = NULL}};
 	char *out;
 	int rc = render_str("{% for m in messages %}{% if m.content is string %}S{% elif m.content "
@@ -377,33 +377,33 @@ START_TEST(content_parts_and_nuls)
 	ck_assert_msg(rc == 0, "%s", g_err);
 	ck_assert_str_eq(out, "[text:3][text:1]N");
 	free(out);
-	coord_tmpl *t = compile_str("{% for x in message['content'] %}{% endfor %}", "x");
-	ck_assert_int_eq(coord_tmpl_iterates_content(t), 1);
-	coord_tmpl_destroy(t);
+	text_tmpl *t = compile_str("{% for x in message['content'] %}{% endfor %}", "x");
+	ck_assert_int_eq(text_tmpl_iterates_content(t), 1);
+	text_tmpl_destroy(t);
 	t = compile_str("{{ messages[0].content }}", "x");
-	ck_assert_int_eq(coord_tmpl_iterates_content(t), 0);
-	coord_tmpl_destroy(t);
+	ck_assert_int_eq(text_tmpl_iterates_content(t), 0);
+	text_tmpl_destroy(t);
 }
 END_TEST
 
 START_TEST(renders_repeatedly)
 {
 	/* A compiled template is immutable: render it many times. */
-	coord_tmpl *t = compile_str("{% set ns = namespace(n=0) %}{% for m in messages %}"
+	text_tmpl *t = compile_str("{% set ns = namespace(n=0) %}{% for m in messages %}"
 				    "{% set ns.n = ns.n + 1 %}{% endfor %}{{ ns.n }}",
 				    "x");
-	coord_chat_msg m[3] = {{.role = "user", .content = "a", .content_len = 1},
+	text_chat_msg m[3] = {{.role = "user", .content = "a", .content_len = 1},
 			       {.role = "assistant", .content = "b", .content_len = 1},
 			       {.role = "user", .content = "c", .content_len = 1}};
 	for (int i = 0; i < 100; i++) {
 		char *out;
 		size_t len;
-		ck_assert_int_eq(coord_tmpl_render(t, m, 1 + i % 3, NULL, &out, &len, g_err,
+		ck_assert_int_eq(text_tmpl_render(t, m, 1 + i % 3, NULL, &out, &len, g_err,
 						   sizeof g_err), 0);
 		ck_assert_int_eq(out[0] - '0', 1 + i % 3);
 		free(out);
 	}
-	coord_tmpl_destroy(t);
+	text_tmpl_destroy(t);
 }
 END_TEST
 
@@ -411,7 +411,7 @@ END_TEST
 
 START_TEST(output_is_bounded)
 {
-	coord_tmpl_vars v = {.max_output_bytes = 1000};
+	text_tmpl_vars v = {.max_output_bytes = 1000};
 	char *out;
 	int rc = render_str("{% for i in range(1000) %}0123456789{% endfor %}", NULL, 0, &v, &out);
 	ck_assert_int_eq(rc, SL_EINVAL);
@@ -422,7 +422,7 @@ END_TEST
 
 START_TEST(steps_are_bounded)
 {
-	coord_tmpl_vars v = {.max_steps = 50000};
+	text_tmpl_vars v = {.max_steps = 50000};
 	char *out;
 	int rc = render_str("{% for i in range(1000) %}{% for j in range(1000) %}{% endfor %}"
 			    "{% endfor %}",
@@ -435,7 +435,7 @@ END_TEST
 START_TEST(memory_is_bounded)
 {
 	/* A string doubling 40 times would need a terabyte. */
-	coord_tmpl_vars v = {.max_memory_bytes = 4u << 20};
+	text_tmpl_vars v = {.max_memory_bytes = 4u << 20};
 	char *out;
 	int rc = render_str("{% set ns = namespace(s='x') %}{% for i in range(40) %}"
 			    "{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s | length }}",
@@ -456,8 +456,8 @@ START_TEST(source_is_bounded)
 	size_t n = COORD_TMPL_MAX_SOURCE + 1;
 	char *src = malloc(n);
 	memset(src, 'x', n);
-	coord_tmpl *t;
-	ck_assert_int_eq(coord_tmpl_compile(src, n, "big", &t, g_err, sizeof g_err), SL_EINVAL);
+	text_tmpl *t;
+	ck_assert_int_eq(text_tmpl_compile(src, n, "big", &t, g_err, sizeof g_err), SL_EINVAL);
 	ck_assert_msg(strstr(g_err, "exceeds"), "got: %s", g_err);
 	free(src);
 }
@@ -480,10 +480,10 @@ START_TEST(mutated_templates_never_crash)
 	char name[64], *base;
 	snprintf(name, sizeof name, "%s.jinja", families[_i]);
 	base = read_data(name, &blen);
-	coord_chat_msg m[3] = {{.role = "system", .content = "s", .content_len = 1},
+	text_chat_msg m[3] = {{.role = "system", .content = "s", .content_len = 1},
 			       {.role = "user", .content = "u ", .content_len = 2},
 			       {.role = "assistant", .content = "a", .content_len = 1}};
-	coord_tmpl_vars v = {.add_generation_prompt = 1, .bos_token = "<s>", .eos_token = "</s>",
+	text_tmpl_vars v = {.add_generation_prompt = 1, .bos_token = "<s>", .eos_token = "</s>",
 			     .max_steps = 20000, .max_output_bytes = 1 << 20,
 			     .max_memory_bytes = 8 << 20};
 	char *buf = malloc(blen + 4096);
@@ -510,19 +510,19 @@ START_TEST(mutated_templates_never_crash)
 			}
 			}
 		}
-		coord_tmpl *t;
+		text_tmpl *t;
 		g_err[0] = 0;
-		if (coord_tmpl_compile(buf, n, "mutant", &t, g_err, sizeof g_err)) {
+		if (text_tmpl_compile(buf, n, "mutant", &t, g_err, sizeof g_err)) {
 			ck_assert_msg(g_err[0], "refused without a message");
 			continue;
 		}
 		char *out;
 		size_t len;
-		if (coord_tmpl_render(t, m, 1 + it % 3, &v, &out, &len, g_err, sizeof g_err) == 0)
+		if (text_tmpl_render(t, m, 1 + it % 3, &v, &out, &len, g_err, sizeof g_err) == 0)
 			free(out);
 		else
 			ck_assert_msg(g_err[0], "render failed without a message");
-		coord_tmpl_destroy(t);
+		text_tmpl_destroy(t);
 	}
 	free(buf);
 	free(base);

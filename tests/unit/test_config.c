@@ -1,5 +1,5 @@
 /*
- * test_config.c — node/config.c on a real Llama 3.2 1B config.json (as
+ * test_config.c — formats/config.c on a real Llama 3.2 1B config.json (as
  * published on the Hugging Face hub), a minimal config for the defaults,
  * and one edit per refused field: each must fail with the right code and a
  * message naming the file and the field.
@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "shapes.h"
-#include "sl.h"
+#include "formats/config.h"
+#include "node/shapes.h"
+#include "common/sl.h"
 #include "st_craft.h"
 
 #define NAME "ckpt/config.json"

@@ -1,6 +1,6 @@
 /*
  * test_config_sources.c — the model config from its other sources:
- * a GGUF file's llama.* and tokenizer.ggml.* keys (node/config.c's
+ * a GGUF file's llama.* and tokenizer.ggml.* keys (formats/config.c's
  * model_config_from_gguf) and generation_config.json's EOS ids, then
  * model_create on crafted GGUF files: a good one loads, a tensor missing or
  * of the wrong shape is an error naming the file and the tensor. Each
@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "formats/config.h"
 #include "gguf_craft.h"
-#include "model.h"
-#include "sl.h"
+#include "node/model.h"
+#include "common/sl.h"
 
 static char g_dir[64];
 static char g_err[SL_ERRLEN];

@@ -9,12 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attention.h"
-#include "dtype.h"
-#include "kv.h"
-#include "rope.h"
-#include "sampling.h"
-#include "sl.h"
+#include "kernels/attention.h"
+#include "common/dtype.h"
+#include "node/kv.h"
+#include "kernels/rope.h"
+#include "kernels/sampling.h"
+#include "common/sl.h"
 
 static float frand(unsigned *s) { return (float)rand_r(s) / RAND_MAX * 2 - 1; }
 

@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attention.h"
-#include "backend.h"
-#include "sl.h"
+#include "kernels/attention.h"
+#include "node/backend.h"
+#include "common/sl.h"
 
 static char g_err[SL_ERRLEN];
 

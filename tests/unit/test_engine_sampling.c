@@ -18,10 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "engine.h"
+#include "node/backend.h"
+#include "node/engine.h"
 #include "golden.h"
-#include "sl.h"
+#include "common/sl.h"
 
 #define MAX_NEW 16
 #define LP_TOL 1e-5

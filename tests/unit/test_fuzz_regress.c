@@ -21,14 +21,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "formats/config.h"
 #include "unit/coord_inproc.h"
-#include "coordinator/chat_template.h"
-#include "coordinator/tokenizer.h"
+#include "text/jinja/chat_template.h"
+#include "text/tokenizer/tokenizer.h"
 #include "gguf_craft.h"
-#include "grid.h"
-#include "plan.h"
-#include "sl.h"
+#include "parallel/grid.h"
+#include "node/plan.h"
+#include "common/sl.h"
 
 static char g_err[SL_ERRLEN];
 
@@ -188,7 +188,7 @@ static char *collect(ci_env *e, uint64_t tag, int *finish)
 			*finish = rep->done->finish;
 		}
 		if (t && t->len) {
-			ck_assert_msg(coord_utf8_valid((const char *)t->data, t->len),
+			ck_assert_msg(text_utf8_valid((const char *)t->data, t->len),
 				      "tag %llu: a %s of %zu bytes is not UTF-8 (first byte 0x%02x)",
 				      (unsigned long long)tag, *finish < 0 ? "Chunk" : "Done",
 				      t->len, t->data[0]);
@@ -233,11 +233,11 @@ static char *stop_run(const char *stop, size_t stop_len, const char *bytes, int 
 	shardline__node__coord_msg__free_unpacked(m, NULL);
 	int32_t ids[16];
 	size_t n = strlen(bytes);
-	const coord_tok *tok = e.c->models[0].tok;
+	const text_tok *tok = e.c->models[0].tok;
 	for (size_t i = 0; i < n; i++) {
 		char name[8];
 		snprintf(name, sizeof name, "<0x%02X>", (unsigned char)bytes[i]);
-		ids[i] = coord_tok_token_to_id(tok, name);
+		ids[i] = text_tok_token_to_id(tok, name);
 		ck_assert_msg(ids[i] >= 0, "no token %s", name);
 	}
 	for (size_t i = 0; one_by_one && i < n; i++)
@@ -289,7 +289,7 @@ END_TEST
 /* ---- tokenizer strings that are not UTF-8 ---- */
 
 /* A Llama-2 style tokenizer.json with one string replaced. */
-static int load_with(const char *normalizer, const char *decoder_content, coord_tok **t)
+static int load_with(const char *normalizer, const char *decoder_content, text_tok **t)
 {
 	char json[2048];
 	snprintf(json, sizeof json,
@@ -301,7 +301,7 @@ static int load_with(const char *normalizer, const char *decoder_content, coord_
 		 " \"\\u2581\"}, \"content\": \"%s\"}, {\"type\": \"Fuse\"}]}}",
 		 normalizer, decoder_content);
 	g_err[0] = 0;
-	return coord_tok_load_buffer(json, strlen(json), "fz/tokenizer.json", t, g_err,
+	return text_tok_load_buffer(json, strlen(json), "fz/tokenizer.json", t, g_err,
 				     sizeof g_err);
 }
 
@@ -310,7 +310,7 @@ static int load_with(const char *normalizer, const char *decoder_content, coord_
 static void expect_utf8_or_refused(const char *what, const char *normalizer, const char *content,
 				   char *bad, size_t badlen)
 {
-	coord_tok *t = NULL;
+	text_tok *t = NULL;
 	int rc = load_with(normalizer, content, &t);
 	if (rc) {
 		ck_assert_msg(rc == SL_EINVAL && strstr(g_err, "UTF-8"),
@@ -319,14 +319,14 @@ static void expect_utf8_or_refused(const char *what, const char *normalizer, con
 	}
 	int32_t *ids = NULL;
 	size_t n = 0;
-	ck_assert_int_eq(coord_tok_encode(t, "a xa", 4, 0, &ids, &n, g_err, sizeof g_err), 0);
+	ck_assert_int_eq(text_tok_encode(t, "a xa", 4, 0, &ids, &n, g_err, sizeof g_err), 0);
 	int32_t all[8] = {0, 1, 2, 3, 3, 1, 4};
 	for (int k = 0; k < 2; k++) {
 		char *text = NULL;
 		size_t len = 0;
-		ck_assert_int_eq(coord_tok_decode(t, k ? all : ids, k ? 7 : n, 0, &text, &len,
+		ck_assert_int_eq(text_tok_decode(t, k ? all : ids, k ? 7 : n, 0, &text, &len,
 						  g_err, sizeof g_err), 0);
-		if (!coord_utf8_valid(text, len)) {
+		if (!text_utf8_valid(text, len)) {
 			snprintf(bad + strlen(bad), badlen - strlen(bad), "\n  %s: decode of %s "
 				 "gave %zu bytes that are not UTF-8", what,
 				 k ? "every id" : "encode(\"a xa\")", len);
@@ -335,7 +335,7 @@ static void expect_utf8_or_refused(const char *what, const char *normalizer, con
 		free(text);
 	}
 	free(ids);
-	coord_tok_destroy(t);
+	text_tok_destroy(t);
 }
 
 START_TEST(test_tokenizer_strings_not_utf8)
@@ -409,7 +409,7 @@ START_TEST(test_gguf_tokenizer_without_merges)
 	gb_kv_strs(&b, "tokenizer.ggml.tokens", toks, 5);
 	ck_assert_int_eq(gb_write(&b, path), 0);
 	g_err[0] = 0;
-	int rc = coord_tok_gguf_json(path, &json, &len, g_err, sizeof g_err);
+	int rc = text_tok_gguf_json(path, &json, &len, g_err, sizeof g_err);
 	craft_rmdir(dir);
 	ck_assert_msg(rc == 0, "rc %d: %s", rc, g_err);
 	ck_assert_msg(strstr(json, "\"merges\":[]"), "no empty merges in %.200s", json);
@@ -424,16 +424,16 @@ END_TEST
 START_TEST(test_template_slice_in_tuple_subscript)
 {
 	static const char src[] = "{{ 'abc'[::,4] }}";
-	coord_tmpl *t = NULL;
+	text_tmpl *t = NULL;
 	g_err[0] = 0;
-	int rc = coord_tmpl_compile(src, strlen(src), "fuzz", &t, g_err, sizeof g_err);
+	int rc = text_tmpl_compile(src, strlen(src), "fuzz", &t, g_err, sizeof g_err);
 	if (rc == 0) { /* before the fix: rendering crashed */
-		coord_chat_msg m = {0};
+		text_chat_msg m = {0};
 		char *out = NULL;
 		size_t len = 0;
-		coord_tmpl_render(t, &m, 0, NULL, &out, &len, g_err, sizeof g_err);
+		text_tmpl_render(t, &m, 0, NULL, &out, &len, g_err, sizeof g_err);
 		free(out);
-		coord_tmpl_destroy(t);
+		text_tmpl_destroy(t);
 	}
 	ck_assert_msg(rc == SL_EINVAL, "compiled (rc %d); want SL_EINVAL", rc);
 	ck_assert_msg(strstr(g_err, "slice inside a tuple subscript"), "error: %s", g_err);
@@ -444,15 +444,15 @@ END_TEST
  * frees *out. */
 static void render_ok(const char *src, char **out, size_t *len)
 {
-	coord_tmpl *t = NULL;
+	text_tmpl *t = NULL;
 	g_err[0] = 0;
-	ck_assert_msg(coord_tmpl_compile(src, strlen(src), "fuzz", &t, g_err, sizeof g_err) == 0,
+	ck_assert_msg(text_tmpl_compile(src, strlen(src), "fuzz", &t, g_err, sizeof g_err) == 0,
 		      "compile: %s", g_err);
-	coord_chat_msg m = {0};
+	text_chat_msg m = {0};
 	*out = NULL;
 	*len = 0;
-	int rc = coord_tmpl_render(t, &m, 0, NULL, out, len, g_err, sizeof g_err);
-	coord_tmpl_destroy(t);
+	int rc = text_tmpl_render(t, &m, 0, NULL, out, len, g_err, sizeof g_err);
+	text_tmpl_destroy(t);
 	ck_assert_msg(rc == 0, "render: %s", g_err);
 }
 

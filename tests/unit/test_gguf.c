@@ -1,5 +1,5 @@
 /*
- * test_gguf.c — common/gguf.c and gguf_quant.c against crafted files:
+ * test_gguf.c — formats/gguf.c and gguf_quant.c against crafted files:
  * every malformed header, key/value, tensor directory and split model must
  * fail with the right code and a message naming the file and the key or
  * tensor at fault; a well-formed file must read back exactly (typed
@@ -14,10 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtype.h"
-#include "gguf.h"
+#include "common/dtype.h"
+#include "formats/gguf.h"
 #include "gguf_craft.h"
-#include "sl.h"
+#include "common/sl.h"
 
 static char g_dir[64];
 static char g_err[SL_ERRLEN];

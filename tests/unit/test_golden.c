@@ -12,7 +12,7 @@
 #include <check.h>
 #include <math.h>
 
-#include "engine.h"
+#include "node/engine.h"
 #include "golden.h"
 
 #define LOGIT_TOL 1e-4

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "matmul.h"
+#include "kernels/matmul.h"
 
 static float frand(unsigned *s) { return (float)rand_r(s) / RAND_MAX * 2 - 1; }
 

@@ -25,14 +25,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "block_hash.h"
+#include "node/backend.h"
+#include "common/block_hash.h"
 #include "coordinator/prefix.h"
-#include "engine.h"
+#include "node/engine.h"
 #include "golden.h"
-#include "kv.h"
-#include "scheduler.h"
-#include "sl.h"
+#include "node/kv.h"
+#include "node/scheduler.h"
+#include "common/sl.h"
 
 #define STEP_TOKENS 32
 #define BT 4            /* tokens per block */

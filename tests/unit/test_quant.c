@@ -19,10 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf.h"
-#include "quant.h"
-#include "rng.h"
-#include "sl.h"
+#include "formats/gguf.h"
+#include "kernels/quant.h"
+#include "common/rng.h"
+#include "common/sl.h"
 
 /* ---- helpers ---- */
 
@@ -443,7 +443,7 @@ static void q4_block(uint8_t *blk, int q4_1, float d, float m, int seed)
 
 /* GGUF Q4_1 and Q4_0 (blocks of 32: d, [m], 16 bytes; byte j holds value j
  * low and j + 16 high), a column slice of a wider source as for Q8_0: the
- * stored weight must decode to exactly what common/gguf_quant.c's decoder
+ * stored weight must decode to exactly what formats/gguf_quant.c's decoder
  * gives for the same blocks, and hostile blocks are refused by name. */
 START_TEST(q4_blocks)
 {

@@ -1,5 +1,5 @@
 /*
- * test_safetensors.c — node/safetensors.c against crafted files: every
+ * test_safetensors.c — formats/safetensors.c against crafted files: every
  * malformed input must fail with the right code and a message naming the
  * file and tensor; files from the writer must read back bit-exact, and
  * read_slice must convert sub-blocks correctly and count the bytes read.
@@ -11,10 +11,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dtype.h"
-#include "safetensors.h"
-#include "tools/st_writer.h"
-#include "sl.h"
+#include "common/dtype.h"
+#include "formats/safetensors.h"
+#include "formats/st_writer.h"
+#include "common/sl.h"
 #include "st_craft.h"
 
 static char g_dir[64];

@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sampling.h"
+#include "kernels/sampling.h"
 
 #define LP_TOL 1e-5 /* float log-probs against double: the sum's rounding */
 

@@ -1,5 +1,5 @@
 /*
- * test_tokenizer.c -- coordinator/tokenizer.c: load errors, ids recorded
+ * test_tokenizer.c -- text/tokenizer/tokenizer.c: load errors, ids recorded
  * from Hugging Face `tokenizers` 0.23.3 on the tokenizers in tests/data
  * (built by tools/make_tokenizers.py), round trips, special tokens, the
  * streaming detokenizer's UTF-8 safety, and hostile bytes that must never
@@ -12,9 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sl.h"
+#include "common/sl.h"
 #include "coordinator/model_meta.h"
-#include "coordinator/tokenizer.h"
+#include "text/tokenizer/tokenizer.h"
 #include "unit/gguf_craft.h"
 
 static char g_err[SL_ERRLEN];
@@ -25,31 +25,31 @@ static const char *data_dir(void)
 	return d ? d : "tests/data";
 }
 
-static coord_tok *load(const char *name)
+static text_tok *load(const char *name)
 {
 	char path[512];
-	coord_tok *t = NULL;
+	text_tok *t = NULL;
 	snprintf(path, sizeof path, "%s/%s/tokenizer.json", data_dir(), name);
-	int rc = coord_tok_load(path, &t, g_err, sizeof g_err);
+	int rc = text_tok_load(path, &t, g_err, sizeof g_err);
 	ck_assert_msg(rc == 0, "load %s: %s", path, g_err);
 	return t;
 }
 
-static int load_str(const char *json, coord_tok **t)
+static int load_str(const char *json, text_tok **t)
 {
 	g_err[0] = 0;
-	return coord_tok_load_buffer(json, strlen(json), "mem/tokenizer.json", t, g_err,
+	return text_tok_load_buffer(json, strlen(json), "mem/tokenizer.json", t, g_err,
 				     sizeof g_err);
 }
 
 /* Encodes text and compares with the expected ids, printing the first
  * difference. */
-static void expect_ids(const coord_tok *t, const char *text, int flags, const int32_t *want,
+static void expect_ids(const text_tok *t, const char *text, int flags, const int32_t *want,
 		       size_t n_want)
 {
 	int32_t *ids;
 	size_t n;
-	int rc = coord_tok_encode(t, text, strlen(text), flags, &ids, &n, g_err, sizeof g_err);
+	int rc = text_tok_encode(t, text, strlen(text), flags, &ids, &n, g_err, sizeof g_err);
 	ck_assert_msg(rc == 0, "encode %s: %s", text, g_err);
 	for (size_t i = 0; i < n && i < n_want; i++)
 		ck_assert_msg(ids[i] == want[i], "encode \"%s\" flags %d: id %zu is %d, HF says %d",
@@ -66,23 +66,23 @@ static void expect_ids(const coord_tok *t, const char *text, int flags, const in
 	} while (0)
 
 /* Decoded text; *len may exceed strlen: U+0000 is a valid character. */
-static char *decode_n(const coord_tok *t, const int32_t *ids, size_t n, int skip, size_t *len)
+static char *decode_n(const text_tok *t, const int32_t *ids, size_t n, int skip, size_t *len)
 {
 	char *text;
-	int rc = coord_tok_decode(t, ids, n, skip, &text, len, g_err, sizeof g_err);
+	int rc = text_tok_decode(t, ids, n, skip, &text, len, g_err, sizeof g_err);
 	ck_assert_msg(rc == 0, "decode: %s", g_err);
 	ck_assert(text[*len] == 0);
 	return text;
 }
 
-static char *decode(const coord_tok *t, const int32_t *ids, size_t n, int skip)
+static char *decode(const text_tok *t, const int32_t *ids, size_t n, int skip)
 {
 	size_t len;
 	return decode_n(t, ids, n, skip, &len);
 }
 
 /* Strict UTF-8 validity (the decoder must never produce anything else). */
-/* Deliberately not coord_utf8_valid: these checks judge the tokenizer's
+/* Deliberately not text_utf8_valid: these checks judge the tokenizer's
  * output, so the judge must not share its code. */
 static int valid_utf8(const unsigned char *s, size_t n)
 {
@@ -114,8 +114,8 @@ static int valid_utf8(const unsigned char *s, size_t n)
 
 START_TEST(missing_file)
 {
-	coord_tok *t = (coord_tok *)1;
-	int rc = coord_tok_load("/nonexistent/tokenizer.json", &t, g_err, sizeof g_err);
+	text_tok *t = (text_tok *)1;
+	int rc = text_tok_load("/nonexistent/tokenizer.json", &t, g_err, sizeof g_err);
 	ck_assert_int_eq(rc, SL_ENOTFOUND);
 	ck_assert_ptr_null(t);
 	ck_assert_msg(strstr(g_err, "/nonexistent/tokenizer.json"), "%s", g_err);
@@ -176,7 +176,7 @@ static const struct {
 
 START_TEST(bad_files)
 {
-	coord_tok *t = (coord_tok *)1;
+	text_tok *t = (text_tok *)1;
 	int rc = load_str(k_bad[_i].json, &t);
 	ck_assert_msg(rc == k_bad[_i].code, "case %d: rc %d, want %d (%s)", _i, rc,
 		      k_bad[_i].code, g_err);
@@ -201,24 +201,24 @@ START_TEST(truncated_and_damaged)
 		" {\"type\": \"Fuse\"}]}}";
 	size_t n = strlen(good);
 	char *buf = malloc(n + 1);
-	coord_tok *t;
+	text_tok *t;
 	ck_assert_int_eq(load_str(good, &t), 0);
-	coord_tok_destroy(t);
+	text_tok_destroy(t);
 	for (size_t cut = 0; cut < n; cut++) {
-		if (coord_tok_load_buffer(good, cut, "cut", &t, g_err, sizeof g_err) == 0)
-			coord_tok_destroy(t);
+		if (text_tok_load_buffer(good, cut, "cut", &t, g_err, sizeof g_err) == 0)
+			text_tok_destroy(t);
 	}
 	srand(7);
 	for (int k = 0; k < 2000; k++) {
 		memcpy(buf, good, n + 1);
 		for (int f = 0; f < 3; f++)
 			buf[rand() % n] = (char)(rand() % 256);
-		if (coord_tok_load_buffer(buf, n, "damaged", &t, g_err, sizeof g_err) == 0) {
+		if (text_tok_load_buffer(buf, n, "damaged", &t, g_err, sizeof g_err) == 0) {
 			int32_t *ids;
 			size_t m;
-			if (coord_tok_encode(t, "abab ba", 7, 1, &ids, &m, g_err, sizeof g_err) == 0)
+			if (text_tok_encode(t, "abab ba", 7, 1, &ids, &m, g_err, sizeof g_err) == 0)
 				free(ids);
-			coord_tok_destroy(t);
+			text_tok_destroy(t);
 		}
 	}
 	free(buf);
@@ -229,7 +229,7 @@ END_TEST
 
 START_TEST(hf_llama2_small)
 {
-	coord_tok *t = load("llama2-small");
+	text_tok *t = load("llama2-small");
 	EXPECT(t, "Hello world", 1, 1, 1000, 599, 1042);
 	EXPECT(t, "Hello world", 0, 1000, 599, 1042);
 	EXPECT(t, " leading space", 1, 1, 1323, 315, 318, 624, 321, 609, 330, 315, 317, 319);
@@ -237,30 +237,30 @@ START_TEST(hf_llama2_small)
 	EXPECT(t, "\xF0\xA0\x80\x80", 1, 1, 512, 243, 163, 131, 131); /* U+20000: bytes */
 	EXPECT(t, "a\n\tb", 0, 606, 260, 259, 316);
 	EXPECT(t, "", 1, 1);
-	ck_assert_int_eq(coord_tok_vocab_size(t), 2000);
-	ck_assert_int_eq(coord_tok_bos_id(t), 1);
-	ck_assert_int_eq(coord_tok_eos_id(t), 2);
-	coord_tok_destroy(t);
+	ck_assert_int_eq(text_tok_vocab_size(t), 2000);
+	ck_assert_int_eq(text_tok_bos_id(t), 1);
+	ck_assert_int_eq(text_tok_eos_id(t), 2);
+	text_tok_destroy(t);
 
 	t = load("llama2-small-legacy");
 	EXPECT(t, "Hello world", 1, 1, 1000, 599, 1042);
 	EXPECT(t, "x<s>y", 1, 1, 1275, 1, 693); /* Prepend again after <s> */
-	coord_tok_destroy(t);
+	text_tok_destroy(t);
 
 	t = load("llama2-small-split");
 	EXPECT(t, "Hello  world", 0, 1000, 512, 599, 1042);
-	coord_tok_destroy(t);
+	text_tok_destroy(t);
 
 	t = load("llama2-small-added");
 	EXPECT(t, "say good morning<tool>", 1, 1, 609, 644, 2001, 2000);
 	EXPECT(t, "\xF0\xA0\x80\x80\xF0\xA0\x80\x81 x", 0, 512, 0, 1275); /* fused <unk> */
-	coord_tok_destroy(t);
+	text_tok_destroy(t);
 }
 END_TEST
 
 START_TEST(hf_llama3_small)
 {
-	coord_tok *t = load("llama3-small");
+	text_tok *t = load("llama3-small");
 	EXPECT(t, "Hello world", 1, 2980, 1526, 263, 888);
 	EXPECT(t, "it's 12345 DON'T", 0, 413, 1346, 220, 2865, 1421, 220, 35, 857, 6, 51);
 	EXPECT(t, "  \n\n x", 0, 1124, 198, 198, 1249);
@@ -271,27 +271,27 @@ START_TEST(hf_llama3_small)
 	/* special tokens as plain text (HF encode_special_tokens=True) */
 	EXPECT(t, "<|begin_of_text|>hi", COORD_TOK_ADD_SPECIAL | COORD_TOK_SPLIT_SPECIAL, 2980,
 	       27, 91, 1515, 70, 288, 62, 1823, 62, 83, 68, 87, 83, 91, 29, 1339);
-	ck_assert_int_eq(coord_tok_bos_id(t), 2980);
-	ck_assert_int_eq(coord_tok_eos_id(t), 2981);
-	ck_assert_int_eq(coord_tok_token_to_id(t, "<|eot_id|>"), 2989);
-	ck_assert_str_eq(coord_tok_id_to_token(t, 2989), "<|eot_id|>");
-	ck_assert(coord_tok_is_special(t, 2989));
-	ck_assert(!coord_tok_is_special(t, 263));
-	ck_assert_ptr_null(coord_tok_id_to_token(t, 1 << 20));
-	ck_assert_int_eq(coord_tok_token_to_id(t, "no such token"), -1);
-	coord_tok_destroy(t);
+	ck_assert_int_eq(text_tok_bos_id(t), 2980);
+	ck_assert_int_eq(text_tok_eos_id(t), 2981);
+	ck_assert_int_eq(text_tok_token_to_id(t, "<|eot_id|>"), 2989);
+	ck_assert_str_eq(text_tok_id_to_token(t, 2989), "<|eot_id|>");
+	ck_assert(text_tok_is_special(t, 2989));
+	ck_assert(!text_tok_is_special(t, 263));
+	ck_assert_ptr_null(text_tok_id_to_token(t, 1 << 20));
+	ck_assert_int_eq(text_tok_token_to_id(t, "no such token"), -1);
+	text_tok_destroy(t);
 }
 END_TEST
 
 START_TEST(hf_llama2_real)
 {
-	coord_tok *t = load("llama2");
+	text_tok *t = load("llama2");
 	EXPECT(t, "Hello world", 1, 1, 15043, 3186);
 	EXPECT(t, "The capital of France is", 0, 450, 7483, 310, 3444, 338);
 	EXPECT(t, "\xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E \xF0\x9F\x98\x80", 1, 1, 29871, 30325,
 	       30346, 30968, 29871, 243, 162, 155, 131);
-	ck_assert_int_eq(coord_tok_vocab_size(t), 32000);
-	coord_tok_destroy(t);
+	ck_assert_int_eq(text_tok_vocab_size(t), 32000);
+	text_tok_destroy(t);
 }
 END_TEST
 
@@ -313,12 +313,12 @@ START_TEST(round_trip)
 			       "llama3-small", "llama2"};
 	const int drops_space[] = {1, 0, 1, 0, 0};
 	for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
-		coord_tok *t = load(names[k]);
+		text_tok *t = load(names[k]);
 		for (size_t i = 0; i < sizeof k_texts / sizeof *k_texts; i++) {
 			int32_t *ids;
 			size_t n;
 			const char *want = k_texts[i] + (drops_space[k] && k_texts[i][0] == ' ');
-			ck_assert_int_eq(coord_tok_encode(t, k_texts[i], strlen(k_texts[i]), 1, &ids,
+			ck_assert_int_eq(text_tok_encode(t, k_texts[i], strlen(k_texts[i]), 1, &ids,
 							  &n, g_err, sizeof g_err), 0);
 			char *back = decode(t, ids, n, 1);
 			ck_assert_msg(strcmp(back, want) == 0, "%s: \"%s\" came back as \"%s\"",
@@ -326,14 +326,14 @@ START_TEST(round_trip)
 			free(back);
 			free(ids);
 		}
-		coord_tok_destroy(t);
+		text_tok_destroy(t);
 	}
 }
 END_TEST
 
 START_TEST(decode_specials_and_bytes)
 {
-	coord_tok *t = load("llama2-small");
+	text_tok *t = load("llama2-small");
 	const int32_t a[] = {1, 3 + 0x20, 1000}; /* <s> <0x20> ▁Hello */
 	char *s = decode(t, a, 3, 1);
 	ck_assert_str_eq(s, " Hello"); /* one leading space stripped: HF */
@@ -349,21 +349,21 @@ START_TEST(decode_specials_and_bytes)
 	s = decode(t, junk, 4, 1);
 	ck_assert_str_eq(s, "Hello");
 	free(s);
-	coord_tok_destroy(t);
+	text_tok_destroy(t);
 
 	t = load("llama3-small");
 	const int32_t lossy[] = {1526, 158, 2980}; /* Hello, byte 0xE2 alone, BOS */
 	s = decode(t, lossy, 3, 0);
 	ck_assert_str_eq(s, "Hello\xEF\xBF\xBD<|begin_of_text|>");
 	free(s);
-	coord_tok_destroy(t);
+	text_tok_destroy(t);
 }
 END_TEST
 
 /* A tokenizer without a decoder: HF joins tokens with spaces. */
 START_TEST(decoder_null_joins)
 {
-	coord_tok *t;
+	text_tok *t;
 	ck_assert_int_eq(load_str(TINY_HEAD ", \"merges\": [\"a b\"]}}", &t), 0);
 	EXPECT(t, "abab", 1, 2, 2);
 	EXPECT(t, "aba", 1, 2, 0);
@@ -371,8 +371,8 @@ START_TEST(decoder_null_joins)
 	char *s = decode(t, ids, 3, 1);
 	ck_assert_str_eq(s, "ab a b");
 	free(s);
-	ck_assert_int_eq(coord_tok_bos_id(t), -1);
-	coord_tok_destroy(t);
+	ck_assert_int_eq(text_tok_bos_id(t), -1);
+	text_tok_destroy(t);
 }
 END_TEST
 
@@ -380,18 +380,18 @@ END_TEST
 
 /* Streams ids through a detokenizer; checks every chunk is whole UTF-8 and
  * returns the joined text (malloc'd). */
-static char *stream(const coord_tok *t, const int32_t *ids, size_t n, int skip,
+static char *stream(const text_tok *t, const int32_t *ids, size_t n, int skip,
 		    size_t *n_chunks, size_t *total)
 {
-	coord_detok *d;
-	ck_assert_int_eq(coord_detok_create(t, skip, &d, g_err, sizeof g_err), 0);
+	text_detok *d;
+	ck_assert_int_eq(text_detok_create(t, skip, &d, g_err, sizeof g_err), 0);
 	char *all = calloc(1, 1);
 	size_t len = 0;
 	*n_chunks = 0;
 	for (size_t i = 0; i <= n; i++) {
 		const char *c;
 		size_t cl;
-		int rc = i < n ? coord_detok_step(d, ids[i], &c, &cl) : coord_detok_finish(d, &c, &cl);
+		int rc = i < n ? text_detok_step(d, ids[i], &c, &cl) : text_detok_finish(d, &c, &cl);
 		ck_assert_int_eq(rc, 0);
 		ck_assert_msg(valid_utf8((const unsigned char *)c, cl), "chunk %zu not UTF-8", i);
 		ck_assert(c[cl] == 0);
@@ -400,39 +400,39 @@ static char *stream(const coord_tok *t, const int32_t *ids, size_t n, int skip,
 		len += cl;
 		*n_chunks += cl > 0;
 	}
-	coord_detok_destroy(d);
+	text_detok_destroy(d);
 	*total = len;
 	return all;
 }
 
 START_TEST(stream_holds_split_characters)
 {
-	coord_tok *t = load("llama2-small");
-	coord_detok *d;
+	text_tok *t = load("llama2-small");
+	text_detok *d;
 	const int32_t emoji[] = {512, 243, 163, 131, 131}; /* ▁ + U+20000 as 4 bytes */
 	const char *c;
 	size_t cl;
-	ck_assert_int_eq(coord_detok_create(t, 1, &d, g_err, sizeof g_err), 0);
-	ck_assert_int_eq(coord_detok_step(d, emoji[0], &c, &cl), 0);
+	ck_assert_int_eq(text_detok_create(t, 1, &d, g_err, sizeof g_err), 0);
+	ck_assert_int_eq(text_detok_step(d, emoji[0], &c, &cl), 0);
 	ck_assert_uint_eq(cl, 0); /* the first "▁" is stripped */
 	for (int i = 1; i < 4; i++) {
-		ck_assert_int_eq(coord_detok_step(d, emoji[i], &c, &cl), 0);
+		ck_assert_int_eq(text_detok_step(d, emoji[i], &c, &cl), 0);
 		ck_assert_msg(cl == 0, "byte %d of 4 let out %zu bytes", i, cl);
 	}
-	ck_assert_int_eq(coord_detok_step(d, emoji[4], &c, &cl), 0);
+	ck_assert_int_eq(text_detok_step(d, emoji[4], &c, &cl), 0);
 	ck_assert_str_eq(c, "\xF0\xA0\x80\x80");
-	ck_assert_int_eq(coord_detok_step(d, 1000, &c, &cl), 0);
+	ck_assert_int_eq(text_detok_step(d, 1000, &c, &cl), 0);
 	ck_assert_str_eq(c, " Hello"); /* strip happened once only */
 
-	coord_detok_reset(d); /* a new sequence strips again */
-	ck_assert_int_eq(coord_detok_step(d, 1000, &c, &cl), 0);
+	text_detok_reset(d); /* a new sequence strips again */
+	ck_assert_int_eq(text_detok_step(d, 1000, &c, &cl), 0);
 	ck_assert_str_eq(c, "Hello");
-	ck_assert_int_eq(coord_detok_step(d, 3 + 0xE2, &c, &cl), 0);
+	ck_assert_int_eq(text_detok_step(d, 3 + 0xE2, &c, &cl), 0);
 	ck_assert_uint_eq(cl, 0);
-	ck_assert_int_eq(coord_detok_finish(d, &c, &cl), 0);
+	ck_assert_int_eq(text_detok_finish(d, &c, &cl), 0);
 	ck_assert_str_eq(c, "\xEF\xBF\xBD"); /* unfinished at the end */
-	coord_detok_destroy(d);
-	coord_tok_destroy(t);
+	text_detok_destroy(d);
+	text_tok_destroy(t);
 }
 END_TEST
 
@@ -440,11 +440,11 @@ START_TEST(stream_equals_decode)
 {
 	const char *names[] = {"llama2-small", "llama2-small-split", "llama3-small", "llama2"};
 	for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
-		coord_tok *t = load(names[k]);
+		text_tok *t = load(names[k]);
 		for (size_t i = 0; i < sizeof k_texts / sizeof *k_texts; i++) {
 			int32_t *ids;
 			size_t n, chunks;
-			ck_assert_int_eq(coord_tok_encode(t, k_texts[i], strlen(k_texts[i]), 1, &ids,
+			ck_assert_int_eq(text_tok_encode(t, k_texts[i], strlen(k_texts[i]), 1, &ids,
 							  &n, g_err, sizeof g_err), 0);
 			for (int skip = 0; skip < 2; skip++) {
 				size_t total;
@@ -457,7 +457,7 @@ START_TEST(stream_equals_decode)
 			}
 			free(ids);
 		}
-		coord_tok_destroy(t);
+		text_tok_destroy(t);
 	}
 }
 END_TEST
@@ -466,7 +466,7 @@ END_TEST
  * equal to decode (exact for byte-level models, whatever the bytes). */
 START_TEST(stream_random_bytelevel)
 {
-	coord_tok *t = load("llama3-small");
+	text_tok *t = load("llama3-small");
 	int32_t ids[40];
 	srand(11);
 	for (int k = 0; k < 300; k++) {
@@ -480,7 +480,7 @@ START_TEST(stream_random_bytelevel)
 		free(whole);
 		free(streamed);
 	}
-	coord_tok_destroy(t);
+	text_tok_destroy(t);
 }
 END_TEST
 
@@ -493,24 +493,24 @@ START_TEST(random_bytes_never_crash)
 	char buf[200];
 	srand(3);
 	for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
-		coord_tok *t = load(names[k]);
+		text_tok *t = load(names[k]);
 		for (int r = 0; r < 400; r++) {
 			size_t n = (size_t)(rand() % (int)sizeof buf);
 			for (size_t i = 0; i < n; i++)
 				buf[i] = (char)(rand() % 4 ? rand() % 256 : " \n'a1<"[rand() % 6]);
 			int32_t *ids;
 			size_t m;
-			ck_assert_int_eq(coord_tok_encode(t, buf, n, r & 3, &ids, &m, g_err,
+			ck_assert_int_eq(text_tok_encode(t, buf, n, r & 3, &ids, &m, g_err,
 							  sizeof g_err), 0);
 			for (size_t i = 0; i < m; i++)
-				ck_assert(ids[i] >= 0 && ids[i] < coord_tok_vocab_size(t));
+				ck_assert(ids[i] >= 0 && ids[i] < text_tok_vocab_size(t));
 			size_t bl;
 			char *back = decode_n(t, ids, m, r & 1, &bl);
 			ck_assert(valid_utf8((const unsigned char *)back, bl));
 			free(back);
 			free(ids);
 		}
-		coord_tok_destroy(t);
+		text_tok_destroy(t);
 	}
 }
 END_TEST
@@ -518,13 +518,13 @@ END_TEST
 /* Invalid UTF-8 keeps every byte: byte-level tokens / byte fallback. */
 START_TEST(invalid_utf8_bytes_kept)
 {
-	coord_tok *t = load("llama3-small");
+	text_tok *t = load("llama3-small");
 	const char bad[] = "ab\xFF\xE2\x82 c\xC0";
 	EXPECT(t, bad, 0, 64, 65, 187, 158, 224, 272, 124); /* HF parts, see conformance */
-	coord_tok_destroy(t);
+	text_tok_destroy(t);
 	t = load("llama2-small");
 	EXPECT(t, "\xFF", 0, 512, 3 + 0xFF); /* ▁, <0xFF> */
-	coord_tok_destroy(t);
+	text_tok_destroy(t);
 }
 END_TEST
 
@@ -532,30 +532,30 @@ END_TEST
 
 START_TEST(hf_families)
 {
-	coord_tok *t = load("gpt2-small");
+	text_tok *t = load("gpt2-small");
 	EXPECT(t, "Hello world", 1, 1504, 263, 879);
 	EXPECT(t, "it's 12345 DON'T", 1, 413, 1329, 1855, 2673, 220, 35, 846, 6, 51);
 	EXPECT(t, "  \n\n x", 1, 1118, 198, 198, 1251);
-	coord_tok_destroy(t);
+	text_tok_destroy(t);
 	t = load("smollm2-small"); /* Digits(individual) before GPT-2's split */
 	EXPECT(t, "Hello  12 world", 1, 1423, 1108, 16, 17, 263, 872);
 	EXPECT(t, "<|im_start|>hi<|im_end|>", 1, 2996, 1286, 2997);
-	coord_tok_destroy(t);
+	text_tok_destroy(t);
 	t = load("qwen2-small"); /* NFC composes e + U+0301 */
 	EXPECT(t, "Cafe\xCC\x81 1234", 1, 34, 64, 69, 390, 220, 16, 17, 18, 19);
 	EXPECT(t, "WE'RE here", 1, 1737, 1253, 394, 306);
-	coord_tok_destroy(t);
+	text_tok_destroy(t);
 	t = load("deepseek-small");
 	EXPECT(t, "Hello \xE4\xB8\x96\xE7\x95\x8C 123\n", 1, 2998, 1485, 220, 455, 220, 2745, 198);
 	EXPECT(t, "\xCE\xA9mega K", 1, 2998, 138, 102, 352, 70, 64, 220, 42);
-	coord_tok_destroy(t);
+	text_tok_destroy(t);
 	t = load("misc-small"); /* NFKC, Replace(Regex), Lowercase, Strip, ... */
 	EXPECT(t, "\xEF\xBC\xA8\xEF\xBC\xA5\xEF\xBC\xAC\xEF\xBC\xAC\xEF\xBC\xAF-World 12345 "
 	       "na\xC3\xAFve", 1, 354, 857, 1089, 384, 884, 278, 409, 1042);
-	coord_tok_destroy(t);
+	text_tok_destroy(t);
 	t = load("misc2-small"); /* Strip drops the start: no Metaspace prefix */
 	EXPECT(t, "  H\xC3\xA9llo, w\xC3\xB6rld!", 1, 594, 56, 281, 310);
-	coord_tok_destroy(t);
+	text_tok_destroy(t);
 }
 END_TEST
 
@@ -563,29 +563,29 @@ END_TEST
  * bytes: the invalid byte's stand-in must be another code point. */
 START_TEST(stand_in_avoids_private_use)
 {
-	coord_tok *t = load("gpt2-small");
+	text_tok *t = load("gpt2-small");
 	const char text[] = "\xF3\xB0\x80\x80\xFF\xF3\xB0\x80\x81";
 	int32_t *ids;
 	size_t n, len;
-	ck_assert_int_eq(coord_tok_encode(t, text, sizeof text - 1, 0, &ids, &n, g_err,
+	ck_assert_int_eq(text_tok_encode(t, text, sizeof text - 1, 0, &ids, &n, g_err,
 					  sizeof g_err), 0);
 	char *s = decode_n(t, ids, n, 0, &len);
 	ck_assert_msg(len == 11 && memcmp(s, "\xF3\xB0\x80\x80\xEF\xBF\xBD\xF3\xB0\x80\x81", 11) == 0,
 		      "decode gave %zu bytes", len);
 	free(s);
 	free(ids);
-	coord_tok_destroy(t);
+	text_tok_destroy(t);
 }
 END_TEST
 
 /* ---- GGUF ---------------------------------------------------------- */
 
-static coord_tok *load_gguf(const char *name)
+static text_tok *load_gguf(const char *name)
 {
 	char path[512];
-	coord_tok *t = NULL;
+	text_tok *t = NULL;
 	snprintf(path, sizeof path, "%s/%s/tokenizer.gguf", data_dir(), name);
-	int rc = coord_tok_load(path, &t, g_err, sizeof g_err);
+	int rc = text_tok_load(path, &t, g_err, sizeof g_err);
 	ck_assert_msg(rc == 0, "load %s: %s", path, g_err);
 	return t;
 }
@@ -600,13 +600,13 @@ START_TEST(gguf_equals_json)
 					    "Cafe\xCC\x81 \xE6\x97\xA5\xE6\x9C\xAC 3.14159",
 					    "<|im_end|><s>", ""};
 	const char *name = names[_i];
-	coord_tok *j = load(name), *g = load_gguf(name);
+	text_tok *j = load(name), *g = load_gguf(name);
 	for (size_t k = 0; k < sizeof texts / sizeof texts[0]; k++) {
 		int32_t *a, *b;
 		size_t na, nb;
-		ck_assert_int_eq(coord_tok_encode(j, texts[k], strlen(texts[k]), 1, &a, &na, g_err,
+		ck_assert_int_eq(text_tok_encode(j, texts[k], strlen(texts[k]), 1, &a, &na, g_err,
 						  sizeof g_err), 0);
-		ck_assert_int_eq(coord_tok_encode(g, texts[k], strlen(texts[k]), 1, &b, &nb, g_err,
+		ck_assert_int_eq(text_tok_encode(g, texts[k], strlen(texts[k]), 1, &b, &nb, g_err,
 						  sizeof g_err), 0);
 		for (size_t i = 0; i < na && i < nb; i++)
 			ck_assert_msg(a[i] == b[i], "%s \"%s\": id %zu json %d gguf %d", name, texts[k],
@@ -615,9 +615,9 @@ START_TEST(gguf_equals_json)
 		free(a);
 		free(b);
 	}
-	ck_assert_int_eq(coord_tok_vocab_size(j), coord_tok_vocab_size(g));
-	coord_tok_destroy(j);
-	coord_tok_destroy(g);
+	ck_assert_int_eq(text_tok_vocab_size(j), text_tok_vocab_size(g));
+	text_tok_destroy(j);
+	text_tok_destroy(g);
 }
 END_TEST
 
@@ -648,13 +648,13 @@ START_TEST(gguf_crafted)
 	int fd = mkstemp(path);
 	ck_assert_int_ge(fd, 0);
 	close(fd);
-	coord_tok *t;
+	text_tok *t;
 	coord_model_meta *m;
 
 	craft_tiny(path, "gpt2", "gpt-2", "a b");
-	ck_assert_int_eq(coord_tok_load(path, &t, g_err, sizeof g_err), 0);
+	ck_assert_int_eq(text_tok_load(path, &t, g_err, sizeof g_err), 0);
 	EXPECT(t, "abab<|end|>b", 0, 2, 2, 3, 1);
-	coord_tok_destroy(t);
+	text_tok_destroy(t);
 	ck_assert_int_eq(coord_model_meta_load(path, &m, g_err, sizeof g_err), 0);
 	ck_assert_int_eq(m->n_eos, 2); /* eos and eot, both */
 	ck_assert_int_eq(m->eos[0], 3);
@@ -674,8 +674,8 @@ START_TEST(gguf_crafted)
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		craft_tiny(path, bad[i].model, bad[i].pre, bad[i].merge);
-		t = (coord_tok *)1;
-		int rc = coord_tok_load(path, &t, g_err, sizeof g_err);
+		t = (text_tok *)1;
+		int rc = text_tok_load(path, &t, g_err, sizeof g_err);
 		ck_assert_msg(rc == bad[i].code && !t, "case %zu: rc %d (%s)", i, rc, g_err);
 		ck_assert_msg(strstr(g_err, bad[i].needle) && strstr(g_err, path),
 			      "case %zu: \"%s\" should name the file and say \"%s\"", i, g_err,
@@ -750,21 +750,21 @@ END_TEST
 
 START_TEST(null_arguments)
 {
-	coord_tok *t = load("llama2-small");
+	text_tok *t = load("llama2-small");
 	int32_t *ids;
 	size_t n;
 	char *s;
-	ck_assert_int_eq(coord_tok_encode(NULL, "x", 1, 0, &ids, &n, g_err, sizeof g_err), SL_EINVAL);
-	ck_assert_int_eq(coord_tok_encode(t, NULL, 1, 0, &ids, &n, g_err, sizeof g_err), SL_EINVAL);
-	ck_assert_int_eq(coord_tok_encode(t, NULL, 0, 0, &ids, &n, g_err, sizeof g_err), 0);
+	ck_assert_int_eq(text_tok_encode(NULL, "x", 1, 0, &ids, &n, g_err, sizeof g_err), SL_EINVAL);
+	ck_assert_int_eq(text_tok_encode(t, NULL, 1, 0, &ids, &n, g_err, sizeof g_err), SL_EINVAL);
+	ck_assert_int_eq(text_tok_encode(t, NULL, 0, 0, &ids, &n, g_err, sizeof g_err), 0);
 	ck_assert_uint_eq(n, 0);
-	ck_assert_int_eq(coord_tok_decode(t, NULL, 0, 1, &s, &n, g_err, sizeof g_err), 0);
+	ck_assert_int_eq(text_tok_decode(t, NULL, 0, 1, &s, &n, g_err, sizeof g_err), 0);
 	ck_assert_str_eq(s, "");
 	free(s);
-	ck_assert_int_eq(coord_tok_load(NULL, &t, g_err, sizeof g_err), SL_EINVAL);
-	coord_tok_destroy(NULL);
-	coord_detok_destroy(NULL);
-	coord_tok_destroy(t);
+	ck_assert_int_eq(text_tok_load(NULL, &t, g_err, sizeof g_err), SL_EINVAL);
+	text_tok_destroy(NULL);
+	text_detok_destroy(NULL);
+	text_tok_destroy(t);
 }
 END_TEST
 

@@ -12,9 +12,9 @@
  * must end in a message naming the file and tensor, not a SIGBUS or a
  * silently wrong model.
  */
-#include "safetensors.h"
-#include "checked.h"
-#include "sl.h"
+#include "formats/safetensors.h"
+#include "common/checked.h"
+#include "common/sl.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

@@ -2,7 +2,7 @@
  * chat_template_int.h — what the chat-template files share: the arena, the
  * lexer's tokens, the syntax tree, the compiled program, runtime values and
  * the ids of supported filters, tests, methods and functions.  Not for use
- * outside coordinator/chat_template*.c; the public interface is
+ * outside text/jinja/chat_template*.c; the public interface is
  * chat_template.h, which only chat_template.c includes.
  *
  * The files stand in layers, top to bottom; each calls only files below it:

@@ -2,7 +2,7 @@
  * tok_norm.c -- normalizers: what Hugging Face `tokenizers` does to text
  * before pre-tokenizing it (and to normalized added tokens at load).
  *
- * Owner: coordinator tokenizer.  Callers: tokenizer.c.
+ * Owner: the tokenizer (text/tokenizer/).  Callers: tokenizer.c.
  *
  * Unicode normalization forms come from utf8proc, a small, widely
  * packaged C library (Julia's) that does nothing but Unicode data and
@@ -14,9 +14,9 @@
  * Supported: Prepend, Replace (String or Regex pattern), NFC, NFD, NFKC,
  * NFKD, Lowercase, Strip, StripAccents, Sequence of those.
  */
-#include "tok_int.h"
-#include "checks.h"
-#include "sl.h"
+#include "text/tokenizer/tok_int.h"
+#include "common/checks.h"
+#include "common/sl.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -122,7 +122,7 @@ static int on_repl(void *arg, size_t st, size_t en)
 	return 0;
 }
 
-static int replace_regex(const coord_tok *t, const norm_step *st, const char *s, size_t n,
+static int replace_regex(const text_tok *t, const norm_step *st, const char *s, size_t n,
 			 void **region, tk_buf *out)
 {
 	repl_state r = {s, tk_str(t, st->b_off), 0, st->b_len, out};
@@ -136,7 +136,7 @@ static int replace_regex(const coord_tok *t, const norm_step *st, const char *s,
 /* 1 when the step removed the text's first character: the result then no
  * longer starts at original offset 0, which Metaspace's prepend_scheme
  * "first" checks. */
-static int dropped_first(const coord_tok *t, const norm_step *st, const char *s, size_t n,
+static int dropped_first(const text_tok *t, const norm_step *st, const char *s, size_t n,
 			 const tk_buf *dst)
 {
 	uint32_t cp;
@@ -155,7 +155,7 @@ static int dropped_first(const coord_tok *t, const norm_step *st, const char *s,
 	}
 }
 
-static int run_step(const coord_tok *t, const norm_step *st, const char *s, size_t n,
+static int run_step(const text_tok *t, const norm_step *st, const char *s, size_t n,
 		    void **region, tk_buf *dst)
 {
 	switch (st->kind) {
@@ -178,7 +178,7 @@ static int run_step(const coord_tok *t, const norm_step *st, const char *s, size
 	}
 }
 
-int tk_normalize(const coord_tok *t, const char *s, size_t n, tk_buf bufs[2], void **region,
+int tk_normalize(const text_tok *t, const char *s, size_t n, tk_buf bufs[2], void **region,
 		 const char **res, size_t *rn, int *origin)
 {
 	const char *cur = s;
@@ -202,7 +202,7 @@ int tk_normalize(const coord_tok *t, const char *s, size_t n, tk_buf bufs[2], vo
 
 /* ---- loading ---- */
 
-static int add_step(coord_tok *t, const norm_step *st)
+static int add_step(text_tok *t, const norm_step *st)
 {
 	if (tk_grow((void **)&t->norm, &t->norm_cap, t->n_norm + 1, sizeof *t->norm))
 		return SL_ENOMEM;
@@ -210,7 +210,7 @@ static int add_step(coord_tok *t, const norm_step *st)
 	return 0;
 }
 
-static int load_replace(coord_tok *t, const cJSON *j, char *err, size_t errlen)
+static int load_replace(text_tok *t, const cJSON *j, char *err, size_t errlen)
 {
 	const cJSON *pat = tk_jget(j, "pattern");
 	const char *lit = tk_jstr(pat, "String"), *re = tk_jstr(pat, "Regex");
@@ -224,9 +224,9 @@ static int load_replace(coord_tok *t, const cJSON *j, char *err, size_t errlen)
 		return LERR(SL_EINVAL, "normalizer Replace: missing \"content\"");
 	/* normalized text ends up in tokens and decoded text (added tokens
 	 * are stored normalized): it must stay UTF-8, and so must what edits it */
-	if ((lit && !coord_utf8_valid(lit, strlen(lit))) || !coord_utf8_valid(to, strlen(to)))
+	if ((lit && !text_utf8_valid(lit, strlen(lit))) || !text_utf8_valid(to, strlen(to)))
 		return LERR(SL_EINVAL, "normalizer Replace: \"%s\" is not valid UTF-8",
-			    lit && !coord_utf8_valid(lit, strlen(lit)) ? "pattern" : "content");
+			    lit && !text_utf8_valid(lit, strlen(lit)) ? "pattern" : "content");
 	const char *a = lit ? lit : re;
 	st.a_len = (uint32_t)strlen(a);
 	st.b_len = (uint32_t)strlen(to);
@@ -240,7 +240,7 @@ static int load_replace(coord_tok *t, const cJSON *j, char *err, size_t errlen)
 	return rc;
 }
 
-static int load_step(coord_tok *t, const cJSON *j, char *err, size_t errlen)
+static int load_step(text_tok *t, const cJSON *j, char *err, size_t errlen)
 {
 	static const struct {
 		const char *name;
@@ -276,7 +276,7 @@ static int load_step(coord_tok *t, const cJSON *j, char *err, size_t errlen)
 		const char *p = tk_jstr(j, "prepend");
 		if (!p)
 			return LERR(SL_EINVAL, "normalizer Prepend: missing \"prepend\"");
-		if (!coord_utf8_valid(p, strlen(p)))
+		if (!text_utf8_valid(p, strlen(p)))
 			return LERR(SL_EINVAL, "normalizer Prepend: \"prepend\" is not valid UTF-8");
 		st.kind = NORM_PREPEND;
 		st.a_len = (uint32_t)strlen(p);
@@ -289,14 +289,14 @@ static int load_step(coord_tok *t, const cJSON *j, char *err, size_t errlen)
 		    "Lowercase, Strip, StripAccents, Prepend, Replace, Sequence are)", type);
 }
 
-int tk_load_normalizer(coord_tok *t, const cJSON *j, char *err, size_t errlen)
+int tk_load_normalizer(text_tok *t, const cJSON *j, char *err, size_t errlen)
 {
 	if (tk_jabsent(j))
 		return 0;
 	return load_step(t, j, err, errlen);
 }
 
-void tk_free_normalizer(coord_tok *t)
+void tk_free_normalizer(text_tok *t)
 {
 	for (size_t i = 0; i < t->n_norm; i++)
 		tk_regex_free(t->norm[i].re);

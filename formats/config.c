@@ -9,9 +9,9 @@
  * transformers' LlamaConfig so that minimal configs load the same way they
  * do in Python; for GGUF they follow llama.cpp's reading of the same keys.
  */
-#include "config.h"
-#include "checks.h"
-#include "sl.h"
+#include "formats/config.h"
+#include "common/checks.h"
+#include "common/sl.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

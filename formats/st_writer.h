@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "safetensors.h"
+#include "formats/safetensors.h"
 
 /* Streaming writer: the header is written from the descriptors up front,
  * then each tensor's data in order with sl_st_writer_put(). */

@@ -9,7 +9,7 @@
  * apply_chat_template (Jinja2 with trim_blocks and lstrip_blocks, the
  * loopcontrols extension, transformers' raise_exception, strftime_now,
  * namespace and tojson).  docs/chat_templates.md lists the supported subset;
- * anything outside it is refused by coord_tmpl_compile with the template's
+ * anything outside it is refused by text_tmpl_compile with the template's
  * line and column, so a model never registers with a template that could
  * fail later on a construct we do not implement.
  *
@@ -37,7 +37,7 @@
 extern "C" {
 #endif
 
-typedef struct coord_tmpl coord_tmpl;
+typedef struct text_tmpl text_tmpl;
 
 /* One part of an array-valued message content; the template sees the dict
  * {"type": type, "text": text} (keys in that order). */
@@ -45,7 +45,7 @@ typedef struct {
 	const char *type;  /* NUL-terminated, e.g. "text" */
 	const char *text;  /* UTF-8, text_len bytes (may hold NULs) */
 	size_t text_len;
-} coord_chat_part;
+} text_chat_part;
 
 /* One message; the template sees the dict {"role": role, "content": ...}.
  * content is a string (content, content_len) unless parts is non-NULL, in
@@ -56,9 +56,9 @@ typedef struct {
 	const char *role;  /* NUL-terminated */
 	const char *content;
 	size_t content_len;
-	const coord_chat_part *parts;
+	const text_chat_part *parts;
 	int n_parts;
-} coord_chat_msg;
+} text_chat_msg;
 
 /* Per-render variables and limits.  NULL strings are left undefined, as
  * transformers does for a tokenizer without that special token.  `tools` and
@@ -72,7 +72,7 @@ typedef struct {
 	size_t max_output_bytes;   /* 0: COORD_TMPL_DEFAULT_MAX_OUTPUT */
 	size_t max_memory_bytes;   /* working memory; 0: COORD_TMPL_DEFAULT_MAX_MEMORY */
 	uint64_t max_steps;        /* statements + loop iterations; 0: default */
-} coord_tmpl_vars;
+} text_tmpl_vars;
 
 #define COORD_TMPL_DEFAULT_MAX_OUTPUT (8u << 20)
 #define COORD_TMPL_DEFAULT_MAX_MEMORY (64u << 20)
@@ -83,10 +83,10 @@ typedef struct {
  * "model/tokenizer_config.json", which then read
  * "NAME:LINE:COL: unsupported construct '{% macro %}'".  Returns 0 and *out,
  * or SL_EINVAL (syntax error, unsupported construct) / SL_ENOMEM. */
-int coord_tmpl_compile(const char *src, size_t len, const char *name, coord_tmpl **out,
+int text_tmpl_compile(const char *src, size_t len, const char *name, text_tmpl **out,
 		       char *err, size_t errlen);
 
-void coord_tmpl_destroy(coord_tmpl *t);
+void text_tmpl_destroy(text_tmpl *t);
 
 /* Renders msgs[0..n) into a malloc'd NUL-terminated string (*out, *len; free
  * with free()).  Returns 0, or SL_EINVAL when the template fails: for
@@ -94,8 +94,8 @@ void coord_tmpl_destroy(coord_tmpl *t);
  * alternate user/assistant/user/assistant/..."), a message fit for the
  * client; any other failure (type error, undefined value, a limit) reads
  * "NAME:LINE:COL: reason". */
-int coord_tmpl_render(const coord_tmpl *t, const coord_chat_msg *msgs, int n,
-		      const coord_tmpl_vars *vars, char **out, size_t *len, char *err,
+int text_tmpl_render(const text_tmpl *t, const text_chat_msg *msgs, int n,
+		      const text_tmpl_vars *vars, char **out, size_t *len, char *err,
 		      size_t errlen);
 
 /* 1 when the template loops over a message's content (`for x in
@@ -103,7 +103,7 @@ int coord_tmpl_render(const coord_tmpl *t, const coord_chat_msg *msgs, int n,
  * templates concatenate content as a string; for them the caller should join
  * the text parts into one string before rendering (the HTTP layer's choice),
  * since Jinja would print a list's Python repr or fail. */
-int coord_tmpl_iterates_content(const coord_tmpl *t);
+int text_tmpl_iterates_content(const text_tmpl *t);
 
 #ifdef __cplusplus
 }

@@ -2,7 +2,7 @@
  * chat_template_lex.c — template source to tokens, with the whitespace rules
  * of Jinja2 as transformers configures it (trim_blocks=True,
  * lstrip_blocks=True, keep_trailing_newline=False).  Called by
- * coord_tmpl_compile on the normalized source (newlines already "\n", one
+ * text_tmpl_compile on the normalized source (newlines already "\n", one
  * trailing newline dropped).
  *
  * The rules, as in jinja2/lexer.py:
@@ -18,8 +18,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "chat_template_int.h"
-#include "sl.h"
+#include "text/jinja/chat_template_int.h"
+#include "common/sl.h"
 
 typedef struct {
 	const char *src;

@@ -1,17 +1,17 @@
 /*
  * tok_decode.c -- decoders: ids -> text, as Hugging Face `tokenizers`
- * decodes, one-shot (coord_tok_decode) and streaming (coord_detok).
+ * decodes, one-shot (text_tok_decode) and streaming (text_detok).
  *
- * Owner: coordinator tokenizer.  Callers: tokenizer.c (loading the
+ * Owner: the tokenizer (text/tokenizer/).  Callers: tokenizer.c (loading the
  * decoder), the coordinator's streaming relay and the tools (tokenizer.h).
  *
  * The decoder chain runs as a stream; the one-shot decode is the same
  * stream in "exact" mode, so both agree by construction.  Decoding always
  * yields valid UTF-8, exactly as HF's decode does.
  */
-#include "tok_int.h"
-#include "checks.h"
-#include "sl.h"
+#include "text/tokenizer/tok_int.h"
+#include "common/checks.h"
+#include "common/sl.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -53,7 +53,7 @@ typedef struct {
 	const char *pat, *to;
 } dec_replace;
 
-static int load_dec_step(coord_tok *t, const cJSON *j, dec_replace *rep, size_t *nrep,
+static int load_dec_step(text_tok *t, const cJSON *j, dec_replace *rep, size_t *nrep,
 			 int *phase, char *err, size_t errlen)
 {
 	const char *type = tk_jstr(j, "type");
@@ -65,9 +65,9 @@ static int load_dec_step(coord_tok *t, const cJSON *j, dec_replace *rep, size_t 
 		if (!pat || !*pat || !to || *nrep == MAX_DEC_REPLACE)
 			return LERR(SL_ENOTSUP, "decoder Replace: only non-empty String patterns");
 		/* its output is decoded text, promised UTF-8 */
-		if (!coord_utf8_valid(pat, strlen(pat)) || !coord_utf8_valid(to, strlen(to)))
+		if (!text_utf8_valid(pat, strlen(pat)) || !text_utf8_valid(to, strlen(to)))
 			return LERR(SL_EINVAL, "decoder Replace: \"%s\" is not valid UTF-8",
-				    coord_utf8_valid(pat, strlen(pat)) ? "content" : "pattern");
+				    text_utf8_valid(pat, strlen(pat)) ? "content" : "pattern");
 		rep[(*nrep)++] = (dec_replace){pat, to};
 	} else if (strcmp(type, "Metaspace") == 0 && *phase == PHASE_TOKEN && *nrep == 0) {
 		const char *r = tk_jstr(j, "replacement"), *scheme = tk_jstr(j, "prepend_scheme");
@@ -99,7 +99,7 @@ static int load_dec_step(coord_tok *t, const cJSON *j, dec_replace *rep, size_t 
 }
 
 /* Fills dec_off/dec_len and byte_val of every present id. */
-static int compute_dec(coord_tok *t, const dec_replace *rep, size_t nrep)
+static int compute_dec(text_tok *t, const dec_replace *rep, size_t nrep)
 {
 	int16_t char_byte[BYTE_CHARS];
 	tk_buf bufs[2] = {{0}, {0}};
@@ -137,7 +137,7 @@ static int compute_dec(coord_tok *t, const dec_replace *rep, size_t nrep)
 	return rc;
 }
 
-int tk_load_decoder(coord_tok *t, const cJSON *j, char *err, size_t errlen)
+int tk_load_decoder(text_tok *t, const cJSON *j, char *err, size_t errlen)
 {
 	const char *type = tk_jstr(j, "type");
 	dec_replace rep[MAX_DEC_REPLACE];
@@ -169,8 +169,8 @@ int tk_load_decoder(coord_tok *t, const cJSON *j, char *err, size_t errlen)
 
 /* ---- streaming ---- */
 
-struct coord_detok {
-	const coord_tok *t;
+struct text_detok {
+	const text_tok *t;
 	int skip_special;
 	int exact;         /* one-shot decode: judge byte-fallback runs whole */
 	size_t n_fed;      /* tokens given to the decoder so far */
@@ -185,9 +185,9 @@ struct coord_detok {
 static const char REPLACEMENT[] = "\xEF\xBF\xBD"; /* U+FFFD */
 
 /* Appends text, first removing the decoder's leading Strip characters. */
-static void emit(coord_detok *d, const char *s, size_t n)
+static void emit(text_detok *d, const char *s, size_t n)
 {
-	const coord_tok *t = d->t;
+	const text_tok *t = d->t;
 	size_t cl = t->dec_strip_char_len;
 
 	while (d->strip_left && n && tk_starts_with(s, n, t->dec_strip_char, cl)) {
@@ -202,7 +202,7 @@ static void emit(coord_detok *d, const char *s, size_t n)
 		d->oom = 1;
 }
 
-static void emit_replacements(coord_detok *d, size_t count)
+static void emit_replacements(text_detok *d, size_t count)
 {
 	while (count--)
 		emit(d, REPLACEMENT, 3);
@@ -214,7 +214,7 @@ static void emit_replacements(coord_detok *d, size_t count)
  * one per maximal subpart (Rust's from_utf8_lossy, which HF's ByteLevel
  * decoder uses), or one per byte (per_byte: ByteFallback's rule).
  */
-static void utf8_feed(coord_detok *d, unsigned char b, int per_byte)
+static void utf8_feed(text_detok *d, unsigned char b, int per_byte)
 {
 	d->pend[d->n_pend++] = b;
 	while (d->n_pend) {
@@ -231,7 +231,7 @@ static void utf8_feed(coord_detok *d, unsigned char b, int per_byte)
 	}
 }
 
-static void utf8_flush(coord_detok *d, int per_byte)
+static void utf8_flush(text_detok *d, int per_byte)
 {
 	if (d->n_pend)
 		emit_replacements(d, per_byte ? d->n_pend : 1);
@@ -241,7 +241,7 @@ static void utf8_flush(coord_detok *d, int per_byte)
 /* End of a byte-fallback run.  HF keeps a run only if it is valid UTF-8 as
  * a whole and otherwise writes one U+FFFD per byte; the stream has already
  * sent the good characters, so it only settles the unfinished tail. */
-static void run_end(coord_detok *d)
+static void run_end(text_detok *d)
 {
 	if (!d->exact) {
 		utf8_flush(d, 1);
@@ -249,7 +249,7 @@ static void run_end(coord_detok *d)
 	}
 	if (d->run.len == 0)
 		return;
-	if (coord_utf8_valid(d->run.p, d->run.len))
+	if (text_utf8_valid(d->run.p, d->run.len))
 		emit(d, d->run.p, d->run.len);
 	else
 		emit_replacements(d, d->run.len);
@@ -258,9 +258,9 @@ static void run_end(coord_detok *d)
 
 /* Metaspace decoder: the first token loses its replacement characters
  * instead of turning them into spaces. */
-static void emit_meta_first(coord_detok *d, const tok_entry *e)
+static void emit_meta_first(text_detok *d, const tok_entry *e)
 {
-	const coord_tok *t = d->t;
+	const text_tok *t = d->t;
 	tk_buf tmp = {0};
 	if (tk_replace_all(tk_str(t, e->text_off), e->text_len, t->dec_meta_rep,
 			t->dec_meta_rep_len, "", 0, &tmp))
@@ -270,9 +270,9 @@ static void emit_meta_first(coord_detok *d, const tok_entry *e)
 	free(tmp.p);
 }
 
-static void feed_pipe(coord_detok *d, const tok_entry *e)
+static void feed_pipe(text_detok *d, const tok_entry *e)
 {
-	const coord_tok *t = d->t;
+	const text_tok *t = d->t;
 
 	if (e->byte_val >= 0) {
 		if (d->exact) {
@@ -292,9 +292,9 @@ static void feed_pipe(coord_detok *d, const tok_entry *e)
 }
 
 /* One id through the decoder, appending to d->out. */
-static void feed(coord_detok *d, int32_t id)
+static void feed(text_detok *d, int32_t id)
 {
-	const coord_tok *t = d->t;
+	const text_tok *t = d->t;
 
 	if (id < 0 || id >= t->n_vocab || !t->tok[id].present)
 		return; /* HF skips ids it has no token for */
@@ -317,14 +317,14 @@ static void feed(coord_detok *d, int32_t id)
 	d->n_fed++;
 }
 
-static void feed_end(coord_detok *d)
+static void feed_end(text_detok *d)
 {
 	if (d->t->dec_kind == DEC_PIPE)
 		run_end(d);
 	utf8_flush(d, d->t->dec_kind == DEC_PIPE);
 }
 
-static void detok_init(coord_detok *d, const coord_tok *t, int skip_special, int exact)
+static void detok_init(text_detok *d, const text_tok *t, int skip_special, int exact)
 {
 	memset(d, 0, sizeof *d);
 	d->t = t;
@@ -333,19 +333,19 @@ static void detok_init(coord_detok *d, const coord_tok *t, int skip_special, int
 	d->strip_left = t->dec_kind == DEC_PIPE ? (size_t)t->dec_strip : 0;
 }
 
-int coord_detok_create(const coord_tok *t, int skip_special, coord_detok **out,
+int text_detok_create(const text_tok *t, int skip_special, text_detok **out,
 		       char *err, size_t errlen)
 {
 	if (!t || !out)
-		return sl_errf(err, errlen, SL_EINVAL, "coord_detok_create: NULL argument");
+		return sl_errf(err, errlen, SL_EINVAL, "text_detok_create: NULL argument");
 	*out = malloc(sizeof **out);
 	if (!*out)
-		return sl_errf(err, errlen, SL_ENOMEM, "coord_detok_create: out of memory");
+		return sl_errf(err, errlen, SL_ENOMEM, "text_detok_create: out of memory");
 	detok_init(*out, t, skip_special, 0);
 	return 0;
 }
 
-void coord_detok_destroy(coord_detok *d)
+void text_detok_destroy(text_detok *d)
 {
 	if (!d)
 		return;
@@ -354,7 +354,7 @@ void coord_detok_destroy(coord_detok *d)
 	free(d);
 }
 
-void coord_detok_reset(coord_detok *d)
+void text_detok_reset(text_detok *d)
 {
 	if (!d)
 		return;
@@ -366,7 +366,7 @@ void coord_detok_reset(coord_detok *d)
 }
 
 /* Hands out d->out (NUL-terminated even when empty). */
-static int detok_result(coord_detok *d, const char **text, size_t *len)
+static int detok_result(text_detok *d, const char **text, size_t *len)
 {
 	if (d->oom || tk_buf_put(&d->out, "", 0)) {
 		d->oom = 0;
@@ -379,7 +379,7 @@ static int detok_result(coord_detok *d, const char **text, size_t *len)
 	return 0;
 }
 
-int coord_detok_step(coord_detok *d, int32_t id, const char **text, size_t *len)
+int text_detok_step(text_detok *d, int32_t id, const char **text, size_t *len)
 {
 	if (!d || !text || !len)
 		return SL_EINVAL;
@@ -388,7 +388,7 @@ int coord_detok_step(coord_detok *d, int32_t id, const char **text, size_t *len)
 	return detok_result(d, text, len);
 }
 
-int coord_detok_finish(coord_detok *d, const char **text, size_t *len)
+int text_detok_finish(text_detok *d, const char **text, size_t *len)
 {
 	if (!d || !text || !len)
 		return SL_EINVAL;
@@ -397,13 +397,13 @@ int coord_detok_finish(coord_detok *d, const char **text, size_t *len)
 	return detok_result(d, text, len);
 }
 
-int coord_tok_decode(const coord_tok *t, const int32_t *ids, size_t n, int skip_special,
+int text_tok_decode(const text_tok *t, const int32_t *ids, size_t n, int skip_special,
 		     char **text, size_t *len, char *err, size_t errlen)
 {
-	coord_detok d;
+	text_detok d;
 
 	if (!t || !text || !len || (!ids && n))
-		return sl_errf(err, errlen, SL_EINVAL, "coord_tok_decode: NULL argument");
+		return sl_errf(err, errlen, SL_EINVAL, "text_tok_decode: NULL argument");
 	*text = NULL;
 	*len = 0;
 	detok_init(&d, t, skip_special, 1);

@@ -1,5 +1,5 @@
 /*
- * safetensors.h — read Hugging Face safetensors checkpoints (tools/st_writer.h
+ * safetensors.h — read Hugging Face safetensors checkpoints (formats/st_writer.h
  * writes them).
  *
  * A checkpoint is one `model.safetensors` or several shards listed by
@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dtype.h"
+#include "common/dtype.h"
 
 #define SL_ST_MAX_DIMS 8
 

@@ -1,6 +1,6 @@
 /*
  * chat_template_eval.c — runs a compiled chat template: statements and
- * expressions.  coord_tmpl_render (chat_template.c) sets up the render
+ * expressions.  text_tmpl_render (chat_template.c) sets up the render
  * context and the globals, then calls tmpl_exec; attribute and item lookup
  * and comparisons are value operations (chat_template_value.c); filters,
  * tests and calls are chat_template_builtin.c's.
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chat_template_int.h"
+#include "text/jinja/chat_template_int.h"
 
 enum { EXEC_OK = 0, EXEC_BREAK = 1, EXEC_CONTINUE = 2, EXEC_FAIL = -1 };
 

@@ -23,10 +23,10 @@
  * general.alignment (default 32), then the data section; tensor offsets
  * are relative to its start.
  */
-#include "gguf.h"
-#include "checked.h"
-#include "checks.h"
-#include "sl.h"
+#include "formats/gguf.h"
+#include "common/checked.h"
+#include "common/checks.h"
+#include "common/sl.h"
 
 #include <errno.h>
 #include <fcntl.h>

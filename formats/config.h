@@ -11,8 +11,8 @@
 
 #include <stddef.h>
 
-#include "dtype.h"
-#include "gguf.h"
+#include "common/dtype.h"
+#include "formats/gguf.h"
 
 #define MODEL_MAX_EOS 8
 

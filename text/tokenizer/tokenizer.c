@@ -4,7 +4,7 @@
  * tok_gguf.c, which turns its tokenizer into the equivalent
  * tokenizer.json first, so both kinds of file take one path.
  *
- * Owner: coordinator.  Callers: see tokenizer.h.
+ * Owner: the tokenizer (text/tokenizer/).  Callers: see tokenizer.h.
  *
  * Encoding follows the `tokenizers` pipeline step by step, because
  * conformance is judged id for id against it:
@@ -18,9 +18,9 @@
  *   -> post-processor template (BOS) around the whole sequence.
  * Decoding is tok_decode.c.
  */
-#include "tok_int.h"
-#include "checks.h"
-#include "sl.h"
+#include "text/tokenizer/tok_int.h"
+#include "common/checks.h"
+#include "common/sl.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +30,7 @@
 /* Loading: ids, added tokens, post-processor                          */
 
 /* Highest id in model.vocab and added_tokens, validating each. */
-static int scan_ids(coord_tok *t, const cJSON *vocab, const cJSON *added,
+static int scan_ids(text_tok *t, const cJSON *vocab, const cJSON *added,
 		    char *err, size_t errlen)
 {
 	const cJSON *it;
@@ -70,7 +70,7 @@ static int added_cmp(const void *pa, const void *pb)
 }
 
 /* Buckets the matchable added tokens by first byte, longest first. */
-static int index_added(coord_tok *t)
+static int index_added(text_tok *t)
 {
 	added_tok *sorted = malloc((t->n_added + 1) * sizeof *sorted);
 	uint32_t count[256] = {0};
@@ -99,7 +99,7 @@ static int index_added(coord_tok *t)
  * token is, as id_to_token gives it in tokenizers 0.23 (0.22 gave the raw
  * content) -- since HF looks added tokens up first; special ones are what
  * decode(skip_special) leaves out. */
-static void claim_added_id(coord_tok *t, const added_tok *a)
+static void claim_added_id(text_tok *t, const added_tok *a)
 {
 	tok_entry *e = &t->tok[a->id];
 	e->present = 1;
@@ -114,7 +114,7 @@ static void claim_added_id(coord_tok *t, const added_tok *a)
 	}
 }
 
-static int load_one_added(coord_tok *t, const cJSON *it, added_tok *a, tk_buf nb[2],
+static int load_one_added(text_tok *t, const cJSON *it, added_tok *a, tk_buf nb[2],
 			  char *err, size_t errlen)
 {
 	const char *content = tk_jstr(it, "content");
@@ -127,7 +127,7 @@ static int load_one_added(coord_tok *t, const cJSON *it, added_tok *a, tk_buf nb
 	if (tk_jbool(it, "lstrip", 0) || tk_jbool(it, "rstrip", 0) || tk_jbool(it, "single_word", 0))
 		return LERR(SL_ENOTSUP, "added token \"%.60s\": lstrip/rstrip/single_word "
 			    "not supported", content);
-	if (!coord_utf8_valid(content, clen))
+	if (!text_utf8_valid(content, clen))
 		return LERR(SL_EINVAL, "added token %d is not valid UTF-8", a->id);
 	TRY(tk_arena_put(t, content, clen, &a->coff));
 	a->clen = (uint32_t)clen;
@@ -147,7 +147,7 @@ static int load_one_added(coord_tok *t, const cJSON *it, added_tok *a, tk_buf nb
 	return 0;
 }
 
-static int load_added(coord_tok *t, const cJSON *arr, char *err, size_t errlen)
+static int load_added(text_tok *t, const cJSON *arr, char *err, size_t errlen)
 {
 	const cJSON *it;
 	tk_buf nb[2] = {{0}, {0}};
@@ -176,7 +176,7 @@ static int load_added(coord_tok *t, const cJSON *arr, char *err, size_t errlen)
 /* ------------------------------------------------------------------ */
 /* Loading: post-processor and decoder                                  */
 
-static int load_template(coord_tok *t, const cJSON *j, char *err, size_t errlen)
+static int load_template(text_tok *t, const cJSON *j, char *err, size_t errlen)
 {
 	const cJSON *single = tk_jget(j, "single"), *specials = tk_jget(j, "special_tokens"), *p;
 	int after = 0;
@@ -208,7 +208,7 @@ static int load_template(coord_tok *t, const cJSON *j, char *err, size_t errlen)
 	return 0;
 }
 
-static int load_post_step(coord_tok *t, const cJSON *j, char *err, size_t errlen)
+static int load_post_step(text_tok *t, const cJSON *j, char *err, size_t errlen)
 {
 	const char *type = tk_jstr(j, "type");
 
@@ -233,17 +233,17 @@ static int load_post_step(coord_tok *t, const cJSON *j, char *err, size_t errlen
 /* ------------------------------------------------------------------ */
 /* Loading: entry points                                               */
 
-static int32_t first_token(const coord_tok *t, const char *const *names)
+static int32_t first_token(const text_tok *t, const char *const *names)
 {
 	for (; *names; names++) {
-		int32_t id = coord_tok_token_to_id(t, *names);
+		int32_t id = text_tok_token_to_id(t, *names);
 		if (id >= 0)
 			return id;
 	}
 	return -1;
 }
 
-static int load_root(coord_tok *t, const cJSON *root, char *err, size_t errlen)
+static int load_root(text_tok *t, const cJSON *root, char *err, size_t errlen)
 {
 	static const char *const bos[] = {"<s>", "<|begin_of_text|>", "<bos>", NULL};
 	static const char *const eos[] = {"</s>", "<|end_of_text|>", "<|endoftext|>",
@@ -268,15 +268,15 @@ static int load_root(coord_tok *t, const cJSON *root, char *err, size_t errlen)
 	return 0;
 }
 
-int coord_tok_load_buffer(const char *json, size_t len, const char *name,
-			  coord_tok **out, char *err, size_t errlen)
+int text_tok_load_buffer(const char *json, size_t len, const char *name,
+			  text_tok **out, char *err, size_t errlen)
 {
 	const char *end = NULL;
-	coord_tok *t;
+	text_tok *t;
 	int rc;
 
 	if (!out || !json)
-		return sl_errf(err, errlen, SL_EINVAL, "coord_tok_load: NULL argument");
+		return sl_errf(err, errlen, SL_EINVAL, "text_tok_load: NULL argument");
 	*out = NULL;
 	t = calloc(1, sizeof *t);
 	if (!t || !(t->name = strdup(name ? name : "tokenizer.json"))) {
@@ -297,34 +297,34 @@ int coord_tok_load_buffer(const char *json, size_t len, const char *name,
 		cJSON_Delete(root);
 	}
 	if (rc) {
-		coord_tok_destroy(t);
+		text_tok_destroy(t);
 		return rc;
 	}
 	*out = t;
 	return 0;
 }
 
-int coord_tok_load(const char *path, coord_tok **out, char *err, size_t errlen)
+int text_tok_load(const char *path, text_tok **out, char *err, size_t errlen)
 {
 	char *buf = NULL;
 	size_t len = 0;
 	int rc;
 
 	if (!path || !out)
-		return sl_errf(err, errlen, SL_EINVAL, "coord_tok_load: NULL argument");
+		return sl_errf(err, errlen, SL_EINVAL, "text_tok_load: NULL argument");
 	*out = NULL;
-	if (coord_tok_is_gguf(path)) {
-		if ((rc = coord_tok_gguf_json(path, &buf, &len, err, errlen)))
+	if (text_tok_is_gguf(path)) {
+		if ((rc = text_tok_gguf_json(path, &buf, &len, err, errlen)))
 			return rc;
 	} else if ((rc = sl_read_file(path, &buf, &len, err, errlen))) {
 		return rc;
 	}
-	rc = coord_tok_load_buffer(buf, len, path, out, err, errlen);
+	rc = text_tok_load_buffer(buf, len, path, out, err, errlen);
 	free(buf);
 	return rc;
 }
 
-void coord_tok_destroy(coord_tok *t)
+void text_tok_destroy(text_tok *t)
 {
 	if (!t)
 		return;
@@ -384,7 +384,7 @@ static int escape_invalid(enc_ctx *c, const char *s, size_t n, const char **res,
 
 	*res = s;
 	*rn = n;
-	if (coord_utf8_valid(s, n))
+	if (text_utf8_valid(s, n))
 		return 0;
 	used = calloc(PUA_COUNT / 8, 1);
 	slot = malloc(N_UNITS * sizeof *slot);
@@ -435,7 +435,7 @@ out:
 }
 
 /* The longest added token of the given kind matching at s, or NULL. */
-static const added_tok *added_at(const coord_tok *t, const char *s, size_t n,
+static const added_tok *added_at(const text_tok *t, const char *s, size_t n,
 				 int normalized)
 {
 	unsigned b = (unsigned char)s[0];
@@ -529,7 +529,7 @@ static void enc_free(enc_ctx *c)
 	free(c->stand_bytes);
 }
 
-int coord_tok_encode(const coord_tok *t, const char *text, size_t len, int flags,
+int text_tok_encode(const text_tok *t, const char *text, size_t len, int flags,
 		     int32_t **ids, size_t *n, char *err, size_t errlen)
 {
 	enc_ctx c = {.t = t, .flags = flags};
@@ -538,11 +538,11 @@ int coord_tok_encode(const coord_tok *t, const char *text, size_t len, int flags
 	int rc = 0;
 
 	if (!t || !ids || !n || (!text && len))
-		return sl_errf(err, errlen, SL_EINVAL, "coord_tok_encode: NULL argument");
+		return sl_errf(err, errlen, SL_EINVAL, "text_tok_encode: NULL argument");
 	*ids = NULL;
 	*n = 0;
 	if (len > UINT32_MAX / 8)
-		return sl_errf(err, errlen, SL_EINVAL, "coord_tok_encode: text of %zu bytes "
+		return sl_errf(err, errlen, SL_EINVAL, "text_tok_encode: text of %zu bytes "
 			       "is too long", len);
 	if (flags & COORD_TOK_ADD_SPECIAL)
 		for (size_t i = 0; i < t->prefix.len && !rc; i++)
@@ -572,11 +572,11 @@ int coord_tok_encode(const coord_tok *t, const char *text, size_t len, int flags
 /* ------------------------------------------------------------------ */
 /* Lookups                                                             */
 
-int32_t coord_tok_vocab_size(const coord_tok *t) { return t ? t->n_vocab : 0; }
-int32_t coord_tok_bos_id(const coord_tok *t) { return t ? t->bos_id : -1; }
-int32_t coord_tok_eos_id(const coord_tok *t) { return t ? t->eos_id : -1; }
+int32_t text_tok_vocab_size(const text_tok *t) { return t ? t->n_vocab : 0; }
+int32_t text_tok_bos_id(const text_tok *t) { return t ? t->bos_id : -1; }
+int32_t text_tok_eos_id(const text_tok *t) { return t ? t->eos_id : -1; }
 
-int32_t coord_tok_token_to_id(const coord_tok *t, const char *token)
+int32_t text_tok_token_to_id(const text_tok *t, const char *token)
 {
 	if (!t || !token)
 		return -1;
@@ -589,14 +589,14 @@ int32_t coord_tok_token_to_id(const coord_tok *t, const char *token)
 	return sm_get(&t->text_map, t->arena, token, n);
 }
 
-const char *coord_tok_id_to_token(const coord_tok *t, int32_t id)
+const char *text_tok_id_to_token(const text_tok *t, int32_t id)
 {
 	if (!t || id < 0 || id >= t->n_vocab || !t->tok[id].present)
 		return NULL;
 	return tk_str(t, t->tok[id].text_off);
 }
 
-int coord_tok_is_special(const coord_tok *t, int32_t id)
+int text_tok_is_special(const text_tok *t, int32_t id)
 {
 	return t && id >= 0 && id < t->n_vocab && t->tok[id].special;
 }

@@ -1,7 +1,7 @@
 /*
  * tok_int.h -- what the tokenizer's files share: the loaded tokenizer
- * (struct coord_tok), per-call encode scratch, growable buffers, hash maps
- * and UTF-8 helpers.  Not for use outside coordinator/tok*.c.
+ * (struct text_tok), per-call encode scratch, growable buffers, hash maps
+ * and UTF-8 helpers.  Not for use outside text/tokenizer/tok*.c.
  *
  * The files, in pipeline order; tokenizer.c calls each stage in turn, and
  * no stage calls a later one (tok_util.c is under them all):
@@ -23,7 +23,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "tokenizer.h"
+#include "text/tokenizer/tokenizer.h"
 
 #define MAX_TOKEN_ID (1 << 24) /* refuse files that would make us allocate more */
 
@@ -155,7 +155,7 @@ typedef struct {
 
 enum { DEC_JOIN, DEC_PIPE, DEC_BYTELEVEL };
 
-struct coord_tok {
+struct text_tok {
 	char *name;        /* file name, for messages */
 	char *arena;       /* every string below lives here */
 	size_t arena_len, arena_cap;
@@ -196,13 +196,13 @@ struct coord_tok {
 	int32_t bos_id, eos_id;
 };
 
-static inline const char *tk_str(const coord_tok *t, uint32_t off) { return t->arena + off; }
+static inline const char *tk_str(const text_tok *t, uint32_t off) { return t->arena + off; }
 
 /* Appends n bytes (and a NUL) to the arena; *off gets their offset. */
-int tk_arena_put(coord_tok *t, const char *s, size_t n, uint32_t *off);
+int tk_arena_put(text_tok *t, const char *s, size_t n, uint32_t *off);
 
 /* "<file>: <what>" into err; returns code. */
-int tk_load_err(const coord_tok *t, char *err, size_t errlen, int code, const char *fmt, ...)
+int tk_load_err(const text_tok *t, char *err, size_t errlen, int code, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
 #define LERR(code, ...) tk_load_err(t, err, errlen, code, __VA_ARGS__)
 
@@ -239,10 +239,10 @@ typedef struct {
 typedef struct bpe_sym bpe_sym;
 typedef struct bpe_merge bpe_merge;
 
-/* Encode allocates its own scratch, so a const coord_tok can be shared by
+/* Encode allocates its own scratch, so a const text_tok can be shared by
  * threads. */
 typedef struct {
-	const coord_tok *t;
+	const text_tok *t;
 	int flags;
 	tk_ids out;
 	tk_buf norm[2], word, esc, tmp;
@@ -264,16 +264,16 @@ typedef struct {
 } enc_ctx;
 
 /* tok_norm.c */
-int tk_load_normalizer(coord_tok *t, const cJSON *j, char *err, size_t errlen);
+int tk_load_normalizer(text_tok *t, const cJSON *j, char *err, size_t errlen);
 /* Runs the normalizer over s; results alternate between bufs[0] and
  * bufs[1], *res may be s itself when nothing changed it.  *origin (may be
  * NULL) is cleared when a step removed the first character. */
-int tk_normalize(const coord_tok *t, const char *s, size_t n, tk_buf bufs[2], void **region,
+int tk_normalize(const text_tok *t, const char *s, size_t n, tk_buf bufs[2], void **region,
 		 const char **res, size_t *rn, int *origin);
-void tk_free_normalizer(coord_tok *t);
+void tk_free_normalizer(text_tok *t);
 
 /* tok_pretok.c */
-int tk_regex_compile(coord_tok *t, const char *pat, size_t len, void **out, const char *what,
+int tk_regex_compile(text_tok *t, const char *pat, size_t len, void **out, const char *what,
 		     char *err, size_t errlen);
 void tk_regex_free(void *re);
 void *tk_region_new(void);
@@ -284,24 +284,24 @@ void tk_region_free(void *region);
  * (its backtracking limit). */
 int tk_regex_each(void *re, void *region, const char *s, size_t n,
 		  int (*fn)(void *arg, size_t start, size_t end), void *arg);
-int tk_load_pretokenizer(coord_tok *t, const cJSON *j, char *err, size_t errlen);
+int tk_load_pretokenizer(text_tok *t, const cJSON *j, char *err, size_t errlen);
 /* Splits s into words: *words gets them (in c's scratch, valid until the
  * next call); none for empty s.  The caller BPE-encodes each. */
 int tk_pretokenize(enc_ctx *c, const char *s, size_t n, int at_origin, const tk_pieces **words);
-void tk_free_pretokenizer(coord_tok *t);
+void tk_free_pretokenizer(text_tok *t);
 
 /* tok_bpe.c */
-int tk_check_model(coord_tok *t, const cJSON *model, char *err, size_t errlen);
-int tk_load_model(coord_tok *t, const cJSON *model, char *err, size_t errlen);
+int tk_check_model(text_tok *t, const cJSON *model, char *err, size_t errlen);
+int tk_load_model(text_tok *t, const cJSON *model, char *err, size_t errlen);
 /* One pre-tokenized word: stand-ins back to raw bytes, then BPE. */
 int tk_encode_word(enc_ctx *c, const char *w, size_t n);
 
 /* tok_decode.c */
-int tk_load_decoder(coord_tok *t, const cJSON *j, char *err, size_t errlen);
+int tk_load_decoder(text_tok *t, const cJSON *j, char *err, size_t errlen);
 int16_t tk_parse_byte_token(const char *s, size_t n);
 /* Byte-level vocabulary entry -> raw bytes in the arena; 1 when it has a
  * character outside the 256 (then nothing is stored). */
-int tk_unmap_bytes(coord_tok *t, const int16_t *char_byte, const char *s, uint32_t *off,
+int tk_unmap_bytes(text_tok *t, const int16_t *char_byte, const char *s, uint32_t *off,
 		   uint32_t *len);
 
 #endif

@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chat_template_int.h"
-#include "sl.h"
+#include "text/jinja/chat_template_int.h"
+#include "common/sl.h"
 
 /* ---- arena ---- */
 

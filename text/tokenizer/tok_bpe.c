@@ -2,7 +2,7 @@
  * tok_bpe.c -- the BPE model: vocabulary and merges from tokenizer.json,
  * and byte-pair encoding of one pre-tokenized word.
  *
- * Owner: coordinator tokenizer.  Callers: tokenizer.c (loading, and each
+ * Owner: the tokenizer (text/tokenizer/).  Callers: tokenizer.c (loading, and each
  * word the pre-tokenizers made).  It sees words only, never the
  * pre-tokenizers; the encode scratch it grows (enc_ctx.sym, .heap) is
  * freed by tokenizer.c, which owns the enc_ctx.
@@ -13,9 +13,9 @@
  * first, leftmost on ties, through a binary heap with lazy invalidation:
  * O(n log n) per word.
  */
-#include "tok_int.h"
-#include "checks.h"
-#include "sl.h"
+#include "text/tokenizer/tok_int.h"
+#include "common/checks.h"
+#include "common/sl.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +32,7 @@ struct bpe_merge {
 
 /* ---- loading ---- */
 
-static int load_vocab(coord_tok *t, const cJSON *vocab, char *err, size_t errlen)
+static int load_vocab(text_tok *t, const cJSON *vocab, char *err, size_t errlen)
 {
 	const cJSON *it;
 	int16_t char_byte[BYTE_CHARS];
@@ -45,7 +45,7 @@ static int load_vocab(coord_tok *t, const cJSON *vocab, char *err, size_t errlen
 		int32_t id = tk_jid(it);
 		tok_entry *e = &t->tok[id];
 		uint32_t len = (uint32_t)strlen(it->string), off, roff, rlen;
-		if (!coord_utf8_valid(it->string, len))
+		if (!text_utf8_valid(it->string, len))
 			return LERR(SL_EINVAL, "model.vocab: token %d is not valid UTF-8", id);
 		if (e->present)
 			return LERR(SL_EINVAL, "model.vocab: id %d is used by \"%.60s\" and \"%.60s\"",
@@ -94,7 +94,7 @@ static int merge_parts(const cJSON *m, const char **a, size_t *alen, const char 
 	return 0;
 }
 
-static int load_merges(coord_tok *t, const cJSON *merges, char *err, size_t errlen)
+static int load_merges(text_tok *t, const cJSON *merges, char *err, size_t errlen)
 {
 	const cJSON *m;
 	tk_buf cat = {0};
@@ -130,7 +130,7 @@ static int load_merges(coord_tok *t, const cJSON *merges, char *err, size_t errl
 	return rc;
 }
 
-int tk_check_model(coord_tok *t, const cJSON *model, char *err, size_t errlen)
+int tk_check_model(text_tok *t, const cJSON *model, char *err, size_t errlen)
 {
 	const char *type = tk_jstr(model, "type");
 	const cJSON *dropout = tk_jget(model, "dropout");
@@ -152,7 +152,7 @@ int tk_check_model(coord_tok *t, const cJSON *model, char *err, size_t errlen)
 	return 0;
 }
 
-int tk_load_model(coord_tok *t, const cJSON *model, char *err, size_t errlen)
+int tk_load_model(text_tok *t, const cJSON *model, char *err, size_t errlen)
 {
 	const char *unk = tk_jstr(model, "unk_token");
 
@@ -251,7 +251,7 @@ static int flush_unk(enc_ctx *c)
  */
 static int missing_char(enc_ctx *c, const unsigned char *ch, size_t n)
 {
-	const coord_tok *t = c->t;
+	const text_tok *t = c->t;
 	if (t->byte_fallback) {
 		size_t k = 0;
 		while (k < n && t->byte_id[ch[k]] >= 0)
@@ -273,7 +273,7 @@ static int missing_char(enc_ctx *c, const unsigned char *ch, size_t n)
 /* Splits w into initial symbols: characters, or bytes for byte-level. */
 static int bpe_symbols(enc_ctx *c, const unsigned char *w, size_t n)
 {
-	const coord_tok *t = c->t;
+	const text_tok *t = c->t;
 	c->n_sym = 0;
 	c->unk_pending = 0;
 	for (size_t i = 0; i < n;) {
@@ -309,7 +309,7 @@ static int bpe_symbols(enc_ctx *c, const unsigned char *w, size_t n)
  */
 static int bpe_word(enc_ctx *c, const char *w, size_t n)
 {
-	const coord_tok *t = c->t;
+	const text_tok *t = c->t;
 
 	if (n == 0)
 		return 0;

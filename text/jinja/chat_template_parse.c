@@ -6,14 +6,14 @@
  * expression grammar minus floats, `/` and `**`.  Filters, tests, methods
  * and functions are resolved here by name (chat_template_names.c), so a
  * template that uses one we do not implement is refused at compile time
- * with its line:col.  Called by coord_tmpl_compile on the lexer's tokens.
+ * with its line:col.  Called by text_tmpl_compile on the lexer's tokens.
  */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "chat_template_int.h"
-#include "sl.h"
+#include "text/jinja/chat_template_int.h"
+#include "common/sl.h"
 
 #define MAX_DEPTH 128  /* nested statements + expressions */
 

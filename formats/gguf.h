@@ -3,7 +3,7 @@
  * v3): the header, the metadata key/values, the tensor directory, and the
  * tensor data through a read-only mapping. Shared by the node (weights and
  * config, node/model_load.c) and the coordinator (tokenizer and chat
- * template, coordinator/tokenizer.c).
+ * template, text/tokenizer/tokenizer.c).
  *
  * A GGUF file is untrusted input: every count, offset, size, string length
  * and nesting read from it is checked against the file before use, and
@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dtype.h"
+#include "common/dtype.h"
 
 #define SL_GGUF_MAX_DIMS 4
 

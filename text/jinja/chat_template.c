@@ -12,13 +12,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "chat_template.h"
-#include "chat_template_int.h"
-#include "sl.h"
+#include "text/jinja/chat_template.h"
+#include "text/jinja/chat_template_int.h"
+#include "common/sl.h"
 
 /* The public handle only hides the compiled program; immutable once built,
  * so any number of renders may share it. */
-struct coord_tmpl {
+struct text_tmpl {
 	tmpl_program prog;
 };
 
@@ -68,7 +68,7 @@ static size_t first_bad_utf8(const char *s, size_t n)
 	return n;
 }
 
-int coord_tmpl_compile(const char *src, size_t len, const char *name, coord_tmpl **out,
+int text_tmpl_compile(const char *src, size_t len, const char *name, text_tmpl **out,
 		       char *err, size_t errlen)
 {
 	*out = NULL;
@@ -81,7 +81,7 @@ int coord_tmpl_compile(const char *src, size_t len, const char *name, coord_tmpl
 	if (bad < len)
 		return sl_errf(err, errlen, SL_EINVAL,
 			       "%s: chat template is not valid UTF-8 (byte %zu)", name, bad);
-	coord_tmpl *t = calloc(1, sizeof *t);
+	text_tmpl *t = calloc(1, sizeof *t);
 	if (!t || !(t->prog.name = strdup(name))) {
 		free(t);
 		return sl_errf(err, errlen, SL_ENOMEM, "%s: out of memory", name);
@@ -104,11 +104,11 @@ int coord_tmpl_compile(const char *src, size_t len, const char *name, coord_tmpl
 fail:
 	if (rc == SL_ENOMEM)
 		sl_errf(err, errlen, rc, "%s: out of memory", name);
-	coord_tmpl_destroy(t);
+	text_tmpl_destroy(t);
 	return rc;
 }
 
-void coord_tmpl_destroy(coord_tmpl *t)
+void text_tmpl_destroy(text_tmpl *t)
 {
 	if (!t)
 		return;
@@ -117,7 +117,7 @@ void coord_tmpl_destroy(coord_tmpl *t)
 	free(t);
 }
 
-int coord_tmpl_iterates_content(const coord_tmpl *t)
+int text_tmpl_iterates_content(const text_tmpl *t)
 {
 	return t ? t->prog.iterates_content : 0;
 }
@@ -129,13 +129,13 @@ static tmpl_val str_or_undef(const char *s, const char *name)
 	return s ? tv_str(s, strlen(s)) : tv_undef(name);
 }
 
-static int build_messages(tmpl_ctx *c, const coord_chat_msg *msgs, int n, tmpl_val *out)
+static int build_messages(tmpl_ctx *c, const text_chat_msg *msgs, int n, tmpl_val *out)
 {
 	tmpl_list *l = tl_new(c, n);
 	if (!l)
 		return -1;
 	for (int i = 0; i < n; i++) {
-		const coord_chat_msg *m = &msgs[i];
+		const text_chat_msg *m = &msgs[i];
 		tmpl_dict *d = td_new(c, 2);
 		tmpl_val content = tv_none();
 		if (!d)
@@ -146,7 +146,7 @@ static int build_messages(tmpl_ctx *c, const coord_chat_msg *msgs, int n, tmpl_v
 				return -1;
 			for (int j = 0; j < m->n_parts; j++) {
 				tmpl_dict *p = td_new(c, 2);
-				const coord_chat_part *cp = &m->parts[j];
+				const text_chat_part *cp = &m->parts[j];
 				if (!p || td_set(c, p, tv_str("type", 4), str_or_undef(cp->type, NULL)) ||
 				    td_set(c, p, tv_str("text", 4),
 					   tv_str(cp->text ? cp->text : "", cp->text_len)))
@@ -170,8 +170,8 @@ static int build_messages(tmpl_ctx *c, const coord_chat_msg *msgs, int n, tmpl_v
 	return 0;
 }
 
-static int define_globals(tmpl_ctx *c, const coord_chat_msg *msgs, int n,
-			  const coord_tmpl_vars *vars)
+static int define_globals(tmpl_ctx *c, const text_chat_msg *msgs, int n,
+			  const text_tmpl_vars *vars)
 {
 	static const struct {
 		const char *name;
@@ -203,11 +203,11 @@ static int define_globals(tmpl_ctx *c, const coord_chat_msg *msgs, int n,
 	return tmpl_scope_push(c);  /* the template's own top-level scope */
 }
 
-int coord_tmpl_render(const coord_tmpl *t, const coord_chat_msg *msgs, int n,
-		      const coord_tmpl_vars *vars, char **out, size_t *len, char *err,
+int text_tmpl_render(const text_tmpl *t, const text_chat_msg *msgs, int n,
+		      const text_tmpl_vars *vars, char **out, size_t *len, char *err,
 		      size_t errlen)
 {
-	static const coord_tmpl_vars none = {0};
+	static const text_tmpl_vars none = {0};
 	*out = NULL;
 	*len = 0;
 	if (!vars)

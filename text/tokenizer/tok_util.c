@@ -3,11 +3,11 @@
  * UTF-8 units, the GPT-2 byte alphabet, open-addressing hash maps, the
  * string arena, and load-time JSON/error helpers.
  *
- * Owner: coordinator tokenizer.  Callers: the other coordinator/tok*.c
+ * Owner: the tokenizer (text/tokenizer/).  Callers: the other text/tokenizer/tok*.c
  * files (see tok_int.h).
  */
-#include "tok_int.h"
-#include "sl.h"
+#include "text/tokenizer/tok_int.h"
+#include "common/sl.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -101,7 +101,7 @@ size_t tk_utf8_unit(const unsigned char *s, size_t n, uint32_t *cp)
 	return i;
 }
 
-int coord_utf8_valid(const char *s, size_t n)
+int text_utf8_valid(const char *s, size_t n)
 {
 	uint32_t cp;
 	for (size_t i = 0; i < n;) {
@@ -302,7 +302,7 @@ const pm_slot *pm_get(const pairmap *m, int32_t a, int32_t b)
 
 /* ---- arena, errors, JSON ---- */
 
-int tk_arena_put(coord_tok *t, const char *s, size_t n, uint32_t *off)
+int tk_arena_put(text_tok *t, const char *s, size_t n, uint32_t *off)
 {
 	if (t->arena_len + n + 1 > UINT32_MAX)
 		return SL_ENOMEM;
@@ -316,7 +316,7 @@ int tk_arena_put(coord_tok *t, const char *s, size_t n, uint32_t *off)
 	return 0;
 }
 
-int tk_unmap_bytes(coord_tok *t, const int16_t *char_byte, const char *s, uint32_t *off,
+int tk_unmap_bytes(text_tok *t, const int16_t *char_byte, const char *s, uint32_t *off,
 		   uint32_t *len)
 {
 	size_t n = strlen(s), k = 0;
@@ -342,7 +342,7 @@ int tk_unmap_bytes(coord_tok *t, const int16_t *char_byte, const char *s, uint32
 	return rc;
 }
 
-int tk_load_err(const coord_tok *t, char *err, size_t errlen, int code, const char *fmt, ...)
+int tk_load_err(const text_tok *t, char *err, size_t errlen, int code, const char *fmt, ...)
 {
 	char msg[400];
 	va_list ap;

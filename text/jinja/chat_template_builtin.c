@@ -15,8 +15,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "chat_template_int.h"
-#include "sl.h"
+#include "text/jinja/chat_template_int.h"
+#include "common/sl.h"
 
 #define SANDBOX_MAX_RANGE 100000
 

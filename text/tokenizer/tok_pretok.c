@@ -2,7 +2,7 @@
  * tok_pretok.c -- pre-tokenizers: text -> words, as Hugging Face
  * `tokenizers` splits it, through Oniguruma.
  *
- * Owner: coordinator tokenizer.  Callers: tokenizer.c (loading; encode,
+ * Owner: the tokenizer (text/tokenizer/).  Callers: tokenizer.c (loading; encode,
  * which hands the words this file makes to tok_bpe.c), tok_norm.c
  * (Replace with a regex).  It calls nothing of the BPE: words go back up
  * to the pipeline, which drives pre-tokenizing and BPE in turn.
@@ -24,9 +24,9 @@
  * behaviour (Removed, Isolated, MergedWithPrevious, MergedWithNext,
  * Contiguous) joins or drops them, empty pieces vanish.
  */
-#include "tok_int.h"
-#include "checks.h"
-#include "sl.h"
+#include "text/tokenizer/tok_int.h"
+#include "common/checks.h"
+#include "common/sl.h"
 
 #include <oniguruma.h>
 #include <pthread.h>
@@ -60,7 +60,7 @@ static void onig_setup(void)
 	g_onig_rc = onig_initialize(enc, 1);
 }
 
-int tk_regex_compile(coord_tok *t, const char *pat, size_t len, void **out, const char *what,
+int tk_regex_compile(text_tok *t, const char *pat, size_t len, void **out, const char *what,
 		     char *err, size_t errlen)
 {
 	OnigErrorInfo einfo;
@@ -71,7 +71,7 @@ int tk_regex_compile(coord_tok *t, const char *pat, size_t len, void **out, cons
 	pthread_once(&g_onig_once, onig_setup);
 	if (g_onig_rc != ONIG_NORMAL)
 		return LERR(SL_EINVAL, "%s: Oniguruma would not initialize", what);
-	if (!coord_utf8_valid(pat, len))
+	if (!text_utf8_valid(pat, len))
 		return LERR(SL_EINVAL, "%s: pattern is not valid UTF-8", what);
 	/* onig_new is not thread-safe in all versions (the onig crate locks too) */
 	pthread_mutex_lock(&g_onig_new);
@@ -304,7 +304,7 @@ static int run_step(enc_ctx *c, const pre_step *st, const char *s, size_t n, int
 
 int tk_pretokenize(enc_ctx *c, const char *s, size_t n, int at_origin, const tk_pieces **words)
 {
-	const coord_tok *t = c->t;
+	const text_tok *t = c->t;
 	int cur = 0;
 
 	c->pc[0].n = c->pc[0].text.len = 0;
@@ -326,7 +326,7 @@ int tk_pretokenize(enc_ctx *c, const char *s, size_t n, int at_origin, const tk_
 
 /* ---- loading ---- */
 
-static int add_step(coord_tok *t, const pre_step *st)
+static int add_step(text_tok *t, const pre_step *st)
 {
 	if (tk_grow((void **)&t->pre, &t->pre_cap, t->n_pre + 1, sizeof *t->pre))
 		return SL_ENOMEM;
@@ -359,7 +359,7 @@ static int escape_literal(const char *s, tk_buf *out)
 }
 
 /* A step with one compiled pattern; pattern NUL-terminated. */
-static int pattern_step(coord_tok *t, const char *what, const char *pat, int behavior, int invert,
+static int pattern_step(text_tok *t, const char *what, const char *pat, int behavior, int invert,
 			char *err, size_t errlen)
 {
 	pre_step st = {.kind = PRE_SPLIT, .behavior = behavior, .invert = invert};
@@ -370,7 +370,7 @@ static int pattern_step(coord_tok *t, const char *what, const char *pat, int beh
 	return rc;
 }
 
-static int load_split(coord_tok *t, const cJSON *j, char *err, size_t errlen)
+static int load_split(text_tok *t, const cJSON *j, char *err, size_t errlen)
 {
 	const cJSON *pat = tk_jget(j, "pattern");
 	const char *re = tk_jstr(pat, "Regex"), *lit = tk_jstr(pat, "String");
@@ -393,7 +393,7 @@ static int load_split(coord_tok *t, const cJSON *j, char *err, size_t errlen)
 	return rc;
 }
 
-static int load_metaspace(coord_tok *t, const cJSON *j, char *err, size_t errlen)
+static int load_metaspace(text_tok *t, const cJSON *j, char *err, size_t errlen)
 {
 	const char *rep = tk_jstr(j, "replacement"), *scheme = tk_jstr(j, "prepend_scheme");
 	pre_step st = {.kind = PRE_METASPACE};
@@ -415,7 +415,7 @@ static int load_metaspace(coord_tok *t, const cJSON *j, char *err, size_t errlen
 	return add_step(t, &st);
 }
 
-static int load_byte_level(coord_tok *t, const cJSON *j, char *err, size_t errlen)
+static int load_byte_level(text_tok *t, const cJSON *j, char *err, size_t errlen)
 {
 	pre_step st = {.kind = PRE_BYTELEVEL, .prefix_space = tk_jbool(j, "add_prefix_space", 1)};
 
@@ -429,7 +429,7 @@ static int load_byte_level(coord_tok *t, const cJSON *j, char *err, size_t errle
 	return rc;
 }
 
-static int load_pre_step(coord_tok *t, const cJSON *j, char *err, size_t errlen)
+static int load_pre_step(text_tok *t, const cJSON *j, char *err, size_t errlen)
 {
 	const char *type = tk_jstr(j, "type");
 
@@ -478,14 +478,14 @@ static int load_pre_step(coord_tok *t, const cJSON *j, char *err, size_t errlen)
 		    type);
 }
 
-int tk_load_pretokenizer(coord_tok *t, const cJSON *j, char *err, size_t errlen)
+int tk_load_pretokenizer(text_tok *t, const cJSON *j, char *err, size_t errlen)
 {
 	if (tk_jabsent(j))
 		return 0;
 	return load_pre_step(t, j, err, errlen);
 }
 
-void tk_free_pretokenizer(coord_tok *t)
+void tk_free_pretokenizer(text_tok *t)
 {
 	for (size_t i = 0; i < t->n_pre; i++)
 		tk_regex_free(t->pre[i].re);

@@ -14,7 +14,7 @@
  */
 #include <string.h>
 
-#include "chat_template_int.h"
+#include "text/jinja/chat_template_int.h"
 
 typedef struct {
 	const char *name;

@@ -29,8 +29,8 @@
  * The arithmetic is done in the order the reference decoders use (scale
  * products first), so results match them bit for bit.
  */
-#include "gguf.h"
-#include "sl.h"
+#include "formats/gguf.h"
+#include "common/sl.h"
 
 #include <string.h>
 

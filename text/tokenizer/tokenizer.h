@@ -4,7 +4,7 @@
  * about text.
  *
  * Owner: coordinator.  Callers: the coordinator's submit path (encode), its
- * streaming relay (coord_detok_*), tools/tok_cli.c and the tests.
+ * streaming relay (text_detok_*), tools/tok_cli.c and the tests.
  *
  * Supported (everything else is refused at load with SL_ENOTSUP naming the
  * file and the field):
@@ -31,7 +31,7 @@
  * no input byte is dropped.  Decoding always yields valid UTF-8, exactly as
  * Hugging Face's decode does.
  *
- * A loaded coord_tok is read-only: encode/decode on one tokenizer may run
+ * A loaded text_tok is read-only: encode/decode on one tokenizer may run
  * from several threads at once.
  */
 #ifndef COORD_TOKENIZER_H
@@ -40,8 +40,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct coord_tok coord_tok;
-typedef struct coord_detok coord_detok;
+typedef struct text_tok text_tok;
+typedef struct text_detok text_detok;
 
 /* Encode flags. */
 enum {
@@ -51,65 +51,65 @@ enum {
 	                              * for untrusted client text */
 };
 
-int coord_tok_load(const char *tokenizer_json_path, coord_tok **out,
+int text_tok_load(const char *tokenizer_json_path, text_tok **out,
 		   char *err, size_t errlen);
 /* Same from a buffer already in memory; name is used in error messages. */
-int coord_tok_load_buffer(const char *json, size_t len, const char *name,
-			  coord_tok **out, char *err, size_t errlen);
-void coord_tok_destroy(coord_tok *t);
+int text_tok_load_buffer(const char *json, size_t len, const char *name,
+			  text_tok **out, char *err, size_t errlen);
+void text_tok_destroy(text_tok *t);
 
 /* text need not be NUL-terminated nor valid UTF-8.  On success *ids is a
  * malloc'd array of *n ids (NULL when *n is 0) the caller frees. */
-int coord_tok_encode(const coord_tok *t, const char *text, size_t len, int flags,
+int text_tok_encode(const text_tok *t, const char *text, size_t len, int flags,
 		     int32_t **ids, size_t *n, char *err, size_t errlen);
 
 /* ids -> UTF-8 text, as HF Tokenizer.decode(ids, skip_special_tokens).
  * Unknown ids are skipped.  *text is malloc'd, NUL-terminated, *len bytes. */
-int coord_tok_decode(const coord_tok *t, const int32_t *ids, size_t n,
+int text_tok_decode(const text_tok *t, const int32_t *ids, size_t n,
 		     int skip_special, char **text, size_t *len,
 		     char *err, size_t errlen);
 
-int32_t coord_tok_vocab_size(const coord_tok *t); /* highest id + 1 */
-int32_t coord_tok_bos_id(const coord_tok *t);     /* -1 when none */
+int32_t text_tok_vocab_size(const text_tok *t); /* highest id + 1 */
+int32_t text_tok_bos_id(const text_tok *t);     /* -1 when none */
 /* First of </s>, <|end_of_text|>, <|endoftext|>, <eos> that exists, or -1.
  * Chat models also stop on others (<|eot_id|>): prefer the model's
  * config/generation_config eos_token_id where it has one. */
-int32_t coord_tok_eos_id(const coord_tok *t);
-int32_t coord_tok_token_to_id(const coord_tok *t, const char *token); /* -1 */
-const char *coord_tok_id_to_token(const coord_tok *t, int32_t id);    /* NULL */
-int coord_tok_is_special(const coord_tok *t, int32_t id);
+int32_t text_tok_eos_id(const text_tok *t);
+int32_t text_tok_token_to_id(const text_tok *t, const char *token); /* -1 */
+const char *text_tok_id_to_token(const text_tok *t, int32_t id);    /* NULL */
+int text_tok_is_special(const text_tok *t, int32_t id);
 
 /*
  * Incremental detokenizer for streaming: feed ids one at a time and get the
  * text they completed.  Chunks are always whole UTF-8 characters: bytes of a
  * character split over byte-fallback / byte-level tokens are held back until
- * it completes.  The concatenated chunks (after coord_detok_finish) equal
- * coord_tok_decode of the same ids, with one documented exception: a Llama-2
+ * it completes.  The concatenated chunks (after text_detok_finish) equal
+ * text_tok_decode of the same ids, with one documented exception: a Llama-2
  * style byte-fallback run that is not valid UTF-8 as a whole -- HF decode
  * turns the entire run into U+FFFD, the stream has already sent the valid
  * characters and replaces only the bad bytes (it cannot take text back).
  * The first-token space strip (Llama 2's "▁Hello" -> "Hello") applies once.
  */
-int coord_detok_create(const coord_tok *t, int skip_special, coord_detok **out,
+int text_detok_create(const text_tok *t, int skip_special, text_detok **out,
 		       char *err, size_t errlen);
-void coord_detok_destroy(coord_detok *d);
+void text_detok_destroy(text_detok *d);
 /* *text points into d (valid until the next call on d); *len may be 0. */
-int coord_detok_step(coord_detok *d, int32_t id, const char **text, size_t *len);
+int text_detok_step(text_detok *d, int32_t id, const char **text, size_t *len);
 /* Flushes held-back bytes (as U+FFFD) at the end of a sequence. */
-int coord_detok_finish(coord_detok *d, const char **text, size_t *len);
+int text_detok_finish(text_detok *d, const char **text, size_t *len);
 /* Ready for a new sequence, keeping the buffer. */
-void coord_detok_reset(coord_detok *d);
+void text_detok_reset(text_detok *d);
 
 /* 1 when path names a GGUF file (it starts with the GGUF magic). */
-int coord_tok_is_gguf(const char *path);
+int text_tok_is_gguf(const char *path);
 /* A GGUF file's tokenizer (tokenizer.ggml.*) as the equivalent Hugging
  * Face tokenizer.json text: malloc'd, NUL-terminated, *len bytes.  What
- * coord_tok_load reads for a .gguf, and what `shardline-tok FILE.gguf
+ * text_tok_load reads for a .gguf, and what `shardline-tok FILE.gguf
  * export` prints.  tok_gguf.c documents the mapping. */
-int coord_tok_gguf_json(const char *path, char **json, size_t *len, char *err, size_t errlen);
+int text_tok_gguf_json(const char *path, char **json, size_t *len, char *err, size_t errlen);
 
 /* 1 when s[0..n) is well-formed UTF-8 (no overlongs, surrogates or
  * truncated sequences). */
-int coord_utf8_valid(const char *s, size_t n);
+int text_utf8_valid(const char *s, size_t n);
 
 #endif

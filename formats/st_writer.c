@@ -1,9 +1,9 @@
 /*
  * st_writer.c — a streaming safetensors writer for the tools and tests that
  * make checkpoints (shardline-mkckpt, crafted test files). Not part of the
- * node library: serving only ever reads checkpoints (node/safetensors.c).
+ * node library: serving only ever reads checkpoints (formats/safetensors.c).
  */
-#include "st_writer.h"
+#include "formats/st_writer.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "checked.h"
-#include "sl.h"
+#include "common/checked.h"
+#include "common/sl.h"
 
 /* safetensors keeps sizes within what a JSON double holds exactly */
 #define ST_MAX_JSON_INT ((uint64_t)1000 * 1000 * 1000 * 1000 * 1000)

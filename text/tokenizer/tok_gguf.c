@@ -3,7 +3,7 @@
  * tokenizer.json, so the coordinator serves a .gguf through the same
  * loader (and `shardline-tok FILE.gguf export` can hand it to HF).
  *
- * Owner: coordinator tokenizer.  Callers: coord_tok_load (tokenizer.c),
+ * Owner: the tokenizer (text/tokenizer/).  Callers: text_tok_load (tokenizer.c),
  * tools/tok_cli.c (export), coordinator/model_meta.c (is it a GGUF?).
  *
  * The mapping follows what llama.cpp means by each key, laid out the way
@@ -35,10 +35,10 @@
  * add_bos_token / add_eos_token (llama default: BOS yes; gpt2: BOS only
  * for llama-bpe) become a TemplateProcessing post-processor.
  */
-#include "tok_int.h"
-#include "checks.h"
-#include "gguf.h"
-#include "sl.h"
+#include "text/tokenizer/tok_int.h"
+#include "common/checks.h"
+#include "formats/gguf.h"
+#include "common/sl.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,7 +102,7 @@ static const struct {
 
 enum { TYPE_NORMAL = 1, TYPE_UNKNOWN = 2, TYPE_CONTROL = 3, TYPE_USER = 4 };
 
-int coord_tok_is_gguf(const char *path)
+int text_tok_is_gguf(const char *path)
 {
 	char magic[4];
 	FILE *f = path ? fopen(path, "rb") : NULL;
@@ -122,7 +122,7 @@ typedef struct {
 	int64_t bos, eos, unk; /* -1: absent */
 	int add_bos, add_eos, add_space;
 	char pre[64];
-	coord_tok map;         /* only its arena and text_map: spelling -> first id */
+	text_tok map;         /* only its arena and text_map: spelling -> first id */
 } gg_vocab;
 
 static void vocab_free(gg_vocab *v)
@@ -602,7 +602,7 @@ static int build(gg_vocab *v, cJSON **out, char *err, size_t errlen)
 	return 0;
 }
 
-int coord_tok_gguf_json(const char *path, char **json, size_t *len, char *err, size_t errlen)
+int text_tok_gguf_json(const char *path, char **json, size_t *len, char *err, size_t errlen)
 {
 	gg_vocab v = {.path = path, .bos = -1, .eos = -1, .unk = -1};
 	cJSON *root = NULL;
