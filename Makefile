@@ -1,9 +1,14 @@
 # shardline — one Makefile.
 #
 #   make            build the CPU backend, plus CUDA kernels when nvcc is found
+#   make help       the targets, the folders and how they may use each other
 #   make deps       install the Debian/Ubuntu packages the build needs, and
 #                   fetch the real model the tests run (SmolLM2, into build/models)
 #   make test       every CPU test; ends with "N passed, N failed"
+#   make test T=test_tokenizer   one test (a unit test or a script's name)
+#   make test-text  one folder's unit tests (test-formats, test-kernels,
+#                   test-parallel, test-node, test-coordinator), or
+#                   test-scripts: the CLI, MPI, integration and HTTP scripts
 #   make test-gpu   CUDA kernels against the CPU reference, the custom all-reduce,
 #                   golden models on the GPU (GPU host only)
 #   make demo       the main job: coordinator + `mpirun -np 2` node group serving
@@ -37,21 +42,36 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
 
+# ---- the folders (docs/architecture.md) ----
+# Each folder is one archive, compiled seeing only itself and the folders
+# it uses, all below it: its include root $(BUILD)/inc/FOLDER holds links to
+# exactly those, so `#include "coordinator/x.h"` in node/ does not compile.
+# The archives are linked top floor first, so a call that runs back up
+# (a lower folder using a name only a higher one defines) does not link.
+USES_common      :=
+USES_formats     := common
+USES_proto       := common
+USES_kernels     := common
+USES_text        := formats common
+USES_parallel    := kernels common
+USES_client      := proto common
+USES_node        := parallel kernels formats proto common
+USES_coordinator := text formats proto common
+FOLDERS := coordinator node client parallel text kernels proto formats common
+
+# Programs, tools, benchmarks, the lab and tests stand on top: they see
+# every folder and link every archive.
+TOP_INC  := -I. -I$(GEN)
+ARCHIVES := $(FOLDERS:%=$(BUILD)/lib/lib%.a)
+
 CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Wno-unused-parameter \
-           -fopenmp -I. -Icommon -Iproto -Ikernels -Inode -Iparallel -I$(GEN) $(PKG_CFLAGS) $(MPI_CFLAGS) $(SANFL)
+           -fopenmp $(PKG_CFLAGS) $(MPI_CFLAGS) $(SANFL)
 LDLIBS  += $(PKG_LIBS) $(MPI_LIBS) -fopenmp -lm -lpthread $(SANFL)
 
-# Binaries: each main source and the name it is installed under.
-MAIN_node  := node/main.c
-MAIN_mkckpt := tools/mkckpt.c
-MAIN_tok   := tools/tok_cli.c
-MAIN_coord := coordinator/main.c
-MAIN_cli   := tools/cli.c
-MAIN_ppl   := tools/perplexity.c
-MAINS      := $(MAIN_node) $(MAIN_mkckpt) $(MAIN_tok) $(MAIN_coord) $(MAIN_cli) $(MAIN_ppl)
-BINS       := $(BUILD)/bin/shardline-node $(BUILD)/bin/shardline-mkckpt $(BUILD)/bin/shardline-tok \
-              $(BUILD)/bin/shardline-coordinator $(BUILD)/bin/shardline $(BUILD)/bin/shardline-loadgen \
-              $(BUILD)/bin/shardline-ppl
+# Where a source is compiled from: a folder's include root, or the top.
+folder_of = $(firstword $(subst /, ,$(1)))
+inc_of    = $(if $(filter $(FOLDERS),$(call folder_of,$(1))),-I$(BUILD)/inc/$(call folder_of,$(1)) \
+              $(if $(filter proto,$(call folder_of,$(1)) $(USES_$(call folder_of,$(1)))),-I$(GEN)),$(TOP_INC))
 
 # Protocol: C generated from proto/*.proto by protoc-c into $(GEN) (never committed).
 PROTOS   := $(wildcard proto/*.proto)
@@ -59,22 +79,22 @@ GEN_SRCS := $(PROTOS:%.proto=$(GEN)/%.pb-c.c)
 GEN_HDRS := $(GEN_SRCS:.c=.h)
 GEN_OBJS := $(GEN_SRCS:$(GEN)/%.c=$(BUILD)/obj/gen/%.o)
 
-LIB_SRCS := $(filter-out $(MAINS),$(wildcard common/*.c formats/*.c text/*.c text/*/*.c proto/*.c \
-              client/*.c kernels/*.c parallel/*.c node/*.c coordinator/*.c))
-LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(GEN_OBJS)
+# A folder's sources: its .c files (text/ has sub-folders), less the mains.
+MAINS    := node/main.c coordinator/main.c
+srcs_of   = $(filter-out $(MAINS),$(wildcard $(1)/*.c $(1)/*/*.c))
+LIB_SRCS := $(foreach f,$(FOLDERS),$(call srcs_of,$(f)))
 
 ifeq ($(CUDA),1)
-CU_SRCS   := $(wildcard kernels/*.cu node/*.cu parallel/*.cu)
-CU_OBJS   := $(CU_SRCS:%.cu=$(BUILD)/obj/%.cu.o)
+CU_SRCS   := $(wildcard kernels/*.cu parallel/*.cu)
 GENCODE   := $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a))
-NVCCFLAGS := -std=c++17 -O3 -lineinfo $(GENCODE) -I. -Icommon -Ikernels -Inode -Iparallel \
-             -Xcompiler -fPIC --expt-relaxed-constexpr -DSL_HAVE_CUDA
+NVCCFLAGS := -std=c++17 -O3 -lineinfo $(GENCODE) -Xcompiler -fPIC --expt-relaxed-constexpr -DSL_HAVE_CUDA
 CFLAGS    += -DSL_HAVE_CUDA -I$(CUDA_HOME)/include
 LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 \
              -lcublasLt -lcublas -lcurand -lnccl -lcudart -lstdc++ -ldl -lrt
 endif
-
-LIB := $(BUILD)/libshardline.a
+objs_of = $(patsubst %.c,$(BUILD)/obj/%.o,$(call srcs_of,$(1))) \
+          $(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(filter $(1)/%,$(CU_SRCS))) \
+          $(if $(filter proto,$(1)),$(GEN_OBJS))
 
 # Objects depend on the build configuration: changing CUDA, CUDA_ARCHS,
 # DEBUG or SANITIZE rebuilds everything instead of mixing old objects in.
@@ -82,99 +102,121 @@ STAMP := $(BUILD)/.config
 CONFIG := $(CUDA) $(CUDA_ARCHS) $(DEBUG) $(SANITIZE)
 $(shell mkdir -p $(BUILD); echo '$(CONFIG)' | cmp -s - $(STAMP) || echo '$(CONFIG)' > $(STAMP))
 
+# ---- programs: each named after its source ----
+#   node/main.c, coordinator/main.c  -> shardline-node, shardline-coordinator
+#   tools/shardline.c                -> shardline (the CLI)
+#   tools/NAME.c                     -> shardline-NAME (mkckpt, tok, ppl)
+#   bench/NAME.c                     -> shardline-bench-NAME (serve; on CUDA: decode, allreduce)
+BINS := $(BUILD)/bin/shardline-node $(BUILD)/bin/shardline-coordinator $(BUILD)/bin/shardline \
+        $(BUILD)/bin/shardline-mkckpt $(BUILD)/bin/shardline-tok $(BUILD)/bin/shardline-ppl \
+        $(BUILD)/bin/shardline-bench-serve
 ifeq ($(CUDA),1)
-BINS += $(BUILD)/bin/shardline-bench $(BUILD)/bin/shardline-bench-allreduce $(BUILD)/bin/shardline-qbench
+BINS += $(BUILD)/bin/shardline-bench-decode $(BUILD)/bin/shardline-bench-allreduce
 endif
+# A program's own extra objects: the serving benchmark's HTTP client.
+EXTRA_shardline-bench-serve := $(BUILD)/obj/bench/serve_http.o
 
-UNIT_SRCS := $(wildcard tests/unit/test_*.c)
-UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+# ---- tests ----
+# tests/unit/FOLDER/test_*.c: Check suites, one folder's per `make test-FOLDER`;
+# tests/fuzz/test_fuzz_regress.c: what fuzzing found, in make test and make fuzz.
+UNIT_SRCS := $(wildcard tests/unit/*/test_*.c) tests/fuzz/test_fuzz_regress.c
+UNIT_BINS := $(foreach s,$(UNIT_SRCS),$(BUILD)/tests/$(basename $(notdir $(s))))
 MPI_BINS  := $(patsubst tests/mpi/%.c,$(BUILD)/tests/mpi/%,$(wildcard tests/mpi/test_*.c))
 GPU_SRCS  := $(wildcard tests/gpu/test_*.c)
 GPU_BINS  := $(GPU_SRCS:tests/gpu/%.c=$(BUILD)/tests/gpu/%)
 # an MPI program: tests/gpu_allreduce.sh runs it under mpirun
 GPU_MPI_BIN := $(BUILD)/tests/gpu/test_allreduce
 ITEST_BIN := $(BUILD)/tests/integration/itest
+# The scripts make test runs after the unit tests, in this order.
+TEST_SCRIPTS := tests/cli.sh tests/mpi.sh tests/quant_ppl.sh tests/tokenizer_conformance.py \
+	tests/integration/serve.sh tests/integration/deadlines.sh tests/soak.sh \
+	tests/integration/failover.sh tests/integration/curve.sh tests/integration/standby.sh \
+	tests/http/serve.sh tests/http/valgrind.sh
 
-.PHONY: all deps test test-gpu demo bench bundle clean
+.PHONY: all help deps test test-scripts test-gpu demo bench bundle clean $(FOLDERS:%=test-%)
 all: $(BINS)
 
 $(GEN)/%.pb-c.c $(GEN)/%.pb-c.h: %.proto
 	@mkdir -p $(GEN)
 	protoc-c --c_out=$(GEN) $<
 
+# A folder's include root: links to itself and the folders it uses.
+$(BUILD)/inc/%/.made: Makefile
+	@rm -rf $(dir $@) && mkdir -p $(dir $@)
+	@for d in $* $(USES_$*); do ln -s $(CURDIR)/$$d $(dir $@)$$d; done
+	@touch $@
+INC_STAMPS := $(FOLDERS:%=$(BUILD)/inc/%/.made)
+.PRECIOUS: $(BUILD)/inc/%/.made
+
 # Every C object may include a generated header: generate them first.
-$(BUILD)/obj/%.o: %.c $(STAMP) | $(GEN_HDRS)
+$(BUILD)/obj/%.o: %.c $(STAMP) | $(GEN_HDRS) $(INC_STAMPS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS) $(call inc_of,$<) -MMD -MP -c $< -o $@
 
-$(BUILD)/obj/gen/%.o: $(GEN)/%.c $(GEN_HDRS)
+$(BUILD)/obj/gen/%.o: $(GEN)/%.c $(GEN_HDRS) | $(INC_STAMPS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) -I$(BUILD)/inc/proto -I$(GEN) -c $< -o $@
 
-$(BUILD)/obj/%.cu.o: %.cu $(STAMP)
+$(BUILD)/obj/%.cu.o: %.cu $(STAMP) | $(INC_STAMPS)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) $(call inc_of,$<) -MMD -MP -c $< -o $@
 
-$(LIB): $(LIB_OBJS) $(CU_OBJS)
-	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+# One archive per folder.
+define folder_archive
+$(BUILD)/lib/lib$(1).a: $(call objs_of,$(1))
+	@mkdir -p $$(dir $$@)
+	rm -f $$@ && ar rcs $$@ $$^
+endef
+$(foreach f,$(FOLDERS),$(eval $(call folder_archive,$(f))))
 
-$(BUILD)/bin/shardline-node: $(BUILD)/obj/node/main.o $(LIB)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+# Every program and test links the archives top floor first.
+LINK = $(CC) $(CFLAGS) $(TOP_INC) $(1) $(ARCHIVES) -o $@ $(LDLIBS) $(2)
 
-$(BUILD)/bin/shardline-mkckpt: $(BUILD)/obj/tools/mkckpt.o $(LIB)
+$(BUILD)/bin/shardline-%: %/main.c $(ARCHIVES)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+	$(call LINK,$<)
 
-$(BUILD)/bin/shardline-tok: $(BUILD)/obj/tools/tok_cli.o $(LIB)
+$(BUILD)/bin/shardline: tools/shardline.c $(ARCHIVES)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+	$(call LINK,$<)
 
-$(BUILD)/bin/shardline-coordinator: $(BUILD)/obj/coordinator/main.o $(LIB)
+$(BUILD)/bin/shardline-%: tools/%.c $(ARCHIVES)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+	$(call LINK,$<)
 
-$(BUILD)/bin/shardline: $(BUILD)/obj/tools/cli.o $(LIB)
+.SECONDEXPANSION:
+$(BUILD)/bin/shardline-bench-%: bench/%.c $$(EXTRA_shardline-bench-%) $(ARCHIVES)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+	$(call LINK,$< $(EXTRA_shardline-bench-$*))
 
-$(BUILD)/bin/shardline-ppl: $(BUILD)/obj/tools/perplexity.o $(LIB)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+define unit_test
+$(BUILD)/tests/$(basename $(notdir $(1))): $(1) $$(wildcard tests/unit/*.h) $(ARCHIVES)
+	@mkdir -p $$(dir $$@)
+	$$(call LINK,$(CHECK_CFLAGS) -Itests $$<,$(CHECK_LIBS))
+endef
+$(foreach s,$(UNIT_SRCS),$(eval $(call unit_test,$(s))))
 
-$(BUILD)/bin/shardline-bench: $(BUILD)/obj/bench/decode.o $(LIB)
+$(BUILD)/tests/mpi/%: tests/mpi/%.c $(ARCHIVES)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+	$(call LINK,-Itests $<)
 
-$(BUILD)/bin/shardline-bench-allreduce: $(BUILD)/obj/bench/allreduce.o $(LIB)
+$(ITEST_BIN): tests/integration/itest.c $(ARCHIVES) | $(GEN_HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+	$(call LINK,-Itests $<)
 
-# The quantized-layer micro-benchmark: includes kernels/quant.cu to sweep its templates.
-$(BUILD)/bin/shardline-qbench: $(BUILD)/obj/bench/qgemv.cu.o $(LIB)
+$(BUILD)/tests/gpu/%: tests/gpu/%.c $(ARCHIVES)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+	$(call LINK,$(CHECK_CFLAGS) -Itests $<,$(CHECK_LIBS))
 
-$(BUILD)/bin/shardline-loadgen: $(BUILD)/obj/bench/serve.o $(BUILD)/obj/bench/serve_http.o $(LIB)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
-
-$(BUILD)/tests/%: tests/unit/%.c $(LIB)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Itests $< $(LIB) -o $@ $(LDLIBS) $(CHECK_LIBS)
-
-$(BUILD)/tests/mpi/%: tests/mpi/%.c $(LIB)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests $< $(LIB) -o $@ $(LDLIBS)
-
-$(ITEST_BIN): tests/integration/itest.c $(LIB) | $(GEN_HDRS)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests $< $(LIB) -o $@ $(LDLIBS)
-
-$(BUILD)/tests/gpu/%: tests/gpu/%.c $(LIB)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Itests $< $(LIB) -o $@ $(LDLIBS) $(CHECK_LIBS)
+help:
+	@sed -n '/^# shardline/,/^$$/p' Makefile | sed 's/^# \{0,1\}//'
+	@echo "Folders, each an archive, and the folders each may use:"
+	@$(foreach f,$(FOLDERS),printf '  %-12s %s\n' '$(f)' '$(or $(USES_$(f)),-)';)
+	@echo "Programs (build/bin):"
+	@$(foreach b,$(BINS),echo '  $(notdir $(b))';)
+	@echo "Unit tests (make test T=NAME):"
+	@$(foreach f,$(FOLDERS),$(if $(wildcard tests/unit/$(f)/test_*.c),echo '  $(f): $(notdir $(basename $(wildcard tests/unit/$(f)/test_*.c)))';))
+	@sed -n 's/^#  \(make lab-.*\)/\1/p' Makefile | sed 's/^/  /'
 
 # The real model `make test` checks (tools/fetch-model.sh: pinned, sha256 checked).
 SMOLLM2 := $(BUILD)/models/SmolLM2-135M-Instruct.Q4_1.gguf
@@ -182,12 +224,24 @@ SMOLLM2 := $(BUILD)/models/SmolLM2-135M-Instruct.Q4_1.gguf
 deps:
 	@sh tools/install-deps.sh && sh tools/fetch-model.sh $(dir $(SMOLLM2))
 
-test: $(BINS) $(UNIT_BINS) $(MPI_BINS) $(ITEST_BIN)
-	@BIN=$(BUILD)/bin ITEST=$(ITEST_BIN) SL_SMOLLM2_GGUF=$${SL_SMOLLM2_GGUF:-$(SMOLLM2)} sh tests/run.sh unit \
-		$(UNIT_BINS) tests/cli.sh tests/mpi.sh tests/quant_ppl.sh tests/tokenizer_conformance.py \
-		tests/integration/serve.sh tests/integration/deadlines.sh tests/soak.sh \
-		tests/integration/failover.sh tests/integration/curve.sh tests/integration/standby.sh \
-		tests/http/serve.sh tests/http/valgrind.sh
+# T=NAME runs one unit test or script (its file name without .c/.sh/.py).
+TEST_RUN = BIN=$(BUILD)/bin ITEST=$(ITEST_BIN) SL_SMOLLM2_GGUF=$${SL_SMOLLM2_GGUF:-$(SMOLLM2)} sh tests/run.sh
+ONE_TEST = $(filter $(BUILD)/tests/$(T),$(UNIT_BINS)) $(filter %/$(T).sh %/$(T).py,$(TEST_SCRIPTS))
+test: $(BINS) $(if $(T),$(filter $(BUILD)/tests/$(T),$(UNIT_BINS)),$(UNIT_BINS)) $(MPI_BINS) $(ITEST_BIN)
+ifeq ($(T),)
+	@$(TEST_RUN) unit $(UNIT_BINS) $(TEST_SCRIPTS)
+else
+	@[ -n "$(strip $(ONE_TEST))" ] || { echo "make test: no test named $(T) (make help lists them)"; exit 2; }
+	@$(TEST_RUN) unit $(ONE_TEST)
+endif
+
+# One folder's unit tests; the scripts (CLI, MPI grids, integration, HTTP).
+$(FOLDERS:%=test-%): test-%: $(BINS)
+	@t='$(foreach s,$(wildcard tests/unit/$*/test_*.c),$(BUILD)/tests/$(basename $(notdir $(s))))'; \
+		[ -n "$$t" ] || { echo "make test-$*: tests/unit/$*/ holds no test"; exit 2; }; \
+		$(MAKE) --no-print-directory $$t && $(TEST_RUN) $* $$t
+test-scripts: $(BINS) $(MPI_BINS) $(ITEST_BIN)
+	@$(TEST_RUN) scripts $(TEST_SCRIPTS)
 
 # GPU host only. Where the build's libraries are missing, `make bundle`
 # elsewhere and run `sh bundle/test-gpu.sh` from the repository root.
@@ -205,7 +259,7 @@ demo: $(BINS)
 # Decode benchmark on the local GPU; result under bench/results/.
 bench: $(BINS)
 	@mkdir -p bench/results
-	$(BUILD)/bin/shardline-bench --shape 7b --out bench/results/decode-7b-$$(date +%Y-%m-%d).json
+	$(BUILD)/bin/shardline-bench-decode --shape 7b --out bench/results/decode-7b-$$(date +%Y-%m-%d).json
 
 # The test binaries too: the bundle must not carry stale ones (make test-gpu
 # from a bundle runs them).
@@ -236,7 +290,7 @@ FUZZ_ALL     := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_TARGETS ?= $(FUZZ_ALL)
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Wno-unused-parameter -fopenmp \
-                -I. -Icommon -Iproto -Ikernels -Inode -Iparallel -Itests -I$(FUZZ_BUILD)/gen \
+                -I. -Itests -I$(FUZZ_BUILD)/gen \
                 $(PKG_CFLAGS) $(MPI_CFLAGS) $(FUZZ_SAN)
 FUZZ_GEN_SRCS := $(PROTOS:%.proto=$(FUZZ_BUILD)/gen/%.pb-c.c)
 FUZZ_OBJS    := $(LIB_SRCS:%.c=$(FUZZ_BUILD)/obj/%.o) $(FUZZ_GEN_SRCS:%.c=%.o)
@@ -272,12 +326,12 @@ $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(wildcard tests/fuzz/*.h tests/unit/*
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -DFUZZ_REPO_DIR='"$(CURDIR)"' \
 		$< $(FUZZ_LIB) -o $@ $(PKG_LIBS) $(MPI_LIBS) -lm -lpthread
 
-$(FUZZ_BUILD)/test_fuzz_regress: tests/unit/test_fuzz_regress.c $(wildcard tests/unit/*.h) $(FUZZ_LIB)
+$(FUZZ_BUILD)/test_fuzz_regress: tests/fuzz/test_fuzz_regress.c $(wildcard tests/unit/*.h) $(FUZZ_LIB)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(CHECK_CFLAGS) $< $(FUZZ_LIB) -o $@ $(PKG_LIBS) $(MPI_LIBS) \
 		$(CHECK_LIBS) -lm -lpthread
 
-fuzz-seeds: $(LIB)
-	$(CC) $(CFLAGS) tests/fuzz/make_seeds.c $(LIB) -o $(BUILD)/fuzz-make-seeds $(LDLIBS)
+fuzz-seeds: $(ARCHIVES)
+	$(CC) $(CFLAGS) $(TOP_INC) tests/fuzz/make_seeds.c $(ARCHIVES) -o $(BUILD)/fuzz-make-seeds $(LDLIBS)
 	$(BUILD)/fuzz-make-seeds && python3 tests/fuzz/make_seeds.py
 
 -include $(shell find $(BUILD)/obj $(FUZZ_BUILD)/obj -name '*.d' 2>/dev/null)

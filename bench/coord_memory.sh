@@ -30,7 +30,7 @@ trap 'exit 1' INT TERM
 rss() { awk '/^VmRSS/{print $2}' "/proc/$coord/status"; }
 # loadgen N_STREAMS N_REQUESTS SEED
 load() {
-	"$bin/shardline-loadgen" --coordinator "$CL" $VIA --model tiny --streams "$1" --requests "$2" \
+	"$bin/shardline-bench-serve" --coordinator "$CL" $VIA --model tiny --streams "$1" --requests "$2" \
 		--prompt-len 4 --output-len 1 --vocab 2000 --seed "$3" --status-ms 1000 \
 		>"$tmp/loadgen.log" 2>&1 || { echo "loadgen failed:"; tail -5 "$tmp/loadgen.log"; exit 1; }
 }
@@ -72,7 +72,7 @@ done
 # the burst: loadgen opens at most 1000 connections, so three at once
 per=$(((BURST + 2) / 3))
 for k in 1 2 3; do
-	"$bin/shardline-loadgen" --coordinator "$CL" $VIA --model tiny --streams $per --requests $per \
+	"$bin/shardline-bench-serve" --coordinator "$CL" $VIA --model tiny --streams $per --requests $per \
 		--prompt-len 4 --output-len 1 --vocab 2000 --seed $((k + 1)) --status-ms 1000 \
 		>"$tmp/burst$k.log" 2>&1 &
 	eval "b$k=\$!"

@@ -1,5 +1,5 @@
 /*
- * decode.c — shardline-bench: single-GPU decode and prefill throughput of a
+ * decode.c — shardline-bench-decode: single-GPU decode and prefill throughput of a
  * Llama-shaped model with random fp16/bf16 weights generated on the device
  * (cuRAND), against the device's measured copy bandwidth.
  *
@@ -278,7 +278,7 @@ static int parse(int argc, char **argv, bench_args *a, char *err, size_t errlen)
 			break;
 		}
 		default: return sl_errf(err, errlen, SL_EINVAL,
-					"usage: shardline-bench [--shape 7b|8b|13b|70b|tiny] [--out FILE.json] "
+					"usage: shardline-bench-decode [--shape 7b|8b|13b|70b|tiny] [--out FILE.json] "
 					"[--prompt 128] [--new 256] [--prefill 2048 (0: skip)] [--prefill-runs 5] "
 					"[--dtype f16|bf16] "
 					"[--batches 1,8,32,64] [--tp T --pp P under mpirun] [--comm-off] "
@@ -303,7 +303,7 @@ int main(int argc, char **argv)
 	if (!rc && model_config_shape(a.shape, (sl_dtype)a.dtype, &cfg))
 		rc = sl_errf(err, sizeof err, SL_EINVAL, "unknown --shape %s (7b, 8b, 13b, 70b, tiny)", a.shape);
 	if (rc) {
-		fprintf(stderr, "shardline-bench: %s\n", err);
+		fprintf(stderr, "shardline-bench-decode: %s\n", err);
 		return 1;
 	}
 	long most = 1;
@@ -333,7 +333,7 @@ int main(int argc, char **argv)
 			rc = sl_errf(err, sizeof err, SL_EIO, "cannot write %s", a.out);
 	}
 	if (rc)
-		fprintf(stderr, "shardline-bench: rank %d: %s\n", g.rank, err);
+		fprintf(stderr, "shardline-bench-decode: rank %d: %s\n", g.rank, err);
 	node_group_close(&g, rc);
 	return rc ? 1 : 0;
 }

@@ -2,7 +2,7 @@
 # CPU share of each rank of an idle `mpirun -np 2` tp 2 group (CPU
 # backend, tiny random model), from /proc/PID/stat over SECONDS (5):
 # what a group costs while it has no work; then the requests/s it serves
-# under shardline-loadgen (16 streams, REQUESTS (400) requests of 32-id
+# under shardline-bench-serve (16 streams, REQUESTS (400) requests of 32-id
 # prompts and 16 tokens), where a spinning rank takes CPU from the others
 # on a small box. docs/operations.md quotes both.
 # Usage: bench/idle_cpu.sh [SECONDS]   (BIN=build/bin, REQUESTS; extra
@@ -55,7 +55,7 @@ for p in $ranks; do
 	echo "idle rank $r: $(awk -v a="$t0" -v b="$t1" -v hz="$hz" -v s="$secs" \
 		'BEGIN{printf "%.1f", 100 * (b - a) / hz / s}')% of a core over $secs s"
 done
-"$bin/shardline-loadgen" --coordinator "$CL" --model tiny --streams 16 \
+"$bin/shardline-bench-serve" --coordinator "$CL" --model tiny --streams 16 \
 	--requests "${REQUESTS:-400}" --prompt-len 32 --output-len 16 --vocab 2000 >"$tmp/lg.log" 2>&1 ||
 	{ tail -5 "$tmp/lg.log"; exit 1; }
 grep -iE "requests/s|req/s" "$tmp/lg.log" | head -3

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Turn bench/quant.sh's results (quant-*.json from shardline-bench, one
+"""Turn bench/quant.sh's results (quant-*.json from shardline-bench-decode, one
 per weight format and KV dtype) into a markdown table and a PNG plot.
 
 Table: per configuration, the weight bytes a decode step reads, batch-1

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Turn bench/serve.sh's results (one shardline-loadgen JSON per run) into a
+"""Turn bench/serve.sh's results (one shardline-bench-serve JSON per run) into a
 markdown table and a PNG plot:
   top left    output tokens/s against concurrent streams (fixed-mix runs),
               one line per tensor-parallel degree and batching policy;
@@ -267,7 +267,7 @@ def main():
     folder = sys.argv[1]
     runs = load(folder)
     if not runs:
-        sys.exit("no shardline-loadgen results in %s" % folder)
+        sys.exit("no shardline-bench-serve results in %s" % folder)
     chats = chat_runs(runs)
     others = [r for r in runs if r["mix"] != "chat"]
     prefix = sys.argv[2] if len(sys.argv) > 2 else os.path.join(folder, "serve")

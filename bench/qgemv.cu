@@ -5,7 +5,7 @@
  * matmul.cu) and the device's copy bandwidth, on the local GPU.
  *
  * Reports, after the device name and copy bandwidth (bytes read + written
- * per second by a 1 GiB device-to-device cudaMemcpy, as shardline-bench):
+ * per second by a 1 GiB device-to-device cudaMemcpy, as shardline-bench-decode):
  *   1. decode, n = 1, 8, 32, 64 tokens: GB/s of weight bytes read (codes,
  *      scales and zero points) and % of copy bandwidth, per format and
  *      path (the GEMV; at 32 and 64 also dequantize + cuBLAS, and fp8's

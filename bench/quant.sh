@@ -1,6 +1,6 @@
 #!/bin/sh
 # The quantized-weight benchmark, one command (GPU host; about 3 minutes on
-# an H100): shardline-bench on the 7B shape (random weights) once per
+# an H100): shardline-bench-decode on the 7B shape (random weights) once per
 # weight format and KV dtype in CONFIGS, each run decoding at batch 1, 8,
 # 32 and 64 and prefilling one 2048-token prompt (once cold, then the
 # median of PREFILL_RUNS runs reported), then bench/plot_quant.py's table
@@ -34,7 +34,7 @@ for c in $configs; do
 	name=$(echo "$c" | tr '/+' '-_')
 	echo "quant.sh: $c" >&2
 	start=$(date +%s)
-	if ! "$bin/shardline-bench" --shape "$shape" --quant "$q" --quant-group "$grp" \
+	if ! "$bin/shardline-bench-decode" --shape "$shape" --quant "$q" --quant-group "$grp" \
 		--kv-dtype "$kv" --batches "${BATCHES:-1,8,32,64}" --prompt "${PROMPT:-128}" \
 		--new "${NEW:-128}" --prefill "${PREFILL:-2048}" \
 		--prefill-runs "${PREFILL_RUNS:-5}" --out "$out/quant-$name.json" \

@@ -1,5 +1,5 @@
 /*
- * serve.c — shardline-loadgen: the serving benchmark's load generator.
+ * serve.c — shardline-bench-serve: the serving benchmark's load generator.
  * Drives a running coordinator (client/client.h) with N concurrent
  * streams and reports what a client sees: output tokens/s, requests/s,
  * time to first token and inter-token latency percentiles. bench/serve.sh
@@ -1015,7 +1015,7 @@ static int chat_setup(const lg_args *a, lg_run *R, const sl_event *st)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: shardline-loadgen [--coordinator tcp://127.0.0.1:5555] [--model NAME]\n"
+		"usage: shardline-bench-serve [--coordinator tcp://127.0.0.1:5555] [--model NAME]\n"
 		"         [--streams 8] [--requests 4*streams] [--mix fixed|uniform|chat]\n"
 		"         [--turns 6] [--system-len 1000] [--question-len 64] [--think-ms 0]\n"
 		"         [--prompt-len 512] [--output-len 256] [--spread 0.5] [--vocab 32000]\n"
@@ -1129,7 +1129,7 @@ int main(int argc, char **argv)
 	sl_log_set_role("loadgen", 0, 1);
 	int rc = parse(argc, argv, &a, err, sizeof err);
 	if (rc) {
-		fprintf(stderr, "shardline-loadgen: %s\n", err);
+		fprintf(stderr, "shardline-bench-serve: %s\n", err);
 		if (rc == SL_EINVAL)
 			usage(stderr);
 		return 2;
@@ -1185,14 +1185,14 @@ int main(int argc, char **argv)
 			cache_delta(&st0, &st1, &rep.cache);
 		print_report(&R, &rep, &st);
 		if (a.out && write_json(a.out, &R, &rep, &st)) {
-			fprintf(stderr, "shardline-loadgen: cannot write %s\n", a.out);
+			fprintf(stderr, "shardline-bench-serve: cannot write %s\n", a.out);
 			rc = rc ? rc : SL_EIO;
 		}
 		if (!rc && (rep.failed || rep.unanswered))
 			rc = sl_errf(err, sizeof err, SL_EIO, "%ld requests failed", rep.failed + rep.unanswered);
 	}
 	if (rc)
-		fprintf(stderr, "shardline-loadgen: %s\n", err[0] ? err : "failed");
+		fprintf(stderr, "shardline-bench-serve: %s\n", err[0] ? err : "failed");
 	if (st.kind == SL_EV_STATUS)
 		sl_event_release(&st);
 	if (st0.kind == SL_EV_STATUS)

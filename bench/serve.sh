@@ -2,7 +2,7 @@
 # Serving benchmark: for each GPU count in GPUS and each batching policy,
 # starts shardline-coordinator (loopback, ports it picks) and one node group
 # (tensor parallel over that many GPUs; one process on the CPU), runs
-# shardline-loadgen once per case against it, then stops the group (drain
+# shardline-bench-serve once per case against it, then stops the group (drain
 # --exit) and the coordinator. One JSON (loadgen --out) and one table per
 # run in OUT_DIR, named tpG-POLICY-CASE; logs of every process in
 # OUT_DIR/logs. Exit 0 when every run finished every request.
@@ -120,8 +120,8 @@ else
 fi
 say "model: $shape"
 modes=${MODES:-native http}
-if ! "$bin/shardline-loadgen" --help 2>&1 | grep -q -- '--http'; then
-	say "shardline-loadgen has no --http: native runs only"
+if ! "$bin/shardline-bench-serve" --help 2>&1 | grep -q -- '--http'; then
+	say "shardline-bench-serve has no --http: native runs only"
 	modes=native
 fi
 policies=${BATCHING:-continuous simple}
@@ -196,7 +196,7 @@ EOF
 				fi
 				say "-- $run: $streams streams, $nreq requests, $mix prompt $plen output $olen ($mode)"
 				# shellcheck disable=SC2086
-				timeout 900 "$bin/shardline-loadgen" --coordinator "$client" $tflag --model bench \
+				timeout 900 "$bin/shardline-bench-serve" --coordinator "$client" $tflag --model bench \
 					--streams "$streams" --requests "$nreq" --mix "$mix" --prompt-len "$plen" \
 					--output-len "$olen" --vocab "$vocab" --seed 1 --warmup "$w" --coord-pid "$coord_pid" \
 					--meta "device=$device" --meta "model=$shape" --meta "gpus=$g" \

@@ -4,7 +4,7 @@
 # CONFIGS it starts a fresh shardline-coordinator (--route ROUTE) and
 # GROUPS node groups sharing the one device (GPU memory or, on the CPU,
 # KV blocks split between them), with the prefix cache on or off, runs
-# shardline-loadgen --mix chat once (USERS users, each in conversations of
+# shardline-bench-serve --mix chat once (USERS users, each in conversations of
 # TURNS turns over a shared SYSTEM_LEN-token system prompt, each turn
 # resending the last prompt and its answer plus a QUESTION_LEN-token
 # question), then drains the groups and stops the coordinator. One JSON
@@ -165,7 +165,7 @@ EOF
 	say "== $run: $ng group(s), prefix cache $cache, route $route, think $pause ms"
 	start "$run" "$ng" "$cache" "$route"
 	# shellcheck disable=SC2086
-	timeout 900 "$bin/shardline-loadgen" --coordinator "$client" --model bench --mix chat \
+	timeout 900 "$bin/shardline-bench-serve" --coordinator "$client" --model bench --mix chat \
 		--streams "$users" --requests "$requests" --turns "$turns" --system-len "$sys_len" \
 		--question-len "$q_len" --output-len "$o_len" --think-ms "$pause" --vocab "$vocab" --seed 1 \
 		--warmup "$warmup" --coord-pid "$coord_pid" --meta "device=$device" --meta "model=$shape" \

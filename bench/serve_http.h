@@ -1,5 +1,5 @@
 /*
- * serve_http.h — shardline-loadgen's HTTP mode: a minimal HTTP/1.1 client
+ * serve_http.h — shardline-bench-serve's HTTP mode: a minimal HTTP/1.1 client
  * over a plain socket, one keep-alive connection per stream, that POSTs
  * /v1/completions with stream=true and parses the server-sent events as
  * they arrive. Enough for the coordinator's own server (chunked transfer

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client/curve.h"
+#include "proto/curve.h"
 #include "proto/client.pb-c.h"
 #include "common/sl.h"
 #include "proto/wire.h"

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <zmq.h>
 
-#include "client/curve.h"
+#include "proto/curve.h"
 #include "common/sl.h"
 
 #define AUTH_ZAP_ENDPOINT "inproc://zeromq.zap.01"

@@ -22,7 +22,7 @@
 #include <string.h>
 #include <zmq.h>
 
-#include "client/curve.h"
+#include "proto/curve.h"
 #include "common/sl.h"
 
 #define STANDBY_DEAD_INTERVALS 3

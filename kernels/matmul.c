@@ -2,7 +2,7 @@
  * matmul.c — the CPU linear layer: kern_matmul_cpu, the fp32 reference (one
  * plain dot product per output, the spec every other matmul is checked
  * against), and kern_matmul_cpu_fast beside it, what the CPU backend runs.
- * tests/unit/test_matmul.c holds the two together.
+ * tests/unit/kernels/test_matmul.c holds the two together.
  */
 #include "kernels/matmul.h"
 

@@ -19,7 +19,7 @@
  *   value d * q) is this format with group 32 and fp16 scales, values and
  *   scales unchanged: kern_qweight_load_q8_0_rows copies them in.
  *   Per row or per group: RMS error relative to RMS weight over 4M
- *   random weights (tests/unit/test_quant.c prints them), one scale per
+ *   random weights (tests/unit/kernels/test_quant.c prints them), one scale per
  *   row / per 128 / per 32: Gaussian 0.0086 / 0.0065 / 0.0053, Laplace
  *   0.0145 / 0.0089 / 0.0067, Student-t with 3 dof 0.0418 / 0.0137 /
  *   0.0084 (fp8 per row: 0.026 on all three). One outlier sets a whole
@@ -45,7 +45,7 @@
  *   d = (max(w, 0) - min(w, 0)) / 15, z = round(-min / d). Why: on
  *   heavy-tailed groups the two extremes differ and a symmetric grid
  *   spends codes on a side nobody uses. RMS error relative to RMS weight,
- *   4M random weights (tests/unit/test_quant.c prints them): Gaussian
+ *   4M random weights (tests/unit/kernels/test_quant.c prints them): Gaussian
  *   0.1005 against 0.1030 symmetric (llama.cpp's Q4_0 rule), Laplace
  *   0.1305 / 0.1410, Student-t with 3 dof 0.165 / 0.200. The zero point
  *   is an integer, so u - z is an exact integer the kernels feed to the

@@ -7,7 +7,7 @@
  * The one exception to "direct call to the reference" is the unquantized
  * matmul, nearly all of the time: it runs kern_matmul_cpu_fast, the
  * reference's vectorized twin (same values but for fp32 summation order,
- * checked by tests/unit/test_matmul.c).
+ * checked by tests/unit/kernels/test_matmul.c).
  */
 #include <stdlib.h>
 #include <string.h>

@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "common/checks.h"
-#include "client/curve.h"
+#include "proto/curve.h"
 #include "node/engine.h"
 #include "proto/node.pb-c.h"
 #include "common/rng.h"

@@ -38,7 +38,7 @@ typedef struct node_leader_opts {
 	int no_prefix_cache;       /* --no-prefix-cache: recompute every prompt whole */
 	int grace_s;               /* after *stop: drain at most this long, then leave */
 	volatile sig_atomic_t *stop; /* set by a signal handler: drain, then leave */
-	const struct sl_curve_client *curve; /* CURVE keys (client/curve.h); NULL or off: none */
+	const struct sl_curve_client *curve; /* CURVE keys (proto/curve.h); NULL or off: none */
 } node_leader_opts;
 
 /* Serve until drained after *stop (or grace_s past it), a Drain with

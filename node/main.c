@@ -16,7 +16,7 @@
 #include "common/args.h"
 #include "parallel/comm.h"
 #include "node/engine.h"
-#include "client/curve.h"
+#include "proto/curve.h"
 #include "node/group.h"
 #include "node/leader.h"
 #include "node/shapes.h"

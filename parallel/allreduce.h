@@ -9,7 +9,7 @@
  * all-reduce small enough (par_car_choose); NCCL keeps the large ones and
  * everything across hosts. The tests and the micro-benchmark drive a
  * par_car directly. The size rules, limits and their parsing are plain
- * functions, tested on the CPU (tests/unit/test_car_plan.c).
+ * functions, tested on the CPU (tests/unit/parallel/test_car_plan.c).
  */
 #ifndef PAR_ALLREDUCE_H
 #define PAR_ALLREDUCE_H

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Soak: a few thousand requests through a coordinator, a `mpirun -np 2`
 # tp 2 group and a single-process group (CPU backend, a tiny random
-# model): shardline-loadgen keeps 16 streams busy, cancels every 7th
+# model): shardline-bench-serve keeps 16 streams busy, cancels every 7th
 # request after its first chunk and drops the connection of every 11th
 # mid-stream (no Cancel: the coordinator finds the client unreachable),
 # while CLI clients are SIGKILLed mid-stream beside it. Asserts:
@@ -55,7 +55,7 @@ done
 ranks=$(ps -o pid= --ppid "$mpi")
 
 # warm-up, then the baseline of resident memory
-"$bin/shardline-loadgen" --coordinator "$CL" --model tiny --streams 16 --requests 200 \
+"$bin/shardline-bench-serve" --coordinator "$CL" --model tiny --streams 16 --requests 200 \
 	--mix uniform --prompt-len 24 --output-len 12 --vocab 2000 --seed 99 >"$tmp/warm.log" 2>&1 ||
 	bad "warm-up: $(tail -3 "$tmp/warm.log")"
 sleep 0.5
@@ -66,7 +66,7 @@ for p in $coord $single $ranks; do eval "rss0_$p=$(rss "$p")"; done
 # coordinator must find the client gone); beside it, CLI clients SIGKILLed
 # mid-stream (a process that dies)
 t0=$(date +%s)
-"$bin/shardline-loadgen" --coordinator "$CL" --model tiny --streams 16 --requests "$REQUESTS" \
+"$bin/shardline-bench-serve" --coordinator "$CL" --model tiny --streams 16 --requests "$REQUESTS" \
 	--mix uniform --prompt-len 24 --output-len 24 --vocab 2000 --seed 1 --timeout-s 300 \
 	--cancel-every 7 --vanish-every 11 >"$tmp/load.log" 2>&1 &
 lg=$!

@@ -4,7 +4,7 @@ the C renderer (text/jinja/chat_template*.c) can be checked byte for byte
 without Python.
 
 Owner: coordinator chat templates.  Caller: a developer, by hand, when the
-templates or the cases change; tests/unit/test_chat_template.c reads the
+templates or the cases change; tests/unit/text/test_chat_template.c reads the
 files it writes.
 
     /work/venv-ref/bin/python tools/make_chat_conformance.py

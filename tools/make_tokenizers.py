@@ -5,7 +5,7 @@ against the reference implementation without downloading model files.
 
 Owner: coordinator tokenizer.  Callers: a developer, by hand, when the test
 data must be regenerated; tests/tokenizer_conformance.py and
-tests/unit/test_tokenizer.c read the files it writes.
+tests/unit/text/test_tokenizer.c read the files it writes.
 
     pip install tokenizers            # 0.23.3 produced the committed files
     python3 tools/make_tokenizers.py  # writes tests/data/llama{2,3}-small*/

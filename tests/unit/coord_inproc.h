@@ -7,7 +7,7 @@
  * coord_dispatch), so a message sent by a DEALER reaches the handler
  * through the real receive path (sl_wire_recv). Timers never run.
  *
- * Header-only; used by tests/unit/test_fuzz_regress.c and the coordinator
+ * Header-only; used by tests/fuzz/test_fuzz_regress.c and the coordinator
  * fuzz harnesses (tests/fuzz/coord_fuzz.h). Reads coordinator internals
  * (coord_int.h): a test peek, nothing else outside coordinator/ does.
  */

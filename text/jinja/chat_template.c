@@ -3,7 +3,7 @@
  * compiling a template (normalize, check UTF-8, lex, parse), rendering it
  * (the render's limits, the messages and globals a template sees, then
  * tmpl_exec), and its lifetime.  A template is compiled once per model and
- * rendered per chat request (today tests/unit/test_chat_template.c is the
+ * rendered per chat request (today tests/unit/text/test_chat_template.c is the
  * only caller).  This is the top of the module's layers and the only file
  * that sees the public types: the layers below work on a tmpl_program and
  * a tmpl_ctx (chat_template_int.h).

@@ -24,7 +24,7 @@
  * HTTP chat endpoint must tokenize with special-token insertion off).
  *
  * Owned by the coordinator (chat completions); self-contained: it depends on
- * common/sl.h only.  Tests: tests/unit/test_chat_template.c against strings
+ * common/sl.h only.  Tests: tests/unit/text/test_chat_template.c against strings
  * recorded from transformers by tools/make_chat_conformance.py.
  */
 #ifndef COORD_CHAT_TEMPLATE_H

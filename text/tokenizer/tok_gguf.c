@@ -4,7 +4,7 @@
  * loader (and `shardline-tok FILE.gguf export` can hand it to HF).
  *
  * Owner: the tokenizer (text/tokenizer/).  Callers: text_tok_load (tokenizer.c),
- * tools/tok_cli.c (export), coordinator/model_meta.c (is it a GGUF?).
+ * tools/tok.c (export), coordinator/model_meta.c (is it a GGUF?).
  *
  * The mapping follows what llama.cpp means by each key, laid out the way
  * the models' own tokenizer.json files are:

@@ -4,7 +4,7 @@
  * about text.
  *
  * Owner: coordinator.  Callers: the coordinator's submit path (encode), its
- * streaming relay (text_detok_*), tools/tok_cli.c and the tests.
+ * streaming relay (text_detok_*), tools/tok.c and the tests.
  *
  * Supported (everything else is refused at load with SL_ENOTSUP naming the
  * file and the field):

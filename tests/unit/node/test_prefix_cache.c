@@ -29,7 +29,7 @@
 #include "common/block_hash.h"
 #include "coordinator/prefix.h"
 #include "node/engine.h"
-#include "golden.h"
+#include "unit/golden.h"
 #include "node/kv.h"
 #include "node/scheduler.h"
 #include "common/sl.h"

@@ -16,7 +16,7 @@
 
 #include "common/dtype.h"
 #include "formats/gguf.h"
-#include "gguf_craft.h"
+#include "unit/gguf_craft.h"
 #include "common/sl.h"
 
 static char g_dir[64];

@@ -4,7 +4,7 @@
  * Face's greedy tokens, cancel frees KV blocks at once, admission respects
  * max_running, max_waiting and the KV pool (full lengths under the simple
  * policy, prompts under continuous batching, which then preempts), refused
- * requests say why. tests/unit/test_batching.c covers continuous batching
+ * requests say why. tests/unit/node/test_batching.c covers continuous batching
  * at scale.
  */
 #include <check.h>
@@ -13,7 +13,7 @@
 
 #include "node/backend.h"
 #include "node/engine.h"
-#include "golden.h"
+#include "unit/golden.h"
 #include "node/scheduler.h"
 #include "common/sl.h"
 

@@ -20,7 +20,7 @@
 
 #include "node/backend.h"
 #include "node/engine.h"
-#include "golden.h"
+#include "unit/golden.h"
 #include "common/sl.h"
 
 #define MAX_NEW 16

@@ -15,7 +15,7 @@
 
 #include "common/args.h"
 #include "client/client.h"
-#include "client/curve.h"
+#include "proto/curve.h"
 #include "common/sl.h"
 
 #define MAX_STOPS 16

@@ -1,5 +1,5 @@
 /*
- * tok_cli.c -- shardline-tok: run the coordinator's tokenizer from a shell.
+ * tok.c -- shardline-tok: run the coordinator's tokenizer from a shell.
  *
  * Owner: coordinator tokenizer.  Callers: people poking at a tokenizer.json,
  * and tests/tokenizer_conformance.py, which drives the batch mode.
@@ -39,7 +39,7 @@ static void usage(void)
 		"usage: shardline-tok TOKENIZER.json encode [--no-special] [--split-special] TEXT\n"
 		"       shardline-tok TOKENIZER.json decode [--keep-special] ID...\n"
 		"       shardline-tok TOKENIZER.json info\n"
-		"       shardline-tok TOKENIZER.json batch < requests  (see tools/tok_cli.c)\n"
+		"       shardline-tok TOKENIZER.json batch < requests  (see tools/tok.c)\n"
 		"       shardline-tok MODEL.gguf export > tokenizer.json\n"
 		"TOKENIZER.json may also be a .gguf file.\n");
 }

@@ -15,7 +15,7 @@
 #include "formats/safetensors.h"
 #include "formats/st_writer.h"
 #include "common/sl.h"
-#include "st_craft.h"
+#include "unit/st_craft.h"
 
 static char g_dir[64];
 static char g_err[SL_ERRLEN];

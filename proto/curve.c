@@ -1,7 +1,7 @@
 /*
  * curve.c — CURVE key files and client socket setup (see curve.h).
  */
-#include "client/curve.h"
+#include "proto/curve.h"
 
 #include <errno.h>
 #include <fcntl.h>

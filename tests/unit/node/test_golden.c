@@ -13,7 +13,7 @@
 #include <math.h>
 
 #include "node/engine.h"
-#include "golden.h"
+#include "unit/golden.h"
 
 #define LOGIT_TOL 1e-4
 

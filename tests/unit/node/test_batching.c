@@ -18,7 +18,7 @@
 
 #include "node/backend.h"
 #include "node/engine.h"
-#include "golden.h"
+#include "unit/golden.h"
 #include "node/scheduler.h"
 #include "common/sl.h"
 

@@ -14,7 +14,7 @@
 #include "formats/config.h"
 #include "node/shapes.h"
 #include "common/sl.h"
-#include "st_craft.h"
+#include "unit/st_craft.h"
 
 #define NAME "ckpt/config.json"
 

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "formats/config.h"
-#include "gguf_craft.h"
+#include "unit/gguf_craft.h"
 #include "node/model.h"
 #include "common/sl.h"
 
