@@ -1,9 +1,11 @@
 /*
  * checks.h — errors are values, for every library shardline calls. Each
  * macro runs one call, and on failure logs it with file:line and the
- * library's own message, then returns an SL_E* code from the enclosing
- * int function (in the spirit of NCCL's checks.h). Daemons never abort on
- * a failed call; they report it upward.
+ * library's own message, records the same line as the thread's last error
+ * (sl_fail, common/sl.h: the caller holding an err buffer takes it with
+ * sl_take_error), then returns an SL_E* code from the enclosing int
+ * function (in the spirit of NCCL's checks.h). Daemons never abort on a
+ * failed call; they report it upward.
  *
  *   TRY(x)          x is one of ours (0 or SL_E*): pass its error upward
  *   CUDA_TRY(x)     CUDA runtime call           -> SL_EDEVICE
@@ -11,6 +13,21 @@
  *   CUBLAS_TRY(x)   cuBLAS / cuBLASLt call       -> SL_EDEVICE
  *   NCCL_TRY(x)     NCCL call                    -> SL_ECOMM
  *   MPI_TRY(x)      MPI call                     -> SL_ECOMM
+ *
+ * Where a function holds resources, the GOTO variants (NCCL's
+ * NCCLCHECKGOTO) store the code in rc and jump to the cleanup label
+ * instead of returning:
+ *
+ *   TRY_GOTO(rc, label, x)       x is one of ours
+ *   CUDA_TRY_GOTO(rc, label, x)  CUDA runtime call -> SL_EDEVICE
+ *
+ *   int rc = SL_OK;
+ *   TRY_GOTO(rc, fail, open_it(&a, err, errlen));
+ *   CUDA_TRY_GOTO(rc, fail, cudaMalloc(&p, n));
+ *   ...
+ *   fail:
+ *   	close_it(a);
+ *   	return rc;
  *
  * Only macros: a file uses the ones whose library it includes itself.
  */
@@ -28,10 +45,26 @@
 			return rc_;        \
 	} while (0)
 
-#define SL_CHECK_FAIL_(subsys, code, call, msg)                                          \
-	do {                                                                             \
-		sl_log(SL_LOG_ERROR, subsys, "%s:%d: %s: %s", __FILE__, __LINE__, call, msg); \
-		return code;                                                             \
+#define TRY_GOTO(rc, label, x)             \
+	do {                               \
+		if (((rc) = (x)) != 0)     \
+			goto label;        \
+	} while (0)
+
+/* Logs and records a failed library call; evaluates to code. */
+#define SL_CHECK_NOTE_(subsys, code, call, msg)                                                  \
+	(sl_log(SL_LOG_ERROR, subsys, "%s:%d: %s: %s", __FILE__, __LINE__, call, msg),         \
+	 sl_fail(code, "%s:%d: %s: %s", __FILE__, __LINE__, call, msg))
+
+#define SL_CHECK_FAIL_(subsys, code, call, msg) return SL_CHECK_NOTE_(subsys, code, call, msg)
+
+#define CUDA_TRY_GOTO(rc, label, call)                                                        \
+	do {                                                                                  \
+		cudaError_t e_ = (call);                                                      \
+		if (e_ != cudaSuccess) {                                                      \
+			(rc) = SL_CHECK_NOTE_("cuda", SL_EDEVICE, #call, cudaGetErrorString(e_)); \
+			goto label;                                                           \
+		}                                                                             \
 	} while (0)
 
 #define CUDA_TRY(call)                                                                \

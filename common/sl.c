@@ -27,6 +27,27 @@ int sl_errf(char *err, size_t errlen, int code, const char *fmt, ...)
 	return code;
 }
 
+static _Thread_local char g_last_error[SL_ERRLEN];
+
+int sl_fail(int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(g_last_error, sizeof g_last_error, fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+const char *sl_last_error(void) { return g_last_error; }
+
+int sl_take_error(char *err, size_t errlen, int code)
+{
+	if (err && errlen && !err[0] && g_last_error[0])
+		snprintf(err, errlen, "%s", g_last_error);
+	g_last_error[0] = 0;
+	return code;
+}
+
 void sl_log_set_role(const char *role, int rank, int world)
 {
 	snprintf(g_role, sizeof g_role, "%s", role);

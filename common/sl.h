@@ -32,6 +32,23 @@ enum {
 int sl_errf(char *err, size_t errlen, int code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
+/*
+ * The calling thread's last failure, in the spirit of NCCL's
+ * ncclGetLastError: code that holds no err buffer (the kernels' entry
+ * points, the check macros of checks.h) records its reason with sl_fail
+ * and returns the code; the caller that does hold one moves the reason
+ * into it with sl_take_error. Nothing is logged here: the reason travels
+ * up with the code, and the daemon decides where it is written.
+ */
+int sl_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The last reason sl_fail recorded on this thread ("" if none since the
+ * last take). */
+const char *sl_last_error(void);
+/* Moves the last reason into err when err holds none yet (a caller's own
+ * message wins), clears it, and returns code: `return sl_take_error(err,
+ * errlen, rc)`. */
+int sl_take_error(char *err, size_t errlen, int code);
+
 /* Logging: "HH:MM:SS role rR/N subsys: message" on stderr. */
 typedef enum { SL_LOG_DEBUG, SL_LOG_INFO, SL_LOG_WARN, SL_LOG_ERROR } sl_log_level;
 void sl_log_set_role(const char *role, int rank, int world);

@@ -14,6 +14,7 @@
  */
 #include "formats/safetensors.h"
 #include "common/checked.h"
+#include "common/checks.h"
 #include "common/sl.h"
 
 #include <cjson/cJSON.h>
@@ -470,8 +471,8 @@ int sl_st_open_file(const char *path, sl_st_set **out, char *err, size_t errlen)
 	int rc = st_create(path, &s, err, errlen);
 	if (rc)
 		return rc;
-	if ((rc = st_load_file(s, path, err, errlen)) || (rc = st_finish(s, err, errlen)))
-		goto fail;
+	TRY_GOTO(rc, fail, st_load_file(s, path, err, errlen));
+	TRY_GOTO(rc, fail, st_finish(s, err, errlen));
 	*out = s;
 	return SL_OK;
 fail:
@@ -556,22 +557,20 @@ static int st_open_index(const char *dir, const char *ipath, sl_st_set **out,
 	const char **shards = NULL;
 	int n_shards = 0;
 	sl_st_set *s = NULL;
-	int rc = sl_read_file(ipath, &text, NULL, err, errlen);
-	if (rc || (rc = index_weight_map(ipath, text, &root, &wm, err, errlen)) ||
-	    (rc = index_shards(ipath, wm, &shards, &n_shards, err, errlen)) ||
-	    (rc = st_create(ipath, &s, err, errlen)))
-		goto fail;
+	int rc;
+	TRY_GOTO(rc, fail, sl_read_file(ipath, &text, NULL, err, errlen));
+	TRY_GOTO(rc, fail, index_weight_map(ipath, text, &root, &wm, err, errlen));
+	TRY_GOTO(rc, fail, index_shards(ipath, wm, &shards, &n_shards, err, errlen));
+	TRY_GOTO(rc, fail, st_create(ipath, &s, err, errlen));
 	for (int k = 0; k < n_shards; k++) {
 		if (sl_path_join(path, sizeof path, dir, shards[k])) {
 			rc = sl_errf(err, errlen, SL_EINVAL, "%s/%s: path too long", dir, shards[k]);
 			goto fail;
 		}
-		if ((rc = st_load_file(s, path, err, errlen)))
-			goto fail;
+		TRY_GOTO(rc, fail, st_load_file(s, path, err, errlen));
 	}
-	if ((rc = st_finish(s, err, errlen)) ||
-	    (rc = index_verify(s, wm, shards, n_shards, err, errlen)))
-		goto fail;
+	TRY_GOTO(rc, fail, st_finish(s, err, errlen));
+	TRY_GOTO(rc, fail, index_verify(s, wm, shards, n_shards, err, errlen));
 	*out = s;
 	s = NULL;
 fail:

@@ -409,15 +409,14 @@ static int gemv_call(kern_blas *b, void *out, const void *x, const void *w, int 
 	KERN_DISPATCH_DT(dt, gemv_dispatch, b, out, false, x, w, n, in_dim, out_dim, e);
 }
 
-/* cuBLAS's type for the run dtype; SL_ENOTSUP (logged) for another */
+/* cuBLAS's type for the run dtype; SL_ENOTSUP (with its reason) for another */
 static int blas_type(sl_dtype dt, cudaDataType *t)
 {
 	switch (dt) {
 	case SL_DT_F16: *t = CUDA_R_16F; return SL_OK;
 	case SL_DT_BF16: *t = CUDA_R_16BF; return SL_OK;
 	default:
-		sl_log(SL_LOG_ERROR, "cublas", "matmul: unsupported dtype %s", sl_dtype_name(dt));
-		return SL_ENOTSUP;
+		return sl_fail(SL_ENOTSUP, "matmul: unsupported dtype %s", sl_dtype_name(dt));
 	}
 }
 

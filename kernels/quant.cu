@@ -913,9 +913,8 @@ static int dequant_gemm(kern_qblas *qb, const kern_qweight *w, void *out, sl_dty
 	if (slab >= 8)
 		slab &= ~(size_t)7; /* every slab's output columns start 16-byte aligned */
 	if (slab < 1) {
-		sl_log(SL_LOG_ERROR, "cuda", "quant: dequant scratch of %zu bytes holds no row of %d columns",
-		       qb->dequant_bytes, w->cols);
-		return SL_EINVAL;
+		return sl_fail(SL_EINVAL, "quant: dequant scratch of %zu bytes holds no row of %d columns",
+			       qb->dequant_bytes, w->cols);
 	}
 	const qgemv_args a = qgemv_args_of(w, NULL, false, n);
 	const float one = 1.0f, zero = 0.0f;
@@ -1040,9 +1039,8 @@ extern "C" int kern_quantize_act_fp8_cuda(uint8_t *xq, float *xs, const void *x,
 	if (n <= 0)
 		return SL_OK;
 	if (cols <= 0 || cols % 8 || !kern_aligned16(x) || ((uintptr_t)xq & 7)) {
-		sl_log(SL_LOG_ERROR, "cuda", "quant: fp8 activations need cols %% 8 == 0 (%d) and "
-		       "aligned buffers", cols);
-		return SL_EINVAL;
+		return sl_fail(SL_EINVAL, "quant: fp8 activations need cols %% 8 == 0 (%d) and "
+			       "aligned buffers", cols);
 	}
 	KERN_DISPATCH_DT(dt, act_fp8_launch, xq, xs, x, n, cols, kern_stream(stream));
 }
@@ -1260,10 +1258,8 @@ static int qblas_init(kern_qblas *qb, void *stream, const kern_qblas_config *cfg
 
 extern "C" int kern_qblas_create(void *stream, const kern_qblas_config *cfg, kern_qblas **out)
 {
-	if (!cfg || cfg->max_tokens < 1 || cfg->max_cols < 16) {
-		sl_log(SL_LOG_ERROR, "cuda", "quant: kern_qblas needs max_tokens >= 1 and max_cols >= 16");
-		return SL_EINVAL;
-	}
+	if (!cfg || cfg->max_tokens < 1 || cfg->max_cols < 16)
+		return sl_fail(SL_EINVAL, "quant: kern_qblas needs max_tokens >= 1 and max_cols >= 16");
 	kern_qblas *qb = (kern_qblas *)calloc(1, sizeof *qb);
 	if (!qb)
 		return SL_ENOMEM;
@@ -1323,19 +1319,13 @@ static int check_call(const kern_qweight *w, sl_dtype out_dt, const void *x, sl_
 		      int n)
 {
 	char err[SL_ERRLEN];
-	if (kern_qweight_check(w, err, sizeof err)) {
-		sl_log(SL_LOG_ERROR, "cuda", "quant: %s", err);
-		return SL_EINVAL;
-	}
-	if ((x_dt != SL_DT_F16 && x_dt != SL_DT_BF16) || (out_dt != x_dt && out_dt != SL_DT_F32)) {
-		sl_log(SL_LOG_ERROR, "cuda", "quant: x %s, out %s (x F16 or BF16, out the same or F32)",
-		       sl_dtype_name(x_dt), sl_dtype_name(out_dt));
-		return SL_ENOTSUP;
-	}
-	if (n < 0 || !kern_aligned16(x) || !kern_aligned16(w->data)) {
-		sl_log(SL_LOG_ERROR, "cuda", "quant: n %d, x and W must be 16-byte aligned", n);
-		return SL_EINVAL;
-	}
+	if (kern_qweight_check(w, err, sizeof err))
+		return sl_fail(SL_EINVAL, "quant: %s", err);
+	if ((x_dt != SL_DT_F16 && x_dt != SL_DT_BF16) || (out_dt != x_dt && out_dt != SL_DT_F32))
+		return sl_fail(SL_ENOTSUP, "quant: x %s, out %s (x F16 or BF16, out the same or F32)",
+			       sl_dtype_name(x_dt), sl_dtype_name(out_dt));
+	if (n < 0 || !kern_aligned16(x) || !kern_aligned16(w->data))
+		return sl_fail(SL_EINVAL, "quant: n %d, x and W must be 16-byte aligned", n);
 	return SL_OK;
 }
 

@@ -142,11 +142,9 @@ extern "C" int kern_rope_kv_write_cuda(void *qkv, void *k_cache, void *v_cache,
 {
 	if (b->n_tokens <= 0)
 		return SL_OK;
-	if (head_dim <= 0 || head_dim % 2 || n_heads < 0 || n_kv_heads <= 0) {
-		sl_log(SL_LOG_ERROR, "cuda", "rope: bad shape heads %d kv %d head_dim %d", n_heads,
-		       n_kv_heads, head_dim);
-		return SL_EINVAL;
-	}
+	if (head_dim <= 0 || head_dim % 2 || n_heads < 0 || n_kv_heads <= 0)
+		return sl_fail(SL_EINVAL, "rope: bad shape heads %d kv %d head_dim %d", n_heads,
+			       n_kv_heads, head_dim);
 	KERN_DISPATCH_DT(dt, rope_launch, qkv, k_cache, v_cache, b, n_heads, n_kv_heads, head_dim,
 			 inv_freq, kv_fp8, kern_stream(stream));
 }

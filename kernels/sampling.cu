@@ -408,11 +408,8 @@ static int sampler_init(kern_sampler *s)
 
 extern "C" int kern_sampler_create(int max_seqs, int vocab, kern_sampler **out)
 {
-	if (max_seqs <= 0 || vocab <= 0 || (long)vocab * SAMPLE_CHUNK_ROWS > INT_MAX) {
-		sl_log(SL_LOG_ERROR, "cuda", "sampler: bad shape %d rows x vocab %d", max_seqs,
-		       vocab);
-		return SL_EINVAL;
-	}
+	if (max_seqs <= 0 || vocab <= 0 || (long)vocab * SAMPLE_CHUNK_ROWS > INT_MAX)
+		return sl_fail(SL_EINVAL, "sampler: bad shape %d rows x vocab %d", max_seqs, vocab);
 	kern_sampler *s = (kern_sampler *)calloc(1, sizeof *s);
 	if (!s)
 		return SL_ENOMEM;
@@ -450,11 +447,9 @@ extern "C" int kern_sample_cuda(kern_sampler *s, int32_t *tokens_out, const floa
 {
 	if (n <= 0)
 		return SL_OK;
-	if (n > s->max_seqs || vocab <= 0 || vocab > s->vocab) {
-		sl_log(SL_LOG_ERROR, "cuda", "sample: %d rows x vocab %d, sampler made for %d x %d",
-		       n, vocab, s->max_seqs, s->vocab);
-		return SL_EINVAL;
-	}
+	if (n > s->max_seqs || vocab <= 0 || vocab > s->vocab)
+		return sl_fail(SL_EINVAL, "sample: %d rows x vocab %d, sampler made for %d x %d", n,
+			       vocab, s->max_seqs, s->vocab);
 	cudaStream_t st = kern_stream(stream);
 	for (int r0 = 0; r0 < n; r0 += s->chunk_rows) {
 		int rows = n - r0 < s->chunk_rows ? n - r0 : s->chunk_rows;
@@ -475,11 +470,9 @@ extern "C" int kern_sample_cuda(kern_sampler *s, int32_t *tokens_out, const floa
 		int rc = sort_bytes(&bytes, s, rows, st);
 		if (rc)
 			return rc;
-		if (bytes > s->sort_tmp_bytes) { /* cannot happen: sized for chunk_rows */
-			sl_log(SL_LOG_ERROR, "cuda", "sample: sort needs %zu bytes, have %zu",
-			       bytes, s->sort_tmp_bytes);
-			return SL_EDEVICE;
-		}
+		if (bytes > s->sort_tmp_bytes) /* cannot happen: sized for chunk_rows */
+			return sl_fail(SL_EDEVICE, "sample: sort needs %zu bytes, have %zu", bytes,
+				       s->sort_tmp_bytes);
 		bytes = s->sort_tmp_bytes;
 		CUDA_TRY(cub::DeviceSegmentedRadixSort::SortPairsDescending(
 			s->sort_tmp, bytes, dk, dv, rows * vocab, rows, s->seg_begin, s->seg_end, 0,

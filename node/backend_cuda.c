@@ -786,8 +786,8 @@ static int cu_reserve(node_backend *be, const node_backend_limits *lim, char *er
 			"CUDA-core kernel (tensor cores take head_dim 64, 80, 96, 128 and groups up "
 			"to %d)", lim->head_dim, group, KERN_ATTN_MMA_MAX_GROUP);
 	if ((rc = reserve_scratch(be, lim)))
-		return sl_errf(err, errlen, rc, "cannot reserve the CUDA step scratch (the log "
-			       "above says why)");
+		return sl_errf(err, errlen, rc, "cannot reserve the CUDA step scratch: %s",
+			       sl_last_error()[0] ? sl_last_error() : "the log above says why");
 	return SL_OK;
 }
 

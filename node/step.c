@@ -267,9 +267,10 @@ static int step_run(node_stepper *st, const node_plan *p, int32_t *tokens_out,
 		rc = is_leader(m) ? keep_here(st, p, tokens_out, lp_out, logits_out) : send_back(st, p);
 	if (!rc)
 		rc = m->be->ops->sync(m->be);
-	if (rc && !err[0])
-		sl_errf(err, errlen, rc, "step failed on rank %d (see the log)",
-			m->comm ? par_world_rank(m->comm) : 0);
+	if (rc && !err[0]) /* a kernel's or library call's reason (common/sl.h) */
+		sl_errf(err, errlen, rc, "step failed on rank %d: %s",
+			m->comm ? par_world_rank(m->comm) : 0,
+			sl_last_error()[0] ? sl_last_error() : "see the log");
 	return rc;
 }
 
