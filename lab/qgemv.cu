@@ -1,8 +1,20 @@
 /*
- * qgemv.cu — shardline-qbench: the quantized linear layer (kernels/quant.cu)
- * on the Llama-2-7B projections (qkv 4096 -> 12288, o 4096 -> 4096,
- * gate_up 4096 -> 22016, down 11008 -> 4096), against fp16 (kernels/
- * matmul.cu) and the device's copy bandwidth, on the local GPU.
+ * lab/qgemv.cu — the quantized linear layer (kernels/quant.cu) on the
+ * Llama-2-7B projections (qkv 4096 -> 12288, o 4096 -> 4096, gate_up
+ * 4096 -> 22016, down 11008 -> 4096), against fp16 (kernels/matmul.cu) and
+ * the device's copy bandwidth, on the local GPU. Until issue 36 this was
+ * bench/qgemv.cu, built as shardline-qbench.
+ *
+ *   make CUDA=1 lab-qgemv           -> build/bin/lab-qgemv
+ *   build/bin/lab-qgemv [--out FILE.json] [--only 1-6] [--lt-n 2048,...]
+ *                       [--check | --no-check]
+ *
+ * First, as in llm.c's dev/cuda, the check (table 0; --check: it alone,
+ * --no-check: skip it): every quantized format's library paths and every
+ * table-4 block shape (numbered, as they print) against the CPU reference
+ * of kernels/quant.c (kern_qmatmul_cpu, kern_qmatmul_w8a8_cpu for fp8's
+ * W8A8) on random weights and activations; a failure stops the run
+ * (exit 1) before anything is timed.
  *
  * Reports, after the device name and copy bandwidth (bytes read + written
  * per second by a 1 GiB device-to-device cudaMemcpy, as shardline-bench):
@@ -29,11 +41,13 @@
  * two minutes on an H100. --out FILE writes everything as JSON.
  *
  * It includes quant.cu itself to sweep the GEMV's template parameters,
- * which the library fixes (as bench/gemv.cu does with matmul.cu). Built by
- * the Makefile with CUDA: build/bin/shardline-qbench [--out FILE.json].
+ * which the library fixes (as lab/gemv.cu does with matmul.cu).
  */
 #include <cjson/cJSON.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -41,8 +55,8 @@
 #include <functional>
 #include <vector>
 
-#include "matmul.h"
-#include "quant.cu"
+#include "kernels/matmul.h"
+#include "kernels/quant.cu"
 
 #define CK(call)                                                                            \
 	do {                                                                                \
@@ -380,13 +394,13 @@ static int call_variant(const kern_qweight &w)
 	return qgemv_run<__half, FMT, GM, 1, KS, U, MB>(g_qb, a, g_x);
 }
 
-static void table_variants(void)
-{
-	typedef int (*vfn)(const kern_qweight &);
-	struct variant {
-		const char *name;
-		vfn fn[3]; /* int8/row, fp8, int4 */
-	};
+/* The block shapes table 4 times and the check checks, numbered in that
+ * order: each for int8/row, fp8/row and int4/g128. */
+typedef int (*vfn)(const kern_qweight &);
+struct qvariant {
+	const char *name;
+	vfn fn[3]; /* int8/row, fp8, int4 */
+};
 #define QV(name, KS, U, MB)                                                                   \
 	{                                                                                     \
 		name, {                                                                       \
@@ -395,13 +409,18 @@ static void table_variants(void)
 				call_variant<KERN_Q_INT4, QG_CHUNK, KS, U, MB>                \
 		}                                                                             \
 	}
-	const variant vs[] = {
-		QV("8x2", 8, 2, 0),   QV("8x2/2", 8, 2, 2), QV("8x3/2", 8, 3, 2),
-		QV("4x4/4", 4, 4, 4), QV("4x2/6", 4, 2, 6), QV("4x4/5", 4, 4, 5),
-		QV("4x2/8", 4, 2, 8), QV("4x3/6", 4, 3, 6), QV("8x1/4", 8, 1, 4),
-	};
+static const qvariant k_qvariants[] = {
+	QV("8x2", 8, 2, 0),   QV("8x2/2", 8, 2, 2), QV("8x3/2", 8, 3, 2),
+	QV("4x4/4", 4, 4, 4), QV("4x2/6", 4, 2, 6), QV("4x4/5", 4, 4, 5),
+	QV("4x2/8", 4, 2, 8), QV("4x3/6", 4, 3, 6), QV("8x1/4", 8, 1, 4),
+};
 #undef QV
-	const int fmt_of[3] = {1, 4, 5}; /* k_fmts: int8/row, fp8/row, int4/g128 */
+#define N_QVARIANTS (int)(sizeof k_qvariants / sizeof *k_qvariants)
+static const int k_qvariant_fmt[3] = {1, 4, 5}; /* k_fmts: int8/row, fp8/row, int4/g128 */
+
+static void table_variants(void)
+{
+	const int fmt_of[3] = {k_qvariant_fmt[0], k_qvariant_fmt[1], k_qvariant_fmt[2]};
 	const int lib[3] = {qg_unroll<KERN_Q_INT8, QG_ROW, 1>(), qg_unroll<KERN_Q_FP8, QG_ROW, 1>(),
 			    qg_unroll<KERN_Q_INT4, QG_CHUNK, 1>()};
 	const int lib_ks[3] = {qg_ksplit<KERN_Q_INT8, QG_ROW, 1>(), qg_ksplit<KERN_Q_FP8, QG_ROW, 1>(),
@@ -409,7 +428,7 @@ static void table_variants(void)
 	printf("\n4. GEMV block shapes at n=1 (KSPLIT warps x UNROLL chunks / blocks an SM, else "
 	       "qg_min_blocks), GB/s; * = library\n");
 	printf("%-11s %-8s", "format", "shape");
-	for (const variant &v : vs)
+	for (const qvariant &v : k_qvariants)
 		printf(" %8s", v.name);
 	printf("\n");
 	for (int k = 0; k < 3; k++) {
@@ -419,7 +438,7 @@ static void table_variants(void)
 			size_t d, sc, per = copy_bytes(f, s, &d, &sc);
 			int copies = (int)(g_pool_bytes / per);
 			printf("%-11s %-8s", f.name, s.name);
-			for (const variant &v : vs) {
+			for (const qvariant &v : k_qvariants) {
 				double ms = time_calls([&](int i) {
 					return v.fn[k](copy_at(f, s, i % copies));
 				}, (int)(((size_t)2 << 30) / per) + 1, 7);
@@ -808,6 +827,183 @@ static void table_lt_prefill(const std::vector<int> &ns)
 		cublasLtMatmulDescDestroy(d[k]);
 }
 
+/* ---- 0. the check against kernels/quant.c ---- */
+
+/* Deterministic random values in +-[0.05, 1) * scale, never zero. */
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+static float rand_val(float scale)
+{
+	g_rng ^= g_rng << 13;
+	g_rng ^= g_rng >> 7;
+	g_rng ^= g_rng << 17;
+	const float u = (float)(g_rng >> 40) / (float)(1 << 24); /* [0, 1) */
+	const float m = 0.05f + 0.95f * u;
+	return (g_rng & 1 ? m : -m) * scale;
+}
+
+/* A random weight of format f quantized on the host (h) by
+ * kern_quantize_rows, and its copy on the device (d); 0 on success. */
+static int make_qweight(const fmt &f, int rows, int cols, kern_qweight *h, kern_qweight *d)
+{
+	*h = {f.format, rows, cols, f.group, f.scale_dt, NULL, NULL, NULL};
+	const size_t db = kern_qweight_data_bytes(h), sb = kern_qweight_scale_bytes(h),
+		     zb = f.zeros ? kern_qweight_zero_bytes(h) : 0;
+	h->data = malloc(db);
+	h->scales = malloc(sb);
+	h->zeros = zb ? malloc(zb) : NULL;
+	std::vector<float> src((size_t)rows * cols);
+	for (float &v : src)
+		v = rand_val(0.05f);
+	char err[160];
+	if (!h->data || !h->scales || (zb && !h->zeros) ||
+	    kern_quantize_rows(h, 0, rows, src.data(), NULL, err, sizeof err)) {
+		fprintf(stderr, "check: cannot quantize %s %d x %d\n", f.name, rows, cols);
+		return 1;
+	}
+	*d = *h;
+	CK(cudaMalloc(&d->data, db));
+	CK(cudaMalloc(&d->scales, sb));
+	CK(cudaMemcpy(d->data, h->data, db, cudaMemcpyHostToDevice));
+	CK(cudaMemcpy(d->scales, h->scales, sb, cudaMemcpyHostToDevice));
+	if (zb) {
+		CK(cudaMalloc(&d->zeros, zb));
+		CK(cudaMemcpy(d->zeros, h->zeros, zb, cudaMemcpyHostToDevice));
+	}
+	return 0;
+}
+
+static void free_qweight(kern_qweight *h, kern_qweight *d)
+{
+	free(h->data), free(h->scales), free(h->zeros);
+	cudaFree(d->data), cudaFree(d->scales), cudaFree(d->zeros);
+}
+
+/* Worst |g_out - ref| / max |ref| over n x rows fp16 outputs, after rc
+ * (g_out poisoned with NaN before the call: what it leaves unwritten fails). */
+static double out_err(int rc, const float *ref, int n, int rows)
+{
+	if (rc)
+		return INFINITY;
+	CK(cudaStreamSynchronize(g_st));
+	CK(cudaGetLastError());
+	const size_t cnt = (size_t)n * rows;
+	std::vector<__half> got(cnt);
+	CK(cudaMemcpy(got.data(), g_out, cnt * sizeof(__half), cudaMemcpyDeviceToHost));
+	double worst = 0, peak = 0;
+	for (size_t i = 0; i < cnt; i++) {
+		const double e = fabs((double)__half2float(got[i]) - ref[i]);
+		if (!(e <= worst)) /* NaN counts as the worst */
+			worst = std::isnan(e) ? INFINITY : e;
+		peak = std::max(peak, fabs((double)ref[i]));
+	}
+	return peak > 0 ? worst / peak : worst;
+}
+
+/*
+ * Every quantized format's library paths (AUTO at 1, 3, 8 and 33 tokens,
+ * DEQUANT at 33) and every table-4 block shape (int8/row, fp8/row,
+ * int4/g128 at one token) against the CPU reference (kern_qmatmul_cpu;
+ * fp8's W8A8 path: kern_qmatmul_w8a8_cpu) on random weights and fp16 x of
+ * magnitude 0.05..1, never zero. The measure and the bound are
+ * tests/gpu/test_quant.c's: worst |gpu - cpu| / max |cpu| <= 5e-3 for fp16
+ * outputs (their rounding, 2^-11, and the fp32 summation order). The
+ * shapes: the 7B o and down, and a tensor-parallel qkv shard of fewer
+ * 16-row tiles than SMs (the split path and its reduce kernel).
+ * Returns the number of failures.
+ */
+static int check_all(void)
+{
+	static const shp k_check_shapes[] = {
+		{"o", 4096, 4096}, {"down", 4096, 11008}, {"qkv/tp8", 1536, 4096}};
+	static const int ns[] = {1, 3, 8, 33};
+	const int max_n = 33;
+	const double tol = 5e-3;
+	int failed = 0;
+	printf("\n0. check against kernels/quant.c (kern_qmatmul_cpu), random W and fp16 x: "
+	       "worst |gpu - cpu| / max |cpu| (tol %.0e)\n", tol);
+	for (const shp &s : k_check_shapes) {
+		std::vector<float> x((size_t)max_n * s.cols), ref((size_t)max_n * s.rows),
+			ref8(ref.size());
+		std::vector<__half> xh(x.size());
+		for (size_t i = 0; i < x.size(); i++) {
+			xh[i] = __float2half(rand_val(1.0f));
+			x[i] = __half2float(xh[i]);
+		}
+		CK(cudaMemcpy(g_x, xh.data(), xh.size() * sizeof(__half), cudaMemcpyHostToDevice));
+		CK(cudaDeviceSynchronize()); /* the copies run on the legacy stream */
+		for (int fi = 0; fi < N_FMTS; fi++) {
+			const fmt &f = k_fmts[fi];
+			if (f.format == KERN_Q_NONE) /* fp16: lab/gemv.cu checks kernels/matmul.cu */
+				continue;
+			kern_qweight h, d;
+			if (make_qweight(f, s.rows, s.cols, &h, &d)) {
+				failed++;
+				continue;
+			}
+			CK(cudaDeviceSynchronize());
+			char line[512];
+			int len = 0;
+			bool bad = false;
+			/* the library's paths */
+			for (int n : ns) {
+				kern_qmatmul_cpu(ref.data(), x.data(), &h, n);
+				bool have_w8a8 = false;
+				for (int path : {KERN_QPATH_AUTO, KERN_QPATH_DEQUANT}) {
+					if (path == KERN_QPATH_DEQUANT && n != 33)
+						continue;
+					int taken = path == KERN_QPATH_AUTO
+							    ? kern_qmatmul_path(g_qb, &d, n, SL_DT_F16, SL_DT_F16)
+							    : path;
+					const float *want = ref.data();
+					if (taken == KERN_QPATH_FP8_LT) {
+						if (!have_w8a8)
+							kern_qmatmul_w8a8_cpu(ref8.data(), x.data(), &h, n);
+						have_w8a8 = true;
+						want = ref8.data();
+					}
+					CK(cudaMemsetAsync(g_out, 0xff, sizeof(__half) * n * s.rows, g_st));
+					int rc = kern_qmatmul_cuda(g_qb, path, g_out, SL_DT_F16, g_x, SL_DT_F16,
+								   &d, n);
+					if (rc == SL_ENOTSUP && taken == KERN_QPATH_FP8_LT) {
+						len += snprintf(line + len, sizeof line - len, " %s n%d n/a",
+								path_label(f.format, taken), n);
+						continue;
+					}
+					double e = out_err(rc, want, n, s.rows);
+					bad |= !(e <= tol);
+					len += snprintf(line + len, sizeof line - len, " %s n%d %.1e%s",
+							path_label(f.format, taken), n, e,
+							e <= tol ? "" : "!");
+				}
+			}
+			printf("%-11s %-8s%s%s\n", f.name, s.name, line, bad ? "  FAIL" : "");
+			failed += bad;
+			/* table 4's block shapes, one token */
+			for (int k = 0; k < 3; k++) {
+				if (fi != k_qvariant_fmt[k])
+					continue;
+				kern_qmatmul_cpu(ref.data(), x.data(), &h, 1);
+				len = 0;
+				bad = false;
+				for (int vi = 0; vi < N_QVARIANTS; vi++) {
+					CK(cudaMemsetAsync(g_out, 0xff, sizeof(__half) * s.rows, g_st));
+					double e = out_err(k_qvariants[vi].fn[k](d), ref.data(), 1, s.rows);
+					bad |= !(e <= tol);
+					len += snprintf(line + len, sizeof line - len, " %d:%s %.1e%s", vi,
+							k_qvariants[vi].name, e, e <= tol ? "" : "!");
+				}
+				printf("%-11s %-8s n1 table-4 shapes%s%s\n", f.name, s.name, line,
+				       bad ? "  FAIL" : "");
+				failed += bad;
+			}
+			free_qweight(&h, &d);
+			fflush(stdout);
+		}
+	}
+	printf("check: %s\n", failed ? "FAILED" : "all within tolerance");
+	return failed;
+}
+
 /* "2048,512": token counts 33..2048 (W8A8's range here); 1 if valid */
 static int parse_ns(const char *arg, std::vector<int> &ns)
 {
@@ -827,6 +1023,7 @@ int main(int argc, char **argv)
 {
 	const char *out = NULL;
 	int only = 0; /* --only N: table N alone (and 2 needs 1) */
+	int check = 1; /* 1: check, then time; 2: check only; 0: time only */
 	std::vector<int> lt_ns = {2048};
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--out") && i + 1 < argc) {
@@ -835,8 +1032,14 @@ int main(int argc, char **argv)
 			   atoi(argv[i + 1]) <= 6) {
 			only = atoi(argv[++i]);
 		} else if (!strcmp(argv[i], "--lt-n") && i + 1 < argc && parse_ns(argv[++i], lt_ns)) {
+		} else if (!strcmp(argv[i], "--check")) {
+			check = 2;
+		} else if (!strcmp(argv[i], "--no-check")) {
+			check = 0;
 		} else {
-			fprintf(stderr, "usage: %s [--out FILE.json] [--only 1-6] [--lt-n 2048,...]\n",
+			fprintf(stderr,
+				"usage: %s [--out FILE.json] [--only 1-6] [--lt-n 2048,...] "
+				"[--check | --no-check]\n",
 				argv[0]);
 			return 2;
 		}
@@ -863,6 +1066,18 @@ int main(int argc, char **argv)
 	CK(cudaMalloc(&g_x, sizeof(__half) * 2048 * 11008));
 	CK(cudaMemset(g_x, 0x3c, sizeof(__half) * 2048 * 11008)); /* fp16 1.06 */
 	CK(cudaMalloc(&g_out, sizeof(float) * 2048 * 32000));
+
+	/* correctness first, as llm.c's dev/cuda does: a failed check times nothing */
+	if (check) {
+		const int failed = check_all();
+		if (failed || check == 2) {
+			kern_qblas_destroy(g_qb);
+			kern_blas_destroy(g_blas);
+			return failed ? 1 : 0;
+		}
+		CK(cudaMemset(g_x, 0x3c, sizeof(__half) * 2048 * 11008)); /* the check's x out */
+		CK(cudaDeviceSynchronize());
+	}
 
 	cJSON *j = cJSON_CreateObject();
 	char date[32];
