@@ -334,4 +334,33 @@ fuzz-seeds: $(ARCHIVES)
 	$(CC) $(CFLAGS) $(TOP_INC) tests/fuzz/make_seeds.c $(ARCHIVES) -o $(BUILD)/fuzz-make-seeds $(LDLIBS)
 	$(BUILD)/fuzz-make-seeds && python3 tests/fuzz/make_seeds.py
 
+# ---- lab ----
+# Kernel experiments in the llm.c dev/cuda style (lab/README.md): lab/OP.cu
+# checks each numbered variant against the CPU reference in kernels/OP.c,
+# then times it on the local GPU. Each builds to $(BUILD)/bin/lab-OP over the
+# library (CUDA=1 only); `make all` builds them and `make bundle` carries them.
+#  make lab         every lab binary
+#  make lab-gemv    build/bin/lab-gemv [VARIANT] [--check]: fp16 decode GEMV block shapes and cuBLAS vs kernels/matmul.c
+#  make lab-qgemv   build/bin/lab-qgemv [--out F.json] [--only N]: quantized layer per format and path, GEMV shapes vs kernels/quant.c
+LAB_SRCS  := $(wildcard lab/*.cu)
+LAB_NAMES := $(LAB_SRCS:lab/%.cu=lab-%)
+LAB_BINS  := $(LAB_NAMES:%=$(BUILD)/bin/%)
+.PHONY: lab $(LAB_NAMES)
+ifeq ($(CUDA),1)
+lab: $(LAB_BINS)
+$(LAB_NAMES): lab-%: $(BUILD)/bin/lab-%
+all bundle: $(LAB_BINS)
+# lab/OP.cu includes kernels/OP.cu (its templates): the archive's copy of
+# those objects is then not pulled into the link.
+$(BUILD)/bin/lab-%: $(BUILD)/obj/lab/%.cu.o $(ARCHIVES)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+# kept (not deleted as intermediates): their .d files name them
+.SECONDARY: $(LAB_SRCS:%.cu=$(BUILD)/obj/%.cu.o)
+else
+lab $(LAB_NAMES):
+	@echo "make $@: the lab needs CUDA (nvcc on PATH, or CUDA=1)" >&2; exit 1
+endif
+# ---- end of lab ----
+
 -include $(shell find $(BUILD)/obj $(FUZZ_BUILD)/obj -name '*.d' 2>/dev/null)

@@ -91,7 +91,7 @@ static int blas_init(kern_blas *b, void *stream)
 
 /* The backend turns it on with the small kernels' switch (kernels/pdl.h;
  * SL_PDL=0 turns both off): alone it measured no gain on the 7B decode
- * step (bench/gemv.cu, "all PDL"), with them 4-8% on the quantized
+ * step (lab/gemv.cu, "all PDL"), with them 4-8% on the quantized
  * formats (docs/benchmarks.md). */
 extern "C" void kern_blas_set_pdl(kern_blas *b, int on)
 {
@@ -378,7 +378,7 @@ static int gemv_run(kern_blas *b, OutT *out, const T *x, const T *w, int n, int 
 
 /* 8 warps on a tile, 8 chunks per warp round: 16 loads of 16 bytes in
  * flight per lane, 8 KiB per warp, 2 blocks (126 registers a thread) and
- * 128 KiB in flight per SM. bench/gemv.cu sweeps the alternatives: on an
+ * 128 KiB in flight per SM. lab/gemv.cu sweeps the alternatives: on an
  * H100 this one is best or within 1% on every 7B shape (2.65-3.04 TB/s of
  * W read at n = 1, against 3.01 TB/s copy bandwidth). */
 #define GEMV_KSPLIT 8

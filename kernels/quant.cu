@@ -51,7 +51,7 @@
  * kern_qblas owns everything these need, allocated at create; no call
  * allocates device memory or synchronises, so every call is CUDA-graph
  * capturable. Called by the CUDA backend for quantized layers (later),
- * tests/gpu/test_quant.c and bench/qgemv.cu.
+ * tests/gpu/test_quant.c and lab/qgemv.cu.
  */
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -646,7 +646,7 @@ static int q_launch(kern_qblas *qb, K kernel, dim3 grid, dim3 block, Args... arg
 /*
  * Block shape: KSPLIT warps on a 16-row tile, UNROLL chunks of 1 KiB (16
  * rows x 64 bytes) in flight per warp. Up to 8 tokens (NT 1) the shapes are
- * the ones bench/qgemv.cu's sweep measured best on an H100
+ * the ones lab/qgemv.cu's sweep measured best on an H100
  * (bench/results/2026-11-23-nvidia-h100-qgemv, table 4): int8 and fp8 16
  * warps x 2 chunks (2469 / 2542 GB/s on the 7B qkv / down rows against
  * 2192 / 2081 for the fp16 GEMV's 8 x 8), int4 8 x 2 (1584 / 1436 against
@@ -751,7 +751,7 @@ static int qgemv_run(kern_qblas *qb, qgemv_args a, const T *x)
 
 /*
  * int4 with group scales (groups of 128) up to 8 tokens: the shape by
- * the tiles. bench/qgemv.cu's table 4 on an H100 (7B rows, n = 1, GB/s,
+ * the tiles. lab/qgemv.cu's table 4 on an H100 (7B rows, n = 1, GB/s,
  * bench/results/2026-11-25-nvidia-h100-q4-2/h3 and h4), against 8 x 2
  * chunks at 3 blocks an SM before:
  *   - up to 6 blocks an SM hold every tile in one wave: 4 warps x 2
@@ -1223,7 +1223,7 @@ static int qblas_init(kern_qblas *qb, void *stream, const kern_qblas_config *cfg
 	qb->dequant_bytes = dequant_bytes(cfg);
 	for (int f = 0; f < 4; f++)
 		qb->gemv_max[f] = KERN_QGEMV_MAX_TOKENS;
-	/* fp8 above 32 tokens: W8A8 on cuBLASLt. Measured on an H100 (qbench
+	/* fp8 above 32 tokens: W8A8 on cuBLASLt. Measured on an H100 (lab-qgemv
 	 * table 1): at 32 tokens the GEMV and W8A8 read the 7B projections at
 	 * about the same rate (qkv 1833 / 1829 GB/s, down 1945 / 1205), at 64
 	 * W8A8 is 1.2-1.8x faster (the GEMV's 8-tile shape drops to 31-37% of

@@ -1,4 +1,0 @@
-#!/bin/sh
-# F5 (final code, the binaries F1 unpacked; the command as sent): test_attention's vs_cpu case (cut
-# off at 140 s: the device time left) and tests/gpu_allreduce.sh (two ranks on the one GPU).
-export LD_LIBRARY_PATH=$PWD/bundle/lib NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; mkdir -p $OUT/f5; t0=$(date +%s); md5sum bundle/tests/test_attention bundle/tests/test_allreduce > $OUT/f5/md5.txt; CK_RUN_CASE=vs_cpu timeout 140 bundle/tests/test_attention > $OUT/f5/attention-vs_cpu.log 2>&1; echo "attention vs_cpu rc=$? [$(( $(date +%s) - t0 )) s]"; grep -E "Checks|FAIL" $OUT/f5/attention-vs_cpu.log | tail -2; ALLREDUCE_BIN=bundle/tests/test_allreduce timeout 120 sh bundle/gpu_allreduce.sh > $OUT/f5/allreduce.log 2>&1; echo "allreduce rc=$? [$(( $(date +%s) - t0 )) s]"; tail -3 $OUT/f5/allreduce.log
