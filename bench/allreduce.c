@@ -177,6 +177,39 @@ static void print_table(const bench_args *a, const row *rows, int n, const char 
 	}
 }
 
+/* The size rule these times call for, beside the one the node uses
+ * (parallel/allreduce.c's table), so each host can check the table:
+ * one-shot while it beats two-shot at that size and every smaller one,
+ * the custom kernels while the faster of them beats NCCL likewise. */
+static void print_crossover(const row *rows, int n, const par_car_limits *node)
+{
+	size_t one = 0, custom = 0;
+	int one_run = 1, custom_run = g_distinct;
+	for (int i = 0; i < n; i++) {
+		const row *r = &rows[i];
+		double best = r->us[0] < r->us[1] ? r->us[0] : r->us[1];
+		one_run = one_run && r->us[0] <= r->us[1];
+		if (one_run)
+			one = r->bytes;
+		custom_run = custom_run && best <= r->us[2];
+		if (custom_run)
+			custom = r->bytes;
+	}
+	printf("measured rule: one-shot up to %zu KiB (node: %zu KiB)", one >> 10,
+	       node->oneshot_max >> 10);
+	if (g_distinct)
+		printf(", custom up to %zu KiB, NCCL above (node: %zu KiB)", custom >> 10,
+		       node->custom_max >> 10);
+	printf("\n");
+	for (int i = 0; i < n && g_distinct; i++) {
+		const row *r = &rows[i];
+		int pick = r->choice == PAR_AR_ONESHOT ? 0 : r->choice == PAR_AR_TWOSHOT ? 1 : 2;
+		if (r->us[pick] > r->us[2])
+			printf("node's pick slower than NCCL at %zu bytes: %s %.1f us, NCCL %.1f us\n",
+			       r->bytes, algo_label(r->choice), r->us[pick], r->us[2]);
+	}
+}
+
 static int write_json(const char *path, const bench_args *a, const row *rows, int n,
 		      const char *device)
 {
@@ -294,6 +327,7 @@ int main(int argc, char **argv)
 	int rc = 0;
 	if (g_rank == 0) {
 		print_table(&a, rows, n, prop.name);
+		print_crossover(rows, n, &node_lim);
 		if (a.out && write_json(a.out, &a, rows, n, prop.name)) {
 			fprintf(stderr, "shardline-bench-allreduce: cannot write %s\n", a.out);
 			rc = 1;

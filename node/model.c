@@ -7,7 +7,9 @@
  * all-reduce, residual + norm, gate/up, silu*up, down projection,
  * all-reduce, residual + norm), final norm, LM head. A backend may fuse
  * gate/up with silu*up, and at tp 1 a projection with the residual + norm
- * that follows it (node/backend.h's optional fused ops). The projections may be
+ * that follows it (node/backend.h's optional fused ops); at tp > 1 the
+ * communicator may fuse the all-reduce with that residual + norm
+ * (par_tp_allreduce_add_rmsnorm). The projections may be
  * quantized (--quant): the backend's matmul takes their descriptors as
  * they are. Loading lives in model_load.c, the stage-to-stage
  * orchestration in step.c.
@@ -25,6 +27,21 @@ static int tp_all_reduce(model *m, void *buf, size_t n, sl_dtype dt)
 	if (!m->comm || m->opts.skip_tp_comm)
 		return SL_OK;
 	return par_tp_allreduce(m->comm, buf, n, dt);
+}
+
+/* x += the group's sum of part, xb = RMSNorm(x) * norm_w, in one kernel
+ * of the communicator (parallel/comm.h) when it has one for this call and
+ * the backend's norm makes nothing else; SL_ENOTSUP otherwise, nothing
+ * done (every rank of the group answers alike). */
+static int tp_all_reduce_add_norm(model *m, const void *part, const void *norm_w, int n)
+{
+	node_backend *be = m->be;
+	int dim = m->cfg.dim;
+	if (!m->comm || m->opts.skip_tp_comm || !be->ops->norm_elsewhere ||
+	    be->ops->norm_elsewhere(be, norm_w, m->a.xb, n, dim))
+		return SL_ENOTSUP;
+	return par_tp_allreduce_add_rmsnorm(m->comm, part, m->a.x, norm_w, m->a.xb, n, dim,
+					    m->cfg.norm_eps, be->dtype);
 }
 
 /* The norm that follows layer l's FFN: the next layer's input norm, the
@@ -55,6 +72,9 @@ static int proj_add_norm(model *m, const void *in, const kern_qweight *w, const 
 	if (pend)
 		pend->x = NULL;
 	TRY(op->matmul(be, a->proj, in, w, n));
+	int rc = tp_all_reduce_add_norm(m, a->proj, norm_w, n);
+	if (rc != SL_ENOTSUP)
+		return rc;
 	TRY(tp_all_reduce(m, a->proj, (size_t)n * dim, be->dtype));
 	return op->add_rmsnorm(be, a->x, a->proj, norm_w, a->xb, n, dim, eps);
 }

@@ -22,13 +22,38 @@
 
 /* ---- size rules (host only) ---- */
 
+/*
+ * The size rule per tp size (issue 35, bench/allreduce.c on two and four
+ * H200s joined by NVLink, µs per call in CUDA graphs, slowest rank):
+ *  - tp 2: one-shot wins over two-shot at every size (two-shot reads as
+ *    much from the one peer and synchronises twice); NCCL beats it at 8
+ *    MiB, so the custom kernels stop at 4 MiB, the largest size measured
+ *    where they won.
+ *  - tp 4: one-shot loses to two-shot above 256 KiB, two-shot to NCCL
+ *    above 4 MiB.
+ *  - tp 8: not measured; one-shot reads 7 peers' whole messages, so it
+ *    stops earlier (128 KiB), and two-shot at tp 4's 4 MiB.
+ * These are bytes of one all-reduce; decode messages are n_tokens x dim
+ * x 2 (13B batch 1: 10 KiB, batch 32: 320 KiB).
+ */
+static const struct {
+	int tp;
+	size_t oneshot_max, custom_max;
+} k_car_table[] = {
+	{2, (size_t)4 << 20, (size_t)4 << 20},
+	{4, (size_t)256 << 10, (size_t)4 << 20},
+	{8, (size_t)128 << 10, (size_t)4 << 20},
+};
+
 void par_car_default_limits(int tp, par_car_limits *l)
 {
-	l->custom_max = PAR_CAR_CUSTOM_MAX_DEFAULT;
-	l->oneshot_max = tp <= 2 ? PAR_CAR_CUSTOM_MAX_DEFAULT
-			 : tp <= 4 ? (size_t)256 << 10
-				   : (size_t)128 << 10;
+	size_t n = sizeof k_car_table / sizeof k_car_table[0], i = 0;
+	while (i + 1 < n && k_car_table[i].tp < tp)
+		i++;
+	l->oneshot_max = k_car_table[i].oneshot_max;
+	l->custom_max = k_car_table[i].custom_max;
 	l->blocks = PAR_CAR_BLOCKS_DEFAULT;
+	l->fused = 1;
 }
 
 par_ar_algo par_car_choose(const par_car_limits *l, size_t bytes)
@@ -113,6 +138,13 @@ int par_car_limits_from_env(int tp, par_car_limits *l, char *err, size_t errlen)
 		if (rc)
 			return rc;
 		l->blocks = (int)b;
+	}
+	if ((s = getenv("SL_FUSED_AR")) && *s) {
+		long f;
+		int rc = sl_parse_int("SL_FUSED_AR", s, 0, 1, &f, err, errlen);
+		if (rc)
+			return rc;
+		l->fused = (int)f;
 	}
 	return SL_OK;
 }
@@ -456,6 +488,27 @@ int par_car_allreduce(par_car *c, void *buf, size_t count, sl_dtype dt, par_ar_a
 			a = n * es <= c->lim.oneshot_max ? PAR_AR_ONESHOT : PAR_AR_TWOSHOT;
 		TRY(par_car_launch_allreduce(&c->dev, (char *)buf + off * es, n, dt,
 					     a == PAR_AR_TWOSHOT, c->stream));
+	}
+	return SL_OK;
+}
+
+int par_car_allreduce_add_rmsnorm(par_car *c, const void *part, float *x, const void *w,
+				  void *out, int n, int dim, float eps, sl_dtype dt)
+{
+	size_t row_bytes = (size_t)dim * sl_dtype_size(dt);
+	if (dim <= 0 || n <= 0)
+		return SL_OK;
+	if ((dt != SL_DT_F16 && dt != SL_DT_BF16) || row_bytes > c->dev.slot_bytes)
+		return SL_ENOTSUP;
+	size_t es = sl_dtype_size(dt);
+	int rows = (int)(c->dev.slot_bytes / row_bytes); /* per call: one slot */
+	for (int r0 = 0; r0 < n; r0 += rows) {
+		int k = n - r0 < rows ? n - r0 : rows;
+		size_t off = (size_t)r0 * dim;
+		/* SL_ENOTSUP depends on dim alone: only the first call can return it */
+		TRY(par_car_launch_add_rmsnorm(&c->dev, (const char *)part + off * es, x + off, w,
+					       out ? (char *)out + off * es : NULL, k, dim, eps, dt,
+					       c->stream));
 	}
 	return SL_OK;
 }

@@ -33,6 +33,12 @@
  * Sums: fp32, in rank order 0..tp-1 on every rank, then one rounding to
  * the storage dtype, so every rank's output is bit-identical and equals
  * a host reference computed the same way (tests/gpu/test_allreduce.c).
+ *
+ * car_add_rmsnorm_* fuse the one-shot all-reduce with the residual add
+ * and RMSNorm that follow every row-parallel projection (node/model.c),
+ * so a layer boundary is one launch instead of two. They do the add and
+ * norm in kernels/rmsnorm.cu's order, so their x and out are the bits the
+ * unfused all-reduce + kern_add_rmsnorm_cuda would give.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -176,14 +182,15 @@ __device__ __forceinline__ uint4 car_peer_pack(const char *slot_base, size_t i)
 	return __ldcg(reinterpret_cast<const uint4 *>(slot_base) + i);
 }
 
-/* Pack i of the sum over ranks 0..tp-1 of slot s, in rank order, fp32. */
-template <typename T>
+/* Pack i of the sum over ranks 0..tp-1 of slot s, in rank order, fp32.
+ * NP: a bound on tp known at compile time (registers for the loads). */
+template <typename T, int NP = CAR_MAX_RANKS>
 __device__ __forceinline__ uint4 car_sum_pack(const par_car_dev &d, size_t slot, size_t i)
 {
 	constexpr int E = 16 / sizeof(T);
-	uint4 v[CAR_MAX_RANKS];
+	uint4 v[NP];
 #pragma unroll
-	for (int p = 0; p < CAR_MAX_RANKS; p++) /* every load in flight before any add */
+	for (int p = 0; p < NP; p++) /* every load in flight before any add */
 		if (p < d.tp)
 			v[p] = car_peer_pack(d.data[p] + slot, i);
 	float acc[E];
@@ -192,7 +199,7 @@ __device__ __forceinline__ uint4 car_sum_pack(const par_car_dev &d, size_t slot,
 	for (int k = 0; k < E; k++)
 		acc[k] = kern_to_f32(t0[k]);
 #pragma unroll
-	for (int p = 1; p < CAR_MAX_RANKS; p++) {
+	for (int p = 1; p < NP; p++) {
 		if (p < d.tp) {
 			const T *t = reinterpret_cast<const T *>(&v[p]);
 #pragma unroll
@@ -314,6 +321,161 @@ __global__ void __launch_bounds__(CAR_THREADS)
 						   car_peer_pack(d.data[p] + slot, i));
 }
 
+/* ---- all-reduce fused with residual add + RMSNorm ---- */
+
+/*
+ * The norm needs whole rows, and a row must not need a second barrier:
+ * each half of a block (CAR_HALF threads) takes one row at a time. Row r
+ * goes to unit r mod (2 * blocks), unit u = 2 * block + half, the same on
+ * every rank, and block b copies in exactly the rows it later reads from
+ * its peers, so block b's barrier is all the row needs (the protocol
+ * above, unchanged). A decode step's one row is one half's work: 5120
+ * wide, 3 packs of 8 per thread, every peer load in flight at once.
+ * CAR_HALF is kernels/rmsnorm.cu's NORM_THREADS: thread t of a half takes
+ * the elements thread t of that kernel takes, in the same order.
+ */
+#define CAR_HALF 256
+
+/* Named barrier of one half of the block (ids 1, 2; 0 is __syncthreads). */
+__device__ __forceinline__ void car_half_sync(int half)
+{
+	asm volatile("bar.sync %0, %1;" ::"r"(1 + half), "r"(CAR_HALF) : "memory");
+}
+
+/* Sum over one half's threads, to every thread of it, in kern_block_sum's
+ * order over 256 threads (warp trees, then a tree over the 8 warp sums;
+ * rows narrower than that kernel's 256 threads add exact zeros), so 1/rms
+ * has the same bits as in kernels/rmsnorm.cu. */
+__device__ __forceinline__ float car_half_sum(float v, int half)
+{
+	__shared__ float part[2][CAR_HALF / 32];
+	int lane = threadIdx.x & 31, warp = (threadIdx.x % CAR_HALF) >> 5;
+	v = kern_warp_sum(v);
+	car_half_sync(half); /* part[half] may still be read for the previous row */
+	if (lane == 0)
+		part[half][warp] = v;
+	car_half_sync(half);
+	return kern_warp_sum(lane < CAR_HALF / 32 ? part[half][lane] : 0.0f);
+}
+
+/* Element i of a peer's slot (2-byte T), at L2 as car_peer_pack. */
+template <typename T> __device__ __forceinline__ float car_peer_elem(const char *slot_base, size_t i)
+{
+	unsigned short b = __ldcg(reinterpret_cast<const unsigned short *>(slot_base) + i);
+	return kern_to_f32(*reinterpret_cast<const T *>(&b));
+}
+
+/*
+ * Rows 16-byte aligned, dim a multiple of 8: the row in registers, R
+ * packs of 8 per thread (pack t + k * CAR_HALF), as norm_reg_kernel; tp
+ * at most NP (R 4 and NP 8 spill a little: tp 8 is not measured yet).
+ * part: this rank's [n, dim] partial sums; x: fp32 [n, dim] residual;
+ * w: [dim] or NULL (add only); out: [n, dim].
+ */
+template <typename T, int R, int NP>
+__global__ void __launch_bounds__(CAR_THREADS)
+	car_add_rmsnorm_vec(par_car_dev d, const T *part, float *x, const T *w, T *out, int n,
+			    int dim, float eps)
+{
+	uint32_t e = car_next_epoch(d);
+	size_t slot = (e & 1) ? d.slot_bytes : 0;
+	int half = threadIdx.x / CAR_HALF, t = threadIdx.x % CAR_HALF;
+	int units = 2 * gridDim.x, packs = dim / KERN_VEC;
+	uint4 *mine = reinterpret_cast<uint4 *>(d.data[d.rank] + slot);
+	for (int r = 2 * blockIdx.x + half; r < n; r += units)
+		for (int i = t; i < packs; i += CAR_HALF)
+			mine[(size_t)r * packs + i] =
+				reinterpret_cast<const uint4 *>(part + (size_t)r * dim)[i];
+	car_barrier(d, 2 * e);
+	for (int r = 2 * blockIdx.x + half; r < n; r += units) {
+		float *xr = x + (size_t)r * dim;
+		uint4 sum[R];
+		float v[R][8], g[R][8], ss = 0;
+		/* every load first (no store between them): one round trip */
+#pragma unroll
+		for (int k = 0; k < R; k++) {
+			int i = t + k * CAR_HALF;
+			if (i >= packs)
+				continue;
+			sum[k] = car_sum_pack<T, NP>(d, slot, (size_t)r * packs + i);
+			kern_load8f(xr + i * KERN_VEC, v[k]);
+		}
+#pragma unroll
+		for (int k = 0; k < R; k++) {
+			int i = t + k * CAR_HALF;
+			if (i >= packs)
+				continue;
+			float dv[8];
+			kern_unpack8<T>(sum[k], dv);
+#pragma unroll
+			for (int j = 0; j < 8; j++)
+				v[k][j] += dv[j];
+			kern_store8f(xr + i * KERN_VEC, v[k]);
+#pragma unroll
+			for (int j = 0; j < 8; j++)
+				ss += v[k][j] * v[k][j];
+		}
+		if (w == nullptr) /* uniform over the grid */
+			continue;
+		/* w now, not with the sums: the registers are the sums' until here
+		 * (R = 4 would spill), and these loads overlap the reduction */
+#pragma unroll
+		for (int k = 0; k < R; k++) {
+			int i = t + k * CAR_HALF;
+			if (i < packs)
+				kern_load8(w + i * KERN_VEC, g[k]);
+		}
+		ss = car_half_sum(ss, half);
+		float inv = 1.0f / sqrtf(ss / (float)dim + eps);
+#pragma unroll
+		for (int k = 0; k < R; k++) {
+			int i = t + k * CAR_HALF;
+			if (i >= packs)
+				continue;
+#pragma unroll
+			for (int j = 0; j < 8; j++)
+				v[k][j] = v[k][j] * inv * g[k][j];
+			kern_store8(out + (size_t)r * dim + i * KERN_VEC, v[k]);
+		}
+	}
+}
+
+/* Any width and alignment, element by element (norm_kernel's scalar
+ * path): the slot holds the rows packed, [n, dim] of T. */
+template <typename T>
+__global__ void __launch_bounds__(CAR_THREADS)
+	car_add_rmsnorm_any(par_car_dev d, const T *part, float *x, const T *w, T *out, int n,
+			    int dim, float eps)
+{
+	uint32_t e = car_next_epoch(d);
+	size_t slot = (e & 1) ? d.slot_bytes : 0;
+	int half = threadIdx.x / CAR_HALF, t = threadIdx.x % CAR_HALF, units = 2 * gridDim.x;
+	T *mine = reinterpret_cast<T *>(d.data[d.rank] + slot);
+	for (int r = 2 * blockIdx.x + half; r < n; r += units)
+		for (int j = t; j < dim; j += CAR_HALF)
+			mine[(size_t)r * dim + j] = part[(size_t)r * dim + j];
+	car_barrier(d, 2 * e);
+	for (int r = 2 * blockIdx.x + half; r < n; r += units) {
+		size_t base = (size_t)r * dim;
+		float ss = 0;
+		for (int j = t; j < dim; j += CAR_HALF) {
+			float acc = car_peer_elem<T>(d.data[0] + slot, base + j);
+			for (int p = 1; p < d.tp; p++)
+				acc += car_peer_elem<T>(d.data[p] + slot, base + j);
+			float v = x[base + j] + kern_to_f32(kern_from_f32<T>(acc));
+			x[base + j] = v;
+			ss += v * v;
+		}
+		if (w == nullptr)
+			continue;
+		ss = car_half_sum(ss, half);
+		float inv = 1.0f / sqrtf(ss / (float)dim + eps);
+		/* each thread re-reads only the x it wrote */
+		for (int j = t; j < dim; j += CAR_HALF)
+			out[base + j] = kern_from_f32<T>(x[base + j] * inv * kern_to_f32(w[j]));
+	}
+}
+
 /* ---- launchers ---- */
 
 template <typename T>
@@ -381,4 +543,67 @@ extern "C" int par_car_launch_allgather(const par_car_dev *d, const void *send, 
 	if (elem_bytes == 2)
 		return car_allgather_launch<uint16_t>(d, send, recv, count, recv_stride, st);
 	return SL_ENOTSUP;
+}
+
+template <typename T, int NP>
+static int car_add_rmsnorm_vec_np(const par_car_dev *d, const void *part, float *x,
+				  const void *w, void *out, int n, int dim, float eps, int per,
+				  cudaStream_t st)
+{
+	dim3 grid(d->blocks), block(CAR_THREADS);
+	const T *p = (const T *)part, *g = (const T *)w;
+	T *o = (T *)out;
+	if (per == 1)
+		car_add_rmsnorm_vec<T, 1, NP><<<grid, block, 0, st>>>(*d, p, x, g, o, n, dim, eps);
+	else if (per == 2)
+		car_add_rmsnorm_vec<T, 2, NP><<<grid, block, 0, st>>>(*d, p, x, g, o, n, dim, eps);
+	else
+		car_add_rmsnorm_vec<T, 4, NP><<<grid, block, 0, st>>>(*d, p, x, g, o, n, dim, eps);
+	CUDA_TRY_LAUNCH();
+	return SL_OK;
+}
+
+template <typename T>
+static int car_add_rmsnorm_launch(const par_car_dev *d, const void *part, float *x, const void *w,
+				  void *out, int n, int dim, float eps, cudaStream_t st)
+{
+	/* kernels/rmsnorm.cu's choice between its vector and scalar paths */
+	bool vec = dim % KERN_VEC == 0 && kern_aligned16(part) && kern_aligned16(x) &&
+		   kern_aligned16(w) && kern_aligned16(out);
+	int per = (dim / KERN_VEC + CAR_HALF - 1) / CAR_HALF; /* packs per thread */
+	/* refused by width alone, never by alignment: every rank of the group
+	 * must make the same choice (an unaligned rank's scalar kernel still
+	 * exchanges the same slot layout with its peers' vector kernels) */
+	if (dim % KERN_VEC == 0 && per > 4)
+		return SL_ENOTSUP;
+	if (!vec) {
+		car_add_rmsnorm_any<T><<<d->blocks, CAR_THREADS, 0, st>>>(
+			*d, (const T *)part, x, (const T *)w, (T *)out, n, dim, eps);
+		CUDA_TRY_LAUNCH();
+		return SL_OK;
+	}
+	if (d->tp <= 2)
+		return car_add_rmsnorm_vec_np<T, 2>(d, part, x, w, out, n, dim, eps, per, st);
+	if (d->tp <= 4)
+		return car_add_rmsnorm_vec_np<T, 4>(d, part, x, w, out, n, dim, eps, per, st);
+	return car_add_rmsnorm_vec_np<T, CAR_MAX_RANKS>(d, part, x, w, out, n, dim, eps, per, st);
+}
+
+extern "C" int par_car_launch_add_rmsnorm(const par_car_dev *d, const void *part, float *x,
+					  const void *w, void *out, int n, int dim, float eps,
+					  sl_dtype dt, void *stream)
+{
+	if (n <= 0 || dim <= 0)
+		return SL_OK;
+	if ((size_t)n * dim * sl_dtype_size(dt) > d->slot_bytes || d->blocks < 1 ||
+	    d->blocks > CAR_MAX_BLOCKS)
+		return SL_EINVAL;
+	cudaStream_t st = (cudaStream_t)stream;
+	switch (dt) {
+	case SL_DT_F16:
+		return car_add_rmsnorm_launch<__half>(d, part, x, w, out, n, dim, eps, st);
+	case SL_DT_BF16:
+		return car_add_rmsnorm_launch<__nv_bfloat16>(d, part, x, w, out, n, dim, eps, st);
+	default: return SL_ENOTSUP;
+	}
 }

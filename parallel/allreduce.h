@@ -31,17 +31,20 @@ typedef struct par_car_limits {
 	size_t oneshot_max; /* bytes: one-shot up to here */
 	size_t custom_max;  /* bytes: two-shot up to here, NCCL above; also sizes the buffers */
 	int blocks;         /* grid of every kernel, 1..64 (0: default) */
+	int fused;          /* 1: the communicator fuses the all-reduce with the add + norm
+			     * after it where it can (par_tp_allreduce_add_rmsnorm) */
 } par_car_limits;
 
-/* Defaults, measure-ready starting points (bench/allreduce.c measures
- * them): one-shot up to 8 MiB at tp 2 (two-shot reads as much from the
- * peer and synchronises twice), 256 KiB at tp 4, 128 KiB at tp 8;
- * custom up to 8 MiB; 32 blocks of 512 threads. */
-#define PAR_CAR_CUSTOM_MAX_DEFAULT ((size_t)8 << 20)
+/* Defaults per tp size, from the table in allreduce.c (measured on H200s
+ * joined by NVLink; bench/allreduce.c prints the crossovers of the host it
+ * runs on, to check them): one-shot, then two-shot, then NCCL, and 32
+ * blocks of 512 threads. A tp size the table lacks takes the next larger
+ * row's. */
 #define PAR_CAR_BLOCKS_DEFAULT 32
 void par_car_default_limits(int tp, par_car_limits *l);
 /* Defaults overridden by SL_CUSTOM_AR_ONESHOT_MAX, SL_CUSTOM_AR_MAX (bytes,
- * K/M/G suffixes) and SL_CUSTOM_AR_BLOCKS; errors name the variable. */
+ * K/M/G suffixes), SL_CUSTOM_AR_BLOCKS and SL_FUSED_AR (0 or 1); errors
+ * name the variable. */
 int par_car_limits_from_env(int tp, par_car_limits *l, char *err, size_t errlen);
 /* Custom one-shot, two-shot, or NCCL for a message of `bytes`. */
 par_ar_algo par_car_choose(const par_car_limits *l, size_t bytes);
@@ -90,6 +93,18 @@ int par_car_shared_gpu(const par_car *c);
  * slot run as several calls of at most a slot each. fp32 sums in rank
  * order: every rank gets bit-identical results. Graph-capturable. */
 int par_car_allreduce(par_car *c, void *buf, size_t count, sl_dtype dt, par_ar_algo algo);
+/* The all-reduce of part fused with the residual add and RMSNorm that
+ * follow it: x [n, dim] fp32 += the group's sum of part [n, dim] (dt F16
+ * or BF16, summed as par_car_allreduce sums, so x gets the bits the
+ * unfused all-reduce + kern_add_rmsnorm_cuda would give it), then out
+ * [n, dim] (dt) = RMSNorm(x) * w, bit for bit kern_add_rmsnorm_cuda's
+ * (w NULL: the add only; out untouched). part is only read. One-shot,
+ * rows beyond a slot in several calls. SL_ENOTSUP, nothing enqueued, for
+ * another dtype or rows wider than 8192 whose width is a multiple of 8
+ * (by width alone: every rank refuses the same calls): the caller then
+ * runs the unfused pair. Graph-capturable, as par_car_allreduce. */
+int par_car_allreduce_add_rmsnorm(par_car *c, const void *part, float *x, const void *w,
+				  void *out, int n, int dim, float eps, sl_dtype dt);
 /* recv [tp][count] gets every rank's `count` elements of send, rank order. */
 int par_car_allgather(par_car *c, const void *send, void *recv, size_t count, sl_dtype dt);
 /* SL_EDEVICE with the reason when a kernel of this group timed out

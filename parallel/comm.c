@@ -106,6 +106,14 @@ int par_tp_allreduce(par_comm *c, void *buf, size_t count, sl_dtype dt)
 	return c->tp_size == 1 ? SL_OK : c->ops->allreduce(c, buf, count, dt);
 }
 
+int par_tp_allreduce_add_rmsnorm(par_comm *c, const void *part, float *x, const void *w,
+				 void *out, int n, int dim, float eps, sl_dtype dt)
+{
+	if (c->tp_size == 1 || !c->ops->allreduce_add_rmsnorm)
+		return SL_ENOTSUP;
+	return c->ops->allreduce_add_rmsnorm(c, part, x, w, out, n, dim, eps, dt);
+}
+
 int par_tp_allgather(par_comm *c, const void *send, void *recv, size_t count, sl_dtype dt)
 {
 	return c->ops->allgather(c, send, recv, count, dt);

@@ -1,8 +1,8 @@
 /*
  * test_car_plan.c — the host-only half of the custom all-reduce
  * (parallel/allreduce.c): default limits per tp size, the size rule that
- * picks one-shot, two-shot or NCCL (at and around each boundary), slot and
- * grid sizing, and the parsers of --custom-allreduce and the SL_CUSTOM_AR*
+ * picks one-shot, two-shot or NCCL (at and around each boundary, and for
+ * the model's message sizes), slot and grid sizing, and the parsers of --custom-allreduce and the SL_CUSTOM_AR*
  * variables, whose errors must name the flag or variable. The kernels
  * themselves are tested on the GPU host (tests/gpu/test_allreduce.c).
  */
@@ -18,15 +18,26 @@ static char g_err[SL_ERRLEN];
 START_TEST(test_defaults)
 {
 	par_car_limits l;
+	/* tp 2: one-shot all the way; NCCL won at 8 MiB (issue 35) */
 	par_car_default_limits(2, &l);
-	ck_assert_uint_eq(l.custom_max, (size_t)8 << 20);
-	ck_assert_uint_eq(l.oneshot_max, (size_t)8 << 20); /* tp 2: one-shot all the way */
+	ck_assert_uint_eq(l.custom_max, (size_t)4 << 20);
+	ck_assert_uint_eq(l.oneshot_max, (size_t)4 << 20);
 	ck_assert_int_eq(l.blocks, 32);
+	ck_assert_int_eq(l.fused, 1);
+	/* tp 4: one-shot lost above 256 KiB, two-shot above 4 MiB */
 	par_car_default_limits(4, &l);
 	ck_assert_uint_eq(l.oneshot_max, (size_t)256 << 10);
+	ck_assert_uint_eq(l.custom_max, (size_t)4 << 20);
 	par_car_default_limits(8, &l);
 	ck_assert_uint_eq(l.oneshot_max, (size_t)128 << 10);
-	ck_assert_uint_eq(l.custom_max, (size_t)8 << 20);
+	ck_assert_uint_eq(l.custom_max, (size_t)4 << 20);
+	/* sizes between and beyond the table's rows take the next larger row */
+	par_car_default_limits(3, &l);
+	ck_assert_uint_eq(l.oneshot_max, (size_t)256 << 10);
+	par_car_default_limits(6, &l);
+	ck_assert_uint_eq(l.oneshot_max, (size_t)128 << 10);
+	par_car_default_limits(16, &l);
+	ck_assert_uint_eq(l.oneshot_max, (size_t)128 << 10);
 }
 END_TEST
 
@@ -54,11 +65,21 @@ START_TEST(test_choose_model_sizes)
 {
 	par_car_limits l;
 	size_t b1 = 5120 * 2, b32 = 32 * 5120 * 2, emb = 5120 * 4, prefill = 2048 * 5120 * 2;
+	size_t b128 = 128 * 5120 * 2, seventy_b128 = 128 * 8192 * 2, mib8 = (size_t)8 << 20;
 	par_car_default_limits(2, &l);
 	ck_assert_int_eq(par_car_choose(&l, b1), PAR_AR_ONESHOT);
 	ck_assert_int_eq(par_car_choose(&l, emb), PAR_AR_ONESHOT);
 	ck_assert_int_eq(par_car_choose(&l, b32), PAR_AR_ONESHOT);
+	ck_assert_int_eq(par_car_choose(&l, b128), PAR_AR_ONESHOT);
+	ck_assert_int_eq(par_car_choose(&l, seventy_b128), PAR_AR_ONESHOT);
+	ck_assert_int_eq(par_car_choose(&l, mib8), PAR_AR_NCCL); /* NCCL's win at 8 MiB */
 	ck_assert_int_eq(par_car_choose(&l, prefill), PAR_AR_NCCL);
+	par_car_default_limits(4, &l);
+	ck_assert_int_eq(par_car_choose(&l, b1), PAR_AR_ONESHOT);
+	ck_assert_int_eq(par_car_choose(&l, (size_t)256 << 10), PAR_AR_ONESHOT);
+	ck_assert_int_eq(par_car_choose(&l, b32), PAR_AR_TWOSHOT); /* 320 KiB */
+	ck_assert_int_eq(par_car_choose(&l, (size_t)4 << 20), PAR_AR_TWOSHOT);
+	ck_assert_int_eq(par_car_choose(&l, ((size_t)4 << 20) + 2), PAR_AR_NCCL);
 	par_car_default_limits(8, &l);
 	ck_assert_int_eq(par_car_choose(&l, b1), PAR_AR_ONESHOT);
 	ck_assert_int_eq(par_car_choose(&l, b32), PAR_AR_TWOSHOT);
@@ -173,6 +194,14 @@ START_TEST(test_env)
 	ck_assert_uint_eq(l.oneshot_max, d.oneshot_max);
 	ck_assert_uint_eq(l.custom_max, d.custom_max);
 	ck_assert_int_eq(l.blocks, d.blocks);
+	ck_assert_int_eq(l.fused, 1);
+	setenv("SL_FUSED_AR", "0", 1);
+	ck_assert_int_eq(par_car_limits_from_env(2, &l, g_err, sizeof g_err), 0);
+	ck_assert_int_eq(l.fused, 0);
+	setenv("SL_FUSED_AR", "yes", 1);
+	ck_assert_int_eq(par_car_limits_from_env(2, &l, g_err, sizeof g_err), SL_EINVAL);
+	ck_assert_msg(strstr(g_err, "SL_FUSED_AR"), "%s", g_err);
+	unsetenv("SL_FUSED_AR");
 }
 END_TEST
 
