@@ -91,6 +91,7 @@ struct node_engine {
 			       * cut into pp micro-batches) */
 	int *fifo;            /* [n_slots] slots in flight, oldest at fifo_head */
 	int fifo_head, n_flying;
+	int broken;           /* a step failed to go out or come back: collect nothing more */
 	step_scratch *w;      /* the slot being planned or applied */
 	node_stepper *stepper;
 };
@@ -200,7 +201,7 @@ void node_engine_destroy(node_engine *e)
 	 * that no send is left pending when the group stops */
 	char err[SL_ERRLEN];
 	double t0 = sl_now();
-	while (e->n_flying > 0 && land_step(e, &t0, err, sizeof err) == SL_OK)
+	while (!e->broken && e->n_flying > 0 && land_step(e, &t0, err, sizeof err) == SL_OK)
 		;
 	for (int i = 0; i < e->n_seqs; i++)
 		if (e->seqs[i].used)
@@ -770,8 +771,10 @@ static int issue_step(node_engine *e, int n_run, int depth, int *issued, double 
 	e->fifo[(e->fifo_head + e->n_flying++) % e->n_slots] = slot;
 	if (*t0 == 0)
 		*t0 = sl_now();
-	return node_step_issue(e->stepper, slot, &f->p, f->w.sampled, &f->w.lp, f->w.logits, err,
-			       errlen);
+	int rc = node_step_issue(e->stepper, slot, &f->p, f->w.sampled, &f->w.lp, f->w.logits, err,
+				 errlen);
+	e->broken |= rc != SL_OK;
+	return rc;
 }
 
 /* Collect the oldest step in flight and apply it; its wall time is the
@@ -785,8 +788,10 @@ static int land_step(node_engine *e, double *t0, char *err, size_t errlen)
 	e->w = &f->w;
 	int rc = node_step_collect(e->stepper, &f->p, f->w.sampled, &f->w.lp, f->w.logits, err,
 				   errlen);
-	if (rc)
+	if (rc) {
+		e->broken = 1;
 		return rc;
+	}
 	if ((rc = apply_step(e, &f->p)))
 		return sl_errf(err, errlen, rc, "out of memory");
 	double now = sl_now(), dt = now - *t0;
