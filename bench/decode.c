@@ -16,11 +16,18 @@
  * scales and zero points. Prefill runs once cold (plans, heuristics),
  * then --prefill-runs times (default 5); the median is reported, with
  * the slowest and fastest (one run's figure moved by 5-10% between
- * processes on an H100; docs/benchmarks.md).
+ * processes on an H100; docs/benchmarks.md). --prefill-batch N prefills
+ * N prompts of that length together (the step budget, 2048 tokens, takes
+ * one prompt per step: with pp stages, pp of them in flight).
  *
  * Under mpirun it benchmarks a tp x pp group (--tp, --pp; NCCL): rank 0
  * drives the steps, the others follow, and the report adds each GPU's
- * achieved weight bandwidth. --comm-off skips the tensor-parallel
+ * achieved weight bandwidth. With pp > 1 the engine keeps pp groups of
+ * the batch in flight (node/engine.c); SL_PP_INFLIGHT=0 runs the older
+ * schedule (each step cut into pp micro-batches, drained) for an A/B in
+ * the same job, and the report names the schedule. Tokens/s are over the
+ * whole batch; ms/step is wall time per collected step (with groups in
+ * flight, a group's step takes about pp of them). --comm-off skips the tensor-parallel
  * all-reduces (the outputs are then wrong) so that the difference between
  * the two runs' step times is the time spent in them.
  */
@@ -41,7 +48,7 @@
 
 typedef struct bench_args {
 	const char *shape, *out;
-	long prompt, new_tokens, prefill, prefill_runs, batches[8];
+	long prompt, new_tokens, prefill, prefill_runs, prefill_batch, batches[8];
 	int n_batches;
 	int dtype;
 	long tp, pp;
@@ -167,16 +174,25 @@ static int measure(model *m, const bench_args *a, bench_result *r, char *err, si
 	double tps[32];
 	int runs = (int)a->prefill_runs;
 	for (int i = 0; i <= runs; i++) {
-		if ((rc = run_batch(m, 1, (int)a->prefill, 1, &st, err, errlen)))
+		if ((rc = run_batch(m, (int)a->prefill_batch, (int)a->prefill, 1, &st, err, errlen)))
 			return rc;
 		*(i ? &tps[i - 1] : &r->prefill_cold_tps) = st.prefill_tokens / st.prefill_s;
 	}
 	qsort(tps, (size_t)runs, sizeof *tps, cmp_double);
 	r->prefill_tps = runs % 2 ? tps[runs / 2] : (tps[runs / 2 - 1] + tps[runs / 2]) / 2;
 	r->prefill_min = tps[0], r->prefill_max = tps[runs - 1];
-	printf("prefill %ld tokens: %.0f tokens/s (median of %d runs, %.0f-%.0f; first run %.0f)\n",
-	       a->prefill, r->prefill_tps, runs, r->prefill_min, r->prefill_max, r->prefill_cold_tps);
+	printf("prefill %ld x %ld tokens: %.0f tokens/s (median of %d runs, %.0f-%.0f; first run "
+	       "%.0f)\n", a->prefill_batch, a->prefill, r->prefill_tps, runs, r->prefill_min, r->prefill_max, r->prefill_cold_tps);
 	return SL_OK;
+}
+
+/* How the engine runs pipeline stages (node/engine.c). */
+static const char *pp_schedule(const model *m)
+{
+	const char *env = getenv("SL_PP_INFLIGHT");
+	if (m->shard.grid.pp == 1)
+		return "none";
+	return env && !strcmp(env, "0") ? "micro-batches" : "groups in flight";
 }
 
 static int write_json(const char *path, const bench_args *a, const model *m, const bench_result *r)
@@ -220,6 +236,8 @@ static int write_json(const char *path, const bench_args *a, const model *m, con
 	cJSON_AddItemToObject(j, "decode_ms_per_step_by_batch", ms);
 	cJSON_AddItemToObject(j, "rank0_weight_GBps_by_batch", bw);
 	cJSON_AddNumberToObject(j, "prefill_prompt_tokens", a->prefill);
+	cJSON_AddNumberToObject(j, "prefill_prompts", a->prefill_batch);
+	cJSON_AddStringToObject(j, "pp_schedule", pp_schedule(m));
 	cJSON_AddNumberToObject(j, "prefill_tokens_per_s", r->prefill_tps);
 	cJSON_AddNumberToObject(j, "prefill_tokens_per_s_first_run", r->prefill_cold_tps);
 	cJSON_AddNumberToObject(j, "prefill_runs", a->prefill_runs);
@@ -244,9 +262,10 @@ static int parse(int argc, char **argv, bench_args *a, char *err, size_t errlen)
 					  {"comm-off", 0, 0, 'c'}, {"quant", 1, 0, 'Q'},
 					  {"quant-group", 1, 0, 'G'}, {"kv-dtype", 1, 0, 'K'},
 					  {"quant-lm-head", 1, 0, 'L'}, {"prefill-runs", 1, 0, 'R'},
+					  {"prefill-batch", 1, 0, 'B'},
 					  {0, 0, 0, 0}};
 	*a = (bench_args){.shape = "7b", .prompt = 128, .new_tokens = 256, .prefill = 2048,
-			  .prefill_runs = 5, .batches = {1, 8, 32, 64}, .n_batches = 4, .dtype = SL_DT_F16};
+			  .prefill_runs = 5, .prefill_batch = 1, .batches = {1, 8, 32, 64}, .n_batches = 4, .dtype = SL_DT_F16};
 	int c, rc = 0;
 	while (!rc && (c = getopt_long(argc, argv, "", o, NULL)) != -1) {
 		switch (c) {
@@ -255,6 +274,9 @@ static int parse(int argc, char **argv, bench_args *a, char *err, size_t errlen)
 		case 'p': rc = sl_parse_int("--prompt", optarg, 1, 4000, &a->prompt, err, errlen); break;
 		case 'n': rc = sl_parse_int("--new", optarg, 1, 4000, &a->new_tokens, err, errlen); break;
 		case 'P': rc = sl_parse_int("--prefill", optarg, 0, 4095, &a->prefill, err, errlen); break;
+		case 'B':
+			rc = sl_parse_int("--prefill-batch", optarg, 1, 64, &a->prefill_batch, err, errlen);
+			break;
 		case 'R':
 			rc = sl_parse_int("--prefill-runs", optarg, 1, 32, &a->prefill_runs, err, errlen);
 			break;
@@ -279,7 +301,7 @@ static int parse(int argc, char **argv, bench_args *a, char *err, size_t errlen)
 		}
 		default: return sl_errf(err, errlen, SL_EINVAL,
 					"usage: shardline-bench-decode [--shape 7b|8b|13b|70b|tiny] [--out FILE.json] "
-					"[--prompt 128] [--new 256] [--prefill 2048 (0: skip)] [--prefill-runs 5] "
+					"[--prompt 128] [--new 256] [--prefill 2048 (0: skip)] [--prefill-runs 5] [--prefill-batch 1] "
 					"[--dtype f16|bf16] "
 					"[--batches 1,8,32,64] [--tp T --pp P under mpirun] [--comm-off] "
 					"[--quant none|int8|fp8|int4] [--quant-group auto|row|32|64|128] "
@@ -309,6 +331,7 @@ int main(int argc, char **argv)
 	long most = 1;
 	for (int i = 0; i < a.n_batches; i++)
 		most = a.batches[i] > most ? a.batches[i] : most;
+	most = a.prefill_batch > most ? a.prefill_batch : most;
 	node_group_opts o = {.device = "cuda", .dtype = a.dtype, .random_cfg = &cfg, .seed = 1,
 			     .tp = (int)a.tp, .pp = (int)a.pp, .step_tokens = 2048,
 			     .max_seqs = (int)most, .block_tokens = 16, .mem_fraction = 0.9f,
@@ -322,12 +345,12 @@ int main(int argc, char **argv)
 		r.copy_bw = copy_bandwidth();
 		printf("device: %s x %d (tp %d, pp %d)\ncopy bandwidth: %.0f GB/s (read + write)\n"
 		       "shape %s, %s, weights %s (projections %.2f GB), LM head %s, KV %s, %.2f GB "
-		       "of weights on rank 0%s\n", r.device, g.world, g.m->shard.grid.tp,
+		       "of weights on rank 0%s\npipeline: %s\n", r.device, g.world, g.m->shard.grid.tp,
 		       g.m->shard.grid.pp, r.copy_bw / 1e9, a.shape, sl_dtype_name(g.be->dtype),
 		       kern_qformat_name(a.quant), g.m->proj_bytes / 1e9,
 		       model_lm_head_int8(&g.m->opts) ? "int8" : sl_dtype_name(g.be->dtype),
 		       a.kv_fp8 ? "fp8" : sl_dtype_name(g.be->dtype), g.m->weight_bytes / 1e9,
-		       a.comm_off ? ", tensor-parallel all-reduces SKIPPED" : "");
+		       a.comm_off ? ", tensor-parallel all-reduces SKIPPED" : "", pp_schedule(g.m));
 		rc = measure(g.m, &a, &r, err, sizeof err);
 		if (!rc && a.out && write_json(a.out, &a, g.m, &r))
 			rc = sl_errf(err, sizeof err, SL_EIO, "cannot write %s", a.out);

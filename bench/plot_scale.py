@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """Turn bench/scale.sh's JSON results into a markdown table and a PNG plot
-of decode tokens/s against GPU count (one line per shape and batch size).
+of decode tokens/s against GPU count (one line per shape and batch size),
+then a table of each pipeline grid against one GPU and its tp-only grid,
+groups in flight and (from RESULTS_DIR/micro) the micro-batch schedule,
+decode and prefill.
 Usage: bench/plot_scale.py RESULTS_DIR OUT_PREFIX"""
 import glob
 import json
@@ -38,6 +41,27 @@ def table(runs):
     return "\n".join(lines)
 
 
+def pipeline_table(runs, micro):
+    """Pipeline grids (pp > 1): tokens/s, and the ratio to the same shape
+    at pp 1 with the same tp (the issue's targets: decode batch 32 >= 0.95x,
+    prefill >= 1.7x one GPU at pp 2)."""
+    lines = ["| shape | tp | pp | schedule | batch 1 | batch 32 | x tp-only (b32) | prefill | "
+             "x tp-only (prefill) |", "|---|---|---|---|---|---|---|---|---|"]
+    for (shape, tp, pp), r in sorted(runs.items()):
+        base = runs.get((shape, tp, 1), {}).get("on")
+        for sched, src in (("in flight", r.get("on")), ("micro-batches", micro.get((shape, tp, pp), {}).get("on"))):
+            if pp == 1 or not src:
+                continue
+            d = src["decode_tokens_per_s_by_batch"]
+            b32 = d.get("32", 0)
+            pf = src.get("prefill_tokens_per_s", 0)
+            rb = "%.2f" % (b32 / base["decode_tokens_per_s_by_batch"]["32"]) if base and b32 else "-"
+            rp = "%.2f" % (pf / base["prefill_tokens_per_s"]) if base and pf and base.get("prefill_tokens_per_s") else "-"
+            lines.append("| %s | %d | %d | %s | %.1f | %.1f | %s | %.0f | %s |" % (
+                shape, tp, pp, sched, d.get("1", 0), b32, rb, pf, rp))
+    return "\n".join(lines)
+
+
 def plot(runs, png, device):
     fig, ax = plt.subplots(figsize=(7, 4.5))
     series = {}
@@ -69,10 +93,13 @@ def main():
     folder, prefix = sys.argv[1], sys.argv[2]
     runs = load(folder)
     device = next(iter(runs.values()))["on"]["device"] if runs else "?"
+    micro = load(os.path.join(folder, "micro"))
     with open(prefix + ".md", "w") as f:
-        f.write(table(runs) + "\n")
+        f.write(table(runs) + "\n\n" + pipeline_table(runs, micro) + "\n")
     plot(runs, prefix + ".png", device)
     print(table(runs))
+    print()
+    print(pipeline_table(runs, micro))
 
 
 if __name__ == "__main__":

@@ -1,41 +1,56 @@
 #!/bin/sh
 # Scale-out benchmark: decode tokens/s of 13B- and 70B-shaped random fp16
-# models for each tp x pp grid that fits on the GPUs of this host, batch 1
-# and batch 32, plus each tensor-parallel grid again with its all-reduces
-# skipped (the difference is the time they take) and again with NCCL
-# alone instead of the custom all-reduce (SL_CUSTOM_AR=0). One JSON per run
-# in OUT, the NCCL-only runs in OUT/nccl; bench/plot_scale.py turns a folder
-# of them into a table and a plot, bench/plot_allreduce.py --decode OUT
-# compares custom and NCCL all-reduce runs.
+# models for each tp x pp grid that fits on the GPUs of this host, at
+# BATCHES (1,32,128), plus variants of the same grid: its all-reduces
+# skipped (the difference is the time they take), NCCL alone instead of
+# the custom all-reduce (SL_CUSTOM_AR=0), the custom all-reduce unfused
+# (SL_FUSED_AR=0: the all-reduce, the residual add and the RMSNorm as
+# separate launches), and for pipeline grids the older micro-batch
+# schedule (SL_PP_INFLIGHT=0: every step cut into pp micro-batches and
+# drained, where the default keeps pp groups of the batch in flight). The
+# main run of each grid and its micro-batch variant also prefill
+# PREFILL_BATCH (8) prompts of PREFILL (2048) tokens.
+# One JSON per run in OUT, each variant in its folder (OUT/nccl,
+# OUT/unfused, OUT/micro); bench/plot_scale.py turns a folder of them into
+# a table and a plot, bench/plot_allreduce.py --decode OUT compares custom
+# and NCCL all-reduce runs.
 # Usage: bench/scale.sh BENCH_BINARY OUT_DIR [max_gpus]
 # Environment: CONFIGS="13b:1:1 13b:2:1" (shape:tp:pp) to run only those;
-# ALLREDUCE="custom unfused nccl off" (default) picks the variants of tp > 1
-# grids: custom = the custom all-reduce fused with the residual add + RMSNorm
-# after it where it runs one-shot (SL_FUSED_AR=1), unfused = the same kernels
-# as separate launches (SL_FUSED_AR=0, runs in OUT/unfused), nccl = NCCL
-# alone, off = all-reduces skipped.
+# VARIANTS="custom unfused nccl off micro" (default) the variants to run
+# (custom is the default path: fused where it runs one-shot, groups in
+# flight); BATCHES="1,32,128"; PREFILL=0 skips the prefill rows;
+# RUN_TIMEOUT (s, default 300) bounds each run.
 bin=$1; out=$2; max=${3:-$(nvidia-smi -L | wc -l)}
-mkdir -p "$out" "$out/nccl" "$out/unfused"
+mkdir -p "$out" "$out/nccl" "$out/unfused" "$out/micro"
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+prefill_args="--prefill ${PREFILL:-2048} --prefill-batch ${PREFILL_BATCH:-8} --prefill-runs 3"
+[ "${PREFILL:-2048}" -eq 0 ] && prefill_args="--prefill 0"
 # shape tp pp: 70B (138 GB of fp16 weights) needs at least two 141 GB GPUs
 configs=${CONFIGS:-"13b:1:1 13b:2:1 13b:1:2 13b:4:1 13b:2:2 13b:8:1 70b:2:1 70b:1:2 70b:4:1 70b:8:1 70b:4:2"}
 for c in $configs; do
 	shape=${c%%:*}; rest=${c#*:}; tp=${rest%%:*}; pp=${rest#*:}; n=$((tp * pp))
 	[ "$n" -le "$max" ] || continue
-	for ar in ${ALLREDUCE:-custom unfused nccl off}; do
-		[ "$tp" -eq 1 ] && [ "$ar" != custom ] && continue
-		flag=""; dir=$out; car=1; fused=1; name="$shape-tp$tp-pp$pp-allreduce-on"
-		case $ar in
-		unfused) dir=$out/unfused; fused=0 ;;
-		nccl) dir=$out/nccl; car=0 ;;
-		off) flag="--comm-off"; name="$shape-tp$tp-pp$pp-allreduce-off" ;;
+	for v in ${VARIANTS:-custom unfused nccl off micro}; do
+		# tp 1 has no all-reduce to vary; pp 1 has one schedule
+		[ "$tp" -eq 1 ] && [ "$v" != custom ] && [ "$v" != micro ] && continue
+		[ "$pp" -eq 1 ] && [ "$v" = micro ] && continue
+		dir=$out/$v; car=1; fused=1; inflight=1; flag=""; prefill="--prefill 0"
+		name="$shape-tp$tp-pp$pp-allreduce-on"
+		case $v in
+		custom) dir=$out; prefill=$prefill_args ;;
+		unfused) fused=0 ;;
+		nccl) car=0 ;;
+		off) dir=$out; flag="--comm-off"; name="$shape-tp$tp-pp$pp-allreduce-off" ;;
+		micro) inflight=0; prefill=$prefill_args ;;
 		esac
 		# tp 1 has no all-reduce: the custom all-reduce is simply not made
 		[ "$tp" -eq 1 ] && car=auto
-		echo "== $name ($ar)"
-		SL_CUSTOM_AR=$car SL_FUSED_AR=$fused timeout 300 mpirun -np "$n" "$bin" --shape "$shape" --tp "$tp" \
-			--pp "$pp" --batches 1,32 --prompt 128 --new 64 --prefill 0 $flag \
+		echo "== $name ($v)"
+		SL_PP_INFLIGHT=$inflight SL_CUSTOM_AR=$car SL_FUSED_AR=$fused timeout "${RUN_TIMEOUT:-300}" \
+			mpirun -np "$n" -x SL_PP_INFLIGHT -x SL_CUSTOM_AR -x SL_FUSED_AR -x NCCL_NVLS_ENABLE \
+			"$bin" --shape "$shape" --tp "$tp" --pp "$pp" --batches "${BATCHES:-1,32,128}" \
+			--prompt 128 --new 64 $prefill $flag \
 			--out "$dir/$name.json" >"$dir/$name.log" 2>&1 || echo "failed: $name (see $dir/$name.log)"
-		grep -E "^batch|copy bandwidth|device|tp all-reduce" "$dir/$name.log"
+		grep -E "^batch|^prefill|^pipeline|copy bandwidth|device|tp all-reduce|fused" "$dir/$name.log"
 	done
 done

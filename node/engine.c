@@ -23,6 +23,7 @@ typedef struct seq {
 	int n_cached;         /* tokens whose K/V are in the cache */
 	int n_generated;
 	node_seq_state state;
+	int flight;           /* pipeline slot of the step it is in, or -1 */
 	kv_table kv;
 	/* prefix cache: off for requests that want prompt logits (every
 	 * prompt row must be computed) and when the engine's cache is off */
@@ -45,6 +46,7 @@ typedef struct step_scratch {
 	int32_t *rows, *sample_rows, *micro_seq0; /* [T], [T], [T + 1] */
 	int32_t *tables;                          /* [T, max_blocks] */
 	int *seq_of;                              /* [T] engine index of step sequence k */
+	int *id_of;                               /* [T] its id (a drop may reuse the index) */
 	int *sample_of;                           /* [T] sample index of step sequence k, or -1 */
 	kern_sample_params *sampling;             /* [T] */
 	int64_t *sample_pos;                      /* [T] */
@@ -55,8 +57,18 @@ typedef struct step_scratch {
 	int32_t *hist_at;                         /* [vocab] a token's entry in the row being
 						   * built, -1 otherwise */
 	int *take;                                /* [T] tokens of step sequence k */
-	float *logits;                            /* [max_rows, vocab] prompt logits back */
+	float *logits;                            /* [max_rows, vocab] prompt logits back: one
+						   * buffer for all slots (a plan that wants
+						   * them runs alone) */
 } step_scratch;
+
+/* A step in flight: its plan and the scratch the plan points into. */
+typedef struct flight {
+	step_scratch w;
+	node_plan p;
+	int prefill;          /* the step holds prefill tokens (stats) */
+	int busy;             /* issued, not yet collected */
+} flight;
 
 struct node_engine {
 	model *m;
@@ -70,16 +82,25 @@ struct node_engine {
 			       * without blocks the cached prefix it would start from */
 	int prefix_cache;     /* reuse and publish full blocks (node_engine_set_prefix_cache) */
 	node_stats stats;
-	step_scratch w;
+	/* Pipeline parallel keeps up to n_slots steps of disjoint sequences
+	 * in flight (docs/parallel.md); pp 1 has one slot, issued and
+	 * collected in the same call. */
+	flight *fl;           /* [n_slots] */
+	int n_slots;
+	int inflight;         /* groups in flight (SL_PP_INFLIGHT=0: one step at a time,
+			       * cut into pp micro-batches) */
+	int *fifo;            /* [n_slots] slots in flight, oldest at fifo_head */
+	int fifo_head, n_flying;
+	int broken;           /* a step failed to go out or come back: collect nothing more */
+	step_scratch *w;      /* the slot being planned or applied */
 	node_stepper *stepper;
 };
 
-static int alloc_scratch(node_engine *e)
+/* One slot's scratch; logits: the first slot's buffer, or NULL in it. */
+static int alloc_scratch(node_engine *e, step_scratch *w, float *logits)
 {
 	size_t T = e->m->opts.step_tokens, R = e->m->opts.max_rows, V = e->m->cfg.vocab_size;
 	size_t S = e->m->opts.max_seqs, H = e->m->opts.max_hist;
-	step_scratch *w = &e->w;
-	e->max_blocks = kv_blocks_for(e->pool, e->m->cfg.max_pos);
 	int32_t **i32[] = {&w->tokens, &w->positions, &w->slots, &w->q_start, &w->q_len, &w->kv_len,
 			   &w->rows, &w->sample_rows, &w->sampled};
 	for (size_t i = 0; i < sizeof i32 / sizeof i32[0]; i++)
@@ -88,11 +109,12 @@ static int alloc_scratch(node_engine *e)
 	w->micro_seq0 = malloc(sizeof(int32_t) * (T + 1));
 	w->tables = malloc(sizeof(int32_t) * T * e->max_blocks);
 	w->seq_of = malloc(sizeof(int) * T);
+	w->id_of = malloc(sizeof(int) * T);
 	w->sample_of = malloc(sizeof(int) * T);
 	w->take = malloc(sizeof(int) * T);
 	w->sampling = malloc(sizeof(kern_sample_params) * T);
 	w->sample_pos = malloc(sizeof(int64_t) * T);
-	w->logits = malloc(sizeof(float) * R * V);
+	w->logits = logits ? logits : malloc(sizeof(float) * R * V);
 	w->lp.chosen = malloc(sizeof(float) * S);
 	w->lp.top_ids = malloc(sizeof(int32_t) * S * KERN_MAX_TOP_LOGPROBS);
 	w->lp.top = malloc(sizeof(float) * S * KERN_MAX_TOP_LOGPROBS);
@@ -104,17 +126,18 @@ static int alloc_scratch(node_engine *e)
 	if (w->hist_at)
 		for (size_t i = 0; i < V; i++)
 			w->hist_at[i] = -1;
-	return (w->micro_seq0 && w->tables && w->seq_of && w->sample_of && w->take &&
+	return (w->micro_seq0 && w->tables && w->seq_of && w->id_of && w->sample_of && w->take &&
 		w->sampling && w->sample_pos && w->logits && w->lp.chosen && w->lp.top_ids &&
 		w->lp.top && w->hist_off && w->hist_ids && w->hist_gen && w->hist_prompt &&
 		w->hist_at) ? SL_OK : SL_ENOMEM;
 }
 
-static void free_scratch(step_scratch *w)
+static void free_scratch(step_scratch *w, int own_logits)
 {
 	void *all[] = {w->tokens, w->positions, w->slots, w->q_start, w->q_len, w->kv_len, w->rows,
-		       w->sample_rows, w->sampled, w->micro_seq0, w->tables, w->seq_of,
-		       w->sample_of, w->take, w->sampling, w->sample_pos, w->logits, w->lp.chosen,
+		       w->sample_rows, w->sampled, w->micro_seq0, w->tables, w->seq_of, w->id_of,
+		       w->sample_of, w->take, w->sampling, w->sample_pos,
+		       own_logits ? w->logits : NULL, w->lp.chosen,
 		       w->lp.top_ids, w->lp.top, w->hist_off, w->hist_ids, w->hist_gen,
 		       w->hist_prompt, w->hist_at};
 	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -128,17 +151,28 @@ int node_engine_create(model *m, node_engine **out, char *err, size_t errlen)
 		return sl_errf(err, errlen, SL_ENOMEM, "out of memory");
 	e->m = m;
 	e->prefix_cache = 1;
-	int rc = kv_pool_create(m->opts.n_kv_blocks, m->opts.block_tokens, &e->pool);
+	const char *env = getenv("SL_PP_INFLIGHT");
+	e->inflight = !(env && !strcmp(env, "0"));
+	int rc = node_stepper_create(m, &e->stepper, err, errlen);
+	if (rc) {
+		node_engine_destroy(e);
+		return rc;
+	}
+	e->n_slots = node_step_slots(e->stepper);
+	e->fl = calloc((size_t)e->n_slots, sizeof *e->fl);
+	e->fifo = calloc((size_t)e->n_slots, sizeof *e->fifo);
+	rc = e->fl && e->fifo ? SL_OK : SL_ENOMEM;
 	if (!rc)
-		rc = alloc_scratch(e);
+		rc = kv_pool_create(m->opts.n_kv_blocks, m->opts.block_tokens, &e->pool);
+	if (!rc)
+		e->max_blocks = kv_blocks_for(e->pool, e->m->cfg.max_pos);
+	for (int i = 0; !rc && i < e->n_slots; i++)
+		rc = alloc_scratch(e, &e->fl[i].w, i ? e->fl[0].w.logits : NULL);
 	if (rc) {
 		node_engine_destroy(e);
 		return sl_errf(err, errlen, rc, "engine: out of memory");
 	}
-	if ((rc = node_stepper_create(m, &e->stepper, err, errlen))) {
-		node_engine_destroy(e);
-		return rc;
-	}
+	e->w = &e->fl[0].w;
 	*out = e;
 	return SL_OK;
 }
@@ -157,10 +191,18 @@ static void release_seq(node_engine *e, seq *s)
 	s->used = 0;
 }
 
+static int land_step(node_engine *e, double *t0, char *err, size_t errlen);
+
 void node_engine_destroy(node_engine *e)
 {
 	if (!e)
 		return;
+	/* the last stage's results of steps still in flight: take them, so
+	 * that no send is left pending when the group stops */
+	char err[SL_ERRLEN];
+	double t0 = sl_now();
+	while (!e->broken && e->n_flying > 0 && land_step(e, &t0, err, sizeof err) == SL_OK)
+		;
 	for (int i = 0; i < e->n_seqs; i++)
 		if (e->seqs[i].used)
 			release_seq(e, &e->seqs[i]);
@@ -170,7 +212,10 @@ void node_engine_destroy(node_engine *e)
 	free(e->from);
 	node_stepper_destroy(e->stepper);
 	kv_pool_destroy(e->pool);
-	free_scratch(&e->w);
+	for (int i = 0; e->fl && i < e->n_slots; i++)
+		free_scratch(&e->fl[i].w, i == 0);
+	free(e->fl);
+	free(e->fifo);
 	free(e);
 }
 
@@ -273,6 +318,7 @@ int node_engine_add(node_engine *e, const node_request *r, int *id, char *err, s
 		return sl_errf(err, errlen, SL_ENOMEM, "out of memory");
 	memset(s, 0, sizeof *s);
 	s->used = 1;
+	s->flight = -1;
 	s->id = e->next_id++;
 	s->req = *r;
 	s->n_top = kern_top_logprobs(&r->sampling, e->m->cfg.vocab_size);
@@ -365,20 +411,23 @@ static int hist_bound(const node_engine *e, const seq *s)
 /* Token budget of running sequence k (order index) in want[k], decodes
  * first: every sequence with one token left gets it (FIFO) before any
  * prefill chunk, so a long prompt never stalls the sequences already
- * generating; then prefill chunks in FIFO order with what remains. */
-static void plan_budget(node_engine *e, int n_run, int *want)
+ * generating; then prefill chunks in FIFO order with what remains. At
+ * most max_ns sequences, none already in a step in flight. */
+static void plan_budget(node_engine *e, int n_run, int *want, int max_ns)
 {
 	int T = e->m->opts.step_tokens, R = e->m->opts.max_rows, S = e->m->opts.max_seqs;
 	int H = e->m->opts.max_hist, n_tok = 0, n_rows = 0, ns = 0, n_hist = 0;
+	S = max_ns < S ? max_ns : S;
 	for (int k = 0; k < n_run; k++) {
+		seq *s = &e->seqs[e->order[k]];
 		want[k] = 0;
-		e->from[k] = start_of(e, &e->seqs[e->order[k]]);
+		e->from[k] = s->flight < 0 ? start_of(e, s) : s->n_tokens;
 	}
 	for (int pass = 0; pass < 2; pass++)
 		for (int k = 0; k < n_run && n_tok < T && n_rows < R && ns < S; k++) {
 			seq *s = &e->seqs[e->order[k]];
 			int left = s->n_tokens - e->from[k], t = left;
-			if ((t == 1) != (pass == 0))
+			if (s->flight >= 0 || (t == 1) != (pass == 0))
 				continue;
 			t = t < T - n_tok ? t : T - n_tok;
 			/* with prompt logits every prompt row is a logits row */
@@ -414,11 +463,12 @@ static void preempt(node_engine *e, seq *s)
 	e->stats.preemptions++;
 }
 
-/* The newest running sequence after order index k that holds blocks, or -1. */
+/* The newest running sequence after order index k that holds blocks, or
+ * -1. Never one in a step in flight: its result comes back to it. */
 static int newest_holder(const node_engine *e, int k, int n_run)
 {
 	for (int v = n_run - 1; v > k; v--)
-		if (e->seqs[e->order[v]].kv.n > 0)
+		if (e->seqs[e->order[v]].kv.n > 0 && e->seqs[e->order[v]].flight < 0)
 			return v;
 	return -1;
 }
@@ -487,14 +537,14 @@ static int reserve_for(node_engine *e, int k, int n_run, int *want, int *closed)
  * sequence always progresses: the oldest holding a cache can preempt all
  * newer ones and fits alone (node_engine_add checks); with no caches held
  * the pool is empty and the oldest starts. Returns how many were picked. */
-static int choose(node_engine *e, int n_run, int *take)
+static int choose(node_engine *e, int n_run, int *take, int max_ns)
 {
 	int *want = e->want, ns = 0, closed = 0;
-	plan_budget(e, n_run, want);
+	plan_budget(e, n_run, want, max_ns);
 	for (int k = 0; k < n_run; k++) {
 		if (want[k] == 0 || (want[k] = reserve_for(e, k, n_run, want, &closed)) == 0)
 			continue;
-		e->w.seq_of[ns] = e->order[k];
+		e->w->seq_of[ns] = e->order[k];
 		take[ns++] = want[k];
 	}
 	return ns;
@@ -505,7 +555,7 @@ static int choose(node_engine *e, int n_run, int *take)
  * with penalties (an empty row otherwise). plan_budget made room for it. */
 static void fill_hist(node_engine *e, node_plan *p, const seq *s)
 {
-	step_scratch *w = &e->w;
+	step_scratch *w = e->w;
 	int n = p->n_hist, max = e->m->opts.max_hist;
 	for (int i = 0; kern_has_penalty(&s->req.sampling) && i < s->n_tokens; i++) {
 		int32_t id = s->tokens[i];
@@ -530,7 +580,7 @@ static void fill_hist(node_engine *e, node_plan *p, const seq *s)
 /* Fill step sequence k with `take` tokens of its sequence. */
 static void fill_seq(node_engine *e, node_plan *p, int k, int take, int stride)
 {
-	step_scratch *w = &e->w;
+	step_scratch *w = e->w;
 	seq *s = &e->seqs[w->seq_of[k]];
 	kern_paged_batch *b = &p->b;
 	int bt = kv_pool_block_tokens(e->pool), t0 = b->n_tokens;
@@ -541,6 +591,7 @@ static void fill_seq(node_engine *e, node_plan *p, int k, int take, int stride)
 	for (int j = s->kv.n; j < stride; j++)
 		w->tables[(size_t)k * stride + j] = 0;
 	w->sample_of[k] = -1;
+	w->id_of[k] = s->id;
 	for (int i = 0; i < take; i++) {
 		int pos = s->n_cached + i;
 		w->tokens[t0 + i] = s->tokens[pos];
@@ -567,12 +618,12 @@ static void fill_seq(node_engine *e, node_plan *p, int k, int take, int stride)
  * equal token counts, so pipeline stages can overlap. */
 static int split_micro(node_engine *e, int ns, int n_tok, int parts)
 {
-	int32_t *cut = e->w.micro_seq0;
+	int32_t *cut = e->w->micro_seq0;
 	int n = 0, acc = 0;
 	parts = parts < ns ? parts : ns;
 	cut[n++] = 0;
 	for (int k = 0; k < ns - 1 && n < parts; k++) {
-		acc += e->w.q_len[k];
+		acc += e->w->q_len[k];
 		if ((long)acc * parts >= (long)n_tok * n)
 			cut[n++] = k + 1;
 	}
@@ -580,9 +631,9 @@ static int split_micro(node_engine *e, int ns, int n_tok, int parts)
 	return n;
 }
 
-static int build_plan(node_engine *e, node_plan *p, int ns, const int *take)
+static int build_plan(node_engine *e, node_plan *p, int ns, const int *take, int parts)
 {
-	step_scratch *w = &e->w;
+	step_scratch *w = e->w;
 	int stride = 1;
 	for (int k = 0; k < ns; k++) {
 		int nb = e->seqs[w->seq_of[k]].kv.n;
@@ -603,7 +654,7 @@ static int build_plan(node_engine *e, node_plan *p, int ns, const int *take)
 		p->want_logits |= s->req.prompt_logits != NULL;
 		fill_seq(e, p, k, take[k], stride);
 	}
-	p->n_micro = split_micro(e, ns, p->b.n_tokens, e->m->shard.grid.pp);
+	p->n_micro = split_micro(e, ns, p->b.n_tokens, parts);
 	if (p->n_hist > 0) /* only steps with a penalised row carry a history */
 		p->hist = (kern_token_hist){w->hist_off, w->hist_ids, w->hist_gen, w->hist_prompt};
 	return prefill;
@@ -612,7 +663,7 @@ static int build_plan(node_engine *e, node_plan *p, int ns, const int *take)
 /* Keep sample row si's log-probs for s's newest token. */
 static int keep_logprobs(node_engine *e, seq *s, int si)
 {
-	const kern_logprobs *lp = &e->w.lp;
+	const kern_logprobs *lp = &e->w->lp;
 	int g = s->n_generated, nt = s->n_top;
 	if (g == s->lp_cap) {
 		int cap = s->lp_cap ? s->lp_cap * 2 : 64;
@@ -657,10 +708,13 @@ static int finish_seq(node_engine *e, seq *s, int32_t t, int si)
 /* After the step: prompt logits out, cache counts up, sampled tokens in. */
 static int apply_step(node_engine *e, const node_plan *p)
 {
-	step_scratch *w = &e->w;
+	step_scratch *w = e->w;
 	int V = e->m->cfg.vocab_size, row = 0;
 	for (int k = 0; k < p->b.n_seqs; k++) {
 		seq *s = &e->seqs[w->seq_of[k]];
+		if (!s->used || s->id != w->id_of[k]) /* dropped while in flight */
+			continue;
+		s->flight = -1;
 		for (int i = 0; i < w->q_len[k]; i++) {
 			int pos = s->n_cached + i;
 			while (row < p->n_rows && w->rows[row] < w->q_start[k] + i)
@@ -682,31 +736,98 @@ static int apply_step(node_engine *e, const node_plan *p)
 	return SL_OK;
 }
 
+/* Steps in flight at once: pp in-flight groups, or one (pp 1, the
+ * micro-batch schedule, or a running request that wants prompt logits:
+ * the last stage sends those back while the leader waits for them). */
+static int step_depth(node_engine *e, int n_run)
+{
+	if (!e->inflight || e->n_slots == 1)
+		return 1;
+	for (int k = 0; k < n_run; k++)
+		if (e->seqs[e->order[k]].req.prompt_logits)
+			return 1;
+	return e->n_slots;
+}
+
+/* Plan a step from the running sequences not in flight, at most a
+ * 1/depth share of all running ones (so the groups stay even), and issue
+ * it from a free slot. *issued 0: no sequence could take a token. */
+static int issue_step(node_engine *e, int n_run, int depth, int *issued, double *t0, char *err,
+		      size_t errlen)
+{
+	int slot = 0;
+	while (e->fl[slot].busy)
+		slot++;
+	flight *f = &e->fl[slot];
+	e->w = &f->w;
+	int ns = choose(e, n_run, f->w.take, (n_run + depth - 1) / depth);
+	if (!(*issued = ns > 0))
+		return SL_OK;
+	f->prefill = build_plan(e, &f->p, ns, f->w.take, depth == 1 ? e->m->shard.grid.pp : 1);
+	for (int k = 0; k < ns; k++)
+		e->seqs[f->w.seq_of[k]].flight = slot;
+	f->busy = 1;
+	e->stats.overlapped_steps += e->n_flying > 0;
+	e->fifo[(e->fifo_head + e->n_flying++) % e->n_slots] = slot;
+	if (*t0 == 0)
+		*t0 = sl_now();
+	int rc = node_step_issue(e->stepper, slot, &f->p, f->w.sampled, &f->w.lp, f->w.logits, err,
+				 errlen);
+	e->broken |= rc != SL_OK;
+	return rc;
+}
+
+/* Collect the oldest step in flight and apply it; its wall time is the
+ * time since *t0 (steps overlap: the sum over steps is the elapsed time). */
+static int land_step(node_engine *e, double *t0, char *err, size_t errlen)
+{
+	flight *f = &e->fl[e->fifo[e->fifo_head]];
+	e->fifo_head = (e->fifo_head + 1) % e->n_slots;
+	e->n_flying--;
+	f->busy = 0;
+	e->w = &f->w;
+	int rc = node_step_collect(e->stepper, &f->p, f->w.sampled, &f->w.lp, f->w.logits, err,
+				   errlen);
+	if (rc) {
+		e->broken = 1;
+		return rc;
+	}
+	if ((rc = apply_step(e, &f->p)))
+		return sl_errf(err, errlen, rc, "out of memory");
+	double now = sl_now(), dt = now - *t0;
+	*t0 = now;
+	e->stats.steps++;
+	if (f->prefill)
+		e->stats.prefill_s += dt, e->stats.prefill_tokens += f->p.b.n_tokens;
+	else
+		e->stats.decode_s += dt, e->stats.decode_tokens += f->p.b.n_tokens, e->stats.decode_steps++;
+	return SL_OK;
+}
+
+/* Fill the pipeline (every free slot that can take sequences gets a
+ * step), then collect the oldest step. With pp 1 that is one step,
+ * issued and collected. When nothing runs any more, steps still in
+ * flight (of dropped sequences) are collected too. */
 int node_engine_step(node_engine *e, int *n_active, char *err, size_t errlen)
 {
-	int *take = e->w.take, rc;
-	int n_run = running_in_order(e);
-	int ns = choose(e, n_run, take);
+	int rc, issued = 1, n_run = running_in_order(e), depth = step_depth(e, n_run);
+	double t0 = 0;
 	*n_active = n_run;
-	if (ns == 0 && n_run > 0) /* cannot happen: the oldest always fits */
+	while (issued && e->n_flying < depth)
+		if ((rc = issue_step(e, n_run, depth, &issued, &t0, err, errlen)))
+			return rc;
+	if (e->n_flying == 0 && n_run > 0) /* cannot happen: the oldest always fits */
 		return sl_errf(err, errlen, SL_ENOMEM, "KV pool (%d blocks) holds no running sequence",
 			       kv_pool_blocks(e->pool));
-	if (ns == 0)
-		return SL_OK;
-	node_plan p;
-	int prefill = build_plan(e, &p, ns, take);
-	double t0 = sl_now();
-	if ((rc = node_step_lead(e->stepper, &p, e->w.sampled, &e->w.lp, e->w.logits, err, errlen)))
-		return rc;
-	if ((rc = apply_step(e, &p)))
-		return sl_errf(err, errlen, rc, "out of memory");
-	double dt = sl_now() - t0;
-	e->stats.steps++;
-	if (prefill)
-		e->stats.prefill_s += dt, e->stats.prefill_tokens += p.b.n_tokens;
-	else
-		e->stats.decode_s += dt, e->stats.decode_tokens += p.b.n_tokens, e->stats.decode_steps++;
-	*n_active = running_in_order(e);
+	if (t0 == 0)
+		t0 = sl_now();
+	while (e->n_flying > 0) {
+		if ((rc = land_step(e, &t0, err, errlen)))
+			return rc;
+		if ((n_run = running_in_order(e)) > 0)
+			break;
+	}
+	*n_active = n_run;
 	return SL_OK;
 }
 

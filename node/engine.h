@@ -86,6 +86,8 @@ typedef struct node_stats {
 	long prefill_tokens, decode_tokens;
 	double prefill_s, decode_s;     /* wall time of steps that held prefill / only decode */
 	long preemptions;               /* sequences whose KV blocks were taken back */
+	long overlapped_steps;          /* steps issued while another was in flight
+					 * (pipeline parallel, groups in flight) */
 	long prefix_queried_tokens;     /* tokens of sequences that started (or restarted
 					 * after preemption) with the prefix cache on */
 	long prefix_hit_tokens;         /* of those, taken from the cache */

@@ -13,6 +13,18 @@
 #include "common/checks.h"
 #include "common/sl.h"
 
+/* One pipeline slot: what a step in flight keeps until its sends are
+ * done. The leader sends plan k from slot k; the last stage returns its
+ * results from slots in turn (a ring as deep as the pipeline: slot j is
+ * reused pp steps later, when the leader has long collected its step). */
+typedef struct step_slot {
+	void *msg;          /* [cap] leader: this slot's packed plan, being sent */
+	size_t cap;
+	int32_t *tokens;    /* [max_seqs] last stage: sampled ids going back to the leader */
+	kern_logprobs lp;   /* [max_seqs] rows of log-probs going back (kernels/sampling.h) */
+	par_sends *sends;   /* the sends from msg (leader) or tokens and lp (last stage) */
+} step_slot;
+
 /* Scratch every step needs, taken once when the stepper is created (the
  * step loop allocates nothing). Who runs steps owns one: the engine on the
  * leader, node_worker_loop on the other ranks. */
@@ -20,11 +32,12 @@ struct node_stepper {
 	model *m;
 	int32_t *q_start;   /* [max_seqs + 1] a micro-batch's q_start, rebased */
 	int32_t *rows;      /* [max_rows + 1] its logits rows, rebased */
-	int32_t *tokens;    /* [max_seqs] sampled ids going back to the leader */
-	kern_logprobs lp;   /* [max_seqs] rows of log-probs going back (kernels/sampling.h) */
+	kern_logprobs lp;   /* [max_seqs] the leader's log-probs when the caller gives none */
 	float *logits;      /* [LOGIT_CHUNK, vocab] fp32 logits rows going back, a chunk at a time */
-	void *msg;          /* [msg_cap] a packed plan: sent (leader) or received (workers) */
+	void *msg;          /* [msg_cap] a received plan (workers), NODE_PLAN_STOP (leader) */
 	size_t msg_cap;
+	step_slot *slots;   /* [n_slots] pipeline slots: pp */
+	int n_slots, ring;  /* ring: the last stage's next slot */
 };
 
 /* Logits rows sent back to the leader per message: bounds the buffer on
@@ -40,27 +53,63 @@ typedef struct micro {
 	int n_rows, row0;  /* its rows are plan rows [row0, row0 + n_rows) */
 } micro;
 
+static int lp_alloc(kern_logprobs *lp, int max_seqs)
+{
+	size_t top = (size_t)max_seqs * KERN_MAX_TOP_LOGPROBS;
+	lp->chosen = malloc(sizeof(float) * max_seqs);
+	lp->top_ids = malloc(sizeof(int32_t) * top);
+	lp->top = malloc(sizeof(float) * top);
+	return lp->chosen && lp->top_ids && lp->top ? SL_OK : SL_ENOMEM;
+}
+
+static void lp_free(kern_logprobs *lp)
+{
+	free(lp->chosen);
+	free(lp->top_ids);
+	free(lp->top);
+}
+
+/* Slots' buffers: plans as large as the limits allow (the leader packs
+ * without growing), results for max_seqs rows; sends for every other
+ * rank (a plan) or the four result messages. */
+static int slots_create(node_stepper *st, size_t plan_bytes)
+{
+	const model_opts *o = &st->m->opts;
+	int world = st->m->comm ? par_world_size(st->m->comm) : 1;
+	st->n_slots = st->m->shard.grid.pp > 1 ? st->m->shard.grid.pp : 1;
+	if (!(st->slots = calloc((size_t)st->n_slots, sizeof *st->slots)))
+		return SL_ENOMEM;
+	for (int i = 0; i < st->n_slots; i++) {
+		step_slot *s = &st->slots[i];
+		s->cap = plan_bytes;
+		s->msg = malloc(plan_bytes);
+		s->tokens = malloc(sizeof(int32_t) * o->max_seqs);
+		if (!s->msg || !s->tokens || lp_alloc(&s->lp, o->max_seqs) ||
+		    par_sends_create(world + 4, &s->sends))
+			return SL_ENOMEM;
+	}
+	return SL_OK;
+}
+
 int node_stepper_create(model *m, node_stepper **out, char *err, size_t errlen)
 {
 	node_stepper *st = calloc(1, sizeof *st);
 	const model_opts *o = &m->opts;
 	int per_seq = (m->cfg.max_pos + o->block_tokens - 1) / o->block_tokens;
+	int rc = st ? SL_OK : SL_ENOMEM;
 	if (st) {
 		st->m = m;
-		size_t top = (size_t)o->max_seqs * KERN_MAX_TOP_LOGPROBS;
 		st->msg_cap = node_plan_max_bytes(o->step_tokens, o->max_seqs, per_seq, o->max_rows,
 						  o->max_hist);
 		st->q_start = malloc(sizeof(int32_t) * (o->max_seqs + 1));
 		st->rows = malloc(sizeof(int32_t) * (o->max_rows + 1));
-		st->tokens = malloc(sizeof(int32_t) * o->max_seqs);
-		st->lp.chosen = malloc(sizeof(float) * o->max_seqs);
-		st->lp.top_ids = malloc(sizeof(int32_t) * top);
-		st->lp.top = malloc(sizeof(float) * top);
 		st->logits = malloc(sizeof(float) * LOGIT_CHUNK * m->cfg.vocab_size);
 		st->msg = malloc(st->msg_cap);
+		rc = lp_alloc(&st->lp, o->max_seqs);
+		if (!rc)
+			rc = slots_create(st, st->msg_cap);
 	}
-	if (!st || !st->q_start || !st->rows || !st->tokens || !st->lp.chosen || !st->lp.top_ids ||
-	    !st->lp.top || !st->logits || !st->msg) {
+	if (rc || !st->q_start || !st->rows || !st->logits || !st->msg) {
 		node_stepper_destroy(st);
 		return sl_errf(err, errlen, SL_ENOMEM, "step scratch: out of memory");
 	}
@@ -72,12 +121,19 @@ void node_stepper_destroy(node_stepper *st)
 {
 	if (!st)
 		return;
+	for (int i = 0; st->slots && i < st->n_slots; i++) {
+		step_slot *s = &st->slots[i];
+		/* no wait: after a failure the receiver may never come; a send
+		 * still pending then is one nobody will read */
+		par_sends_destroy(s->sends);
+		free(s->msg);
+		free(s->tokens);
+		lp_free(&s->lp);
+	}
+	free(st->slots);
 	free(st->q_start);
 	free(st->rows);
-	free(st->tokens);
-	free(st->lp.chosen);
-	free(st->lp.top_ids);
-	free(st->lp.top);
+	lp_free(&st->lp);
 	free(st->logits);
 	free(st->msg);
 	free(st);
@@ -214,17 +270,24 @@ static void *lp_part(const kern_logprobs *lp, int part)
 /* Last stage, first tp rank, when that is not the leader: sample, then
  * send the tokens (the log-probs when a row wants them, and the logits
  * rows, a chunk at a time) to the leader, which receives them in the same
- * order in collect(). */
+ * order in node_step_collect. Tokens and log-probs leave without waiting
+ * for the leader (it may be sending this stage the next group's
+ * activations); logits rows wait, a chunk at a time, which is safe
+ * because the leader runs a plan that wants them alone. */
 static int send_back(node_stepper *st, const node_plan *p)
 {
 	model *m = st->m;
 	node_backend *be = m->be;
 	int V = m->cfg.vocab_size;
+	step_slot *r = &st->slots[st->ring];
+	st->ring = (st->ring + 1) % st->n_slots;
+	TRY(par_sends_wait(r->sends)); /* the step pp plans ago: collected already */
 	if (p->n_sample) {
-		TRY(sample(m, p, st->tokens, &st->lp));
-		TRY(par_host_send(m->comm, 0, st->tokens, 4 * (size_t)p->n_sample));
+		TRY(sample(m, p, r->tokens, &r->lp));
+		TRY(par_host_isend(m->comm, r->sends, 0, r->tokens, 4 * (size_t)p->n_sample));
 		for (int part = 0; part < 3 && wants_logprobs(p); part++)
-			TRY(par_host_send(m->comm, 0, lp_part(&st->lp, part), lp_bytes(p->n_sample, part)));
+			TRY(par_host_isend(m->comm, r->sends, 0, lp_part(&r->lp, part),
+					   lp_bytes(p->n_sample, part)));
 	}
 	for (int r0 = 0; p->want_logits && r0 < p->n_rows; r0 += LOGIT_CHUNK) {
 		size_t n = (size_t)(p->n_rows - r0 < LOGIT_CHUNK ? p->n_rows - r0 : LOGIT_CHUNK) * V;
@@ -263,9 +326,13 @@ static int step_run(node_stepper *st, const node_plan *p, int32_t *tokens_out,
 		rc = run_micro(m, p, &u, err, errlen);
 	}
 	const par_grid *g = &m->shard.grid;
-	if (!rc && g->pp_rank == g->pp - 1 && g->tp_rank == 0)
+	int last = g->pp_rank == g->pp - 1;
+	if (!rc && last && g->tp_rank == 0)
 		rc = is_leader(m) ? keep_here(st, p, tokens_out, lp_out, logits_out) : send_back(st, p);
-	if (!rc)
+	/* Earlier stages leave their work queued on the stream: the host
+	 * goes on to the next plan (the leader: to collect and plan the next
+	 * group) while the device still computes and sends this one on. */
+	if (!rc && last)
 		rc = m->be->ops->sync(m->be);
 	if (rc && !err[0]) /* a kernel's or library call's reason (common/sl.h) */
 		sl_errf(err, errlen, rc, "step failed on rank %d: %s",
@@ -274,11 +341,14 @@ static int step_run(node_stepper *st, const node_plan *p, int32_t *tokens_out,
 	return rc;
 }
 
-/* Leader, pipeline: the tokens (log-probs, logits) the last stage sent back. */
-static int collect(node_stepper *st, const node_plan *p, int32_t *tokens_out,
-		   const kern_logprobs *lp_out, float *logits_out, char *err, size_t errlen)
+int node_step_collect(node_stepper *st, const node_plan *p, int32_t *tokens_out,
+		      const kern_logprobs *lp_out, float *logits_out, char *err, size_t errlen)
 {
 	model *m = st->m;
+	if (m->shard.grid.pp == 1)
+		return SL_OK;
+	if (!lp_out)
+		lp_out = &st->lp;
 	int V = m->cfg.vocab_size, last = par_grid_rank(&m->shard.grid, 0, m->shard.grid.pp - 1);
 	if (p->n_sample && par_host_recv(m->comm, last, tokens_out, 4 * (size_t)p->n_sample))
 		return sl_errf(err, errlen, SL_ECOMM, "no tokens from rank %d", last);
@@ -294,21 +364,40 @@ static int collect(node_stepper *st, const node_plan *p, int32_t *tokens_out,
 	return SL_OK;
 }
 
-int node_step_lead(node_stepper *st, const node_plan *p, int32_t *tokens_out,
-		   const kern_logprobs *lp_out, float *logits_out, char *err, size_t errlen)
+int node_step_slots(const node_stepper *st) { return st->n_slots; }
+
+/* The plan leaves from the slot's buffer without waiting for the
+ * receivers, except where this rank's own work could wait on a device
+ * queue that needs a receiver to have it first: with pp 1 (the tp peers'
+ * all-reduce before sampling) and with micro-batches (the next one's
+ * upload waits for the last one's send to the next stage); MPI may need
+ * the sender in a call to finish a large message. A single-batch step
+ * with pp > 1 never waits on the device here (step_run), and the
+ * leader's next MPI call (collect) finishes the sends. */
+int node_step_issue(node_stepper *st, int slot, const node_plan *p, int32_t *tokens_out,
+		    const kern_logprobs *lp_out, float *logits_out, char *err, size_t errlen)
 {
 	par_comm *c = st->m->comm;
+	if (slot < 0 || slot >= st->n_slots)
+		return sl_errf(err, errlen, SL_EINVAL, "pipeline slot %d of %d", slot, st->n_slots);
 	if (!lp_out) /* nowhere to put them: the stepper's scratch takes them */
 		lp_out = &st->lp;
 	if (c && par_world_size(c) > 1) {
+		step_slot *s = &st->slots[slot];
 		size_t n;
-		if (node_plan_pack(p, &st->msg, &st->msg_cap, &n) || par_host_bcast_msg(c, st->msg, n))
+		if (par_sends_wait(s->sends) || node_plan_pack(p, &s->msg, &s->cap, &n) ||
+		    par_host_ibcast_msg(c, s->sends, s->msg, n) ||
+		    ((st->m->shard.grid.pp == 1 || p->n_micro > 1) && par_sends_wait(s->sends)))
 			return sl_errf(err, errlen, SL_ECOMM, "cannot send the step plan");
 	}
-	TRY(step_run(st, p, tokens_out, lp_out, logits_out, err, errlen));
-	if (st->m->shard.grid.pp == 1)
-		return SL_OK;
-	return collect(st, p, tokens_out, lp_out, logits_out, err, errlen);
+	return step_run(st, p, tokens_out, lp_out, logits_out, err, errlen);
+}
+
+int node_step_lead(node_stepper *st, const node_plan *p, int32_t *tokens_out,
+		   const kern_logprobs *lp_out, float *logits_out, char *err, size_t errlen)
+{
+	TRY(node_step_issue(st, 0, p, tokens_out, lp_out, logits_out, err, errlen));
+	return node_step_collect(st, p, tokens_out, lp_out, logits_out, err, errlen);
 }
 
 int node_step_stop(model *m)

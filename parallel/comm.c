@@ -173,3 +173,62 @@ int par_host_recv(par_comm *c, int from, void *buf, size_t bytes)
 	MPI_TRY(MPI_Recv(buf, (int)bytes, MPI_BYTE, from, TAG_HOST, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
 	return SL_OK;
 }
+
+struct par_sends {
+	int n, max;
+	MPI_Request *req;  /* [max] posted, [0, n) pending */
+};
+
+int par_sends_create(int max, par_sends **out)
+{
+	par_sends *s = calloc(1, sizeof *s);
+	if (s && !(s->req = malloc(sizeof(MPI_Request) * (max > 0 ? max : 1)))) {
+		free(s);
+		s = NULL;
+	}
+	if (!s)
+		return SL_ENOMEM;
+	s->max = max;
+	*out = s;
+	return SL_OK;
+}
+
+void par_sends_destroy(par_sends *s)
+{
+	if (!s)
+		return;
+	for (int i = 0; i < s->n; i++)
+		MPI_Request_free(&s->req[i]);
+	free(s->req);
+	free(s);
+}
+
+int par_sends_wait(par_sends *s)
+{
+	int n = s->n;
+	s->n = 0;
+	MPI_TRY(MPI_Waitall(n, s->req, MPI_STATUSES_IGNORE));
+	return SL_OK;
+}
+
+static int post(par_sends *s, int to, int tag, const void *buf, size_t bytes)
+{
+	if (s->n == s->max || bytes > (size_t)1 << 30)
+		return SL_EINVAL;
+	MPI_TRY(MPI_Isend(buf, (int)bytes, MPI_BYTE, to, tag, MPI_COMM_WORLD, &s->req[s->n]));
+	s->n++;
+	return SL_OK;
+}
+
+int par_host_ibcast_msg(par_comm *c, par_sends *s, const void *buf, size_t bytes)
+{
+	for (int r = 1; r < c->size; r++)
+		TRY(post(s, r, TAG_PLAN, buf, bytes));
+	return SL_OK;
+}
+
+int par_host_isend(par_comm *c, par_sends *s, int to, const void *buf, size_t bytes)
+{
+	(void)c;
+	return post(s, to, TAG_HOST, buf, bytes);
+}

@@ -73,4 +73,19 @@ int par_host_msg_ready(par_comm *c, int *ready);
 int par_host_send(par_comm *c, int to, const void *buf, size_t bytes);
 int par_host_recv(par_comm *c, int from, void *buf, size_t bytes);
 
+/* Host sends that do not wait for the receiver (pipeline parallel keeps
+ * several steps in flight: the leader sends the next plan while a later
+ * stage still works on the last one, and the last stage hands its tokens
+ * back without waiting for the leader to ask). A par_sends holds up to
+ * `max` posted sends; their buffers must stay untouched until
+ * par_sends_wait returns. Destroy after a wait (a send still pending is
+ * left to MPI to finish). */
+typedef struct par_sends par_sends;
+int par_sends_create(int max, par_sends **out);
+void par_sends_destroy(par_sends *s);
+int par_sends_wait(par_sends *s);
+/* par_host_bcast_msg / par_host_send, posted into s. */
+int par_host_ibcast_msg(par_comm *c, par_sends *s, const void *buf, size_t bytes);
+int par_host_isend(par_comm *c, par_sends *s, int to, const void *buf, size_t bytes);
+
 #endif

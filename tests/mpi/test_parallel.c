@@ -7,7 +7,12 @@
  * identical greedy tokens (the same check the single-rank golden test
  * makes, so tp/pp agree with tp=1 too); and each rank read only its share
  * of the checkpoint. A grid the model cannot be split on must fail with an
- * error naming the reason. Rank 0 prints "N passed, N failed".
+ * error naming the reason. Then the prompts again, each three times and
+ * without prompt logits, greedy: with pp > 1 these run as groups of
+ * sequences in flight (node/engine.c; a request that wants prompt logits
+ * makes the leader run one step at a time), and must give the same
+ * greedy tokens; at pp > 1 some step must have overlapped another.
+ * Rank 0 prints "N passed, N failed".
  *
  * --quant FMT[/GROUP][+kv8] (int8, int8/64, fp8, int4, fp8+kv8, none+kv8,
  * ...) quantizes the projections as they load and/or stores the KV cache in
@@ -146,6 +151,48 @@ static void check_outputs(node_group *gr, golden *g, const char *name)
 	node_engine_destroy(e);
 }
 
+#define INFLIGHT_COPIES 3
+
+/* Rank 0: every prompt INFLIGHT_COPIES times, greedy, no prompt logits:
+ * the greedy tokens check_outputs requires, from the in-flight schedule. */
+static void check_inflight(node_group *gr, golden *g, const char *name)
+{
+	char err[SL_ERRLEN] = "", msg[256];
+	node_engine *e = NULL;
+	node_request req[INFLIGHT_COPIES * GOLDEN_MAX_PROMPTS];
+	node_result res[INFLIGHT_COPIES * GOLDEN_MAX_PROMPTS] = {{0}};
+	int n = INFLIGHT_COPIES * g->n_prompts, pp = gr->m->shard.grid.pp;
+	for (int i = 0; i < n; i++) {
+		int k = i % g->n_prompts;
+		req[i] = (node_request){.prompt = g->prompts[k], .n_prompt = g->n_prompt[k],
+					.max_new_tokens = g->steps, .ignore_eos = 1,
+					.sampling = {.top_p = 1}};
+	}
+	int rc = node_engine_create(gr->m, &e, err, sizeof err);
+	if (!rc)
+		rc = node_generate(e, n, req, res, err, sizeof err);
+	result(rc == 0, "generate (in flight): %s", name, err);
+	for (int i = 0; !rc && i < n; i++) {
+		int k = i % g->n_prompts, same = 0, need = greedy_required(g, k);
+		while (same < res[i].n_tokens && same < g->steps &&
+		       res[i].tokens[same] == g->greedy[k][same])
+			same++;
+		snprintf(msg, sizeof msg, "in flight, request %d (prompt %d): %d of %d greedy tokens "
+			 "equal HF's (%d required)", i, k, same, g->steps, need);
+		result(same >= need || g_greedy_report_only, "%s", name, msg);
+	}
+	if (!rc) {
+		long overlapped = node_engine_stats(e)->overlapped_steps;
+		printf("%s: in flight: %d requests, %d steps, %ld overlapped\n", name, n,
+		       node_engine_stats(e)->steps, overlapped);
+		snprintf(msg, sizeof msg, "pp %d: no step overlapped another", pp);
+		result(pp == 1 || getenv("SL_PP_INFLIGHT") || overlapped > 0, "%s", name, msg);
+	}
+	for (int i = 0; i < n; i++)
+		node_result_free(&res[i]);
+	node_engine_destroy(e);
+}
+
 /* Every byte of the checkpoint is read by some rank, and no rank reads
  * much more than its share (norms and replicated KV heads are the slack). */
 /* Bytes of weights in the checkpoint: the safetensors file, or the sum of
@@ -226,8 +273,10 @@ static void run_model(const char *root, const char *name, const char *model, int
 		}
 	} else {
 		check_bytes_read(&gr, &g, name);
-		if (gr.rank == 0)
+		if (gr.rank == 0) {
 			check_outputs(&gr, &g, name);
+			check_inflight(&gr, &g, name);
+		}
 		else if (node_worker_loop(gr.m, err, sizeof err))
 			printf("rank %d: %s\n", gr.rank, err);
 	}

@@ -6,8 +6,15 @@
  * the same batch on the group; tokens must be identical and log-probs
  * within LP_TOL (tensor parallelism sums the logits in another order).
  * With pp > 1 the penalty history travels in the step plan to the last
- * stage and the log-probs come back from it. Rank 0 prints "N passed, N
- * failed".
+ * stage and the log-probs come back from it.
+ *
+ * Then a crowd: N_CROWD requests of different prompt and output lengths,
+ * greedy and sampled, through a small step budget (prompts go in chunks
+ * beside other sequences' decode tokens) and a small KV pool (sequences
+ * are preempted and recomputed), on tp = 1 and on the group: tokens
+ * identical. With pp > 1 the group keeps pp groups of sequences in flight
+ * (node/engine.c), and the test checks that steps did overlap. Rank 0
+ * prints "N passed, N failed".
  */
 #include <math.h>
 #include <mpi.h>
@@ -25,6 +32,9 @@
 #define N_REQ 4
 #define MAX_NEW 20
 #define LP_TOL 1e-4 /* fp32 logits summed in another order: ~1e-6 observed scale */
+#define N_CROWD 12
+#define CROWD_STEP_TOKENS 32
+#define CROWD_KV_BLOCKS 40 /* of 4 tokens: too few for the whole crowd at once */
 
 static int g_pass, g_fail;
 
@@ -65,37 +75,63 @@ static void requests(node_request *q)
 				      .ignore_eos = 1, .sampling = k_params[i]};
 }
 
-static int run(model *m, node_result *res, char *err, size_t errlen)
+static int32_t g_crowd_prompts[N_CROWD][40];
+
+/* Prompts of 3 to 31 tokens, 6 to 22 new tokens; even ones greedy, odd
+ * ones sampled (every third with penalties). */
+static void crowd(node_request *q)
+{
+	for (int i = 0; i < N_CROWD; i++) {
+		int n = 3 + (i * 7) % 29;
+		for (int j = 0; j < n; j++)
+			g_crowd_prompts[i][j] = 1 + (i * 31 + j * 17) % 200;
+		kern_sample_params sp = {.top_p = 1};
+		if (i % 2)
+			sp = (kern_sample_params){.temperature = 0.8f, .top_p = 0.95f, .seed = 100 + i,
+						  .repetition_penalty = i % 3 ? 0 : 1.3f};
+		q[i] = (node_request){.prompt = g_crowd_prompts[i], .n_prompt = n,
+				      .max_new_tokens = 6 + (i * 5) % 17, .ignore_eos = 1,
+				      .sampling = sp};
+	}
+}
+
+/* Every request of the set to completion; *stats: the engine's. */
+static int run(model *m, int n, void (*make)(node_request *), node_result *res, node_stats *stats,
+	       char *err, size_t errlen)
 {
 	node_engine *e = NULL;
-	node_request q[N_REQ];
-	requests(q);
+	node_request q[N_CROWD > N_REQ ? N_CROWD : N_REQ];
+	make(q);
 	int rc = node_engine_create(m, &e, err, errlen);
 	if (!rc)
-		rc = node_generate(e, N_REQ, q, res, err, errlen);
+		rc = node_generate(e, n, q, res, err, errlen);
+	if (!rc && stats)
+		*stats = *node_engine_stats(e);
 	node_engine_destroy(e);
 	return rc;
 }
 
 /* Rank 0: the tp = 1 reference, on a model of its own. */
-static int reference(const char *dir, node_result *res, char *err, size_t errlen)
+static int reference(const char *dir, int n, void (*make)(node_request *), int step_tokens,
+		     int kv_blocks, node_result *res, char *err, size_t errlen)
 {
 	node_backend *be = NULL;
 	model *m = NULL;
-	model_opts o = {.step_tokens = 64, .n_kv_blocks = 128, .block_tokens = 4};
+	model_opts o = {.step_tokens = step_tokens, .n_kv_blocks = kv_blocks, .block_tokens = 4};
 	int rc = node_backend_cpu_create(&be);
 	if (!rc)
 		rc = model_create(dir, be, &o, &m, err, errlen);
 	if (!rc)
-		rc = run(m, res, err, errlen);
+		rc = run(m, n, make, res, NULL, err, errlen);
 	model_destroy(m);
 	node_backend_destroy(be);
 	return rc;
 }
 
-static void compare(const char *name, const node_result *got, const node_result *want)
+static void compare(const char *name, int n, const node_result *got, const node_result *want,
+		    int with_lp)
 {
-	for (int i = 0; i < N_REQ; i++) {
+	for (int i = 0; i < n; i++) {
 		const node_result *g = &got[i], *w = &want[i];
 		int same = g->n_tokens == w->n_tokens &&
 			   !memcmp(g->tokens, w->tokens, sizeof(int32_t) * w->n_tokens);
@@ -104,6 +140,8 @@ static void compare(const char *name, const node_result *got, const node_result 
 			k++;
 		result(same, name, "request %d: token %d is %d, tp 1 gives %d", i, k,
 		       k < g->n_tokens ? g->tokens[k] : -1, k < w->n_tokens ? w->tokens[k] : -1);
+		if (!with_lp)
+			continue;
 		int wants = kern_wants_logprobs(&k_params[i]);
 		result(!g->logprobs == !wants && !w->logprobs == !wants && g->top_n == w->top_n, name,
 		       "request %d: log-probs %s, top %d (tp 1: top %d)", i,
@@ -126,30 +164,42 @@ static void compare(const char *name, const node_result *got, const node_result 
 	}
 }
 
-static void run_model(const char *root, const char *name, int tp, int pp, int rank)
+/* One request set on tp = 1 (rank 0) and on the group; tokens (and, with
+ * with_lp, log-probs) compared. */
+static void run_set(const char *root, const char *name, int tp, int pp, int rank, int n,
+		    void (*make)(node_request *), int step_tokens, int kv_blocks, int with_lp)
 {
 	char dir[512], err[SL_ERRLEN] = "";
 	snprintf(dir, sizeof dir, "%s/%s", root, name);
-	node_result want[N_REQ] = {{0}}, got[N_REQ] = {{0}};
+	node_result want[N_CROWD] = {{0}}, got[N_CROWD] = {{0}};
+	node_stats st = {0};
 	if (rank == 0)
-		result(reference(dir, want, err, sizeof err) == 0, name, "tp 1 reference: %s", err);
-	node_group_opts o = {.model_dir = dir, .tp = tp, .pp = pp, .step_tokens = 64,
-			     .block_tokens = 4, .n_kv_blocks = 128, .device = "cpu", .dtype = -1};
+		result(reference(dir, n, make, step_tokens, kv_blocks, want, err, sizeof err) == 0,
+		       name, "tp 1 reference: %s", err);
+	node_group_opts o = {.model_dir = dir, .tp = tp, .pp = pp, .step_tokens = step_tokens,
+			     .block_tokens = 4, .n_kv_blocks = kv_blocks, .device = "cpu",
+			     .dtype = -1};
 	node_group gr = {0};
 	int rc = node_group_open(NULL, NULL, &o, &gr, err, sizeof err);
 	if (rc) {
 		if (rank == 0)
 			result(0, name, "tp %d pp %d: %s", tp, pp, err);
 	} else if (rank == 0) {
-		rc = run(gr.m, got, err, sizeof err);
+		rc = run(gr.m, n, make, got, &st, err, sizeof err);
 		result(rc == 0, name, "generate: %s", err);
 		if (!rc)
-			compare(name, got, want);
+			compare(name, n, got, want, with_lp);
+		if (!rc && n == N_CROWD) {
+			printf("%s: crowd of %d: %d steps, %ld overlapped, %ld preemptions\n", name, n,
+			       st.steps, st.overlapped_steps, st.preemptions);
+			result(pp == 1 || getenv("SL_PP_INFLIGHT") || st.overlapped_steps > 0, name,
+			       "pp %d: no step was issued while another was in flight", pp);
+		}
 	} else if (node_worker_loop(gr.m, err, sizeof err)) {
 		printf("rank %d: %s\n", rank, err);
 	}
 	node_group_close(&gr, 0);
-	for (int i = 0; i < N_REQ; i++)
+	for (int i = 0; i < n; i++)
 		node_result_free(&want[i]), node_result_free(&got[i]);
 	MPI_Barrier(MPI_COMM_WORLD);
 }
@@ -167,8 +217,11 @@ int main(int argc, char **argv)
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	const char *root = getenv("SL_GOLDEN_DIR") ? getenv("SL_GOLDEN_DIR") : "tests/golden";
 	const char *models[] = {"mha_f32", "odd_f32"};
-	for (int i = 0; i < 2; i++)
-		run_model(root, models[i], tp, pp, rank);
+	for (int i = 0; i < 2; i++) {
+		run_set(root, models[i], tp, pp, rank, N_REQ, requests, 64, 128, 1);
+		run_set(root, models[i], tp, pp, rank, N_CROWD, crowd, CROWD_STEP_TOKENS,
+			CROWD_KV_BLOCKS, 0);
+	}
 	if (rank == 0)
 		printf("%d passed, %d failed\n", g_pass, g_fail);
 	MPI_Finalize();
