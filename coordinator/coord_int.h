@@ -30,6 +30,7 @@
 
 #include <stdint.h>
 
+#include "common/buf.h"
 #include "coordinator/coord.h"
 #include "proto/client.pb-c.h"
 #include "proto/node.pb-c.h"
@@ -92,8 +93,7 @@ typedef struct coord_group {
 
 typedef enum { REQ_QUEUED = 0, REQ_ASSIGNED } coord_req_state;
 
-/* Growable byte / id buffers. */
-typedef struct coord_bytes { char *p; size_t n, cap; } coord_bytes;
+/* Growable id buffers (bytes: common/buf.h). */
 typedef struct coord_ids { int32_t *p; size_t n, cap; } coord_ids;
 
 struct coord_req;
@@ -179,8 +179,8 @@ typedef struct coord_req {
 	/* output */
 	text_detok *detok;
 	int n_generated, sent_chunk;
-	coord_bytes held;          /* text not yet sent (stop strings may still match) */
-	coord_bytes text;          /* stream = false: everything released */
+	sl_buf held;          /* text not yet sent (stop strings may still match) */
+	sl_buf text;          /* stream = false: everything released */
 	coord_ids ids;             /* stream: ids since the last chunk; else all */
 	coord_ids gen;             /* every id counted in n_generated: a migration's prefill */
 	int migrations;            /* times it moved off a lost group mid-stream */
@@ -219,7 +219,6 @@ struct coord {
 };
 
 /* buffers.c; each SL_ENOMEM (contents kept) or 0 */
-int coord_bytes_add(coord_bytes *b, const char *p, size_t n); /* keeps a NUL after n */
 int coord_ids_add(coord_ids *b, const int32_t *p, size_t n);
 /* Token i of v onto b (b takes v's top_n on its first entry). */
 int coord_logprobs_add(coord_logprobs *b, const coord_lp_view *v, size_t i);

@@ -32,6 +32,8 @@
 #include <time.h>
 
 #include "text/jinja/chat_template.h"
+#include "text/json.h"
+#include "text/utf8.h"
 #include "coordinator/coord_int.h"
 #include "coordinator/metrics.h"
 #include "common/rng.h"
@@ -40,93 +42,9 @@
 typedef Shardline__Client__Submit pb_submit;
 typedef Shardline__Client__Sampling pb_sampling;
 
-/* --- JSON output ---------------------------------------------------------- */
+/* --- JSON output: common/buf.h buffers, strings through text/json.h ---- */
 
-typedef struct jb { coord_bytes b; int failed; } jb;
-
-static void jraw(jb *j, const char *s, size_t n)
-{
-	if (coord_bytes_add(&j->b, s, n))
-		j->failed = 1;
-}
-static void jlit(jb *j, const char *s) { jraw(j, s, strlen(s)); }
-
-static void jfmt(jb *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void jfmt(jb *j, const char *fmt, ...)
-{
-	char buf[128];
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(buf, sizeof buf, fmt, ap);
-	va_end(ap);
-	if (n < 0 || (size_t)n >= sizeof buf)
-		j->failed = 1;
-	else
-		jraw(j, buf, (size_t)n);
-}
-
-/* Length of the valid UTF-8 character at p[0..n), or 0. */
-static size_t utf8_char(const unsigned char *p, size_t n)
-{
-	unsigned c = p[0];
-	size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
-	if (!len || len > n || (len == 2 && c < 0xC2))
-		return 0;
-	for (size_t k = 1; k < len; k++)
-		if ((p[k] & 0xC0) != 0x80)
-			return 0;
-	if (len == 3) {
-		unsigned cp = ((c & 0x0F) << 12) | ((p[1] & 0x3F) << 6) | (p[2] & 0x3F);
-		if (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))
-			return 0;
-	} else if (len == 4) {
-		unsigned cp = ((c & 0x07) << 18) | ((p[1] & 0x3F) << 12) | ((p[2] & 0x3F) << 6) | (p[3] & 0x3F);
-		if (cp < 0x10000 || cp > 0x10FFFF)
-			return 0;
-	}
-	return len;
-}
-
-/* A JSON string; bytes that are not UTF-8 (a name cut mid-character in an
- * error message) become U+FFFD, so the output is always valid JSON. */
-static void jstr(jb *j, const char *s, size_t n)
-{
-	static const char hex[] = "0123456789abcdef";
-	const unsigned char *p = (const unsigned char *)s;
-	jraw(j, "\"", 1);
-	size_t run = 0; /* bytes copied as they are, pending */
-	for (size_t i = 0; i < n;) {
-		unsigned char ch = p[i];
-		if (ch >= 0x20 && ch != '"' && ch != '\\' && ch < 0x80) {
-			run++, i++;
-			continue;
-		}
-		size_t len = ch >= 0x80 ? utf8_char(p + i, n - i) : 0;
-		if (len) {
-			run += len, i += len;
-			continue;
-		}
-		jraw(j, (const char *)p + i - run, run);
-		run = 0;
-		char esc[8];
-		if (ch == '"' || ch == '\\')
-			esc[0] = '\\', esc[1] = (char)ch, jraw(j, esc, 2);
-		else if (ch == '\n')
-			jraw(j, "\\n", 2);
-		else if (ch == '\r')
-			jraw(j, "\\r", 2);
-		else if (ch == '\t')
-			jraw(j, "\\t", 2);
-		else if (ch < 0x20)
-			memcpy(esc, "\\u00", 4), esc[4] = hex[ch >> 4], esc[5] = hex[ch & 15], jraw(j, esc, 6);
-		else
-			jraw(j, "\\ufffd", 6);
-		i++;
-	}
-	jraw(j, (const char *)p + n - run, run);
-	jraw(j, "\"", 1);
-}
-static void jcstr(jb *j, const char *s) { jstr(j, s, strlen(s)); }
+static void jcstr(sl_buf *j, const char *s) { text_json_str(j, s, strlen(s)); }
 
 /* --- exchange state ----------------------------------------------------- */
 
@@ -138,7 +56,7 @@ typedef struct oai_choice {
 	int timed_out;
 	char *error;               /* ERROR's message (malloc'd) */
 	int prompt_tokens, completion_tokens;
-	coord_bytes text;          /* stream = false: the whole text */
+	sl_buf text;          /* stream = false: the whole text */
 	coord_ids ids;             /* stream = false: every token id */
 	float *lp, *top_lp;        /* stream = false: Done's log-probs ([n_lp], [n_lp * top_n]) */
 	int32_t *top_ids;
@@ -161,8 +79,8 @@ typedef struct oai_call {
 	char id[48];
 	long long created;
 	char model[COORD_MAX_NAME + 1];
-	jb head;                   /* {"id":...,"object":...,"created":...,"model":... of every event */
-	jb ev;                     /* scratch for one event */
+	sl_buf head;                   /* {"id":...,"object":...,"created":...,"model":... of every event */
+	sl_buf ev;                     /* scratch for one event */
 } oai_call;
 
 static void choice_release(oai_choice *ch)
@@ -198,8 +116,8 @@ void coord_oai_call_free(coord *c, void *app)
 	for (int i = 0; i < o->n_choices; i++)
 		choice_release(&o->ch[i]);
 	free(o->ch);
-	free(o->head.b.p);
-	free(o->ev.b.p);
+	free(o->head.p);
+	free(o->ev.p);
 	free(o);
 }
 
@@ -239,30 +157,30 @@ void coord_oai_error(coord_http_call *x, int status, const char *type, const cha
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	jb j = {0};
-	jlit(&j, "{\"error\":{\"message\":");
+	sl_buf j = {0};
+	sl_buf_puts(&j, "{\"error\":{\"message\":");
 	jcstr(&j, msg);
-	jlit(&j, ",\"type\":");
+	sl_buf_puts(&j, ",\"type\":");
 	jcstr(&j, type);
-	jlit(&j, ",\"param\":");
+	sl_buf_puts(&j, ",\"param\":");
 	if (param)
 		jcstr(&j, param);
 	else
-		jlit(&j, "null");
-	jlit(&j, ",\"code\":");
+		sl_buf_puts(&j, "null");
+	sl_buf_puts(&j, ",\"code\":");
 	if (code)
 		jcstr(&j, code);
 	else
-		jlit(&j, "null");
-	jlit(&j, "}}\n");
+		sl_buf_puts(&j, "null");
+	sl_buf_puts(&j, "}}\n");
 	const char *extra = status == 429 || status == 503 ? "Retry-After: 1" : NULL;
 	if (status == 401)
 		extra = "WWW-Authenticate: Bearer";
 	if (j.failed)
 		coord_http_respond(x, 500, "text/plain", "out of memory\n", 14, NULL);
 	else
-		coord_http_respond(x, status, "application/json", j.b.p, j.b.n, extra);
-	free(j.b.p);
+		coord_http_respond(x, status, "application/json", j.p, j.n, extra);
+	free(j.p);
 	SL_DEBUG("http", "%d: %s", status, msg);
 }
 
@@ -661,9 +579,9 @@ static oai_call *call_new(coord *c, coord_http_call *x, int chat, const oai_req 
 		 (unsigned long long)sl_splitmix64(&rng), (unsigned long long)(sl_splitmix64(&rng) >> 32));
 	o->created = (long long)time(NULL);
 	snprintf(o->model, sizeof o->model, "%s", c->models[q->model].name);
-	jlit(&o->head, "{\"id\":\"");
-	jlit(&o->head, o->id);
-	jfmt(&o->head, "\",\"object\":\"%s\",\"created\":%lld,\"model\":",
+	sl_buf_puts(&o->head, "{\"id\":\"");
+	sl_buf_puts(&o->head, o->id);
+	sl_buf_printf(&o->head, "\",\"object\":\"%s\",\"created\":%lld,\"model\":",
 	     chat ? (q->stream ? "chat.completion.chunk" : "chat.completion") : "text_completion",
 	     o->created);
 	jcstr(&o->head, o->model);
@@ -739,7 +657,7 @@ static void error_status(const oai_choice *ch, oai_err *e)
 	}
 }
 
-static void usage_json(jb *j, const oai_call *o)
+static void usage_json(sl_buf *j, const oai_call *o)
 {
 	long prompt = 0, gen = 0;
 	for (int i = 0; i < o->n_choices; i++) {
@@ -749,16 +667,16 @@ static void usage_json(jb *j, const oai_call *o)
 			prompt += ch->prompt_tokens;
 		gen += ch->completion_tokens;
 	}
-	jfmt(j, "\"usage\":{\"prompt_tokens\":%ld,\"completion_tokens\":%ld,\"total_tokens\":%ld}", prompt,
+	sl_buf_printf(j, "\"usage\":{\"prompt_tokens\":%ld,\"completion_tokens\":%ld,\"total_tokens\":%ld}", prompt,
 	     gen, prompt + gen);
 }
 
-static void ids_json(jb *j, const int32_t *ids, size_t n)
+static void ids_json(sl_buf *j, const int32_t *ids, size_t n)
 {
-	jlit(j, "[");
+	sl_buf_puts(j, "[");
 	for (size_t k = 0; k < n; k++)
-		jfmt(j, k ? ",%d" : "%d", ids[k]);
-	jlit(j, "]");
+		sl_buf_printf(j, k ? ",%d" : "%d", ids[k]);
+	sl_buf_puts(j, "]");
 }
 
 /* --- log-probs -------------------------------------------------------------- */
@@ -792,63 +710,63 @@ static char *token_text(const oai_call *o, int32_t id, size_t *n)
 }
 
 /* A log-prob as JSON: -inf (probability 0) is written -9999.0, as vLLM does. */
-static void jlogprob(jb *j, float v)
+static void jlogprob(sl_buf *j, float v)
 {
 	if (isfinite(v))
-		jfmt(j, "%.7g", (double)v);
+		sl_buf_printf(j, "%.7g", (double)v);
 	else
-		jlit(j, "-9999.0");
+		sl_buf_puts(j, "-9999.0");
 }
 
-static void jbytes(jb *j, const char *t, size_t n)
+static void jbytes(sl_buf *j, const char *t, size_t n)
 {
-	jlit(j, "[");
+	sl_buf_puts(j, "[");
 	for (size_t k = 0; k < n; k++)
-		jfmt(j, k ? ",%u" : "%u", (unsigned char)t[k]);
-	jlit(j, "]");
+		sl_buf_printf(j, k ? ",%u" : "%u", (unsigned char)t[k]);
+	sl_buf_puts(j, "]");
 }
 
 /* One chat log-prob entry: {"token","logprob","bytes"[,"top_logprobs"]}. */
-static void chat_entry(jb *j, const oai_call *o, int32_t id, float lp, int open)
+static void chat_entry(sl_buf *j, const oai_call *o, int32_t id, float lp, int open)
 {
 	size_t n = 0;
 	char *t = token_text(o, id, &n);
-	jlit(j, "{\"token\":");
-	jstr(j, t ? t : "", t ? n : 0);
-	jlit(j, ",\"logprob\":");
+	sl_buf_puts(j, "{\"token\":");
+	text_json_str(j, t ? t : "", t ? n : 0);
+	sl_buf_puts(j, ",\"logprob\":");
 	jlogprob(j, lp);
-	jlit(j, ",\"bytes\":");
+	sl_buf_puts(j, ",\"bytes\":");
 	jbytes(j, t ? t : "", t ? n : 0);
 	if (!open)
-		jlit(j, "}");
+		sl_buf_puts(j, "}");
 	free(t);
 }
 
 /* "logprobs":{...} for ids[0..n) (OpenAI's completions or chat layout), or
  * "logprobs":null when none were asked for (or the node sent none). */
-static void logprobs_json(jb *j, oai_call *o, oai_choice *ch, const int32_t *ids, size_t n,
+static void logprobs_json(sl_buf *j, oai_call *o, oai_choice *ch, const int32_t *ids, size_t n,
 			  const float *lp, size_t n_lp, int top_n, const int32_t *top_ids,
 			  size_t n_top_ids, const float *top_lp, size_t n_top_lp)
 {
 	if (top_n < 0 || n_top_ids != n_top_lp || n_top_ids != n * (size_t)top_n)
 		top_n = 0, top_ids = NULL, top_lp = NULL;
 	if (o->logprobs < 0 || n_lp != n || (n && !lp)) {
-		jlit(j, "\"logprobs\":null");
+		sl_buf_puts(j, "\"logprobs\":null");
 		return;
 	}
 	if (o->chat) {
-		jlit(j, "\"logprobs\":{\"content\":[");
+		sl_buf_puts(j, "\"logprobs\":{\"content\":[");
 		for (size_t i = 0; i < n; i++) {
-			jlit(j, i ? "," : "");
+			sl_buf_puts(j, i ? "," : "");
 			chat_entry(j, o, ids[i], lp[i], 1);
-			jlit(j, ",\"top_logprobs\":[");
+			sl_buf_puts(j, ",\"top_logprobs\":[");
 			for (int k = 0; k < top_n; k++) {
-				jlit(j, k ? "," : "");
+				sl_buf_puts(j, k ? "," : "");
 				chat_entry(j, o, top_ids[i * top_n + k], top_lp[i * top_n + k], 0);
 			}
-			jlit(j, "]}");
+			sl_buf_puts(j, "]}");
 		}
-		jlit(j, "],\"refusal\":null}");
+		sl_buf_puts(j, "],\"refusal\":null}");
 		return;
 	}
 	char **texts = calloc(n ? n : 1, sizeof *texts);
@@ -860,37 +778,37 @@ static void logprobs_json(jb *j, oai_call *o, oai_choice *ch, const int32_t *ids
 	}
 	for (size_t i = 0; i < n; i++)
 		texts[i] = token_text(o, ids[i], &lens[i]);
-	jlit(j, "\"logprobs\":{\"tokens\":[");
+	sl_buf_puts(j, "\"logprobs\":{\"tokens\":[");
 	for (size_t i = 0; i < n; i++) {
-		jlit(j, i ? "," : "");
-		jstr(j, texts[i] ? texts[i] : "", texts[i] ? lens[i] : 0);
+		sl_buf_puts(j, i ? "," : "");
+		text_json_str(j, texts[i] ? texts[i] : "", texts[i] ? lens[i] : 0);
 	}
-	jlit(j, "],\"token_logprobs\":[");
+	sl_buf_puts(j, "],\"token_logprobs\":[");
 	for (size_t i = 0; i < n; i++) {
-		jlit(j, i ? "," : "");
+		sl_buf_puts(j, i ? "," : "");
 		jlogprob(j, lp[i]);
 	}
-	jlit(j, "],\"top_logprobs\":[");
+	sl_buf_puts(j, "],\"top_logprobs\":[");
 	for (size_t i = 0; i < n; i++) {
-		jlit(j, i ? ",{" : "{");
+		sl_buf_puts(j, i ? ",{" : "{");
 		for (int k = 0; k < top_n; k++) {
 			size_t tn = 0;
 			char *t = token_text(o, top_ids[i * top_n + k], &tn);
-			jlit(j, k ? "," : "");
-			jstr(j, t ? t : "", t ? tn : 0);
-			jlit(j, ":");
+			sl_buf_puts(j, k ? "," : "");
+			text_json_str(j, t ? t : "", t ? tn : 0);
+			sl_buf_puts(j, ":");
 			jlogprob(j, top_lp[i * top_n + k]);
 			free(t);
 		}
-		jlit(j, "}");
+		sl_buf_puts(j, "}");
 	}
-	jlit(j, "],\"text_offset\":[");
+	sl_buf_puts(j, "],\"text_offset\":[");
 	for (size_t i = 0; i < n; i++) {
-		jfmt(j, i ? ",%zu" : "%zu", ch->text_off);
+		sl_buf_printf(j, i ? ",%zu" : "%zu", ch->text_off);
 		ch->text_off += lens[i];
 		free(texts[i]);
 	}
-	jlit(j, "]}");
+	sl_buf_puts(j, "]}");
 	free(texts);
 	free(lens);
 }
@@ -918,51 +836,51 @@ static int keep_logprobs(oai_choice *ch, const Shardline__Client__Done *d)
 /* stream = false: the whole answer, once every choice is done. */
 static void respond_whole(oai_call *o)
 {
-	jb j = {0};
-	jraw(&j, o->head.b.p, o->head.b.n);
-	jlit(&j, ",\"choices\":[");
+	sl_buf j = {0};
+	sl_buf_put(&j, o->head.p, o->head.n);
+	sl_buf_puts(&j, ",\"choices\":[");
 	for (int i = 0; i < o->n_choices; i++) {
 		oai_choice *ch = &o->ch[i];
-		jfmt(&j, "%s{\"index\":%d,", i ? "," : "", i);
+		sl_buf_printf(&j, "%s{\"index\":%d,", i ? "," : "", i);
 		if (o->chat) {
-			jlit(&j, "\"message\":{\"role\":\"assistant\",\"content\":");
-			jstr(&j, ch->text.p ? ch->text.p : "", ch->text.n);
-			jlit(&j, "},");
+			sl_buf_puts(&j, "\"message\":{\"role\":\"assistant\",\"content\":");
+			text_json_str(&j, ch->text.p ? ch->text.p : "", ch->text.n);
+			sl_buf_puts(&j, "},");
 		} else {
-			jlit(&j, "\"text\":");
-			jstr(&j, ch->text.p ? ch->text.p : "", ch->text.n);
-			jlit(&j, ",");
+			sl_buf_puts(&j, "\"text\":");
+			text_json_str(&j, ch->text.p ? ch->text.p : "", ch->text.n);
+			sl_buf_puts(&j, ",");
 		}
 		if (o->return_token_ids) {
-			jlit(&j, "\"token_ids\":");
+			sl_buf_puts(&j, "\"token_ids\":");
 			ids_json(&j, ch->ids.p, ch->ids.n);
-			jlit(&j, ",");
+			sl_buf_puts(&j, ",");
 		}
 		logprobs_json(&j, o, ch, ch->ids.p, ch->ids.n, ch->lp, ch->n_lp, ch->top_n, ch->top_ids,
 			      ch->n_lp * (size_t)ch->top_n, ch->top_lp, ch->n_lp * (size_t)ch->top_n);
-		jfmt(&j, ",\"finish_reason\":\"%s\"}", finish_name(ch->finish));
+		sl_buf_printf(&j, ",\"finish_reason\":\"%s\"}", finish_name(ch->finish));
 	}
-	jlit(&j, "],");
+	sl_buf_puts(&j, "],");
 	usage_json(&j, o);
-	jlit(&j, "}\n");
+	sl_buf_puts(&j, "}\n");
 	if (j.failed)
 		coord_oai_error(o->x, 500, "server_error", NULL, NULL, "out of memory");
 	else
-		coord_http_respond(o->x, 200, "application/json", j.b.p, j.b.n, NULL);
-	free(j.b.p);
+		coord_http_respond(o->x, 200, "application/json", j.p, j.n, NULL);
+	free(j.p);
 }
 
 /* One SSE event from o->ev. */
 static void send_event(oai_call *o)
 {
-	jlit(&o->ev, "\n\n");
-	if (o->ev.failed || coord_http_sse_write(o->x, o->ev.b.p, o->ev.b.n)) {
+	sl_buf_puts(&o->ev, "\n\n");
+	if (o->ev.failed || coord_http_sse_write(o->x, o->ev.p, o->ev.n)) {
 		SL_DEBUG("http", "%s: the stream ends early (out of memory, or an unread client)", o->id);
 		detach_all(o);
 		coord_http_sse_end(o->x);
 		o->answered = 1;
 	}
-	o->ev.b.n = 0;
+	o->ev.n = 0;
 	o->ev.failed = 0;
 }
 
@@ -970,52 +888,52 @@ static void send_event(oai_call *o)
  * for a Chunk k, or for the end of choice i (k NULL, finish set). */
 static void choice_event(oai_call *o, int i, const Shardline__Client__Chunk *k, const char *finish)
 {
-	jb *j = &o->ev;
+	sl_buf *j = &o->ev;
 	const char *text = k ? (const char *)k->text.data : NULL;
 	size_t n = k ? k->text.len : 0;
-	jlit(j, "data: ");
-	jraw(j, o->head.b.p, o->head.b.n);
-	jfmt(j, ",\"choices\":[{\"index\":%d,", i);
+	sl_buf_puts(j, "data: ");
+	sl_buf_put(j, o->head.p, o->head.n);
+	sl_buf_printf(j, ",\"choices\":[{\"index\":%d,", i);
 	if (o->chat) {
-		jlit(j, "\"delta\":{");
+		sl_buf_puts(j, "\"delta\":{");
 		if (k) {
-			jlit(j, "\"content\":");
-			jstr(j, text ? text : "", n);
+			sl_buf_puts(j, "\"content\":");
+			text_json_str(j, text ? text : "", n);
 		}
-		jlit(j, "},");
+		sl_buf_puts(j, "},");
 	} else {
-		jlit(j, "\"text\":");
-		jstr(j, text ? text : "", n);
-		jlit(j, ",");
+		sl_buf_puts(j, "\"text\":");
+		text_json_str(j, text ? text : "", n);
+		sl_buf_puts(j, ",");
 	}
 	if (o->return_token_ids) {
-		jlit(j, "\"token_ids\":");
+		sl_buf_puts(j, "\"token_ids\":");
 		ids_json(j, k ? k->token_ids : NULL, k ? k->n_token_ids : 0);
-		jlit(j, ",");
+		sl_buf_puts(j, ",");
 	}
 	if (k)
 		logprobs_json(j, o, &o->ch[i], k->token_ids, k->n_token_ids, k->logprobs, k->n_logprobs,
 			      k->has_top_n ? k->top_n : 0, k->top_ids, k->n_top_ids, k->top_logprobs,
 			      k->n_top_logprobs);
 	else
-		jlit(j, "\"logprobs\":null");
-	jlit(j, ",\"finish_reason\":");
+		sl_buf_puts(j, "\"logprobs\":null");
+	sl_buf_puts(j, ",\"finish_reason\":");
 	if (finish)
-		jfmt(j, "\"%s\"", finish);
+		sl_buf_printf(j, "\"%s\"", finish);
 	else
-		jlit(j, "null");
-	jlit(j, o->include_usage ? "}],\"usage\":null}" : "}]}");
+		sl_buf_puts(j, "null");
+	sl_buf_puts(j, o->include_usage ? "}],\"usage\":null}" : "}]}");
 	send_event(o);
 }
 
 static void stream_error(oai_call *o, const oai_err *e)
 {
-	jb *j = &o->ev;
-	jlit(j, "data: {\"error\":{\"message\":");
+	sl_buf *j = &o->ev;
+	sl_buf_puts(j, "data: {\"error\":{\"message\":");
 	jcstr(j, e->msg);
-	jlit(j, ",\"type\":");
+	sl_buf_puts(j, ",\"type\":");
 	jcstr(j, e->type);
-	jfmt(j, ",\"param\":null,\"code\":%d}}", e->status);
+	sl_buf_printf(j, ",\"param\":null,\"code\":%d}}", e->status);
 	send_event(o);
 }
 
@@ -1023,12 +941,12 @@ static void stream_error(oai_call *o, const oai_err *e)
 static void stream_end(oai_call *o)
 {
 	if (o->include_usage) {
-		jb *j = &o->ev;
-		jlit(j, "data: ");
-		jraw(j, o->head.b.p, o->head.b.n);
-		jlit(j, ",\"choices\":[],");
+		sl_buf *j = &o->ev;
+		sl_buf_puts(j, "data: ");
+		sl_buf_put(j, o->head.p, o->head.n);
+		sl_buf_puts(j, ",\"choices\":[],");
 		usage_json(j, o);
-		jlit(j, "}");
+		sl_buf_puts(j, "}");
 		send_event(o);
 	}
 	if (!o->answered) {
@@ -1068,7 +986,7 @@ static void on_done(oai_call *o, oai_choice *ch, int i, const Shardline__Client_
 	ch->completion_tokens = d->completion_tokens;
 	if (d->error && !(ch->error = strdup(d->error)))
 		ch->finish = SHARDLINE__CLIENT__FINISH_REASON__ERROR;
-	if (!o->stream && d->has_text && coord_bytes_add(&ch->text, (const char *)d->text.data, d->text.len))
+	if (!o->stream && d->has_text && sl_buf_put(&ch->text, (const char *)d->text.data, d->text.len))
 		ch->finish = SHARDLINE__CLIENT__FINISH_REASON__ERROR;
 	if (!o->stream && (o->return_token_ids || o->logprobs >= 0) &&
 	    coord_ids_add(&ch->ids, d->token_ids, d->n_token_ids))
@@ -1152,10 +1070,10 @@ static void start_answer(oai_call *o)
 		return;
 	}
 	for (int i = 0; o->chat && i < o->n_choices; i++) { /* the role comes first */
-		jb *j = &o->ev;
-		jlit(j, "data: ");
-		jraw(j, o->head.b.p, o->head.b.n);
-		jfmt(j, ",\"choices\":[{\"index\":%d,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},"
+		sl_buf *j = &o->ev;
+		sl_buf_puts(j, "data: ");
+		sl_buf_put(j, o->head.p, o->head.n);
+		sl_buf_printf(j, ",\"choices\":[{\"index\":%d,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},"
 		     "\"logprobs\":null,\"finish_reason\":null}]%s}", i, o->include_usage ? ",\"usage\":null" : "");
 		send_event(o);
 	}
@@ -1405,45 +1323,45 @@ static void chat(coord *c, coord_http_call *x, const cJSON *root)
 	free_msgs(&ms);
 }
 
-static void model_json(jb *j, const coord *c, int i, long long created)
+static void model_json(sl_buf *j, const coord *c, int i, long long created)
 {
-	jlit(j, "{\"id\":");
+	sl_buf_puts(j, "{\"id\":");
 	jcstr(j, c->models[i].name);
-	jfmt(j, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"shardline\"", created);
+	sl_buf_printf(j, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"shardline\"", created);
 	int ctx = coord_model_context(c, i);
 	if (ctx > 0)
-		jfmt(j, ",\"max_model_len\":%d", ctx);
-	jlit(j, "}");
+		sl_buf_printf(j, ",\"max_model_len\":%d", ctx);
+	sl_buf_puts(j, "}");
 }
 
 static void list_models(coord *c, coord_http_call *x, const char *id)
 {
-	jb j = {0};
+	sl_buf j = {0};
 	long long created = (long long)c->metrics->start_unix;
 	if (id) {
 		for (int i = 0; i < c->n_models; i++)
 			if (!strcmp(c->models[i].name, id))
 				model_json(&j, c, i, created);
-		if (!j.b.n) {
+		if (!j.n) {
 			coord_oai_error(x, 404, "not_found_error", "model", "model_not_found",
 					"the model '%.64s' does not exist", id);
 			return;
 		}
 	} else {
-		jlit(&j, "{\"object\":\"list\",\"data\":[");
+		sl_buf_puts(&j, "{\"object\":\"list\",\"data\":[");
 		for (int i = 0; i < c->n_models; i++) {
 			if (i)
-				jlit(&j, ",");
+				sl_buf_puts(&j, ",");
 			model_json(&j, c, i, created);
 		}
-		jlit(&j, "]}");
+		sl_buf_puts(&j, "]}");
 	}
-	jlit(&j, "\n");
+	sl_buf_puts(&j, "\n");
 	if (j.failed)
 		coord_oai_error(x, 500, "server_error", NULL, NULL, "out of memory");
 	else
-		coord_http_respond(x, 200, "application/json", j.b.p, j.b.n, NULL);
-	free(j.b.p);
+		coord_http_respond(x, 200, "application/json", j.p, j.n, NULL);
+	free(j.p);
 }
 
 void coord_oai_handle(coord *c, coord_http_call *x, int endpoint, const char *arg, const char *body,

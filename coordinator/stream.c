@@ -118,7 +118,7 @@ static void release(coord *c, coord_req *r, int final)
 		r->ids.n = 0;
 		r->lps.n = 0;
 		r->sent_chunk = 1;
-	} else if (coord_bytes_add(&r->text, r->held.p, cut)) {
+	} else if (sl_buf_put(&r->text, r->held.p, cut)) {
 		SL_WARN("coord", "request %llu: out of memory for its text", (unsigned long long)r->id);
 	}
 	if (cut) {
@@ -151,7 +151,7 @@ void coord_stream_tokens(coord *c, coord_req *r, const int32_t *ids, size_t n,
 		const char *t;
 		size_t tl;
 		if (text_detok_step(r->detok, id, &t, &tl) == 0 && tl &&
-		    coord_bytes_add(&r->held, t, tl)) {
+		    sl_buf_put(&r->held, t, tl)) {
 			coord_finish(c, r, SHARDLINE__CLIENT__FINISH_REASON__ERROR, "out of memory");
 			return;
 		}
@@ -208,7 +208,7 @@ void coord_finish(coord *c, coord_req *r, Shardline__Client__FinishReason reason
 		const char *t;
 		size_t tl;
 		if (text_detok_finish(r->detok, &t, &tl) == 0 && tl)
-			coord_bytes_add(&r->held, t, tl);
+			sl_buf_put(&r->held, t, tl);
 		long at = r->n_stop ? find_stop(r) : -1;
 		if (at >= 0) {
 			r->held.n = (size_t)at;
