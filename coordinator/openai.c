@@ -39,8 +39,6 @@
 #include "common/rng.h"
 #include "common/sl.h"
 
-typedef Shardline__Client__Submit pb_submit;
-typedef Shardline__Client__Sampling pb_sampling;
 
 /* --- JSON output: common/buf.h buffers, strings through text/json.h ---- */
 
@@ -142,7 +140,7 @@ static void sink_detach(coord_req *r)
 	r->sink.ctx = NULL;
 }
 
-static void sink_reply(coord *c, coord_req *r, const Shardline__Client__Reply *rep);
+static void sink_reply(coord *c, coord_req *r, const coord_event *ev);
 
 static const coord_sink_ops oai_sink = {
 	.attach = sink_attach, .reply = sink_reply, .detach = sink_detach};
@@ -215,14 +213,14 @@ static void send_err(coord_http_call *x, const oai_err *e)
  * that is one (the core's messages start with the field they check). */
 static const char *param_of(const char *msg)
 {
-	static const char *fields[] = {"prompt", "prompt_ids", "max_tokens", "temperature", "top_k",
-				       "top_p", "min_p", "seed", "stop", "presence_penalty",
-				       "frequency_penalty", "repetition_penalty", "logprobs",
-				       "top_logprobs", "timeout_ms", NULL};
+	static const char *fields[] = {"prompt", "prompt_ids", "max_tokens", "stop", "timeout_ms", NULL};
 	size_t n = strcspn(msg, " [");
 	for (int i = 0; fields[i]; i++)
 		if (strlen(fields[i]) == n && !strncmp(msg, fields[i], n))
 			return !strcmp(fields[i], "prompt_ids") ? "prompt" : fields[i];
+	for (int i = 0; i < sl_sampling_n_fields; i++)
+		if (strlen(sl_sampling_fields[i].name) == n && !strncmp(msg, sl_sampling_fields[i].name, n))
+			return sl_sampling_fields[i].name;
 	if (!strncmp(msg, "empty prompt", 12))
 		return "prompt";
 	return NULL;
@@ -272,12 +270,11 @@ static int get_bool(const cJSON *o, const char *key, int *v, oai_err *e)
 	return 0;
 }
 
-/* The request's fields every endpoint shares, as one Submit to copy per
- * choice. Its strings point into the parsed JSON. */
+/* The request's fields every endpoint shares, as one core request to copy
+ * per choice. Its strings point into the parsed JSON. */
 typedef struct oai_req {
-	pb_submit s;
-	pb_sampling sp;
-	ProtobufCBinaryData stops[COORD_MAX_STOPS];
+	coord_request s;
+	coord_str stops[COORD_MAX_STOPS];
 	int n, stream, include_usage, return_token_ids;
 	int logprobs;              /* -1: none; else the alternatives per token */
 	int has_seed;
@@ -310,7 +307,7 @@ static int get_stop(const cJSON *root, oai_req *q, oai_err *e)
 	if (is_null(st))
 		return 0;
 	if (cJSON_IsString(st)) {
-		q->stops[0] = (ProtobufCBinaryData){strlen(st->valuestring), (uint8_t *)st->valuestring};
+		q->stops[0] = (coord_str){st->valuestring, strlen(st->valuestring)};
 		q->s.n_stop = 1;
 	} else if (cJSON_IsArray(st)) {
 		int k = 0;
@@ -320,7 +317,7 @@ static int get_stop(const cJSON *root, oai_req *q, oai_err *e)
 				return fail(e, 400, "stop", "stop must be a string or an array of strings");
 			if (k == COORD_MAX_STOPS)
 				return fail(e, 400, "stop", "at most %d stop strings", COORD_MAX_STOPS);
-			q->stops[k++] = (ProtobufCBinaryData){strlen(it->valuestring), (uint8_t *)it->valuestring};
+			q->stops[k++] = (coord_str){it->valuestring, strlen(it->valuestring)};
 		}
 		q->s.n_stop = (size_t)k;
 	} else {
@@ -356,48 +353,45 @@ static int refuse_unsupported(const cJSON *root, oai_err *e)
 	return 0;
 }
 
-/* min_p, the penalties and log-probs. Completions: logprobs N (0..20) is
- * the chosen token's log-prob plus N alternatives; chat: logprobs true
- * and top_logprobs N. Ranges are the core's (coord_sampling_check). */
-static int get_sampling_extras(const cJSON *root, int chat, oai_req *q, oai_err *e)
+/* The sampling fields the OpenAI API takes as plain numbers of their own
+ * name (common/sampling.h marks them; ranges are checked by the core,
+ * sl_sampling_check), and log-probs. Completions: logprobs N (0..20) is
+ * the chosen token's log-prob plus N alternatives; chat: logprobs true and
+ * top_logprobs N. */
+static int get_sampling(const cJSON *root, int chat, oai_req *q, oai_err *e)
 {
-	static const struct { const char *key; size_t has, val; } F[] = {
-		{"min_p", offsetof(pb_sampling, has_min_p), offsetof(pb_sampling, min_p)},
-		{"presence_penalty", offsetof(pb_sampling, has_presence_penalty),
-		 offsetof(pb_sampling, presence_penalty)},
-		{"frequency_penalty", offsetof(pb_sampling, has_frequency_penalty),
-		 offsetof(pb_sampling, frequency_penalty)},
-		{"repetition_penalty", offsetof(pb_sampling, has_repetition_penalty),
-		 offsetof(pb_sampling, repetition_penalty)},
-	};
 	double d;
 	long long v;
 	int has;
-	for (size_t i = 0; i < sizeof F / sizeof F[0]; i++) {
-		if (get_num(root, F[i].key, &d, &has, e))
+	for (int i = 0; i < sl_sampling_n_fields; i++) {
+		const sl_sampling_field *f = &sl_sampling_fields[i];
+		if (!f->json)
+			continue;
+		if (get_num(root, f->name, &d, &has, e))
 			return -1;
-		if (has) {
-			*(protobuf_c_boolean *)((char *)&q->sp + F[i].has) = 1;
-			*(float *)((char *)&q->sp + F[i].val) = (float)d;
-		}
+		if (has)
+			sl_sampling_set(&q->s.sampling, f, d);
 	}
+	if (get_int(root, "top_k", -1, 1 << 30, &v, &has, e)) /* -1: off, as vLLM takes it */
+		return -1;
+	if (has && v != -1)
+		q->s.sampling.top_k = (int32_t)v;
 	if (chat) {
 		int lp = 0;
 		if (get_bool(root, "logprobs", &lp, e) ||
-		    get_int(root, "top_logprobs", 0, COORD_MAX_TOP_LOGPROBS, &v, &has, e))
+		    get_int(root, "top_logprobs", 0, SL_SAMPLING_MAX_TOP_LOGPROBS, &v, &has, e))
 			return -1;
 		if (has && v > 0 && !lp)
 			return fail(e, 400, "top_logprobs", "top_logprobs needs logprobs: true");
 		q->logprobs = lp ? (has ? (int)v : 0) : -1;
 	} else {
-		if (get_int(root, "logprobs", 0, COORD_MAX_TOP_LOGPROBS, &v, &has, e))
+		if (get_int(root, "logprobs", 0, SL_SAMPLING_MAX_TOP_LOGPROBS, &v, &has, e))
 			return -1;
 		q->logprobs = has ? (int)v : -1;
 	}
 	if (q->logprobs >= 0) {
-		q->s.has_logprobs = q->s.logprobs = 1;
-		q->s.has_top_logprobs = 1;
-		q->s.top_logprobs = q->logprobs;
+		q->s.sampling.logprobs = 1;
+		q->s.sampling.top_logprobs = q->logprobs;
 	}
 	return 0;
 }
@@ -410,12 +404,9 @@ static int get_common(coord *c, const cJSON *root, int chat, oai_req *q, oai_err
 	int has;
 	memset(q, 0, sizeof *q);
 	q->logprobs = -1;
-	q->s = (pb_submit)SHARDLINE__CLIENT__SUBMIT__INIT;
-	q->sp = (pb_sampling)SHARDLINE__CLIENT__SAMPLING__INIT;
-	q->s.sampling = &q->sp;
+	coord_request_init(&q->s);
 	q->n = 1;
-	if (get_model(c, root, q, e) || refuse_unsupported(root, e) ||
-	    get_sampling_extras(root, chat, q, e))
+	if (get_model(c, root, q, e) || refuse_unsupported(root, e) || get_sampling(root, chat, q, e))
 		return -1;
 	q->s.model = c->models[q->model].name;
 	const char *mt = chat && !is_null(cJSON_GetObjectItemCaseSensitive(root, "max_completion_tokens"))
@@ -424,18 +415,6 @@ static int get_common(coord *c, const cJSON *root, int chat, oai_req *q, oai_err
 		return -1;
 	if (has)
 		q->s.has_max_tokens = 1, q->s.max_tokens = (int32_t)v;
-	if (get_num(root, "temperature", &d, &has, e))
-		return -1;
-	if (has)
-		q->sp.has_temperature = 1, q->sp.temperature = (float)d;
-	if (get_num(root, "top_p", &d, &has, e))
-		return -1;
-	if (has)
-		q->sp.has_top_p = 1, q->sp.top_p = (float)d;
-	if (get_int(root, "top_k", -1, 1 << 30, &v, &has, e)) /* -1: off, as vLLM takes it */
-		return -1;
-	if (has && v != -1)
-		q->sp.has_top_k = 1, q->sp.top_k = (int32_t)v;
 	if (get_num(root, "seed", &d, &has, e))
 		return -1;
 	/* any integer a 64-bit seed can hold, negative ones as two's complement */
@@ -459,7 +438,7 @@ static int get_common(coord *c, const cJSON *root, int chat, oai_req *q, oai_err
 	if (get_bool(root, "ignore_eos", &ignore_eos, e) ||
 	    get_bool(root, "return_token_ids", &q->return_token_ids, e))
 		return -1;
-	q->s.has_ignore_eos = 1, q->s.ignore_eos = ignore_eos;
+	q->s.ignore_eos = ignore_eos;
 	const cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
 	if (!is_null(so)) {
 		if (!cJSON_IsObject(so))
@@ -596,19 +575,14 @@ static oai_call *call_new(coord *c, coord_http_call *x, int chat, const oai_req 
 static int submit_choice(oai_call *o, const oai_req *q, const oai_prompt *p, int i, int j,
 			 uint64_t *rng, oai_err *e)
 {
-	pb_submit s = q->s;
-	pb_sampling sp = q->sp;
-	s.sampling = &sp;
-	sp.has_seed = 1;
-	sp.seed = q->has_seed ? q->seed + (uint64_t)j : sl_splitmix64(rng);
+	coord_request s = q->s;
+	s.sampling.seed = q->has_seed ? q->seed + (uint64_t)j : sl_splitmix64(rng);
 	if (p->text) {
-		s.has_prompt = 1;
-		s.prompt = (ProtobufCBinaryData){strlen(p->text), (uint8_t *)p->text};
+		s.prompt = (coord_str){p->text, strlen(p->text)};
 	} else {
 		s.n_prompt_ids = p->n_ids;
 		s.prompt_ids = p->ids;
 	}
-	s.has_stream = 1;
 	s.stream = o->stream;
 	coord_sink to = {.ops = &oai_sink, .ctx = o, .choice = i};
 	char err[SL_ERRLEN];
@@ -814,21 +788,23 @@ static void logprobs_json(sl_buf *j, oai_call *o, oai_choice *ch, const int32_t 
 }
 
 /* stream = false: keep Done's log-probs until every choice is done. */
-static int keep_logprobs(oai_choice *ch, const Shardline__Client__Done *d)
+static int keep_logprobs(oai_choice *ch, const coord_event *d)
 {
-	size_t n = d->n_logprobs, nt = d->n_top_ids;
+	const coord_logprobs *b = d->lps;
+	size_t n = b ? b->n : 0;
 	if (!n)
 		return 0;
 	if (!(ch->lp = malloc(sizeof(float) * n)))
 		return -1;
-	memcpy(ch->lp, d->logprobs, sizeof(float) * n);
+	memcpy(ch->lp, b->lp, sizeof(float) * n);
 	ch->n_lp = n;
-	if (d->has_top_n && d->top_n > 0 && nt == d->n_top_logprobs && nt == n * (size_t)d->top_n) {
+	size_t nt = n * (size_t)(b->top_n > 0 ? b->top_n : 0);
+	if (nt) {
 		if (!(ch->top_ids = malloc(sizeof(int32_t) * nt)) || !(ch->top_lp = malloc(sizeof(float) * nt)))
 			return -1;
-		memcpy(ch->top_ids, d->top_ids, sizeof(int32_t) * nt);
-		memcpy(ch->top_lp, d->top_logprobs, sizeof(float) * nt);
-		ch->top_n = d->top_n;
+		memcpy(ch->top_ids, b->top_ids, sizeof(int32_t) * nt);
+		memcpy(ch->top_lp, b->top, sizeof(float) * nt);
+		ch->top_n = b->top_n;
 	}
 	return 0;
 }
@@ -885,12 +861,12 @@ static void send_event(oai_call *o)
 }
 
 /* data: {head,"choices":[{"index":i, <delta or text> ,"finish_reason":F}]}
- * for a Chunk k, or for the end of choice i (k NULL, finish set). */
-static void choice_event(oai_call *o, int i, const Shardline__Client__Chunk *k, const char *finish)
+ * for a chunk k, or for the end of choice i (k NULL, finish set). */
+static void choice_event(oai_call *o, int i, const coord_event *k, const char *finish)
 {
 	sl_buf *j = &o->ev;
-	const char *text = k ? (const char *)k->text.data : NULL;
-	size_t n = k ? k->text.len : 0;
+	const char *text = k ? k->text.p : NULL;
+	size_t n = k ? k->text.n : 0;
 	sl_buf_puts(j, "data: ");
 	sl_buf_put(j, o->head.p, o->head.n);
 	sl_buf_printf(j, ",\"choices\":[{\"index\":%d,", i);
@@ -908,13 +884,15 @@ static void choice_event(oai_call *o, int i, const Shardline__Client__Chunk *k, 
 	}
 	if (o->return_token_ids) {
 		sl_buf_puts(j, "\"token_ids\":");
-		ids_json(j, k ? k->token_ids : NULL, k ? k->n_token_ids : 0);
+		ids_json(j, k ? k->ids : NULL, k ? k->n_ids : 0);
 		sl_buf_puts(j, ",");
 	}
-	if (k)
-		logprobs_json(j, o, &o->ch[i], k->token_ids, k->n_token_ids, k->logprobs, k->n_logprobs,
-			      k->has_top_n ? k->top_n : 0, k->top_ids, k->n_top_ids, k->top_logprobs,
-			      k->n_top_logprobs);
+	if (k && k->lps)
+		logprobs_json(j, o, &o->ch[i], k->ids, k->n_ids, k->lps->lp, k->lps->n, k->lps->top_n,
+			      k->lps->top_ids, k->lps->n * (size_t)k->lps->top_n, k->lps->top,
+			      k->lps->n * (size_t)k->lps->top_n);
+	else if (k)
+		logprobs_json(j, o, &o->ch[i], k->ids, k->n_ids, NULL, 0, 0, NULL, 0, NULL, 0);
 	else
 		sl_buf_puts(j, "\"logprobs\":null");
 	sl_buf_puts(j, ",\"finish_reason\":");
@@ -975,7 +953,7 @@ static void fail_exchange(oai_call *o, const oai_choice *ch)
 	o->answered = 1;
 }
 
-static void on_done(oai_call *o, oai_choice *ch, int i, const Shardline__Client__Done *d,
+static void on_done(oai_call *o, oai_choice *ch, int i, const coord_event *d,
 		    const coord_req *r)
 {
 	ch->done = 1;
@@ -986,10 +964,10 @@ static void on_done(oai_call *o, oai_choice *ch, int i, const Shardline__Client_
 	ch->completion_tokens = d->completion_tokens;
 	if (d->error && !(ch->error = strdup(d->error)))
 		ch->finish = SHARDLINE__CLIENT__FINISH_REASON__ERROR;
-	if (!o->stream && d->has_text && sl_buf_put(&ch->text, (const char *)d->text.data, d->text.len))
+	if (!o->stream && d->has_text && sl_buf_put(&ch->text, d->text.p, d->text.n))
 		ch->finish = SHARDLINE__CLIENT__FINISH_REASON__ERROR;
 	if (!o->stream && (o->return_token_ids || o->logprobs >= 0) &&
-	    coord_ids_add(&ch->ids, d->token_ids, d->n_token_ids))
+	    coord_ids_add(&ch->ids, d->ids, d->n_ids))
 		ch->finish = SHARDLINE__CLIENT__FINISH_REASON__ERROR;
 	if (!o->stream && o->logprobs >= 0 && keep_logprobs(ch, d))
 		ch->finish = SHARDLINE__CLIENT__FINISH_REASON__ERROR;
@@ -1013,26 +991,25 @@ static void on_done(oai_call *o, oai_choice *ch, int i, const Shardline__Client_
 	o->answered = 1;
 }
 
-/* A Chunk or Done of r, to its exchange. */
-static void sink_reply(coord *c, coord_req *r, const Shardline__Client__Reply *rep)
+/* A chunk or the end of r, to its exchange. */
+static void sink_reply(coord *c, coord_req *r, const coord_event *ev)
 {
 	oai_call *o = r->sink.ctx;
 	int i = r->sink.choice;
 	if (!o || i < 0 || i >= o->n_choices)
 		return;
 	oai_choice *ch = &o->ch[i];
-	if (rep->msg_case == SHARDLINE__CLIENT__REPLY__MSG_CHUNK) {
-		const Shardline__Client__Chunk *k = rep->chunk;
+	if (ev->kind == COORD_EV_CHUNK) {
 		if (!o->stream || o->answered || o->submitting)
 			return;
-		if (k->text.len == 0 && !((o->return_token_ids || o->logprobs >= 0) && k->n_token_ids))
+		if (ev->text.n == 0 && !((o->return_token_ids || o->logprobs >= 0) && ev->n_ids))
 			return; /* nothing a client can see */
-		choice_event(o, i, k, NULL);
-	} else if (rep->msg_case == SHARDLINE__CLIENT__REPLY__MSG_DONE) {
+		choice_event(o, i, ev, NULL);
+	} else {
 		ch->req = NULL;
 		r->sink.ops = NULL; /* r is freed right after its Done */
 		r->sink.ctx = NULL;
-		on_done(o, ch, i, rep->done, r);
+		on_done(o, ch, i, ev, r);
 	}
 }
 

@@ -17,6 +17,7 @@
 #include "coordinator/coord_int.h"
 #include "coordinator/prefix.h"
 #include "common/sl.h"
+#include "proto/sampling_pb.h"
 
 /* The route score (docs/scheduling.md): cached share - LOAD_WEIGHT x load,
  * among groups whose load is below the least loaded's + IMBALANCE. */
@@ -148,23 +149,10 @@ static int32_t *run_prompt(const coord_req *r, size_t *n)
 
 static int send_enqueue(coord *c, coord_group *g, const coord_req *r)
 {
-	const coord_sampling *rs = &r->sampling;
-	Shardline__Node__Sampling sp = SHARDLINE__NODE__SAMPLING__INIT;
-	sp.has_temperature = sp.has_top_k = sp.has_top_p = sp.has_seed = sp.has_min_p = 1;
-	sp.has_presence_penalty = sp.has_frequency_penalty = sp.has_repetition_penalty = 1;
-	sp.temperature = rs->temperature;
-	sp.top_k = rs->top_k;
-	sp.top_p = rs->top_p;
-	sp.seed = rs->seed;
-	sp.min_p = rs->min_p;
-	sp.presence_penalty = rs->presence_penalty;
-	sp.frequency_penalty = rs->frequency_penalty;
-	sp.repetition_penalty = rs->repetition_penalty;
+	Shardline__Client__Sampling sp = SHARDLINE__CLIENT__SAMPLING__INIT;
 	Shardline__Node__Enqueue q = SHARDLINE__NODE__ENQUEUE__INIT;
+	sl_sampling_to_pb(&r->sampling, &sp.base, &q.base);
 	q.has_req_id = q.has_max_tokens = q.has_ignore_eos = 1;
-	q.has_logprobs = q.has_top_logprobs = 1;
-	q.logprobs = rs->logprobs != 0;
-	q.top_logprobs = rs->top_logprobs;
 	q.req_id = r->id;
 	if (!(q.prompt = run_prompt(r, &q.n_prompt)))
 		return SL_ENOMEM;
