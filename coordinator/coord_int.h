@@ -292,6 +292,11 @@ void coord_request_init(coord_request *q);
 
 /* on_node.c */
 void coord_on_node(coord *c, sl_wire_msg *m);
+/* r to group g's leader (Enqueue: from its prompt, or where a lost group
+ * left it); SL_ENOMEM, or a failed send (g is then marked lost). */
+int coord_node_enqueue(coord *c, coord_group *g, const coord_req *r);
+/* r's group, which still runs it, frees its slot and KV blocks. */
+void coord_node_cancel(coord *c, const coord_req *r);
 void coord_group_lost(coord *c, coord_group *g, const char *why);
 /* Free a group struct and what it owns. */
 void coord_group_free(coord_group *g);
