@@ -4,25 +4,31 @@
  *   coord.c      the loop, timers, sockets, create/destroy
  *   http.c       the HTTP server (libmicrohttpd) inside the loop: limits,
  *                auth, routing, /health, /metrics, client disconnects
- *   on_client.c  the ZeroMQ front door: submit, cancel, status, drain
- *   openai.c     the HTTP front door, the OpenAI API: JSON in, Submits
- *                out, Chunk/Done back to JSON and events; /v1/models
+ *   on_client.c  the ZeroMQ front door: Submit decoded into a coord_request,
+ *                cancel, status, drain; events encoded as Chunk/Done
+ *   openai.c     the HTTP front door, the OpenAI API: the exchange, with
+ *                openai_request.c (JSON in, coord_requests out) and
+ *                openai_response.c (events back to JSON, SSE; /v1/models)
  *   on_node.c    leader messages: register, heartbeat, tokens; group loss
  *   submit.c     the request core of both front doors: validation,
  *                tokenizing, a request made, queued and routed
  *   route.c      which group gets a queued request: cached prefix and load
- *   stream.c     tokens -> text deltas, EOS, stop strings, the final Done
+ *   stream.c     tokens -> text deltas, EOS, stop strings, the end (events)
  *   requests.c   the request table (by id), the queue, request life cycle
  *   send.c       every ZeroMQ message out: client replies, node messages
+ *                (a request as Enqueue and Cancel)
  *   http_call.c  one HTTP exchange's answer: response, SSE, suspend/resume
  *   metrics.c    Prometheus counters and histograms, the exposition
- *   buffers.c    growable bytes, ids and log-probs
+ *   buffers.c    growable ids and log-probs (bytes: common/buf.h)
  *   prefix.c     a group's cached block hashes (prefix.h; calls nothing
  *                here): on_node.c feeds it, route.c reads it
  *   standby.c    Binary Star's state (standby.h; calls nothing here):
  *                coord.c and http.c ask it whether to serve a client
- * A request's replies go to its sink (coord_sink), set by the front door
+ * A request's events go to its sink (coord_sink), set by the front door
  * that made it: the layers below call the front door only through it.
+ * Protobuf and JSON live at the edges (on_client.c, on_node.c, send.c;
+ * openai*.c, http*.c); the core passes coord_request, coord_req and
+ * coord_event, with sampling as common/sampling.h's sl_sampling.
  * Nothing here is visible outside coordinator/.
  */
 #ifndef COORD_INT_H
@@ -276,6 +282,11 @@ int coord_send_node(coord *c, coord_group *g, Shardline__Node__CoordMsg *m);
 /* To a leader by routing id, registered or not; failures are ignored. */
 void coord_send_ident(coord *c, const void *ident, size_t len, Shardline__Node__CoordMsg *m);
 void coord_send_ping(coord *c, coord_group *g);
+/* r to group g's leader (Enqueue: from its prompt, or where a lost group
+ * left it); SL_ENOMEM, or a failed send (g is then marked lost). */
+int coord_node_enqueue(coord *c, coord_group *g, const coord_req *r);
+/* r's group, which still runs it, frees its slot and KV blocks. */
+void coord_node_cancel(coord *c, const coord_req *r);
 
 /* on_client.c */
 void coord_on_client(coord *c, sl_wire_msg *m);
@@ -292,11 +303,6 @@ void coord_request_init(coord_request *q);
 
 /* on_node.c */
 void coord_on_node(coord *c, sl_wire_msg *m);
-/* r to group g's leader (Enqueue: from its prompt, or where a lost group
- * left it); SL_ENOMEM, or a failed send (g is then marked lost). */
-int coord_node_enqueue(coord *c, coord_group *g, const coord_req *r);
-/* r's group, which still runs it, frees its slot and KV blocks. */
-void coord_node_cancel(coord *c, const coord_req *r);
 void coord_group_lost(coord *c, coord_group *g, const char *why);
 /* Free a group struct and what it owns. */
 void coord_group_free(coord_group *g);
