@@ -47,7 +47,7 @@ for c in $configs; do
 		[ "$tp" -eq 1 ] && car=auto
 		echo "== $name ($v)"
 		SL_PP_INFLIGHT=$inflight SL_CUSTOM_AR=$car SL_FUSED_AR=$fused timeout "${RUN_TIMEOUT:-300}" \
-			mpirun -np "$n" -x SL_PP_INFLIGHT -x SL_CUSTOM_AR -x SL_FUSED_AR -x NCCL_NVLS_ENABLE \
+			mpirun -np "$n" -x LD_LIBRARY_PATH -x SL_PP_INFLIGHT -x SL_CUSTOM_AR -x SL_FUSED_AR -x NCCL_NVLS_ENABLE \
 			"$bin" --shape "$shape" --tp "$tp" --pp "$pp" --batches "${BATCHES:-1,32,128}" \
 			--prompt 128 --new 64 $prefill $flag \
 			--out "$dir/$name.json" >"$dir/$name.log" 2>&1 || echo "failed: $name (see $dir/$name.log)"

@@ -1,17 +1,15 @@
 /*
- * buffers.c — the coordinator's growable buffers: bytes (text, JSON,
- * event streams, the /metrics exposition), token ids, and token log-probs
- * with their alternatives. Each grows by doubling and keeps its contents
- * on failure (SL_ENOMEM), so a caller can report the error and free what
- * it has.
+ * buffers.c — the coordinator's growable arrays: token ids, and token
+ * log-probs with their alternatives (bytes grow in common/buf.h's sl_buf).
+ * Each grows by doubling and keeps its contents on failure (SL_ENOMEM), so
+ * a caller can report the error and free what it has.
  *
  * Also the process's heap policy (coord_mem_setup, coord_mem_release):
  * what the coordinator frees goes back to the system once the load that
  * needed it has gone (docs/operations.md).
  *
- * The floor of coordinator/: it calls nothing of the coordinator, and
- * every file that builds output calls it (stream.c, requests.c, metrics.c,
- * http.c, http_call.c, openai.c); coord.c calls the heap policy. Declared
+ * The floor of coordinator/: it calls nothing of the coordinator; stream.c
+ * and openai.c keep ids and log-probs in it; coord.c calls the heap policy. Declared
  * in coord_int.h.
  */
 #include <malloc.h>
@@ -20,23 +18,6 @@
 
 #include "coordinator/coord_int.h"
 #include "common/sl.h"
-
-int coord_bytes_add(coord_bytes *b, const char *p, size_t n)
-{
-	if (b->n + n + 1 > b->cap) {
-		size_t cap = (b->n + n + 1) * 2;
-		char *np = realloc(b->p, cap);
-		if (!np)
-			return SL_ENOMEM;
-		b->p = np;
-		b->cap = cap;
-	}
-	if (n)
-		memcpy(b->p + b->n, p, n);
-	b->n += n;
-	b->p[b->n] = 0;
-	return SL_OK;
-}
 
 int coord_ids_add(coord_ids *b, const int32_t *p, size_t n)
 {

@@ -4,25 +4,31 @@
  *   coord.c      the loop, timers, sockets, create/destroy
  *   http.c       the HTTP server (libmicrohttpd) inside the loop: limits,
  *                auth, routing, /health, /metrics, client disconnects
- *   on_client.c  the ZeroMQ front door: submit, cancel, status, drain
- *   openai.c     the HTTP front door, the OpenAI API: JSON in, Submits
- *                out, Chunk/Done back to JSON and events; /v1/models
+ *   on_client.c  the ZeroMQ front door: Submit decoded into a coord_request,
+ *                cancel, status, drain; events encoded as Chunk/Done
+ *   openai.c     the HTTP front door, the OpenAI API: the exchange, with
+ *                openai_request.c (JSON in, coord_requests out) and
+ *                openai_response.c (events back to JSON, SSE; /v1/models)
  *   on_node.c    leader messages: register, heartbeat, tokens; group loss
  *   submit.c     the request core of both front doors: validation,
  *                tokenizing, a request made, queued and routed
  *   route.c      which group gets a queued request: cached prefix and load
- *   stream.c     tokens -> text deltas, EOS, stop strings, the final Done
+ *   stream.c     tokens -> text deltas, EOS, stop strings, the end (events)
  *   requests.c   the request table (by id), the queue, request life cycle
  *   send.c       every ZeroMQ message out: client replies, node messages
+ *                (a request as Enqueue and Cancel)
  *   http_call.c  one HTTP exchange's answer: response, SSE, suspend/resume
  *   metrics.c    Prometheus counters and histograms, the exposition
- *   buffers.c    growable bytes, ids and log-probs
+ *   buffers.c    growable ids and log-probs (bytes: common/buf.h)
  *   prefix.c     a group's cached block hashes (prefix.h; calls nothing
  *                here): on_node.c feeds it, route.c reads it
  *   standby.c    Binary Star's state (standby.h; calls nothing here):
  *                coord.c and http.c ask it whether to serve a client
- * A request's replies go to its sink (coord_sink), set by the front door
+ * A request's events go to its sink (coord_sink), set by the front door
  * that made it: the layers below call the front door only through it.
+ * Protobuf and JSON live at the edges (on_client.c, on_node.c, send.c;
+ * openai*.c, http*.c); the core passes coord_request, coord_req and
+ * coord_event, with sampling as common/sampling.h's sl_sampling.
  * Nothing here is visible outside coordinator/.
  */
 #ifndef COORD_INT_H
@@ -30,6 +36,8 @@
 
 #include <stdint.h>
 
+#include "common/buf.h"
+#include "common/sampling.h"
 #include "coordinator/coord.h"
 #include "proto/client.pb-c.h"
 #include "proto/node.pb-c.h"
@@ -48,9 +56,6 @@
 #define COORD_MAX_STOPS 16
 #define COORD_MAX_STOP_BYTES 256
 #define COORD_MAX_TIMEOUT_MS (24 * 3600 * 1000)
-#define COORD_MAX_TOP_LOGPROBS 20        /* alternatives per token (OpenAI's bound) */
-#define COORD_MAX_PENALTY 2.0f           /* |presence|, |frequency| (OpenAI's range) */
-#define COORD_MAX_REP_PENALTY 10.0f      /* repetition_penalty in (0, this] */
 #define COORD_DEAD_INTERVALS 3
 #define COORD_REQ_BUCKETS 4096
 
@@ -92,11 +97,11 @@ typedef struct coord_group {
 
 typedef enum { REQ_QUEUED = 0, REQ_ASSIGNED } coord_req_state;
 
-/* Growable byte / id buffers. */
-typedef struct coord_bytes { char *p; size_t n, cap; } coord_bytes;
+/* Growable id buffers (bytes: common/buf.h). */
 typedef struct coord_ids { int32_t *p; size_t n, cap; } coord_ids;
 
 struct coord_req;
+struct coord_event;
 
 /* What a front door does for the requests it made. stream.c and
  * requests.c reach the front door through these, never by name, so the
@@ -107,7 +112,7 @@ typedef struct coord_sink_ops {
 	void (*attach)(struct coord_req *r);
 	/* A Chunk or Done of r. One that cannot be delivered marks r
 	 * client_gone (the tick cancels r). */
-	void (*reply)(coord *c, struct coord_req *r, const Shardline__Client__Reply *rep);
+	void (*reply)(coord *c, struct coord_req *r, const struct coord_event *ev);
 	/* r is freed before its Done reached the front door. NULL: nothing. */
 	void (*detach)(struct coord_req *r);
 } coord_sink_ops;
@@ -141,22 +146,48 @@ typedef struct coord_lp_view {
 	int top_n;
 } coord_lp_view;
 
-/* What to sample and what to return besides tokens: filled by submit.c
- * from a Submit (a client's own, or one openai.c built from JSON), then
- * checked by coord_sampling_check, the one range check of these fields.
- * docs/sampling.md has the semantics. */
-typedef struct coord_sampling {
-	float temperature;         /* 0: greedy; [0, 100] */
-	int top_k;                 /* 0: off; [0, vocab] */
-	float top_p;               /* 1: off; (0, 1] */
-	float min_p;               /* 0: off; [0, 1] */
-	uint64_t seed;
-	float presence_penalty;    /* 0: off; [-2, 2], over generated tokens */
-	float frequency_penalty;   /* 0: off; [-2, 2], over generated tokens */
-	float repetition_penalty;  /* 1: off; (0, 10], over prompt and generated tokens */
-	int logprobs;              /* return each generated token's log-prob */
-	int top_logprobs;          /* and this many alternatives, [0, 20] (> 0 implies logprobs) */
-} coord_sampling;
+/* A byte string borrowed from a decoded message. */
+typedef struct coord_str { const char *p; size_t n; } coord_str;
+
+/* One generation request as a front door hands it to coord_submit:
+ * decoded from a protobuf Submit (on_client.c) or from OpenAI JSON
+ * (openai_request.c). Borrowed for the call: coord_submit copies what it
+ * keeps. Every field is checked there, the sampling ones by
+ * sl_sampling_check (common/sampling.h). */
+typedef struct coord_request {
+	uint64_t tag;
+	const char *model;         /* NULL or "": the coordinator's first model */
+	coord_str prompt;          /* text (n 0: none) ... */
+	const int32_t *prompt_ids; /* ... or ids [n_prompt_ids]: exactly one of them */
+	size_t n_prompt_ids;
+	sl_sampling sampling;
+	int has_max_tokens;        /* 0: the coordinator's default */
+	int max_tokens;            /* new tokens, [1, COORD_MAX_NEW_TOKENS] */
+	const coord_str *stop;     /* [n_stop] */
+	size_t n_stop;
+	int stream;                /* 0: one Done with the whole text */
+	int ignore_eos;
+	int add_special;           /* BOS before a text prompt */
+	uint32_t timeout_ms;       /* 0: the coordinator's default */
+} coord_request;
+
+/* What a request sends its front door: text as it is released, then the
+ * end. Pointers are into the request, valid during the sink's call. */
+typedef enum { COORD_EV_CHUNK, COORD_EV_DONE } coord_event_kind;
+typedef struct coord_event {
+	coord_event_kind kind;
+	uint64_t tag;
+	int has_text;              /* chunk: always; done: stream = false (the whole text) */
+	coord_str text;
+	const int32_t *ids;        /* chunk: since the last one; done (stream = false): all */
+	size_t n_ids;
+	const coord_logprobs *lps; /* of ids, entry for entry; NULL: not asked for */
+	/* done */
+	Shardline__Client__FinishReason finish;
+	const char *error;         /* finish ERROR: why */
+	int prompt_tokens, completion_tokens;
+	double queue_ms, ttft_ms, total_ms;
+} coord_event;
 
 typedef struct coord_req {
 	uint64_t id, tag;
@@ -167,7 +198,7 @@ typedef struct coord_req {
 	int32_t *prompt;           /* [n_prompt] */
 	int n_prompt;
 	int32_t max_prompt_id;
-	coord_sampling sampling;
+	sl_sampling sampling;
 	int max_tokens, ignore_eos, stream;
 	char **stop;               /* [n_stop] NUL-terminated copies */
 	size_t *stop_len;
@@ -179,8 +210,8 @@ typedef struct coord_req {
 	/* output */
 	text_detok *detok;
 	int n_generated, sent_chunk;
-	coord_bytes held;          /* text not yet sent (stop strings may still match) */
-	coord_bytes text;          /* stream = false: everything released */
+	sl_buf held;          /* text not yet sent (stop strings may still match) */
+	sl_buf text;          /* stream = false: everything released */
 	coord_ids ids;             /* stream: ids since the last chunk; else all */
 	coord_ids gen;             /* every id counted in n_generated: a migration's prefill */
 	int migrations;            /* times it moved off a lost group mid-stream */
@@ -219,7 +250,6 @@ struct coord {
 };
 
 /* buffers.c; each SL_ENOMEM (contents kept) or 0 */
-int coord_bytes_add(coord_bytes *b, const char *p, size_t n); /* keeps a NUL after n */
 int coord_ids_add(coord_ids *b, const int32_t *p, size_t n);
 /* Token i of v onto b (b takes v's top_n on its first entry). */
 int coord_logprobs_add(coord_logprobs *b, const coord_lp_view *v, size_t i);
@@ -252,23 +282,24 @@ int coord_send_node(coord *c, coord_group *g, Shardline__Node__CoordMsg *m);
 /* To a leader by routing id, registered or not; failures are ignored. */
 void coord_send_ident(coord *c, const void *ident, size_t len, Shardline__Node__CoordMsg *m);
 void coord_send_ping(coord *c, coord_group *g);
+/* r to group g's leader (Enqueue: from its prompt, or where a lost group
+ * left it); SL_ENOMEM, or a failed send (g is then marked lost). */
+int coord_node_enqueue(coord *c, coord_group *g, const coord_req *r);
+/* r's group, which still runs it, frees its slot and KV blocks. */
+void coord_node_cancel(coord *c, const coord_req *r);
 
 /* on_client.c */
 void coord_on_client(coord *c, sl_wire_msg *m);
 
 /* submit.c */
-/* The submit path of both transports: every field of s checked, the
+/* The submit path of both transports: every field of q checked, the
  * prompt tokenized, a request made for sink `to` (copied into it; its
  * attach op is called), queued and dispatched. 0, or the ErrorCode with
  * err saying why. */
-int coord_submit(coord *c, const Shardline__Client__Submit *s, const coord_sink *to, char *err,
-		 size_t n);
-
-/* Every field off: greedy, no penalties, no log-probs. */
-void coord_sampling_default(coord_sampling *s);
-/* 0, or nonzero with err naming the first field out of range and the
- * range (NaN is out of every range). vocab: the model's. */
-int coord_sampling_check(const coord_sampling *s, int vocab, char *err, size_t n);
+int coord_submit(coord *c, const coord_request *q, const coord_sink *to, char *err, size_t n);
+/* Defaults of the fields a message may leave out: stream, add_special,
+ * the sampling ones; everything else absent. */
+void coord_request_init(coord_request *q);
 
 /* on_node.c */
 void coord_on_node(coord *c, sl_wire_msg *m);

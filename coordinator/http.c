@@ -182,7 +182,7 @@ static void serve_health(coord_http_call *x)
 
 static void serve_metrics(coord_http_call *x)
 {
-	coord_bytes b = {0};
+	sl_buf b = {0};
 	if (coord_metrics_render(x->h->c, x->h->n_connections, &b))
 		coord_oai_error(x, 500, "server_error", NULL, NULL, "out of memory");
 	else
@@ -226,7 +226,7 @@ static void dispatch(coord_http_call *x)
 	}
 	/* the body is not needed any more: a long stream should not hold it */
 	free(x->body.p);
-	x->body = (coord_bytes){0};
+	x->body = (sl_buf){0};
 }
 
 /* --- MHD callbacks ---------------------------------------------------------- */
@@ -279,7 +279,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
 			SL_DEBUG("http", "closing a connection: body not complete in %.0f s", h->body_timeout_s);
 			return MHD_NO;
 		}
-		return coord_bytes_add(&x->body, upload, n) ? MHD_NO : MHD_YES;
+		return sl_buf_put(&x->body, upload, n) ? MHD_NO : MHD_YES;
 	}
 	enum MHD_Result ret = MHD_YES;
 	x->in_handler = 1;

@@ -131,7 +131,7 @@ int coord_http_sse_write(coord_http_call *x, const char *p, size_t n)
 		coord_http_abort(x);
 		return SL_EIO;
 	}
-	if (coord_bytes_add(&x->out, p, n))
+	if (sl_buf_put(&x->out, p, n))
 		return SL_ENOMEM;
 	wake(x);
 	return SL_OK;

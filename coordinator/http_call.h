@@ -49,7 +49,7 @@ struct coord_http_call {
 	int route;
 	char arg[COORD_MAX_NAME + 2]; /* /v1/models/{arg} */
 	double t_start;
-	coord_bytes body;
+	sl_buf body;
 	int handled;               /* routed to its handler, or answered already */
 	int in_handler;            /* inside the access handler: responses are queued at once */
 	int suspended, waiting;    /* waiting: suspended until coord_http_respond */
@@ -59,7 +59,7 @@ struct coord_http_call {
 	struct MHD_Response *pending; /* to queue when the exchange is resumed */
 	int pending_status;
 	int sse, sse_end;          /* an event stream; its end was written */
-	coord_bytes out;           /* event bytes not yet handed to MHD */
+	sl_buf out;           /* event bytes not yet handed to MHD */
 	size_t out_off;
 	void *app;                 /* openai.c's state */
 	coord_http_call *prev, *next;

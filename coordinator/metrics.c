@@ -123,7 +123,7 @@ void coord_metrics_http(coord_metrics *m, const char *endpoint, int code)
 /* --- rendering ---------------------------------------------------------- */
 
 /* The exposition being written; failed: a line did not fit or no memory. */
-typedef struct expo { coord_bytes *b; int failed; } expo;
+typedef struct expo { sl_buf *b; int failed; } expo;
 
 static void put(expo *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void put(expo *o, const char *fmt, ...)
@@ -133,7 +133,7 @@ static void put(expo *o, const char *fmt, ...)
 	va_start(ap, fmt);
 	int n = vsnprintf(buf, sizeof buf, fmt, ap);
 	va_end(ap);
-	if (n < 0 || (size_t)n >= sizeof buf || coord_bytes_add(o->b, buf, (size_t)n))
+	if (n < 0 || (size_t)n >= sizeof buf || sl_buf_put(o->b, buf, (size_t)n))
 		o->failed = 1;
 }
 
@@ -318,7 +318,7 @@ static void render_process(expo *o, const coord_metrics *m)
 	put(o, "process_start_time_seconds %.3f\n", m->start_unix);
 }
 
-int coord_metrics_render(const coord *c, int http_connections, coord_bytes *b)
+int coord_metrics_render(const coord *c, int http_connections, sl_buf *b)
 {
 	expo o = {b, 0};
 	char names[COORD_MAX_MODELS][2 * COORD_MAX_NAME + 8];

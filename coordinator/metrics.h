@@ -55,7 +55,7 @@ typedef struct coord_metrics {
 
 struct coord;
 struct coord_req;
-struct coord_bytes;
+struct sl_buf;
 
 /* Zeroed counters, the process start time taken now; SL_ENOMEM. */
 int coord_metrics_create(coord_metrics **out);
@@ -69,6 +69,6 @@ void coord_metrics_http(coord_metrics *m, const char *endpoint, int code);
 /* The whole exposition (text format 0.0.4) appended to out; the gauges
  * the coordinator's state does not hold are handed in (http_connections:
  * open HTTP connections, known to http.c alone). */
-int coord_metrics_render(const struct coord *c, int http_connections, struct coord_bytes *out);
+int coord_metrics_render(const struct coord *c, int http_connections, struct sl_buf *out);
 
 #endif

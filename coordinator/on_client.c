@@ -1,32 +1,99 @@
 /*
  * on_client.c — the ZeroMQ front door: messages from clients, Submit
- * (handed to submit.c's coord_submit with this client as the sink),
+ * (decoded into a coord_request and handed to submit.c's coord_submit
+ * with this client as the sink),
  * Cancel (by the client's tag), Status, Drain. Anything else — a frame
  * that is not a Request, truncated, oversized, of an unknown type, with a
  * field out of range — gets an Error reply that says what was wrong, and
  * the loop goes on.
  *
- * The sink of its requests sends their Chunks and Done to the client by
- * routing id; a client that cannot be reached marks its request for the
+ * The sink of its requests encodes their events (coord_event) as Chunk
+ * and Done replies and sends them to the client by routing id; a client that cannot be reached marks its request for the
  * tick to cancel. Called by coord.c's loop; calls down into submit.c,
  * stream.c, requests.c and send.c.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "coordinator/coord_int.h"
 #include "common/sl.h"
+#include "proto/sampling_pb.h"
 
 typedef Shardline__Client__Submit pb_submit;
 #define E_MALFORMED SHARDLINE__CLIENT__ERROR_CODE__MALFORMED
 #define E_BAD SHARDLINE__CLIENT__ERROR_CODE__BAD_REQUEST
 #define E_NOT_FOUND SHARDLINE__CLIENT__ERROR_CODE__NOT_FOUND
+#define E_INTERNAL SHARDLINE__CLIENT__ERROR_CODE__INTERNAL
+
+/* The log-prob fields of a Chunk or Done, from b (nothing when NULL). */
+static void set_logprobs(const coord_logprobs *b, size_t *n_lp, float **lp,
+			 protobuf_c_boolean *has_top_n, int32_t *top_n, size_t *n_ids, int32_t **ids,
+			 size_t *n_top, float **top)
+{
+	if (!b)
+		return;
+	*has_top_n = 1;
+	*top_n = b->top_n;
+	*n_lp = b->n;
+	*lp = b->lp;
+	*n_ids = *n_top = b->n * (size_t)*top_n;
+	*ids = b->top_ids;
+	*top = b->top;
+}
+
+static void chunk_of(const coord_event *ev, Shardline__Client__Chunk *ch)
+{
+	ch->has_tag = ch->has_text = 1;
+	ch->tag = ev->tag;
+	ch->text.data = (uint8_t *)ev->text.p;
+	ch->text.len = ev->text.n;
+	ch->n_token_ids = ev->n_ids;
+	ch->token_ids = (int32_t *)ev->ids;
+	set_logprobs(ev->lps, &ch->n_logprobs, &ch->logprobs, &ch->has_top_n, &ch->top_n,
+		     &ch->n_top_ids, &ch->top_ids, &ch->n_top_logprobs, &ch->top_logprobs);
+}
+
+static void done_of(const coord_event *ev, Shardline__Client__Done *d)
+{
+	d->has_tag = d->has_finish = d->has_prompt_tokens = d->has_completion_tokens = 1;
+	d->has_queue_ms = d->has_ttft_ms = d->has_total_ms = 1;
+	d->tag = ev->tag;
+	d->finish = ev->finish;
+	d->error = (char *)ev->error;
+	d->prompt_tokens = ev->prompt_tokens;
+	d->completion_tokens = ev->completion_tokens;
+	d->queue_ms = ev->queue_ms;
+	d->ttft_ms = ev->ttft_ms;
+	d->total_ms = ev->total_ms;
+	if (!ev->has_text)
+		return;
+	d->has_text = 1;
+	d->text.data = (uint8_t *)ev->text.p;
+	d->text.len = ev->text.n;
+	d->n_token_ids = ev->n_ids;
+	d->token_ids = (int32_t *)ev->ids;
+	set_logprobs(ev->lps, &d->n_logprobs, &d->logprobs, &d->has_top_n, &d->top_n,
+		     &d->n_top_ids, &d->top_ids, &d->n_top_logprobs, &d->top_logprobs);
+}
 
 /* A Chunk or Done of r, to its client. */
-static void client_reply(coord *c, coord_req *r, const Shardline__Client__Reply *rep)
+static void client_reply(coord *c, coord_req *r, const coord_event *ev)
 {
+	Shardline__Client__Chunk ch = SHARDLINE__CLIENT__CHUNK__INIT;
+	Shardline__Client__Done d = SHARDLINE__CLIENT__DONE__INIT;
+	Shardline__Client__Reply rep = SHARDLINE__CLIENT__REPLY__INIT;
+	if (ev->kind == COORD_EV_CHUNK) {
+		chunk_of(ev, &ch);
+		rep.msg_case = SHARDLINE__CLIENT__REPLY__MSG_CHUNK;
+		rep.chunk = &ch;
+	} else {
+		done_of(ev, &d);
+		rep.msg_case = SHARDLINE__CLIENT__REPLY__MSG_DONE;
+		rep.done = &d;
+	}
 	int zerr = 0;
-	coord_send_client(c, r->sink.client, r->sink.client_len, rep, &zerr);
+	coord_send_client(c, r->sink.client, r->sink.client_len, &rep, &zerr);
 	if (zerr) { /* gone or not reading: the tick cancels the request */
 		SL_WARN("coord", "request %llu: client unreachable (%s); cancelling",
 			(unsigned long long)r->id, zmq_strerror(zerr));
@@ -46,6 +113,30 @@ static coord_req *find_tag(coord *c, const void *client, size_t client_len, uint
 	return NULL;
 }
 
+/* A Submit as the core's request; stop (n_stop entries) holds its stop
+ * strings. Absent fields get their defaults (coord_request_init). */
+static void request_of(const pb_submit *s, coord_str *stop, coord_request *q)
+{
+	coord_request_init(q);
+	q->tag = s->tag;
+	q->model = s->model;
+	if (s->has_prompt)
+		q->prompt = (coord_str){(const char *)s->prompt.data, s->prompt.len};
+	q->prompt_ids = s->prompt_ids;
+	q->n_prompt_ids = s->n_prompt_ids;
+	sl_sampling_from_pb(&q->sampling, s->sampling ? &s->sampling->base : NULL, &s->base);
+	q->has_max_tokens = s->has_max_tokens;
+	q->max_tokens = s->max_tokens;
+	for (size_t i = 0; i < s->n_stop; i++)
+		stop[i] = (coord_str){(const char *)s->stop[i].data, s->stop[i].len};
+	q->stop = stop;
+	q->n_stop = s->n_stop;
+	q->stream = !s->has_stream || s->stream;
+	q->ignore_eos = s->has_ignore_eos && s->ignore_eos;
+	q->add_special = !s->has_add_special || s->add_special;
+	q->timeout_ms = s->has_timeout_ms ? s->timeout_ms : 0;
+}
+
 static void on_submit(coord *c, const void *client, size_t client_len, const pb_submit *s)
 {
 	char err[SL_ERRLEN];
@@ -60,7 +151,17 @@ static void on_submit(coord *c, const void *client, size_t client_len, const pb_
 		memcpy(to.client, client, client_len);
 		to.client_len = client_len;
 	}
-	int code = coord_submit(c, s, &to, err, sizeof err);
+	/* a frame holds at most COORD_MAX_FRAME bytes, so this is bounded;
+	 * coord_submit refuses more than COORD_MAX_STOPS */
+	coord_str *stop = malloc(sizeof *stop * (s->n_stop ? s->n_stop : 1));
+	if (!stop) {
+		coord_reply_error(c, client, client_len, tag, E_INTERNAL, "out of memory");
+		return;
+	}
+	coord_request q;
+	request_of(s, stop, &q);
+	int code = coord_submit(c, &q, &to, err, sizeof err);
+	free(stop);
 	if (code)
 		coord_reply_error(c, client, client_len, tag, code, "%s", err);
 }

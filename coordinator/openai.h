@@ -2,11 +2,12 @@
  * openai.h — the OpenAI API over the coordinator's HTTP server:
  * POST /v1/completions, POST /v1/chat/completions, GET /v1/models.
  *
- * A request's JSON becomes one native Submit per choice (every prompt
- * times n), each submitted through coord_submit with this exchange as its
- * sink, so the HTTP API and the ZeroMQ protocol share one validation and
- * one request life cycle. The requests' Chunk and Done replies come back
- * through the sink (openai.c's coord_sink_ops) and leave as OpenAI JSON:
+ * A request's JSON becomes one core request (coord_request) per choice
+ * (every prompt times n), each submitted through coord_submit with this
+ * exchange as its sink, so the HTTP API and the ZeroMQ protocol share one
+ * validation and one request life cycle. The requests' events (chunks,
+ * their end) come back through the sink (openai.c's coord_sink_ops) and
+ * leave as OpenAI JSON:
  * one response, or server-sent events (chat.completion.chunk /
  * text_completion) ending with `data: [DONE]`. Errors use OpenAI's shape,
  * {"error": {"message", "type", "param", "code"}}, with the HTTP status.

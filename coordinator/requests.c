@@ -105,18 +105,6 @@ static void unlink_hash(coord *c, coord_req *r)
 		*p = r->hnext;
 }
 
-/* A group that still runs r frees its slot and KV blocks. */
-static void cancel_on_group(coord *c, coord_req *r)
-{
-	Shardline__Node__Cancel cn = SHARDLINE__NODE__CANCEL__INIT;
-	cn.has_req_id = 1;
-	cn.req_id = r->id;
-	Shardline__Node__CoordMsg m = SHARDLINE__NODE__COORD_MSG__INIT;
-	m.msg_case = SHARDLINE__NODE__COORD_MSG__MSG_CANCEL;
-	m.cancel = &cn;
-	coord_send_node(c, r->group, &m);
-}
-
 void coord_req_free(coord *c, coord_req *r)
 {
 	if (r->sink.ops && r->sink.ops->detach) /* its front door forgets it */
@@ -125,7 +113,7 @@ void coord_req_free(coord *c, coord_req *r)
 		coord_req_dequeue(c, r);
 	} else if (r->group) {
 		if (!r->node_done)
-			cancel_on_group(c, r);
+			coord_node_cancel(c, r);
 		r->group->assigned--;
 	}
 	unlink_hash(c, r);

@@ -130,58 +130,6 @@ static coord_group *pick(coord *c, const coord_req *r, route_hashes *rh, int *ca
 	return best;
 }
 
-/* The prompt a group runs r from: its own, or, once r streamed tokens on a
- * group that was lost, its prompt and every id generated since (the
- * node counts those as generated: resume_generated). NULL: out of memory. */
-static int32_t *run_prompt(const coord_req *r, size_t *n)
-{
-	*n = (size_t)r->n_prompt + r->gen.n;
-	if (!r->gen.n)
-		return r->prompt;
-	int32_t *p = malloc(sizeof(int32_t) * *n);
-	if (p) {
-		memcpy(p, r->prompt, sizeof(int32_t) * r->n_prompt);
-		memcpy(p + r->n_prompt, r->gen.p, sizeof(int32_t) * r->gen.n);
-	}
-	return p;
-}
-
-static int send_enqueue(coord *c, coord_group *g, const coord_req *r)
-{
-	const coord_sampling *rs = &r->sampling;
-	Shardline__Node__Sampling sp = SHARDLINE__NODE__SAMPLING__INIT;
-	sp.has_temperature = sp.has_top_k = sp.has_top_p = sp.has_seed = sp.has_min_p = 1;
-	sp.has_presence_penalty = sp.has_frequency_penalty = sp.has_repetition_penalty = 1;
-	sp.temperature = rs->temperature;
-	sp.top_k = rs->top_k;
-	sp.top_p = rs->top_p;
-	sp.seed = rs->seed;
-	sp.min_p = rs->min_p;
-	sp.presence_penalty = rs->presence_penalty;
-	sp.frequency_penalty = rs->frequency_penalty;
-	sp.repetition_penalty = rs->repetition_penalty;
-	Shardline__Node__Enqueue q = SHARDLINE__NODE__ENQUEUE__INIT;
-	q.has_req_id = q.has_max_tokens = q.has_ignore_eos = 1;
-	q.has_logprobs = q.has_top_logprobs = 1;
-	q.logprobs = rs->logprobs != 0;
-	q.top_logprobs = rs->top_logprobs;
-	q.req_id = r->id;
-	if (!(q.prompt = run_prompt(r, &q.n_prompt)))
-		return SL_ENOMEM;
-	q.sampling = &sp;
-	q.max_tokens = r->max_tokens - (int)r->gen.n; /* > 0: r would have finished */
-	q.has_resume_generated = r->gen.n > 0;
-	q.resume_generated = (int)r->gen.n;
-	q.ignore_eos = r->ignore_eos;
-	Shardline__Node__CoordMsg m = SHARDLINE__NODE__COORD_MSG__INIT;
-	m.msg_case = SHARDLINE__NODE__COORD_MSG__MSG_ENQUEUE;
-	m.enqueue = &q;
-	int rc = coord_send_node(c, g, &m);
-	if (q.prompt != r->prompt)
-		free(q.prompt);
-	return rc;
-}
-
 static int any_room(const coord *c)
 {
 	for (int i = 0; i < c->n_groups; i++) {
@@ -211,7 +159,7 @@ void coord_dispatch(coord *c)
 			}
 			continue;
 		}
-		if (send_enqueue(c, g, r))
+		if (coord_node_enqueue(c, g, r))
 			continue; /* g is marked lost (or no memory now); r stays queued */
 		coord_req_dequeue(c, r);
 		r->state = REQ_ASSIGNED;

@@ -4,6 +4,10 @@
  * Chunks and Done through coord_send_client) and messages to node group
  * leaders (a failed send marks the group lost for the tick to reap).
  *
+ * Requests go to a group as Enqueue (coord_node_enqueue: route.c) and
+ * Cancel (coord_node_cancel: requests.c), encoded here so that the core
+ * above never builds a protobuf message.
+ *
  * Callers: on_client.c, on_node.c, route.c, requests.c (cancel on a
  * group), coord.c (pings). It calls nothing of the coordinator: keeping
  * the sending apart from the handlers is what lets every layer above
@@ -11,9 +15,12 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "coordinator/coord_int.h"
 #include "common/sl.h"
+#include "proto/sampling_pb.h"
 
 int coord_send_client(coord *c, const void *client, size_t client_len,
 		      const Shardline__Client__Reply *rep, int *zerrno)
@@ -70,4 +77,56 @@ void coord_send_ping(coord *c, coord_group *g)
 	m.ping = &p;
 	coord_send_node(c, g, &m);
 	g->last_ping = sl_now();
+}
+
+/* The core's requests to the node groups, as Enqueue and Cancel. */
+
+/* The prompt a group runs r from: its own, or, once r streamed tokens on a
+ * group that was lost, its prompt and every id generated since (the
+ * node counts those as generated: resume_generated). NULL: out of memory. */
+static int32_t *run_prompt(const coord_req *r, size_t *n)
+{
+	*n = (size_t)r->n_prompt + r->gen.n;
+	if (!r->gen.n)
+		return r->prompt;
+	int32_t *p = malloc(sizeof(int32_t) * *n);
+	if (p) {
+		memcpy(p, r->prompt, sizeof(int32_t) * r->n_prompt);
+		memcpy(p + r->n_prompt, r->gen.p, sizeof(int32_t) * r->gen.n);
+	}
+	return p;
+}
+
+int coord_node_enqueue(coord *c, coord_group *g, const coord_req *r)
+{
+	Shardline__Client__Sampling sp = SHARDLINE__CLIENT__SAMPLING__INIT;
+	Shardline__Node__Enqueue q = SHARDLINE__NODE__ENQUEUE__INIT;
+	sl_sampling_to_pb(&r->sampling, &sp.base, &q.base);
+	q.has_req_id = q.has_max_tokens = q.has_ignore_eos = 1;
+	q.req_id = r->id;
+	if (!(q.prompt = run_prompt(r, &q.n_prompt)))
+		return SL_ENOMEM;
+	q.sampling = &sp;
+	q.max_tokens = r->max_tokens - (int)r->gen.n; /* > 0: r would have finished */
+	q.has_resume_generated = r->gen.n > 0;
+	q.resume_generated = (int)r->gen.n;
+	q.ignore_eos = r->ignore_eos;
+	Shardline__Node__CoordMsg m = SHARDLINE__NODE__COORD_MSG__INIT;
+	m.msg_case = SHARDLINE__NODE__COORD_MSG__MSG_ENQUEUE;
+	m.enqueue = &q;
+	int rc = coord_send_node(c, g, &m);
+	if (q.prompt != r->prompt)
+		free(q.prompt);
+	return rc;
+}
+
+void coord_node_cancel(coord *c, const coord_req *r)
+{
+	Shardline__Node__Cancel cn = SHARDLINE__NODE__CANCEL__INIT;
+	cn.has_req_id = 1;
+	cn.req_id = r->id;
+	Shardline__Node__CoordMsg m = SHARDLINE__NODE__COORD_MSG__INIT;
+	m.msg_case = SHARDLINE__NODE__COORD_MSG__MSG_CANCEL;
+	m.cancel = &cn;
+	coord_send_node(c, r->group, &m);
 }

@@ -17,8 +17,9 @@
  * a stop string or max_tokens in the same batch) are dropped with theirs.
  *
  * Callers: on_node.c (token batches), route.c, on_client.c and coord.c
- * (ends). Replies leave through the request's sink, set by the front door
- * that made it: this file knows neither ZeroMQ clients nor HTTP.
+ * (ends). Events (coord_event) leave through the request's sink, set by
+ * the front door that made it: this file knows neither ZeroMQ clients nor
+ * HTTP, nor their wire formats.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -27,29 +28,12 @@
 #include "coordinator/metrics.h"
 #include "common/sl.h"
 
-/* A Chunk or Done of r to its front door, through the sink that made r
- * (nothing once its client is gone or it was detached). */
-static void deliver(coord *c, coord_req *r, const Shardline__Client__Reply *rep)
+/* An event of r to its front door, through the sink that made r (nothing
+ * once its client is gone or it was detached). */
+static void deliver(coord *c, coord_req *r, const coord_event *ev)
 {
 	if (!r->client_gone && r->sink.ops)
-		r->sink.ops->reply(c, r, rep);
-}
-
-/* The log-prob fields of a Chunk or Done, from b (nothing when r did not
- * ask for them). */
-static void set_logprobs(const coord_req *r, const coord_logprobs *b, size_t *n_lp, float **lp,
-			 protobuf_c_boolean *has_top_n, int32_t *top_n, size_t *n_ids, int32_t **ids,
-			 size_t *n_top, float **top)
-{
-	if (!r->sampling.logprobs)
-		return;
-	*has_top_n = 1;
-	*top_n = b->top_n;
-	*n_lp = b->n;
-	*lp = b->lp;
-	*n_ids = *n_top = b->n * (size_t)*top_n;
-	*ids = b->top_ids;
-	*top = b->top;
+		r->sink.ops->reply(c, r, ev);
 }
 
 static int is_eos(const coord *c, const coord_req *r, int32_t id)
@@ -102,23 +86,14 @@ static void release(coord *c, coord_req *r, int final)
 	if (r->stream) {
 		if (cut == 0 && r->ids.n == 0)
 			return;
-		Shardline__Client__Chunk ch = SHARDLINE__CLIENT__CHUNK__INIT;
-		ch.has_tag = ch.has_text = 1;
-		ch.tag = r->tag;
-		ch.text.data = (uint8_t *)r->held.p;
-		ch.text.len = cut;
-		ch.n_token_ids = r->ids.n;
-		ch.token_ids = r->ids.p;
-		set_logprobs(r, &r->lps, &ch.n_logprobs, &ch.logprobs, &ch.has_top_n, &ch.top_n,
-			     &ch.n_top_ids, &ch.top_ids, &ch.n_top_logprobs, &ch.top_logprobs);
-		Shardline__Client__Reply rep = SHARDLINE__CLIENT__REPLY__INIT;
-		rep.msg_case = SHARDLINE__CLIENT__REPLY__MSG_CHUNK;
-		rep.chunk = &ch;
-		deliver(c, r, &rep);
+		coord_event ev = {.kind = COORD_EV_CHUNK, .tag = r->tag, .has_text = 1,
+				  .text = {r->held.p, cut}, .ids = r->ids.p, .n_ids = r->ids.n,
+				  .lps = r->sampling.logprobs ? &r->lps : NULL};
+		deliver(c, r, &ev);
 		r->ids.n = 0;
 		r->lps.n = 0;
 		r->sent_chunk = 1;
-	} else if (coord_bytes_add(&r->text, r->held.p, cut)) {
+	} else if (sl_buf_put(&r->text, r->held.p, cut)) {
 		SL_WARN("coord", "request %llu: out of memory for its text", (unsigned long long)r->id);
 	}
 	if (cut) {
@@ -151,7 +126,7 @@ void coord_stream_tokens(coord *c, coord_req *r, const int32_t *ids, size_t n,
 		const char *t;
 		size_t tl;
 		if (text_detok_step(r->detok, id, &t, &tl) == 0 && tl &&
-		    coord_bytes_add(&r->held, t, tl)) {
+		    sl_buf_put(&r->held, t, tl)) {
 			coord_finish(c, r, SHARDLINE__CLIENT__FINISH_REASON__ERROR, "out of memory");
 			return;
 		}
@@ -208,7 +183,7 @@ void coord_finish(coord *c, coord_req *r, Shardline__Client__FinishReason reason
 		const char *t;
 		size_t tl;
 		if (text_detok_finish(r->detok, &t, &tl) == 0 && tl)
-			coord_bytes_add(&r->held, t, tl);
+			sl_buf_put(&r->held, t, tl);
 		long at = r->n_stop ? find_stop(r) : -1;
 		if (at >= 0) {
 			r->held.n = (size_t)at;
@@ -218,30 +193,19 @@ void coord_finish(coord *c, coord_req *r, Shardline__Client__FinishReason reason
 	if (normal || reason == SHARDLINE__CLIENT__FINISH_REASON__STOP)
 		release(c, r, 1);
 	double now = sl_now();
-	Shardline__Client__Done d = SHARDLINE__CLIENT__DONE__INIT;
-	d.has_tag = d.has_finish = d.has_prompt_tokens = d.has_completion_tokens = 1;
-	d.has_queue_ms = d.has_ttft_ms = d.has_total_ms = 1;
-	d.tag = r->tag;
-	d.finish = reason;
-	d.error = (char *)error;
-	d.prompt_tokens = r->n_prompt;
-	d.completion_tokens = r->n_generated;
+	coord_event d = {.kind = COORD_EV_DONE, .tag = r->tag, .finish = reason, .error = error,
+			 .prompt_tokens = r->n_prompt, .completion_tokens = r->n_generated};
 	d.queue_ms = ms_since(r->t_submit, r->t_assigned > 0 ? r->t_assigned : now);
 	d.ttft_ms = ms_since(r->t_submit, r->t_first);
 	d.total_ms = ms_since(r->t_submit, now);
 	if (!r->stream) {
 		d.has_text = 1;
-		d.text.data = (uint8_t *)r->text.p;
-		d.text.len = r->text.n;
-		d.n_token_ids = r->ids.n;
-		d.token_ids = r->ids.p;
-		set_logprobs(r, &r->lps, &d.n_logprobs, &d.logprobs, &d.has_top_n, &d.top_n,
-			     &d.n_top_ids, &d.top_ids, &d.n_top_logprobs, &d.top_logprobs);
+		d.text = (coord_str){r->text.p, r->text.n};
+		d.ids = r->ids.p;
+		d.n_ids = r->ids.n;
+		d.lps = r->sampling.logprobs ? &r->lps : NULL;
 	}
-	Shardline__Client__Reply rep = SHARDLINE__CLIENT__REPLY__INIT;
-	rep.msg_case = SHARDLINE__CLIENT__REPLY__MSG_DONE;
-	rep.done = &d;
-	deliver(c, r, &rep);
+	deliver(c, r, &d);
 	coord_metrics_finish(c->metrics, r, metric_finish(r, reason), now);
 	coord_req_free(c, r);
 }

@@ -25,24 +25,18 @@
 #define KERN_SAMPLING_H
 
 #include <stdint.h>
+
+#include "common/sampling.h"
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define KERN_MAX_TOP_LOGPROBS 20
+#define KERN_MAX_TOP_LOGPROBS SL_SAMPLING_MAX_TOP_LOGPROBS
 
-typedef struct kern_sample_params {
-	float temperature;        /* <= 0: greedy argmax */
-	int top_k;                /* <= 0: off */
-	float top_p;              /* >= 1: off */
-	uint64_t seed;
-	float min_p;              /* <= 0: off */
-	float repetition_penalty; /* 0 or 1: off */
-	float presence_penalty;   /* 0: off */
-	float frequency_penalty;  /* 0: off */
-	int32_t logprobs;         /* report the chosen token's log-prob */
-	int32_t top_logprobs;     /* and this many alternatives (> 0 implies logprobs) */
-} kern_sample_params;
+/* The request's own sampling struct (common/sampling.h: fields, defaults
+ * and ranges); the kernels also take repetition_penalty 0 as off, and
+ * temperature <= 0 as greedy, top_k <= 0, top_p >= 1 and min_p <= 0 as off. */
+typedef sl_sampling kern_sample_params;
 
 /* The tokens each row has seen, for the penalties: row r's entries are
  * [off[r], off[r + 1]), one per distinct token id in the row's prompt and

@@ -233,25 +233,14 @@ static int push_token(seq *s, int32_t t)
 	return SL_OK;
 }
 
-/* The coordinator's ranges (docs/protocol.md), with 0 also meaning "off"
- * for repetition_penalty (kernels/sampling.h); NaN fails every test. */
-static int check_sampling(const kern_sample_params *p, char *err, size_t errlen)
+/* The one range check (common/sampling.h), with repetition_penalty 0 also
+ * meaning "off" as the kernels take it (in-process requests leave it 0). */
+static int check_sampling(const kern_sample_params *p, int vocab, char *err, size_t errlen)
 {
-	if (!(p->top_p > 0 && p->top_p <= 1) || !(p->temperature >= 0))
-		return sl_errf(err, errlen, SL_EINVAL, "top_p must be in (0, 1], temperature >= 0");
-	if (!(p->min_p >= 0 && p->min_p <= 1))
-		return sl_errf(err, errlen, SL_EINVAL, "min_p must be in [0, 1], got %g", p->min_p);
-	if (!(p->repetition_penalty >= 0 && p->repetition_penalty <= 10))
-		return sl_errf(err, errlen, SL_EINVAL, "repetition_penalty must be in (0, 10], got %g",
-			       p->repetition_penalty);
-	if (!(p->presence_penalty >= -2 && p->presence_penalty <= 2) ||
-	    !(p->frequency_penalty >= -2 && p->frequency_penalty <= 2))
-		return sl_errf(err, errlen, SL_EINVAL, "presence_penalty and frequency_penalty must be "
-			       "in [-2, 2], got %g and %g", p->presence_penalty, p->frequency_penalty);
-	if (p->top_logprobs < 0 || p->top_logprobs > KERN_MAX_TOP_LOGPROBS)
-		return sl_errf(err, errlen, SL_EINVAL, "top_logprobs must be in [0, %d], got %d",
-			       KERN_MAX_TOP_LOGPROBS, p->top_logprobs);
-	return SL_OK;
+	sl_sampling q = *p;
+	if (q.repetition_penalty == 0)
+		q.repetition_penalty = 1;
+	return sl_sampling_check(&q, vocab, err, errlen);
 }
 
 int node_engine_check_request(const node_engine *e, const node_request *r, char *err,
@@ -277,7 +266,7 @@ int node_engine_check_request(const node_engine *e, const node_request *r, char 
 		if (r->prompt[i] < 0 || r->prompt[i] >= c->vocab_size)
 			return sl_errf(err, errlen, SL_EINVAL, "prompt token %d at index %d is outside the vocabulary (%d)",
 				       r->prompt[i], i, c->vocab_size);
-	return check_sampling(&r->sampling, err, errlen);
+	return check_sampling(&r->sampling, c->vocab_size, err, errlen);
 }
 
 static seq *new_slot(node_engine *e)

@@ -24,6 +24,7 @@
 #include "proto/curve.h"
 #include "node/engine.h"
 #include "proto/node.pb-c.h"
+#include "proto/sampling_pb.h"
 #include "common/rng.h"
 #include "node/scheduler.h"
 #include "common/sl.h"
@@ -360,28 +361,15 @@ static void on_enqueue(leader *l, int k, const Shardline__Node__Enqueue *q)
 		send_error(l, k, q->req_id, "node group is draining");
 		return;
 	}
-	const Shardline__Node__Sampling *sp = q->sampling;
 	node_request r = {.prompt = q->prompt, .n_prompt = (int)q->n_prompt,
 			  .max_new_tokens = q->has_max_tokens ? q->max_tokens : 0,
 			  .ignore_eos = q->has_ignore_eos && q->ignore_eos,
-			  .n_resumed = q->has_resume_generated ? q->resume_generated : 0,
-			  .sampling = {.top_p = 1.0f}};
+			  .n_resumed = q->has_resume_generated ? q->resume_generated : 0};
 	if (q->n_prompt > (size_t)l->g->m->cfg.max_pos) {
 		send_error(l, k, q->req_id, "prompt longer than the context");
 		return;
 	}
-	if (sp) {
-		r.sampling.temperature = sp->has_temperature ? sp->temperature : 0;
-		r.sampling.top_k = sp->has_top_k ? sp->top_k : 0;
-		r.sampling.top_p = sp->has_top_p ? sp->top_p : 1.0f;
-		r.sampling.seed = sp->has_seed ? sp->seed : 0;
-		r.sampling.min_p = sp->has_min_p ? sp->min_p : 0;
-		r.sampling.presence_penalty = sp->has_presence_penalty ? sp->presence_penalty : 0;
-		r.sampling.frequency_penalty = sp->has_frequency_penalty ? sp->frequency_penalty : 0;
-		r.sampling.repetition_penalty = sp->has_repetition_penalty ? sp->repetition_penalty : 1;
-	}
-	r.sampling.logprobs = q->has_logprobs && q->logprobs;
-	r.sampling.top_logprobs = q->has_top_logprobs ? q->top_logprobs : 0;
+	sl_sampling_from_pb(&r.sampling, q->sampling ? &q->sampling->base : NULL, &q->base);
 	if (node_sched_submit(l->s, local_id(k, q->req_id), &r, err, sizeof err))
 		send_error(l, k, q->req_id, err);
 }

@@ -28,6 +28,7 @@
  */
 #include "common/sl.h"
 #include "text/tokenizer/tokenizer.h"
+#include "text/utf8.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -21,7 +21,7 @@
 
 static void fake_out(coord_http_call *x, const char *p, size_t n)
 {
-	FUZZ_CHECK(coord_bytes_add(&x->out, p, n) == 0, "out of memory");
+	FUZZ_CHECK(sl_buf_put(&x->out, p, n) == 0, "out of memory");
 }
 
 void coord_http_respond(coord_http_call *x, int status, const char *content_type, const char *body,

@@ -25,6 +25,7 @@
 #include "unit/coord_inproc.h"
 #include "text/jinja/chat_template.h"
 #include "text/tokenizer/tokenizer.h"
+#include "text/utf8.h"
 #include "unit/gguf_craft.h"
 #include "parallel/grid.h"
 #include "node/plan.h"

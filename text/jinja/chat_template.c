@@ -15,6 +15,7 @@
 #include "text/jinja/chat_template.h"
 #include "text/jinja/chat_template_int.h"
 #include "common/sl.h"
+#include "text/utf8.h"
 
 /* The public handle only hides the compiled program; immutable once built,
  * so any number of renders may share it. */
@@ -47,27 +48,6 @@ static char *normalize(tmpl_arena *a, const char *src, size_t len, size_t *out_l
 	return s;
 }
 
-static size_t first_bad_utf8(const char *s, size_t n)
-{
-	for (size_t i = 0; i < n;) {
-		unsigned char c = (unsigned char)s[i];
-		size_t k = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-		if (!k || i + k > n)
-			return i;
-		uint32_t cp = k == 1 ? c : k == 2 ? c & 0x1F : k == 3 ? c & 0x0F : c & 0x07;
-		for (size_t j = 1; j < k; j++) {
-			if (((unsigned char)s[i + j] & 0xC0) != 0x80)
-				return i;
-			cp = (cp << 6) | ((unsigned char)s[i + j] & 0x3F);
-		}
-		static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
-		if (cp < min[k] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-			return i;
-		i += k;
-	}
-	return n;
-}
-
 int text_tmpl_compile(const char *src, size_t len, const char *name, text_tmpl **out,
 		       char *err, size_t errlen)
 {
@@ -77,7 +57,7 @@ int text_tmpl_compile(const char *src, size_t len, const char *name, text_tmpl *
 	if (len > COORD_TMPL_MAX_SOURCE)
 		return sl_errf(err, errlen, SL_EINVAL, "%s: chat template of %zu bytes exceeds %u",
 			       name, len, COORD_TMPL_MAX_SOURCE);
-	size_t bad = first_bad_utf8(src, len);
+	size_t bad = text_utf8_first_bad(src, len);
 	if (bad < len)
 		return sl_errf(err, errlen, SL_EINVAL,
 			       "%s: chat template is not valid UTF-8 (byte %zu)", name, bad);
@@ -223,9 +203,7 @@ int text_tmpl_render(const text_tmpl *t, const text_chat_msg *msgs, int n,
 					     : COORD_TMPL_DEFAULT_MAX_OUTPUT;
 	c.step_limit = vars->max_steps ? vars->max_steps : COORD_TMPL_DEFAULT_MAX_STEPS;
 	c.now_unix = vars->now_unix ? vars->now_unix : (int64_t)time(NULL);
-	c.out_cap = 4096;
-	c.out = malloc(c.out_cap);
-	if (!c.out)
+	if (sl_buf_reserve(&c.out, 4096))
 		return sl_errf(err, errlen, SL_ENOMEM, "%s: out of memory", t->prog.name);
 	if (define_globals(&c, msgs, n, vars))
 		tmpl_fail_oom(&c, NULL);
@@ -233,11 +211,10 @@ int text_tmpl_render(const text_tmpl *t, const text_chat_msg *msgs, int n,
 		tmpl_exec(&c, t->prog.root);
 	tmpl_arena_free(&c.arena);
 	if (c.failed) {
-		free(c.out);
+		sl_buf_free(&c.out);
 		return SL_EINVAL;
 	}
-	c.out[c.out_n] = 0;
-	*out = c.out;
-	*len = c.out_n;
+	*out = c.out.p;
+	*len = c.out.n;
 	return 0;
 }

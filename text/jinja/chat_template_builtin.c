@@ -76,9 +76,9 @@ static tmpl_val want_str(tmpl_ctx *c, const tmpl_node *at, const tmpl_val *v, co
 	return tv_undef(NULL);
 }
 
-static tmpl_val sb_done(tmpl_ctx *c, const tmpl_node *at, tmpl_sb *b)
+static tmpl_val sb_done(tmpl_ctx *c, const tmpl_node *at, sl_buf *b)
 {
-	return b->oom ? oomv(c, at) : sb_val(b);
+	return b->failed ? oomv(c, at) : sb_val(b);
 }
 
 /* ---- strings ---- */
@@ -164,20 +164,20 @@ static tmpl_val do_replace(tmpl_ctx *c, const tmpl_node *at, tmpl_val s, const t
 	if (c->failed)
 		return tv_undef(NULL);
 	int64_t left = cnt && cnt->k != V_NONE && tv_is_int(cnt) ? cnt->u.i : -1;
-	tmpl_sb b;
+	sl_buf b;
 	sb_init(&b, c);
 	size_t i = 0;
 	if (!old.u.s.n) {  /* Python inserts `new` around every character */
 		while (i <= s.u.s.n) {
 			if (left != 0) {
-				sb_put(&b, new.u.s.p, new.u.s.n);
+				sl_buf_put(&b, new.u.s.p, new.u.s.n);
 				left--;
 			}
 			if (i == s.u.s.n)
 				break;
 			uint32_t cp;
-			size_t w = utf8_decode(s.u.s.p + i, s.u.s.n - i, &cp);
-			sb_put(&b, s.u.s.p + i, w);
+			size_t w = tmpl_utf8_decode(s.u.s.p + i, s.u.s.n - i, &cp);
+			sl_buf_put(&b, s.u.s.p + i, w);
 			i += w;
 		}
 		return sb_done(c, at, &b);
@@ -186,12 +186,12 @@ static tmpl_val do_replace(tmpl_ctx *c, const tmpl_node *at, tmpl_val s, const t
 		const char *hit = left ? memmem(s.u.s.p + i, s.u.s.n - i, old.u.s.p, old.u.s.n) : NULL;
 		if (!hit)
 			break;
-		sb_put(&b, s.u.s.p + i, (size_t)(hit - (s.u.s.p + i)));
-		sb_put(&b, new.u.s.p, new.u.s.n);
+		sl_buf_put(&b, s.u.s.p + i, (size_t)(hit - (s.u.s.p + i)));
+		sl_buf_put(&b, new.u.s.p, new.u.s.n);
 		i = (size_t)(hit - s.u.s.p) + old.u.s.n;
 		left--;
 	}
-	sb_put(&b, s.u.s.p + i, s.u.s.n - i);
+	sl_buf_put(&b, s.u.s.p + i, s.u.s.n - i);
 	return sb_done(c, at, &b);
 }
 
@@ -287,7 +287,7 @@ static tmpl_val do_affix(tmpl_ctx *c, const tmpl_node *at, tmpl_val s, const tmp
 static tmpl_val do_str_join(tmpl_ctx *c, const tmpl_node *at, tmpl_val sep, const tmpl_val *x)
 {
 	const tmpl_list *l = tv_iter_list(c, at, x);
-	tmpl_sb b;
+	sl_buf b;
 	if (!l)
 		return tv_undef(NULL);
 	sb_init(&b, c);
@@ -298,8 +298,8 @@ static tmpl_val do_str_join(tmpl_ctx *c, const tmpl_node *at, tmpl_val sep, cons
 			return tv_undef(NULL);
 		}
 		if (i)
-			sb_put(&b, sep.u.s.p, sep.u.s.n);
-		sb_put(&b, l->it[i].u.s.p, l->it[i].u.s.n);
+			sl_buf_put(&b, sep.u.s.p, sep.u.s.n);
+		sl_buf_put(&b, l->it[i].u.s.p, l->it[i].u.s.n);
 	}
 	return sb_done(c, at, &b);
 }
@@ -332,7 +332,7 @@ static tmpl_val dict_items(tmpl_ctx *c, const tmpl_node *at, const tmpl_dict *d,
 static int64_t length_of(tmpl_ctx *c, const tmpl_node *at, const tmpl_val *x)
 {
 	switch (x->k) {
-	case V_STR: return (int64_t)utf8_count(x->u.s.p, x->u.s.n);
+	case V_STR: return (int64_t)tmpl_utf8_count(x->u.s.p, x->u.s.n);
 	case V_LIST: return x->u.l->n;
 	case V_DICT: return x->u.d->n;
 	case V_UNDEF: return 0;
@@ -380,7 +380,7 @@ static tmpl_val do_select(tmpl_ctx *c, const tmpl_node *at, tmpl_val x, const tm
 	if (a->n > first) {
 		if (a->v[first].k != V_STR ||
 		    !(test = tmpl_test_id(a->v[first].u.s.p, a->v[first].u.s.n))) {
-			tmpl_sb b;
+			sl_buf b;
 			sb_init(&b, c);
 			tv_str_into(&b, &a->v[first]);
 			tmpl_fail(c, at, "no test named '%.*s'", (int)b.n, b.p ? b.p : "");
@@ -499,7 +499,7 @@ static tmpl_val do_tojson(tmpl_ctx *c, const tmpl_node *at, tmpl_val x, const tm
 		}
 		indent = (int)ind->u.i;
 	}
-	tmpl_sb b;
+	sl_buf b;
 	const tmpl_val *bad = NULL;
 	sb_init(&b, c);
 	if (tv_json_into(&b, &x, indent, sk && tv_truthy(sk), 0, &bad)) {
@@ -523,10 +523,10 @@ static tmpl_val do_reverse(tmpl_ctx *c, const tmpl_node *at, tmpl_val x)
 	if (!l)
 		return tv_undef(NULL);
 	if (x.k == V_STR) {
-		tmpl_sb b;
+		sl_buf b;
 		sb_init(&b, c);
 		for (int i = l->n - 1; i >= 0; i--)
-			sb_put(&b, l->it[i].u.s.p, l->it[i].u.s.n);
+			sl_buf_put(&b, l->it[i].u.s.p, l->it[i].u.s.n);
 		return sb_done(c, at, &b);
 	}
 	tmpl_list *r = tl_new(c, l->n);
@@ -593,7 +593,7 @@ tmpl_val tmpl_apply_filter(tmpl_ctx *c, const tmpl_node *at, int id, tmpl_val x,
 	case FILTER_JOIN: {
 		const tmpl_val *d = arg(a, 0, "d"), *attr = arg(a, 1, "attribute");
 		const tmpl_list *l = tv_iter_list(c, at, &x);
-		tmpl_sb b;
+		sl_buf b;
 		if (!l)
 			return tv_undef(NULL);
 		if (attr && attr->k != V_STR && attr->k != V_NONE) {

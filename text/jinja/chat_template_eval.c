@@ -95,26 +95,14 @@ static tmpl_val lookup(tmpl_ctx *c, const char *name, size_t n)
 
 static int emit(tmpl_ctx *c, const tmpl_node *at, const char *s, size_t n)
 {
-	if (!n)
-		return 0;
-	if (n > c->out_limit - c->out_n) {
+	if (n > c->out_limit - c->out.n) {
 		tmpl_fail(c, at, "rendered prompt exceeds %zu bytes", c->out_limit);
 		return -1;
 	}
-	if (c->out_cap - c->out_n < n + 1) {
-		size_t cap = c->out_cap * 2;
-		while (cap - c->out_n < n + 1)
-			cap *= 2;
-		char *p = realloc(c->out, cap);
-		if (!p) {
-			tmpl_fail(c, at, "out of memory");
-			return -1;
-		}
-		c->out = p;
-		c->out_cap = cap;
+	if (sl_buf_put(&c->out, s, n)) {
+		tmpl_fail(c, at, "out of memory");
+		return -1;
 	}
-	memcpy(c->out + c->out_n, s, n);
-	c->out_n += n;
 	return 0;
 }
 
@@ -138,7 +126,7 @@ static tmpl_val eval_slice(tmpl_ctx *c, const tmpl_node *e)
 	if (obj.k == V_LIST)
 		len = obj.u.l->n;
 	else if (obj.k == V_STR)
-		len = (int64_t)utf8_count(obj.u.s.p, obj.u.s.n);
+		len = (int64_t)tmpl_utf8_count(obj.u.s.p, obj.u.s.n);
 	else
 		return tv_undef(NULL);  /* unhashable slice: Jinja gives undefined */
 	int64_t step = part[2].k == V_NONE ? 1 : idx[2];
@@ -183,15 +171,15 @@ static tmpl_val eval_slice(tmpl_ctx *c, const tmpl_node *e)
 		return r;
 	}
 	const tmpl_list *chars = tv_iter_list(c, e, &obj);
-	tmpl_sb b;
+	sl_buf b;
 	if (!chars)
 		return tv_undef(NULL);
 	sb_init(&b, c);
 	for (int64_t k = 0; k < count; k++) {
 		const tmpl_val *ch = &chars->it[start + k * step];
-		sb_put(&b, ch->u.s.p, ch->u.s.n);
+		sl_buf_put(&b, ch->u.s.p, ch->u.s.n);
 	}
-	if (b.oom) {
+	if (b.failed) {
 		tmpl_fail_oom(c, e);
 		return tv_undef(NULL);
 	}
@@ -224,11 +212,11 @@ static tmpl_val repeat(tmpl_ctx *c, const tmpl_node *e, const tmpl_val *s, int64
 			tmpl_fail(c, e, "string repetition too large");
 			return tv_undef(NULL);
 		}
-		tmpl_sb b;
+		sl_buf b;
 		sb_init(&b, c);
 		for (int64_t i = 0; s->u.s.n && i < k; i++) /* '' * k is '' at once */
-			sb_put(&b, s->u.s.p, s->u.s.n);
-		if (b.oom) {
+			sl_buf_put(&b, s->u.s.p, s->u.s.n);
+		if (b.failed) {
 			tmpl_fail_oom(c, e);
 			return tv_undef(NULL);
 		}
@@ -434,7 +422,7 @@ static tmpl_val make_dict(tmpl_ctx *c, const tmpl_node *e)
 
 static tmpl_val eval_concat(tmpl_ctx *c, const tmpl_node *e)
 {
-	tmpl_sb b;
+	sl_buf b;
 	sb_init(&b, c);
 	for (int i = 0; i < e->nv; i++) {
 		tmpl_val v = tmpl_eval(c, e->v[i]);
@@ -442,7 +430,7 @@ static tmpl_val eval_concat(tmpl_ctx *c, const tmpl_node *e)
 			return v;
 		tv_str_into(&b, &v);
 	}
-	if (b.oom) {
+	if (b.failed) {
 		tmpl_fail_oom(c, e);
 		return tv_undef(NULL);
 	}
@@ -664,10 +652,10 @@ static int exec_stmt(tmpl_ctx *c, const tmpl_node *s)
 			return EXEC_FAIL;
 		if (v.k == V_STR)
 			return emit(c, s, v.u.s.p, v.u.s.n) ? EXEC_FAIL : EXEC_OK;
-		tmpl_sb b;
+		sl_buf b;
 		sb_init(&b, c);
 		tv_str_into(&b, &v);
-		if (b.oom) {
+		if (b.failed) {
 			tmpl_fail_oom(c, s);
 			return EXEC_FAIL;
 		}

@@ -25,6 +25,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "common/buf.h"
+
 /* ---- arena: every tree node and runtime value lives in one; freed whole ---- */
 
 typedef struct tmpl_chunk tmpl_chunk;
@@ -263,8 +265,8 @@ struct tmpl_scope {
 typedef struct {
 	const tmpl_program *prog;
 	tmpl_arena arena;      /* values of this render */
-	char *out;             /* malloc'd result */
-	size_t out_n, out_cap, out_limit;
+	sl_buf out;            /* the result (realloc'd) */
+	size_t out_limit;
 	uint64_t steps, step_limit;
 	tmpl_scope *scope;
 	int64_t now_unix;
@@ -326,31 +328,23 @@ static inline tmpl_val tv_str(const char *p, size_t n)
 	return v;
 }
 
-/* A growable byte string in the render arena. */
-typedef struct {
-	tmpl_ctx *c;
-	char *p;
-	size_t n, cap;
-	int oom;
-} tmpl_sb;
-
-void sb_init(tmpl_sb *b, tmpl_ctx *c);
-void sb_put(tmpl_sb *b, const char *s, size_t n);
-void sb_putc(tmpl_sb *b, char ch);
-void sb_puts(tmpl_sb *b, const char *s);
-tmpl_val sb_val(tmpl_sb *b);  /* V_STR of the bytes */
+/* Strings are built in a common/buf.h buffer that grows in the render
+ * arena: bounded by its limit, freed with it (never sl_buf_free'd); a put
+ * that fails sets b->failed, which every builder checks at the end. */
+void sb_init(sl_buf *b, tmpl_ctx *c);
+tmpl_val sb_val(sl_buf *b);  /* V_STR of the bytes */
 
 const char *tv_type_name(const tmpl_val *v);
 int tv_truthy(const tmpl_val *v);
 int tv_equal(const tmpl_val *a, const tmpl_val *b);
 int tv_is_int(const tmpl_val *v);        /* int or bool */
 int tv_is_iterable(const tmpl_val *v);
-void tv_str_into(tmpl_sb *b, const tmpl_val *v);   /* Python str() */
-void tv_repr_into(tmpl_sb *b, const tmpl_val *v);  /* Python repr() */
+void tv_str_into(sl_buf *b, const tmpl_val *v);   /* Python str() */
+void tv_repr_into(sl_buf *b, const tmpl_val *v);  /* Python repr() */
 tmpl_val tv_to_str(tmpl_ctx *c, const tmpl_val *v);
 /* json.dumps(v, ensure_ascii=False, indent=indent (<0: none)); 0 or -1 with
  * *bad set to the value that has no JSON form. */
-int tv_json_into(tmpl_sb *b, const tmpl_val *v, int indent, int sort_keys, int depth,
+int tv_json_into(sl_buf *b, const tmpl_val *v, int indent, int sort_keys, int depth,
 		 const tmpl_val **bad);
 
 tmpl_list *tl_new(tmpl_ctx *c, int n);
@@ -363,12 +357,14 @@ const tmpl_val *td_get_val(const tmpl_dict *d, const tmpl_val *key);
  * failure when not iterable. */
 const tmpl_list *tv_iter_list(tmpl_ctx *c, const tmpl_node *at, const tmpl_val *v);
 
-/* Python str methods on UTF-8. */
+/* Python str methods on UTF-8.  Strings here are well-formed (the
+ * template is checked when compiled, and callers pass valid UTF-8);
+ * should a stray byte get in, it counts as one character, U+FFFD. */
 int py_isspace_at(const char *s, size_t n, size_t i, size_t *clen);
 void py_strip(const char *s, size_t n, int left, int right, const char *chars, size_t nchars,
 	      size_t *start, size_t *end);
-size_t utf8_count(const char *s, size_t n);
-size_t utf8_decode(const char *s, size_t n, uint32_t *cp);  /* bytes used (>=1) */
+size_t tmpl_utf8_count(const char *s, size_t n);
+size_t tmpl_utf8_decode(const char *s, size_t n, uint32_t *cp);  /* bytes used (>=1) */
 
 /* Value operations that can fail: they record it with tmpl_fail. */
 /* Fails with "'NAME' is undefined" for an undefined value u; returns undefined. */

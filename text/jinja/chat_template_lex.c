@@ -20,6 +20,7 @@
 
 #include "text/jinja/chat_template_int.h"
 #include "common/sl.h"
+#include "text/utf8.h"
 
 typedef struct {
 	const char *src;
@@ -124,23 +125,11 @@ static int lex_comment(lexer *L, size_t open)
 	return 0;
 }
 
+/* Appends cp, a scalar value (callers refuse surrogates and values past
+ * U+10FFFF first), to o at *k. */
 static void put_utf8(char *o, size_t *k, uint32_t cp)
 {
-	if (cp < 0x80) {
-		o[(*k)++] = (char)cp;
-	} else if (cp < 0x800) {
-		o[(*k)++] = (char)(0xC0 | (cp >> 6));
-		o[(*k)++] = (char)(0x80 | (cp & 0x3F));
-	} else if (cp < 0x10000) {
-		o[(*k)++] = (char)(0xE0 | (cp >> 12));
-		o[(*k)++] = (char)(0x80 | ((cp >> 6) & 0x3F));
-		o[(*k)++] = (char)(0x80 | (cp & 0x3F));
-	} else {
-		o[(*k)++] = (char)(0xF0 | (cp >> 18));
-		o[(*k)++] = (char)(0x80 | ((cp >> 12) & 0x3F));
-		o[(*k)++] = (char)(0x80 | ((cp >> 6) & 0x3F));
-		o[(*k)++] = (char)(0x80 | (cp & 0x3F));
-	}
+	*k += text_utf8_put(o + *k, cp);
 }
 
 static int hexval(char ch)
@@ -199,7 +188,7 @@ static int unescape(lexer *L, size_t at, const char *s, size_t n, tmpl_tok *t)
 			} else if (e >= 0x80) {
 				/* Python saw "\\" then the backslash-replaced character. */
 				uint32_t c2;
-				size_t used = utf8_decode(s + i, n - i, &c2);
+				size_t used = tmpl_utf8_decode(s + i, n - i, &c2);
 				char tmp[16];
 				int w = c2 < 0x100	  ? snprintf(tmp, sizeof tmp, "x%02x", c2)
 					: c2 < 0x10000 ? snprintf(tmp, sizeof tmp, "u%04x", c2)
@@ -309,7 +298,7 @@ static int lex_operator(lexer *L, size_t p, size_t *end)
 	char c[8] = {0};
 	uint32_t cp;
 	size_t k = 0;
-	put_utf8(c, &k, (utf8_decode(L->src + p, L->n - p, &cp), cp));
+	put_utf8(c, &k, (tmpl_utf8_decode(L->src + p, L->n - p, &cp), cp));
 	return lex_fail(L, p, "unexpected character '%s'", c);
 }
 

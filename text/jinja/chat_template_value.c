@@ -17,6 +17,8 @@
 
 #include "text/jinja/chat_template_int.h"
 #include "common/sl.h"
+#include "text/json.h"
+#include "text/utf8.h"
 
 /* ---- arena ---- */
 
@@ -121,40 +123,26 @@ tmpl_val tmpl_fail_undefined(tmpl_ctx *c, const tmpl_node *at, const tmpl_val *u
 
 /* ---- UTF-8 ---- */
 
-size_t utf8_decode(const char *s, size_t n, uint32_t *cp)
+size_t tmpl_utf8_decode(const char *s, size_t n, uint32_t *cp)
 {
-	const unsigned char *u = (const unsigned char *)s;
 	if (!n) {
 		*cp = 0;
 		return 1;
 	}
-	size_t k = u[0] < 0x80		? 1
-		   : (u[0] >> 5) == 6	? 2
-		   : (u[0] >> 4) == 14 ? 3
-		   : (u[0] >> 3) == 30 ? 4
-					: 0;
-	if (!k || k > n) {  /* not UTF-8: one byte, shown as U+FFFD */
+	size_t k = text_utf8_next(s, n, cp);
+	if (*cp == TEXT_UTF8_BAD || *cp == TEXT_UTF8_TRUNC) { /* one byte, shown as U+FFFD */
 		*cp = 0xFFFD;
 		return 1;
 	}
-	uint32_t c = k == 1 ? u[0] : k == 2 ? u[0] & 0x1F : k == 3 ? u[0] & 0x0F : u[0] & 0x07;
-	for (size_t i = 1; i < k; i++) {
-		if ((u[i] & 0xC0) != 0x80) {
-			*cp = 0xFFFD;
-			return 1;
-		}
-		c = (c << 6) | (u[i] & 0x3F);
-	}
-	*cp = c;
 	return k;
 }
 
-size_t utf8_count(const char *s, size_t n)
+size_t tmpl_utf8_count(const char *s, size_t n)
 {
 	size_t k = 0;
 	for (size_t i = 0; i < n;) {
 		uint32_t cp;
-		i += utf8_decode(s + i, n - i, &cp);
+		i += tmpl_utf8_decode(s + i, n - i, &cp);
 		k++;
 	}
 	return k;
@@ -171,7 +159,7 @@ static int py_isspace_cp(uint32_t c)
 int py_isspace_at(const char *s, size_t n, size_t i, size_t *clen)
 {
 	uint32_t cp;
-	*clen = utf8_decode(s + i, n - i, &cp);
+	*clen = tmpl_utf8_decode(s + i, n - i, &cp);
 	return py_isspace_cp(cp);
 }
 
@@ -179,7 +167,7 @@ static int in_chars(uint32_t cp, const char *chars, size_t nchars)
 {
 	for (size_t i = 0; i < nchars;) {
 		uint32_t c;
-		i += utf8_decode(chars + i, nchars - i, &c);
+		i += tmpl_utf8_decode(chars + i, nchars - i, &c);
 		if (c == cp)
 			return 1;
 	}
@@ -198,7 +186,7 @@ void py_strip(const char *s, size_t n, int left, int right, const char *chars, s
 	size_t a = 0, b = n;
 	while (left && a < b) {
 		uint32_t cp;
-		size_t k = utf8_decode(s + a, b - a, &cp);
+		size_t k = tmpl_utf8_decode(s + a, b - a, &cp);
 		if (!strippable(cp, chars, nchars))
 			break;
 		a += k;
@@ -208,7 +196,7 @@ void py_strip(const char *s, size_t n, int left, int right, const char *chars, s
 		while (p > a && ((unsigned char)s[p] & 0xC0) == 0x80 && b - p < 4)
 			p--;
 		uint32_t cp;
-		if (utf8_decode(s + p, b - p, &cp) != b - p)  /* stray byte: one char */
+		if (tmpl_utf8_decode(s + p, b - p, &cp) != b - p)  /* stray byte: one char */
 			p = b - 1, cp = 0xFFFD;
 		if (!strippable(cp, chars, nchars))
 			break;
@@ -220,51 +208,22 @@ void py_strip(const char *s, size_t n, int left, int right, const char *chars, s
 
 /* ---- string builder ---- */
 
-void sb_init(tmpl_sb *b, tmpl_ctx *c)
+/* sl_buf_grow_fn over the render arena: a new block and a copy (the old
+ * one stays until the arena goes, counted against its limit). */
+static void *arena_grow(void *arena, void *old, size_t old_size, size_t new_size)
 {
-	memset(b, 0, sizeof *b);
-	b->c = c;
+	char *p = tmpl_alloc(arena, new_size);
+	if (p && old_size)
+		memcpy(p, old, old_size);
+	return p;
 }
 
-void sb_put(tmpl_sb *b, const char *s, size_t n)
+void sb_init(sl_buf *b, tmpl_ctx *c)
 {
-	if (b->oom || !n)
-		return;
-	if (b->cap - b->n < n + 1) {
-		size_t cap = b->cap ? b->cap : 64;
-		while (cap - b->n < n + 1) {
-			if (cap > ((size_t)1 << 40)) {
-				b->oom = 1;
-				return;
-			}
-			cap *= 2;
-		}
-		char *p = tmpl_alloc(&b->c->arena, cap);
-		if (!p) {
-			b->oom = 1;
-			return;
-		}
-		if (b->n)
-			memcpy(p, b->p, b->n);
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->n, s, n);
-	b->n += n;
-	b->p[b->n] = 0;
+	*b = (sl_buf){.grow = arena_grow, .grow_ctx = &c->arena};
 }
 
-void sb_putc(tmpl_sb *b, char ch)
-{
-	sb_put(b, &ch, 1);
-}
-
-void sb_puts(tmpl_sb *b, const char *s)
-{
-	sb_put(b, s, strlen(s));
-}
-
-tmpl_val sb_val(tmpl_sb *b)
+tmpl_val sb_val(sl_buf *b)
 {
 	return tv_str(b->p ? b->p : "", b->n);
 }
@@ -425,12 +384,12 @@ const tmpl_list *tv_iter_list(tmpl_ctx *c, const tmpl_node *at, const tmpl_val *
 		memcpy(l->it, v->u.d->keys, (size_t)l->n * sizeof *l->it);
 		return l;
 	case V_STR: {
-		size_t n = utf8_count(v->u.s.p, v->u.s.n);
+		size_t n = tmpl_utf8_count(v->u.s.p, v->u.s.n);
 		if (n > INT32_MAX || !(l = tl_new(c, (int)n)))
 			break;
 		for (size_t i = 0, k = 0; i < v->u.s.n; k++) {
 			uint32_t cp;
-			size_t w = utf8_decode(v->u.s.p + i, v->u.s.n - i, &cp);
+			size_t w = tmpl_utf8_decode(v->u.s.p + i, v->u.s.n - i, &cp);
 			l->it[k] = tv_str(v->u.s.p + i, w);
 			i += w;
 		}
@@ -463,74 +422,74 @@ static int py_printable(uint32_t c)
 	return 1;
 }
 
-static void repr_str(tmpl_sb *b, const char *s, size_t n)
+static void repr_str(sl_buf *b, const char *s, size_t n)
 {
 	int sq = memchr(s, '\'', n) != NULL, dq = memchr(s, '"', n) != NULL;
 	char q = sq && !dq ? '"' : '\'';
-	sb_putc(b, q);
+	sl_buf_putc(b, q);
 	for (size_t i = 0; i < n;) {
 		uint32_t cp;
-		size_t k = utf8_decode(s + i, n - i, &cp);
+		size_t k = tmpl_utf8_decode(s + i, n - i, &cp);
 		char esc[16];
 		if (cp == '\\' || cp == (uint32_t)q) {
 			esc[0] = '\\';
 			esc[1] = (char)cp;
-			sb_put(b, esc, 2);
+			sl_buf_put(b, esc, 2);
 		} else if (cp == '\t') {
-			sb_put(b, "\\t", 2);
+			sl_buf_put(b, "\\t", 2);
 		} else if (cp == '\n') {
-			sb_put(b, "\\n", 2);
+			sl_buf_put(b, "\\n", 2);
 		} else if (cp == '\r') {
-			sb_put(b, "\\r", 2);
+			sl_buf_put(b, "\\r", 2);
 		} else if (!py_printable(cp)) {
 			int w = cp < 0x100	 ? snprintf(esc, sizeof esc, "\\x%02x", cp)
 				: cp < 0x10000 ? snprintf(esc, sizeof esc, "\\u%04x", cp)
 					       : snprintf(esc, sizeof esc, "\\U%08x", cp);
-			sb_put(b, esc, (size_t)w);
+			sl_buf_put(b, esc, (size_t)w);
 		} else {
-			sb_put(b, s + i, k);
+			sl_buf_put(b, s + i, k);
 		}
 		i += k;
 	}
-	sb_putc(b, q);
+	sl_buf_putc(b, q);
 }
 
-static void put_int(tmpl_sb *b, int64_t i)
+static void put_int(sl_buf *b, int64_t i)
 {
 	char tmp[32];
 	int w = snprintf(tmp, sizeof tmp, "%lld", (long long)i);
-	sb_put(b, tmp, (size_t)w);
+	sl_buf_put(b, tmp, (size_t)w);
 }
 
-static void repr_dict(tmpl_sb *b, const tmpl_dict *d)
+static void repr_dict(sl_buf *b, const tmpl_dict *d)
 {
-	sb_putc(b, '{');
+	sl_buf_putc(b, '{');
 	for (int i = 0; i < d->n; i++) {
 		if (i)
-			sb_put(b, ", ", 2);
+			sl_buf_put(b, ", ", 2);
 		tv_repr_into(b, &d->keys[i]);
-		sb_put(b, ": ", 2);
+		sl_buf_put(b, ": ", 2);
 		tv_repr_into(b, &d->vals[i]);
 	}
-	sb_putc(b, '}');
+	sl_buf_putc(b, '}');
 }
 
-void tv_repr_into(tmpl_sb *b, const tmpl_val *v)
+void tv_repr_into(sl_buf *b, const tmpl_val *v)
 {
 	switch (v->k) {
-	case V_UNDEF: sb_puts(b, "Undefined"); return;
+	case V_UNDEF: sl_buf_puts(b, "Undefined"); return;
 	case V_STR: repr_str(b, v->u.s.p, v->u.s.n); return;
 	case V_LIST: {
 		const tmpl_list *l = v->u.l;
-		sb_putc(b, l->tuple ? '(' : '[');
+		sl_buf_putc(b, l->tuple ? '(' : '[');
 		for (int i = 0; i < l->n; i++) {
 			if (i)
-				sb_put(b, ", ", 2);
+				sl_buf_put(b, ", ", 2);
 			tv_repr_into(b, &l->it[i]);
 		}
 		if (l->tuple && l->n == 1)
-			sb_putc(b, ',');
-		sb_putc(b, l->tuple ? ')' : ']');
+			sl_buf_putc(b, ',');
+		sl_buf_putc(b, l->tuple ? ')' : ']');
 		return;
 	}
 	case V_DICT: repr_dict(b, v->u.d); return;
@@ -538,35 +497,35 @@ void tv_repr_into(tmpl_sb *b, const tmpl_val *v)
 	}
 }
 
-void tv_str_into(tmpl_sb *b, const tmpl_val *v)
+void tv_str_into(sl_buf *b, const tmpl_val *v)
 {
 	switch (v->k) {
 	case V_UNDEF: return;
-	case V_NONE: sb_puts(b, "None"); return;
-	case V_BOOL: sb_puts(b, v->u.i ? "True" : "False"); return;
+	case V_NONE: sl_buf_puts(b, "None"); return;
+	case V_BOOL: sl_buf_puts(b, v->u.i ? "True" : "False"); return;
 	case V_INT: put_int(b, v->u.i); return;
-	case V_STR: sb_put(b, v->u.s.p, v->u.s.n); return;
+	case V_STR: sl_buf_put(b, v->u.s.p, v->u.s.n); return;
 	case V_NS:
-		sb_puts(b, "<Namespace ");
+		sl_buf_puts(b, "<Namespace ");
 		repr_dict(b, v->u.d);
-		sb_putc(b, '>');
+		sl_buf_putc(b, '>');
 		return;
 	case V_LOOP:
-		sb_puts(b, "<LoopContext ");
+		sl_buf_puts(b, "<LoopContext ");
 		put_int(b, v->u.lp->index0 + 1);
-		sb_putc(b, '/');
+		sl_buf_putc(b, '/');
 		put_int(b, v->u.lp->length);
-		sb_putc(b, '>');
+		sl_buf_putc(b, '>');
 		return;
 	case V_FUNC:
-		sb_puts(b, "<function ");
-		sb_puts(b, tmpl_function_name((int)v->u.i));
-		sb_putc(b, '>');
+		sl_buf_puts(b, "<function ");
+		sl_buf_puts(b, tmpl_function_name((int)v->u.i));
+		sl_buf_putc(b, '>');
 		return;
 	case V_METHOD:
-		sb_puts(b, "<built-in method of ");
-		sb_puts(b, tv_type_name(&v->u.m->self));
-		sb_puts(b, " object>");
+		sl_buf_puts(b, "<built-in method of ");
+		sl_buf_puts(b, tv_type_name(&v->u.m->self));
+		sl_buf_puts(b, " object>");
 		return;
 	default: tv_repr_into(b, v); return;
 	}
@@ -576,64 +535,28 @@ tmpl_val tv_to_str(tmpl_ctx *c, const tmpl_val *v)
 {
 	if (v->k == V_STR)
 		return *v;
-	tmpl_sb b;
+	sl_buf b;
 	sb_init(&b, c);
 	tv_str_into(&b, v);
-	return b.oom ? tv_undef(NULL) : sb_val(&b);
+	return b.failed ? tv_undef(NULL) : sb_val(&b);
 }
 
 /* ---- JSON ---- */
 
-static void json_str(tmpl_sb *b, const char *s, size_t n)
+static void json_newline(sl_buf *b, int indent, int level)
 {
-	sb_putc(b, '"');
-	size_t run = 0;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char ch = (unsigned char)s[i];
-		const char *e = NULL;
-		char tmp[8];
-		if (ch == '"')
-			e = "\\\"";
-		else if (ch == '\\')
-			e = "\\\\";
-		else if (ch == '\n')
-			e = "\\n";
-		else if (ch == '\r')
-			e = "\\r";
-		else if (ch == '\t')
-			e = "\\t";
-		else if (ch == '\b')
-			e = "\\b";
-		else if (ch == '\f')
-			e = "\\f";
-		else if (ch < 0x20) {
-			snprintf(tmp, sizeof tmp, "\\u%04x", ch);
-			e = tmp;
-		}
-		if (!e)
-			continue;
-		sb_put(b, s + run, i - run);
-		sb_puts(b, e);
-		run = i + 1;
-	}
-	sb_put(b, s + run, n - run);
-	sb_putc(b, '"');
-}
-
-static void json_newline(tmpl_sb *b, int indent, int level)
-{
-	sb_putc(b, '\n');
+	sl_buf_putc(b, '\n');
 	for (int i = 0; i < indent * level; i++)
-		sb_putc(b, ' ');
+		sl_buf_putc(b, ' ');
 }
 
-static int json_key(tmpl_sb *b, const tmpl_val *k)
+static int json_key(sl_buf *b, const tmpl_val *k)
 {
 	switch (k->k) {
-	case V_STR: json_str(b, k->u.s.p, k->u.s.n); return 0;
-	case V_INT: sb_putc(b, '"'); put_int(b, k->u.i); sb_putc(b, '"'); return 0;
-	case V_BOOL: sb_puts(b, k->u.i ? "\"true\"" : "\"false\""); return 0;
-	case V_NONE: sb_puts(b, "\"null\""); return 0;
+	case V_STR: text_json_str(b, k->u.s.p, k->u.s.n); return 0;
+	case V_INT: sl_buf_putc(b, '"'); put_int(b, k->u.i); sl_buf_putc(b, '"'); return 0;
+	case V_BOOL: sl_buf_puts(b, k->u.i ? "\"true\"" : "\"false\""); return 0;
+	case V_NONE: sl_buf_puts(b, "\"null\""); return 0;
 	default: return -1;
 	}
 }
@@ -646,7 +569,7 @@ static int key_cmp(const void *x, const void *y)
 	return r ? r : (a->u.s.n > b->u.s.n) - (a->u.s.n < b->u.s.n);
 }
 
-int tv_json_into(tmpl_sb *b, const tmpl_val *v, int indent, int sort_keys, int depth,
+int tv_json_into(sl_buf *b, const tmpl_val *v, int indent, int sort_keys, int depth,
 		 const tmpl_val **bad)
 {
 	if (depth > 100) {
@@ -655,20 +578,20 @@ int tv_json_into(tmpl_sb *b, const tmpl_val *v, int indent, int sort_keys, int d
 	}
 	const char *sep = indent >= 0 ? "," : ", ";
 	switch (v->k) {
-	case V_NONE: sb_puts(b, "null"); return 0;
-	case V_BOOL: sb_puts(b, v->u.i ? "true" : "false"); return 0;
+	case V_NONE: sl_buf_puts(b, "null"); return 0;
+	case V_BOOL: sl_buf_puts(b, v->u.i ? "true" : "false"); return 0;
 	case V_INT: put_int(b, v->u.i); return 0;
-	case V_STR: json_str(b, v->u.s.p, v->u.s.n); return 0;
+	case V_STR: text_json_str(b, v->u.s.p, v->u.s.n); return 0;
 	case V_LIST: {
 		const tmpl_list *l = v->u.l;
 		if (!l->n) {
-			sb_puts(b, "[]");
+			sl_buf_puts(b, "[]");
 			return 0;
 		}
-		sb_putc(b, '[');
+		sl_buf_putc(b, '[');
 		for (int i = 0; i < l->n; i++) {
 			if (i)
-				sb_puts(b, sep);
+				sl_buf_puts(b, sep);
 			if (indent >= 0)
 				json_newline(b, indent, depth + 1);
 			if (tv_json_into(b, &l->it[i], indent, sort_keys, depth + 1, bad))
@@ -676,18 +599,18 @@ int tv_json_into(tmpl_sb *b, const tmpl_val *v, int indent, int sort_keys, int d
 		}
 		if (indent >= 0)
 			json_newline(b, indent, depth);
-		sb_putc(b, ']');
+		sl_buf_putc(b, ']');
 		return 0;
 	}
 	case V_DICT: {
 		const tmpl_dict *d = v->u.d;
 		if (!d->n) {
-			sb_puts(b, "{}");
+			sl_buf_puts(b, "{}");
 			return 0;
 		}
-		const tmpl_val **order = tmpl_alloc(&b->c->arena, (size_t)d->n * sizeof *order);
+		const tmpl_val **order = tmpl_alloc(b->grow_ctx, (size_t)d->n * sizeof *order);
 		if (!order) {
-			b->oom = 1;
+			b->failed = 1;
 			return 0;
 		}
 		for (int i = 0; i < d->n; i++) {
@@ -699,24 +622,24 @@ int tv_json_into(tmpl_sb *b, const tmpl_val *v, int indent, int sort_keys, int d
 		}
 		if (sort_keys)
 			qsort(order, (size_t)d->n, sizeof *order, key_cmp);
-		sb_putc(b, '{');
+		sl_buf_putc(b, '{');
 		for (int i = 0; i < d->n; i++) {
 			if (i)
-				sb_puts(b, sep);
+				sl_buf_puts(b, sep);
 			if (indent >= 0)
 				json_newline(b, indent, depth + 1);
 			if (json_key(b, order[i])) {
 				*bad = order[i];
 				return -1;
 			}
-			sb_puts(b, ": ");
+			sl_buf_puts(b, ": ");
 			if (tv_json_into(b, &d->vals[order[i] - d->keys], indent, sort_keys, depth + 1,
 					 bad))
 				return -1;
 		}
 		if (indent >= 0)
 			json_newline(b, indent, depth);
-		sb_putc(b, '}');
+		sl_buf_putc(b, '}');
 		return 0;
 	}
 	default:
@@ -824,7 +747,7 @@ static tmpl_val str_char(const char *s, size_t n, int64_t i)
 	size_t p = 0;
 	for (int64_t k = 0; p < n; k++) {
 		uint32_t cp;
-		size_t w = utf8_decode(s + p, n - p, &cp);
+		size_t w = tmpl_utf8_decode(s + p, n - p, &cp);
 		if (k == i)
 			return tv_str(s + p, w);
 		p += w;
@@ -850,7 +773,7 @@ tmpl_val tmpl_getitem(tmpl_ctx *c, const tmpl_node *at, tmpl_val obj, tmpl_val k
 		break;
 	case V_STR:
 		if (tv_is_int(&key)) {
-			int64_t i = seq_index(key.u.i, (int64_t)utf8_count(obj.u.s.p, obj.u.s.n));
+			int64_t i = seq_index(key.u.i, (int64_t)tmpl_utf8_count(obj.u.s.p, obj.u.s.n));
 			return i < 0 ? tv_undef(NULL) : str_char(obj.u.s.p, obj.u.s.n, i);
 		}
 		break;

@@ -97,7 +97,7 @@ static int merge_parts(const cJSON *m, const char **a, size_t *alen, const char 
 static int load_merges(text_tok *t, const cJSON *merges, char *err, size_t errlen)
 {
 	const cJSON *m;
-	tk_buf cat = {0};
+	sl_buf cat = {0};
 	int32_t rank = 0;
 	int rc = 0;
 
@@ -113,10 +113,10 @@ static int load_merges(text_tok *t, const cJSON *merges, char *err, size_t errle
 		}
 		int32_t ia = sm_get(&t->text_map, t->arena, a, alen);
 		int32_t ib = sm_get(&t->text_map, t->arena, b, blen);
-		cat.len = 0;
-		if ((rc = tk_buf_put(&cat, a, alen)) || (rc = tk_buf_put(&cat, b, blen)))
+		cat.n = 0;
+		if ((rc = sl_buf_put(&cat, a, alen)) || (rc = sl_buf_put(&cat, b, blen)))
 			break;
-		int32_t ir = sm_get(&t->text_map, t->arena, cat.p, cat.len);
+		int32_t ir = sm_get(&t->text_map, t->arena, cat.p, cat.n);
 		if (ia < 0 || ib < 0 || ir < 0) {
 			rc = LERR(SL_EINVAL, "model.merges[%d]: \"%.60s\" is not in the vocabulary",
 				  rank, ia < 0 ? a : ib < 0 ? b : cat.p);
@@ -283,7 +283,7 @@ static int bpe_symbols(enc_ctx *c, const unsigned char *w, size_t n)
 		if (t->byte_level) {
 			id = t->byte_sym[w[i]];
 		} else {
-			len = tk_utf8_unit(w + i, n - i, &cp);
+			len = text_utf8_next((const char *)w + i, n - i, &cp);
 			id = sm_get(&t->enc_map, t->arena, (const char *)w + i, len);
 		}
 		if (id >= 0) {
@@ -291,7 +291,7 @@ static int bpe_symbols(enc_ctx *c, const unsigned char *w, size_t n)
 			TRY(sym_push(c, id));
 		} else if (t->byte_level) {
 			char mapped[4]; /* HF would look at the mapped character */
-			size_t ml = tk_utf8_put(mapped, tk_byte_to_char(w[i]));
+			size_t ml = text_utf8_put(mapped, tk_byte_to_char(w[i]));
 			TRY(missing_char(c, (const unsigned char *)mapped, ml));
 		} else {
 			TRY(missing_char(c, w + i, len));
@@ -348,7 +348,7 @@ static int bpe_word(enc_ctx *c, const char *w, size_t n)
 static long stand_in_at(const enc_ctx *c, const unsigned char *w, size_t n)
 {
 	uint32_t cp;
-	if (n < 4 || (w[0] != 0xF3 && w[0] != 0xF4) || tk_utf8_unit(w, n, &cp) != 4)
+	if (n < 4 || (w[0] != 0xF3 && w[0] != 0xF4) || text_utf8_next((const char *)w, n, &cp) != 4)
 		return -1;
 	size_t lo = 0, hi = c->n_stand;
 	while (lo < hi) {
@@ -366,17 +366,17 @@ int tk_encode_word(enc_ctx *c, const char *w, size_t n)
 	if (!c->n_stand)
 		return bpe_word(c, w, n);
 	const unsigned char *u = (const unsigned char *)w;
-	c->word.len = 0;
+	c->word.n = 0;
 	for (size_t i = 0; i < n;) {
 		long k = stand_in_at(c, u + i, n - i);
 		if (k >= 0) {
-			TRY(tk_buf_put(&c->word, c->stand_bytes[k] + 1, c->stand_bytes[k][0]));
+			TRY(sl_buf_put(&c->word, c->stand_bytes[k] + 1, c->stand_bytes[k][0]));
 			i += 4;
 		} else {
-			TRY(tk_buf_put(&c->word, w + i, 1));
+			TRY(sl_buf_put(&c->word, w + i, 1));
 			i++;
 		}
 	}
-	return bpe_word(c, c->word.p, c->word.len);
+	return bpe_word(c, c->word.p, c->word.n);
 }
 

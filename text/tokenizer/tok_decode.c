@@ -102,7 +102,7 @@ static int load_dec_step(text_tok *t, const cJSON *j, dec_replace *rep, size_t *
 static int compute_dec(text_tok *t, const dec_replace *rep, size_t nrep)
 {
 	int16_t char_byte[BYTE_CHARS];
-	tk_buf bufs[2] = {{0}, {0}};
+	sl_buf bufs[2] = {{0}, {0}};
 	int rc = 0;
 
 	tk_build_char_bytes(char_byte);
@@ -124,7 +124,7 @@ static int compute_dec(text_tok *t, const dec_replace *rep, size_t nrep)
 			rc = tk_replace_all(cur, cn, rep[k].pat, strlen(rep[k].pat), rep[k].to,
 					 strlen(rep[k].to), &bufs[k & 1]);
 			cur = bufs[k & 1].p;
-			cn = bufs[k & 1].len;
+			cn = bufs[k & 1].n;
 		}
 		if (rc == 0 && nrep)
 			rc = tk_arena_put(t, cur, cn, &e->dec_off);
@@ -177,8 +177,8 @@ struct text_detok {
 	size_t strip_left; /* leading strip characters still to remove */
 	unsigned char pend[4]; /* bytes of an unfinished UTF-8 character */
 	size_t n_pend;
-	tk_buf run;        /* exact mode: the current byte-fallback run */
-	tk_buf out;        /* text produced by this call */
+	sl_buf run;        /* exact mode: the current byte-fallback run */
+	sl_buf out;        /* text produced by this call */
 	int oom;
 };
 
@@ -198,7 +198,7 @@ static void emit(text_detok *d, const char *s, size_t n)
 	if (n == 0)
 		return;
 	d->strip_left = 0;
-	if (tk_buf_put(&d->out, s, n))
+	if (sl_buf_put(&d->out, s, n))
 		d->oom = 1;
 }
 
@@ -219,10 +219,10 @@ static void utf8_feed(text_detok *d, unsigned char b, int per_byte)
 	d->pend[d->n_pend++] = b;
 	while (d->n_pend) {
 		uint32_t cp;
-		size_t len = tk_utf8_unit(d->pend, d->n_pend, &cp);
-		if (cp == UNIT_TRUNC)
+		size_t len = text_utf8_next((const char *)d->pend, d->n_pend, &cp);
+		if (cp == TEXT_UTF8_TRUNC)
 			return;
-		if (cp == UNIT_BAD)
+		if (cp == TEXT_UTF8_BAD)
 			emit_replacements(d, per_byte ? len : 1);
 		else
 			emit(d, (const char *)d->pend, len);
@@ -247,13 +247,13 @@ static void run_end(text_detok *d)
 		utf8_flush(d, 1);
 		return;
 	}
-	if (d->run.len == 0)
+	if (d->run.n == 0)
 		return;
-	if (text_utf8_valid(d->run.p, d->run.len))
-		emit(d, d->run.p, d->run.len);
+	if (text_utf8_valid(d->run.p, d->run.n))
+		emit(d, d->run.p, d->run.n);
 	else
-		emit_replacements(d, d->run.len);
-	d->run.len = 0;
+		emit_replacements(d, d->run.n);
+	d->run.n = 0;
 }
 
 /* Metaspace decoder: the first token loses its replacement characters
@@ -261,12 +261,12 @@ static void run_end(text_detok *d)
 static void emit_meta_first(text_detok *d, const tok_entry *e)
 {
 	const text_tok *t = d->t;
-	tk_buf tmp = {0};
+	sl_buf tmp = {0};
 	if (tk_replace_all(tk_str(t, e->text_off), e->text_len, t->dec_meta_rep,
 			t->dec_meta_rep_len, "", 0, &tmp))
 		d->oom = 1;
 	else
-		emit(d, tmp.p, tmp.len);
+		emit(d, tmp.p, tmp.n);
 	free(tmp.p);
 }
 
@@ -277,7 +277,7 @@ static void feed_pipe(text_detok *d, const tok_entry *e)
 	if (e->byte_val >= 0) {
 		if (d->exact) {
 			char b = (char)e->byte_val;
-			if (tk_buf_put(&d->run, &b, 1))
+			if (sl_buf_put(&d->run, &b, 1))
 				d->oom = 1;
 		} else {
 			utf8_feed(d, (unsigned char)e->byte_val, 1);
@@ -358,9 +358,9 @@ void text_detok_reset(text_detok *d)
 {
 	if (!d)
 		return;
-	tk_buf out = d->out, run = d->run;
+	sl_buf out = d->out, run = d->run;
 	detok_init(d, d->t, d->skip_special, 0);
-	out.len = run.len = 0;
+	out.n = run.n = 0;
 	d->out = out;
 	d->run = run;
 }
@@ -368,14 +368,14 @@ void text_detok_reset(text_detok *d)
 /* Hands out d->out (NUL-terminated even when empty). */
 static int detok_result(text_detok *d, const char **text, size_t *len)
 {
-	if (d->oom || tk_buf_put(&d->out, "", 0)) {
+	if (d->oom || sl_buf_put(&d->out, "", 0)) {
 		d->oom = 0;
 		*text = "";
 		*len = 0;
 		return SL_ENOMEM;
 	}
 	*text = d->out.p;
-	*len = d->out.len;
+	*len = d->out.n;
 	return 0;
 }
 
@@ -383,7 +383,7 @@ int text_detok_step(text_detok *d, int32_t id, const char **text, size_t *len)
 {
 	if (!d || !text || !len)
 		return SL_EINVAL;
-	d->out.len = 0;
+	d->out.n = 0;
 	feed(d, id);
 	return detok_result(d, text, len);
 }
@@ -392,7 +392,7 @@ int text_detok_finish(text_detok *d, const char **text, size_t *len)
 {
 	if (!d || !text || !len)
 		return SL_EINVAL;
-	d->out.len = 0;
+	d->out.n = 0;
 	feed_end(d);
 	return detok_result(d, text, len);
 }
@@ -411,13 +411,13 @@ int text_tok_decode(const text_tok *t, const int32_t *ids, size_t n, int skip_sp
 		feed(&d, ids[i]);
 	feed_end(&d);
 	free(d.run.p);
-	if (d.oom || tk_buf_put(&d.out, "", 0)) {
+	if (d.oom || sl_buf_put(&d.out, "", 0)) {
 		free(d.out.p);
 		return sl_errf(err, errlen, SL_ENOMEM, "%s: out of memory decoding %zu ids",
 			       t->name, n);
 	}
 	*text = d.out.p;
-	*len = d.out.len;
+	*len = d.out.n;
 	return 0;
 }
 

@@ -24,15 +24,12 @@
 #include <cjson/cJSON.h>
 
 #include "text/tokenizer/tokenizer.h"
+#include "text/utf8.h"
+#include "common/buf.h"
 
 #define MAX_TOKEN_ID (1 << 24) /* refuse files that would make us allocate more */
 
 /* ---- growable buffers ---- */
-
-typedef struct {
-	char *p;
-	size_t len, cap;
-} tk_buf;
 
 typedef struct {
 	int32_t *p;
@@ -40,26 +37,16 @@ typedef struct {
 } tk_ids;
 
 int tk_grow(void **p, size_t *cap, size_t need, size_t elem);
-int tk_buf_put(tk_buf *b, const void *s, size_t n); /* keeps a NUL after len */
 int tk_ids_push(tk_ids *v, int32_t id);
 
 /* ---- UTF-8 ---- */
 
-#define UNIT_BAD 0xFFFFFFFFu   /* ill-formed: can never become a character */
-#define UNIT_TRUNC 0xFFFFFFFEu /* valid so far, but the input ended */
-
-/* Length of the UTF-8 unit at s[0..n), n >= 1: one well-formed character
- * (*cp = its code point) or the maximal ill-formed subpart (*cp = UNIT_BAD
- * or UNIT_TRUNC) -- the unit Python's errors="replace" and Rust's
- * from_utf8_lossy each turn into one U+FFFD. */
-size_t tk_utf8_unit(const unsigned char *s, size_t n, uint32_t *cp);
-size_t tk_utf8_put(char *out, uint32_t cp); /* 1..4 bytes */
 /* Exactly one UTF-8 character: copies it to out (8 bytes) and sets *len. */
 int tk_one_char(const char *s, char *out, size_t *len);
 int tk_starts_with(const char *s, size_t n, const char *p, size_t pn);
 /* out = s with every non-overlapping pat (left to right) replaced by to. */
 int tk_replace_all(const char *s, size_t n, const char *pat, size_t pn, const char *to,
-		   size_t tn, tk_buf *out);
+		   size_t tn, sl_buf *out);
 /* Unicode White_Space, what Rust's char::is_whitespace tests. */
 int tk_is_white_space(uint32_t cp);
 
@@ -225,7 +212,7 @@ typedef struct {
 } tk_piece;
 
 typedef struct {
-	tk_buf text;
+	sl_buf text;
 	tk_piece *p;
 	size_t n, cap;
 } tk_pieces;
@@ -245,7 +232,7 @@ typedef struct {
 	const text_tok *t;
 	int flags;
 	tk_ids out;
-	tk_buf norm[2], word, esc, tmp;
+	sl_buf norm[2], word, esc, tmp;
 	tk_pieces pc[2];
 	tk_span *spans;
 	size_t n_spans, spans_cap;
@@ -268,7 +255,7 @@ int tk_load_normalizer(text_tok *t, const cJSON *j, char *err, size_t errlen);
 /* Runs the normalizer over s; results alternate between bufs[0] and
  * bufs[1], *res may be s itself when nothing changed it.  *origin (may be
  * NULL) is cleared when a step removed the first character. */
-int tk_normalize(const text_tok *t, const char *s, size_t n, tk_buf bufs[2], void **region,
+int tk_normalize(const text_tok *t, const char *s, size_t n, sl_buf bufs[2], void **region,
 		 const char **res, size_t *rn, int *origin);
 void tk_free_normalizer(text_tok *t);
 

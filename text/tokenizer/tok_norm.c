@@ -24,25 +24,25 @@
 
 /* Lowercase as Rust's char::to_lowercase: simple mappings, plus the one
  * unconditional multi-character one, U+0130 -> "i" U+0307. */
-static int lowercase(const char *s, size_t n, tk_buf *out)
+static int lowercase(const char *s, size_t n, sl_buf *out)
 {
-	out->len = 0;
+	out->n = 0;
 	for (size_t i = 0; i < n;) {
 		uint32_t cp;
-		size_t len = tk_utf8_unit((const unsigned char *)s + i, n - i, &cp);
+		size_t len = text_utf8_next(s + i, n - i, &cp);
 		char enc[8];
 		if (cp == 0x130) {
-			TRY(tk_buf_put(out, "i\xCC\x87", 3));
+			TRY(sl_buf_put(out, "i\xCC\x87", 3));
 		} else {
 			int32_t lo = utf8proc_tolower((int32_t)cp);
-			TRY(tk_buf_put(out, enc, tk_utf8_put(enc, (uint32_t)lo)));
+			TRY(sl_buf_put(out, enc, text_utf8_put(enc, (uint32_t)lo)));
 		}
 		i += len;
 	}
 	return 0;
 }
 
-static int unicode_form(int kind, const char *s, size_t n, tk_buf *out)
+static int unicode_form(int kind, const char *s, size_t n, sl_buf *out)
 {
 	utf8proc_option_t opt = UTF8PROC_STABLE;
 	utf8proc_uint8_t *res = NULL;
@@ -57,8 +57,8 @@ static int unicode_form(int kind, const char *s, size_t n, tk_buf *out)
 					    &res, opt);
 	if (len < 0) /* the text is valid UTF-8 by now: only memory can fail */
 		return SL_ENOMEM;
-	out->len = 0;
-	int rc = tk_buf_put(out, res, (size_t)len);
+	out->n = 0;
+	int rc = sl_buf_put(out, res, (size_t)len);
 	free(res);
 	return rc;
 }
@@ -73,23 +73,23 @@ static int is_mark(uint32_t cp)
 }
 
 /* Characters kept by a predicate: Strip's ends, StripAccents' marks. */
-static int strip(const norm_step *st, const char *s, size_t n, tk_buf *out)
+static int strip(const norm_step *st, const char *s, size_t n, sl_buf *out)
 {
 	size_t a = 0, b = n;
 	uint32_t cp;
 
 	if (st->kind == NORM_STRIP_ACCENTS) {
-		out->len = 0;
+		out->n = 0;
 		for (size_t i = 0; i < n;) {
-			size_t len = tk_utf8_unit((const unsigned char *)s + i, n - i, &cp);
+			size_t len = text_utf8_next(s + i, n - i, &cp);
 			if (!is_mark(cp))
-				TRY(tk_buf_put(out, s + i, len));
+				TRY(sl_buf_put(out, s + i, len));
 			i += len;
 		}
 		return 0;
 	}
 	while (st->left && a < b) {
-		size_t len = tk_utf8_unit((const unsigned char *)s + a, b - a, &cp);
+		size_t len = text_utf8_next(s + a, b - a, &cp);
 		if (!tk_is_white_space(cp))
 			break;
 		a += len;
@@ -98,51 +98,51 @@ static int strip(const norm_step *st, const char *s, size_t n, tk_buf *out)
 		size_t k = b - 1;
 		while (k > a && ((unsigned char)s[k] & 0xC0) == 0x80)
 			k--;
-		tk_utf8_unit((const unsigned char *)s + k, b - k, &cp);
+		text_utf8_next(s + k, b - k, &cp);
 		if (!tk_is_white_space(cp))
 			break;
 		b = k;
 	}
-	out->len = 0;
-	return tk_buf_put(out, s + a, b - a);
+	out->n = 0;
+	return sl_buf_put(out, s + a, b - a);
 }
 
 typedef struct {
 	const char *s, *to;
 	size_t prev, tn;
-	tk_buf *out;
+	sl_buf *out;
 } repl_state;
 
 static int on_repl(void *arg, size_t st, size_t en)
 {
 	repl_state *r = arg;
-	TRY(tk_buf_put(r->out, r->s + r->prev, st - r->prev));
-	TRY(tk_buf_put(r->out, r->to, r->tn));
+	TRY(sl_buf_put(r->out, r->s + r->prev, st - r->prev));
+	TRY(sl_buf_put(r->out, r->to, r->tn));
 	r->prev = en;
 	return 0;
 }
 
 static int replace_regex(const text_tok *t, const norm_step *st, const char *s, size_t n,
-			 void **region, tk_buf *out)
+			 void **region, sl_buf *out)
 {
 	repl_state r = {s, tk_str(t, st->b_off), 0, st->b_len, out};
 	if (!*region && !(*region = tk_region_new()))
 		return SL_ENOMEM;
-	out->len = 0;
+	out->n = 0;
 	TRY(tk_regex_each(st->re, *region, s, n, on_repl, &r));
-	return tk_buf_put(out, s + r.prev, n - r.prev);
+	return sl_buf_put(out, s + r.prev, n - r.prev);
 }
 
 /* 1 when the step removed the text's first character: the result then no
  * longer starts at original offset 0, which Metaspace's prepend_scheme
  * "first" checks. */
 static int dropped_first(const text_tok *t, const norm_step *st, const char *s, size_t n,
-			 const tk_buf *dst)
+			 const sl_buf *dst)
 {
 	uint32_t cp;
-	if (n == 0 || dst->len == 0)
+	if (n == 0 || dst->n == 0)
 		return 0;
-	tk_utf8_unit((const unsigned char *)s, n, &cp);
+	text_utf8_next(s, n, &cp);
 	switch (st->kind) {
 	case NORM_STRIP:
 		return st->left && tk_is_white_space(cp);
@@ -156,13 +156,13 @@ static int dropped_first(const text_tok *t, const norm_step *st, const char *s, 
 }
 
 static int run_step(const text_tok *t, const norm_step *st, const char *s, size_t n,
-		    void **region, tk_buf *dst)
+		    void **region, sl_buf *dst)
 {
 	switch (st->kind) {
 	case NORM_PREPEND:
-		dst->len = 0;
-		TRY(tk_buf_put(dst, tk_str(t, st->a_off), st->a_len));
-		return tk_buf_put(dst, s, n);
+		dst->n = 0;
+		TRY(sl_buf_put(dst, tk_str(t, st->a_off), st->a_len));
+		return sl_buf_put(dst, s, n);
 	case NORM_REPLACE:
 		return tk_replace_all(s, n, tk_str(t, st->a_off), st->a_len, tk_str(t, st->b_off),
 				      st->b_len, dst);
@@ -178,7 +178,7 @@ static int run_step(const text_tok *t, const norm_step *st, const char *s, size_
 	}
 }
 
-int tk_normalize(const text_tok *t, const char *s, size_t n, tk_buf bufs[2], void **region,
+int tk_normalize(const text_tok *t, const char *s, size_t n, sl_buf bufs[2], void **region,
 		 const char **res, size_t *rn, int *origin)
 {
 	const char *cur = s;
@@ -186,14 +186,14 @@ int tk_normalize(const text_tok *t, const char *s, size_t n, tk_buf bufs[2], voi
 
 	for (size_t k = 0; k < t->n_norm; k++) {
 		const norm_step *st = &t->norm[k];
-		tk_buf *dst = &bufs[k & 1];
+		sl_buf *dst = &bufs[k & 1];
 		if (st->kind == NORM_PREPEND && cn == 0) /* HF prepends only to non-empty text */
 			continue;
 		TRY(run_step(t, st, cur, cn, region, dst));
 		if (origin && *origin && dropped_first(t, st, cur, cn, dst))
 			*origin = 0;
 		cur = dst->p ? dst->p : "";
-		cn = dst->len;
+		cn = dst->n;
 	}
 	*res = cur;
 	*rn = cn;

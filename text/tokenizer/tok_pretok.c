@@ -121,7 +121,7 @@ int tk_regex_each(void *re, void *region, const char *s, size_t n,
 		if (st == en && last_match_end == (long)en) {
 			/* no empty match right after the last one: step one character */
 			uint32_t cp;
-			last_end += last_end < n ? tk_utf8_unit(str + last_end, n - last_end, &cp) : 1;
+			last_end += last_end < n ? text_utf8_next((const char *)str + last_end, n - last_end, &cp) : 1;
 			continue;
 		}
 		last_end = en;
@@ -188,10 +188,10 @@ static int piece_add(tk_pieces *out, const char *s, size_t n, int origin)
 	if (tk_grow((void **)&out->p, &out->cap, out->n + 1, sizeof *out->p))
 		return SL_ENOMEM;
 	tk_piece *p = &out->p[out->n];
-	p->off = (uint32_t)out->text.len;
+	p->off = (uint32_t)out->text.n;
 	p->len = (uint32_t)n;
 	p->origin = (uint8_t)origin;
-	TRY(tk_buf_put(&out->text, s, n));
+	TRY(sl_buf_put(&out->text, s, n));
 	out->n++;
 	return 0;
 }
@@ -255,19 +255,19 @@ static int split_regex(enc_ctx *c, void *re, int behavior, int invert, const cha
 static int metaspace(enc_ctx *c, const pre_step *st, const char *s, size_t n, int origin,
 		     tk_pieces *out)
 {
-	tk_buf *m = &c->tmp;
+	sl_buf *m = &c->tmp;
 
 	TRY(tk_replace_all(s, n, " ", 1, st->rep, st->rep_len, m));
 	if ((st->prepend == PREPEND_ALWAYS || (st->prepend == PREPEND_FIRST && origin)) &&
-	    !tk_starts_with(m->p, m->len, st->rep, st->rep_len)) {
-		TRY(tk_buf_put(m, st->rep, st->rep_len)); /* make room, then shift */
-		memmove(m->p + st->rep_len, m->p, m->len - st->rep_len);
+	    !tk_starts_with(m->p, m->n, st->rep, st->rep_len)) {
+		TRY(sl_buf_put(m, st->rep, st->rep_len)); /* make room, then shift */
+		memmove(m->p + st->rep_len, m->p, m->n - st->rep_len);
 		memcpy(m->p, st->rep, st->rep_len);
 	}
 	if (!st->split)
-		return piece_add(out, m->p, m->len, origin);
+		return piece_add(out, m->p, m->n, origin);
 	c->n_spans = 0;
-	TRY(literal_segments(c, m->p, m->len, st->rep, st->rep_len));
+	TRY(literal_segments(c, m->p, m->n, st->rep, st->rep_len));
 	return emit_segments(c, m->p, SPLIT_MERGED_NEXT, 0, origin, out);
 }
 
@@ -278,11 +278,11 @@ static int byte_level_step(enc_ctx *c, const pre_step *st, const char *s, size_t
 		      tk_pieces *out)
 {
 	if (st->prefix_space && !(n && s[0] == ' ')) {
-		c->tmp.len = 0;
-		TRY(tk_buf_put(&c->tmp, " ", 1));
-		TRY(tk_buf_put(&c->tmp, s, n));
+		c->tmp.n = 0;
+		TRY(sl_buf_put(&c->tmp, " ", 1));
+		TRY(sl_buf_put(&c->tmp, s, n));
 		s = c->tmp.p;
-		n = c->tmp.len;
+		n = c->tmp.n;
 	}
 	if (!st->re)
 		return piece_add(out, s, n, origin);
@@ -307,14 +307,14 @@ int tk_pretokenize(enc_ctx *c, const char *s, size_t n, int at_origin, const tk_
 	const text_tok *t = c->t;
 	int cur = 0;
 
-	c->pc[0].n = c->pc[0].text.len = 0;
+	c->pc[0].n = c->pc[0].text.n = 0;
 	*words = &c->pc[0];
 	if (n == 0)
 		return 0;
 	TRY(piece_add(&c->pc[0], s, n, at_origin));
 	for (size_t k = 0; k < t->n_pre; k++) {
 		tk_pieces *in = &c->pc[cur], *out = &c->pc[cur ^ 1];
-		out->n = out->text.len = 0;
+		out->n = out->text.n = 0;
 		for (size_t i = 0; i < in->n; i++)
 			TRY(run_step(c, &t->pre[k], in->text.p + in->p[i].off, in->p[i].len,
 				     in->p[i].origin, out));
@@ -345,17 +345,17 @@ static int parse_behavior(const char *b)
 }
 
 /* A String pattern is a literal: escape what Oniguruma would read. */
-static int escape_literal(const char *s, tk_buf *out)
+static int escape_literal(const char *s, sl_buf *out)
 {
-	out->len = 0;
+	out->n = 0;
 	for (; *s; s++) {
 		unsigned char ch = (unsigned char)*s;
 		if (ch < 0x80 && ch > 0x20 && !((ch | 0x20) >= 'a' && (ch | 0x20) <= 'z') &&
 		    !(ch >= '0' && ch <= '9') && ch != '_')
-			TRY(tk_buf_put(out, "\\", 1));
-		TRY(tk_buf_put(out, s, 1));
+			TRY(sl_buf_put(out, "\\", 1));
+		TRY(sl_buf_put(out, s, 1));
 	}
-	return tk_buf_put(out, "", 0);
+	return sl_buf_put(out, "", 0);
 }
 
 /* A step with one compiled pattern; pattern NUL-terminated. */
@@ -375,7 +375,7 @@ static int load_split(text_tok *t, const cJSON *j, char *err, size_t errlen)
 	const cJSON *pat = tk_jget(j, "pattern");
 	const char *re = tk_jstr(pat, "Regex"), *lit = tk_jstr(pat, "String");
 	int behavior = parse_behavior(tk_jstr(j, "behavior"));
-	tk_buf esc = {0};
+	sl_buf esc = {0};
 	int rc;
 
 	if (behavior < 0)

@@ -35,18 +35,6 @@ int tk_grow(void **p, size_t *cap, size_t need, size_t elem)
 	return 0;
 }
 
-int tk_buf_put(tk_buf *b, const void *s, size_t n)
-{
-	/* +1 keeps room for a terminating NUL */
-	if (tk_grow((void **)&b->p, &b->cap, b->len + n + 1, 1))
-		return SL_ENOMEM;
-	if (n)
-		memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = 0;
-	return 0;
-}
-
 int tk_ids_push(tk_ids *v, int32_t id)
 {
 	if (tk_grow((void **)&v->p, &v->cap, v->len + 1, sizeof *v->p))
@@ -55,93 +43,14 @@ int tk_ids_push(tk_ids *v, int32_t id)
 	return 0;
 }
 
-/* ---- UTF-8 ---- */
-
-size_t tk_utf8_unit(const unsigned char *s, size_t n, uint32_t *cp)
-{
-	unsigned b = s[0], need, lo = 0x80, hi = 0xBF;
-	uint32_t c;
-
-	if (b < 0x80) {
-		*cp = b;
-		return 1;
-	}
-	if (b >= 0xC2 && b <= 0xDF) {
-		need = 1;
-		c = b & 0x1F;
-	} else if (b >= 0xE0 && b <= 0xEF) {
-		need = 2;
-		c = b & 0x0F;
-		lo = b == 0xE0 ? 0xA0 : 0x80; /* no overlongs */
-		hi = b == 0xED ? 0x9F : 0xBF; /* no surrogates */
-	} else if (b >= 0xF0 && b <= 0xF4) {
-		need = 3;
-		c = b & 0x07;
-		lo = b == 0xF0 ? 0x90 : 0x80;
-		hi = b == 0xF4 ? 0x8F : 0xBF; /* <= U+10FFFF */
-	} else {
-		*cp = UNIT_BAD;
-		return 1;
-	}
-	size_t i = 1;
-	for (unsigned k = 0; k < need; k++, i++) {
-		if (i >= n) {
-			*cp = UNIT_TRUNC;
-			return i;
-		}
-		if (s[i] < lo || s[i] > hi) {
-			*cp = UNIT_BAD;
-			return i;
-		}
-		c = (c << 6) | (s[i] & 0x3F);
-		lo = 0x80;
-		hi = 0xBF;
-	}
-	*cp = c;
-	return i;
-}
-
-int text_utf8_valid(const char *s, size_t n)
-{
-	uint32_t cp;
-	for (size_t i = 0; i < n;) {
-		i += tk_utf8_unit((const unsigned char *)s + i, n - i, &cp);
-		if (cp == UNIT_BAD || cp == UNIT_TRUNC)
-			return 0;
-	}
-	return 1;
-}
-
-size_t tk_utf8_put(char *out, uint32_t cp)
-{
-	if (cp < 0x80) {
-		out[0] = (char)cp;
-		return 1;
-	}
-	if (cp < 0x800) {
-		out[0] = (char)(0xC0 | (cp >> 6));
-		out[1] = (char)(0x80 | (cp & 0x3F));
-		return 2;
-	}
-	if (cp < 0x10000) {
-		out[0] = (char)(0xE0 | (cp >> 12));
-		out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-		out[2] = (char)(0x80 | (cp & 0x3F));
-		return 3;
-	}
-	out[0] = (char)(0xF0 | (cp >> 18));
-	out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-	out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-	out[3] = (char)(0x80 | (cp & 0x3F));
-	return 4;
-}
+/* ---- UTF-8 (decoding and encoding: text/utf8.h) ---- */
 
 int tk_one_char(const char *s, char *out, size_t *len)
 {
 	uint32_t cp;
 	size_t n = strlen(s);
-	if (n == 0 || n > 4 || tk_utf8_unit((const unsigned char *)s, n, &cp) != n ||
-	    cp == UNIT_BAD || cp == UNIT_TRUNC)
+	if (n == 0 || n > 4 || text_utf8_next(s, n, &cp) != n ||
+	    cp == TEXT_UTF8_BAD || cp == TEXT_UTF8_TRUNC)
 		return -1;
 	memcpy(out, s, n);
 	out[n] = 0;
@@ -155,22 +64,22 @@ int tk_starts_with(const char *s, size_t n, const char *p, size_t pn)
 }
 
 int tk_replace_all(const char *s, size_t n, const char *pat, size_t pn, const char *to,
-		   size_t tn, tk_buf *out)
+		   size_t tn, sl_buf *out)
 {
 	size_t i = 0, start = 0;
 
-	out->len = 0;
+	out->n = 0;
 	while (i + pn <= n) {
 		if (memcmp(s + i, pat, pn) != 0) {
 			i++;
 			continue;
 		}
-		if (tk_buf_put(out, s + start, i - start) || tk_buf_put(out, to, tn))
+		if (sl_buf_put(out, s + start, i - start) || sl_buf_put(out, to, tn))
 			return SL_ENOMEM;
 		i += pn;
 		start = i;
 	}
-	return tk_buf_put(out, s + start, n - start);
+	return sl_buf_put(out, s + start, n - start);
 }
 
 int tk_is_white_space(uint32_t cp)
@@ -327,7 +236,7 @@ int tk_unmap_bytes(text_tok *t, const int16_t *char_byte, const char *s, uint32_
 		return SL_ENOMEM;
 	for (size_t i = 0; i < n && rc == 0;) {
 		uint32_t cp;
-		i += tk_utf8_unit((const unsigned char *)s + i, n - i, &cp);
+		i += text_utf8_next(s + i, n - i, &cp);
 		if (cp >= BYTE_CHARS || char_byte[cp] < 0)
 			rc = 1;
 		else

@@ -114,7 +114,7 @@ static void claim_added_id(text_tok *t, const added_tok *a)
 	}
 }
 
-static int load_one_added(text_tok *t, const cJSON *it, added_tok *a, tk_buf nb[2],
+static int load_one_added(text_tok *t, const cJSON *it, added_tok *a, sl_buf nb[2],
 			  char *err, size_t errlen)
 {
 	const char *content = tk_jstr(it, "content");
@@ -150,7 +150,7 @@ static int load_one_added(text_tok *t, const cJSON *it, added_tok *a, tk_buf nb[
 static int load_added(text_tok *t, const cJSON *arr, char *err, size_t errlen)
 {
 	const cJSON *it;
-	tk_buf nb[2] = {{0}, {0}};
+	sl_buf nb[2] = {{0}, {0}};
 	int rc = 0;
 
 	if (tk_jabsent(arr))
@@ -396,15 +396,15 @@ static int escape_invalid(enc_ctx *c, const char *s, size_t n, const char **res,
 	}
 	memset(slot, 0xFF, N_UNITS * sizeof *slot);
 	for (size_t i = 0; i < n;) {
-		i += tk_utf8_unit(u + i, n - i, &cp);
-		if (cp < UNIT_TRUNC && is_pua(cp))
+		i += text_utf8_next((const char *)u + i, n - i, &cp);
+		if (cp < TEXT_UTF8_TRUNC && is_pua(cp))
 			used[(cp - PUA_FIRST) / 8] |= (uint8_t)(1u << (cp % 8));
 	}
-	c->esc.len = 0;
+	c->esc.n = 0;
 	for (size_t i = 0; i < n && !rc;) {
-		size_t len = tk_utf8_unit(u + i, n - i, &cp);
-		if (cp < UNIT_TRUNC) {
-			rc = tk_buf_put(&c->esc, s + i, len);
+		size_t len = text_utf8_next((const char *)u + i, n - i, &cp);
+		if (cp < TEXT_UTF8_TRUNC) {
+			rc = sl_buf_put(&c->esc, s + i, len);
 			i += len;
 			continue;
 		}
@@ -423,11 +423,11 @@ static int escape_invalid(enc_ctx *c, const char *s, size_t n, const char **res,
 			memcpy(c->stand_bytes[*k] + 1, u + i, len);
 		}
 		char enc[4];
-		rc = tk_buf_put(&c->esc, enc, tk_utf8_put(enc, c->stand_cp[*k]));
+		rc = sl_buf_put(&c->esc, enc, text_utf8_put(enc, c->stand_cp[*k]));
 		i += len;
 	}
 	*res = c->esc.p;
-	*rn = c->esc.len;
+	*rn = c->esc.n;
 out:
 	free(used);
 	free(slot);

@@ -108,8 +108,4 @@ int text_tok_is_gguf(const char *path);
  * export` prints.  tok_gguf.c documents the mapping. */
 int text_tok_gguf_json(const char *path, char **json, size_t *len, char *err, size_t errlen);
 
-/* 1 when s[0..n) is well-formed UTF-8 (no overlongs, surrogates or
- * truncated sequences). */
-int text_utf8_valid(const char *s, size_t n);
-
 #endif

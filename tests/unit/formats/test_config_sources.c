@@ -16,25 +16,8 @@
 #include "node/model.h"
 #include "common/sl.h"
 
-static char g_dir[64];
-static char g_err[SL_ERRLEN];
-
-static void setup(void)
-{
-	ck_assert_int_eq(craft_tmpdir(g_dir, sizeof g_dir, "cfgsrc"), 0);
-	g_err[0] = 0;
-}
-
-static void teardown(void) { craft_rmdir(g_dir); }
-
-static const char *tpath(const char *name)
-{
-	static char buf[4][256];
-	static int k;
-	k = (k + 1) % 4;
-	snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
-	return buf[k];
-}
+#define CRAFT_TAG "cfgsrc"
+#include "unit/craft_fixture.h"
 
 /* ---- GGUF metadata ---- */
 

@@ -19,35 +19,8 @@
 #include "unit/gguf_craft.h"
 #include "common/sl.h"
 
-static char g_dir[64];
-static char g_err[SL_ERRLEN];
-
-static void setup(void)
-{
-	ck_assert_int_eq(craft_tmpdir(g_dir, sizeof g_dir, "gguf"), 0);
-	g_err[0] = 0;
-}
-
-static void teardown(void) { craft_rmdir(g_dir); }
-
-/* g_dir/name; four rotating buffers so a test can hold a few at once. */
-static const char *tpath(const char *name)
-{
-	static char buf[4][256];
-	static int k;
-	k = (k + 1) % 4;
-	snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
-	return buf[k];
-}
-
-/* The call failed with `want` and the message names s1 and s2 (if given). */
-static void expect_err(int rc, int want, const char *s1, const char *s2)
-{
-	ck_assert_msg(rc == want, "rc %d, want %d; error: %s", rc, want, g_err);
-	ck_assert_msg(strstr(g_err, s1), "error \"%s\" does not name \"%s\"", g_err, s1);
-	if (s2)
-		ck_assert_msg(strstr(g_err, s2), "error \"%s\" does not name \"%s\"", g_err, s2);
-}
+#define CRAFT_TAG "gguf"
+#include "unit/craft_fixture.h"
 
 /* Writes b as bad.gguf and expects the open to fail with `want`, naming
  * the file, s1 and s2. */

@@ -17,26 +17,8 @@
 #include "common/sl.h"
 #include "unit/st_craft.h"
 
-static char g_dir[64];
-static char g_err[SL_ERRLEN];
-
-static void setup(void)
-{
-	ck_assert_int_eq(craft_tmpdir(g_dir, sizeof g_dir, "st"), 0);
-	g_err[0] = 0;
-}
-
-static void teardown(void) { craft_rmdir(g_dir); }
-
-/* g_dir/name; four rotating buffers so a test can hold a few at once. */
-static const char *tpath(const char *name)
-{
-	static char buf[4][256];
-	static int k;
-	k = (k + 1) % 4;
-	snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
-	return buf[k];
-}
+#define CRAFT_TAG "st"
+#include "unit/craft_fixture.h"
 
 /* Deterministic non-zero values: an LCG, so failures reproduce. */
 static uint32_t g_lcg = 12345;
@@ -58,15 +40,6 @@ static void fill_rand(void *dst, sl_dtype dt, size_t n)
 		else
 			((uint16_t *)dst)[i] = sl_f32_to_bf16(v);
 	}
-}
-
-/* The call failed with `want` and the message names s1 and s2 (if given). */
-static void expect_err(int rc, int want, const char *s1, const char *s2)
-{
-	ck_assert_msg(rc == want, "rc %d, want %d; error: %s", rc, want, g_err);
-	ck_assert_msg(strstr(g_err, s1), "error \"%s\" does not name \"%s\"", g_err, s1);
-	if (s2)
-		ck_assert_msg(strstr(g_err, s2), "error \"%s\" does not name \"%s\"", g_err, s2);
 }
 
 /* Frames `header` + ndata zero bytes as bad.safetensors and expects the

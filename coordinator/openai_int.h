@@ -1,0 +1,117 @@
+/*
+ * openai_int.h — what the three files of the OpenAI front door share:
+ * openai_request.c reads a request's JSON into the core's coord_request
+ * (oai_req) and its prompts; openai.c runs the exchange (one core request
+ * per choice, their events through the sink); openai_response.c writes
+ * OpenAI JSON and server-sent events. JSON is read and written only in
+ * these files and http*.c.
+ */
+#ifndef COORD_OPENAI_INT_H
+#define COORD_OPENAI_INT_H
+
+#include <cjson/cJSON.h>
+
+#include "coordinator/coord_int.h"
+#include "coordinator/openai.h"
+#include "common/sl.h"
+
+/* A 400-class problem found while reading the request. */
+typedef struct oai_err {
+	int status;
+	const char *type, *param, *code;
+	char msg[SL_ERRLEN];
+} oai_err;
+
+/* The request's fields every endpoint shares, as one core request to copy
+ * per choice. Its strings point into the parsed JSON. */
+typedef struct oai_req {
+	coord_request s;
+	coord_str stops[COORD_MAX_STOPS];
+	int n, stream, include_usage, return_token_ids;
+	int logprobs;              /* -1: none; else the alternatives per token */
+	int has_seed;
+	uint64_t seed;
+	int model;
+} oai_req;
+
+/* One prompt: text, or token ids (owned). */
+typedef struct oai_prompt {
+	const char *text;
+	int32_t *ids;
+	size_t n_ids;
+} oai_prompt;
+
+/* One choice of an exchange: a core request and what it returned. */
+typedef struct oai_choice {
+	coord_req *req;            /* running; NULL once it ended or left */
+	int prompt;                /* index of its prompt */
+	int done;
+	Shardline__Client__FinishReason finish;
+	int timed_out;
+	char *error;               /* ERROR's message (malloc'd) */
+	int prompt_tokens, completion_tokens;
+	sl_buf text;          /* stream = false: the whole text */
+	coord_ids ids;             /* stream = false: every token id */
+	float *lp, *top_lp;        /* stream = false: Done's log-probs ([n_lp], [n_lp * top_n]) */
+	int32_t *top_ids;
+	size_t n_lp;
+	int top_n;
+	size_t text_off;           /* completions' text_offset of the next token */
+} oai_choice;
+
+/* One HTTP request to a completions endpoint. */
+typedef struct oai_call {
+	coord *c;
+	coord_http_call *x;
+	int chat, stream, include_usage, return_token_ids;
+	int logprobs;              /* -1: none; else alternatives per token */
+	const text_tok *tok;
+	int32_t anchor;            /* a plain token decoded before another (token_text); -1: none */
+	int submitting;            /* Dones are only recorded, nothing is sent */
+	int answered;              /* a response (or the stream's end) went out */
+	int n_choices, n_done;
+	oai_choice *ch;
+	char id[48];
+	long long created;
+	char model[COORD_MAX_NAME + 1];
+	sl_buf head;                   /* {"id":...,"object":...,"created":...,"model":... of every event */
+	sl_buf ev;                     /* scratch for one event */
+} oai_call;
+
+/* openai_request.c: each 0, or -1 with *e the answer. */
+/* e gets status, param and the message; returns -1. */
+int coord_oai_fail(oai_err *e, int status, const char *param, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* Every field but the prompt / messages. */
+int coord_oai_read_common(coord *c, const cJSON *root, int chat, oai_req *q, oai_err *e);
+/* /v1/completions' prompt: one or more, text or ids (*out: free with
+ * coord_oai_free_prompts, also after a failure). */
+int coord_oai_read_prompts(const cJSON *root, oai_prompt **out, int *n_out, oai_err *e);
+void coord_oai_free_prompts(oai_prompt *ps, int n);
+/* /v1/chat/completions' messages rendered by model's template and encoded
+ * into p->ids (malloc'd, also after a failure). */
+int coord_oai_chat_prompt(coord *c, int model, const cJSON *root, oai_prompt *p, oai_err *e);
+
+/* openai_response.c */
+void coord_oai_send_err(coord_http_call *x, const oai_err *e);
+const char *coord_oai_finish_name(Shardline__Client__FinishReason f);
+/* The HTTP status and type of a choice that ended with ERROR. */
+void coord_oai_error_status(const oai_choice *ch, oai_err *e);
+/* o->head: the id, object, created and model fields of every answer; -1: no memory. */
+int coord_oai_write_head(oai_call *o, int chat);
+/* stream = false: the whole answer, once every choice is done. */
+void coord_oai_respond_whole(oai_call *o);
+/* The first events of a chat stream: each choice's role. */
+void coord_oai_stream_roles(oai_call *o);
+/* A chunk k of choice i, or its end (k NULL, finish set). */
+void coord_oai_choice_event(oai_call *o, int i, const coord_event *k, const char *finish);
+void coord_oai_stream_error(oai_call *o, const oai_err *e);
+/* The usage event when asked for, then [DONE]. */
+void coord_oai_stream_end(oai_call *o);
+/* GET /v1/models, /v1/models/{id} (id NULL: the list). */
+void coord_oai_list_models(coord *c, coord_http_call *x, const char *id);
+
+/* openai.c: every running choice leaves the exchange (the tick cancels it). */
+void coord_oai_detach_all(oai_call *o);
+
+#endif

@@ -1,0 +1,493 @@
+/*
+ * openai_request.c — the OpenAI API's request bodies read into the core's
+ * request (see openai_int.h): the fields every endpoint shares, with the
+ * sampling ones the table of common/sampling.h names; the prompts of
+ * /v1/completions; the messages of /v1/chat/completions rendered by the
+ * model's chat template and encoded. Each refusal is a 400-class oai_err
+ * naming the field. Ranges the core also checks (max_tokens, sampling)
+ * are left to it, so both front doors refuse alike (coord_submit).
+ *
+ * Caller: openai.c (the exchange).
+ */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coordinator/openai_int.h"
+#include "common/sampling.h"
+#include "common/sl.h"
+#include "text/jinja/chat_template.h"
+
+int coord_oai_fail(oai_err *e, int status, const char *param, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+int coord_oai_fail(oai_err *e, int status, const char *param, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+	va_end(ap);
+	e->status = status;
+	e->type = status == 404 ? "not_found_error" : "invalid_request_error";
+	e->param = param;
+	e->code = NULL;
+	return -1;
+}
+
+/* --- reading fields ------------------------------------------------------- */
+
+static int is_null(const cJSON *v) { return !v || cJSON_IsNull(v); }
+
+/* A number field; absent or null: *has = 0. */
+static int get_num(const cJSON *o, const char *key, double *v, int *has, oai_err *e)
+{
+	const cJSON *f = cJSON_GetObjectItemCaseSensitive(o, key);
+	*has = 0;
+	if (is_null(f))
+		return 0;
+	if (!cJSON_IsNumber(f))
+		return coord_oai_fail(e, 400, key, "%s must be a number", key);
+	*v = f->valuedouble;
+	*has = 1;
+	return 0;
+}
+
+/* An integer field in [lo, hi]. */
+static int get_int(const cJSON *o, const char *key, double lo, double hi, long long *v, int *has,
+		   oai_err *e)
+{
+	double d;
+	if (get_num(o, key, &d, has, e))
+		return -1;
+	if (!*has)
+		return 0;
+	if (d != floor(d) || !(d >= lo && d <= hi))
+		return coord_oai_fail(e, 400, key, "%s must be an integer in [%.0f, %.0f], got %.17g", key, lo, hi, d);
+	*v = (long long)d;
+	return 0;
+}
+
+static int get_bool(const cJSON *o, const char *key, int *v, oai_err *e)
+{
+	const cJSON *f = cJSON_GetObjectItemCaseSensitive(o, key);
+	if (is_null(f))
+		return 0;
+	if (!cJSON_IsBool(f))
+		return coord_oai_fail(e, 400, key, "%s must be true or false", key);
+	*v = cJSON_IsTrue(f);
+	return 0;
+}
+
+static int get_model(coord *c, const cJSON *root, oai_req *q, oai_err *e)
+{
+	const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "model");
+	q->model = 0;
+	if (is_null(m))
+		return 0;
+	if (!cJSON_IsString(m))
+		return coord_oai_fail(e, 400, "model", "model must be a string");
+	for (int i = 0; i < c->n_models; i++)
+		if (!strcmp(c->models[i].name, m->valuestring)) {
+			q->model = i;
+			return 0;
+		}
+	coord_oai_fail(e, 404, "model", "the model '%.64s' does not exist (this server has '%s'%s)", m->valuestring,
+	     c->models[0].name, c->n_models > 1 ? " and others; GET /v1/models lists them" : "");
+	e->code = "model_not_found";
+	return -1;
+}
+
+static int get_stop(const cJSON *root, oai_req *q, oai_err *e)
+{
+	const cJSON *st = cJSON_GetObjectItemCaseSensitive(root, "stop");
+	if (is_null(st))
+		return 0;
+	if (cJSON_IsString(st)) {
+		q->stops[0] = (coord_str){st->valuestring, strlen(st->valuestring)};
+		q->s.n_stop = 1;
+	} else if (cJSON_IsArray(st)) {
+		int k = 0;
+		const cJSON *it;
+		cJSON_ArrayForEach(it, st) {
+			if (!cJSON_IsString(it))
+				return coord_oai_fail(e, 400, "stop", "stop must be a string or an array of strings");
+			if (k == COORD_MAX_STOPS)
+				return coord_oai_fail(e, 400, "stop", "at most %d stop strings", COORD_MAX_STOPS);
+			q->stops[k++] = (coord_str){it->valuestring, strlen(it->valuestring)};
+		}
+		q->s.n_stop = (size_t)k;
+	} else {
+		return coord_oai_fail(e, 400, "stop", "stop must be a string or an array of strings");
+	}
+	q->s.stop = q->stops;
+	return 0;
+}
+
+/* Fields that exist in the OpenAI API but that this server does not
+ * implement: refused unless given their neutral value. */
+static int refuse_unsupported(const cJSON *root, oai_err *e)
+{
+	const cJSON *f;
+	if ((f = cJSON_GetObjectItemCaseSensitive(root, "echo")) && cJSON_IsTrue(f))
+		return coord_oai_fail(e, 400, "echo", "echo is not supported");
+	if (!is_null(f = cJSON_GetObjectItemCaseSensitive(root, "suffix")))
+		return coord_oai_fail(e, 400, "suffix", "suffix is not supported");
+	if (!is_null(f = cJSON_GetObjectItemCaseSensitive(root, "logit_bias")) &&
+	    !(cJSON_IsObject(f) && !f->child))
+		return coord_oai_fail(e, 400, "logit_bias", "logit_bias is not supported");
+	if (!is_null(f = cJSON_GetObjectItemCaseSensitive(root, "tools")) &&
+	    !(cJSON_IsArray(f) && !f->child))
+		return coord_oai_fail(e, 400, "tools", "tool calling is not supported");
+	if (!is_null(f = cJSON_GetObjectItemCaseSensitive(root, "functions")))
+		return coord_oai_fail(e, 400, "functions", "function calling is not supported");
+	f = cJSON_GetObjectItemCaseSensitive(root, "response_format");
+	if (!is_null(f)) {
+		const cJSON *t = cJSON_IsObject(f) ? cJSON_GetObjectItemCaseSensitive(f, "type") : NULL;
+		if (!cJSON_IsString(t) || strcmp(t->valuestring, "text"))
+			return coord_oai_fail(e, 400, "response_format", "only response_format {\"type\": \"text\"} is supported");
+	}
+	return 0;
+}
+
+/* The sampling fields the OpenAI API takes as plain numbers of their own
+ * name (common/sampling.h marks them; ranges are checked by the core,
+ * sl_sampling_check), and log-probs. Completions: logprobs N (0..20) is
+ * the chosen token's log-prob plus N alternatives; chat: logprobs true and
+ * top_logprobs N. */
+static int get_sampling(const cJSON *root, int chat, oai_req *q, oai_err *e)
+{
+	double d;
+	long long v;
+	int has;
+	for (int i = 0; i < sl_sampling_n_fields; i++) {
+		const sl_sampling_field *f = &sl_sampling_fields[i];
+		if (!f->json)
+			continue;
+		if (get_num(root, f->name, &d, &has, e))
+			return -1;
+		if (has)
+			sl_sampling_set(&q->s.sampling, f, d);
+	}
+	if (get_int(root, "top_k", -1, 1 << 30, &v, &has, e)) /* -1: off, as vLLM takes it */
+		return -1;
+	if (has && v != -1)
+		q->s.sampling.top_k = (int32_t)v;
+	if (chat) {
+		int lp = 0;
+		if (get_bool(root, "logprobs", &lp, e) ||
+		    get_int(root, "top_logprobs", 0, SL_SAMPLING_MAX_TOP_LOGPROBS, &v, &has, e))
+			return -1;
+		if (has && v > 0 && !lp)
+			return coord_oai_fail(e, 400, "top_logprobs", "top_logprobs needs logprobs: true");
+		q->logprobs = lp ? (has ? (int)v : 0) : -1;
+	} else {
+		if (get_int(root, "logprobs", 0, SL_SAMPLING_MAX_TOP_LOGPROBS, &v, &has, e))
+			return -1;
+		q->logprobs = has ? (int)v : -1;
+	}
+	if (q->logprobs >= 0) {
+		q->s.sampling.logprobs = 1;
+		q->s.sampling.top_logprobs = q->logprobs;
+	}
+	return 0;
+}
+
+/* Every field but the prompt / messages. */
+int coord_oai_read_common(coord *c, const cJSON *root, int chat, oai_req *q, oai_err *e)
+{
+	double d;
+	long long v;
+	int has;
+	memset(q, 0, sizeof *q);
+	q->logprobs = -1;
+	coord_request_init(&q->s);
+	q->n = 1;
+	if (get_model(c, root, q, e) || refuse_unsupported(root, e) || get_sampling(root, chat, q, e))
+		return -1;
+	q->s.model = c->models[q->model].name;
+	const char *mt = chat && !is_null(cJSON_GetObjectItemCaseSensitive(root, "max_completion_tokens"))
+				 ? "max_completion_tokens" : "max_tokens";
+	if (get_int(root, mt, 1, COORD_MAX_NEW_TOKENS, &v, &has, e))
+		return -1;
+	if (has)
+		q->s.has_max_tokens = 1, q->s.max_tokens = (int32_t)v;
+	if (get_num(root, "seed", &d, &has, e))
+		return -1;
+	/* any integer a 64-bit seed can hold, negative ones as two's complement */
+	if (has && (d != floor(d) || !(d >= -9223372036854775808.0 && d < 18446744073709551616.0)))
+		return coord_oai_fail(e, 400, "seed", "seed must be an integer in [-2^63, 2^64), got %.17g", d);
+	if (has) {
+		q->has_seed = 1;
+		q->seed = d < 0 ? (uint64_t)(long long)d : (uint64_t)d;
+	}
+	if (get_int(root, "n", 1, COORD_OAI_MAX_CHOICES, &v, &has, e))
+		return -1;
+	if (has)
+		q->n = (int)v;
+	if (get_int(root, "best_of", 1, COORD_OAI_MAX_CHOICES, &v, &has, e))
+		return -1;
+	if (has && v > q->n)
+		return coord_oai_fail(e, 400, "best_of", "best_of greater than n is not supported");
+	if (get_stop(root, q, e) || get_bool(root, "stream", &q->stream, e))
+		return -1;
+	int ignore_eos = 0;
+	if (get_bool(root, "ignore_eos", &ignore_eos, e) ||
+	    get_bool(root, "return_token_ids", &q->return_token_ids, e))
+		return -1;
+	q->s.ignore_eos = ignore_eos;
+	const cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
+	if (!is_null(so)) {
+		if (!cJSON_IsObject(so))
+			return coord_oai_fail(e, 400, "stream_options", "stream_options must be an object");
+		if (get_bool(so, "include_usage", &q->include_usage, e))
+			return e->param = "stream_options.include_usage", -1;
+	}
+	const cJSON *u = cJSON_GetObjectItemCaseSensitive(root, "user");
+	if (!is_null(u) && !cJSON_IsString(u))
+		return coord_oai_fail(e, 400, "user", "user must be a string");
+	return 0;
+}
+
+/* --- prompts -------------------------------------------------------------- */
+
+static int ids_of(const cJSON *a, const char *what, oai_prompt *p, oai_err *e)
+{
+	int n = cJSON_GetArraySize(a);
+	if (n > COORD_MAX_PROMPT_IDS)
+		return coord_oai_fail(e, 400, "prompt", "%s has %d token ids; the limit is %d", what, n, COORD_MAX_PROMPT_IDS);
+	if (!(p->ids = malloc(sizeof(int32_t) * (n ? n : 1))))
+		return coord_oai_fail(e, 500, NULL, "out of memory");
+	const cJSON *it;
+	cJSON_ArrayForEach(it, a) {
+		double d = cJSON_IsNumber(it) ? it->valuedouble : -1;
+		if (!cJSON_IsNumber(it) || d != floor(d) || d < 0 || d > INT32_MAX)
+			return coord_oai_fail(e, 400, "prompt", "%s[%zu] must be a token id (an integer >= 0)", what, p->n_ids);
+		p->ids[p->n_ids++] = (int32_t)d;
+	}
+	return 0;
+}
+
+/* prompt: a string, an array of strings, an array of token ids, or an
+ * array of such arrays. */
+int coord_oai_read_prompts(const cJSON *root, oai_prompt **out, int *n_out, oai_err *e)
+{
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
+	*out = NULL;
+	*n_out = 0;
+	if (is_null(p))
+		return coord_oai_fail(e, 400, "prompt", "prompt is required");
+	int n = cJSON_IsArray(p) ? cJSON_GetArraySize(p) : 1;
+	if (cJSON_IsArray(p) && n == 0)
+		return coord_oai_fail(e, 400, "prompt", "prompt must not be an empty array");
+	const cJSON *first = cJSON_IsArray(p) ? p->child : NULL;
+	int ids_one = first && cJSON_IsNumber(first); /* [1, 2, 3]: one prompt of ids */
+	if (ids_one)
+		n = 1;
+	if (n > COORD_OAI_MAX_CHOICES)
+		return coord_oai_fail(e, 400, "prompt", "at most %d prompts", COORD_OAI_MAX_CHOICES);
+	oai_prompt *ps = calloc((size_t)n, sizeof *ps);
+	if (!ps)
+		return coord_oai_fail(e, 500, NULL, "out of memory");
+	*out = ps;
+	*n_out = n;
+	if (cJSON_IsString(p)) {
+		ps[0].text = p->valuestring;
+		return 0;
+	}
+	if (!cJSON_IsArray(p))
+		return coord_oai_fail(e, 400, "prompt", "prompt must be a string, an array of strings, an array of "
+			    "token ids or an array of token-id arrays");
+	if (ids_one)
+		return ids_of(p, "prompt", &ps[0], e);
+	int i = 0;
+	const cJSON *it;
+	cJSON_ArrayForEach(it, p) {
+		char what[32];
+		snprintf(what, sizeof what, "prompt[%d]", i);
+		if (cJSON_IsString(it))
+			ps[i].text = it->valuestring;
+		else if (cJSON_IsArray(it) && (!it->child || cJSON_IsNumber(it->child))) {
+			if (ids_of(it, what, &ps[i], e))
+				return -1;
+		} else
+			return coord_oai_fail(e, 400, "prompt", "%s must be a string or an array of token ids", what);
+		i++;
+	}
+	return 0;
+}
+
+void coord_oai_free_prompts(oai_prompt *ps, int n)
+{
+	for (int i = 0; ps && i < n; i++)
+		free(ps[i].ids);
+	free(ps);
+}
+
+/* messages[] as the renderer takes them; strings point into the JSON,
+ * joined text parts into *joined (one malloc'd block per message). */
+typedef struct oai_msgs {
+	text_chat_msg *m;
+	text_chat_part *parts;
+	char **joined;
+	int n, n_parts;
+} oai_msgs;
+
+static void free_msgs(oai_msgs *ms)
+{
+	for (int i = 0; ms->joined && i < ms->n; i++)
+		free(ms->joined[i]);
+	free(ms->joined);
+	free(ms->m);
+	free(ms->parts);
+}
+
+/* Text parts joined with newlines, for templates that print content as a
+ * string (most: a list would come out as its Python repr). */
+static int join_parts(const cJSON *content, char **out, size_t *len)
+{
+	size_t n = 0, k = 0;
+	const cJSON *p;
+	cJSON_ArrayForEach(p, content)
+		n += strlen(cJSON_GetObjectItemCaseSensitive(p, "text")->valuestring) + 1;
+	if (!(*out = malloc(n + 1)))
+		return -1;
+	cJSON_ArrayForEach(p, content) {
+		const char *t = cJSON_GetObjectItemCaseSensitive(p, "text")->valuestring;
+		if (k)
+			(*out)[k++] = '\n';
+		memcpy(*out + k, t, strlen(t));
+		k += strlen(t);
+	}
+	(*out)[k] = 0;
+	*len = k;
+	return 0;
+}
+
+static int get_messages(const cJSON *root, const text_tmpl *t, oai_msgs *ms, oai_err *e)
+{
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, "messages");
+	char param[48];
+	memset(ms, 0, sizeof *ms);
+	if (!cJSON_IsArray(a) || !a->child)
+		return coord_oai_fail(e, 400, "messages", "messages must be a non-empty array of messages");
+	int n = cJSON_GetArraySize(a), n_parts = 0;
+	const cJSON *m;
+	cJSON_ArrayForEach(m, a) {
+		const cJSON *c = cJSON_IsObject(m) ? cJSON_GetObjectItemCaseSensitive(m, "content") : NULL;
+		n_parts += cJSON_IsArray(c) ? cJSON_GetArraySize(c) : 0;
+	}
+	ms->m = calloc((size_t)n, sizeof *ms->m);
+	ms->joined = calloc((size_t)n, sizeof *ms->joined);
+	ms->parts = calloc((size_t)n_parts + 1, sizeof *ms->parts);
+	if (!ms->m || !ms->joined || !ms->parts)
+		return coord_oai_fail(e, 500, NULL, "out of memory");
+	ms->n = n;
+	int i = 0;
+	cJSON_ArrayForEach(m, a) {
+		text_chat_msg *cm = &ms->m[i];
+		const cJSON *role = cJSON_IsObject(m) ? cJSON_GetObjectItemCaseSensitive(m, "role") : NULL;
+		const cJSON *content = cJSON_IsObject(m) ? cJSON_GetObjectItemCaseSensitive(m, "content") : NULL;
+		snprintf(param, sizeof param, "messages[%d]", i);
+		if (!cJSON_IsObject(m))
+			return coord_oai_fail(e, 400, "messages", "%s must be an object with role and content", param);
+		if (!cJSON_IsString(role))
+			return coord_oai_fail(e, 400, "messages", "%s.role must be a string", param);
+		const char *r = role->valuestring;
+		if (!strcmp(r, "developer")) /* OpenAI's newer name for the system role */
+			r = "system";
+		if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant"))
+			return coord_oai_fail(e, 400, "messages", "%s.role '%.32s' is not supported (system, user, assistant)",
+				    param, r);
+		cm->role = r;
+		const cJSON *tc = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
+		if (!is_null(tc) && !(cJSON_IsArray(tc) && !tc->child))
+			return coord_oai_fail(e, 400, "messages", "%s.tool_calls: tool calling is not supported", param);
+		if (cJSON_IsString(content)) {
+			cm->content = content->valuestring;
+			cm->content_len = strlen(content->valuestring);
+		} else if (cJSON_IsArray(content)) {
+			int j = 0;
+			const cJSON *p;
+			cJSON_ArrayForEach(p, content) {
+				const cJSON *ty = cJSON_IsObject(p) ? cJSON_GetObjectItemCaseSensitive(p, "type") : NULL;
+				const cJSON *tx = cJSON_IsObject(p) ? cJSON_GetObjectItemCaseSensitive(p, "text") : NULL;
+				if (!cJSON_IsString(ty) || strcmp(ty->valuestring, "text"))
+					return coord_oai_fail(e, 400, "messages", "%s.content[%d].type %s%.32s%s is not supported "
+						    "(only text parts)", param, j, cJSON_IsString(ty) ? "'" : "",
+						    cJSON_IsString(ty) ? ty->valuestring : "missing",
+						    cJSON_IsString(ty) ? "'" : "");
+				if (!cJSON_IsString(tx))
+					return coord_oai_fail(e, 400, "messages", "%s.content[%d].text must be a string", param, j);
+				text_chat_part *cp = &ms->parts[ms->n_parts + j];
+				cp->type = "text";
+				cp->text = tx->valuestring;
+				cp->text_len = strlen(tx->valuestring);
+				j++;
+			}
+			if (text_tmpl_iterates_content(t)) {
+				cm->parts = &ms->parts[ms->n_parts];
+				cm->n_parts = j;
+			} else if (join_parts(content, &ms->joined[i], &cm->content_len)) {
+				return coord_oai_fail(e, 500, NULL, "out of memory");
+			} else {
+				cm->content = ms->joined[i];
+			}
+			ms->n_parts += j;
+		} else if (is_null(content) && !strcmp(r, "assistant")) {
+			/* content None: an assistant turn with nothing said */
+		} else {
+			return coord_oai_fail(e, 400, "messages", "%s.content must be a string or an array of text parts",
+				    param);
+		}
+		i++;
+	}
+	return 0;
+}
+
+/* The prompt's ids: the template's text encoded with its special tokens
+ * recognised and no BOS added (the template wrote the one it wants). */
+static int render_prompt(coord *c, int model, const cJSON *root, const oai_msgs *ms, oai_prompt *p,
+			 oai_err *e)
+{
+	const coord_model *cm = &c->models[model];
+	int gen = 1;
+	if (get_bool(root, "add_generation_prompt", &gen, e))
+		return -1;
+	/* the model's own strings (tokenizer_config.json, the GGUF), else the
+	 * tokenizer's BOS and first EOS tokens */
+	int32_t bos = text_tok_bos_id(cm->tok), eos = cm->n_eos ? cm->eos[0] : text_tok_eos_id(cm->tok);
+	const char *bos_s = cm->meta->bos_token, *eos_s = cm->meta->eos_token;
+	text_tmpl_vars v = {.add_generation_prompt = gen,
+			     .bos_token = bos_s ? bos_s : bos >= 0 ? text_tok_id_to_token(cm->tok, bos) : NULL,
+			     .eos_token = eos_s ? eos_s : eos >= 0 ? text_tok_id_to_token(cm->tok, eos) : NULL,
+			     .max_output_bytes = 4 * (size_t)COORD_MAX_PROMPT_BYTES};
+	char *text = NULL, err[SL_ERRLEN];
+	size_t len = 0, n = 0;
+	if (text_tmpl_render(cm->tmpl, ms->m, ms->n, &v, &text, &len, err, sizeof err))
+		return coord_oai_fail(e, 400, "messages", "the chat template refused the messages: %s", err);
+	int rc = 0;
+	if (len > COORD_MAX_PROMPT_BYTES)
+		rc = coord_oai_fail(e, 400, "messages", "the rendered conversation of %zu bytes exceeds the limit of %d",
+			  len, COORD_MAX_PROMPT_BYTES);
+	else if (text_tok_encode(cm->tok, text, len, 0, &p->ids, &n, err, sizeof err))
+		rc = coord_oai_fail(e, 400, "messages", "cannot tokenize the conversation: %s", err);
+	else if (n == 0)
+		rc = coord_oai_fail(e, 400, "messages", "the conversation renders to no tokens");
+	else if (n > COORD_MAX_PROMPT_IDS)
+		rc = coord_oai_fail(e, 400, "messages", "the conversation of %zu tokens exceeds the limit of %d", n,
+			  COORD_MAX_PROMPT_IDS);
+	p->n_ids = n;
+	free(text);
+	return rc;
+}
+
+int coord_oai_chat_prompt(coord *c, int model, const cJSON *root, oai_prompt *p, oai_err *e)
+{
+	oai_msgs ms = {0};
+	int rc = get_messages(root, c->models[model].tmpl, &ms, e) ||
+		 render_prompt(c, model, root, &ms, p, e) ? -1 : 0;
+	free_msgs(&ms);
+	return rc;
+}

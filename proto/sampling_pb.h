@@ -1,0 +1,30 @@
+/*
+ * sampling_pb.h — common/sampling.h's struct to and from protobuf, in one
+ * place for every message that carries it: client.proto's Sampling inside
+ * a Submit (coordinator/on_client.c), the same message inside a node
+ * Enqueue (coordinator/route.c writes it, node/leader.c reads it).
+ *
+ * Each table field is found by name, through protobuf-c's descriptors,
+ * in the Sampling message or else in the message around it (logprobs and
+ * top_logprobs sit in Submit and Enqueue themselves), so a field added to
+ * the table and to the .proto needs no code here.
+ */
+#ifndef SL_SAMPLING_PB_H
+#define SL_SAMPLING_PB_H
+
+#include <protobuf-c/protobuf-c.h>
+
+#include "common/sampling.h"
+
+/* s from sampling (NULL: absent) and outer: fields that are absent keep
+ * their defaults; top_logprobs > 0 implies logprobs. */
+void sl_sampling_from_pb(sl_sampling *s, const ProtobufCMessage *sampling,
+			 const ProtobufCMessage *outer);
+/* Every field of s into sampling or outer, present (has_) with its value. */
+void sl_sampling_to_pb(const sl_sampling *s, ProtobufCMessage *sampling, ProtobufCMessage *outer);
+/* 0 when every table field is in sampling or outer with a type that holds
+ * it; else SL_EINVAL naming the field (a .proto and the table disagree). */
+int sl_sampling_pb_check(const ProtobufCMessageDescriptor *sampling,
+			 const ProtobufCMessageDescriptor *outer, char *err, size_t errlen);
+
+#endif
