@@ -50,20 +50,6 @@ static void choice_release(oai_choice *ch)
 	free(ch->ids.p);
 }
 
-/* Every running choice leaves the exchange; the tick cancels it. */
-void coord_oai_detach_all(oai_call *o)
-{
-	for (int i = 0; i < o->n_choices; i++) {
-		coord_req *r = o->ch[i].req;
-		if (!r)
-			continue;
-		r->sink.ops = NULL;
-		r->sink.ctx = NULL;
-		r->client_gone = 1;
-		o->ch[i].req = NULL;
-	}
-}
-
 void coord_oai_call_free(coord *c, void *app)
 {
 	oai_call *o = app;

@@ -111,7 +111,8 @@ void coord_oai_stream_end(oai_call *o);
 /* GET /v1/models, /v1/models/{id} (id NULL: the list). */
 void coord_oai_list_models(coord *c, coord_http_call *x, const char *id);
 
-/* openai.c: every running choice leaves the exchange (the tick cancels it). */
+/* openai_response.c: every running choice leaves the exchange (the tick
+ * cancels it). */
 void coord_oai_detach_all(oai_call *o);
 
 #endif

@@ -280,6 +280,21 @@ void coord_oai_respond_whole(oai_call *o)
 	free(j.p);
 }
 
+/* Every running choice leaves the exchange (the tick cancels it): its
+ * client went away, or the stream cannot be written to. */
+void coord_oai_detach_all(oai_call *o)
+{
+	for (int i = 0; i < o->n_choices; i++) {
+		coord_req *r = o->ch[i].req;
+		if (!r)
+			continue;
+		r->sink.ops = NULL;
+		r->sink.ctx = NULL;
+		r->client_gone = 1;
+		o->ch[i].req = NULL;
+	}
+}
+
 /* One SSE event from o->ev. */
 static void send_event(oai_call *o)
 {
