@@ -136,7 +136,7 @@ extern "C" int kern_blas_create(void *stream, kern_blas **out)
  * interleaved runs of UNROLL chunks (2 * UNROLL loads of W in flight per
  * lane), then sum their accumulators through shared memory in warp order.
  * When out_dim / 16 tiles cannot fill the GPU, gridDim.y splits in_dim
- * further; those partials go to the workspace and gemv_reduce_kernel adds
+ * further; those partials go to the workspace and kern_splitk_reduce adds
  * them in split order. Both sums run in a fixed order: results are
  * deterministic.
  *
@@ -274,20 +274,6 @@ __global__ void __launch_bounds__(KSPLIT * 32)
 	}
 }
 
-/* out[i] = sum over splits s, in order, of part[s][i]; i < count. */
-template <typename OutT>
-__global__ void gemv_reduce_kernel(OutT *__restrict__ out, const float *__restrict__ part,
-				   int splits, size_t count)
-{
-	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-	if (i >= count)
-		return;
-	float s = 0;
-	for (int k = 0; k < splits; k++)
-		s += part[(size_t)k * count + i];
-	out[i] = kern_from_f32<OutT>(s);
-}
-
 /* Launch, as a programmatic dependent when b->pdl. A PDL launch the
  * driver refuses falls back to a plain one, once and for all. */
 template <typename K, typename... Args>
@@ -370,9 +356,7 @@ static int gemv_run(kern_blas *b, OutT *out, const T *x, const T *w, int n, int 
 	if (rc)
 		return rc;
 	size_t count = (size_t)n * out_dim;
-	gemv_reduce_kernel<OutT><<<(unsigned)((count + 255) / 256), 256, 0, b->stream>>>(
-		out, part, splits, count);
-	CUDA_TRY_LAUNCH();
+	CUDA_TRY(kern_splitk_reduce<OutT>(out, part, splits, count, b->stream));
 	return SL_OK;
 }
 

@@ -617,23 +617,6 @@ __global__ void __launch_bounds__(KSPLIT * 32, MINB) qgemv_kernel(const T *x, qg
 						  pre_p);
 }
 
-/* out[i] = sum over splits s, in order, of part[s][i]. */
-template <typename T>
-__global__ void qgemv_reduce_kernel(void *out, bool out_f32, const float *__restrict__ part,
-				    int splits, size_t count)
-{
-	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-	if (i >= count)
-		return;
-	float s = 0;
-	for (int k = 0; k < splits; k++)
-		s += part[(size_t)k * count + i];
-	if (out_f32)
-		reinterpret_cast<float *>(out)[i] = s;
-	else
-		reinterpret_cast<T *>(out)[i] = kern_from_f32<T>(s);
-}
-
 /* Launch, as a programmatic dependent when qb->pdl (a refused PDL launch
  * falls back to a plain one, once and for all). */
 template <typename K, typename... Args>
@@ -743,9 +726,11 @@ static int qgemv_run(kern_qblas *qb, qgemv_args a, const T *x)
 	TRY(QG_LAUNCH(KERN_EPI_STORE, p));
 #undef QG_LAUNCH
 	const size_t count = (size_t)a.n * a.rows;
-	qgemv_reduce_kernel<T><<<(unsigned)((count + 255) / 256), 256, 0, qb->stream>>>(
-		a.out, a.out_f32, (const float *)qb->workspace, splits, count);
-	CUDA_TRY_LAUNCH();
+	const float *part = (const float *)qb->workspace;
+	if (a.out_f32)
+		CUDA_TRY(kern_splitk_reduce<float>((float *)a.out, part, splits, count, qb->stream));
+	else
+		CUDA_TRY(kern_splitk_reduce<T>((T *)a.out, part, splits, count, qb->stream));
 	return SL_OK;
 }
 
