@@ -26,8 +26,11 @@ def load(folder):
 
 
 def table(runs):
-    lines = ["| shape | GPUs | tp | pp | batch | tokens/s | ms/step | rank-0 GPU weight GB/s "
-             "| all-reduce ms/step |", "|---|---|---|---|---|---|---|---|---|"]
+    """Every grid's default run: tokens/s, the ratio to one GPU of the same
+    shape and batch, and how much of its copy bandwidth rank 0 spends on
+    weights (the per-GPU % the issue asks of every row)."""
+    lines = ["| shape | GPUs | tp | pp | batch | tokens/s | x 1 GPU | ms/step | rank-0 GPU weight GB/s "
+             "| % of copy bw a GPU | all-reduce ms/step |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for (shape, tp, pp), r in sorted(runs.items(), key=lambda kv: (kv[0][0], kv[0][1] * kv[0][2], kv[0][1])):
         on = r.get("on")
         if not on:
@@ -36,8 +39,38 @@ def table(runs):
             ms = on["decode_ms_per_step_by_batch"][b]
             off = r.get("off")
             comm = "%.2f" % (ms - off["decode_ms_per_step_by_batch"][b]) if off else "-"
-            lines.append("| %s | %d | %d | %d | %s | %.1f | %.2f | %.0f | %s |" % (
-                shape, tp * pp, tp, pp, b, tps, ms, on["rank0_weight_GBps_by_batch"][b], comm))
+            gbps = on["rank0_weight_GBps_by_batch"][b]
+            one = runs.get((shape, 1, 1), {}).get("on")
+            x1 = "%.2f" % (tps / one["decode_tokens_per_s_by_batch"][b]) \
+                if one and b in one["decode_tokens_per_s_by_batch"] else "-"
+            lines.append("| %s | %d | %d | %d | %s | %.1f | %s | %.2f | %.0f | %.1f%% | %s |" % (
+                shape, tp * pp, tp, pp, b, tps, x1, ms, gbps,
+                100 * gbps / on["copy_bandwidth_GBps"], comm))
+    return "\n".join(lines)
+
+
+VARIANTS = (("custom", ""), ("unfused", "unfused"), ("nccl", "nccl"), ("micro", "micro"))
+
+
+def variants_table(folder, runs):
+    """Each grid's variants side by side (scale.sh's VARIANTS), decode
+    tokens/s per batch: the A/B of one call."""
+    found = {name: load(os.path.join(folder, sub)) if sub else runs for name, sub in VARIANTS}
+    names = [n for n, _ in VARIANTS if found[n]]
+    lines = ["| shape | tp | pp | batch | " + " | ".join(names) + " |",
+             "|---|---|---|---|" + "---|" * len(names)]
+    for key in sorted(runs):
+        shape, tp, pp = key
+        on = runs[key].get("on")
+        if not on or tp * pp == 1:
+            continue
+        for b in on["decode_tokens_per_s_by_batch"]:
+            cells = []
+            for n in names:
+                r = found[n].get(key, {}).get("on")
+                cells.append("%.1f" % r["decode_tokens_per_s_by_batch"][b]
+                             if r and b in r["decode_tokens_per_s_by_batch"] else "-")
+            lines.append("| %s | %d | %d | %s | %s |" % (shape, tp, pp, b, " | ".join(cells)))
     return "\n".join(lines)
 
 
@@ -94,12 +127,11 @@ def main():
     runs = load(folder)
     device = next(iter(runs.values()))["on"]["device"] if runs else "?"
     micro = load(os.path.join(folder, "micro"))
+    text = "\n\n".join([table(runs), variants_table(folder, runs), pipeline_table(runs, micro)])
     with open(prefix + ".md", "w") as f:
-        f.write(table(runs) + "\n\n" + pipeline_table(runs, micro) + "\n")
+        f.write(text + "\n")
     plot(runs, prefix + ".png", device)
-    print(table(runs))
-    print()
-    print(pipeline_table(runs, micro))
+    print(text)
 
 
 if __name__ == "__main__":
