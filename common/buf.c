@@ -34,6 +34,7 @@ int sl_buf_reserve(sl_buf *b, size_t more)
 		return fail(b);
 	b->p = p;
 	b->cap = cap;
+	p[b->n] = 0; /* terminated from the first reserve on, even if nothing is put */
 	return 0;
 }
 

@@ -3,8 +3,9 @@
  * streams, the /metrics exposition, the tokenizer's pieces and the chat
  * template engine's strings all build through it.
  *
- * The bytes are kept NUL-terminated (p[n] == 0 once anything was put), so
- * a buffer of text can be handed to C string functions. A failed put
+ * The bytes are kept NUL-terminated (p[n] == 0 once the buffer holds
+ * memory: after the first put or reserve), so a buffer of text can be
+ * handed to C string functions, an empty one too. A failed put
  * (out of memory) leaves the contents as they were,
  * returns SL_ENOMEM and sets `failed`, so a caller that builds a long
  * output may check once at the end.

@@ -508,6 +508,24 @@ START_TEST(test_template_repeat_empty_string)
 }
 END_TEST
 
+/* libFuzzer (chat_template, 2026-11-28, the first execution after the
+ * template engine moved to the shared buffer, common/buf.h): an empty
+ * template rendered 0 bytes into a buffer that had been reserved but never
+ * written, so its first byte was not the promised NUL. Every render must
+ * hand back a terminated string, the empty one too. */
+START_TEST(test_template_empty_render_terminated)
+{
+	char *out;
+	size_t len;
+	render_ok("", &out, &len);
+	ck_assert_msg(out && len == 0 && out[0] == 0, "empty render: %p, %zu bytes", (void *)out, len);
+	free(out);
+	render_ok("{% if false %}x{% endif %}", &out, &len);
+	ck_assert_msg(out && len == 0 && out[0] == 0, "empty render: %p, %zu bytes", (void *)out, len);
+	free(out);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *su = suite_create("fuzz_regress");
@@ -526,6 +544,7 @@ int main(void)
 	tcase_add_test(tc, test_template_reject_without_arguments);
 	tcase_add_test(tc, test_template_add_empty_lists);
 	tcase_add_test(tc, test_template_repeat_empty_string);
+	tcase_add_test(tc, test_template_empty_render_terminated);
 	suite_add_tcase(su, tc);
 	SRunner *sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);

@@ -165,6 +165,10 @@ START_TEST(buf_grows_and_terminates)
 	ck_assert_str_eq(b.p + 1000, "42-x");
 	ck_assert_int_eq(sl_buf_put(&b, NULL, 0), 0);
 	ck_assert_uint_eq(b.n, 1004);
+	sl_buf e = {0}; /* reserved, nothing put: still an empty C string */
+	ck_assert_int_eq(sl_buf_reserve(&e, 100), 0);
+	ck_assert_int_eq(e.p[0], 0);
+	sl_buf_free(&e);
 	ck_assert(!b.failed);
 	sl_buf_free(&b);
 	ck_assert_ptr_null(b.p);
