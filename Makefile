@@ -176,9 +176,9 @@ $(BUILD)/bin/shardline-%: %/main.c $(ARCHIVES)
 	@mkdir -p $(dir $@)
 	$(call LINK,$<)
 
-$(BUILD)/bin/shardline: tools/shardline.c $(ARCHIVES)
+$(BUILD)/bin/shardline: tools/shardline.c tools/serve.c $(ARCHIVES)
 	@mkdir -p $(dir $@)
-	$(call LINK,$<)
+	$(call LINK,$< tools/serve.c)
 
 $(BUILD)/bin/shardline-%: tools/%.c $(ARCHIVES)
 	@mkdir -p $(dir $@)
