@@ -71,8 +71,8 @@ load_env() {
 run_unit() { # UNIT ENVFILE LOG
 	cmd=$(exec_start "$1")
 	defaults=$(sed -n 's/^Environment=//p' "$1" | head -1)
-	(set +u; for kv in $defaults; do export "$kv"; done; load_env "$2"
-	 for kv in $(sed -n 's/^Environment=//p' "$1" | tail -n +2); do export "$kv"; done
+	(set +u; for kv in $defaults; do export "${kv?}"; done; load_env "$2"
+	 for kv in $(sed -n 's/^Environment=//p' "$1" | tail -n +2); do export "${kv?}"; done
 	 eval "exec $cmd" >"$3" 2>&1) &
 }
 

@@ -43,7 +43,7 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM
 fail() {
 	say "$*"
-	for f in serve.log; do [ -f "$tmp/$f" ] && { echo "--- $f" >&2; tail -20 "$tmp/$f" >&2; }; done
+	[ -f "$tmp/serve.log" ] && { echo "--- serve.log" >&2; tail -20 "$tmp/serve.log" >&2; }
 	exit 1
 }
 
