@@ -6,11 +6,11 @@
 #   in A reaches B through plm_rsh_agent = a script that runs the command
 #   with `ip netns exec` instead of ssh; MPI confined to the veth subnet
 #   (btl_tcp_if_include, oob_tcp_if_include).
-# `shardline serve` in A serves a small random Llama at tp 2 with CURVE on
-# (--keys: the leader registers over CURVE on the veth address), once with
-# both ranks on A and once with one rank on each host; the greedy
-# completions must be the same text. Then serve stops: exit 0, nothing
-# left in either namespace.
+# `shardline serve` in A serves a small random Llama with CURVE on (--keys:
+# the leader registers over CURVE on the veth address) at tp 2, pp 2 and
+# tp 2 x pp 2, each once with every rank on A and once with half the ranks
+# on each host; the greedy completions must be the same text. Each serve
+# stops with exit 0, and nothing is left in either namespace.
 # Ends with "N passed, N failed"; skips (exit 0, says why) when not root
 # or `ip netns` cannot make namespaces.
 set -u
@@ -49,8 +49,6 @@ case \$host in $net.1) ns=$na ;; $net.2) ns=$nb ;; *) echo "rsh: unknown host \$
 exec ip netns exec "\$ns" /bin/sh -c "\$*"
 EOF
 chmod +x "$tmp/rsh"
-printf '%s slots=1\n%s slots=1\n' "$net.1" "$net.2" >"$tmp/hosts2"
-printf '%s slots=2\n' "$net.1" >"$tmp/hosts1"
 
 # the model: a small random Llama with the test tokenizer's vocabulary
 tok=tests/data/llama2-small/tokenizer.json; model=$tmp/model
@@ -61,10 +59,10 @@ vocab=$("$bin/shardline-tok" "$tok" info | awk '/^vocab_size/{print $2}')
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 mpi="--mca plm_rsh_agent $tmp/rsh --mca btl self,tcp --mca btl_tcp_if_include $net.0/24 --mca oob_tcp_if_include $net.0/24"
-# serve in A at tp 2 over HOSTFILE; prints the greedy completion, stops serve
-run() { # HOSTFILE LABEL
+# serve in A at TP x PP over HOSTFILE; the greedy completion into LABEL.text; stops serve
+run() { # HOSTFILE LABEL TP PP
 	log=$tmp/$2.log; out=$tmp/$2.out
-	ip netns exec "$na" "$bin/shardline" serve "$model" --model-name tiny --tp 2 --pp 1 --device cpu \
+	ip netns exec "$na" "$bin/shardline" serve "$model" --model-name tiny --tp "$3" --pp "$4" --device cpu \
 		--hosts "$1" --mpirun-opts "$mpi" --keys "$tmp/keys" --node-bind "tcp://$net.1:*" \
 		--client-bind 'tcp://127.0.0.1:*' --http-bind 127.0.0.1:0 --ready-timeout-s 120 \
 		>"$out" 2>"$log" &
@@ -81,15 +79,22 @@ run() { # HOSTFILE LABEL
 	kill -TERM $pid; wait $pid; rc=$?
 	[ $rc -eq 0 ] && ok "$2: serve stopped cleanly (exit 0)" || { bad "$2: serve exit $rc"; tail -5 "$log"; }
 }
-run "$tmp/hosts1" one-host
-run "$tmp/hosts2" two-hosts
-[ "$(sort -u "$tmp/rsh.log" 2>/dev/null)" = "$net.2" ] && ok "mpirun started B's rank through the netns agent (never A's)" ||
+# Each grid on one host, then split in two halves (by slot: the first
+# half of the ranks, stage 0 at pp 2, on A). tp 2: one rank per host.
+for grid in "2 1" "1 2" "2 2"; do
+	set -- $grid; n=$(($1 * $2)); g=tp$1-pp$2
+	printf '%s slots=%d\n' "$net.1" $n >"$tmp/hosts1"
+	printf '%s slots=%d\n%s slots=%d\n' "$net.1" $((n / 2)) "$net.2" $((n / 2)) >"$tmp/hosts2"
+	run "$tmp/hosts1" "$g-one-host" "$1" "$2"
+	run "$tmp/hosts2" "$g-two-hosts" "$1" "$2"
+	a=$(cat "$tmp/$g-one-host.text" 2>/dev/null); b=$(cat "$tmp/$g-two-hosts.text" 2>/dev/null)
+	if [ -n "$a" ] && [ "$a" = "$b" ]; then ok "tp $1 x pp $2 across two hosts = one host: '$a'"
+	else bad "tp $1 x pp $2: answers differ: one host '$a', two hosts '$b'"; fi
+done
+[ "$(sort -u "$tmp/rsh.log" 2>/dev/null)" = "$net.2" ] && ok "mpirun started B's ranks through the netns agent (never A's)" ||
 	bad "the rsh agent ran for: $(cat "$tmp/rsh.log" 2>/dev/null)"
-grep -q "CURVE on" "$tmp/two-hosts.log" && grep -q "registered with tcp://$net.1" "$tmp/two-hosts.log" &&
-	ok "two-hosts: the leader registered over CURVE at $net.1" || bad "two-hosts: no CURVE registration in the log"
-a=$(cat "$tmp/one-host.text" 2>/dev/null); b=$(cat "$tmp/two-hosts.text" 2>/dev/null)
-if [ -n "$a" ] && [ "$a" = "$b" ]; then ok "tp 2 across two hosts = one host: '$a'"
-else bad "answers differ: one host '$a', two hosts '$b'"; fi
+grep -q "CURVE on" "$tmp/tp2-pp1-two-hosts.log" && grep -q "registered with tcp://$net.1" "$tmp/tp2-pp1-two-hosts.log" &&
+	ok "two hosts: the leader registered over CURVE at $net.1" || bad "two hosts: no CURVE registration in the log"
 left=""
 for ns in $na $nb; do left="$left$(ip netns pids "$ns" 2>/dev/null | tr '\n' ' ')"; done
 [ -z "$left" ] && ok "no process left on either host" || bad "left running: $left"
