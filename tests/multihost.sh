@@ -26,6 +26,7 @@ cleanup() {
 		for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
 		ip netns del "$ns" 2>/dev/null
 	done
+	ip link del "v${tag}a" 2>/dev/null # only there when moving it into A failed
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
