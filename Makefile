@@ -131,7 +131,7 @@ ITEST_BIN := $(BUILD)/tests/integration/itest
 TEST_SCRIPTS := tests/cli.sh tests/mpi.sh tests/quant_ppl.sh tests/tokenizer_conformance.py \
 	tests/integration/serve.sh tests/integration/deadlines.sh tests/soak.sh \
 	tests/integration/failover.sh tests/integration/curve.sh tests/integration/standby.sh \
-	tests/http/serve.sh tests/http/valgrind.sh
+	tests/http/serve.sh tests/http/valgrind.sh tests/deploy.sh tests/cli_serve.sh tests/multihost.sh
 
 .PHONY: all help deps test test-scripts test-gpu demo bench bundle clean $(FOLDERS:%=test-%)
 all: $(BINS)
@@ -176,9 +176,9 @@ $(BUILD)/bin/shardline-%: %/main.c $(ARCHIVES)
 	@mkdir -p $(dir $@)
 	$(call LINK,$<)
 
-$(BUILD)/bin/shardline: tools/shardline.c $(ARCHIVES)
+$(BUILD)/bin/shardline: tools/shardline.c tools/serve.c $(ARCHIVES)
 	@mkdir -p $(dir $@)
-	$(call LINK,$<)
+	$(call LINK,$< tools/serve.c)
 
 $(BUILD)/bin/shardline-%: tools/%.c $(ARCHIVES)
 	@mkdir -p $(dir $@)

@@ -1,21 +1,24 @@
 #!/bin/sh
-# make demo: the main job, end to end on the CPU backend.
+# make demo: the main job, end to end on the CPU backend, started the way an
+# operator starts it: `shardline serve MODEL` (tools/serve.c) runs the
+# coordinator and one node group, prints the URL when ready, and stops both
+# cleanly on SIGTERM.
 #
 # DEMO=smollm2 (the default): SmolLM2-135M-Instruct, the Q4_1 GGUF that
 # `make deps` fetches ($SMOLLM2), answers a chat question in English:
-#   shardline-coordinator --tokenizer THE.gguf  (its chat template, EOS <|im_end|>)
-#   mpirun -np 2 shardline-node --pp 2          (one node group: 2 pipeline stages)
-#   tools/chat.py QUESTION                      (OpenAI chat API, streamed, greedy)
+#   shardline serve THE.gguf --pp 2     (the GGUF's tokenizer and chat template,
+#                                        EOS <|im_end|>; mpirun -np 2 shardline-node)
+#   tools/chat.py QUESTION              (OpenAI chat API, streamed, greedy)
 # pp 2 because tp must divide SmolLM2's 9 heads (so tp 3, three ranks on two
 # cores).  DEMO_TP/DEMO_PP choose another grid.
 #
 # DEMO=tiny: offline, no download. Makes (once) a small random Llama under
 # $TINY_MODEL whose vocabulary is the bundled test tokenizer's, serves it
-# from `mpirun -np 2` at tp 2 and streams a completion through the
-# `shardline` CLI (ZeroMQ). Random weights: the text is gibberish.
+# at tp 2 and streams a completion through the `shardline` CLI (ZeroMQ).
+# Random weights: the text is gibberish.
 #
-# Both then show `shardline status` and stop everything cleanly: drain
-# --exit (the group finishes and leaves), then SIGTERM to the coordinator.
+# Both then show `shardline status` and stop everything with SIGTERM to
+# `shardline serve`: the group drains and leaves, then the coordinator stops.
 # Exit 0 when all of that worked. Overrides: DEMO_QUESTION, DEMO_MAX_TOKENS,
 # DEMO_TP and DEMO_PP (the grid; mpirun -np TP*PP), DEMO_DEVICE (cpu),
 # BIN (build/bin).
@@ -25,20 +28,22 @@ demo=${DEMO:-smollm2}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} # one thread per rank: ranks = cores
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp=$(mktemp -d)
-coord_pid=""; group_pid=""
+serve_pid=""
 
 say() { echo "demo: $*" >&2; }
-cleanup() {
-	for p in $group_pid $coord_pid; do kill -TERM "$p" 2>/dev/null || true; done
-	sleep 0.2
-	for p in $group_pid $coord_pid; do kill -KILL "$p" 2>/dev/null || true; done
+cleanup() { # serve drains, then stops its children; they die with it at worst
+	if [ -n "$serve_pid" ]; then
+		kill -TERM "$serve_pid" 2>/dev/null || true
+		i=0; while kill -0 "$serve_pid" 2>/dev/null && [ $i -lt 100 ]; do i=$((i + 1)); sleep 0.2; done
+		kill -KILL "$serve_pid" 2>/dev/null || true
+	fi
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 fail() {
 	say "$*"
-	for f in coord.log group.log; do [ -f "$tmp/$f" ] && { echo "--- $f" >&2; tail -20 "$tmp/$f" >&2; }; done
+	[ -f "$tmp/serve.log" ] && { echo "--- serve.log" >&2; tail -20 "$tmp/serve.log" >&2; }
 	exit 1
 }
 
@@ -50,7 +55,7 @@ smollm2)
 		say "or, offline: \`make demo DEMO=tiny\` (a small random model: gibberish)"
 		exit 1
 	fi
-	name=smollm2; tokenizer=$model; tp=${DEMO_TP:-1}; pp=${DEMO_PP:-2}
+	name=smollm2; tp=${DEMO_TP:-1}; pp=${DEMO_PP:-2}
 	# 1024 KV blocks would zero 720 MB for one short chat; 4096 tokens do
 	node_extra="--kv-blocks 256"
 	what="SmolLM2-135M-Instruct (Q4_1 GGUF, dequantized to fp32 at load)"
@@ -66,7 +71,7 @@ tiny)
 			--kv-heads 4 --vocab "$vocab" --max-pos 2048 --dtype bf16 --seed 1
 		cp "$tok" "$model/tokenizer.json"
 	fi
-	name=demo; tokenizer=$model/tokenizer.json; tp=${DEMO_TP:-2}; pp=${DEMO_PP:-1}; node_extra=""
+	name=demo; tp=${DEMO_TP:-2}; pp=${DEMO_PP:-1}; node_extra=""
 	what="a small random Llama (4 layers, random weights: the text is gibberish)"
 	;;
 *)
@@ -77,41 +82,30 @@ esac
 device=${DEMO_DEVICE:-cpu}
 np=$((tp * pp)); grid="--tp $tp --pp $pp"
 
-say "$bin/shardline-coordinator --model-name $name --tokenizer $tokenizer"
-"$bin/shardline-coordinator" --model-name "$name" --tokenizer "$tokenizer" \
-	--client-bind 'tcp://127.0.0.1:*' --node-bind 'tcp://127.0.0.1:*' \
-	--http-bind 127.0.0.1:0 --ports-file "$tmp/ports" >"$tmp/coord.log" 2>&1 &
-coord_pid=$!
-i=0; while [ ! -s "$tmp/ports" ]; do
-	i=$((i + 1)); [ $i -gt 100 ] && fail "the coordinator did not start"
-	kill -0 "$coord_pid" 2>/dev/null || fail "the coordinator exited"
-	sleep 0.1
-done
-client=$(awk '/^client/{print $2}' "$tmp/ports"); node=$(awk '/^node/{print $2}' "$tmp/ports")
-http=$(awk '/^http/{print $2}' "$tmp/ports")
-sed 's/^/  | /' "$tmp/coord.log" >&2
-
-say "mpirun -np $np $bin/shardline-node --model $model $grid --device $device --coordinator $node --model-name $name $node_extra"
-say "loading $what; the group's log follows"
-# shellcheck disable=SC2086 # grid and node_extra are lists of flags
-mpirun --oversubscribe -np "$np" "$bin/shardline-node" --model "$model" $grid --device "$device" \
-	--coordinator "$node" --model-name "$name" $node_extra >"$tmp/group.log" 2>&1 &
-group_pid=$!
-# Until the group registers: its log as it comes, and a word every 5 s.
+say "$bin/shardline serve $model --model-name $name --tp $tp --pp $pp --device $device${node_extra:+ --node-opts '$node_extra'}"
+say "loading $what; its log follows"
+"$bin/shardline" serve "$model" --model-name "$name" --tp "$tp" --pp "$pp" --device "$device" \
+	--client-bind 'tcp://127.0.0.1:*' --node-bind 'tcp://127.0.0.1:*' --http-bind 127.0.0.1:0 \
+	--ports-file "$tmp/ports" --node-opts "$node_extra" >"$tmp/serve.out" 2>"$tmp/serve.log" &
+serve_pid=$!
+# Until it says ready (the group registered, /health 200): its log as it
+# comes, and a word every 5 s.
 shown=0; i=0
-until "$bin/shardline" --coordinator "$client" status 2>/dev/null | grep -qE "^[0-9]+ +[^ ]+ +$name "; do
-	n=$(wc -l <"$tmp/group.log")
+until grep -q 'ready: ' "$tmp/serve.out"; do
+	n=$(wc -l <"$tmp/serve.log")
 	if [ "$n" -gt "$shown" ]; then
-		sed -n "$((shown + 1)),${n}p" "$tmp/group.log" | sed 's/^/  | /' >&2
+		sed -n "$((shown + 1)),${n}p" "$tmp/serve.log" | sed 's/^/  | /' >&2
 		shown=$n
 	fi
 	i=$((i + 1))
 	[ $((i % 10)) -eq 0 ] && say "still starting ($((i / 2)) s)"
-	[ $i -gt 240 ] && fail "the node group did not register within 120 s"
-	kill -0 "$group_pid" 2>/dev/null || fail "the node group exited"
+	[ $i -gt 240 ] && fail "shardline serve was not ready within 120 s"
+	kill -0 "$serve_pid" 2>/dev/null || fail "shardline serve exited"
 	sleep 0.5
 done
-sed -n "$((shown + 1)),\$p" "$tmp/group.log" | sed 's/^/  | /' >&2
+sed -n "$((shown + 1)),\$p" "$tmp/serve.log" | sed 's/^/  | /' >&2
+cat "$tmp/serve.out" >&2
+client=$(awk '/^client/{print $2}' "$tmp/ports"); http=$(awk '/^http/{print $2}' "$tmp/ports")
 "$bin/shardline" --coordinator "$client" status
 
 if [ "$demo" = smollm2 ]; then
@@ -137,14 +131,10 @@ else
 fi
 "$bin/shardline" --coordinator "$client" status
 
-say "stopping: drain --exit, then SIGTERM to the coordinator"
-"$bin/shardline" --coordinator "$client" drain --exit >/dev/null
-i=0; while kill -0 "$group_pid" 2>/dev/null; do
-	i=$((i + 1)); [ $i -gt 100 ] && fail "the node group did not leave after draining"; sleep 0.1
-done
-wait "$group_pid" || fail "the node group exited with an error"
-group_pid=""
-kill -TERM "$coord_pid"
-wait "$coord_pid" || fail "the coordinator exited with an error"
-coord_pid=""
+say "stopping: SIGTERM to shardline serve (the group drains and leaves, then the coordinator stops)"
+shown=$(wc -l <"$tmp/serve.log")
+kill -TERM "$serve_pid"
+wait "$serve_pid" || { serve_pid=""; fail "shardline serve did not stop cleanly"; }
+serve_pid=""
+sed -n "$((shown + 1)),\$p" "$tmp/serve.log" | sed 's/^/  | /' >&2
 say "done"

@@ -3,7 +3,7 @@
 # any is missing. Needs root (or sudo); otherwise prints the command to run.
 PKGS="build-essential pkg-config libopenmpi-dev openmpi-bin libzmq3-dev \
 libprotobuf-c-dev protobuf-c-compiler check libcjson-dev libonig-dev libutf8proc-dev python3 python3-pip \
-libmicrohttpd-dev prometheus curl valgrind clang libclang-rt-dev libomp-dev"
+libmicrohttpd-dev prometheus curl valgrind systemd clang libclang-rt-dev libomp-dev"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

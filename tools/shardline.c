@@ -4,6 +4,7 @@
  *   shardline status                         groups, models, load, queue
  *   shardline drain [--group ID] [--exit]    stop routing to groups
  *   shardline keygen --out DIR [--name N]    a CURVE key pair (docs/security.md)
+ *   shardline serve MODEL [...]              coordinator + node group (tools/serve.c)
  * Built on the client library (client/client.h), which watches the
  * coordinator's liveness and re-submits requests that had not started.
  */
@@ -17,6 +18,7 @@
 #include "client/client.h"
 #include "proto/curve.h"
 #include "common/sl.h"
+#include "tools/serve.h"
 
 #define MAX_STOPS 16
 
@@ -50,6 +52,9 @@ static void usage(FILE *f)
 		"           --exit: its processes leave once idle\n"
 		"  keygen   --out DIR [--name shardline]  write a CURVE key pair: DIR/NAME.key\n"
 		"           (secret, mode 0600) and DIR/NAME.pub (public), Z85 text\n"
+		"  serve    MODEL [--tp N] [--pp N] [--hosts FILE] [--http-bind ADDR] ...\n"
+		"           start a coordinator and a node group serving MODEL; prints the URL\n"
+		"           when ready, stops both on Ctrl-C (shardline serve --help)\n"
 		"The coordinator endpoint defaults to $SHARDLINE_COORDINATOR, then\n"
 		"tcp://127.0.0.1:5555; EP1,EP2 names a standby pair (tried in turn).\n"
 		"Connection options (every command):\n"
@@ -339,6 +344,8 @@ int main(int argc, char **argv)
 	char err[SL_ERRLEN] = "";
 	cli_args a = {0};
 	sl_client *c = NULL;
+	if (argc >= 2 && !strcmp(argv[1], "serve")) /* its own options: tools/serve.c */
+		return serve_main(argc - 1, argv + 1);
 	int rc = parse(argc, argv, &a, err, sizeof err);
 	if (rc) {
 		fprintf(stderr, "shardline: %s\n", err);

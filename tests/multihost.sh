@@ -1,0 +1,104 @@
+#!/bin/sh
+# A node group over two hosts, built on this machine from network
+# namespaces (deploy/README.md's recipe, without ssh):
+#   host A (namespace sl<pid>a, 10.251.N.1) and host B (sl<pid>b, 10.251.N.2)
+#   joined by one veth pair in a /24 that exists only inside them; mpirun
+#   in A reaches B through plm_rsh_agent = a script that runs the command
+#   with `ip netns exec` instead of ssh; MPI confined to the veth subnet
+#   (btl_tcp_if_include, oob_tcp_if_include).
+# `shardline serve` in A serves a small random Llama with CURVE on (--keys:
+# the leader registers over CURVE on the veth address) at tp 2, pp 2 and
+# tp 2 x pp 2, each once with every rank on A and once with half the ranks
+# on each host; the greedy completions must be the same text. Each serve
+# stops with exit 0, and nothing is left in either namespace.
+# Ends with "N passed, N failed"; skips (exit 0, says why) when not root
+# or `ip netns` cannot make namespaces.
+set -u
+bin=${BIN:-build/bin}
+[ "$(id -u)" = 0 ] || { echo "skipped: multihost needs root (ip netns)"; exit 0; }
+command -v ip >/dev/null 2>&1 || { echo "skipped: no ip (iproute2)"; exit 0; }
+tag=sl$$; na=${tag}a; nb=${tag}b; net=10.251.$(($$ % 250))
+tmp=$(mktemp -d); passed=0; failed=0
+ok() { echo "ok: $*"; passed=$((passed + 1)); }
+bad() { echo "FAIL: $*"; failed=$((failed + 1)); }
+cleanup() {
+	for ns in $na $nb; do
+		for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
+		ip netns del "$ns" 2>/dev/null
+	done
+	ip link del "v${tag}a" 2>/dev/null # only there when moving it into A failed
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+if ! ip netns add "$na" 2>"$tmp/err"; then
+	echo "skipped: ip netns unavailable: $(cat "$tmp/err")"; exit 0
+fi
+ip netns add "$nb" && ip link add "v${tag}a" type veth peer name "v${tag}b" 2>"$tmp/err" ||
+	{ echo "skipped: no veth pair: $(cat "$tmp/err")"; exit 0; }
+	ip link set "v${tag}a" netns "$na" && ip link set "v${tag}b" netns "$nb" &&
+	ip -n "$na" addr add "$net.1/24" dev "v${tag}a" && ip -n "$nb" addr add "$net.2/24" dev "v${tag}b" &&
+	ip -n "$na" link set lo up && ip -n "$nb" link set lo up &&
+	ip -n "$na" link set "v${tag}a" up && ip -n "$nb" link set "v${tag}b" up ||
+	{ echo "FAIL: could not build the two hosts"; echo "0 passed, 1 failed"; exit 1; }
+ok "hosts A $net.1 and B $net.2 linked by a veth pair"
+
+# plm_rsh_agent: mpirun calls it as `AGENT HOST COMMAND...`, like ssh
+cat >"$tmp/rsh" <<EOF
+#!/bin/sh
+host=\$1; shift
+echo "\$host" >>"$tmp/rsh.log"
+case \$host in $net.1) ns=$na ;; $net.2) ns=$nb ;; *) echo "rsh: unknown host \$host" >&2; exit 255 ;; esac
+exec ip netns exec "\$ns" /bin/sh -c "\$*"
+EOF
+chmod +x "$tmp/rsh"
+
+# the model: a small random Llama with the test tokenizer's vocabulary
+tok=tests/data/llama2-small/tokenizer.json; model=$tmp/model
+vocab=$("$bin/shardline-tok" "$tok" info | awk '/^vocab_size/{print $2}')
+"$bin/shardline-mkckpt" --out "$model" --dim 128 --hidden 344 --layers 2 --heads 4 --kv-heads 2 \
+	--vocab "$vocab" --max-pos 512 --dtype bf16 --seed 3 >/dev/null 2>&1 && cp "$tok" "$model/tokenizer.json" ||
+	bad "could not make the model"
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+mpi="--mca plm_rsh_agent $tmp/rsh --mca btl self,tcp --mca btl_tcp_if_include $net.0/24 --mca oob_tcp_if_include $net.0/24"
+# serve in A at TP x PP over HOSTFILE; the greedy completion into LABEL.text; stops serve
+run() { # HOSTFILE LABEL TP PP
+	log=$tmp/$2.log; out=$tmp/$2.out
+	ip netns exec "$na" "$bin/shardline" serve "$model" --model-name tiny --tp "$3" --pp "$4" --device cpu \
+		--hosts "$1" --mpirun-opts "$mpi" --keys "$tmp/keys" --node-bind "tcp://$net.1:*" \
+		--client-bind 'tcp://127.0.0.1:*' --http-bind 127.0.0.1:0 --ready-timeout-s 120 \
+		>"$out" 2>"$log" &
+	pid=$!
+	i=0; until grep -q 'ready: http' "$out" 2>/dev/null; do
+		i=$((i + 1)); if [ $i -gt 600 ] || ! kill -0 $pid 2>/dev/null; then
+			bad "$2: serve not ready"; tail -8 "$log"; kill -KILL $pid 2>/dev/null; return 1; fi
+		sleep 0.2
+	done
+	url=$(sed -n 's/.*ready: \(http[^ ]*\) .*/\1/p' "$out")
+	ip netns exec "$na" curl -s "$url/completions" -H 'Content-Type: application/json' \
+		-d '{"model":"tiny","prompt":"Once upon a time","max_tokens":24,"temperature":0}' |
+		sed -n 's/.*"text":"\(.*\)","logprobs".*/\1/p' >"$tmp/$2.text"
+	kill -TERM $pid; wait $pid; rc=$?
+	[ $rc -eq 0 ] && ok "$2: serve stopped cleanly (exit 0)" || { bad "$2: serve exit $rc"; tail -5 "$log"; }
+}
+# Each grid on one host, then split in two halves (by slot: the first
+# half of the ranks, stage 0 at pp 2, on A). tp 2: one rank per host.
+for grid in "2 1" "1 2" "2 2"; do
+	set -- $grid; n=$(($1 * $2)); g=tp$1-pp$2
+	printf '%s slots=%d\n' "$net.1" $n >"$tmp/hosts1"
+	printf '%s slots=%d\n%s slots=%d\n' "$net.1" $((n / 2)) "$net.2" $((n / 2)) >"$tmp/hosts2"
+	run "$tmp/hosts1" "$g-one-host" "$1" "$2"
+	run "$tmp/hosts2" "$g-two-hosts" "$1" "$2"
+	a=$(cat "$tmp/$g-one-host.text" 2>/dev/null); b=$(cat "$tmp/$g-two-hosts.text" 2>/dev/null)
+	if [ -n "$a" ] && [ "$a" = "$b" ]; then ok "tp $1 x pp $2 across two hosts = one host: '$a'"
+	else bad "tp $1 x pp $2: answers differ: one host '$a', two hosts '$b'"; fi
+done
+[ "$(sort -u "$tmp/rsh.log" 2>/dev/null)" = "$net.2" ] && ok "mpirun started B's ranks through the netns agent (never A's)" ||
+	bad "the rsh agent ran for: $(cat "$tmp/rsh.log" 2>/dev/null)"
+grep -q "CURVE on" "$tmp/tp2-pp1-two-hosts.log" && grep -q "registered with tcp://$net.1" "$tmp/tp2-pp1-two-hosts.log" &&
+	ok "two hosts: the leader registered over CURVE at $net.1" || bad "two hosts: no CURVE registration in the log"
+left=""
+for ns in $na $nb; do left="$left$(ip netns pids "$ns" 2>/dev/null | tr '\n' ' ')"; done
+[ -z "$left" ] && ok "no process left on either host" || bad "left running: $left"
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]
