@@ -695,12 +695,19 @@ static int prenorm_check(const char *what, const prenorm_bufs *b, int parts, int
 	size_t cnt = (size_t)n * dim;
 	int ok = dbuf_check(what, &b->x, x_want, cnt, SL_DT_F32) &&
 		 dbuf_check(what, &b->out, out_want, cnt, dt);
-	float *ss = xmalloc((size_t)parts * n * 4);
-	CK(cudaMemcpy(ss, b->ss.data, (size_t)parts * n * 4, cudaMemcpyDeviceToHost));
-	ok = ok && sumsq_ok(what, ss, parts, n, dim, x_want);
-	/* x and out equal the host's on every rank; the parts' bits too */
-	ok = ok && same_on_every_rank(what, ss, (size_t)parts * n * 4);
-	free(ss);
+	size_t ss_bytes = (size_t)parts * n * 4;
+	unsigned char *h = xmalloc(b->ss.bytes);
+	CK(cudaMemcpy(h, b->ss.base, b->ss.bytes, cudaMemcpyDeviceToHost));
+	float *ss = xmalloc(ss_bytes);
+	memcpy(ss, h + b->ss.pre, ss_bytes);
+	ok = ok && guards_intact(what, h, b->ss.pre, "before the parts") &&
+	     guards_intact(what, h + b->ss.pre + ss_bytes, GUARD, "after the parts") &&
+	     sumsq_ok(what, ss, parts, n, dim, x_want);
+	/* x and out equal the host's on every rank; the parts' bits too
+	 * (collective: every rank calls it, whatever failed before) */
+	int same = same_on_every_rank(what, ss, ss_bytes);
+	ok = ok && same;
+	free(ss), free(h);
 	return ok;
 }
 
