@@ -4,8 +4,9 @@
 # BATCHES (1,32,128), plus variants of the same grid: its all-reduces
 # skipped (the difference is the time they take), NCCL alone instead of
 # the custom all-reduce (SL_CUSTOM_AR=0), the custom all-reduce unfused
-# (SL_FUSED_AR=0: the all-reduce, the residual add and the RMSNorm as
-# separate launches), and for pipeline grids the older micro-batch
+# (SL_FUSED_AR=0: the all-reduce, then the residual add + RMSNorm kernel,
+# where the default one-shot does the add and leaves the norm to the next
+# projection, as the tp 1 GEMV does), and for pipeline grids the older micro-batch
 # schedule (SL_PP_INFLIGHT=0: every step cut into pp micro-batches and
 # drained, where the default keeps pp groups of the batch in flight). The
 # main run of each grid and its micro-batch variant also prefill

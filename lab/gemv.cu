@@ -11,6 +11,12 @@
  *   build/bin/lab-gemv V            variant V alone: check it, then time it per shape
  *   build/bin/lab-gemv [V] --check  the checks only (exit 1 on a failure)
  *   build/bin/lab-gemv --list       the variants
+ *   build/bin/lab-gemv [V] --shapes SET[,SET...]  time these shapes instead
+ *                                   of the 7B ones (and no decode step):
+ *                                   13b-tp1, 13b-tp2, 13b-tp4, 70b-tp1, ...
+ *                                   (one rank's qkv, o, gate_up, down at
+ *                                   that tensor-parallel size), 13b or 70b
+ *                                   (tp 1, 2 and 4), tp (both), 7b
  *
  * The check: x (n tokens) and W of each 7B projection, plus two
  * tensor-parallel shards (fewer 16-row tiles than SMs: the split-K path
@@ -29,6 +35,11 @@
  * only, and of every kernel: what the other kernels would gain from
  * adopting it). All timings are CUDA graph replays timed with events, as
  * the engine's decode steps run.
+ *
+ * The tensor-parallel shapes are the slices one rank multiplies (qkv and
+ * gate_up split by rows, o and down by columns: docs/parallel.md): at tp 2
+ * and 4 they are short, and whether another block shape or split reads
+ * them faster is what --shapes tp shows, variant by variant.
  *
  * On an H100 (2026-11) the library's 8 x 8 was best or within 1% on every
  * 7B shape: 2.65-3.04 TB/s of W read at n = 1 against 3.01 TB/s of copy
@@ -71,12 +82,76 @@ static const shape k_shapes[] = {
 	{"w2", 11008, 4096, false},   {"lm_head", 4096, 32000, true},
 };
 
+/* A Llama-shaped model's sizes, for its per-rank projections. */
+struct model_dims {
+	const char *name;
+	int dim, hidden, heads, kv_heads, head_dim;
+};
+static const model_dims k_models[] = {
+	{"13b", 5120, 13824, 40, 40, 128}, /* MHA */
+	{"70b", 8192, 28672, 64, 8, 128},  /* GQA */
+};
+
+/* One rank's qkv, o, gate_up and down of m at tensor-parallel size tp, as
+ * node/model_load.c shards them: qkv and gate_up by rows (heads, hidden),
+ * o and down by columns. */
+static void add_tp_shapes(std::vector<shape> &out, const model_dims &m, int tp)
+{
+	const int hd = m.head_dim;
+	const struct {
+		const char *proj;
+		int in, out;
+	} ps[] = {
+		{"qkv", m.dim, (m.heads + 2 * m.kv_heads) / tp * hd},
+		{"o", m.heads / tp * hd, m.dim},
+		{"gate_up", m.dim, 2 * m.hidden / tp},
+		{"down", m.hidden / tp, m.dim},
+	};
+	for (const auto &p : ps) {
+		char name[64];
+		snprintf(name, sizeof name, "%s-tp%d/%s", m.name, tp, p.proj);
+		out.push_back({strdup(name), p.in, p.out, false});
+	}
+}
+
+/* --shapes: a comma-separated list of 7b, tp, 13b, 70b, 13b-tpN, 70b-tpN
+ * (N 1, 2 or 4); false on a name it does not know. */
+static bool parse_shapes(const char *list, std::vector<shape> &out)
+{
+	const int tps[] = {1, 2, 4};
+	char buf[256];
+	snprintf(buf, sizeof buf, "%s", list);
+	for (char *save = nullptr, *t = strtok_r(buf, ",", &save); t;
+	     t = strtok_r(nullptr, ",", &save)) {
+		bool known = false;
+		if (!strcmp(t, "7b")) {
+			out.insert(out.end(), std::begin(k_shapes), std::end(k_shapes));
+			known = true;
+		}
+		for (const model_dims &m : k_models)
+			for (int tp : tps) {
+				char one[32];
+				snprintf(one, sizeof one, "%s-tp%d", m.name, tp);
+				if (!strcmp(t, "tp") || !strcmp(t, m.name) || !strcmp(t, one)) {
+					add_tp_shapes(out, m, tp);
+					known = true;
+				}
+			}
+		if (!known) {
+			fprintf(stderr, "--shapes: unknown set '%s' (7b, tp, 13b, 70b, 13b-tp1, "
+				"13b-tp2, 13b-tp4, 70b-tp1, 70b-tp2, 70b-tp4)\n", t);
+			return false;
+		}
+	}
+	return !out.empty();
+}
+
 /* one call: out = x @ W^T for the W at w */
 typedef std::function<int(const T *w, int n, const shape &s)> call_fn;
 
 static kern_blas *g_b;
-static void *g_out; /* [8 or 16, 32000] fp32-sized */
-static T *g_x;      /* [16, 11008] */
+static void *g_out; /* [16, the widest out_dim] fp32-sized */
+static T *g_x;      /* [16, the widest in_dim] */
 
 static int call_cublas(const T *w, int n, const shape &s)
 {
@@ -296,17 +371,22 @@ static int check_variants(int which)
 
 static void usage(const char *argv0)
 {
-	fprintf(stderr, "usage: %s [VARIANT] [--check] [--list]\n", argv0);
+	fprintf(stderr, "usage: %s [VARIANT] [--check] [--list] [--shapes SET[,SET...]]\n",
+		argv0);
 }
 
 int main(int argc, char **argv)
 {
 	int which = -1; /* one variant, or -1: all of them */
 	bool check_only = false;
+	std::vector<shape> shapes; /* --shapes; empty: the 7B ones and the decode step */
 	for (int i = 1; i < argc; i++) {
 		char *end;
 		long v = strtol(argv[i], &end, 10);
-		if (!strcmp(argv[i], "--check")) {
+		if (!strcmp(argv[i], "--shapes") && i + 1 < argc) {
+			if (!parse_shapes(argv[++i], shapes))
+				return 2;
+		} else if (!strcmp(argv[i], "--check")) {
 			check_only = true;
 		} else if (!strcmp(argv[i], "--list")) {
 			for (int k = 0; k < N_VARIANTS; k++)
@@ -343,9 +423,15 @@ int main(int argc, char **argv)
 	char *pool;
 	CK(cudaMalloc(&pool, pool_bytes));
 	CK(cudaMemset(pool, 0x2c, pool_bytes)); /* fp16 0x2c2c = 0.0645 */
-	CK(cudaMalloc(&g_out, sizeof(float) * 16 * 32000));
-	CK(cudaMalloc(&g_x, sizeof(T) * 16 * 11008));
-	CK(cudaMemset(g_x, 0x3c, sizeof(T) * 16 * 11008));
+	const bool step_too = shapes.empty();
+	if (step_too)
+		shapes.assign(std::begin(k_shapes), std::end(k_shapes));
+	size_t max_in = 0, max_out = 0;
+	for (const shape &s : shapes)
+		max_in = std::max(max_in, (size_t)s.in_dim), max_out = std::max(max_out, (size_t)s.out_dim);
+	CK(cudaMalloc(&g_out, sizeof(float) * 16 * max_out));
+	CK(cudaMalloc(&g_x, sizeof(T) * 16 * max_in));
+	CK(cudaMemset(g_x, 0x3c, sizeof(T) * 16 * max_in));
 
 	std::vector<variant> vs;
 	for (int k = 0; k < N_VARIANTS; k++)
@@ -353,17 +439,17 @@ int main(int argc, char **argv)
 			vs.push_back(k_variants[k]);
 
 	/* ---- isolated calls: one W copy per call, >= 2 GiB per graph ---- */
-	printf("\nisolated calls (no PDL), us per call | GB/s of W read\n%-8s %2s", "shape", "n");
+	printf("\nisolated calls (no PDL), us per call | GB/s of W read\n%-16s %2s", "shape", "n");
 	for (auto &v : vs)
 		printf(" %17s", v.name);
 	printf("\n");
 	const int ns[] = {1, 2, 4, 8, 16};
-	for (const shape &s : k_shapes) {
+	for (const shape &s : shapes) {
 		size_t wbytes = (size_t)s.in_dim * s.out_dim * sizeof(T);
 		int copies = (int)(pool_bytes / wbytes);
 		int calls = (int)(((size_t)2 << 30) / wbytes) + 1;
 		for (int n : ns) {
-			printf("%-8s %2d", s.name, n);
+			printf("%-16s %2d", s.name, n);
 			for (auto &v : vs) {
 				if (n > v.max_tokens) {
 					printf(" %17s", "-");
@@ -382,7 +468,7 @@ int main(int argc, char **argv)
 			fflush(stdout);
 		}
 	}
-	if (which >= 0) { /* one variant: the decode step is the full run's */
+	if (which >= 0 || !step_too) { /* the decode step: the full 7B run's */
 		kern_blas_destroy(g_b);
 		cudaFree(pool);
 		return 0;

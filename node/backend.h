@@ -92,14 +92,16 @@ typedef struct node_backend_ops {
 	int (*matmul_add_rmsnorm)(node_backend *be, float *x, void *out, void *proj, const void *in,
 				  const kern_qweight *w, const void *norm_w, int n, float eps,
 				  node_prenorm *defer);
-	/* norm_elsewhere, optional (NULL: never): the model is about to make
-	 * add_rmsnorm's result, out [n, dim] = RMSNorm(x) * w, by other means
-	 * (the tp all-reduce fused with it: parallel/comm.h). SL_OK when that
-	 * may stand for add_rmsnorm here (the backend then forgets what it
-	 * knew of out); SL_ENOTSUP when its add_rmsnorm would make more than
-	 * out (fp8 activations for the next projection). Enqueues nothing
-	 * that the caller must order. */
-	int (*norm_elsewhere)(node_backend *be, const void *w, void *out, int n, int dim);
+	/* prenorm_sumsq, optional (NULL: never): the model is about to leave
+	 * a norm pending by other means than matmul_add_rmsnorm's defer (the
+	 * tp all-reduce fused with the residual add: parallel/comm.h), after
+	 * the projection of weight w, for n tokens. SL_OK when the backend
+	 * would defer there too: *ss is then its buffer for the parts of the
+	 * sums of squares (cap floats; node_prenorm's ss) and it forgets what
+	 * it knew of the norm's output. SL_ENOTSUP otherwise (the fusion
+	 * switched off, int4 weights, too many tokens). Enqueues nothing. */
+	int (*prenorm_sumsq)(node_backend *be, const kern_qweight *w, int n, float **ss,
+			     size_t *cap);
 	/* matmul_rope: qkv [n, w->rows] = x @ W^T, then rope_kv_write's work
 	 * on it (q and k turned, k and v into the caches); pre as above. */
 	int (*matmul_rope)(node_backend *be, void *qkv, void *x, const node_prenorm *pre,

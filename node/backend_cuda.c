@@ -320,18 +320,6 @@ static int cu_add_rmsnorm(node_backend *be, float *x, const void *delta, const v
 	RANGED("add_rmsnorm", norm(be, x, delta, w, out, n, dim, eps, 0));
 }
 
-/* Another op makes the norm: fine unless this one would also make out's
- * fp8 activations; the marks of the last norm are dropped as norm() does. */
-static int cu_norm_elsewhere(node_backend *be, const void *w, void *out, int n, int dim)
-{
-	cuda_impl *c = I(be);
-	(void)out;
-	if (w && act_slot(c, n, dim).q)
-		return SL_ENOTSUP;
-	kern_qblas_act_mark(c->qblas, NULL, 0, 0);
-	return SL_OK;
-}
-
 /* cu_add_rmsnorm whose out only the next projection reads */
 static int add_rmsnorm_for_proj(node_backend *be, float *x, const void *delta, const void *w,
 				void *out, int n, int dim, float eps)
@@ -491,6 +479,21 @@ static int add_defer(node_backend *be, float *x, void *out, void *proj, const vo
 	TRY(matmul_epi(be, proj, in, w, n, &e, done)); /* its switch: FUSE_PRENORM */
 	if (*done)
 		*defer = (node_prenorm){x, norm_w, eps, c->sumsq, parts};
+	return SL_OK;
+}
+
+/* The tp all-reduce does add_defer's add (model.c): the same rules,
+ * and the marks of the last norm dropped as norm() drops them. */
+static int cu_prenorm_sumsq(node_backend *be, const kern_qweight *w, int n, float **ss,
+			    size_t *cap)
+{
+	cuda_impl *c = I(be);
+	if (!(c->fuse & FUSE_PRENORM) || !c->sumsq || w->format == KERN_Q_INT4 || n < 1 ||
+	    n > KERN_PRE_MAX_TOKENS)
+		return SL_ENOTSUP;
+	kern_qblas_act_mark(c->qblas, NULL, 0, 0);
+	*ss = c->sumsq;
+	*cap = SUMSQ_PARTS;
 	return SL_OK;
 }
 
@@ -880,7 +883,7 @@ static const node_backend_ops cuda_ops = {
 	.add_rmsnorm = cu_add_rmsnorm, .matmul = cu_matmul, .matmul_f32out = cu_matmul_f32out,
 	.rope_kv_write = cu_rope_kv_write, .attention = cu_attention, .silu_mul = cu_silu_mul,
 	.matmul_swiglu = cu_matmul_swiglu, .matmul_add_rmsnorm = cu_matmul_add_rmsnorm,
-	.matmul_rope = cu_matmul_rope, .norm_elsewhere = cu_norm_elsewhere,
+	.matmul_rope = cu_matmul_rope, .prenorm_sumsq = cu_prenorm_sumsq,
 	.gather_rows = cu_gather_rows, .copy2d = cu_copy2d, .sample = cu_sample,
 	.reserve = cu_reserve, .run_cached = cu_run_cached, .fill_random = cu_fill_random,
 	.range_push = cu_range_push, .range_pop = cu_range_pop, .destroy = cu_destroy,

@@ -6,10 +6,11 @@
  * per layer (qkv, rope + KV write, attention, output projection,
  * all-reduce, residual + norm, gate/up, silu*up, down projection,
  * all-reduce, residual + norm), final norm, LM head. A backend may fuse
- * gate/up with silu*up, and at tp 1 a projection with the residual + norm
+ * gate/up with silu*up, and at tp 1 a projection with the residual add
  * that follows it (node/backend.h's optional fused ops); at tp > 1 the
- * communicator may fuse the all-reduce with that residual + norm
- * (par_tp_allreduce_add_rmsnorm). The projections may be
+ * communicator may fuse the all-reduce with that add
+ * (par_tp_allreduce_add_prenorm). Either leaves the norm for the next
+ * projection to finish (node_prenorm). The projections may be
  * quantized (--quant): the backend's matmul takes their descriptors as
  * they are. Loading lives in model_load.c, the stage-to-stage
  * orchestration in step.c.
@@ -29,19 +30,27 @@ static int tp_all_reduce(model *m, void *buf, size_t n, sl_dtype dt)
 	return par_tp_allreduce(m->comm, buf, n, dt);
 }
 
-/* x += the group's sum of part, xb = RMSNorm(x) * norm_w, in one kernel
- * of the communicator (parallel/comm.h) when it has one for this call and
- * the backend's norm makes nothing else; SL_ENOTSUP otherwise, nothing
- * done (every rank of the group answers alike). */
-static int tp_all_reduce_add_norm(model *m, const void *part, const void *norm_w, int n)
+/* x += the group's sum of part and xb = x * norm_w, the norm left in
+ * pend for the projection that reads xb next, in one kernel of the
+ * communicator (parallel/comm.h), where the communicator has one for this
+ * call and the backend would defer the norm at tp 1 (prenorm_sumsq);
+ * SL_ENOTSUP otherwise, nothing done (every rank of the group answers
+ * alike). */
+static int tp_all_reduce_add_defer(model *m, const void *part, const kern_qweight *w,
+				   const void *norm_w, int n, node_prenorm *pend)
 {
 	node_backend *be = m->be;
-	int dim = m->cfg.dim;
-	if (!m->comm || m->opts.skip_tp_comm || !be->ops->norm_elsewhere ||
-	    be->ops->norm_elsewhere(be, norm_w, m->a.xb, n, dim))
+	float *ss;
+	size_t cap;
+	int parts;
+	if (!pend || !norm_w || !m->comm || m->opts.skip_tp_comm || !be->ops->prenorm_sumsq ||
+	    be->ops->prenorm_sumsq(be, w, n, &ss, &cap))
 		return SL_ENOTSUP;
-	return par_tp_allreduce_add_rmsnorm(m->comm, part, m->a.x, norm_w, m->a.xb, n, dim,
-					    m->cfg.norm_eps, be->dtype);
+	int rc = par_tp_allreduce_add_prenorm(m->comm, part, m->a.x, norm_w, m->a.xb, ss, cap, n,
+					      m->cfg.dim, be->dtype, &parts);
+	if (rc == SL_OK)
+		*pend = (node_prenorm){m->a.x, norm_w, m->cfg.norm_eps, ss, parts};
+	return rc;
 }
 
 /* The norm that follows layer l's FFN: the next layer's input norm, the
@@ -55,10 +64,10 @@ static const void *norm_after(const model *m, int l)
 }
 
 /* x += in @ W^T summed over the tensor-parallel group, then xb =
- * RMSNorm(x) * norm_w (norm_w NULL: the add only). At tp 1 there is no
- * all-reduce in between, and a backend may fold the add and the norm into
- * the projection (kernels/epilogue.h), or, given pend, leave the norm to
- * the projection that reads xb next (node_prenorm; pend->x NULL if not). */
+ * RMSNorm(x) * norm_w (norm_w NULL: the add only). Given pend, the norm
+ * may be left to the projection that reads xb next (node_prenorm; pend->x
+ * NULL if not): at tp 1 by the backend, which folds the add into the
+ * projection (kernels/epilogue.h), at tp > 1 by the all-reduce. */
 static int proj_add_norm(model *m, const void *in, const kern_qweight *w, const void *norm_w,
 			 int n, node_prenorm *pend)
 {
@@ -72,7 +81,7 @@ static int proj_add_norm(model *m, const void *in, const kern_qweight *w, const 
 	if (pend)
 		pend->x = NULL;
 	TRY(op->matmul(be, a->proj, in, w, n));
-	int rc = tp_all_reduce_add_norm(m, a->proj, norm_w, n);
+	int rc = tp_all_reduce_add_defer(m, a->proj, w, norm_w, n, pend);
 	if (rc != SL_ENOTSUP)
 		return rc;
 	TRY(tp_all_reduce(m, a->proj, (size_t)n * dim, be->dtype));

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "common/args.h"
+#include "kernels/epilogue.h"
 #include "common/sl.h"
 
 /* ---- size rules (host only) ---- */
@@ -492,25 +493,17 @@ int par_car_allreduce(par_car *c, void *buf, size_t count, sl_dtype dt, par_ar_a
 	return SL_OK;
 }
 
-int par_car_allreduce_add_rmsnorm(par_car *c, const void *part, float *x, const void *w,
-				  void *out, int n, int dim, float eps, sl_dtype dt)
+int par_car_prenorm_parts(const par_car *c) { return c->dev.blocks; }
+
+int par_car_allreduce_add_prenorm(par_car *c, const void *part, float *x, const void *w,
+				  void *out, float *sumsq, int n, int dim, sl_dtype dt)
 {
-	size_t row_bytes = (size_t)dim * sl_dtype_size(dt);
-	if (dim <= 0 || n <= 0)
-		return SL_OK;
-	if ((dt != SL_DT_F16 && dt != SL_DT_BF16) || row_bytes > c->dev.slot_bytes)
+	/* the slot holds each row as whole 16-byte packs */
+	size_t bytes = (size_t)(n > 0 ? n : 0) * (((size_t)(dim > 0 ? dim : 0) + 7) / 8) * 16;
+	if ((dt != SL_DT_F16 && dt != SL_DT_BF16) || dim <= 0 || !w || !out || !sumsq ||
+	    !kern_pre_fits(n, c->dev.blocks) || bytes > c->dev.slot_bytes)
 		return SL_ENOTSUP;
-	size_t es = sl_dtype_size(dt);
-	int rows = (int)(c->dev.slot_bytes / row_bytes); /* per call: one slot */
-	for (int r0 = 0; r0 < n; r0 += rows) {
-		int k = n - r0 < rows ? n - r0 : rows;
-		size_t off = (size_t)r0 * dim;
-		/* SL_ENOTSUP depends on dim alone: only the first call can return it */
-		TRY(par_car_launch_add_rmsnorm(&c->dev, (const char *)part + off * es, x + off, w,
-					       out ? (char *)out + off * es : NULL, k, dim, eps, dt,
-					       c->stream));
-	}
-	return SL_OK;
+	return par_car_launch_add_prenorm(&c->dev, part, x, w, out, sumsq, n, dim, dt, c->stream);
 }
 
 int par_car_allgather(par_car *c, const void *send, void *recv, size_t count, sl_dtype dt)

@@ -34,11 +34,11 @@
  * the storage dtype, so every rank's output is bit-identical and equals
  * a host reference computed the same way (tests/gpu/test_allreduce.c).
  *
- * car_add_rmsnorm_* fuse the one-shot all-reduce with the residual add
- * and RMSNorm that follow every row-parallel projection (node/model.c),
- * so a layer boundary is one launch instead of two. They do the add and
- * norm in kernels/rmsnorm.cu's order, so their x and out are the bits the
- * unfused all-reduce + kern_add_rmsnorm_cuda would give.
+ * car_add_prenorm fuses the one-shot all-reduce with the residual add
+ * after a row-parallel projection (node/model.c) and leaves the norm
+ * pending for the next projection, as the GEMV's KERN_EPI_ADD epilogue
+ * does at tp 1 (kernels/epilogue.h): a layer boundary is one launch
+ * instead of two, and the norm kernel goes.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -47,6 +47,7 @@
 
 #include "parallel/allreduce_dev.h"
 #include "kernels/cuda_util.cuh"
+#include "kernels/epilogue.cuh"
 
 /* ---- flags: the only cross-GPU synchronisation ---- */
 
@@ -321,158 +322,94 @@ __global__ void __launch_bounds__(CAR_THREADS)
 						   car_peer_pack(d.data[p] + slot, i));
 }
 
-/* ---- all-reduce fused with residual add + RMSNorm ---- */
+/* ---- all-reduce fused with the residual add of a pending norm ---- */
 
 /*
- * The norm needs whole rows, and a row must not need a second barrier:
- * each half of a block (CAR_HALF threads) takes one row at a time. Row r
- * goes to unit r mod (2 * blocks), unit u = 2 * block + half, the same on
- * every rank, and block b copies in exactly the rows it later reads from
- * its peers, so block b's barrier is all the row needs (the protocol
- * above, unchanged). A decode step's one row is one half's work: 5120
- * wide, 3 packs of 8 per thread, every peer load in flight at once.
- * CAR_HALF is kernels/rmsnorm.cu's NORM_THREADS: thread t of a half takes
- * the elements thread t of that kernel takes, in the same order.
+ * The one-shot doing KERN_EPI_ADD's work (kernels/epilogue.h) on the
+ * sum: x [n, dim] fp32 += the sum rounded to T; norm_out [n, dim] = x *
+ * w rounded to T (fp16 saturating, kern_from_f32_sat); sumsq [blocks, n]
+ * = each block's part of each row's sum of squares of the new x, for the
+ * next projection to divide by the rms (node_prenorm). The slot holds
+ * each row as ceil(dim / 8) packs (zero padded), so odd widths and
+ * unaligned ranks exchange the same layout. The n * P packs split into
+ * one contiguous chunk per block: a decode row of 5120 is 20 packs for
+ * each of 32 blocks, every block's SM reading its own piece from the
+ * peers, where the plain one-shot's grid stride would give it all to two.
+ * Block b copies in exactly the packs it later reads, so block b's
+ * barrier is all it needs (the protocol above, unchanged).
  */
-#define CAR_HALF 256
-
-/* Named barrier of one half of the block (ids 1, 2; 0 is __syncthreads). */
-__device__ __forceinline__ void car_half_sync(int half)
-{
-	asm volatile("bar.sync %0, %1;" ::"r"(1 + half), "r"(CAR_HALF) : "memory");
-}
-
-/* Sum over one half's threads, to every thread of it, in kern_block_sum's
- * order over 256 threads (warp trees, then a tree over the 8 warp sums;
- * rows narrower than that kernel's 256 threads add exact zeros), so 1/rms
- * has the same bits as in kernels/rmsnorm.cu. */
-__device__ __forceinline__ float car_half_sum(float v, int half)
-{
-	__shared__ float part[2][CAR_HALF / 32];
-	int lane = threadIdx.x & 31, warp = (threadIdx.x % CAR_HALF) >> 5;
-	v = kern_warp_sum(v);
-	car_half_sync(half); /* part[half] may still be read for the previous row */
-	if (lane == 0)
-		part[half][warp] = v;
-	car_half_sync(half);
-	return kern_warp_sum(lane < CAR_HALF / 32 ? part[half][lane] : 0.0f);
-}
-
-/* Element i of a peer's slot (2-byte T), at L2 as car_peer_pack. */
-template <typename T> __device__ __forceinline__ float car_peer_elem(const char *slot_base, size_t i)
-{
-	unsigned short b = __ldcg(reinterpret_cast<const unsigned short *>(slot_base) + i);
-	return kern_to_f32(*reinterpret_cast<const T *>(&b));
-}
-
-/*
- * Rows 16-byte aligned, dim a multiple of 8: the row in registers, R
- * packs of 8 per thread (pack t + k * CAR_HALF), as norm_reg_kernel; tp
- * at most NP (R 4 and NP 8 spill a little: tp 8 is not measured yet).
- * part: this rank's [n, dim] partial sums; x: fp32 [n, dim] residual;
- * w: [dim] or NULL (add only); out: [n, dim].
- */
-template <typename T, int R, int NP>
+template <typename T, bool ALIGNED, int NP>
 __global__ void __launch_bounds__(CAR_THREADS)
-	car_add_rmsnorm_vec(par_car_dev d, const T *part, float *x, const T *w, T *out, int n,
-			    int dim, float eps)
+	car_add_prenorm(par_car_dev d, const T *part, float *x, const T *w, T *out, float *sumsq,
+			int n, int dim)
 {
+	constexpr int E = 16 / sizeof(T);
+	static_assert(E == KERN_VEC, "2-byte types: packs of 8");
+	__shared__ float wsum[CAR_THREADS / 32][KERN_PRE_MAX_TOKENS];
 	uint32_t e = car_next_epoch(d);
 	size_t slot = (e & 1) ? d.slot_bytes : 0;
-	int half = threadIdx.x / CAR_HALF, t = threadIdx.x % CAR_HALF;
-	int units = 2 * gridDim.x, packs = dim / KERN_VEC;
+	const int P = (dim + E - 1) / E, total = n * P;
+	const int chunk = (total + gridDim.x - 1) / gridDim.x;
+	const int c0 = blockIdx.x * chunk, c1 = min(c0 + chunk, total);
 	uint4 *mine = reinterpret_cast<uint4 *>(d.data[d.rank] + slot);
-	for (int r = 2 * blockIdx.x + half; r < n; r += units)
-		for (int i = t; i < packs; i += CAR_HALF)
-			mine[(size_t)r * packs + i] =
-				reinterpret_cast<const uint4 *>(part + (size_t)r * dim)[i];
-	car_barrier(d, 2 * e);
-	for (int r = 2 * blockIdx.x + half; r < n; r += units) {
-		float *xr = x + (size_t)r * dim;
-		uint4 sum[R];
-		float v[R][8], g[R][8], ss = 0;
-		/* every load first (no store between them): one round trip */
-#pragma unroll
-		for (int k = 0; k < R; k++) {
-			int i = t + k * CAR_HALF;
-			if (i >= packs)
-				continue;
-			sum[k] = car_sum_pack<T, NP>(d, slot, (size_t)r * packs + i);
-			kern_load8f(xr + i * KERN_VEC, v[k]);
-		}
-#pragma unroll
-		for (int k = 0; k < R; k++) {
-			int i = t + k * CAR_HALF;
-			if (i >= packs)
-				continue;
-			float dv[8];
-			kern_unpack8<T>(sum[k], dv);
-#pragma unroll
-			for (int j = 0; j < 8; j++)
-				v[k][j] += dv[j];
-			kern_store8f(xr + i * KERN_VEC, v[k]);
-#pragma unroll
-			for (int j = 0; j < 8; j++)
-				ss += v[k][j] * v[k][j];
-		}
-		if (w == nullptr) /* uniform over the grid */
-			continue;
-		/* w now, not with the sums: the registers are the sums' until here
-		 * (R = 4 would spill), and these loads overlap the reduction */
-#pragma unroll
-		for (int k = 0; k < R; k++) {
-			int i = t + k * CAR_HALF;
-			if (i < packs)
-				kern_load8(w + i * KERN_VEC, g[k]);
-		}
-		ss = car_half_sum(ss, half);
-		float inv = 1.0f / sqrtf(ss / (float)dim + eps);
-#pragma unroll
-		for (int k = 0; k < R; k++) {
-			int i = t + k * CAR_HALF;
-			if (i >= packs)
-				continue;
-#pragma unroll
-			for (int j = 0; j < 8; j++)
-				v[k][j] = v[k][j] * inv * g[k][j];
-			kern_store8(out + (size_t)r * dim + i * KERN_VEC, v[k]);
-		}
+	for (int i = c0 + threadIdx.x; i < c1; i += blockDim.x) {
+		const int r = i / P;
+		mine[i] = car_load_pack<T, ALIGNED>(part + (size_t)r * dim, i - r * P, dim);
 	}
-}
-
-/* Any width and alignment, element by element (norm_kernel's scalar
- * path): the slot holds the rows packed, [n, dim] of T. */
-template <typename T>
-__global__ void __launch_bounds__(CAR_THREADS)
-	car_add_rmsnorm_any(par_car_dev d, const T *part, float *x, const T *w, T *out, int n,
-			    int dim, float eps)
-{
-	uint32_t e = car_next_epoch(d);
-	size_t slot = (e & 1) ? d.slot_bytes : 0;
-	int half = threadIdx.x / CAR_HALF, t = threadIdx.x % CAR_HALF, units = 2 * gridDim.x;
-	T *mine = reinterpret_cast<T *>(d.data[d.rank] + slot);
-	for (int r = 2 * blockIdx.x + half; r < n; r += units)
-		for (int j = t; j < dim; j += CAR_HALF)
-			mine[(size_t)r * dim + j] = part[(size_t)r * dim + j];
 	car_barrier(d, 2 * e);
-	for (int r = 2 * blockIdx.x + half; r < n; r += units) {
-		size_t base = (size_t)r * dim;
-		float ss = 0;
-		for (int j = t; j < dim; j += CAR_HALF) {
-			float acc = car_peer_elem<T>(d.data[0] + slot, base + j);
-			for (int p = 1; p < d.tp; p++)
-				acc += car_peer_elem<T>(d.data[p] + slot, base + j);
-			float v = x[base + j] + kern_to_f32(kern_from_f32<T>(acc));
-			x[base + j] = v;
-			ss += v * v;
+	float ss0 = 0, ss1 = 0;
+	for (int i = c0 + threadIdx.x; i < c1; i += blockDim.x) {
+		const int r = i / P, j = i - r * P, e0 = j * E;
+		float *xr = x + (size_t)r * dim + e0;
+		const uint4 s = car_sum_pack<T, NP>(d, slot, i);
+		const T *st = reinterpret_cast<const T *>(&s);
+		float v[E], g[E];
+		if (ALIGNED) { /* dim % 8 == 0: whole packs */
+			kern_load8f(xr, v);
+			kern_load8<T>(w + e0, g);
+		} else {
+#pragma unroll
+			for (int k = 0; k < E; k++) {
+				v[k] = e0 + k < dim ? xr[k] : 0.0f;
+				g[k] = e0 + k < dim ? kern_to_f32(w[e0 + k]) : 0.0f;
+			}
 		}
-		if (w == nullptr)
-			continue;
-		ss = car_half_sum(ss, half);
-		float inv = 1.0f / sqrtf(ss / (float)dim + eps);
-		/* each thread re-reads only the x it wrote */
-		for (int j = t; j < dim; j += CAR_HALF)
-			out[base + j] = kern_from_f32<T>(x[base + j] * inv * kern_to_f32(w[j]));
+		uint4 o;
+		T *ot = reinterpret_cast<T *>(&o);
+		float sq = 0;
+#pragma unroll
+		for (int k = 0; k < E; k++) {
+			v[k] += kern_to_f32(st[k]); /* padding: 0 + 0 */
+			sq += v[k] * v[k];
+			ot[k] = kern_from_f32_sat<T>(v[k] * g[k]);
+		}
+		if (ALIGNED) {
+			kern_store8f(xr, v);
+		} else {
+#pragma unroll
+			for (int k = 0; k < E; k++)
+				if (e0 + k < dim)
+					xr[k] = v[k];
+		}
+		car_store_pack<T, ALIGNED>(out + (size_t)r * dim, j, dim, o);
+		if (r == 0)
+			ss0 += sq;
+		else
+			ss1 += sq;
+	}
+	/* the block's parts: warp trees, then the warps in order, so every
+	 * rank (same grid, same chunks) writes the same bits */
+	ss0 = kern_warp_sum(ss0);
+	ss1 = kern_warp_sum(ss1);
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	if (lane == 0)
+		wsum[warp][0] = ss0, wsum[warp][1] = ss1;
+	__syncthreads();
+	if (threadIdx.x < n) {
+		float t = 0;
+		for (int k = 0; k < CAR_THREADS / 32; k++)
+			t += wsum[k][threadIdx.x];
+		sumsq[(size_t)blockIdx.x * n + threadIdx.x] = t;
 	}
 }
 
@@ -545,65 +482,53 @@ extern "C" int par_car_launch_allgather(const par_car_dev *d, const void *send, 
 	return SL_ENOTSUP;
 }
 
-template <typename T, int NP>
-static int car_add_rmsnorm_vec_np(const par_car_dev *d, const void *part, float *x,
-				  const void *w, void *out, int n, int dim, float eps, int per,
-				  cudaStream_t st)
+template <typename T, bool ALIGNED>
+static void car_add_prenorm_np(const par_car_dev *d, const void *part, float *x, const void *w,
+			       void *out, float *sumsq, int n, int dim, cudaStream_t st)
 {
-	dim3 grid(d->blocks), block(CAR_THREADS);
 	const T *p = (const T *)part, *g = (const T *)w;
 	T *o = (T *)out;
-	if (per == 1)
-		car_add_rmsnorm_vec<T, 1, NP><<<grid, block, 0, st>>>(*d, p, x, g, o, n, dim, eps);
-	else if (per == 2)
-		car_add_rmsnorm_vec<T, 2, NP><<<grid, block, 0, st>>>(*d, p, x, g, o, n, dim, eps);
+	if (d->tp <= 2)
+		car_add_prenorm<T, ALIGNED, 2>
+			<<<d->blocks, CAR_THREADS, 0, st>>>(*d, p, x, g, o, sumsq, n, dim);
+	else if (d->tp <= 4)
+		car_add_prenorm<T, ALIGNED, 4>
+			<<<d->blocks, CAR_THREADS, 0, st>>>(*d, p, x, g, o, sumsq, n, dim);
 	else
-		car_add_rmsnorm_vec<T, 4, NP><<<grid, block, 0, st>>>(*d, p, x, g, o, n, dim, eps);
+		car_add_prenorm<T, ALIGNED, CAR_MAX_RANKS>
+			<<<d->blocks, CAR_THREADS, 0, st>>>(*d, p, x, g, o, sumsq, n, dim);
+}
+
+template <typename T>
+static int car_add_prenorm_launch(const par_car_dev *d, const void *part, float *x, const void *w,
+				  void *out, float *sumsq, int n, int dim, cudaStream_t st)
+{
+	/* a rank's alignment picks only its own loads and stores: the slot
+	 * layout is the same either way */
+	bool al = dim % KERN_VEC == 0 && kern_aligned16(part) && kern_aligned16(x) &&
+		  kern_aligned16(w) && kern_aligned16(out);
+	if (al)
+		car_add_prenorm_np<T, true>(d, part, x, w, out, sumsq, n, dim, st);
+	else
+		car_add_prenorm_np<T, false>(d, part, x, w, out, sumsq, n, dim, st);
 	CUDA_TRY_LAUNCH();
 	return SL_OK;
 }
 
-template <typename T>
-static int car_add_rmsnorm_launch(const par_car_dev *d, const void *part, float *x, const void *w,
-				  void *out, int n, int dim, float eps, cudaStream_t st)
-{
-	/* kernels/rmsnorm.cu's choice between its vector and scalar paths */
-	bool vec = dim % KERN_VEC == 0 && kern_aligned16(part) && kern_aligned16(x) &&
-		   kern_aligned16(w) && kern_aligned16(out);
-	int per = (dim / KERN_VEC + CAR_HALF - 1) / CAR_HALF; /* packs per thread */
-	/* refused by width alone, never by alignment: every rank of the group
-	 * must make the same choice (an unaligned rank's scalar kernel still
-	 * exchanges the same slot layout with its peers' vector kernels) */
-	if (dim % KERN_VEC == 0 && per > 4)
-		return SL_ENOTSUP;
-	if (!vec) {
-		car_add_rmsnorm_any<T><<<d->blocks, CAR_THREADS, 0, st>>>(
-			*d, (const T *)part, x, (const T *)w, (T *)out, n, dim, eps);
-		CUDA_TRY_LAUNCH();
-		return SL_OK;
-	}
-	if (d->tp <= 2)
-		return car_add_rmsnorm_vec_np<T, 2>(d, part, x, w, out, n, dim, eps, per, st);
-	if (d->tp <= 4)
-		return car_add_rmsnorm_vec_np<T, 4>(d, part, x, w, out, n, dim, eps, per, st);
-	return car_add_rmsnorm_vec_np<T, CAR_MAX_RANKS>(d, part, x, w, out, n, dim, eps, per, st);
-}
-
-extern "C" int par_car_launch_add_rmsnorm(const par_car_dev *d, const void *part, float *x,
-					  const void *w, void *out, int n, int dim, float eps,
+extern "C" int par_car_launch_add_prenorm(const par_car_dev *d, const void *part, float *x,
+					  const void *w, void *out, float *sumsq, int n, int dim,
 					  sl_dtype dt, void *stream)
 {
-	if (n <= 0 || dim <= 0)
-		return SL_OK;
-	if ((size_t)n * dim * sl_dtype_size(dt) > d->slot_bytes || d->blocks < 1 ||
-	    d->blocks > CAR_MAX_BLOCKS)
+	if (n < 1 || n > KERN_PRE_MAX_TOKENS || dim <= 0 || d->blocks < 1 ||
+	    d->blocks > CAR_MAX_BLOCKS ||
+	    (size_t)n * ((dim + KERN_VEC - 1) / KERN_VEC) * 16 > d->slot_bytes)
 		return SL_EINVAL;
 	cudaStream_t st = (cudaStream_t)stream;
 	switch (dt) {
 	case SL_DT_F16:
-		return car_add_rmsnorm_launch<__half>(d, part, x, w, out, n, dim, eps, st);
+		return car_add_prenorm_launch<__half>(d, part, x, w, out, sumsq, n, dim, st);
 	case SL_DT_BF16:
-		return car_add_rmsnorm_launch<__nv_bfloat16>(d, part, x, w, out, n, dim, eps, st);
+		return car_add_prenorm_launch<__nv_bfloat16>(d, part, x, w, out, sumsq, n, dim, st);
 	default: return SL_ENOTSUP;
 	}
 }

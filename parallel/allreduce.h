@@ -31,8 +31,8 @@ typedef struct par_car_limits {
 	size_t oneshot_max; /* bytes: one-shot up to here */
 	size_t custom_max;  /* bytes: two-shot up to here, NCCL above; also sizes the buffers */
 	int blocks;         /* grid of every kernel, 1..64 (0: default) */
-	int fused;          /* 1: the communicator fuses the all-reduce with the add + norm
-			     * after it where it can (par_tp_allreduce_add_rmsnorm) */
+	int fused;          /* 1: the communicator fuses the all-reduce with the residual add
+			     * after it where it can (par_tp_allreduce_add_prenorm) */
 } par_car_limits;
 
 /* Defaults per tp size, from the table in allreduce.c (measured on H200s
@@ -93,18 +93,23 @@ int par_car_shared_gpu(const par_car *c);
  * slot run as several calls of at most a slot each. fp32 sums in rank
  * order: every rank gets bit-identical results. Graph-capturable. */
 int par_car_allreduce(par_car *c, void *buf, size_t count, sl_dtype dt, par_ar_algo algo);
-/* The all-reduce of part fused with the residual add and RMSNorm that
- * follow it: x [n, dim] fp32 += the group's sum of part [n, dim] (dt F16
- * or BF16, summed as par_car_allreduce sums, so x gets the bits the
- * unfused all-reduce + kern_add_rmsnorm_cuda would give it), then out
- * [n, dim] (dt) = RMSNorm(x) * w, bit for bit kern_add_rmsnorm_cuda's
- * (w NULL: the add only; out untouched). part is only read. One-shot,
- * rows beyond a slot in several calls. SL_ENOTSUP, nothing enqueued, for
- * another dtype or rows wider than 8192 whose width is a multiple of 8
- * (by width alone: every rank refuses the same calls): the caller then
- * runs the unfused pair. Graph-capturable, as par_car_allreduce. */
-int par_car_allreduce_add_rmsnorm(par_car *c, const void *part, float *x, const void *w,
-				  void *out, int n, int dim, float eps, sl_dtype dt);
+/* The one-shot all-reduce of part fused with the residual add after it,
+ * leaving the norm pending for the next projection as the GEMV's
+ * KERN_EPI_ADD epilogue does at tp 1 (kernels/epilogue.h, node_prenorm):
+ * x [n, dim] fp32 += the group's sum of part [n, dim] (dt F16 or BF16,
+ * summed as par_car_allreduce sums, then added as KERN_EPI_ADD adds); out
+ * [n, dim] (dt) = x * w rounded (fp16 saturating at 65504), not divided by
+ * the rms; sumsq [parts, n] (parts: par_car_prenorm_parts) = each block's
+ * part of each row's sum of squares of the new x. part is only read.
+ * Every rank gets the same x, out and sumsq bits. SL_ENOTSUP, nothing
+ * enqueued, for another dtype, w, out or sumsq NULL, n tokens of parts
+ * parts that kern_pre_fits refuses, or rows beyond a slot: the caller
+ * then runs the unfused pair. Graph-capturable, as par_car_allreduce. */
+int par_car_allreduce_add_prenorm(par_car *c, const void *part, float *x, const void *w,
+				  void *out, float *sumsq, int n, int dim, sl_dtype dt);
+/* Parts of the sums of squares par_car_allreduce_add_prenorm leaves per
+ * token: its blocks. */
+int par_car_prenorm_parts(const par_car *c);
 /* recv [tp][count] gets every rank's `count` elements of send, rank order. */
 int par_car_allgather(par_car *c, const void *send, void *recv, size_t count, sl_dtype dt);
 /* SL_EDEVICE with the reason when a kernel of this group timed out

@@ -58,15 +58,14 @@ typedef struct par_car_dev {
  * group, in place, on `stream`: one-shot (twoshot 0) or two-shot. */
 int par_car_launch_allreduce(const par_car_dev *d, void *buf, size_t count, sl_dtype dt,
 			     int twoshot, void *stream);
-/* The tp all-reduce fused with the residual add and RMSNorm after it:
- * x [n, dim] fp32 += the group's sum of part [n, dim] (dt: F16 or BF16;
- * fp32 sums in rank order rounded once to dt, as the all-reduce), then
- * out [n, dim] (dt) = RMSNorm(x) * w (w NULL: the add only, out unused).
- * One-shot; n * dim * 2 <= slot_bytes. SL_ENOTSUP, nothing launched, for
- * rows it does not take: dim a multiple of 8 over 8192 (by width alone, so
- * every rank refuses the same calls). */
-int par_car_launch_add_rmsnorm(const par_car_dev *d, const void *part, float *x, const void *w,
-			       void *out, int n, int dim, float eps, sl_dtype dt, void *stream);
+/* The one-shot all-reduce of part [n, dim] (dt F16 or BF16) doing the
+ * residual add of a pending norm (KERN_EPI_ADD, kernels/epilogue.h): x
+ * [n, dim] fp32 += the sum rounded to dt, out [n, dim] (dt) = x * w
+ * rounded, sumsq [blocks, n] = each block's part of the rows' sums of
+ * squares. 1 <= n <= KERN_PRE_MAX_TOKENS, n * ceil(dim / 8) * 16 <=
+ * slot_bytes (else SL_EINVAL); another dtype: SL_ENOTSUP. */
+int par_car_launch_add_prenorm(const par_car_dev *d, const void *part, float *x, const void *w,
+			       void *out, float *sumsq, int n, int dim, sl_dtype dt, void *stream);
 /* recv + p * recv_stride (elements) gets rank p's `count` elements of send
  * (count * elem_bytes <= slot_bytes; elem_bytes 2 or 4). */
 int par_car_launch_allgather(const par_car_dev *d, const void *send, void *recv, size_t count,

@@ -106,12 +106,14 @@ int par_tp_allreduce(par_comm *c, void *buf, size_t count, sl_dtype dt)
 	return c->tp_size == 1 ? SL_OK : c->ops->allreduce(c, buf, count, dt);
 }
 
-int par_tp_allreduce_add_rmsnorm(par_comm *c, const void *part, float *x, const void *w,
-				 void *out, int n, int dim, float eps, sl_dtype dt)
+int par_tp_allreduce_add_prenorm(par_comm *c, const void *part, float *x, const void *w,
+				 void *out, float *sumsq, size_t sumsq_cap, int n, int dim,
+				 sl_dtype dt, int *parts)
 {
-	if (c->tp_size == 1 || !c->ops->allreduce_add_rmsnorm)
+	if (c->tp_size == 1 || !c->ops->allreduce_add_prenorm)
 		return SL_ENOTSUP;
-	return c->ops->allreduce_add_rmsnorm(c, part, x, w, out, n, dim, eps, dt);
+	return c->ops->allreduce_add_prenorm(c, part, x, w, out, sumsq, sumsq_cap, n, dim, dt,
+					     parts);
 }
 
 int par_tp_allgather(par_comm *c, const void *send, void *recv, size_t count, sl_dtype dt)

@@ -46,16 +46,21 @@ int par_world_size(const par_comm *c);
 
 /* Sum `count` elements of buf across the tp group, in place. */
 int par_tp_allreduce(par_comm *c, void *buf, size_t count, sl_dtype dt);
-/* The tp all-reduce fused with the residual add and RMSNorm after it:
- * x [n, dim] fp32 += the group's sum of part [n, dim] (dt; part is only
- * read), then out [n, dim] (dt) = RMSNorm(x) * w (w NULL: the add only),
- * with the bits par_tp_allreduce + the backend's add_rmsnorm would give.
- * SL_ENOTSUP, nothing done, where the communicator has no fused kernel
- * for the call (tp 1, MPI, sizes that go to NCCL or two-shot, SL_FUSED_AR=0,
- * a dtype or width the kernel does not take): the caller then runs those
- * two. Every rank of the group gets the same answer for the same call. */
-int par_tp_allreduce_add_rmsnorm(par_comm *c, const void *part, float *x, const void *w,
-				 void *out, int n, int dim, float eps, sl_dtype dt);
+/* The tp all-reduce fused with the residual add after it, the norm left
+ * pending for the next projection (node/backend.h's node_prenorm; the
+ * tp 1 GEMV's KERN_EPI_ADD, kernels/epilogue.h): x [n, dim] fp32 += the
+ * group's sum of part [n, dim] (dt; part is only read, its sum rounded to
+ * dt as par_tp_allreduce rounds it), out [n, dim] (dt) = x * w rounded,
+ * not divided by the rms, and sumsq [*parts, n] (sumsq_cap floats) the
+ * parts of each row's sum of squares of the new x. SL_ENOTSUP, nothing
+ * done, where the communicator has no such kernel for the call (tp 1,
+ * MPI, sizes that go to NCCL or two-shot, SL_FUSED_AR=0, more tokens or
+ * parts than kern_pre_fits takes or sumsq holds, a dtype it does not
+ * take): the caller then runs par_tp_allreduce and the add + norm. Every
+ * rank of the group gets the same answer and the same bits. */
+int par_tp_allreduce_add_prenorm(par_comm *c, const void *part, float *x, const void *w,
+				 void *out, float *sumsq, size_t sumsq_cap, int n, int dim,
+				 sl_dtype dt, int *parts);
 /* Gather `count` elements from each tp rank: recv is [tp][count], rank order. */
 int par_tp_allgather(par_comm *c, const void *send, void *recv, size_t count, sl_dtype dt);
 /* Activations to the same tp rank of the next stage / from the previous one. */

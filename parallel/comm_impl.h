@@ -11,9 +11,10 @@
 
 typedef struct par_comm_ops {
 	int (*allreduce)(par_comm *c, void *buf, size_t count, sl_dtype dt);
-	/* optional (NULL: SL_ENOTSUP): par_tp_allreduce_add_rmsnorm */
-	int (*allreduce_add_rmsnorm)(par_comm *c, const void *part, float *x, const void *w,
-				     void *out, int n, int dim, float eps, sl_dtype dt);
+	/* optional (NULL: SL_ENOTSUP): par_tp_allreduce_add_prenorm */
+	int (*allreduce_add_prenorm)(par_comm *c, const void *part, float *x, const void *w,
+				     void *out, float *sumsq, size_t sumsq_cap, int n, int dim,
+				     sl_dtype dt, int *parts);
 	int (*allgather)(par_comm *c, const void *send, void *recv, size_t count, sl_dtype dt);
 	int (*send_next)(par_comm *c, const void *buf, size_t count, sl_dtype dt);
 	int (*recv_prev)(par_comm *c, void *buf, size_t count, sl_dtype dt);

@@ -50,8 +50,9 @@ static int n_allreduce(par_comm *c, void *buf, size_t count, sl_dtype dt)
 
 /* Fused where the plain all-reduce would run one-shot (or the custom
  * kernels carry everything): two-shot and NCCL sizes keep the pair. */
-static int n_allreduce_add_rmsnorm(par_comm *c, const void *part, float *x, const void *w,
-				   void *out, int n, int dim, float eps, sl_dtype dt)
+static int n_allreduce_add_prenorm(par_comm *c, const void *part, float *x, const void *w,
+				   void *out, float *sumsq, size_t sumsq_cap, int n, int dim,
+				   sl_dtype dt, int *parts)
 {
 	nccl_state *s = S(c);
 	if (!s->car || !par_car_get_limits(s->car)->fused)
@@ -59,7 +60,12 @@ static int n_allreduce_add_rmsnorm(par_comm *c, const void *part, float *x, cons
 	size_t bytes = (size_t)n * dim * sl_dtype_size(dt);
 	if (!s->car_only && par_car_choose(par_car_get_limits(s->car), bytes) != PAR_AR_ONESHOT)
 		return SL_ENOTSUP;
-	return par_car_allreduce_add_rmsnorm(s->car, part, x, w, out, n, dim, eps, dt);
+	int p = par_car_prenorm_parts(s->car);
+	if (n < 1 || (size_t)p * n > sumsq_cap)
+		return SL_ENOTSUP;
+	TRY(par_car_allreduce_add_prenorm(s->car, part, x, w, out, sumsq, n, dim, dt));
+	*parts = p;
+	return SL_OK;
 }
 
 static int n_allgather(par_comm *c, const void *send, void *recv, size_t count, sl_dtype dt)
@@ -98,7 +104,7 @@ static void n_destroy(par_comm *c)
 
 static const par_comm_ops nccl_ops = {
 	.allreduce = n_allreduce,
-	.allreduce_add_rmsnorm = n_allreduce_add_rmsnorm,
+	.allreduce_add_prenorm = n_allreduce_add_prenorm,
 	.allgather = n_allgather,
 	.send_next = n_send_next,
 	.recv_prev = n_recv_prev,
@@ -137,7 +143,7 @@ static void log_choice(const par_comm *c, const nccl_state *s, const char *why)
 			"share a GPU; NCCL needs one GPU per rank): correct but not fast");
 	else
 		SL_INFO("comm", "tp all-reduce: custom one-shot up to %zu KiB, two-shot up to %zu "
-			"KiB, NCCL above (%d blocks); one-shot fused with add + RMSNorm: %s",
+			"KiB, NCCL above (%d blocks); one-shot fused with the residual add: %s",
 			l->oneshot_max >> 10, l->custom_max >> 10, l->blocks,
 			l->fused ? "on" : "off (SL_FUSED_AR=0)");
 }

@@ -19,18 +19,16 @@
  * rank has its own GPU, the results are also compared with NCCL's
  * (within its rounding: NCCL rounds partial sums to the dtype on the way).
  *
- * The all-reduce fused with the residual add + RMSNorm
- * (par_car_allreduce_add_rmsnorm), f16 and bf16, 1 to 200 rows of widths
- * 8 to 8192 (odd and unaligned ones on the scalar kernel), norm or add
- * only, both groups (the small one: rows in slot-sized calls, 3 blocks):
- * the residual bit-exact against the host (x + the rank-order sum rounded
- * to the dtype), the output within one rounding of the dtype of a host
- * norm (double sum of squares), and both bit-exact against the unfused
- * pair on the GPU (par_car_allreduce, then kern_add_rmsnorm_cuda), every
- * rank's output the same bits, outputs poisoned before (and untouched
- * for add only), the partial sums untouched; widths it refuses refused by
- * every rank; a graph replaying it with eager calls between; and, with a
- * GPU per rank, against NCCL's all-reduce + the CPU reference norm.
+ * The all-reduce fused with the residual add of a pending norm
+ * (par_car_allreduce_add_prenorm), f16 and bf16, 1 and 2 tokens of widths
+ * 1 to 8192 (odd and unaligned ones on the scalar loads), both groups
+ * (the small one: 3 blocks, so 3 parts): the residual and out = x * w
+ * bit-exact against the host (x + the rank-order sum rounded to the
+ * dtype, then x * w rounded), the parts of the sums of squares summed
+ * within SUMSQ_REL_TOL of the host's double sum, every rank's parts the
+ * same bits; outputs poisoned before (the parts with NaN), the partial
+ * sums untouched; calls it refuses refused by every rank with nothing
+ * written; a graph replaying it with eager calls between.
  *
  * Rank 0 prints one line per group and "N passed, N failed".
  * --quick: fewer sizes (for 4 and 8 ranks sharing one GPU).
@@ -46,7 +44,6 @@
 #include <unistd.h>
 
 #include "parallel/allreduce.h"
-#include "kernels/rmsnorm.h"
 #include "common/dtype.h"
 #include "common/rng.h"
 #include "common/sl.h"
@@ -579,11 +576,14 @@ static void test_nccl(void)
 	}
 }
 
-/* ---- all-reduce fused with residual add + RMSNorm ---- */
+/* ---- all-reduce fused with the residual add of a pending norm ---- */
 
-#define FUSED_EPS 1e-5f
 #define CAR_TEST_RESIDUAL_RANK 100 /* input_value's "rank" of the residual */
 #define CAR_TEST_WEIGHT_RANK 101   /* and of the norm weight */
+/* The parts of a row's sum of squares, summed, against the host's double
+ * sum: fp32 sums of positive terms, a few hundred adds deep at most
+ * (8 per thread, a warp tree, 16 warps, 64 blocks), so relative 1e-5. */
+#define SUMSQ_REL_TOL 1e-5
 
 /* The residual before the call: fp32, the same on every rank (it is
  * replicated across the tp group), in [-2, 2) and not near 0. */
@@ -598,58 +598,7 @@ static float weight_value(uint64_t seed, size_t j, sl_dtype dt)
 	return input_value(CAR_TEST_WEIGHT_RANK, seed, j, dt);
 }
 
-/* Distance in units of the last place between two values of dt (same
- * sign assumed near zero: the bit patterns' ordered difference). */
-static long ulp_distance(float a, float b, sl_dtype dt)
-{
-	uint16_t ha = dt == SL_DT_F16 ? sl_f32_to_f16(a) : sl_f32_to_bf16(a);
-	uint16_t hb = dt == SL_DT_F16 ? sl_f32_to_f16(b) : sl_f32_to_bf16(b);
-	long oa = ha & 0x8000 ? -(long)(ha & 0x7fff) : (long)ha;
-	long ob = hb & 0x8000 ? -(long)(hb & 0x7fff) : (long)hb;
-	return labs(oa - ob);
-}
-
-typedef struct fused_case {
-	par_car *car;
-	const char *cname;
-	sl_dtype dt;
-	int n, dim, norm, pad; /* pad: elements past 16-byte alignment (scalar kernel) */
-	uint64_t seed;
-} fused_case;
-
-/* Device buffers of one fused call and the unfused pair beside it. */
-typedef struct fused_bufs {
-	dbuf part, x, w, out;  /* the fused call's */
-	dbuf part2, x2, out2;  /* the unfused pair's */
-} fused_bufs;
-
-static void fused_upload(fused_bufs *b, const fused_case *fc, const void *part, const float *x0,
-			 const void *w)
-{
-	size_t es = sl_dtype_size(fc->dt), cnt = (size_t)fc->n * fc->dim;
-	dbuf_make(&b->part, cnt, fc->pad, fc->dt);
-	dbuf_make(&b->part2, cnt, fc->pad, fc->dt);
-	dbuf_make(&b->x, cnt, fc->pad, SL_DT_F32);
-	dbuf_make(&b->x2, cnt, fc->pad, SL_DT_F32);
-	dbuf_make(&b->w, fc->dim, fc->pad, fc->dt);
-	dbuf_make(&b->out, cnt, fc->pad, fc->dt); /* poisoned: GUARD_BYTE throughout */
-	dbuf_make(&b->out2, cnt, fc->pad, fc->dt);
-	CK(cudaMemcpy(b->part.data, part, cnt * es, cudaMemcpyHostToDevice));
-	CK(cudaMemcpy(b->part2.data, part, cnt * es, cudaMemcpyHostToDevice));
-	CK(cudaMemcpy(b->x.data, x0, cnt * 4, cudaMemcpyHostToDevice));
-	CK(cudaMemcpy(b->x2.data, x0, cnt * 4, cudaMemcpyHostToDevice));
-	CK(cudaMemcpy(b->w.data, w, fc->dim * es, cudaMemcpyHostToDevice));
-	CK(cudaDeviceSynchronize()); /* see check_allreduce */
-}
-
-static void fused_free(fused_bufs *b)
-{
-	dbuf *all[] = {&b->part, &b->x, &b->w, &b->out, &b->part2, &b->x2, &b->out2};
-	for (int i = 0; i < 7; i++)
-		dbuf_free(all[i]);
-}
-
-/* 1 when every rank's out holds rank 0's bytes. */
+/* 1 when every rank's bytes are rank 0's. */
 static int same_on_every_rank(const char *what, const void *host, size_t bytes)
 {
 	unsigned char *r0 = xmalloc(bytes);
@@ -662,212 +611,246 @@ static int same_on_every_rank(const char *what, const void *host, size_t bytes)
 	return ok;
 }
 
-/* Host expectations: x exactly, out by a double sum of squares. */
-static void fused_expect(const fused_case *fc, const float *x0, const void *w, float *x_want,
-			 float *out_ref)
+/* The host's x += the rank-order sum rounded to dt (KERN_EPI_ADD's add,
+ * one fp32 add), then out = x * w rounded to dt, fp16 saturating. */
+static void prenorm_expect(uint64_t seed, int n, int dim, sl_dtype dt, float *x,
+			   const float *wf, void *out)
 {
-	size_t cnt = (size_t)fc->n * fc->dim, es = sl_dtype_size(fc->dt);
-	void *sum = xmalloc(cnt * es);
-	make_expected(sum, fc->seed, cnt, fc->dt);
+	size_t cnt = (size_t)n * dim;
+	void *sum = xmalloc(cnt * 2);
+	make_expected(sum, seed, cnt, dt);
 	for (size_t i = 0; i < cnt; i++) {
-		volatile float v = x0[i] + load_elem(sum, i, fc->dt);
-		x_want[i] = v;
+		volatile float v = x[i] + load_elem(sum, i, dt);
+		x[i] = v;
+		volatile float o = v * wf[i % dim];
+		float s = o;
+		if (dt == SL_DT_F16)
+			s = s > 65504.0f ? 65504.0f : s < -65504.0f ? -65504.0f : s;
+		store_elem(out, i, s, dt);
 	}
 	free(sum);
-	if (!fc->norm)
-		return;
-	float *wf = xmalloc(fc->dim * sizeof(float));
-	for (int j = 0; j < fc->dim; j++)
-		wf[j] = load_elem(w, j, fc->dt);
-	kern_rmsnorm_cpu(out_ref, x_want, wf, fc->n, fc->dim, FUSED_EPS);
-	free(wf);
 }
 
-/* One fused call against the host and against the unfused pair. */
-static int check_fused(const fused_case *fc)
+/* The parts ([parts, n], every one written: poisoned with NaN before)
+ * summed per row against the host's sum of squares of x. */
+static int sumsq_ok(const char *what, const float *ss, int parts, int n, int dim,
+		    const float *x)
 {
-	size_t cnt = (size_t)fc->n * fc->dim, es = sl_dtype_size(fc->dt);
-	char what[160];
-	snprintf(what, sizeof what, "fused %s %s rows %d dim %d %s pad %d seed %llu", fc->cname,
-		 dt_name(fc->dt), fc->n, fc->dim, fc->norm ? "norm" : "add only", fc->pad,
-		 (unsigned long long)fc->seed);
-	void *part = xmalloc(cnt * es), *w = xmalloc(fc->dim * es), *out = xmalloc(cnt * es);
-	void *out2 = xmalloc(cnt * es);
-	float *x0 = xmalloc(cnt * 4), *x_want = xmalloc(cnt * 4), *out_ref = xmalloc(cnt * 4);
-	make_input(part, g_rank, fc->seed, cnt, fc->dt);
-	for (size_t i = 0; i < cnt; i++)
-		x0[i] = residual_value(fc->seed, i);
-	for (int j = 0; j < fc->dim; j++)
-		store_elem(w, j, weight_value(fc->seed, j, fc->dt), fc->dt);
-	fused_expect(fc, x0, w, x_want, out_ref);
-	fused_bufs b;
-	fused_upload(&b, fc, part, x0, w);
-	const void *wd = fc->norm ? b.w.data : NULL;
-	MPI_Barrier(MPI_COMM_WORLD);
-	CK_SL(par_car_allreduce_add_rmsnorm(fc->car, b.part.data, b.x.data, wd, b.out.data, fc->n,
-					    fc->dim, FUSED_EPS, fc->dt));
-	/* the unfused pair, as node/model.c runs it without the fused kernel */
-	CK_SL(par_car_allreduce(fc->car, b.part2.data, cnt, fc->dt, PAR_AR_AUTO));
-	CK_SL(kern_add_rmsnorm_cuda(b.x2.data, b.part2.data, wd, b.out2.data, fc->n, fc->dim,
-				    FUSED_EPS, fc->dt, g_stream));
-	CK(cudaStreamSynchronize(g_stream));
-	int ok = dbuf_check(what, &b.x, x_want, cnt, SL_DT_F32) &&
-		 dbuf_check(what, &b.part, part, cnt, fc->dt);
-	CK(cudaMemcpy(out, b.out.data, cnt * es, cudaMemcpyDeviceToHost));
-	CK(cudaMemcpy(out2, b.out2.data, cnt * es, cudaMemcpyDeviceToHost));
-	if (ok && !fc->norm) { /* add only: out untouched, still poison */
-		unsigned char *poison = xmalloc(cnt * es);
-		memset(poison, GUARD_BYTE, cnt * es);
-		ok = dbuf_check(what, &b.out, poison, cnt, fc->dt);
-		free(poison);
-	}
-	if (ok && fc->norm) {
-		ok = dbuf_check(what, &b.out, out2, cnt, fc->dt) && /* guards + the pair's bits */
-		     same_on_every_rank(what, out, cnt * es);
-		for (size_t i = 0; i < cnt && ok; i++) {
-			float got = load_elem(out, i, fc->dt);
-			if (ulp_distance(got, out_ref[i], fc->dt) > 1) {
-				printf("rank %d: FAIL %s: out element %zu got %.9g, host norm %.9g: "
-				       "more than one rounding of %s apart\n", g_rank, what, i, got,
-				       out_ref[i], dt_name(fc->dt));
-				ok = 0;
-			}
+	for (int r = 0; r < n; r++) {
+		double want = 0, got = 0;
+		for (int j = 0; j < dim; j++)
+			want += (double)x[(size_t)r * dim + j] * x[(size_t)r * dim + j];
+		for (int p = 0; p < parts; p++)
+			got += ss[(size_t)p * n + r];
+		if (!(fabs(got - want) <= SUMSQ_REL_TOL * want)) {
+			printf("rank %d: FAIL %s: row %d sum of squares %.9g (%d parts), host %.9g\n",
+			       g_rank, what, r, got, parts, want);
+			return 0;
 		}
 	}
-	if (ok) /* the pair's residual too: x2 == x bit for bit */
-		ok = dbuf_check(what, &b.x2, x_want, cnt, SL_DT_F32);
-	fused_free(&b);
-	free(part), free(w), free(out), free(out2), free(x0), free(x_want), free(out_ref);
+	return 1;
+}
+
+typedef struct prenorm_case {
+	par_car *car;
+	const char *cname;
+	sl_dtype dt;
+	int n, dim, pad; /* pad: elements past 16-byte alignment (the scalar loads) */
+	uint64_t seed;
+} prenorm_case;
+
+/* Device buffers of one call: out poisoned by dbuf_make, sumsq with NaN. */
+typedef struct prenorm_bufs {
+	dbuf part, x, w, out, ss;
+} prenorm_bufs;
+
+static void prenorm_upload(prenorm_bufs *b, const prenorm_case *pc, int parts, const void *part,
+			   const float *x0, const void *w)
+{
+	size_t cnt = (size_t)pc->n * pc->dim;
+	dbuf_make(&b->part, cnt, pc->pad, pc->dt);
+	dbuf_make(&b->x, cnt, pc->pad, SL_DT_F32);
+	dbuf_make(&b->w, pc->dim, pc->pad, pc->dt);
+	dbuf_make(&b->out, cnt, pc->pad, pc->dt);
+	dbuf_make(&b->ss, (size_t)parts * pc->n, 0, SL_DT_F32);
+	CK(cudaMemset(b->ss.data, 0xFF, (size_t)parts * pc->n * 4));
+	CK(cudaMemcpy(b->part.data, part, cnt * 2, cudaMemcpyHostToDevice));
+	CK(cudaMemcpy(b->x.data, x0, cnt * 4, cudaMemcpyHostToDevice));
+	CK(cudaMemcpy(b->w.data, w, pc->dim * 2, cudaMemcpyHostToDevice));
+	CK(cudaDeviceSynchronize()); /* see check_allreduce */
+}
+
+static void prenorm_free(prenorm_bufs *b)
+{
+	dbuf *all[] = {&b->part, &b->x, &b->w, &b->out, &b->ss};
+	for (int i = 0; i < 5; i++)
+		dbuf_free(all[i]);
+}
+
+/* x, out and the parts of one call, from the device (with guards), checked
+ * against the host's x_want, out_want; and the same on every rank. */
+static int prenorm_check(const char *what, const prenorm_bufs *b, int parts, int n, int dim,
+			 sl_dtype dt, const float *x_want, const void *out_want)
+{
+	size_t cnt = (size_t)n * dim;
+	int ok = dbuf_check(what, &b->x, x_want, cnt, SL_DT_F32) &&
+		 dbuf_check(what, &b->out, out_want, cnt, dt);
+	size_t ss_bytes = (size_t)parts * n * 4;
+	unsigned char *h = xmalloc(b->ss.bytes);
+	CK(cudaMemcpy(h, b->ss.base, b->ss.bytes, cudaMemcpyDeviceToHost));
+	float *ss = xmalloc(ss_bytes);
+	memcpy(ss, h + b->ss.pre, ss_bytes);
+	ok = ok && guards_intact(what, h, b->ss.pre, "before the parts") &&
+	     guards_intact(what, h + b->ss.pre + ss_bytes, GUARD, "after the parts") &&
+	     sumsq_ok(what, ss, parts, n, dim, x_want);
+	/* x and out equal the host's on every rank; the parts' bits too
+	 * (collective: every rank calls it, whatever failed before) */
+	int same = same_on_every_rank(what, ss, ss_bytes);
+	ok = ok && same;
+	free(ss), free(h);
 	return ok;
 }
 
-static void test_fused(par_car *car, const char *cname)
+/* One fused call against the host. */
+static int check_prenorm(const prenorm_case *pc)
 {
-	static const int rows[] = {1, 2, 3, 7, 8, 31, 32, 33, 64, 65, 128, 200};
-	static const int dims[] = {4096, 5120, 8192, 1000, 2048, 8, 5121, 4100, 17, 6000};
+	size_t cnt = (size_t)pc->n * pc->dim;
+	int parts = par_car_prenorm_parts(pc->car);
+	char what[160];
+	snprintf(what, sizeof what, "add+prenorm %s %s n %d dim %d pad %d seed %llu", pc->cname,
+		 dt_name(pc->dt), pc->n, pc->dim, pc->pad, (unsigned long long)pc->seed);
+	void *part = xmalloc(cnt * 2), *w = xmalloc(pc->dim * 2), *out_want = xmalloc(cnt * 2);
+	float *x0 = xmalloc(cnt * 4), *x_want = xmalloc(cnt * 4), *wf = xmalloc(pc->dim * 4);
+	make_input(part, g_rank, pc->seed, cnt, pc->dt);
+	for (size_t i = 0; i < cnt; i++)
+		x0[i] = x_want[i] = residual_value(pc->seed, i);
+	for (int j = 0; j < pc->dim; j++) {
+		store_elem(w, j, weight_value(pc->seed, j, pc->dt), pc->dt);
+		wf[j] = load_elem(w, j, pc->dt);
+	}
+	prenorm_expect(pc->seed, pc->n, pc->dim, pc->dt, x_want, wf, out_want);
+	prenorm_bufs b;
+	prenorm_upload(&b, pc, parts, part, x0, w);
+	MPI_Barrier(MPI_COMM_WORLD);
+	CK_SL(par_car_allreduce_add_prenorm(pc->car, b.part.data, b.x.data, b.w.data, b.out.data,
+					    b.ss.data, pc->n, pc->dim, pc->dt));
+	CK(cudaStreamSynchronize(g_stream));
+	int ok = prenorm_check(what, &b, parts, pc->n, pc->dim, pc->dt, x_want, out_want) &&
+		 dbuf_check(what, &b.part, part, cnt, pc->dt); /* only read */
+	prenorm_free(&b);
+	free(part), free(w), free(out_want), free(x0), free(x_want), free(wf);
+	return ok;
+}
+
+static void test_prenorm(par_car *car, const char *cname)
+{
+	static const int dims[] = {4096, 5120, 8192, 1000, 2048, 8, 5121, 4100, 17, 6000, 1};
 	static const sl_dtype dts[] = {SL_DT_F16, SL_DT_BF16};
-	size_t slot_cap = par_car_get_limits(car)->custom_max;
 	for (int d = 0; d < 2; d++) {
 		group g;
-		group_begin(&g, "fused all-reduce + add + rmsnorm %s, %s group", dt_name(dts[d]),
+		group_begin(&g, "all-reduce + add, norm pending %s, %s group", dt_name(dts[d]),
 			    cname);
-		for (int ri = 0; ri < 12; ri++) {
-			for (int di = 0; di < 10; di++) {
-				if (g_quick && (ri % 3 || di % 2))
+		for (int n = 1; n <= 2; n++)
+			for (int di = 0; di < 11; di++) {
+				if (g_quick && di % 2)
 					continue;
-				/* the default group takes every case in one slot; the small
-				 * one runs its rows in several calls */
-				size_t bytes = (size_t)rows[ri] * dims[di] * 2;
-				if (!strcmp(cname, "default") && bytes > slot_cap)
-					continue;
-				if (strcmp(cname, "default") && (rows[ri] > 65 || dims[di] > 5121))
-					continue;
-				fused_case fc = {car, cname, dts[d], rows[ri], dims[di], (ri + di) % 4 != 3,
-						 0, 200000 + 1000 * d + 37 * ri + di};
-				group_case(&g, check_fused(&fc));
-				if (ri % 4 == 1 && di < 3) { /* unaligned: the scalar kernel */
-					fc.pad = 1, fc.seed += 500000;
-					group_case(&g, check_fused(&fc));
+				prenorm_case pc = {car, cname, dts[d], n, dims[di], 0,
+						   400000 + 1000 * d + 100 * n + di};
+				group_case(&g, check_prenorm(&pc));
+				if (di < 4 || di == 6) { /* unaligned: the scalar loads */
+					pc.pad = 1 + di % 3, pc.seed += 500000;
+					group_case(&g, check_prenorm(&pc));
 				}
 			}
-		}
 		group_end(&g);
 	}
 }
 
-/* Widths the vector kernel cannot hold are refused, by every rank alike,
- * with nothing enqueued: a later call still pairs up with its peers. */
-static void test_fused_refusals(void)
+/* Calls it does not take are refused, by every rank alike, with nothing
+ * enqueued: a later call still pairs up with its peers. */
+static void test_prenorm_refusals(void)
 {
 	group g;
-	group_begin(&g, "fused: refusals (dims over 8192, f32)%s%s", "", "");
-	static const int dims[] = {8200, 16384};
-	for (int i = 0; i < 2; i++) {
-		dbuf p, x, o;
-		dbuf_make(&p, dims[i], 0, SL_DT_F16);
-		dbuf_make(&x, dims[i], 0, SL_DT_F32);
-		dbuf_make(&o, dims[i], 0, SL_DT_F16);
-		int rc = par_car_allreduce_add_rmsnorm(g_car, p.data, x.data, NULL, o.data, 1, dims[i],
-						       FUSED_EPS, SL_DT_F16);
-		if (rc != SL_ENOTSUP)
-			printf("rank %d: FAIL fused dim %d: returned %d, want SL_ENOTSUP\n", g_rank,
-			       dims[i], rc);
-		group_case(&g, rc == SL_ENOTSUP);
-		dbuf_free(&p), dbuf_free(&x), dbuf_free(&o);
+	group_begin(&g, "add+prenorm: refusals (3 tokens, f32, no weight)%s%s", "", "");
+	dbuf p, x, o, w, s;
+	dbuf_make(&p, 3 * 64, 0, SL_DT_F32);
+	dbuf_make(&x, 3 * 64, 0, SL_DT_F32);
+	dbuf_make(&o, 3 * 64, 0, SL_DT_F32);
+	dbuf_make(&w, 64, 0, SL_DT_F32);
+	dbuf_make(&s, 3 * (size_t)par_car_prenorm_parts(g_car), 0, SL_DT_F32);
+	int rc[3] = {
+		par_car_allreduce_add_prenorm(g_car, p.data, x.data, w.data, o.data, s.data, 3, 64,
+					      SL_DT_F16),
+		par_car_allreduce_add_prenorm(g_car, p.data, x.data, w.data, o.data, s.data, 1, 64,
+					      SL_DT_F32),
+		par_car_allreduce_add_prenorm(g_car, p.data, x.data, NULL, o.data, s.data, 1, 64,
+					      SL_DT_BF16),
+	};
+	for (int i = 0; i < 3; i++) {
+		if (rc[i] != SL_ENOTSUP)
+			printf("rank %d: FAIL add+prenorm refusal %d: returned %d, want SL_ENOTSUP\n",
+			       g_rank, i, rc[i]);
+		group_case(&g, rc[i] == SL_ENOTSUP);
 	}
-	dbuf p, x;
-	dbuf_make(&p, 64, 0, SL_DT_F32);
-	dbuf_make(&x, 64, 0, SL_DT_F32);
-	int rc = par_car_allreduce_add_rmsnorm(g_car, p.data, x.data, NULL, NULL, 1, 64, FUSED_EPS,
-					       SL_DT_F32);
-	group_case(&g, rc == SL_ENOTSUP);
-	dbuf_free(&p), dbuf_free(&x);
-	/* the calls refused left the counters alone: a plain one still pairs */
+	CK(cudaStreamSynchronize(g_stream));
+	/* nothing written */
+	unsigned char *poison = xmalloc(3 * 64 * 4);
+	memset(poison, GUARD_BYTE, 3 * 64 * 4);
+	group_case(&g, dbuf_check("refused add+prenorm", &o, poison, 3 * 64, SL_DT_F32) &&
+			       dbuf_check("refused add+prenorm", &x, poison, 3 * 64, SL_DT_F32));
+	free(poison);
+	dbuf_free(&p), dbuf_free(&x), dbuf_free(&o), dbuf_free(&w), dbuf_free(&s);
+	/* the calls refused left the counters alone: later ones still pair */
 	group_case(&g, check_allreduce(g_car, "after refusals", SL_DT_F16, 5120, PAR_AR_AUTO, 0, 77));
-	fused_case fc = {g_car, "after refusals", SL_DT_BF16, 3, 5120, 1, 0, 78};
-	group_case(&g, check_fused(&fc));
+	prenorm_case pc = {g_car, "after refusals", SL_DT_BF16, 2, 5120, 0, 78};
+	group_case(&g, check_prenorm(&pc));
 	group_end(&g);
 }
 
 /* A graph of a copy-up and the fused call, replayed with new partial sums
  * (the residual accumulating across replays), eager calls between. */
-static void test_fused_graph(void)
+static void test_prenorm_graph(void)
 {
 	enum { N = 2, DIM = 5120 };
 	const sl_dtype dt = SL_DT_F16;
-	size_t cnt = (size_t)N * DIM, es = 2;
-	int reps = g_quick ? 4 : 10;
+	size_t cnt = (size_t)N * DIM;
+	int reps = g_quick ? 4 : 10, parts = par_car_prenorm_parts(g_car);
 	group g;
-	group_begin(&g, "fused in a graph: %s replays%s", reps == 4 ? "4" : "10",
+	group_begin(&g, "add+prenorm in a graph: %s replays%s", reps == 4 ? "4" : "10",
 		    ", eager calls between");
-	void *host_part, *w = xmalloc(DIM * es), *sum = xmalloc(cnt * es), *out = xmalloc(cnt * es);
-	float *x_want = xmalloc(cnt * 4), *out_ref = xmalloc(cnt * 4), *wf = xmalloc(DIM * 4);
-	CK(cudaMallocHost(&host_part, cnt * es));
+	void *host_part, *w = xmalloc(DIM * 2), *out_want = xmalloc(cnt * 2);
+	float *x_want = xmalloc(cnt * 4), *wf = xmalloc(DIM * 4);
+	CK(cudaMallocHost(&host_part, cnt * 2));
 	for (size_t i = 0; i < cnt; i++)
 		x_want[i] = residual_value(4242, i);
 	for (int j = 0; j < DIM; j++) {
 		store_elem(w, j, weight_value(4242, j, dt), dt);
 		wf[j] = load_elem(w, j, dt);
 	}
-	dbuf part, x, wd, o;
-	dbuf_make(&part, cnt, 0, dt);
-	dbuf_make(&x, cnt, 0, SL_DT_F32);
-	dbuf_make(&wd, DIM, 0, dt);
-	dbuf_make(&o, cnt, 0, dt);
-	CK(cudaMemcpy(x.data, x_want, cnt * 4, cudaMemcpyHostToDevice));
-	CK(cudaMemcpy(wd.data, w, DIM * es, cudaMemcpyHostToDevice));
-	CK(cudaDeviceSynchronize());
+	make_input(host_part, g_rank, 1, cnt, dt);
+	prenorm_case pc = {g_car, "graph", dt, N, DIM, 0, 0};
+	prenorm_bufs b;
+	prenorm_upload(&b, &pc, parts, host_part, x_want, w);
 	cudaGraph_t graph;
 	cudaGraphExec_t exec;
 	CK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeThreadLocal));
-	CK(cudaMemcpyAsync(part.data, host_part, cnt * es, cudaMemcpyHostToDevice, g_stream));
-	CK_SL(par_car_allreduce_add_rmsnorm(g_car, part.data, x.data, wd.data, o.data, N, DIM,
-					    FUSED_EPS, dt));
+	CK(cudaMemcpyAsync(b.part.data, host_part, cnt * 2, cudaMemcpyHostToDevice, g_stream));
+	CK_SL(par_car_allreduce_add_prenorm(g_car, b.part.data, b.x.data, b.w.data, b.out.data,
+					    b.ss.data, N, DIM, dt));
 	CK(cudaStreamEndCapture(g_stream, &graph));
 	CK(cudaGraphInstantiate(&exec, graph, 0));
 	for (int rep = 0; rep < reps; rep++) {
-		uint64_t seed = 95000 + rep;
+		uint64_t seed = 96000 + rep;
 		make_input(host_part, g_rank, seed, cnt, dt);
-		make_expected(sum, seed, cnt, dt);
-		for (size_t i = 0; i < cnt; i++) {
-			volatile float v = x_want[i] + load_elem(sum, i, dt);
-			x_want[i] = v;
-		}
-		kern_rmsnorm_cpu(out_ref, x_want, wf, N, DIM, FUSED_EPS);
+		prenorm_expect(seed, N, DIM, dt, x_want, wf, out_want);
+		CK(cudaMemset(b.ss.data, 0xFF, (size_t)parts * N * 4));
+		CK(cudaDeviceSynchronize());
 		MPI_Barrier(MPI_COMM_WORLD);
 		CK(cudaGraphLaunch(exec, g_stream));
 		CK(cudaStreamSynchronize(g_stream));
 		char what[64];
-		snprintf(what, sizeof what, "fused graph replay %d", rep);
-		int ok = dbuf_check(what, &x, x_want, cnt, SL_DT_F32);
-		CK(cudaMemcpy(out, o.data, cnt * es, cudaMemcpyDeviceToHost));
-		for (size_t i = 0; i < cnt && ok; i++)
-			if (ulp_distance(load_elem(out, i, dt), out_ref[i], dt) > 1) {
-				printf("rank %d: FAIL %s: out element %zu got %.9g want %.9g\n", g_rank,
-				       what, i, load_elem(out, i, dt), out_ref[i]);
-				ok = 0;
-			}
-		group_case(&g, ok);
+		snprintf(what, sizeof what, "add+prenorm graph replay %d", rep);
+		group_case(&g, prenorm_check(what, &b, parts, N, DIM, dt, x_want, out_want));
 		if (rep % 2) /* eager calls move the counters between replays */
 			group_case(&g, check_allreduce(g_car, "eager", SL_DT_BF16, 3000 + rep,
 						       PAR_AR_AUTO, 0, seed + 5));
@@ -875,110 +858,9 @@ static void test_fused_graph(void)
 	CK(cudaGraphExecDestroy(exec));
 	CK(cudaGraphDestroy(graph));
 	CK(cudaFreeHost(host_part));
-	dbuf_free(&part), dbuf_free(&x), dbuf_free(&wd), dbuf_free(&o);
-	free(w), free(sum), free(out), free(x_want), free(out_ref), free(wf);
+	prenorm_free(&b);
+	free(w), free(out_want), free(x_want), free(wf);
 	group_end(&g);
-}
-
-/* NCCL's all-reduce + the CPU reference (kern_add_rmsnorm_cpu) against the
- * fused call. NCCL's sum is off by up to tol_x = tp * unit * sum_p |part_p|
- * per element (test_nccl); the norm's output then by |w| * inv * tol_x,
- * plus inv's own change (at most max tol_x / rms of the row, relative,
- * to first order), plus two roundings of the dtype (unit |out|). */
-static void test_fused_nccl(void)
-{
-	static const int shapes[][2] = {{1, 5120}, {1, 8192}, {32, 5120}, {7, 4100}, {128, 4096}};
-	for (int d = 0; d < 2; d++) {
-		sl_dtype dt = d ? SL_DT_BF16 : SL_DT_F16;
-		double unit = dt == SL_DT_F16 ? 0x1p-10 : 0x1p-7, worst = 0;
-		size_t es = 2;
-		group g;
-		group_begin(&g, "fused vs NCCL + CPU norm %s%s", dt_name(dt), "");
-		for (int k = 0; k < 5; k++) {
-			int n = shapes[k][0], dim = shapes[k][1];
-			size_t cnt = (size_t)n * dim;
-			uint64_t seed = 310000 + 100 * d + k;
-			void *part = xmalloc(cnt * es), *w = xmalloc(dim * es), *sum = xmalloc(cnt * es);
-			void *out = xmalloc(cnt * es);
-			float *x0 = xmalloc(cnt * 4), *x = xmalloc(cnt * 4), *xr = xmalloc(cnt * 4);
-			float *ref = xmalloc(cnt * 4), *wf = xmalloc(dim * 4), *sumf = xmalloc(cnt * 4);
-			make_input(part, g_rank, seed, cnt, dt);
-			for (size_t i = 0; i < cnt; i++)
-				x0[i] = residual_value(seed, i);
-			for (int j = 0; j < dim; j++) {
-				store_elem(w, j, weight_value(seed, j, dt), dt);
-				wf[j] = load_elem(w, j, dt);
-			}
-			void *dp, *dp2, *dx, *dw, *dout;
-			CK(cudaMalloc(&dp, cnt * es));
-			CK(cudaMalloc(&dp2, cnt * es));
-			CK(cudaMalloc(&dx, cnt * 4));
-			CK(cudaMalloc(&dw, dim * es));
-			CK(cudaMalloc(&dout, cnt * es));
-			CK(cudaMemcpy(dp, part, cnt * es, cudaMemcpyHostToDevice));
-			CK(cudaMemcpy(dp2, part, cnt * es, cudaMemcpyHostToDevice));
-			CK(cudaMemcpy(dx, x0, cnt * 4, cudaMemcpyHostToDevice));
-			CK(cudaMemcpy(dw, w, dim * es, cudaMemcpyHostToDevice));
-			CK(cudaDeviceSynchronize());
-			MPI_Barrier(MPI_COMM_WORLD);
-			CK_SL(par_car_allreduce_add_rmsnorm(g_car, dp, dx, dw, dout, n, dim, FUSED_EPS, dt));
-			if (ncclAllReduce(dp2, dp2, cnt, nccl_type(dt), ncclSum, g_nccl, g_stream) !=
-			    ncclSuccess)
-				fatal("ncclAllReduce", "failed");
-			CK(cudaStreamSynchronize(g_stream));
-			CK(cudaMemcpy(x, dx, cnt * 4, cudaMemcpyDeviceToHost));
-			CK(cudaMemcpy(out, dout, cnt * es, cudaMemcpyDeviceToHost));
-			CK(cudaMemcpy(sum, dp2, cnt * es, cudaMemcpyDeviceToHost));
-			for (size_t i = 0; i < cnt; i++)
-				sumf[i] = load_elem(sum, i, dt);
-			memcpy(xr, x0, cnt * 4);
-			kern_add_rmsnorm_cpu(xr, sumf, wf, ref, n, dim, FUSED_EPS);
-			int ok = 1;
-			for (int r = 0; r < n && ok; r++) {
-				double ss = 0, max_tol = 0;
-				size_t b = (size_t)r * dim;
-				for (int j = 0; j < dim; j++) {
-					double mag = 0;
-					for (int p = 0; p < g_tp; p++)
-						mag += fabs(input_value(p, seed, b + j, dt));
-					double tol = g_tp * unit * mag;
-					max_tol = tol > max_tol ? tol : max_tol;
-					ss += (double)xr[b + j] * xr[b + j];
-				}
-				double inv = 1.0 / sqrt(ss / dim + FUSED_EPS);
-				for (int j = 0; j < dim && ok; j++) {
-					double mag = 0;
-					for (int p = 0; p < g_tp; p++)
-						mag += fabs(input_value(p, seed, b + j, dt));
-					double tol_x = g_tp * unit * mag;
-					double dx_ = fabs((double)x[b + j] - xr[b + j]);
-					double o = load_elem(out, b + j, dt), want = ref[b + j];
-					double tol_o = fabs(wf[j]) * inv * tol_x +
-						       fabs(want) * (1.01 * max_tol * inv + 2 * unit) + 1e-7;
-					double rel = fabs(o - want) / tol_o;
-					worst = rel > worst ? rel : worst;
-					if (!(dx_ <= tol_x) || !(fabs(o - want) <= tol_o)) {
-						printf("rank %d: FAIL fused vs NCCL %s rows %d dim %d: element "
-						       "%zu x %.9g vs %.9g (tol %.2e), out %.9g vs %.9g (tol "
-						       "%.2e)\n", g_rank, dt_name(dt), n, dim, b + j,
-						       x[b + j], xr[b + j], tol_x, o, want, tol_o);
-						ok = 0;
-					}
-				}
-			}
-			group_case(&g, ok);
-			void *bufs[] = {dp, dp2, dx, dw, dout};
-			for (int q = 0; q < 5; q++)
-				CK(cudaFree(bufs[q]));
-			free(part), free(w), free(sum), free(out), free(x0), free(x), free(xr);
-			free(ref), free(wf), free(sumf);
-		}
-		MPI_Allreduce(MPI_IN_PLACE, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-		if (g_rank == 0)
-			printf("fused vs NCCL + CPU norm %s: worst |diff| / tol %.2f\n", dt_name(dt),
-			       worst);
-		group_end(&g);
-	}
 }
 
 /* ---- set-up ---- */
@@ -1046,14 +928,12 @@ int main(int argc, char **argv)
 	test_burst();
 	test_graph();
 	test_allgather();
-	test_fused(g_car, "default");
-	test_fused(g_small, "small");
-	test_fused_refusals();
-	test_fused_graph();
-	if (g_distinct) {
+	test_prenorm(g_car, "default");
+	test_prenorm(g_small, "small");
+	test_prenorm_refusals();
+	test_prenorm_graph();
+	if (g_distinct)
 		test_nccl();
-		test_fused_nccl();
-	}
 
 	if (par_car_check(g_car, err, sizeof err) || par_car_check(g_small, err, sizeof err))
 		fatal("par_car_check", err);

@@ -514,7 +514,7 @@ static void run_swiglu_rope(ctx *k, const fw *w, const float *x, const void *d_x
 /*
  * SwiGLU or RoPE with the input not yet divided by its rms (kern_epi's
  * pre_ss): the call gets xw = the residual times the norm's weight and
- * the rows' sums of squares in PRE_PARTS parts, and divides its sums by
+ * the rows' sums of squares in parts (PRE_PARTS_*), and divides its sums by
  * each token's rms. The test makes that exact: token t's sum of squares
  * is cols * (4^-k - eps) with eps = 2^-10 and k = 1 for token 0, -1 for
  * token 1, in parts that are multiples of 1/64 (exact in any order), so
@@ -526,44 +526,47 @@ static void run_swiglu_rope(ctx *k, const fw *w, const float *x, const void *d_x
  * write xw. Calls past KERN_PRE_MAX_TOKENS tokens, and blocks of fewer
  * than 8 warps, must come back unfused with nothing written.
  */
-#define PRE_PARTS 37
+/* Parts per token: an odd count, and the tp all-reduce's (its blocks,
+ * PAR_CAR_BLOCKS_DEFAULT: parallel/allreduce.h), alternating by n. */
+#define PRE_PARTS_ODD 37
+#define PRE_PARTS_AR 32
 #define PRE_EPS (1.0f / 1024.0f)
 
-/* ss [PRE_PARTS, n]: token t's parts, multiples of 1/64 summing to
+/* ss [parts, n]: token t's parts, multiples of 1/64 summing to
  * cols * (4^-k - PRE_EPS); returns 2^k, its 1 / rms. */
-static float pre_parts(float *ss, int n, int t, int cols)
+static float pre_parts(float *ss, int parts, int n, int t, int cols)
 {
 	const int k = t == 0 ? 1 : -1;
 	const long units = (long)cols * (k == 1 ? 16 : 256) - cols / 16; /* of 1/64 */
 	long left = units;
-	for (int p = 0; p < PRE_PARTS - 1; p++) {
-		const long u = gt_int(0, (int)(units / PRE_PARTS));
+	for (int p = 0; p < parts - 1; p++) {
+		const long u = gt_int(0, (int)(units / parts));
 		ss[(size_t)p * n + t] = (float)u / 64.0f;
 		left -= u;
 	}
-	ss[(size_t)(PRE_PARTS - 1) * n + t] = (float)left / 64.0f;
+	ss[(size_t)(parts - 1) * n + t] = (float)left / 64.0f;
 	return k == 1 ? 2.0f : 0.5f;
 }
 
-static void run_pre(ctx *k, const fw *w, const fshape *s, int n, const char *what)
+static void run_pre(ctx *k, const fw *w, const fshape *s, int n, int parts, const char *what)
 {
 	const size_t nx = (size_t)n * s->in, es = sl_dtype_size(k->dt);
 	float *xw = gt_malloc(sizeof(float) * nx), *x = gt_malloc(sizeof(float) * nx);
-	float *ss = gt_malloc(sizeof(float) * PRE_PARTS * n);
+	float *ss = gt_malloc(sizeof(float) * parts * n);
 	gt_fill(xw, nx, -1, 1);
 	for (size_t i = 0; i < nx; i++) /* |xw| >= 2^-9: no fp16 subnormal halves */
 		xw[i] += xw[i] < 0 ? -0.002f : 0.002f;
 	gt_round(xw, nx, k->dt);
 	for (int t = 0; t < n; t++) {
-		const float inv = pre_parts(ss, n, t, s->in);
+		const float inv = pre_parts(ss, parts, n, t, s->in);
 		for (int j = 0; j < s->in; j++)
 			x[(size_t)t * s->in + j] = xw[(size_t)t * s->in + j] * inv;
 	}
 	void *d_x = gt_upload(x, nx, k->dt);
-	float *d_ss = gt_upload(ss, (size_t)PRE_PARTS * n, SL_DT_F32);
-	const kern_epi pre = {.pre_ss = d_ss, .pre_parts = PRE_PARTS, .pre_eps = PRE_EPS};
+	float *d_ss = gt_upload(ss, (size_t)parts * n, SL_DT_F32);
+	const kern_epi pre = {.pre_ss = d_ss, .pre_parts = parts, .pre_eps = PRE_EPS};
 	char what2[192];
-	snprintf(what2, sizeof what2, "%s, its rms at the GEMV's end", what);
+	snprintf(what2, sizeof what2, "%s, its rms at the GEMV's end (%d parts)", what, parts);
 	k->pre = &pre;
 	k->d_xpre = gt_upload(xw, nx, k->dt);
 	void *xw_bytes = gt_malloc(es * nx);
@@ -605,7 +608,7 @@ static void run_shape(ctx *k, const qcfg *c, const fshape *s)
 			 gt_dt_name(k->dt), kind_name(s->kind), s->in, s->rows, n);
 		if (s->kind != KERN_EPI_ADD_NORM) {
 			run_swiglu_rope(k, &w, x, d_x, n, s, what);
-			run_pre(k, &w, s, n, what);
+			run_pre(k, &w, s, n, i % 2 ? PRE_PARTS_AR : PRE_PARTS_ODD, what);
 		} else {
 			const size_t no = (size_t)n * s->rows;
 			float *res = gt_malloc(sizeof(float) * no), *nw = gt_malloc(sizeof(float) * s->rows);
