@@ -189,10 +189,9 @@ static int measure(model *m, const bench_args *a, bench_result *r, char *err, si
 /* How the engine runs pipeline stages (node/engine.c). */
 static const char *pp_schedule(const model *m)
 {
-	const char *env = getenv("SL_PP_INFLIGHT");
 	if (m->shard.grid.pp == 1)
 		return "none";
-	return env && !strcmp(env, "0") ? "micro-batches" : "groups in flight";
+	return node_engine_pp_inflight(m) ? "groups in flight" : "micro-batches";
 }
 
 static int write_json(const char *path, const bench_args *a, const model *m, const bench_result *r)
