@@ -50,6 +50,7 @@ struct coord_http_call {
 	char arg[COORD_MAX_NAME + 2]; /* /v1/models/{arg} */
 	double t_start;
 	sl_buf body;
+	int received;              /* the whole request is in */
 	int handled;               /* routed to its handler, or answered already */
 	int in_handler;            /* inside the access handler: responses are queued at once */
 	int suspended, waiting;    /* waiting: suspended until coord_http_respond */
