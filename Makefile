@@ -102,6 +102,12 @@ STAMP := $(BUILD)/.config
 CONFIG := $(CUDA) $(CUDA_ARCHS) $(DEBUG) $(SANITIZE)
 $(shell mkdir -p $(BUILD); echo '$(CONFIG)' | cmp -s - $(STAMP) || echo '$(CONFIG)' > $(STAMP))
 
+# --version (common/version.c): `git describe` of this tree, rebuilt when it changes.
+GIT_DESCRIBE := $(shell git describe --always --dirty --tags 2>/dev/null)
+$(shell echo '$(GIT_DESCRIBE)' | cmp -s - $(BUILD)/.version || echo '$(GIT_DESCRIBE)' > $(BUILD)/.version)
+$(BUILD)/obj/common/version.o: CFLAGS += -DSL_GIT_DESCRIBE='"$(GIT_DESCRIBE)"'
+$(BUILD)/obj/common/version.o: $(BUILD)/.version
+
 # ---- programs: each named after its source ----
 #   node/main.c, coordinator/main.c  -> shardline-node, shardline-coordinator
 #   tools/shardline.c                -> shardline (the CLI)

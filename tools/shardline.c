@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/args.h"
+#include "common/version.h"
 #include "client/client.h"
 #include "proto/curve.h"
 #include "common/sl.h"
@@ -336,6 +337,8 @@ static int ask(cli_args *a, sl_client *c, int drain, char *err, size_t errlen)
 
 int main(int argc, char **argv)
 {
+	if (sl_version_asked(argc, argv, "shardline"))
+		return 0;
 	char err[SL_ERRLEN] = "";
 	cli_args a = {0};
 	sl_client *c = NULL;
