@@ -9,7 +9,7 @@
 #   2 x --http-max-connections trickling headers (slowloris.py) leaves at
 #   least 99% of normal requests answered, releases the connections when it
 #   stops, and a lone trickling connection is closed by the whole-request
-#   deadline. Every process started here is killed on exit.
+#   deadline; `shardline status` and /v1/models agree on a group's context. Every process started here is killed on exit.
 #   Prints "N passed, N failed".
 bin=${BIN:-build/bin}
 py=${PYTHON:-python3}
@@ -67,6 +67,22 @@ c=$(code -D "$tmp/hdr" "http://$H/v1/completions" -H 'Content-Type: application/
 	-d '{"model":"tiny","prompt":"x","max_tokens":2,"stream":true}')
 [ "$c" = 503 ] && grep -qi '^content-type: application/json' "$tmp/hdr" && grep -q '"error"' "$tmp/body" && ok ||
 	bad "stream with no live group: want 503 JSON, got $c $(head -c 300 "$tmp/body")"
+
+# --- `shardline status` and /v1/models give one context for a group whose KV
+# cache (8 blocks x 16 tokens = 128) is shorter than its positions (256) ---
+"$bin/shardline-mkckpt" --out "$tmp/m" --dim 64 --hidden 172 --layers 2 --heads 4 --kv-heads 2 \
+	--vocab 2000 --max-pos 256 --dtype f32 --seed 7 2>/dev/null && ok || bad "mkckpt"
+OMP_NUM_THREADS=1 "$bin/shardline-node" --model "$tmp/m" --coordinator "$(awk '/^node/{print $2}' "$tmp/ports")" \
+	--model-name tiny --kv-blocks 8 --block-tokens 16 >"$tmp/n.log" 2>&1 &
+node_pid=$!; pids="$pids $node_pid"
+i=0; until [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$H/health")" = 200 ] || [ $i -gt 600 ]; do
+	sleep 0.1; i=$((i + 1)); done
+models=$(curl -s "http://$H/v1/models" | sed -n 's/.*"max_model_len":\([0-9]*\).*/\1/p')
+status=$("$bin/shardline" --coordinator "$(awk '/^client/{print $2}' "$tmp/ports")" status |
+	awk '$1 ~ /^[0-9]+$/ {print $11}') # id name model T x P run wait asg kv CONTEXT
+[ -n "$models" ] && [ "$models" = "$status" ] && [ "$models" = 128 ] && ok ||
+	{ bad "context: /v1/models says '$models', shardline status '$status', want 128 both"; logs n.log; }
+kill -KILL $node_pid 2>/dev/null
 
 # --- a slowloris above the connection limit ---
 out=$(timeout 300 "$py" tests/http/slowloris.py "$H" $MAXCONN $DEADLINE 2>&1); rc=$?
