@@ -102,6 +102,12 @@ STAMP := $(BUILD)/.config
 CONFIG := $(CUDA) $(CUDA_ARCHS) $(DEBUG) $(SANITIZE)
 $(shell mkdir -p $(BUILD); echo '$(CONFIG)' | cmp -s - $(STAMP) || echo '$(CONFIG)' > $(STAMP))
 
+# --version (common/version.c): `git describe` of this tree, rebuilt when it changes.
+GIT_DESCRIBE := $(shell git describe --always --dirty --tags 2>/dev/null)
+$(shell echo '$(GIT_DESCRIBE)' | cmp -s - $(BUILD)/.version || echo '$(GIT_DESCRIBE)' > $(BUILD)/.version)
+$(BUILD)/obj/common/version.o: CFLAGS += -DSL_GIT_DESCRIBE='"$(GIT_DESCRIBE)"'
+$(BUILD)/obj/common/version.o: $(BUILD)/.version
+
 # ---- programs: each named after its source ----
 #   node/main.c, coordinator/main.c  -> shardline-node, shardline-coordinator
 #   tools/shardline.c                -> shardline (the CLI)
@@ -131,7 +137,8 @@ ITEST_BIN := $(BUILD)/tests/integration/itest
 TEST_SCRIPTS := tests/cli.sh tests/mpi.sh tests/quant_ppl.sh tests/tokenizer_conformance.py \
 	tests/integration/serve.sh tests/integration/deadlines.sh tests/soak.sh \
 	tests/integration/failover.sh tests/integration/curve.sh tests/integration/standby.sh \
-	tests/http/serve.sh tests/http/valgrind.sh tests/deploy.sh tests/cli_serve.sh tests/multihost.sh
+	tests/http/serve.sh tests/http/security.sh tests/http/valgrind.sh tests/deploy.sh tests/cli_serve.sh \
+	tests/multihost.sh
 
 .PHONY: all help deps test test-scripts test-gpu demo bench bundle clean $(FOLDERS:%=test-%)
 all: $(BINS)

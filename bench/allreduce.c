@@ -30,6 +30,7 @@
 
 #include "parallel/allreduce.h"
 #include "common/args.h"
+#include "common/version.h"
 #include "common/sl.h"
 
 #define MAX_SIZES 32
@@ -264,6 +265,8 @@ static int local_rank(void)
 
 int main(int argc, char **argv)
 {
+	if (sl_version_asked(argc, argv, "shardline-bench-allreduce"))
+		return 0;
 	char err[SL_ERRLEN] = "";
 	bench_args a;
 	MPI_Init(&argc, &argv);

@@ -40,6 +40,7 @@
 #include <time.h>
 
 #include "common/args.h"
+#include "common/version.h"
 #include "node/engine.h"
 #include "node/group.h"
 #include "node/shapes.h"
@@ -314,6 +315,8 @@ static int parse(int argc, char **argv, bench_args *a, char *err, size_t errlen)
 
 int main(int argc, char **argv)
 {
+	if (sl_version_asked(argc, argv, "shardline-bench-decode"))
+		return 0;
 	char err[SL_ERRLEN] = "";
 	bench_args a;
 	model_config cfg;

@@ -100,6 +100,7 @@
 #include <zmq.h>
 
 #include "common/args.h"
+#include "common/version.h"
 #include "client/client.h"
 #include "common/rng.h"
 #include "bench/serve_http.h"
@@ -1119,6 +1120,8 @@ static int parse(int argc, char **argv, lg_args *a, char *err, size_t errlen)
 
 int main(int argc, char **argv)
 {
+	if (sl_version_asked(argc, argv, "shardline-bench-serve"))
+		return 0;
 	char err[SL_ERRLEN] = "";
 	lg_args a;
 	lg_run R = {0};

@@ -67,11 +67,15 @@ void sl_log(sl_log_level level, const char *subsys, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	time_t now = time(NULL);
+	/* date and milliseconds: lines from many hosts and days sort and merge */
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
 	struct tm tm;
-	localtime_r(&now, &tm);
-	fprintf(stderr, "%02d:%02d:%02d %s r%d/%d %s: %s%s\n", tm.tm_hour, tm.tm_min,
-		tm.tm_sec, g_role, g_rank, g_world, subsys, tag[level], msg);
+	localtime_r(&ts.tv_sec, &tm);
+	char when[32];
+	strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+	fprintf(stderr, "%s.%03ld %s r%d/%d %s: %s%s\n", when, ts.tv_nsec / 1000000, g_role, g_rank,
+		g_world, subsys, tag[level], msg);
 }
 
 double sl_now(void)

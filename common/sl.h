@@ -49,7 +49,8 @@ const char *sl_last_error(void);
  * errlen, rc)`. */
 int sl_take_error(char *err, size_t errlen, int code);
 
-/* Logging: "HH:MM:SS role rR/N subsys: message" on stderr. */
+/* Logging: "YYYY-MM-DD HH:MM:SS.mmm role rR/N subsys: message" on stderr
+ * (local time), e.g. "2026-11-28 12:00:01.042 node r3/8 kv: ...". */
 typedef enum { SL_LOG_DEBUG, SL_LOG_INFO, SL_LOG_WARN, SL_LOG_ERROR } sl_log_level;
 void sl_log_set_role(const char *role, int rank, int world);
 void sl_log_set_level(sl_log_level level);

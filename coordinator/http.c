@@ -23,6 +23,18 @@
  * and time), and the final call (the handler runs, or, for a suspended
  * exchange that was resumed, the response it waited for is queued).
  *
+ * Slow clients: MHD's idle timeout restarts with every byte, so a client
+ * that trickles its headers (a slowloris) would hold its connection for
+ * ever, and enough of them would fill --http-max-connections. Each
+ * connection therefore carries its own state (http_conn, MHD's socket
+ * context): while its request is still coming in it sits on a list in the
+ * order its request began (accepted, or the previous answer sent), and
+ * (a) the tick closes those older than --http-body-timeout-s, headers
+ * included, and (b) a new connection that reaches the limit closes the
+ * oldest of them: a client that sends its request at once is served
+ * while the slow ones wait their turn to be dropped. Connections are
+ * closed with shutdown(), which MHD sees as the peer leaving.
+ *
  * A suspended exchange is not watched by MHD, so a client that hangs up
  * while its request waits in the queue or between tokens would go
  * unnoticed: coord_http_tick peeks at each suspended socket (recv with
@@ -64,6 +76,15 @@ static const struct {
 	[R_NONE] = {"other", ""},
 };
 
+/* One connection (MHD's socket context): see "Slow clients" above. */
+typedef struct http_conn {
+	int fd;
+	double t;                  /* its current request began */
+	int receiving;             /* on the list: that request is not all in yet */
+	int cut;                   /* shut down by us: never back on the list */
+	struct http_conn *prev, *next;
+} http_conn;
+
 struct coord_http {
 	coord *c;
 	struct MHD_Daemon *d;
@@ -74,9 +95,62 @@ struct coord_http {
 	double body_timeout_s;
 	coord_http_call *calls;    /* every exchange in progress */
 	int n_connections;
+	int max_connections;
+	http_conn *rx_head, *rx_tail; /* receiving, oldest first */
+	unsigned long long n_cut;  /* connections cut by the deadline or the limit */
 };
 
 const char *coord_http_address(const coord_http *h) { return h->address; }
+
+/* --- connections: the whole-request deadline ------------------------------- */
+
+static void rx_leave(coord_http *h, http_conn *hc)
+{
+	if (!hc || !hc->receiving)
+		return;
+	if (hc->prev)
+		hc->prev->next = hc->next;
+	else
+		h->rx_head = hc->next;
+	if (hc->next)
+		hc->next->prev = hc->prev;
+	else
+		h->rx_tail = hc->prev;
+	hc->prev = hc->next = NULL;
+	hc->receiving = 0;
+}
+
+/* A request begins now on hc: it goes last on the list. */
+static void rx_enter(coord_http *h, http_conn *hc)
+{
+	if (!hc || hc->cut)
+		return;
+	rx_leave(h, hc);
+	hc->t = sl_now();
+	hc->receiving = 1;
+	hc->prev = h->rx_tail;
+	if (h->rx_tail)
+		h->rx_tail->next = hc;
+	else
+		h->rx_head = hc;
+	h->rx_tail = hc;
+}
+
+static void cut(coord_http *h, http_conn *hc, const char *why)
+{
+	rx_leave(h, hc);
+	hc->cut = 1;
+	h->n_cut++;
+	SL_DEBUG("http", "closing a connection: %s", why);
+	if (hc->fd >= 0)
+		shutdown(hc->fd, SHUT_RDWR);
+}
+
+static http_conn *conn_of(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	return ci ? ci->socket_context : NULL;
+}
 
 /* --- routing ---------------------------------------------------------------- */
 
@@ -114,7 +188,23 @@ static int authorized(coord_http_call *x)
 	return diff == 0;
 }
 
-/* Headers are in: route, method, auth, declared body size. 0 to go on. */
+/* Content-Type: application/json, parameters allowed. Anything else is
+ * refused: a web page can POST text/plain or a form to a loopback server
+ * without the browser asking first (a "simple" cross-site request), but
+ * not application/json. */
+static int json_body(coord_http_call *x)
+{
+	const char *t = MHD_lookup_connection_value(x->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+	static const char want[] = "application/json";
+	if (!t || strncasecmp(t + strspn(t, " \t"), want, sizeof want - 1))
+		return 0;
+	t += strspn(t, " \t") + sizeof want - 1;
+	t += strspn(t, " \t");
+	return !*t || *t == ';';
+}
+
+/* Headers are in: route, method, auth, content type, declared body size.
+ * 0 to go on. */
 static int first_call(coord_http_call *x, const char *url, const char *method)
 {
 	coord_http *h = x->h;
@@ -134,6 +224,11 @@ static int first_call(coord_http_call *x, const char *url, const char *method)
 	if (!authorized(x)) {
 		coord_oai_error(x, 401, "authentication_error", NULL, "invalid_api_key",
 				"a valid API key is required: Authorization: Bearer KEY");
+		return -1;
+	}
+	if (!strcmp(want, "POST") && !json_body(x)) {
+		coord_oai_error(x, 415, "invalid_request_error", NULL, "unsupported_media_type",
+				"%s takes a JSON body: send Content-Type: application/json", ROUTES[x->route].path);
 		return -1;
 	}
 	const char *cl = MHD_lookup_connection_value(x->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -281,6 +376,10 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
 		}
 		return sl_buf_put(&x->body, upload, n) ? MHD_NO : MHD_YES;
 	}
+	if (!x->received) { /* the whole request is in: the deadline is met */
+		x->received = 1;
+		rx_leave(h, conn_of(conn));
+	}
 	enum MHD_Result ret = MHD_YES;
 	x->in_handler = 1;
 	if (x->abort) {
@@ -328,13 +427,33 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	free(x->body.p);
 	free(x->out.p);
 	free(x);
+	/* a kept-alive connection's next request begins: its deadline runs */
+	rx_enter(h, conn_of(conn));
 }
 
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_ctx,
 			  enum MHD_ConnectionNotificationCode code)
 {
 	coord_http *h = cls;
-	h->n_connections += code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1;
+	http_conn *hc = *socket_ctx;
+	if (code != MHD_CONNECTION_NOTIFY_STARTED) {
+		h->n_connections--;
+		rx_leave(h, hc);
+		free(hc);
+		*socket_ctx = NULL;
+		return;
+	}
+	h->n_connections++;
+	/* at the limit MHD stops accepting: make room by dropping the
+	 * connection whose request has been coming in longest */
+	if (h->n_connections >= h->max_connections && h->rx_head)
+		cut(h, h->rx_head, "at --http-max-connections, its request the slowest to come in");
+	if (!(hc = calloc(1, sizeof *hc)))
+		return; /* no deadline for this one; MHD's idle timeout still holds */
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	hc->fd = ci ? ci->connect_fd : -1;
+	*socket_ctx = hc;
+	rx_enter(h, hc);
 }
 
 static void on_log(void *cls, const char *fmt, va_list ap)
@@ -348,8 +467,21 @@ static void on_log(void *cls, const char *fmt, va_list ap)
 /* --- life cycle --------------------------------------------------------------- */
 
 /* HOST:PORT or [V6HOST]:PORT; PORT * or 0: any free one. */
-static int listen_socket(const char *bind_to, int *fd_out, char *addr, size_t addrlen, char *err,
-			 size_t errlen)
+static int is_loopback(const struct sockaddr *a)
+{
+	if (a->sa_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)a)->sin_addr.s_addr) >> 24) == 127;
+	if (a->sa_family == AF_INET6) {
+		const struct in6_addr *v6 = &((const struct sockaddr_in6 *)a)->sin6_addr;
+		return IN6_IS_ADDR_LOOPBACK(v6) ||
+		       (IN6_IS_ADDR_V4MAPPED(v6) && v6->s6_addr[12] == 127);
+	}
+	return 0;
+}
+
+/* *loopback: only this host can reach the address bound. */
+static int listen_socket(const char *bind_to, int *fd_out, int *loopback, char *addr, size_t addrlen,
+			 char *err, size_t errlen)
 {
 	char host[128], port[16];
 	const char *colon = strrchr(bind_to, ':');
@@ -386,6 +518,7 @@ static int listen_socket(const char *bind_to, int *fd_out, char *addr, size_t ad
 	if (!getsockname(fd, (struct sockaddr *)&ss, &sl))
 		getnameinfo((struct sockaddr *)&ss, sl, h, sizeof h, p, sizeof p, NI_NUMERICHOST | NI_NUMERICSERV);
 	snprintf(addr, addrlen, ai->ai_family == AF_INET6 ? "[%s]:%s" : "%s:%s", h, p);
+	*loopback = is_loopback(ai->ai_addr);
 	freeaddrinfo(ai);
 	*fd_out = fd;
 	return SL_OK;
@@ -418,9 +551,21 @@ int coord_http_create(coord *c, const coord_opts *o, coord_http **out, char *err
 	h->c = c;
 	h->max_body = (size_t)o->http_max_body_bytes;
 	h->body_timeout_s = o->http_body_timeout_s;
+	h->max_connections = o->http_max_connections;
+	int loopback = 0;
 	int rc = o->api_key_file ? load_key(h, o->api_key_file, err, errlen) : SL_OK;
 	if (!rc)
-		rc = listen_socket(o->http_bind, &fd, h->address, sizeof h->address, err, errlen);
+		rc = listen_socket(o->http_bind, &fd, &loopback, h->address, sizeof h->address, err, errlen);
+	if (!rc && !loopback && !h->api_key) {
+		if (!o->insecure) {
+			close(fd);
+			rc = sl_errf(err, errlen, SL_EINVAL, "--http-bind %s is reachable from other hosts and "
+				     "no --api-key-file is given (docs/security.md), or --insecure to serve "
+				     "it to anyone", o->http_bind);
+		} else {
+			SL_WARN("coord", "--insecure: anyone who reaches http://%s is served", h->address);
+		}
+	}
 	if (!rc) {
 		h->d = MHD_start_daemon(
 			MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
@@ -440,8 +585,9 @@ int coord_http_create(coord *c, const coord_opts *o, coord_http **out, char *err
 		coord_http_destroy(h);
 		return rc;
 	}
-	SL_INFO("coord", "HTTP API on http://%s (%d connections, %d s idle, %zu-byte bodies%s)", h->address,
-		o->http_max_connections, o->http_idle_timeout_s, h->max_body,
+	SL_INFO("coord", "HTTP API on http://%s (%d connections, %d s idle, %d s per request, "
+		"%zu-byte bodies%s)", h->address, o->http_max_connections, o->http_idle_timeout_s,
+		o->http_body_timeout_s, h->max_body,
 		h->api_key ? ", API key required" : "");
 	*out = h;
 	return SL_OK;
@@ -477,6 +623,9 @@ void coord_http_tick(coord_http *h)
 {
 	if (!h)
 		return;
+	double now = sl_now();
+	while (h->rx_head && now - h->rx_head->t > h->body_timeout_s)
+		cut(h, h->rx_head, "its request did not come in within --http-body-timeout-s");
 	for (coord_http_call *x = h->calls; x; x = x->next) {
 		if (!x->suspended || x->abort || !peer_closed(x))
 			continue;

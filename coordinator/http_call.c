@@ -109,12 +109,20 @@ int coord_http_sse_begin(coord_http_call *x)
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream; charset=utf-8");
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
 	MHD_add_response_header(r, "X-Accel-Buffering", "no"); /* proxies: do not hold events back */
-	int ok = MHD_queue_response(x->conn, MHD_HTTP_OK, r) == MHD_YES;
-	MHD_destroy_response(r);
-	if (!ok)
-		return SL_EIO;
 	x->handled = x->sse = 1;
+	x->waiting = 0;
 	x->status = MHD_HTTP_OK;
+	if (x->in_handler && !x->suspended) {
+		int ok = MHD_queue_response(x->conn, MHD_HTTP_OK, r) == MHD_YES;
+		MHD_destroy_response(r);
+		return ok ? SL_OK : SL_EIO;
+	}
+	/* from a waiting exchange: queued when it is resumed (http.c) */
+	if (x->pending)
+		MHD_destroy_response(x->pending);
+	x->pending = r;
+	x->pending_status = MHD_HTTP_OK;
+	wake(x);
 	return SL_OK;
 }
 

@@ -26,7 +26,8 @@ void coord_http_respond(coord_http_call *x, int status, const char *content_type
 			size_t len, const char *extra_header);
 /* The exchange waits (suspended) for coord_http_respond. */
 void coord_http_wait(coord_http_call *x);
-/* Start a 200 text/event-stream response; coord_http_sse_write appends to
+/* Start a 200 text/event-stream response, from the handler or from an
+ * exchange that waits (coord_http_wait); coord_http_sse_write appends to
  * it (SL_EIO: the client left more than 8 MiB unread and is being cut
  * off; SL_ENOMEM), coord_http_sse_end closes it once what was written is
  * sent. */
@@ -50,6 +51,7 @@ struct coord_http_call {
 	char arg[COORD_MAX_NAME + 2]; /* /v1/models/{arg} */
 	double t_start;
 	sl_buf body;
+	int received;              /* the whole request is in */
 	int handled;               /* routed to its handler, or answered already */
 	int in_handler;            /* inside the access handler: responses are queued at once */
 	int suspended, waiting;    /* waiting: suspended until coord_http_respond */

@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 
 #include "common/args.h"
+#include "common/version.h"
 #include "coordinator/coord.h"
 #include "common/sl.h"
 
@@ -151,6 +152,8 @@ static int parse(int argc, char **argv, coord_opts *o, int32_t **eos, char *err,
 
 int main(int argc, char **argv)
 {
+	if (sl_version_asked(argc, argv, "shardline-coordinator"))
+		return 0;
 	char err[SL_ERRLEN] = "";
 	coord_opts o;
 	int32_t *eos = NULL;

@@ -204,7 +204,9 @@ static void fail_exchange(oai_call *o, const oai_choice *ch)
 	oai_err e;
 	coord_oai_error_status(ch, &e);
 	coord_oai_detach_all(o);
-	if (o->stream) {
+	if (o->stream && !o->streaming) { /* nothing sent yet: a real status */
+		coord_oai_send_err(o->x, &e);
+	} else if (o->stream) {
 		coord_oai_stream_error(o, &e);
 		if (!o->answered) {
 			coord_http_sse_write(o->x, "data: [DONE]\n\n", 14);
@@ -303,13 +305,8 @@ static void start_answer(oai_call *o)
 		}
 		return;
 	}
-	if (coord_http_sse_begin(o->x)) {
-		coord_oai_detach_all(o);
-		coord_oai_error(o->x, 500, "server_error", NULL, NULL, "out of memory");
-		o->answered = 1;
-		return;
-	}
-	coord_oai_stream_roles(o);
+	/* the stream starts with its first event (coord_oai_stream_start) */
+	coord_http_wait(o->x);
 	for (int i = 0; i < o->n_choices; i++)
 		if (o->ch[i].done)
 			coord_oai_choice_event(o, i, NULL, coord_oai_finish_name(o->ch[i].finish));

@@ -69,6 +69,7 @@ typedef struct oai_call {
 	int32_t anchor;            /* a plain token decoded before another (token_text); -1: none */
 	int submitting;            /* Dones are only recorded, nothing is sent */
 	int answered;              /* a response (or the stream's end) went out */
+	int streaming;             /* the 200 and the first event went out */
 	int n_choices, n_done;
 	oai_choice *ch;
 	char id[48];
@@ -101,8 +102,9 @@ void coord_oai_error_status(const oai_choice *ch, oai_err *e);
 int coord_oai_write_head(oai_call *o, int chat);
 /* stream = false: the whole answer, once every choice is done. */
 void coord_oai_respond_whole(oai_call *o);
-/* The first events of a chat stream: each choice's role. */
-void coord_oai_stream_roles(oai_call *o);
+/* The 200 of a stream and, for chat, each choice's role: before its first
+ * event. -1: it could not start (the exchange was answered with a 500). */
+int coord_oai_stream_start(oai_call *o);
 /* A chunk k of choice i, or its end (k NULL, finish set). */
 void coord_oai_choice_event(oai_call *o, int i, const coord_event *k, const char *finish);
 void coord_oai_stream_error(oai_call *o, const oai_err *e);

@@ -295,9 +295,14 @@ void coord_oai_detach_all(oai_call *o)
 	}
 }
 
-/* One SSE event from o->ev. */
+/* One SSE event from o->ev; the first starts the stream. */
 static void send_event(oai_call *o)
 {
+	if (!o->streaming && coord_oai_stream_start(o)) {
+		o->ev.n = 0;
+		o->ev.failed = 0;
+		return;
+	}
 	sl_buf_puts(&o->ev, "\n\n");
 	if (o->ev.failed || coord_http_sse_write(o->x, o->ev.p, o->ev.n)) {
 		SL_DEBUG("http", "%s: the stream ends early (out of memory, or an unread client)", o->id);
@@ -435,8 +440,21 @@ int coord_oai_write_head(oai_call *o, int chat)
 	return o->head.failed ? -1 : 0;
 }
 
-void coord_oai_stream_roles(oai_call *o)
+/* The stream begins with its first event, not before: a request that
+ * fails first (no live group, a deadline, a group lost before any token)
+ * still gets its real status and a JSON error instead of a 200. The
+ * event waiting in o->ev is kept while the roles go out ahead of it. */
+int coord_oai_stream_start(oai_call *o)
 {
+	o->streaming = 1;
+	if (coord_http_sse_begin(o->x)) {
+		coord_oai_detach_all(o);
+		coord_oai_error(o->x, 500, "server_error", NULL, NULL, "out of memory");
+		o->answered = 1;
+		return -1;
+	}
+	sl_buf held = o->ev;
+	o->ev = (sl_buf){0};
 	for (int i = 0; o->chat && i < o->n_choices; i++) { /* the role comes first */
 		sl_buf *j = &o->ev;
 		sl_buf_puts(j, "data: ");
@@ -446,4 +464,7 @@ void coord_oai_stream_roles(oai_call *o)
 			      o->include_usage ? ",\"usage\":null" : "");
 		send_event(o);
 	}
+	sl_buf_free(&o->ev);
+	o->ev = held;
+	return o->answered ? -1 : 0;
 }

@@ -395,6 +395,10 @@ int model_config_load_dir(const char *dir, model_config *out, char *err, size_t 
 {
 	char path[4096];
 	struct stat st;
+	/* a model path that is not there (a mistyped model.gguf, say) is
+	 * named itself, not as PATH/config.json */
+	if (stat(dir, &st))
+		return sl_errf(err, errlen, SL_ENOTFOUND, "%s: %s", dir, strerror(errno));
 	if (sl_path_join(path, sizeof path, dir, "config.json"))
 		return sl_errf(err, errlen, SL_EINVAL, "model path too long: %s", dir);
 	TRY(model_config_load(path, out, err, errlen));

@@ -49,6 +49,8 @@ typedef struct coord_link {
 	int reg_tries;             /* registrations sent since it last spoke */
 	double last_heard;         /* any message from it (or the socket's birth) */
 	double next_register;
+	double wait_since;         /* unanswered since (0: registered, or not yet tried) */
+	double next_wait_log, wait_log_gap;
 } coord_link;
 
 typedef struct leader {
@@ -97,6 +99,13 @@ static void drop_link_requests(leader *l, int k)
  * groups reconnecting to a restarted coordinator do not all arrive at once.
  * Any message from the coordinator resets the backoff. */
 #define LEADER_BACKOFF_MAX 10
+
+/* A coordinator that never answers is said so in the log after
+ * LEADER_WAIT_LOG_FIRST heartbeats, then after twice as long each time, up
+ * to every LEADER_WAIT_LOG_MAX heartbeats: an operator sees why the group
+ * is idle without the log filling up. */
+#define LEADER_WAIT_LOG_FIRST 5
+#define LEADER_WAIT_LOG_MAX 300
 
 static double register_delay(leader *l, const coord_link *lk)
 {
@@ -430,6 +439,29 @@ static int link_lost(leader *l, int k, double silent_s, char *err, size_t errlen
 	return open_link(l, k, err, errlen);
 }
 
+static void log_waiting(leader *l, coord_link *lk, double now)
+{
+	double hb = l->hb_ms * 1e-3;
+	if (lk->registered || lk->refused) {
+		lk->wait_since = 0;
+		return;
+	}
+	if (!lk->wait_since) {
+		lk->wait_since = now;
+		lk->wait_log_gap = LEADER_WAIT_LOG_FIRST * hb;
+		lk->next_wait_log = now + lk->wait_log_gap;
+		return;
+	}
+	if (now < lk->next_wait_log)
+		return;
+	SL_WARN("leader", "still waiting for the coordinator at %s: no answer for %.1f s (is it "
+		"running, is this its --node-bind, do the CURVE keys match?)", lk->ep, now - lk->wait_since);
+	lk->wait_log_gap *= 2;
+	if (lk->wait_log_gap > LEADER_WAIT_LOG_MAX * hb)
+		lk->wait_log_gap = LEADER_WAIT_LOG_MAX * hb;
+	lk->next_wait_log = now + lk->wait_log_gap;
+}
+
 /* Heartbeats, registration retries, and the coordinator-lost check, per
  * link; heartbeats go to every registered link at once. */
 static int timers(leader *l, char *err, size_t errlen)
@@ -443,6 +475,7 @@ static int timers(leader *l, char *err, size_t errlen)
 			TRY(link_lost(l, k, now - lk->last_heard, err, errlen));
 		if (!lk->registered && now >= lk->next_register)
 			send_register(l, k);
+		log_waiting(l, lk, now);
 	}
 	if (any_registered(l) && now - l->last_hb >= hb)
 		send_heartbeat(l);

@@ -14,6 +14,7 @@
 
 #include "parallel/allreduce.h"
 #include "common/args.h"
+#include "common/version.h"
 #include "parallel/comm.h"
 #include "node/engine.h"
 #include "proto/curve.h"
@@ -352,6 +353,8 @@ static void catch_signals(void)
 
 int main(int argc, char **argv)
 {
+	if (sl_version_asked(argc, argv, "shardline-node"))
+		return 0;
 	char err[SL_ERRLEN] = "";
 	node_args a;
 	node_group g = {0};

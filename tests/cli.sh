@@ -45,7 +45,9 @@ grep -q 'lm_head: int8, one scale per row' "$tmp/qlog" && ok || bad "int4's LM h
 [ "$(wc -w <"$tmp/q3")" -eq 8 ] && grep -q 'lm_head: int8' "$tmp/q3log" && ok ||
 	bad "--quant none --quant-lm-head int8: $(tail -2 "$tmp/q3log")"
 
-expect_err "missing model dir" "config.json" $bin/shardline-node --model "$tmp/none" --prompt-ids 1
+expect_err "missing model dir" "$tmp/none: No such file" $bin/shardline-node --model "$tmp/none" --prompt-ids 1
+mkdir "$tmp/empty"
+expect_err "model dir without config.json" "empty/config.json" $bin/shardline-node --model "$tmp/empty" --prompt-ids 1
 expect_err "token outside vocab" "token ids in \[0, 199\]" $node --prompt-ids 1,200
 expect_err "bad number" "--max-tokens" $node --prompt-ids 1 --max-tokens 12x
 expect_err "top-p out of range" "--top-p" $node --prompt-ids 1 --top-p 1.5
@@ -59,6 +61,34 @@ expect_err "LM head int4" "--quant-lm-head: 'int4' is not auto" $node --prompt-i
 echo '{"hidden_size": "64"}' >"$tmp/m/config.json"
 expect_err "bad config" "hidden_size" $node --prompt-ids 1
 expect_err "mkckpt bad dims" "head_dim" $bin/shardline-mkckpt --out "$tmp/x" --dim 10 --heads 4
+
+# --version: every program, one string, exit 0
+want=$("$bin/shardline" --version) && ok || bad "shardline --version exit"
+case "$want" in "shardline "[0-9]*) ok ;; *) bad "shardline --version: '$want'" ;; esac
+for p in "$bin"/shardline-*; do
+	n=${p##*/}; got=$("$p" --version 2>&1); rc=$?
+	[ $rc -eq 0 ] && [ "$got" = "$n ${want#shardline }" ] && ok || bad "$n --version (exit $rc): '$got', want '$n ${want#shardline }'"
+done
+
+# log lines: date and time to the millisecond, role, rank (a fresh checkpoint:
+# the one above was broken on purpose)
+"$bin/shardline-mkckpt" --out "$tmp/m2" --dim 48 --hidden 96 --layers 2 --heads 4 --kv-heads 2 \
+	--vocab 200 --dtype f32 --seed 3 2>/dev/null && ok || bad "mkckpt m2"
+node="$bin/shardline-node --model $tmp/m2"
+$node --prompt-ids 5 --max-tokens 1 >/dev/null 2>"$tmp/log1"
+grep -Eq '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3} node r0/1 [a-z]+: ' "$tmp/log1" && ok ||
+	bad "log line format: $(head -1 "$tmp/log1")"
+
+# a missing model file is named itself, not as FILE/config.json
+expect_err "missing GGUF" "$tmp/none.gguf: No such file" $bin/shardline-node --model "$tmp/none.gguf" --prompt-ids 1
+grep -q "none.gguf/config.json" "$tmp/err" && bad "missing GGUF reported as .../config.json" || ok
+
+# a coordinator that never answers: the node says it is still waiting, with backoff
+timeout 4 $node --coordinator tcp://127.0.0.1:9 --model-name m --heartbeat-ms 50 >/dev/null 2>"$tmp/wait"
+n=$(grep -c 'still waiting for the coordinator at tcp://127.0.0.1:9' "$tmp/wait")
+[ "$n" -ge 2 ] && ok || bad "node waiting for a silent coordinator logged $n 'still waiting' lines: $(tail -3 "$tmp/wait")"
+# backoff: the gaps double (0.25 s, 0.5 s, 1 s, 2 s ...), so in 4 s at most ~5 lines, never one per heartbeat
+[ "$n" -le 8 ] && ok || bad "still-waiting lines do not back off: $n in 4 s"
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

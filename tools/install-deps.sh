@@ -33,4 +33,31 @@ if [ "$(id -u)" != 0 ]; then
 	fi
 fi
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq && $SUDO apt-get install -y -qq $missing && pip_deps
+# promtool (tests/http/serve.sh lints /metrics with `promtool check metrics`)
+# ships only inside Debian's prometheus package: there is no promtool-only
+# package, and the test needs nothing else of it. So, for that package
+# alone: no recommends (they
+# would add node-exporter, a second daemon), and while apt runs a
+# policy-rc.d that forbids starting services (Debian's documented hook), so
+# the Prometheus server is installed but never started or enabled here.
+# An existing policy-rc.d is the operator's: it is left alone.
+guard=""
+case " $missing " in *" prometheus "*)
+	if [ ! -e /usr/sbin/policy-rc.d ]; then
+		guard=/usr/sbin/policy-rc.d
+		printf '#!/bin/sh\n# tools/install-deps.sh: no service starts while it installs\nexit 101\n' |
+			$SUDO tee $guard >/dev/null && $SUDO chmod 755 $guard
+	fi ;;
+esac
+rest=""; prom=""
+for p in $missing; do [ "$p" = prometheus ] && prom=prometheus || rest="$rest $p"; done
+$SUDO apt-get update -qq &&
+	{ [ -z "$rest" ] || $SUDO apt-get install -y -qq $rest; } &&
+	{ [ -z "$prom" ] || $SUDO apt-get install -y -qq --no-install-recommends prometheus; }
+rc=$?
+if [ -n "$guard" ]; then
+	$SUDO rm -f "$guard"
+	# systemd hosts: installed units stay disabled and stopped
+	command -v systemctl >/dev/null 2>&1 && $SUDO systemctl disable --now prometheus >/dev/null 2>&1
+fi
+[ $rc -eq 0 ] && pip_deps

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/args.h"
+#include "common/version.h"
 #include "formats/safetensors.h"
 #include "formats/st_writer.h"
 #include "common/rng.h"
@@ -216,6 +217,8 @@ static int write_weights(const ck_args *a, char *err, size_t errlen)
 
 int main(int argc, char **argv)
 {
+	if (sl_version_asked(argc, argv, "shardline-mkckpt"))
+		return 0;
 	char err[SL_ERRLEN] = "";
 	ck_args a;
 	sl_log_set_role("mkckpt", 0, 1);

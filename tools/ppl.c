@@ -39,6 +39,7 @@
 #include <string.h>
 
 #include "common/args.h"
+#include "common/version.h"
 #include "common/checks.h"
 #include "text/tokenizer/tokenizer.h"
 #include "node/engine.h"
@@ -410,6 +411,8 @@ static int run_config(ppl_args *a, ppl_config *c, const int32_t *ids, size_t n, 
 
 int main(int argc, char **argv)
 {
+	if (sl_version_asked(argc, argv, "shardline-ppl"))
+		return 0;
 	char err[SL_ERRLEN] = "", device[256] = "cpu";
 	ppl_args a;
 	gold g;

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "common/args.h"
+#include "common/version.h"
 #include "client/client.h"
 #include "proto/curve.h"
 #include "common/sl.h"
@@ -302,13 +303,18 @@ static void print_status(const char *endpoint, const sl_event *ev)
 		char grid[32], kv[40], cached[16] = "off", reused[16] = "-";
 		snprintf(grid, sizeof grid, "%d x %d", g->tp, g->pp);
 		snprintf(kv, sizeof kv, "%d/%d", g->kv_free, g->kv_blocks);
+		/* the longest sequence the group can hold: its positions, or its
+		 * whole KV cache when that is less (what the coordinator routes
+		 * by and /v1/models reports as max_model_len) */
+		long kv_tokens = (long)g->kv_blocks * g->block_tokens;
+		int context = g->block_tokens > 0 && kv_tokens < g->max_pos ? (int)kv_tokens : g->max_pos;
 		if (g->prefix_cache) /* blocks held; share of started tokens taken from the cache */
 			snprintf(cached, sizeof cached, "%d", g->cache_blocks);
 		if (g->prefix_cache && g->cache_queried_tokens > 0)
 			snprintf(reused, sizeof reused, "%.1f%%",
 				 100.0 * g->cache_hit_tokens / g->cache_queried_tokens);
 		printf("%-5u %-22.22s %-16.16s %-7s %7d %7d %8d %15s %7d %7s %7s %5.0f ms%s\n", g->id,
-		       g->name, g->model, grid, g->running, g->waiting, g->assigned, kv, g->max_pos,
+		       g->name, g->model, grid, g->running, g->waiting, g->assigned, kv, context,
 		       cached, reused, g->last_seen_ms, g->draining ? " draining" : "");
 	}
 }
@@ -341,6 +347,8 @@ static int ask(cli_args *a, sl_client *c, int drain, char *err, size_t errlen)
 
 int main(int argc, char **argv)
 {
+	if (sl_version_asked(argc, argv, "shardline"))
+		return 0;
 	char err[SL_ERRLEN] = "";
 	cli_args a = {0};
 	sl_client *c = NULL;

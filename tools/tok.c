@@ -27,6 +27,7 @@
  * A failed request answers "ERR <message>".
  */
 #include "common/sl.h"
+#include "common/version.h"
 #include "text/tokenizer/tokenizer.h"
 #include "text/utf8.h"
 
@@ -302,6 +303,8 @@ static int run_export(const char *path)
 
 int main(int argc, char **argv)
 {
+	if (sl_version_asked(argc, argv, "shardline-tok"))
+		return 0;
 	char err[SL_ERRLEN];
 	text_tok *t;
 	int rc;

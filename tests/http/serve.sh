@@ -145,10 +145,10 @@ code() { curl -s -o "$tmp/body" -D "$tmp/hdr" -w '%{http_code}' "$@"; }
 [ "$(code -H "Authorization: Bearer wrong" "http://$H2/v1/models")" = 401 ] && ok || bad "wrong key: 401"
 [ "$(code -H "Authorization: Bearer $key" "http://$H2/v1/models")" = 200 ] && ok || bad "right key: 200"
 curl -s -o "$tmp/queued" -w '%{http_code}' -H "Authorization: Bearer $key" "http://$H2/v1/completions" \
-	-d '{"prompt":"waits","max_tokens":2}' >"$tmp/queued.code" &
+	-H 'Content-Type: application/json' -d '{"prompt":"waits","max_tokens":2}' >"$tmp/queued.code" &
 qpid=$!
 sleep 0.5
-c=$(code -H "Authorization: Bearer $key" "http://$H2/v1/completions" -d '{"prompt":"one too many"}')
+c=$(code -H "Authorization: Bearer $key" -H 'Content-Type: application/json' "http://$H2/v1/completions" -d '{"prompt":"one too many"}')
 [ "$c" = 429 ] && grep -qi '^retry-after:' "$tmp/hdr" && ok || bad "queue full: want 429 + Retry-After, got $c"
 wait $qpid
 [ "$(cat "$tmp/queued.code")" = 408 ] && grep -q '"type":"timeout"' "$tmp/queued" && ok ||
@@ -190,7 +190,7 @@ else
 fi
 
 # --- clean stop: a stream still running hears why it ends ---
-curl -sN "http://$H/v1/completions" -d '{"prompt":"long","max_tokens":200,"ignore_eos":true,"stream":true}' \
+curl -sN "http://$H/v1/completions" -H 'Content-Type: application/json' -d '{"prompt":"long","max_tokens":200,"ignore_eos":true,"stream":true}' \
 	>"$tmp/cut" 2>&1 &
 cpid=$!
 i=0; while ! grep -qs '^data: {' "$tmp/cut" && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done

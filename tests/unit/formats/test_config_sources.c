@@ -262,6 +262,17 @@ START_TEST(test_load_dir_reads_generation_config)
 }
 END_TEST
 
+/* A model path that is not there is named itself (not PATH/config.json). */
+START_TEST(test_missing_path_named)
+{
+	model_config c;
+	const char *missing = tpath("nowhere.gguf");
+	ck_assert_int_eq(model_config_load_path(missing, &c, g_err, sizeof g_err), SL_ENOTFOUND);
+	ck_assert_msg(strstr(g_err, missing) && !strstr(g_err, "config.json") &&
+		      strstr(g_err, "No such file"), "err: %s", g_err);
+}
+END_TEST
+
 /* ---- loading ---- */
 
 static int create(const char *path, model **m, node_backend **be)
@@ -318,6 +329,7 @@ int main(void)
 	tcase_add_test(tc, test_gguf_config_refusals);
 	tcase_add_test(tc, test_generation_config);
 	tcase_add_test(tc, test_load_dir_reads_generation_config);
+	tcase_add_test(tc, test_missing_path_named);
 	tcase_add_test(tc, test_model_create_gguf);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
