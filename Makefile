@@ -131,6 +131,7 @@ ITEST_BIN := $(BUILD)/tests/integration/itest
 TEST_SCRIPTS := tests/cli.sh tests/mpi.sh tests/quant_ppl.sh tests/tokenizer_conformance.py \
 	tests/integration/serve.sh tests/integration/deadlines.sh tests/soak.sh \
 	tests/integration/failover.sh tests/integration/curve.sh tests/integration/standby.sh \
+	tests/integration/liveness.sh \
 	tests/http/serve.sh tests/http/valgrind.sh
 
 .PHONY: all help deps test test-scripts test-gpu demo bench bundle clean $(FOLDERS:%=test-%)
