@@ -320,6 +320,9 @@ static int step_run(node_stepper *st, const node_plan *p, int32_t *tokens_out,
 {
 	model *m = st->m;
 	TRY(check_limits(m, p, err, errlen));
+	/* a rank may wait for every other stage's compute of this plan */
+	int pp = m->shard.grid.pp;
+	node_progress_work((long)p->b.n_tokens * (pp > 1 ? pp - 1 : 1), pp > 1);
 	node_test_stall(m->comm ? par_world_rank(m->comm) : 0);
 	micro u = {.q_start = st->q_start, .rows = st->rows};
 	int rc = SL_OK;

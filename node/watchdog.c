@@ -22,7 +22,19 @@
  * process: SIGALRM's default action ends it this long after. */
 #define WATCH_ABORT_ALARM_S 5
 
+/* The stall bound covers a step of up to this many tokens as it is; a
+ * larger one gets it times tokens / WATCH_STALL_TOKENS, or that squared
+ * when the rank waits for other pipeline stages. Measured: a 4,000-token
+ * prefill of SmolLM2-135M (Q4_1, CPU, one thread a rank, loaded 2-core
+ * box) kept stage 1 of a pp 2 group waiting for stage 0 for over 78 s; a
+ * linear allowance (78 s at the default 10 s bound) was not enough. A
+ * partition in such a step is then caught by the step watchdog, or sooner
+ * by Open MPI's own keepalive (docs/operations.md). */
+#define WATCH_STALL_TOKENS 512
+
 static _Atomic uint64_t g_steps, g_ticks;
+static _Atomic long g_work;              /* the running step's tokens */
+static _Atomic int g_pipelined;          /* it waits for other stages */
 static _Atomic int64_t g_step_start_us;  /* 0: no step runs */
 static _Atomic int64_t g_last_tick_us;   /* 0: no plan yet (workers) */
 
@@ -31,8 +43,15 @@ static int64_t now_us(void) { return (int64_t)(sl_now() * 1e6); }
 void node_progress_begin(void)
 {
 	int64_t t = now_us();
+	atomic_store(&g_work, 0);
 	atomic_store(&g_last_tick_us, t);
 	atomic_store(&g_step_start_us, t);
+}
+
+void node_progress_work(long tokens, int pipelined)
+{
+	atomic_fetch_add(&g_work, tokens);
+	atomic_store(&g_pipelined, pipelined);
 }
 
 void node_progress_tick(void)
@@ -91,11 +110,16 @@ static int check(const node_watch_opts *o, char *why, size_t n)
 		return snprintf(why, n, "step %llu has run for %lld ms, over --step-watchdog-ms %d: "
 				"ending the group", (unsigned long long)v.steps + 1,
 				(long long)v.in_step_ms, o->step_ms), 1;
-	if (v.in_step_ms && o->stall_ms > 0 && quiet_ms > o->stall_ms)
-		return snprintf(why, n, "step %llu made no progress for %ld ms (--stall-ms %d): a rank "
-				"or host of the group stopped answering (partition or lost host?); "
-				"ending the group", (unsigned long long)v.steps + 1, quiet_ms,
-				o->stall_ms), 1;
+	long work = atomic_load(&g_work);
+	double f = work > WATCH_STALL_TOKENS ? (double)work / WATCH_STALL_TOKENS : 1;
+	f = atomic_load(&g_pipelined) ? f * f : f;
+	double bound = o->stall_ms * f;
+	long stall = bound < 1e9 ? (long)bound : 1000000000L;
+	if (v.in_step_ms && o->stall_ms > 0 && quiet_ms > stall)
+		return snprintf(why, n, "step %llu made no progress for %ld ms (--stall-ms %d, %ld ms "
+				"for its %ld tokens): a rank or host of the group stopped answering "
+				"(partition or lost host?); ending the group",
+				(unsigned long long)v.steps + 1, quiet_ms, o->stall_ms, stall, work), 1;
 	if (!v.in_step_ms && o->worker && o->stall_ms > 0 && last && quiet_ms > o->stall_ms)
 		return snprintf(why, n, "no step plan or keepalive from the leader for %ld ms "
 				"(--stall-ms %d): the leader or its host is unreachable; ending the group",

@@ -10,9 +10,10 @@
  *
  * The watchdog (one thread per rank, node_watch_start) fires when
  *   - a step has run longer than step_ms (--step-watchdog-ms), or
- *   - inside a step, no tick came for stall_ms (--stall-ms): a peer rank
- *     or its host stopped answering (a partition, a lost host) and this
- *     rank waits in an MPI call that will never return; or
+ *   - inside a step, no tick came for stall_ms (--stall-ms), scaled up for
+ *     steps of many tokens (node_progress_work): a peer rank or its host
+ *     stopped answering (a partition, a lost host) and this rank waits in
+ *     an MPI call that will never return; or
  *   - a worker that has had plans got none, not even a keepalive, for
  *     stall_ms: its leader is gone.
  * Firing logs one line naming the cause ("watchdog: ...") and, after a
@@ -30,6 +31,13 @@
 void node_progress_begin(void);   /* a step (or a keepalive plan) starts */
 void node_progress_tick(void);    /* it got somewhere */
 void node_progress_end(void);     /* it is over */
+/* The step's work, in tokens (summed over the plans it holds), and
+ * whether the rank waits for other pipeline stages: a wait for a tp peer
+ * lasts about one layer's compute, which grows with the tokens; a wait
+ * for the stage before lasts its whole compute of the micro-batch, which
+ * on a long prefill grows with their square (attention). The stall bound
+ * grows the same way (watchdog.c, WATCH_STALL_TOKENS). */
+void node_progress_work(long tokens, int pipelined);
 
 typedef struct node_progress_view {
 	uint64_t steps;     /* steps ended */
