@@ -21,6 +21,10 @@
 #   3. Rank 1 stalls (a partition as rank 0 sees it: its all-reduce never
 #      completes) with --stall-ms 1500: both ranks log "made no progress",
 #      the job ends, the request completes on the other group.
+#   4. An idle group (--stall-ms 1500) stays up past the bound (the
+#      leader's keepalive plans), then its leader is frozen (SIGSTOP: a
+#      host cut off, as the worker sees it): rank 1 logs "no step plan or
+#      keepalive from the leader" and the job ends, leader included.
 # The bounds on ending are hang bounds (30 s), not benchmarks. Prints
 # "N passed, N failed". KEEP=DIR keeps the logs.
 bin=${BIN:-build/bin}
@@ -139,6 +143,30 @@ watchdog_case stuck "-x SL_TEST_STALL_STEP_MS=600000" "over --step-watchdog-ms 1
 watchdog_case stall "-x SL_TEST_STALL_STEP_MS=600000 -x SL_TEST_STALL_RANK=1" \
 	"made no progress for [0-9]+ ms \(--stall-ms 1500," --stall-ms 1500
 grep -E "re-queued elsewhere" "$tmp/coord.log" | head -3
+
+# --- 4. an idle group whose leader freezes (SIGSTOP: a host cut off) ---
+# idle for twice --stall-ms first: the leader's keepalives hold the worker
+n_reg=$(grep -c "registered:" "$tmp/coord.log")
+mpi_group frozen.log "" --stall-ms 1500
+registered $((n_reg + 1)) && ok || { bad "frozen: group did not register"; logs frozen.log; }
+sleep 3
+kill -0 "$mpi_pid" 2>/dev/null && ! grep -q "watchdog" "$tmp/frozen.log" && ok ||
+	{ bad "frozen: the idle group ended by itself"; logs frozen.log; }
+leader=$(sed -nE 's/.*group [0-9]+ \([^:]*:([0-9]+)\) registered.*/\1/p' "$tmp/coord.log" | tail -1)
+t0=$(now_ms)
+kill -STOP "$leader"
+if wait_gone "$mpi_pid" 30; then
+	echo "liveness: frozen: mpirun exit $rc $(($(now_ms) - t0)) ms after the leader stopped"
+	[ "$rc" -ne 0 ] && ok || bad "frozen: mpirun exit 0"
+else
+	bad "frozen: mpirun still running 30 s after the leader stopped"; kill -CONT "$leader"
+fi
+grep -q "node r1/2 watchdog: .*no step plan or keepalive from the leader" "$tmp/frozen.log" && ok ||
+	{ bad "frozen: rank 1 did not log the lost leader"; logs frozen.log; }
+# mpirun's teardown sends SIGCONT and SIGTERM: the leader leaves as
+# signalled (its linger lets the Load saying so go out: up to 1 s)
+i=0; while kill -0 "$leader" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+kill -0 "$leader" 2>/dev/null && { bad "frozen: the leader outlived mpirun by 10 s"; kill -KILL "$leader"; } || ok
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
