@@ -137,6 +137,7 @@ ITEST_BIN := $(BUILD)/tests/integration/itest
 TEST_SCRIPTS := tests/cli.sh tests/mpi.sh tests/quant_ppl.sh tests/tokenizer_conformance.py \
 	tests/integration/serve.sh tests/integration/deadlines.sh tests/soak.sh \
 	tests/integration/failover.sh tests/integration/curve.sh tests/integration/standby.sh \
+	tests/integration/liveness.sh \
 	tests/http/serve.sh tests/http/security.sh tests/http/valgrind.sh tests/deploy.sh tests/cli_serve.sh \
 	tests/multihost.sh
 

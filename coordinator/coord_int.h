@@ -85,6 +85,9 @@ typedef struct coord_group {
 	int running, waiting, kv_free, draining;   /* from its last Load */
 	int assigned;              /* requests sent to it and not finished */
 	double last_seen, last_ping;
+	double max_gap;            /* the longest silence between two of its messages, s */
+	long long steps, in_step_ms, progress; /* its last Load's step counters */
+	long long busy_logged;     /* the step whose length was logged (steps + 1) */
 	int lost;                  /* send failed (peer gone): reap at the next tick */
 	int leaving;               /* its Load said it leaves now: forget it at once */
 	/* prefix cache (docs/scheduling.md) */
@@ -215,6 +218,7 @@ typedef struct coord_req {
 	coord_ids ids;             /* stream: ids since the last chunk; else all */
 	coord_ids gen;             /* every id counted in n_generated: a migration's prefill */
 	int migrations;            /* times it moved off a lost group mid-stream */
+	char failed_on[COORD_MAX_NAME + 1]; /* the group (name) it was last lost on: never again */
 	double t_queued;           /* when it last entered the queue */
 	coord_logprobs lps;        /* with sampling.logprobs: those of ids, entry for entry */
 	double t_submit, t_assigned, t_first, t_last_token, deadline;

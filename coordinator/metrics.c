@@ -242,6 +242,21 @@ static void render_state(expo *o, const coord *c, char (*names)[2 * COORD_MAX_NA
 			put(o, "%s{group=\"%u\",model=\"%s\"} %d\n", G[k].name, g->id, names[g->model], v);
 		}
 	}
+	static const struct { const char *name, *help; } L[] = {
+		{"shardline_group_max_silence_seconds",
+		 "The longest gap between two messages of a node group's leader (heartbeats flow "
+		 "during steps too: above 2 heartbeats means trouble)."},
+		{"shardline_group_step_seconds",
+		 "How long the step a node group runs now has run (its last report; 0: idle)."},
+	};
+	for (size_t k = 0; k < sizeof L / sizeof L[0]; k++) {
+		family(o, L[k].name, "gauge", L[k].help);
+		for (int i = 0; i < c->n_groups; i++) {
+			const coord_group *g = c->groups[i];
+			double v = k == 0 ? g->max_gap : g->in_step_ms * 1e-3;
+			put(o, "%s{group=\"%u\",model=\"%s\"} %.3f\n", L[k].name, g->id, names[g->model], v);
+		}
+	}
 	static const struct { const char *name, *type, *help; } P[] = {
 		{"shardline_prefix_cache_blocks", "gauge",
 		 "KV blocks a node group holds in its prefix cache, in use or not (its last report)."},

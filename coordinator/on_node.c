@@ -158,10 +158,28 @@ static void on_cache(coord_group *g, const Shardline__Node__Load *l)
 			 dropped);
 }
 
-static void on_load(coord_group *g, const Shardline__Node__Load *l)
+/* The step counters: a Load during a long step says the group is busy,
+ * not dead (its heartbeat thread, node/leader.c); said once per step that
+ * outlasts the interval the coordinator would have waited before. */
+static void on_progress(coord *c, coord_group *g, const Shardline__Node__Load *l)
+{
+	if (l->has_steps)
+		g->steps = (long long)l->steps;
+	if (l->has_progress)
+		g->progress = (long long)l->progress;
+	g->in_step_ms = l->has_in_step_ms && l->in_step_ms > 0 ? (long long)l->in_step_ms : 0;
+	if (g->in_step_ms > COORD_DEAD_INTERVALS * c->o.heartbeat_ms && g->busy_logged != g->steps + 1) {
+		g->busy_logged = g->steps + 1;
+		SL_INFO("coord", "group %u busy on one step for %lld ms (progress %lld): alive, not lost",
+			g->id, g->in_step_ms, g->progress);
+	}
+}
+
+static void on_load(coord *c, coord_group *g, const Shardline__Node__Load *l)
 {
 	if (!l)
 		return;
+	on_progress(c, g, l);
 	if (l->has_running && l->running >= 0)
 		g->running = l->running;
 	if (l->has_waiting && l->waiting >= 0)
@@ -215,7 +233,7 @@ static int check_logprobs(const coord_group *g, const coord_req *r,
 
 static void on_tokens(coord *c, coord_group *g, const Shardline__Node__TokenBatch *tb)
 {
-	on_load(g, tb->load);
+	on_load(c, g, tb->load);
 	for (size_t i = 0; i < tb->n_seqs; i++) {
 		const Shardline__Node__SeqTokens *s = tb->seqs[i];
 		Shardline__Node__Finish f = s->has_finish ? s->finish : SHARDLINE__NODE__FINISH__RUNNING;
@@ -263,8 +281,11 @@ void coord_on_node(coord *c, sl_wire_msg *m)
 		return;
 	}
 	coord_group *g = find_group(c, ident, len);
-	if (g)
-		g->last_seen = sl_now();
+	if (g) {
+		double now = sl_now();
+		g->max_gap = now - g->last_seen > g->max_gap ? now - g->last_seen : g->max_gap;
+		g->last_seen = now;
+	}
 	switch (q->msg_case) {
 	case SHARDLINE__NODE__NODE_MSG__MSG_REGISTER:
 		on_register(c, ident, len, g, q->register_);
@@ -272,7 +293,7 @@ void coord_on_node(coord *c, sl_wire_msg *m)
 		break;
 	case SHARDLINE__NODE__NODE_MSG__MSG_HEARTBEAT:
 		if (g)
-			on_load(g, q->heartbeat);
+			on_load(c, g, q->heartbeat);
 		else
 			send_reregister(c, ident, len);
 		break;
@@ -301,6 +322,7 @@ void coord_group_lost(coord *c, coord_group *g, const char *why)
 			continue;
 		g->assigned--;
 		r->group = NULL;
+		snprintf(r->failed_on, sizeof r->failed_on, "%s", g->name);
 		r->node_done = 1;
 		if (r->n_generated == 0) {
 			coord_req_reset_output(r);
@@ -319,11 +341,14 @@ void coord_group_lost(coord *c, coord_group *g, const char *why)
 			break;
 		}
 	if (g->draining && !requeued && !migrated)
-		SL_INFO("coord", "group %u (%s) left after draining", g->id, g->name);
+		SL_INFO("coord", "group %u (%s) left after draining; longest silence %.0f ms "
+			"(heartbeat %d ms)", g->id, g->name, g->max_gap * 1e3, c->o.heartbeat_ms);
 	else
-		SL_WARN("coord", "group %u (%s) lost: %s; %d request(s) re-queued, %d migrated mid-stream%s",
-			g->id, g->name, why, requeued, migrated,
-			coord_model_live(c, g->model) ? "" : "; no live group serves the model now");
+		SL_WARN("coord", "group %u (%s) lost: %s; %d request(s) re-queued elsewhere, %d migrated "
+			"mid-stream%s; longest silence %.0f ms (heartbeat %d ms)", g->id, g->name, why,
+			requeued, migrated,
+			coord_model_live(c, g->model) ? "" : "; no live group serves the model now",
+			g->max_gap * 1e3, c->o.heartbeat_ms);
 	coord_group_free(g);
 }
 

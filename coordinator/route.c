@@ -83,10 +83,17 @@ static int cached_tokens(const coord_group *g, const coord_req *r, route_hashes 
 	return coord_prefix_match(g->cached, rh->h, n) * bt;
 }
 
+/* r was lost on g last: a group that just failed a request (a step that
+ * hung, a host cut off) is never given it back; another may take it. */
+static int failed_here(const coord_group *g, const coord_req *r)
+{
+	return r->failed_on[0] && !strcmp(g->name, r->failed_on);
+}
+
 /* Can g take r now? *any_live / *any_fit say why not, for the caller. */
 static int eligible(const coord_group *g, const coord_req *r, int *any_live, int *any_fit)
 {
-	if (g->model != r->model || !usable(g))
+	if (g->model != r->model || !usable(g) || failed_here(g, r))
 		return 0;
 	*any_live = 1;
 	if (!fits(g, r))
@@ -201,22 +208,42 @@ static int model_served(coord *c, int m, double now)
 	return 0;
 }
 
+/* A live group other than the one r was lost on serves r's model. */
+static int served_elsewhere(const coord *c, const coord_req *r)
+{
+	for (int i = 0; i < c->n_groups; i++) {
+		const coord_group *g = c->groups[i];
+		if (g->model == r->model && usable(g) && !failed_here(g, r))
+			return 1;
+	}
+	return 0;
+}
+
 void coord_expire_unserved(coord *c)
 {
 	double now = sl_now(), wait = c->o.admission_timeout_ms * 1e-3;
-	int unserved = 0, dead[COORD_MAX_MODELS];
+	int dead[COORD_MAX_MODELS];
 	for (int m = 0; m < c->n_models; m++)
-		unserved |= dead[m] = !model_served(c, m, now);
+		dead[m] = !model_served(c, m, now);
 	coord_req *next;
-	for (coord_req *r = unserved ? c->qhead : NULL; r; r = next) {
+	for (coord_req *r = c->qhead; r; r = next) {
 		next = r->qnext;
 		const coord_model *m = &c->models[r->model];
-		double since = m->dead_since > r->t_queued ? m->dead_since : r->t_queued;
-		if (!dead[r->model] || now - since < wait)
+		/* a re-queued request cannot go back where it was lost: with no
+		 * other group it waits as one whose model nobody serves */
+		int only_failed = !dead[r->model] && r->failed_on[0] && !served_elsewhere(c, r);
+		if (!dead[r->model] && !only_failed)
+			continue;
+		double since = m->dead_since > r->t_queued && !only_failed ? m->dead_since : r->t_queued;
+		if (now - since < wait)
 			continue;
 		char msg[256];
-		int n = snprintf(msg, sizeof msg, "no live node group serves model %s (waited %.0f ms)",
-				 m->name, (now - since) * 1e3);
+		int n = only_failed
+			? snprintf(msg, sizeof msg, "no live node group of model %s but %s, which was lost "
+				   "with this request (waited %.0f ms)", m->name, r->failed_on,
+				   (now - since) * 1e3)
+			: snprintf(msg, sizeof msg, "no live node group serves model %s (waited %.0f ms)",
+				   m->name, (now - since) * 1e3);
 		if (r->migrations && n > 0 && (size_t)n < sizeof msg)
 			snprintf(msg + n, sizeof msg - n, "; its group was lost after %d tokens",
 				 r->n_generated);

@@ -14,6 +14,7 @@
 #include "node/leader.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,7 @@
 #include "common/sl.h"
 #include "node/step.h"
 #include "proto/wire.h"
+#include "node/watchdog.h"
 
 #define LEADER_MAX_MSG (64 << 20)   /* largest message taken from the coordinator */
 #define LEADER_DEAD_INTERVALS 3
@@ -71,6 +73,16 @@ typedef struct leader {
 	double last_preempt_log;
 	uint64_t step;
 	char name[160];
+	double last_keepalive;     /* the workers' last plan or keepalive */
+	/* The heartbeat thread (beat_main): it owns the sockets while in_step
+	 * is set, the loop the rest of the time; in_step changes under mu,
+	 * and the thread works on the sockets only holding mu. */
+	pthread_t beat;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int beat_started, beat_quit, in_step;
+	int beat_failed;           /* a send from the thread failed: resync the cache events */
+	int snap_running, snap_waiting, snap_kv_free; /* the load when the step began */
 } leader;
 
 /* A coordinator's request id and the scheduler's id for it. */
@@ -167,6 +179,17 @@ static int open_links(leader *l, char *err, size_t errlen)
 	return SL_OK;
 }
 
+/* The step counters (watchdog.h) every Load carries. */
+static void fill_progress(Shardline__Node__Load *ld)
+{
+	node_progress_view v;
+	node_progress_get(&v);
+	ld->has_steps = ld->has_in_step_ms = ld->has_progress = 1;
+	ld->steps = v.steps;
+	ld->in_step_ms = v.in_step_ms;
+	ld->progress = v.ticks;
+}
+
 /* The load, the cache's counters and its events since the last Load
  * (taken: the caller sends ld before the next engine step). */
 static void fill_load(leader *l, Shardline__Node__Load *ld)
@@ -178,6 +201,7 @@ static void fill_load(leader *l, Shardline__Node__Load *ld)
 	ld->waiting = waiting;
 	ld->kv_free = kv_free;
 	ld->draining = l->draining;
+	fill_progress(ld);
 	node_cache_stats cs;
 	node_engine_cache_stats(l->e, &cs);
 	if (!cs.enabled)
@@ -245,6 +269,108 @@ static void send_heartbeat_ex(leader *l, int leaving)
 }
 
 static void send_heartbeat(leader *l) { send_heartbeat_ex(l, 0); }
+
+/* The heartbeat thread's Load, during a step: the load as the step began
+ * and the progress now; no cache events (the step is changing them; the
+ * loop's next Load carries them). A signal's drain shows at once. Called
+ * holding mu, with in_step set. */
+static void beat_send(leader *l)
+{
+	Shardline__Node__Load ld = SHARDLINE__NODE__LOAD__INIT;
+	ld.has_running = ld.has_waiting = ld.has_kv_free = ld.has_draining = 1;
+	ld.running = l->snap_running;
+	ld.waiting = l->snap_waiting;
+	ld.kv_free = l->snap_kv_free;
+	ld.draining = l->draining || *l->o->stop;
+	fill_progress(&ld);
+	Shardline__Node__NodeMsg msg = SHARDLINE__NODE__NODE_MSG__INIT;
+	msg.msg_case = SHARDLINE__NODE__NODE_MSG__MSG_HEARTBEAT;
+	msg.heartbeat = &ld;
+	for (int k = 0; k < l->n_links; k++) {
+		int e = 0;
+		if (l->links[k].registered && sl_wire_send(l->links[k].sock, NULL, 0, &msg.base, &e))
+			l->beat_failed = 1;
+	}
+	l->last_hb = sl_now();
+}
+
+/* Heartbeats while a step runs: due every interval, and at once when a
+ * signal asks to drain. It looks every BEAT_LOOK_S for the signal. */
+#define BEAT_LOOK_S 0.05
+
+static void *beat_main(void *arg)
+{
+	leader *l = arg;
+	int told_stop = 0;
+	pthread_mutex_lock(&l->mu);
+	while (!l->beat_quit) {
+		double wait = 3600, now = sl_now(), hb = l->hb_ms * 1e-3;
+		if (l->in_step) {
+			int stop_news = *l->o->stop && !told_stop;
+			if (now - l->last_hb >= hb || stop_news) {
+				beat_send(l);
+				told_stop |= *l->o->stop != 0;
+			}
+			wait = l->last_hb + hb - sl_now();
+			wait = wait < BEAT_LOOK_S ? (wait > 0 ? wait : 0) : BEAT_LOOK_S;
+		}
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		long ns = ts.tv_nsec + (long)((wait - (long)wait) * 1e9);
+		ts.tv_sec += (time_t)wait + ns / 1000000000L;
+		ts.tv_nsec = ns % 1000000000L;
+		pthread_cond_timedwait(&l->cv, &l->mu, &ts);
+	}
+	pthread_mutex_unlock(&l->mu);
+	return NULL;
+}
+
+/* The sockets go to the heartbeat thread for a step, with the load as
+ * it begins. */
+static void beat_enter(leader *l)
+{
+	pthread_mutex_lock(&l->mu);
+	node_sched_load(l->s, &l->snap_running, &l->snap_waiting, &l->snap_kv_free);
+	l->in_step = 1;
+	pthread_cond_signal(&l->cv);
+	pthread_mutex_unlock(&l->mu);
+}
+
+/* And come back after it (the thread's send, if any, is over then). */
+static void beat_leave(leader *l)
+{
+	pthread_mutex_lock(&l->mu);
+	l->in_step = 0;
+	pthread_mutex_unlock(&l->mu);
+	if (l->beat_failed) { /* hash events may be lost: start over */
+		l->beat_failed = 0;
+		node_engine_cache_events_resync(l->e);
+	}
+}
+
+static int beat_start(leader *l, char *err, size_t errlen)
+{
+	pthread_mutex_init(&l->mu, NULL);
+	pthread_cond_init(&l->cv, NULL);
+	if (pthread_create(&l->beat, NULL, beat_main, l))
+		return sl_errf(err, errlen, SL_ENOMEM, "cannot start the heartbeat thread");
+	l->beat_started = 1;
+	return SL_OK;
+}
+
+static void beat_stop(leader *l)
+{
+	if (!l->beat_started)
+		return;
+	pthread_mutex_lock(&l->mu);
+	l->beat_quit = 1;
+	pthread_cond_signal(&l->cv);
+	pthread_mutex_unlock(&l->mu);
+	pthread_join(l->beat, NULL);
+	pthread_mutex_destroy(&l->mu);
+	pthread_cond_destroy(&l->cv);
+	l->beat_started = 0;
+}
 
 static const Shardline__Node__Finish finish_wire[] = {
 	[NODE_SCHED_RUNNING] = SHARDLINE__NODE__FINISH__RUNNING,
@@ -512,7 +638,12 @@ static int step(leader *l, char *err, size_t errlen)
 	const node_sched_event *ev;
 	int n;
 	l->next_step = sl_now() + l->o->min_step_ms * 1e-3;
+	beat_enter(l);
+	node_progress_begin();
 	int rc = node_sched_step(l->s, &ev, &n, err, errlen);
+	node_progress_end();
+	beat_leave(l);
+	l->last_keepalive = sl_now(); /* a plan tells the workers as much */
 	if (rc)
 		return rc;
 	l->step++;
@@ -571,9 +702,25 @@ static int receive(leader *l, char *err, size_t errlen)
 	return SL_OK;
 }
 
+/* Idle: the workers hear from the leader every stall_ms / 5 all the same
+ * (their watchdogs take silence for a lost leader). */
+static int keepalive(leader *l, char *err, size_t errlen)
+{
+	double now = sl_now();
+	if (l->o->stall_ms <= 0 || now - l->last_keepalive < l->o->stall_ms / 5e3)
+		return SL_OK;
+	l->last_keepalive = now;
+	if (node_step_ping(l->g->m))
+		return sl_errf(err, errlen, SL_ECOMM, "cannot send the workers a keepalive");
+	return SL_OK;
+}
+
 static int serve(leader *l, char *err, size_t errlen)
 {
 	int rc = open_links(l, err, errlen);
+	l->last_keepalive = sl_now();
+	if (!rc)
+		rc = beat_start(l, err, errlen);
 	while (!rc) {
 		if (*l->o->stop && l->stop_by == 0)
 			on_stop(l);
@@ -589,6 +736,8 @@ static int serve(leader *l, char *err, size_t errlen)
 			break;
 		if (node_sched_busy(l->s) && sl_now() >= l->next_step)
 			rc = step(l, err, errlen);
+		else if (!rc)
+			rc = keepalive(l, err, errlen);
 		if (l->draining && l->drain_exit && !node_sched_busy(l->s)) {
 			SL_INFO("leader", "drained; leaving");
 			break;
@@ -640,6 +789,7 @@ int node_leader_run(node_group *g, const node_leader_opts *o, char *err, size_t 
 			node_sched_policy_name(eff.batching), g->m->opts.step_tokens,
 			o->no_prefix_cache ? "off" : "on");
 		rc = serve(&l, err, errlen);
+		beat_stop(&l);
 		log_preemptions(&l, 1);
 		node_cache_stats cs;
 		node_engine_cache_stats(l.e, &cs);

@@ -3,9 +3,15 @@
  * ZeroMQ DEALER socket to the coordinator, the scheduler (scheduler.h) in
  * front of the engine, one TokenBatch upstream per engine step.
  *
- * Single-threaded: the loop polls its sockets with a short timeout between
- * engine steps, so heartbeats, cancels and new requests are handled while
- * it generates. The other ranks sit in node_worker_loop and follow the
+ * The loop polls its sockets with a short timeout between engine steps,
+ * so heartbeats, cancels and new requests are handled while it generates.
+ * While a step runs (a long prefill can outlast many heartbeat intervals)
+ * a heartbeat thread takes the sockets over and goes on sending Loads
+ * with the step's progress (Load.in_step_ms, progress); the loop takes
+ * them back when the step ends and handles what came meanwhile (cancels,
+ * drains: ZeroMQ queued them). A signal's drain shows in those Loads at
+ * once. While idle the leader sends the workers a keepalive plan every
+ * stall_ms / 5, which their watchdogs wait for (node/watchdog.h). The other ranks sit in node_worker_loop and follow the
  * step plans node_engine_step sends them.
  *
  * Liveness: the leader registers, then sends a heartbeat every interval;
@@ -37,6 +43,7 @@ typedef struct node_leader_opts {
 	node_sched_policy batching; /* continuous (default) or simple */
 	int no_prefix_cache;       /* --no-prefix-cache: recompute every prompt whole */
 	int grace_s;               /* after *stop: drain at most this long, then leave */
+	int stall_ms;              /* the workers' --stall-ms: keepalives while idle; 0: none */
 	volatile sig_atomic_t *stop; /* set by a signal handler: drain, then leave */
 	const struct sl_curve_client *curve; /* CURVE keys (proto/curve.h); NULL or off: none */
 } node_leader_opts;

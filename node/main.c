@@ -20,6 +20,7 @@
 #include "proto/curve.h"
 #include "node/group.h"
 #include "node/leader.h"
+#include "node/watchdog.h"
 #include "node/shapes.h"
 #include "common/sl.h"
 #include "node/step.h"
@@ -45,6 +46,8 @@ typedef struct node_args {
 	const char *curve_key, *server_key; /* CURVE to the coordinator (docs/security.md) */
 	long heartbeat_ms, max_running, max_waiting, min_step_ms;
 	long grace_s;           /* --grace-s: SIGTERM drains at most this long */
+	long step_watchdog_ms;  /* --step-watchdog-ms: a longer step ends the group */
+	long stall_ms;          /* --stall-ms: no progress this long ends it */
 	long max_seqs;          /* sequences per step; 0: the model's default */
 	node_sched_policy batching;
 	par_car_mode custom_ar; /* --custom-allreduce */
@@ -72,6 +75,7 @@ static void usage(FILE *f)
 		"                      [--max-waiting 64] [--min-step-ms 0] [--kv-blocks N]\n"
 		"                      [--batching continuous|simple] [--no-continuous-batching]\n"
 		"                      [--max-seqs N] [--no-prefix-cache] [--grace-s 30] ...\n"
+		"                      [--step-watchdog-ms 600000] [--stall-ms 10000]\n"
 		"                      [--custom-allreduce auto|on|off]\n"
 		"                      [--curve-key NODE.key --server-key COORD.pub]\n"
 		"       (--coordinator EP1,EP2: a standby coordinator pair, tried in turn)\n"
@@ -106,6 +110,11 @@ static void usage(FILE *f)
 		"leader, or to mpirun, which passes it on) drains the group: no new work, running requests\n"
 		"finish, at most --grace-s seconds (what still runs then moves to another\n"
 		"group), then it deregisters and every rank exits 0 (docs/operations.md).\n"
+		"Watchdog (every rank, serving mode): a step longer than --step-watchdog-ms\n"
+		"(default 600000, 10 min), or one that makes no progress for --stall-ms\n"
+		"(default 10000: a peer's host lost or cut off), or a worker that hears\n"
+		"nothing from its leader that long, logs why and ends the whole MPI job\n"
+		"(MPI_Abort); 0 turns a bound off.\n"
 		"--kv-blocks on cpu\n"
 		"defaults to 1024; --max-running to the step's sequence limit (--max-seqs,\n"
 		"256). --batching continuous (default) admits a request when the KV blocks\n"
@@ -138,10 +147,12 @@ static int parse_args(int argc, char **argv, node_args *a, char *err, size_t err
 		{"custom-allreduce", 1, 0, 0x106}, {"no-prefix-cache", 0, 0, 0x10a}, {"quant", 1, 0, 0x107},
 		{"quant-group", 1, 0, 0x108}, {"kv-dtype", 1, 0, 0x109}, {"grace-s", 1, 0, 0x10b},
 		{"curve-key", 1, 0, 0x10c}, {"server-key", 1, 0, 0x10d},
-		{"quant-lm-head", 1, 0, 0x10e}, {0, 0, 0, 0}};
+		{"quant-lm-head", 1, 0, 0x10e}, {"step-watchdog-ms", 1, 0, 0x10f},
+		{"stall-ms", 1, 0, 0x110}, {0, 0, 0, 0}};
 	*a = (node_args){.max_tokens = 32, .max_step_tokens = 2048, .block_tokens = 16,
 			 .top_p = 1.0, .dtype = -1, .mem_fraction = 0.9, .heartbeat_ms = 1000,
-			 .max_waiting = 64, .repetition = 1, .logprobs = -1, .grace_s = 30};
+			 .max_waiting = 64, .repetition = 1, .logprobs = -1, .grace_s = 30,
+			 .step_watchdog_ms = 600000, .stall_ms = 10000};
 	int c, rc = 0;
 	while (!rc && (c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -179,6 +190,10 @@ static int parse_args(int argc, char **argv, node_args *a, char *err, size_t err
 		case 'W': rc = sl_parse_int("--max-waiting", optarg, 0, 1 << 16, &a->max_waiting, err, errlen); break;
 		case 'S': rc = sl_parse_int("--min-step-ms", optarg, 0, 60000, &a->min_step_ms, err, errlen); break;
 		case 0x10b: rc = sl_parse_int("--grace-s", optarg, 0, 86400, &a->grace_s, err, errlen); break;
+		case 0x10f:
+			rc = sl_parse_int("--step-watchdog-ms", optarg, 0, 1L << 30, &a->step_watchdog_ms, err, errlen);
+			break;
+		case 0x110: rc = sl_parse_int("--stall-ms", optarg, 0, 1L << 30, &a->stall_ms, err, errlen); break;
 		case 'c':
 			if (strcmp(optarg, "continuous") && strcmp(optarg, "simple"))
 				return sl_errf(err, errlen, SL_EINVAL, "--batching: '%s' is not continuous or simple", optarg);
@@ -330,7 +345,8 @@ static int serve(node_args *a, node_group *g, char *err, size_t errlen)
 			      .heartbeat_ms = (int)a->heartbeat_ms, .max_running = (int)a->max_running,
 			      .max_waiting = (int)a->max_waiting, .min_step_ms = (int)a->min_step_ms,
 			      .batching = a->batching, .no_prefix_cache = a->no_prefix_cache,
-			      .grace_s = (int)a->grace_s, .stop = &g_stop};
+			      .grace_s = (int)a->grace_s, .stop = &g_stop,
+			      .stall_ms = (int)a->stall_ms};
 	/* the leader alone connects: only its host needs the key files */
 	sl_curve_client curve;
 	int rc = sl_curve_client_load(&curve, a->curve_key, a->server_key, "--curve-key",
@@ -389,14 +405,20 @@ int main(int argc, char **argv)
 		node_group_close(&g, 0);
 		return 1;
 	}
-	if (a.coordinator)
+	if (a.coordinator) {
 		catch_signals();
-	if (g.rank != 0)
+		/* serving: a hung step or a lost peer ends the job (watchdog.h) */
+		node_watch_opts wo = {.step_ms = (int)a.step_watchdog_ms, .stall_ms = (int)a.stall_ms,
+				      .worker = g.rank != 0};
+		rc = node_watch_start(&wo, err, sizeof err);
+	}
+	if (!rc && g.rank != 0)
 		rc = node_worker_loop(g.m, err, sizeof err);
-	else
+	else if (!rc)
 		rc = a.coordinator ? serve(&a, &g, err, sizeof err) : lead(&a, &g, err, sizeof err);
 	if (rc)
 		fprintf(stderr, "shardline-node: rank %d: %s\n", g.rank, err[0] ? err : "failed");
+	node_watch_stop(); /* before the close: stopping is no hang */
 	node_group_close(&g, rc);
 	return rc ? 1 : 0;
 }

@@ -21,6 +21,7 @@
 #include "node/model.h"
 #include "common/checks.h"
 #include "common/sl.h"
+#include "node/watchdog.h"
 
 /* Sum partial results across the tensor-parallel group. */
 static int tp_all_reduce(model *m, void *buf, size_t n, sl_dtype dt)
@@ -185,6 +186,7 @@ int model_layers(model *m)
 		TRY(proj_add_norm(m, a->hb, &w->w2, norm_after(m, l), n,
 				  l + 1 < s->n_layers ? &pend : NULL));
 		op->range_pop(be);
+		node_progress_tick(); /* the watchdog and the heartbeats see a long step move */
 	}
 	return SL_OK;
 }

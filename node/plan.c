@@ -54,7 +54,7 @@ int node_plan_pack(const node_plan *p, void **buf, size_t *cap, size_t *bytes)
 	int32_t h[H_LEN] = {PLAN_MAGIC, p->cmd, p->want_logits, b->n_tokens, b->n_seqs, b->max_blocks,
 			    b->block_tokens, b->max_q_len, b->max_kv_len, p->n_rows, p->n_sample,
 			    p->n_micro, has_hist, has_hist ? p->n_hist : 0};
-	if (p->cmd == NODE_PLAN_STOP)
+	if (p->cmd != NODE_PLAN_STEP)
 		for (int i = H_NTOK; i < H_LEN; i++)
 			h[i] = i == H_BT ? 1 : 0;
 	size_t n = total_bytes(h);
@@ -184,7 +184,7 @@ int node_plan_unpack(const void *buf, size_t bytes, node_plan *p, char *err, siz
 	const char *tail = (const char *)buf + align8(4 * i32_count(h));
 	p->sample_pos = (const int64_t *)tail;
 	p->sampling = (const kern_sample_params *)(tail + 8 * (size_t)p->n_sample);
-	if (p->cmd != NODE_PLAN_STEP && p->cmd != NODE_PLAN_STOP)
+	if (p->cmd != NODE_PLAN_STEP && p->cmd != NODE_PLAN_STOP && p->cmd != NODE_PLAN_PING)
 		return sl_errf(err, errlen, SL_EINVAL, "step plan: unknown command %d", p->cmd);
 	return check_indices(p, err, errlen);
 }

@@ -16,7 +16,10 @@
 #include "kernels/paged.h"
 #include "kernels/sampling.h"
 
-enum { NODE_PLAN_STEP = 1, NODE_PLAN_STOP = 2 };
+/* STOP: leave the worker loop. PING: nothing to run, the leader is alive
+ * (sent while it idles, so the workers' watchdogs can tell an idle group
+ * from a lost leader: node/watchdog.h); packed with an empty batch as STOP. */
+enum { NODE_PLAN_STEP = 1, NODE_PLAN_STOP = 2, NODE_PLAN_PING = 3 };
 
 typedef struct node_plan {
 	int32_t cmd;

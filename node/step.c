@@ -12,6 +12,7 @@
 #include "parallel/comm.h"
 #include "common/checks.h"
 #include "common/sl.h"
+#include "node/watchdog.h"
 
 /* One pipeline slot: what a step in flight keeps until its sends are
  * done. The leader sends plan k from slot k; the last stage returns its
@@ -319,11 +320,16 @@ static int step_run(node_stepper *st, const node_plan *p, int32_t *tokens_out,
 {
 	model *m = st->m;
 	TRY(check_limits(m, p, err, errlen));
+	/* a rank may wait for every other stage's compute of this plan */
+	int pp = m->shard.grid.pp;
+	node_progress_work((long)p->b.n_tokens * (pp > 1 ? pp - 1 : 1), pp > 1);
+	node_test_stall(m->comm ? par_world_rank(m->comm) : 0);
 	micro u = {.q_start = st->q_start, .rows = st->rows};
 	int rc = SL_OK;
 	for (int k = 0; !rc && k < p->n_micro; k++) {
 		slice_micro(p, k, &u);
 		rc = run_micro(m, p, &u, err, errlen);
+		node_progress_tick();
 	}
 	const par_grid *g = &m->shard.grid;
 	int last = g->pp_rank == g->pp - 1;
@@ -352,6 +358,7 @@ int node_step_collect(node_stepper *st, const node_plan *p, int32_t *tokens_out,
 	int V = m->cfg.vocab_size, last = par_grid_rank(&m->shard.grid, 0, m->shard.grid.pp - 1);
 	if (p->n_sample && par_host_recv(m->comm, last, tokens_out, 4 * (size_t)p->n_sample))
 		return sl_errf(err, errlen, SL_ECOMM, "no tokens from rank %d", last);
+	node_progress_tick();
 	for (int part = 0; p->n_sample && part < 3 && wants_logprobs(p); part++)
 		if (par_host_recv(m->comm, last, lp_part(lp_out, part), lp_bytes(p->n_sample, part)))
 			return sl_errf(err, errlen, SL_ECOMM, "no log-probs from rank %d", last);
@@ -400,11 +407,12 @@ int node_step_lead(node_stepper *st, const node_plan *p, int32_t *tokens_out,
 	return node_step_collect(st, p, tokens_out, lp_out, logits_out, err, errlen);
 }
 
-int node_step_stop(model *m)
+/* A plan without a batch (STOP, PING) to every worker. */
+static int send_cmd(model *m, int cmd)
 {
 	if (!m || !m->comm || par_world_size(m->comm) == 1)
 		return SL_OK;
-	node_plan p = {.cmd = NODE_PLAN_STOP};
+	node_plan p = {.cmd = cmd};
 	void *buf = NULL;
 	size_t cap = 0, n;
 	int rc = node_plan_pack(&p, &buf, &cap, &n);
@@ -413,6 +421,10 @@ int node_step_stop(model *m)
 	free(buf);
 	return rc;
 }
+
+int node_step_stop(model *m) { return send_cmd(m, NODE_PLAN_STOP); }
+
+int node_step_ping(model *m) { return send_cmd(m, NODE_PLAN_PING); }
 
 /* How a non-leader rank waits for the next plan. MPI's blocking receive
  * busy-polls (Open MPI spins in its progress engine), so an idle group
@@ -462,7 +474,13 @@ int node_worker_loop(model *m, char *err, size_t errlen)
 			break;
 		if ((rc = node_plan_unpack(st->msg, n, &p, err, errlen)) || p.cmd == NODE_PLAN_STOP)
 			break;
+		if (p.cmd == NODE_PLAN_PING) { /* the leader lives: the watchdog hears it */
+			node_progress_tick();
+			continue;
+		}
+		node_progress_begin();
 		rc = step_run(st, &p, NULL, NULL, NULL, err, errlen);
+		node_progress_end();
 	}
 	node_stepper_destroy(st);
 	return rc;

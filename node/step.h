@@ -48,5 +48,8 @@ int node_worker_loop(model *m, char *err, size_t errlen);
 /* Leader: tell every worker to leave its loop. Called once, by
  * node_group_close on the leader, whatever happened before. */
 int node_step_stop(model *m);
+/* Leader, idle: tell every worker it is alive (a NODE_PLAN_PING), so
+ * their watchdogs can tell an idle group from a lost leader. */
+int node_step_ping(model *m);
 
 #endif
