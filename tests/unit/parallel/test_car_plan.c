@@ -24,16 +24,16 @@ START_TEST(test_defaults)
 	ck_assert_uint_eq(l.oneshot_max, (size_t)4 << 20);
 	ck_assert_int_eq(l.blocks, 32);
 	ck_assert_int_eq(l.fused, 1);
-	/* tp 4: one-shot lost above 256 KiB, two-shot above 4 MiB */
+	/* tp 4: one-shot lost above 512 KiB, two-shot above 2 MiB (4 H200) */
 	par_car_default_limits(4, &l);
-	ck_assert_uint_eq(l.oneshot_max, (size_t)256 << 10);
-	ck_assert_uint_eq(l.custom_max, (size_t)4 << 20);
+	ck_assert_uint_eq(l.oneshot_max, (size_t)512 << 10);
+	ck_assert_uint_eq(l.custom_max, (size_t)2 << 20);
 	par_car_default_limits(8, &l);
 	ck_assert_uint_eq(l.oneshot_max, (size_t)128 << 10);
 	ck_assert_uint_eq(l.custom_max, (size_t)4 << 20);
 	/* sizes between and beyond the table's rows take the next larger row */
 	par_car_default_limits(3, &l);
-	ck_assert_uint_eq(l.oneshot_max, (size_t)256 << 10);
+	ck_assert_uint_eq(l.oneshot_max, (size_t)512 << 10);
 	par_car_default_limits(6, &l);
 	ck_assert_uint_eq(l.oneshot_max, (size_t)128 << 10);
 	par_car_default_limits(16, &l);
@@ -76,10 +76,12 @@ START_TEST(test_choose_model_sizes)
 	ck_assert_int_eq(par_car_choose(&l, prefill), PAR_AR_NCCL);
 	par_car_default_limits(4, &l);
 	ck_assert_int_eq(par_car_choose(&l, b1), PAR_AR_ONESHOT);
-	ck_assert_int_eq(par_car_choose(&l, (size_t)256 << 10), PAR_AR_ONESHOT);
-	ck_assert_int_eq(par_car_choose(&l, b32), PAR_AR_TWOSHOT); /* 320 KiB */
-	ck_assert_int_eq(par_car_choose(&l, (size_t)4 << 20), PAR_AR_TWOSHOT);
-	ck_assert_int_eq(par_car_choose(&l, ((size_t)4 << 20) + 2), PAR_AR_NCCL);
+	ck_assert_int_eq(par_car_choose(&l, b32), PAR_AR_ONESHOT); /* 320 KiB */
+	ck_assert_int_eq(par_car_choose(&l, (size_t)512 << 10), PAR_AR_ONESHOT);
+	ck_assert_int_eq(par_car_choose(&l, ((size_t)512 << 10) + 2), PAR_AR_TWOSHOT);
+	ck_assert_int_eq(par_car_choose(&l, (size_t)2 << 20), PAR_AR_TWOSHOT);
+	ck_assert_int_eq(par_car_choose(&l, ((size_t)2 << 20) + 2), PAR_AR_NCCL);
+	ck_assert_int_eq(par_car_choose(&l, (size_t)4 << 20), PAR_AR_NCCL); /* NCCL's win at 4 MiB */
 	par_car_default_limits(8, &l);
 	ck_assert_int_eq(par_car_choose(&l, b1), PAR_AR_ONESHOT);
 	ck_assert_int_eq(par_car_choose(&l, b32), PAR_AR_TWOSHOT);
