@@ -95,6 +95,8 @@ static void serve_usage(FILE *f)
 		"needs CURVE: --keys DIR uses (and makes, when missing) DIR/coordinator.*,\n"
 		"DIR/node.* and DIR/client.* key pairs (`shardline keygen`); the leader's\n"
 		"host must hold DIR/node.key and DIR/coordinator.pub at the same path.\n"
+		"With --hosts, mpirun gets --mca oob_tcp_keepalive_time 2, _intvl 1, _probes 3\n"
+		"(a cut link ends the job within seconds) unless --mpirun-opts sets them.\n"
 		"--insecure serves without CURVE (docs/security.md). --mpirun-opts, --node-opts\n"
 		"and --coord-opts add flags (split on blanks) to mpirun, shardline-node and\n"
 		"shardline-coordinator; $MPIRUN names the mpirun to use.\n");
@@ -520,6 +522,27 @@ static void set_default_env(const char *name, const char *value)
 		setenv(name, value, 0);
 }
 
+/* Open MPI's daemons (orted on the other hosts, and mpirun) notice a cut
+ * link only through their out-of-band TCP connections, by default after
+ * minutes; with keepalive every 1 s after 2 s idle, 3 probes, each side
+ * learns within about 5 s, and a daemon that lost mpirun kills its ranks
+ * (docs/operations.md, "Partitions across hosts"). Only for a hostfile: one
+ * host has no link to cut. A parameter --mpirun-opts names, or the
+ * environment sets (OMPI_MCA_...), is left to it: a repeated --mca would
+ * join the two values, and a command-line one would hide the variable. */
+static void push_oob_keepalive(serve_argv *a, const char *mpirun_opts)
+{
+	static const char *const mca[][2] = {{"oob_tcp_keepalive_time", "2"},
+					     {"oob_tcp_keepalive_intvl", "1"},
+					     {"oob_tcp_keepalive_probes", "3"}};
+	char env[64];
+	for (size_t i = 0; i < sizeof mca / sizeof mca[0]; i++) {
+		snprintf(env, sizeof env, "OMPI_MCA_%s", mca[i][0]);
+		if (!has_word(mpirun_opts, mca[i][0]) && !getenv(env))
+			av_push(a, "--mca"), av_push(a, mca[i][0]), av_push(a, mca[i][1]);
+	}
+}
+
 static int start_group(serve_state *s, const serve_opts *o, const serve_plan *p, char *err, size_t errlen)
 {
 	char exe[PATH_MAX + 32], np[16], tp[16], pp[16], ep[300], key[PATH_MAX], pub[PATH_MAX];
@@ -546,6 +569,8 @@ static int start_group(serve_state *s, const serve_opts *o, const serve_plan *p,
 		av_push(&a, "--oversubscribe"); /* pp 2 on one core still runs */
 	av_push(&a, "-x"), av_push(&a, "OMP_NUM_THREADS");
 	av_push(&a, "-x"), av_push(&a, "NCCL_NVLS_ENABLE");
+	if (o->hosts)
+		push_oob_keepalive(&a, o->mpirun_opts);
 	av_push_words(&a, o->mpirun_opts);
 	av_push(&a, "-np"), av_push(&a, np);
 	av_push(&a, exe);
