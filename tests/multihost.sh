@@ -10,7 +10,10 @@
 # the leader registers over CURVE on the veth address) at tp 2, pp 2 and
 # tp 2 x pp 2, each once with every rank on A and once with half the ranks
 # on each host; the greedy completions must be the same text. Each serve
-# stops with exit 0, and nothing is left in either namespace.
+# stops with exit 0, and nothing is left in either namespace. Then, at tp 2
+# one rank per host, a stream is cut off mid-way by (a) the link going down,
+# (b) host B's processes killed: the client must get a complete text or an
+# error, and every process on both hosts must be gone, within 15 s.
 # Ends with "N passed, N failed"; skips (exit 0, says why) when not root
 # or `ip netns` cannot make namespaces.
 set -u
