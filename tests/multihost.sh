@@ -74,7 +74,8 @@ start_serve() {
 	pid=$!
 	i=0; until grep -q 'ready: http' "$out" 2>/dev/null; do
 		i=$((i + 1)); if [ $i -gt 600 ] || ! kill -0 $pid 2>/dev/null; then
-			bad "$2: serve not ready"; tail -8 "$log"; kill -KILL $pid 2>/dev/null; return 1; fi
+			bad "$2: serve not ready"; tail -8 "$log" | sed 's/^/FAIL:   /'
+			kill -KILL $pid 2>/dev/null; return 1; fi
 		sleep 0.2
 	done
 	url=$(sed -n 's/.*ready: \(http[^ ]*\) .*/\1/p' "$out")
@@ -172,7 +173,15 @@ fail_case() { # LABEL cut|kill
 		{ bad "$1: no log line names the cause"; tail -15 "$log"; }
 }
 fail_case tp2-cut cut
+# The link back before the next case, and up on both ends (operstate UP)
+# before serve starts: a daemon on B dials A over it at once, and a
+# launch that finds it still down ends the group before it is ready.
 ip -n "$na" link set "v${tag}a" up && ip -n "$nb" link set "v${tag}b" up
+i=0; until ip -n "$na" -br link show "v${tag}a" | grep -q ' UP ' &&
+	ip -n "$nb" -br link show "v${tag}b" | grep -q ' UP '; do
+	i=$((i + 1)); [ $i -gt 100 ] && break; sleep 0.1
+done
+sleep 1
 fail_case tp2-host-lost kill
 
 left=""
