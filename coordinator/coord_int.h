@@ -37,6 +37,7 @@
 #include <stdint.h>
 
 #include "common/buf.h"
+#include "common/constraint.h"
 #include "common/sampling.h"
 #include "coordinator/coord.h"
 #include "proto/client.pb-c.h"
@@ -172,6 +173,8 @@ typedef struct coord_request {
 	int ignore_eos;
 	int add_special;           /* BOS before a text prompt */
 	uint32_t timeout_ms;       /* 0: the coordinator's default */
+	sl_constraint_kind constraint_kind; /* common/constraint.h; NONE: free */
+	coord_str constraint;      /* its text (JSON: empty) */
 } coord_request;
 
 /* What a request sends its front door: text as it is released, then the
