@@ -49,12 +49,14 @@ def table(runs):
     return "\n".join(lines)
 
 
-VARIANTS = (("custom", ""), ("unfused", "unfused"), ("nccl", "nccl"), ("micro", "micro"))
+VARIANTS = (("custom", ""), ("unfused", "unfused"), ("nccl", "nccl"), ("micro", "micro"),
+            ("gemv4", "gemv4"), ("gemv8", "gemv8"))
 
 
 def variants_table(folder, runs):
     """Each grid's variants side by side (scale.sh's VARIANTS), decode
-    tokens/s per batch: the A/B of one call."""
+    tokens/s per batch: the A/B of one call. One GPU has a row only when a
+    variant other than custom ran there (gemv4, gemv8)."""
     found = {name: load(os.path.join(folder, sub)) if sub else runs for name, sub in VARIANTS}
     names = [n for n, _ in VARIANTS if found[n]]
     lines = ["| shape | tp | pp | batch | " + " | ".join(names) + " |",
@@ -62,7 +64,8 @@ def variants_table(folder, runs):
     for key in sorted(runs):
         shape, tp, pp = key
         on = runs[key].get("on")
-        if not on or tp * pp == 1:
+        others = [n for n in names if n != "custom" and found[n].get(key, {}).get("on")]
+        if not on or (tp * pp == 1 and not others):
             continue
         for b in on["decode_tokens_per_s_by_batch"]:
             cells = []

@@ -250,8 +250,9 @@ template <typename T> __device__ __forceinline__ uint2 kern_norm4(float4 v, uint
 /*
  * The input not yet divided by its rms (kern_epi's pre_ss), in three
  * steps of the GEMV that takes it, every thread of its block (KSPLIT
- * warps, 8 or more, so 2 * 32 * KSPLIT >= KERN_PRE_MAX_PARTS):
- * - kern_pre_load, after the PDL wait: the thread's two of the n * parts
+ * warps, 4 or more, each thread holding Q = KERN_PRE_WORDS(KSPLIT) words:
+ * Q * 32 * KSPLIT >= KERN_PRE_MAX_PARTS):
+ * - kern_pre_load, after the PDL wait: the thread's Q of the n * parts
  *   words of pre_ss, p[q] = word q * blockDim.x + threadIdx.x, held in
  *   registers through the loop (no wait: nothing reads them before the
  *   end). pre_ss is [part, n], so a word's token is its index mod n, the
@@ -262,22 +263,29 @@ template <typename T> __device__ __forceinline__ uint2 kern_norm4(float4 v, uint
  * - kern_pre_scale, warp 0 after the barrier: the warps' sums in warp
  *   order, 1 / rms per token, and the lane's four sums v (tokens tok0 +
  *   (i & 1)) multiplied by it.
+ * An even blockDim.x keeps a word's token the lane's parity for n = 2.
  */
-__device__ __forceinline__ void kern_pre_load(const kern_epi_dev &e, int n, float p[2])
+#define KERN_PRE_WORDS(KSPLIT) (KERN_PRE_MAX_PARTS / (32 * (KSPLIT)))
+
+template <int Q = 2>
+__device__ __forceinline__ void kern_pre_load(const kern_epi_dev &e, int n, float *p)
 {
 	const int total = n * e.h.pre_parts;
 #pragma unroll
-	for (int q = 0; q < 2; q++) {
+	for (int q = 0; q < Q; q++) {
 		const int f = q * blockDim.x + threadIdx.x;
 		p[q] = f < total ? e.h.pre_ss[f] : 0.0f;
 	}
 }
 
-template <int KSPLIT>
-__device__ __forceinline__ void kern_pre_part(int n, const float p[2],
+template <int KSPLIT, int Q = 2>
+__device__ __forceinline__ void kern_pre_part(int n, const float *p,
 					      float (&pss)[KSPLIT][KERN_PRE_MAX_TOKENS])
 {
-	float v = p[0] + p[1];
+	float v = 0;
+#pragma unroll
+	for (int q = 0; q < Q; q++)
+		v += p[q];
 	for (int o = n; o < 32; o <<= 1)
 		v += __shfl_xor_sync(0xffffffffu, v, o);
 	const int lane = threadIdx.x & 31;
@@ -306,26 +314,28 @@ __device__ __forceinline__ void kern_pre_scale(const kern_epi_dev &e, int n, int
 }
 
 /* Up to this many float4 of a residual row per thread stay in registers
- * (8192 wide at 256 threads). */
+ * (8192 wide at 256 threads); kern_epi_finish's VECS, for a block of
+ * KSPLIT warps: the same 8192 at any block size. */
 #define KERN_EPI_NORM_VECS 8
+#define KERN_EPI_NORM_VECS_FOR(KSPLIT) (KERN_EPI_NORM_VECS * 8 / (KSPLIT))
 
 /* RMSNorm of residual row tok into norm_out by the whole block, the row in
  * registers: every load issued before the first is used, one round trip.
- * dim % 4 == 0, dim <= 4 * KERN_EPI_NORM_VECS * blockDim.x, res and
+ * dim % 4 == 0, dim <= 4 * VECS * blockDim.x, res and
  * norm_out rows 8- and 16-byte aligned. Reads go to L2 (__ldcg): other
  * blocks wrote the row. */
-template <typename T>
+template <typename T, int VECS>
 __device__ void kern_epi_norm_row_reg(const kern_epi_dev &e, int dim, int tok)
 {
 	const float4 *x = reinterpret_cast<const float4 *>(e.h.residual + (size_t)tok * dim);
 	const uint2 *w = reinterpret_cast<const uint2 *>(e.h.norm_w);
 	uint2 *o = reinterpret_cast<uint2 *>(reinterpret_cast<T *>(e.h.norm_out) + (size_t)tok * dim);
 	const int nv = dim / 4;
-	float4 v[KERN_EPI_NORM_VECS];
-	uint2 g[KERN_EPI_NORM_VECS];
+	float4 v[VECS];
+	uint2 g[VECS];
 	float ss = 0;
 #pragma unroll
-	for (int r = 0; r < KERN_EPI_NORM_VECS; r++) {
+	for (int r = 0; r < VECS; r++) {
 		const int j = threadIdx.x + r * blockDim.x;
 		if (j < nv) {
 			v[r] = __ldcg(x + j);
@@ -333,13 +343,13 @@ __device__ void kern_epi_norm_row_reg(const kern_epi_dev &e, int dim, int tok)
 		}
 	}
 #pragma unroll
-	for (int r = 0; r < KERN_EPI_NORM_VECS; r++)
+	for (int r = 0; r < VECS; r++)
 		if (threadIdx.x + r * blockDim.x < nv)
 			ss += v[r].x * v[r].x + v[r].y * v[r].y + v[r].z * v[r].z + v[r].w * v[r].w;
 	ss = kern_block_sum(ss);
 	const float inv = 1.0f / sqrtf(ss / (float)dim + e.h.eps);
 #pragma unroll
-	for (int r = 0; r < KERN_EPI_NORM_VECS; r++) {
+	for (int r = 0; r < VECS; r++) {
 		const int j = threadIdx.x + r * blockDim.x;
 		if (j >= nv)
 			continue;
@@ -375,7 +385,8 @@ __device__ void kern_epi_norm_row(const kern_epi_dev &e, int dim, int tok)
  * counter for the next call. Under PDL the next kernel waits for this
  * grid to complete, last block included.
  */
-template <typename T> __device__ void kern_epi_finish(const kern_epi_dev &e, int dim, int n)
+template <typename T, int VECS = KERN_EPI_NORM_VECS>
+__device__ void kern_epi_finish(const kern_epi_dev &e, int dim, int n)
 {
 	__shared__ unsigned last;
 	__threadfence(); /* this thread's residual stores, before the count */
@@ -386,13 +397,13 @@ template <typename T> __device__ void kern_epi_finish(const kern_epi_dev &e, int
 	if (!last)
 		return;
 	__threadfence(); /* the other blocks' stores, before the reads */
-	const bool reg = dim % 4 == 0 && dim <= 4 * KERN_EPI_NORM_VECS * (int)blockDim.x &&
+	const bool reg = dim % 4 == 0 && dim <= 4 * VECS * (int)blockDim.x &&
 			 ((uintptr_t)e.h.residual & 15) == 0 && ((uintptr_t)e.h.norm_w & 7) == 0 &&
 			 ((uintptr_t)e.h.norm_out & 7) == 0;
 	if (e.h.norm_w)
 		for (int t = 0; t < n; t++) {
 			if (reg)
-				kern_epi_norm_row_reg<T>(e, dim, t);
+				kern_epi_norm_row_reg<T, VECS>(e, dim, t);
 			else
 				kern_epi_norm_row<T>(e, dim, t);
 		}

@@ -48,7 +48,7 @@
 /* A GEMV takes its input not yet divided by its rms for up to
  * KERN_PRE_MAX_TOKENS tokens whose parts of the sums of squares number
  * KERN_PRE_MAX_PARTS in all (n * pre_parts): each of its threads holds
- * at most two of them (the GEMVs run 8 warps or more), so the input
+ * at most four of them (the GEMVs run 4 warps or more), so the input
  * takes no shared memory and two registers. One or two tokens of a
  * 4096-wide model (256 parts each), one of an 8192-wide one. */
 #define KERN_PRE_MAX_TOKENS 2

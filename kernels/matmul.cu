@@ -22,6 +22,7 @@
  */
 #include <cublas_v2.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <type_traits>
 
@@ -56,6 +57,8 @@ struct kern_blas {
 	int cc_major;    /* compute capability: PDL needs 9 or more */
 	bool pdl;        /* launch the GEMV as a programmatic dependent (sm_90+) */
 	unsigned *counter; /* device: the fused add + norm's blocks done (epilogue.cuh) */
+	int gemv_warps;  /* GEMV block: 4 or 8 warps a tile (kern_blas_set_gemv_warps) */
+	int gemv_warps_env; /* SL_GEMV_WARPS: 4 or 8 when set, else 0 */
 };
 
 extern "C" void kern_blas_destroy(kern_blas *b)
@@ -78,6 +81,9 @@ static int blas_init(kern_blas *b, void *stream)
 	CUDA_TRY(cudaGetDevice(&dev));
 	CUDA_TRY(cudaDeviceGetAttribute(&b->sm_count, cudaDevAttrMultiProcessorCount, dev));
 	CUDA_TRY(cudaDeviceGetAttribute(&b->cc_major, cudaDevAttrComputeCapabilityMajor, dev));
+	const char *gw = getenv("SL_GEMV_WARPS");
+	b->gemv_warps_env = gw && !strcmp(gw, "8") ? 8 : gw && !strcmp(gw, "4") ? 4 : 0;
+	b->gemv_warps = b->gemv_warps_env ? b->gemv_warps_env : 4;
 	CUBLAS_TRY(cublasCreate(&b->handle));
 	CUBLAS_TRY(cublasSetStream(b->handle, b->stream));
 	CUDA_TRY(cudaMalloc(&b->workspace, BLAS_WORKSPACE_BYTES));
@@ -97,6 +103,13 @@ extern "C" void kern_blas_set_pdl(kern_blas *b, int on)
 {
 	b->pdl = on && b->cc_major >= 9;
 }
+
+extern "C" void kern_blas_set_gemv_warps(kern_blas *b, int warps)
+{
+	b->gemv_warps = b->gemv_warps_env ? b->gemv_warps_env : warps == 8 ? 8 : 4;
+}
+
+extern "C" int kern_blas_gemv_warps(const kern_blas *b) { return b->gemv_warps; }
 
 extern "C" int kern_blas_create(void *stream, kern_blas **out)
 {
@@ -197,11 +210,12 @@ __global__ void __launch_bounds__(KSPLIT * 32)
 		vb[u] = ok && ok_b ? kern_ld_stream(wb + off) : zero;
 	}
 	kern_pdl_wait(); /* x is the previous kernel's output */
-	float pre_r[6], pre_p[2];
+	constexpr int PQ = KERN_PRE_WORDS(KSPLIT);
+	float pre_r[6], pre_p[PQ];
 	kern_epi_prefetch<T, EPI>(e, out_dim, n, row_a, row_b, ok_a, ok_b, 2 * c, pre_r);
-	static_assert(!PRE || KSPLIT >= 8, "kern_pre_load: 8 warps or more");
+	static_assert(!PRE || KSPLIT >= 4, "kern_pre_load: 4 warps or more");
 	if constexpr (PRE)
-		kern_pre_load(e, n, pre_p);
+		kern_pre_load<PQ>(e, n, pre_p);
 	const T *xg = x + (size_t)(ok_x ? g : 0) * in_dim + c * KERN_VEC;
 	while (ch < ch_end) {
 #pragma unroll
@@ -239,7 +253,7 @@ __global__ void __launch_bounds__(KSPLIT * 32)
 			for (int i = 0; i < 4; i++)
 				part[warp - 1][lane][i] = acc[i];
 		if constexpr (PRE)
-			kern_pre_part<KSPLIT>(n, pre_p, pss);
+			kern_pre_part<KSPLIT, PQ>(n, pre_p, pss);
 		__syncthreads();
 		if (warp > 0 && EPI == KERN_EPI_STORE)
 			return;
@@ -270,7 +284,7 @@ __global__ void __launch_bounds__(KSPLIT * 32)
 			kern_epi_store<T, EPI>(e, reinterpret_cast<T *>(out), out_dim, n, row_a, row_b,
 					       ok_a, ok_b, 2 * c, acc, pre_r);
 		if constexpr (EPI == KERN_EPI_ADD_NORM)
-			kern_epi_finish<T>(e, out_dim, n);
+			kern_epi_finish<T, KERN_EPI_NORM_VECS_FOR(KSPLIT)>(e, out_dim, n);
 	}
 }
 
@@ -284,7 +298,7 @@ static int gemv_launch(kern_blas *b, K kernel, dim3 grid, dim3 block, Args... ar
 }
 
 /* A fused epilogue that cannot run (the columns split across blocks, an
- * input not yet divided by its rms in fewer than 8 warps): nothing
+ * input not yet divided by its rms in fewer than 4 warps): nothing
  * launched, the caller runs the unfused pair. */
 #define GEMV_UNFUSED 1
 
@@ -295,7 +309,7 @@ static int gemv_launch_epi(kern_blas *b, dim3 grid, dim3 block, T *out, const T 
 			   int n, int in_dim, int out_dim, int per, const kern_epi_dev &e)
 {
 	if (e.h.pre_ss) {
-		if constexpr (KSPLIT >= 8) /* kern_pre_load */
+		if constexpr (KSPLIT >= 4) /* kern_pre_load */
 			return gemv_launch(b, gemv_kernel<T, T, KSPLIT, UNROLL, EPI, true>, grid,
 					   block, out, x, w, n, in_dim, out_dim, per, e);
 		return GEMV_UNFUSED;
@@ -360,12 +374,22 @@ static int gemv_run(kern_blas *b, OutT *out, const T *x, const T *w, int n, int 
 	return SL_OK;
 }
 
-/* 8 warps on a tile, 8 chunks per warp round: 16 loads of 16 bytes in
- * flight per lane, 8 KiB per warp, 2 blocks (126 registers a thread) and
- * 128 KiB in flight per SM. lab/gemv.cu sweeps the alternatives: on an
- * H100 this one is best or within 1% on every 7B shape (2.65-3.04 TB/s of
- * W read at n = 1, against 3.01 TB/s copy bandwidth). */
-#define GEMV_KSPLIT 8
+/* 4 warps on a tile, 8 chunks per warp round: 16 loads of 16 bytes in
+ * flight per lane, 8 KiB per warp, up to 4 blocks (126 registers a
+ * thread) and 128 KiB in flight per SM. lab/gemv.cu sweeps the
+ * alternatives. On the H100 8 warps were best or within 1% on every 7B
+ * shape; on the H200 (2026-11-28, `lab-gemv --shapes tp`,
+ * bench/results/2026-11-28-nvidia-h200-x4-sharding) 4 warps beat 8 on
+ * the sums of the 13B and 70B projections at tp 1, 2 and 4 (13B tp 2:
+ * 260 against 285 us for n = 1, 2, 4), most on the short tensor-parallel
+ * slices, where more, smaller blocks keep more SMs loading. End to end
+ * (bench/scale.sh, bench/results/2026-11-28-nvidia-h200-x4-sharding-round2)
+ * 4 warps won at batch 1 for 13B at every grid (+2.5% to +5.8%) but lost
+ * for 70B at tp 1 (pp 2) and tp 4 (-6.5%, -2.5%): the backend picks 8
+ * for models 8192 wide or more (kern_blas_set_gemv_warps); SL_GEMV_WARPS
+ * forces either, for comparison in one run. */
+#define GEMV_KSPLIT 4
+#define GEMV_KSPLIT_OLD 8
 #define GEMV_UNROLL 8
 
 static bool gemv_fits(const void *x, const void *w, int n, int in_dim, int out_dim)
@@ -378,6 +402,13 @@ template <typename T>
 static int gemv_dispatch(kern_blas *b, void *out, bool f32_out, const void *x, const void *w,
 			 int n, int in_dim, int out_dim, const kern_epi_dev &e)
 {
+	if (b->gemv_warps == GEMV_KSPLIT_OLD) {
+		if (f32_out)
+			return gemv_run<T, float, GEMV_KSPLIT_OLD, GEMV_UNROLL>(
+				b, (float *)out, (const T *)x, (const T *)w, n, in_dim, out_dim, e);
+		return gemv_run<T, T, GEMV_KSPLIT_OLD, GEMV_UNROLL>(
+			b, (T *)out, (const T *)x, (const T *)w, n, in_dim, out_dim, e);
+	}
 	if (f32_out) /* the LM head: never fused */
 		return gemv_run<T, float, GEMV_KSPLIT, GEMV_UNROLL>(
 			b, (float *)out, (const T *)x, (const T *)w, n, in_dim, out_dim, e);

@@ -26,6 +26,10 @@ void kern_blas_destroy(kern_blas *b);
  * not (the default). Taken only on sm_90 and later; the CUDA backend sets
  * it once from SL_PDL. */
 void kern_blas_set_pdl(kern_blas *b, int on);
+/* The GEMV's warps a 16-row tile: 4 (the default) or 8; SL_GEMV_WARPS=4
+ * or 8 in the environment overrides the caller. */
+void kern_blas_set_gemv_warps(kern_blas *b, int warps);
+int kern_blas_gemv_warps(const kern_blas *b);
 /* out, x, w in dtype dt; fp32 accumulation. */
 int kern_matmul_cuda(kern_blas *b, void *out, const void *x, const void *w, int n, int in_dim,
 		     int out_dim, sl_dtype dt);

@@ -163,6 +163,7 @@ typedef struct node_backend_limits {
 	int quant_max_cols;
 	int quant_fp8;
 	int kv_fp8;
+	int dim;              /* hidden size: picks the GEMV block shape (CUDA) */
 } node_backend_limits;
 
 struct node_backend {

@@ -792,6 +792,12 @@ static int cu_reserve(node_backend *be, const node_backend_limits *lim, char *er
 	int rc = node_backend_cuda_check(lim, err, errlen);
 	if (rc)
 		return rc;
+	/* 4 warps a GEMV tile measured faster end to end on the H200 for
+	 * 13B (hidden 5120) at every grid, 8 for 70B (hidden 8192) at tp 1
+	 * and tp 4 (kernels/matmul.cu, docs/benchmarks.md) */
+	kern_blas_set_gemv_warps(I(be)->blas, lim->dim >= 8192 ? 8 : 4);
+	SL_INFO("cuda", "GEMV: %d warps a tile (hidden size %d)", kern_blas_gemv_warps(I(be)->blas),
+		lim->dim);
 	int group = lim->n_heads / lim->n_kv_heads;
 	if (kern_attn_mma_shape(lim->head_dim, group))
 		SL_INFO("cuda", "attention: tensor-core kernels (head_dim %d, %d query heads per KV "

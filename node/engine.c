@@ -146,14 +146,16 @@ static void free_scratch(step_scratch *w, int own_logits)
 
 int node_engine_pp_inflight(const model *m)
 {
+	(void)m;
 	const char *env = getenv("SL_PP_INFLIGHT");
 	if (env && (!strcmp(env, "0") || !strcmp(env, "1")))
 		return env[0] == '1';
-	/* On 4 H200 (2026-11-28) shardline-bench-decode hung at batch 32 with
-	 * tp 2 x pp 2 and two groups in flight (pp-only grids ran; the golden
-	 * tests at tp 2 x pp 2 passed in flight): until that is understood,
-	 * CUDA grids with tp > 1 keep the micro-batch schedule by default. */
-	return !(m->shard.grid.tp > 1 && m->be && m->be->name && !strcmp(m->be->name, "cuda"));
+	/* Every grid keeps groups in flight. On 4 H200 (2026-11-28) tp 2 x
+	 * pp 2 in flight hung at batch 32 until the leader finished sending
+	 * each plan to its own stage's tp peers before running the step
+	 * (node_step_issue): it blocked in NCCL's first-use connection set-up
+	 * while its peers waited in MPI for the rest of the plan. */
+	return 1;
 }
 
 int node_engine_create(model *m, node_engine **out, char *err, size_t errlen)

@@ -106,8 +106,7 @@ int node_engine_create(model *m, node_engine **out, char *err, size_t errlen);
 void node_engine_destroy(node_engine *e);
 /* Whether a pipeline (pp > 1) keeps pp groups of sequences in flight (1)
  * or cuts each step into micro-batches (0): SL_PP_INFLIGHT=1 or 0 when
- * set; otherwise in flight, except on the CUDA backend with tp > 1
- * (docs/parallel.md says why). */
+ * set; otherwise in flight (docs/parallel.md). */
 int node_engine_pp_inflight(const model *m);
 
 /* Whether r could ever run here: a non-empty prompt of in-vocabulary ids,

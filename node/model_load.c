@@ -884,7 +884,7 @@ static int reserve_backend(model *m, char *err, size_t errlen)
 		.n_heads = m->shard.n_heads, .n_kv_heads = m->shard.n_kv_heads,
 		.head_dim = m->cfg.head_dim, .max_ctx = m->cfg.max_pos,
 		.block_tokens = o->block_tokens, .quant_max_cols = quant_max_cols(m),
-		.quant_fp8 = o->quant == KERN_Q_FP8, .kv_fp8 = o->kv_fp8};
+		.quant_fp8 = o->quant == KERN_Q_FP8, .kv_fp8 = o->kv_fp8, .dim = m->cfg.dim};
 	return m->be->ops->reserve(m->be, &lim, err, errlen);
 }
 

@@ -38,6 +38,7 @@ struct node_stepper {
 	void *msg;          /* [msg_cap] a received plan (workers), NODE_PLAN_STOP (leader) */
 	size_t msg_cap;
 	step_slot *slots;   /* [n_slots] pipeline slots: pp */
+	int peer_wait;      /* groups in flight: plan to the own stage's tp peers first */
 	int n_slots, ring;  /* ring: the last stage's next slot */
 };
 
@@ -100,6 +101,8 @@ int node_stepper_create(model *m, node_stepper **out, char *err, size_t errlen)
 	int rc = st ? SL_OK : SL_ENOMEM;
 	if (st) {
 		st->m = m;
+		const char *pw = getenv("SL_PP_PEER_WAIT");
+		st->peer_wait = !(pw && !strcmp(pw, "0"));
 		st->msg_cap = node_plan_max_bytes(o->step_tokens, o->max_seqs, per_seq, o->max_rows,
 						  o->max_hist);
 		st->q_start = malloc(sizeof(int32_t) * (o->max_seqs + 1));
@@ -378,9 +381,15 @@ int node_step_slots(const node_stepper *st) { return st->n_slots; }
  * queue that needs a receiver to have it first: with pp 1 (the tp peers'
  * all-reduce before sampling) and with micro-batches (the next one's
  * upload waits for the last one's send to the next stage); MPI may need
- * the sender in a call to finish a large message. A single-batch step
- * with pp > 1 never waits on the device here (step_run), and the
- * leader's next MPI call (collect) finishes the sends. */
+ * the sender in a call to finish a large message. With groups in flight
+ * the later stages' copies stay pending (those ranks take the plan only
+ * once they finish the step before it; the leader's next MPI call
+ * finishes them), but the leader's own stage's tp peers get theirs before
+ * the step runs: the step's collectives need them at once, and the leader
+ * may block outside MPI inside the step (the next upload's event, a
+ * connection NCCL sets up on first use) while a peer still waits in MPI
+ * for the rest of a plan too large to go eagerly (SL_PP_PEER_WAIT=0
+ * turns the wait off, to show the hang it prevents). */
 int node_step_issue(node_stepper *st, int slot, const node_plan *p, int32_t *tokens_out,
 		    const kern_logprobs *lp_out, float *logits_out, char *err, size_t errlen)
 {
@@ -392,9 +401,12 @@ int node_step_issue(node_stepper *st, int slot, const node_plan *p, int32_t *tok
 	if (c && par_world_size(c) > 1) {
 		step_slot *s = &st->slots[slot];
 		size_t n;
+		int all = st->m->shard.grid.pp == 1 || p->n_micro > 1;
 		if (par_sends_wait(s->sends) || node_plan_pack(p, &s->msg, &s->cap, &n) ||
 		    par_host_ibcast_msg(c, s->sends, s->msg, n) ||
-		    ((st->m->shard.grid.pp == 1 || p->n_micro > 1) && par_sends_wait(s->sends)))
+		    (all && par_sends_wait(s->sends)) ||
+		    (!all && st->peer_wait &&
+		     par_sends_wait_first(s->sends, st->m->shard.grid.tp - 1)))
 			return sl_errf(err, errlen, SL_ECOMM, "cannot send the step plan");
 	}
 	return step_run(st, p, tokens_out, lp_out, logits_out, err, errlen);

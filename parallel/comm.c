@@ -200,7 +200,8 @@ void par_sends_destroy(par_sends *s)
 	if (!s)
 		return;
 	for (int i = 0; i < s->n; i++)
-		MPI_Request_free(&s->req[i]);
+		if (s->req[i] != MPI_REQUEST_NULL) /* par_sends_wait_first finished it */
+			MPI_Request_free(&s->req[i]);
 	free(s->req);
 	free(s);
 }
@@ -209,6 +210,16 @@ int par_sends_wait(par_sends *s)
 {
 	int n = s->n;
 	s->n = 0;
+	MPI_TRY(MPI_Waitall(n, s->req, MPI_STATUSES_IGNORE));
+	return SL_OK;
+}
+
+int par_sends_wait_first(par_sends *s, int n)
+{
+	if (n > s->n)
+		n = s->n;
+	/* completed requests become MPI_REQUEST_NULL: a later Waitall over
+	 * all s->n skips them */
 	MPI_TRY(MPI_Waitall(n, s->req, MPI_STATUSES_IGNORE));
 	return SL_OK;
 }

@@ -89,6 +89,10 @@ typedef struct par_sends par_sends;
 int par_sends_create(int max, par_sends **out);
 void par_sends_destroy(par_sends *s);
 int par_sends_wait(par_sends *s);
+/* Wait for the first n sends posted into s only (the rest stay pending
+ * for par_sends_wait): par_host_ibcast_msg posts to ranks 1, 2, ... in
+ * order, so n = tp - 1 covers the leader's own stage. */
+int par_sends_wait_first(par_sends *s, int n);
 /* par_host_bcast_msg / par_host_send, posted into s. */
 int par_host_ibcast_msg(par_comm *c, par_sends *s, const void *buf, size_t bytes);
 int par_host_isend(par_comm *c, par_sends *s, int to, const void *buf, size_t bytes);

@@ -639,7 +639,10 @@ static void test_cfg(int ci)
 	ck_assert_int_eq(kern_qblas_create(NULL, &qc, &k.qb), 0);
 	kern_blas_set_pdl(k.blas, gt_pdl_on());
 	kern_qblas_set_pdl(k.qb, gt_pdl_on());
-	for (int di = 0; di < 2; di++) {
+	/* the plain GEMV in both its block shapes (kern_blas_set_gemv_warps) */
+	for (int wd = 0; wd < (ci == 0 ? 4 : 2); wd++) {
+		int di = wd % 2, warps = wd < 2 ? 4 : 8;
+		kern_blas_set_gemv_warps(k.blas, warps);
 		k.dt = k_dts[di];
 		k.worst_cpu = k.worst_gpu = k.worst_norm = 0;
 		k.fused = k.unfused = k.pre_fused = 0;
@@ -647,9 +650,9 @@ static void test_cfg(int ci)
 		for (int si = 0; si < N_SHAPES; si++)
 			if (takes(c, k_shapes[si].in))
 				run_shape(&k, c, &k_shapes[si]);
-		printf("fused %-10s %s: %d fused (%d with the rms at the end), %d not; worst vs "
-		       "CPU %.3g (tol %.3g), vs unfused GPU %.3g (tol 0), norm %.3g (tol %.3g)\n",
-		       c->name, gt_dt_name(k.dt), k.fused, k.pre_fused, k.unfused, k.worst_cpu,
+		printf("fused %-10s %s (GEMV %d warps): %d fused (%d with the rms at the end), %d not; "
+		       "worst vs CPU %.3g (tol %.3g), vs unfused GPU %.3g (tol 0), norm %.3g (tol %.3g)\n",
+		       c->name, gt_dt_name(k.dt), warps, k.fused, k.pre_fused, k.unfused, k.worst_cpu,
 		       tol_cpu(k.dt), k.worst_gpu, k.worst_norm, tol_norm(k.dt));
 		fflush(stdout);
 		ck_assert_msg(k.fused > 0 && k.pre_fused > 0,

@@ -400,8 +400,12 @@ START_TEST(test_matmul)
 	ck_assert_int_eq(kern_blas_create(NULL, &blas), 0);
 	/* the GEMV as a programmatic dependent, as the backend runs it (SL_PDL=0: not) */
 	kern_blas_set_pdl(blas, gt_pdl_on());
-	for (int di = 0; di < N_DTS; di++) {
+	/* both GEMV block shapes (kern_blas_set_gemv_warps): 4 and 8 warps a tile */
+	for (int wd = 0; wd < 2 * N_DTS; wd++) {
+		int di = wd % N_DTS, warps = wd < N_DTS ? 4 : 8;
+		kern_blas_set_gemv_warps(blas, warps);
 		sl_dtype dt = k_dts[di];
+		printf("matmul: GEMV %d warps a tile\n", warps);
 		gt_reseed(g_seed, 500 + di);
 		double tol = tol_gemm(dt);
 		gemm_worst w = {0, 0}, w32 = {0, 0};
