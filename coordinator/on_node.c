@@ -5,7 +5,10 @@
  * lost: its requests go back to the front of the queue for another group,
  * those that streamed tokens with them (migration: the next group goes on
  * from prompt + those ids, docs/protocol.md); with no live group left for
- * the model they end after the admission timeout (route.c). A leader the
+ * the model they end after the admission timeout (route.c). A group whose
+ * Loads show one step making no progress for --stall-ms is stalled: it
+ * gets no new work and its requests move the same way, once another
+ * group can take them (check_stall). A leader the
  * coordinator does not know (it restarted) is told to register again.
  * Every Load also updates the group's prefix cache picture (prefix.h)
  * from the block hashes it cached and evicted, which route.c reads.
