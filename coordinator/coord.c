@@ -29,6 +29,7 @@ void coord_opts_default(coord_opts *o)
 			  .heartbeat_ms = 1000,
 			  .max_queue = 1024,
 			  .request_timeout_ms = 600000, .admission_timeout_ms = 5000,
+			  .stall_ms = 120000,
 			  .default_max_tokens = 16,
 			  .http_bind = "127.0.0.1:8000",
 			  .http_max_connections = 2048,
@@ -236,6 +237,8 @@ static void tick(coord *c)
 			snprintf(why, sizeof why, "silent for %.0f ms", (now - g->last_seen) * 1e3);
 			coord_group_lost(c, g, why);
 		} else {
+			if (g->stalled) /* its requests move once another group can take them */
+				coord_group_unload_stalled(c, g);
 			if (now - g->last_ping >= hb)
 				coord_send_ping(c, g);
 			due = fmin(due, fmin(g->last_ping + hb, g->last_seen + COORD_DEAD_INTERVALS * hb));

@@ -34,6 +34,9 @@ typedef struct coord_opts {
 	int request_timeout_ms;        /* default per-request deadline */
 	int admission_timeout_ms;      /* longest wait in the queue with no live group for the
 					* model (0: refused at once; docs/protocol.md) */
+	int stall_ms;                  /* a group whose Loads say one step has made no progress
+					* this long (its own step clock) gets no new work and its
+					* requests move elsewhere; 0: off (docs/operations.md) */
 	int default_max_tokens;
 	const char *ports_file;        /* write the bound endpoints here (for "port 0") */
 	const char *http_bind;         /* HOST:PORT of the HTTP API (127.0.0.1:8000); NULL or "": none */

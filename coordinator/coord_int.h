@@ -89,6 +89,9 @@ typedef struct coord_group {
 	double max_gap;            /* the longest silence between two of its messages, s */
 	long long steps, in_step_ms, progress; /* its last Load's step counters */
 	long long busy_logged;     /* the step whose length was logged (steps + 1) */
+	int has_progress;          /* a Load with step counters came */
+	long long still_since_ms;  /* the step's age (in_step_ms) when its progress last moved */
+	int stalled;               /* a step made no progress for --stall-ms: no new work */
 	int lost;                  /* send failed (peer gone): reap at the next tick */
 	int leaving;               /* its Load said it leaves now: forget it at once */
 	/* prefix cache (docs/scheduling.md) */
@@ -311,6 +314,10 @@ void coord_request_init(coord_request *q);
 /* on_node.c */
 void coord_on_node(coord *c, sl_wire_msg *m);
 void coord_group_lost(coord *c, coord_group *g, const char *why);
+/* g is stalled (its step makes no progress): its requests go back to the
+ * queue, never to g again, when another group can take them (route.c);
+ * else they stay. The number moved. Called on the stall and every tick. */
+int coord_group_unload_stalled(coord *c, coord_group *g);
 /* Free a group struct and what it owns. */
 void coord_group_free(coord_group *g);
 
@@ -323,6 +330,8 @@ int coord_model_context(const coord *c, int m);
 void coord_expire_unserved(coord *c);
 /* Whether a live (not draining) group serves model m. */
 int coord_model_live(coord *c, int m);
+/* Whether a group other than g that takes new work serves g's model. */
+int coord_model_routable_elsewhere(const coord *c, const coord_group *g);
 
 /* stream.c */
 /* n new tokens of r from its group, and their log-probs (lp: NULL when r

@@ -24,7 +24,7 @@ static void usage(FILE *f)
 		"           [--http-max-body-bytes 4194304] [--http-body-timeout-s 60]\n"
 		"           [--eos-ids 2,3] [--heartbeat-ms 1000] [--max-queue 1024]\n"
 		"           [--request-timeout-ms 600000] [--default-max-tokens 16]\n"
-		"           [--admission-timeout-ms 5000]\n"
+		"           [--admission-timeout-ms 5000] [--stall-ms 120000]\n"
 		"           [--ports-file PATH] [--log-level debug|info|warn] [--route prefix|load]\n"
 		"           [--curve-key FILE --client-keys DIR|FILE[,..] --node-keys DIR|FILE[,..]]\n"
 		"           [--insecure] [--standby primary|backup --peer-bind EP --peer EP]\n"
@@ -41,7 +41,10 @@ static void usage(FILE *f)
 		"cache, blended with load (prefix, default), or to the least loaded (load;\n"
 		"docs/scheduling.md). With no live node group for its model a request waits\n"
 		"in the queue at most --admission-timeout-ms (0: refused at once), then ends\n"
-		"with an error. SIGINT/SIGTERM stop it; running requests end with an error.\n"
+		"with an error. A group whose heartbeats go on while one step makes no progress\n"
+		"for --stall-ms (0: never) gets no new work until it moves again, and its\n"
+		"requests move to another group (docs/operations.md).\n"
+		"SIGINT/SIGTERM stop it; running requests end with an error.\n"
 		"CURVE (docs/security.md): --curve-key is the coordinator's secret key (from\n"
 		"`shardline keygen`); clients and node leaders must then hold a key listed in\n"
 		"--client-keys / --node-keys (directories of .pub files or files of keys) and\n"
@@ -67,6 +70,7 @@ static int parse(int argc, char **argv, coord_opts *o, int32_t **eos, char *err,
 		{"http-idle-timeout-s", 1, 0, 'I'}, {"http-max-body-bytes", 1, 0, 'Y'},
 		{"http-body-timeout-s", 1, 0, 'U'}, {"api-key-file", 1, 0, 'K'},
 		{"chat-template", 1, 0, 'J'}, {"route", 1, 0, 'R'}, {"admission-timeout-ms", 1, 0, 'A'},
+		{"stall-ms", 1, 0, 'S'},
 		{"help", 0, 0, 'h'},
 		{"curve-key", 1, 0, 0x100}, {"client-keys", 1, 0, 0x101}, {"node-keys", 1, 0, 0x102},
 		{"insecure", 0, 0, 0x103}, {"standby", 1, 0, 0x104}, {"peer-bind", 1, 0, 0x105},
@@ -98,6 +102,7 @@ static int parse(int argc, char **argv, coord_opts *o, int32_t **eos, char *err,
 		case 'q': rc = sl_parse_int("--max-queue", optarg, 0, 1 << 20, &v, err, errlen); o->max_queue = (int)v; break;
 		case 'T': rc = sl_parse_int("--request-timeout-ms", optarg, 1, 86400000, &v, err, errlen); o->request_timeout_ms = (int)v; break;
 		case 'A': rc = sl_parse_int("--admission-timeout-ms", optarg, 0, 86400000, &v, err, errlen); o->admission_timeout_ms = (int)v; break;
+		case 'S': rc = sl_parse_int("--stall-ms", optarg, 0, 86400000, &v, err, errlen); o->stall_ms = (int)v; break;
 		case 'M': rc = sl_parse_int("--default-max-tokens", optarg, 1, 1 << 20, &v, err, errlen); o->default_max_tokens = (int)v; break;
 		case 'p': o->ports_file = optarg; break;
 		case 'B': o->http_bind = optarg; break;

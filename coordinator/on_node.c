@@ -5,7 +5,10 @@
  * lost: its requests go back to the front of the queue for another group,
  * those that streamed tokens with them (migration: the next group goes on
  * from prompt + those ids, docs/protocol.md); with no live group left for
- * the model they end after the admission timeout (route.c). A leader the
+ * the model they end after the admission timeout (route.c). A group whose
+ * Loads show one step making no progress for --stall-ms is stalled: it
+ * gets no new work and its requests move the same way, once another
+ * group can take them (check_stall). A leader the
  * coordinator does not know (it restarted) is told to register again.
  * Every Load also updates the group's prefix cache picture (prefix.h)
  * from the block hashes it cached and evicted, which route.c reads.
@@ -158,16 +161,53 @@ static void on_cache(coord_group *g, const Shardline__Node__Load *l)
 			 dropped);
 }
 
+/* Whether g's step is getting anywhere, from one Load's counters (before
+ * they are stored): a step that has run --stall-ms longer, on the node's
+ * own step clock, than when its progress (or step count) last moved is
+ * stalled. The leader's heartbeat thread keeps sending Loads while its
+ * step hangs (a partition: the step waits in a collective that will not
+ * return), so silence alone never says so; the node's watchdog ends such
+ * a group in time, this stops the coordinator from waiting for that. The
+ * node's clock, not ours: a coordinator that was itself held up for a
+ * while sees no stall that was not there. Any movement, a new step or an
+ * idle Load (no step) makes the group routable again. */
+static void check_stall(coord *c, coord_group *g, long long steps, long long progress,
+			long long in_step)
+{
+	int moved = !g->has_progress || steps != g->steps || progress != g->progress ||
+		    in_step == 0 || in_step < g->in_step_ms;
+	g->has_progress = 1;
+	if (moved) {
+		g->still_since_ms = in_step;
+		if (g->stalled) {
+			g->stalled = 0;
+			SL_INFO("coord", "group %u (%s) makes progress again (step %lld, progress %lld): "
+				"routable", g->id, g->name, steps + (in_step > 0), progress);
+		}
+		return;
+	}
+	long long still = in_step - g->still_since_ms;
+	if (g->stalled || c->o.stall_ms <= 0 || still <= c->o.stall_ms)
+		return;
+	g->stalled = 1;
+	SL_WARN("coord", "group %u (%s) stalled: step %lld has made no progress for %lld ms (running "
+		"%lld ms, progress %lld; --stall-ms %d) while its heartbeats go on: no new work until "
+		"it moves", g->id, g->name, steps + 1, still, in_step, progress, c->o.stall_ms);
+	coord_group_unload_stalled(c, g);
+}
+
 /* The step counters: a Load during a long step says the group is busy,
  * not dead (its heartbeat thread, node/leader.c); said once per step that
  * outlasts the interval the coordinator would have waited before. */
 static void on_progress(coord *c, coord_group *g, const Shardline__Node__Load *l)
 {
-	if (l->has_steps)
-		g->steps = (long long)l->steps;
-	if (l->has_progress)
-		g->progress = (long long)l->progress;
-	g->in_step_ms = l->has_in_step_ms && l->in_step_ms > 0 ? (long long)l->in_step_ms : 0;
+	long long steps = l->has_steps ? (long long)l->steps : g->steps;
+	long long progress = l->has_progress ? (long long)l->progress : g->progress;
+	long long in_step = l->has_in_step_ms && l->in_step_ms > 0 ? (long long)l->in_step_ms : 0;
+	check_stall(c, g, steps, progress, in_step);
+	g->steps = steps;
+	g->progress = progress;
+	g->in_step_ms = in_step;
 	if (g->in_step_ms > COORD_DEAD_INTERVALS * c->o.heartbeat_ms && g->busy_logged != g->steps + 1) {
 		g->busy_logged = g->steps + 1;
 		SL_INFO("coord", "group %u busy on one step for %lld ms (progress %lld): alive, not lost",
@@ -310,31 +350,53 @@ void coord_on_node(coord *c, sl_wire_msg *m)
 		coord_group_lost(c, g, "it left");
 }
 
-void coord_group_lost(coord *c, coord_group *g, const char *why)
+/* Every request assigned to g back to the front of the queue, never to g
+ * again: from its prompt when it has no tokens yet, else from where g left
+ * it (migration). cancel: g still runs, tell it to drop each. */
+static void move_requests(coord *c, coord_group *g, int cancel, int *requeued, int *migrated)
 {
-	int requeued = 0, migrated = 0;
 	/* c->all runs newest first; pushing each to the queue front leaves the
 	 * oldest first */
 	coord_req *next;
+	*requeued = *migrated = 0;
 	for (coord_req *r = c->all; r; r = next) {
 		next = r->anext;
 		if (r->state != REQ_ASSIGNED || r->group != g)
 			continue;
+		if (cancel)
+			coord_node_cancel(c, r);
 		g->assigned--;
 		r->group = NULL;
 		snprintf(r->failed_on, sizeof r->failed_on, "%s", g->name);
 		r->node_done = 1;
 		if (r->n_generated == 0) {
 			coord_req_reset_output(r);
-			requeued++;
+			++*requeued;
 		} else { /* output state stays: the next group goes on from its ids */
 			r->migrations++;
-			migrated++;
+			++*migrated;
 			c->n_migrated++;
 		}
 		coord_req_enqueue(c, r, 1);
 		c->n_requeued++;
 	}
+}
+
+int coord_group_unload_stalled(coord *c, coord_group *g)
+{
+	int requeued, migrated;
+	if (!g->stalled || !g->assigned || !coord_model_routable_elsewhere(c, g))
+		return 0;
+	move_requests(c, g, 1, &requeued, &migrated);
+	SL_WARN("coord", "group %u (%s) stalled: %d request(s) re-queued elsewhere, %d migrated "
+		"mid-stream", g->id, g->name, requeued, migrated);
+	return requeued + migrated;
+}
+
+void coord_group_lost(coord *c, coord_group *g, const char *why)
+{
+	int requeued, migrated;
+	move_requests(c, g, 0, &requeued, &migrated);
 	for (int i = 0; i < c->n_groups; i++)
 		if (c->groups[i] == g) {
 			c->groups[i] = c->groups[--c->n_groups];

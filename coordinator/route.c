@@ -40,6 +40,10 @@ static int fits(const coord_group *g, const coord_req *r)
 }
 
 static int usable(const coord_group *g) { return !g->lost && !g->draining; }
+/* It takes new work: usable, and its step is not stalled (a stalled group
+ * still counts as live for the model: it may move again, and its node
+ * watchdog ends it if not). */
+static int routable(const coord_group *g) { return usable(g) && !g->stalled; }
 
 /* Requests the group holds: ours, or what its last Load says when that is
  * more (a group registered with both coordinators of a standby pair may
@@ -93,7 +97,7 @@ static int failed_here(const coord_group *g, const coord_req *r)
 /* Can g take r now? *any_live / *any_fit say why not, for the caller. */
 static int eligible(const coord_group *g, const coord_req *r, int *any_live, int *any_fit)
 {
-	if (g->model != r->model || !usable(g) || failed_here(g, r))
+	if (g->model != r->model || !routable(g) || failed_here(g, r))
 		return 0;
 	*any_live = 1;
 	if (!fits(g, r))
@@ -141,7 +145,7 @@ static int any_room(const coord *c)
 {
 	for (int i = 0; i < c->n_groups; i++) {
 		const coord_group *g = c->groups[i];
-		if (usable(g) && has_room(g))
+		if (routable(g) && has_room(g))
 			return 1;
 	}
 	return 0;
@@ -252,3 +256,11 @@ void coord_expire_unserved(coord *c)
 }
 
 int coord_model_live(coord *c, int m) { return model_served(c, m, sl_now()); }
+
+int coord_model_routable_elsewhere(const coord *c, const coord_group *g)
+{
+	for (int i = 0; i < c->n_groups; i++)
+		if (c->groups[i] != g && c->groups[i]->model == g->model && routable(c->groups[i]))
+			return 1;
+	return 0;
+}

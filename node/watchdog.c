@@ -4,10 +4,15 @@
 #include "node/watchdog.h"
 
 #include <mpi.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,6 +26,9 @@
 /* MPI_Abort that cannot reach mpirun (a partition) must not keep the
  * process: SIGALRM's default action ends it this long after. */
 #define WATCH_ABORT_ALARM_S 5
+/* A launcher (mpirun, orted) still there this long after a rank's abort
+ * is killed by it (start_reaper). */
+#define WATCH_REAP_S 3
 
 /* The stall bound covers a step of up to this many tokens as it is; a
  * larger one gets it times tokens / WATCH_STALL_TOKENS, or that squared
@@ -85,6 +93,66 @@ static struct {
 	node_watch_opts o;
 } g_watch = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
+/* Whether process pid is one of Open MPI's launchers: mpirun (this host's
+ * ranks are its children) or orted (another host's); its name into comm.
+ * Under srun, or started by hand, the parent is something else and is
+ * left alone. */
+static int is_launcher(pid_t pid, char *comm, size_t n)
+{
+	static const char *const names[] = {"mpirun", "mpiexec", "orterun", "orted", "prterun", "prted"};
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	if (!fgets(comm, (int)n, f))
+		comm[0] = 0;
+	fclose(f);
+	comm[strcspn(comm, "\n")] = 0;
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+		if (!strcmp(comm, names[i]))
+			return 1;
+	return 0;
+}
+
+/* MPI_Abort ends this rank at once, but its launcher may then wait for
+ * ever: cut off from another host's daemon, it waits for that daemon to
+ * report its ranks gone (Open MPI learns of a lost daemon only from TCP:
+ * minutes, without the oob keepalive flags; docs/operations.md), and so
+ * does the orted on the far side, which cannot reach mpirun. Measured in
+ * tests/multihost.sh: both were still there a minute after the cut, the
+ * ranks long gone. So, before the abort, a reaper is started: a shell in
+ * a session of its own (the teardown, which kills the rank's process
+ * group, must not take it along) that waits up to WATCH_REAP_S for the
+ * launcher to exit and kills it if it is still there (still the same
+ * program at that pid): mpirun on one side of a cut, orted on the
+ * other. When the abort ends the job as it should, the launcher is gone
+ * well before and the reaper leaves at once. A shell, not a fork that
+ * runs on: after fork in a threaded process only exec is safe, and the
+ * reaper must not hold the rank's pipes, which the launcher reads to the
+ * end before it counts the rank gone, or look like a rank to `pgrep`. */
+static void start_reaper(pid_t launcher, const char *comm)
+{
+	static const char script[] =
+		"i=0; while [ $i -lt $3 ]; do kill -0 \"$1\" 2>/dev/null || exit 0; sleep 0.1; i=$((i + 1)); done; "
+		"[ \"$(cat /proc/$1/comm 2>/dev/null)\" = \"$2\" ] && kill -KILL \"$1\"";
+	char pid[24], polls[24];
+	struct rlimit rl;
+	int max_fd = getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur > 65536 ? 65536 : (int)rl.rlim_cur;
+	snprintf(pid, sizeof pid, "%d", (int)launcher);
+	snprintf(polls, sizeof polls, "%d", WATCH_REAP_S * 10);
+	if (fork() != 0)
+		return; /* the rank goes on to MPI_Abort; a failed fork: no reaper */
+	setsid();
+	int null = open("/dev/null", O_RDWR);
+	for (int fd = 0; fd < 3 && null >= 0; fd++)
+		dup2(null, fd);
+	for (int fd = 3; fd < max_fd; fd++)
+		close(fd);
+	execl("/bin/sh", "sh", "-c", script, "shardline-watchdog-reaper", pid, comm, polls, (char *)NULL);
+	_exit(127);
+}
+
 static void fire(void)
 {
 	struct timespec ts = {WATCH_GRACE_MS / 1000, (WATCH_GRACE_MS % 1000) * 1000000L};
@@ -93,6 +161,13 @@ static void fire(void)
 	MPI_Initialized(&inited);
 	MPI_Finalized(&done);
 	if (inited && !done) {
+		char comm[64] = "";
+		pid_t parent = getppid();
+		if (is_launcher(parent, comm, sizeof comm)) {
+			SL_WARN("watchdog", "MPI_Abort; %s (pid %d) is killed if it is still there in %d s",
+				comm, (int)parent, WATCH_REAP_S);
+			start_reaper(parent, comm);
+		}
 		alarm(WATCH_ABORT_ALARM_S);
 		MPI_Abort(MPI_COMM_WORLD, 70);
 	}
@@ -176,9 +251,10 @@ void node_watch_stop(void)
 void node_test_stall(int rank)
 {
 	static int ms = -1, only = -1;
-	if (ms < 0) {
+	if (ms < 0) { /* only with SL_TEST_HOOKS=1 too: a stray variable cannot slow a server */
 		const char *v = getenv("SL_TEST_STALL_STEP_MS"), *r = getenv("SL_TEST_STALL_RANK");
-		ms = v ? atoi(v) : 0;
+		const char *on = getenv("SL_TEST_HOOKS");
+		ms = v && on && !strcmp(on, "1") ? atoi(v) : 0;
 		only = r ? atoi(r) : -1;
 	}
 	if (ms <= 0 || (only >= 0 && only != rank))

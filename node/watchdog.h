@@ -56,9 +56,10 @@ typedef struct node_watch_opts {
 int node_watch_start(const node_watch_opts *o, char *err, size_t errlen);
 void node_watch_stop(void);
 
-/* Test hook (docs/operations.md): SL_TEST_STALL_STEP_MS=N makes every
- * step of a rank sleep N ms before it starts computing, without ticking
- * (SL_TEST_STALL_RANK=R: only world rank R). Returns at once when unset. */
+/* Test hook (docs/operations.md): with SL_TEST_HOOKS=1,
+ * SL_TEST_STALL_STEP_MS=N makes every step of a rank sleep N ms before it
+ * starts computing, without ticking (SL_TEST_STALL_RANK=R: only world
+ * rank R). Returns at once when either is unset. */
 void node_test_stall(int rank);
 
 #endif

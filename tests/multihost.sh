@@ -14,6 +14,13 @@
 # one rank per host, a stream is cut off mid-way by (a) the link going down,
 # (b) host B's processes killed: the client must get a complete text or an
 # error, and every process on both hosts must be gone, within 15 s.
+# Last, the watchdog-only path with a spare group: a coordinator with two
+# groups (the tp 2 group over both hosts, its mpirun without Open MPI's
+# oob keepalive, and a spare tp 2 group on A), the link cut mid-stream: the
+# coordinator sees the group stall (--stall-ms) and moves the stream to the
+# spare, which completes it with the text it gives alone; every rank of
+# the cut group logs "watchdog:", and mpirun and every process of that
+# group on both hosts are gone within 15 s. ONLY=spare runs that case alone.
 # Ends with "N passed, N failed"; skips (exit 0, says why) when not root
 # or `ip netns` cannot make namespaces.
 set -u
@@ -91,7 +98,10 @@ run() { # HOSTFILE LABEL TP PP
 }
 # Each grid on one host, then split in two halves (by slot: the first
 # half of the ranks, stage 0 at pp 2, on A). tp 2: one rank per host.
-for grid in "2 1" "1 2" "2 2"; do
+ONLY=${ONLY:-}
+[ "$ONLY" = spare ] && grids="" || grids='"2 1" "1 2" "2 2"'
+eval "set -- $grids"
+for grid in "$@"; do
 	set -- $grid; n=$(($1 * $2)); g=tp$1-pp$2
 	printf '%s slots=%d\n' "$net.1" $n >"$tmp/hosts1"
 	printf '%s slots=%d\n%s slots=%d\n' "$net.1" $((n / 2)) "$net.2" $((n / 2)) >"$tmp/hosts2"
@@ -101,10 +111,10 @@ for grid in "2 1" "1 2" "2 2"; do
 	if [ -n "$a" ] && [ "$a" = "$b" ]; then ok "tp $1 x pp $2 across two hosts = one host: '$a'"
 	else bad "tp $1 x pp $2: answers differ: one host '$a', two hosts '$b'"; fi
 done
-[ "$(sort -u "$tmp/rsh.log" 2>/dev/null)" = "$net.2" ] && ok "mpirun started B's ranks through the netns agent (never A's)" ||
+[ "$ONLY" = spare ] || { [ "$(sort -u "$tmp/rsh.log" 2>/dev/null)" = "$net.2" ] && ok "mpirun started B's ranks through the netns agent (never A's)" ||
 	bad "the rsh agent ran for: $(cat "$tmp/rsh.log" 2>/dev/null)"
 grep -q "CURVE on" "$tmp/tp2-pp1-two-hosts.log" && grep -q "registered with tcp://$net.1" "$tmp/tp2-pp1-two-hosts.log" &&
-	ok "two hosts: the leader registered over CURVE at $net.1" || bad "two hosts: no CURVE registration in the log"
+	ok "two hosts: the leader registered over CURVE at $net.1" || bad "two hosts: no CURVE registration in the log"; }
 
 # Failures, at tp 2 with one rank per host: mid-stream, (a) the link
 # between the hosts is cut, (b) every process on B is killed. Within the
@@ -122,10 +132,10 @@ now() { date +%s.%N; }
 since() { echo "$(now) $1" | awk '{printf "%.1f", $1 - $2}'; }
 fail_case() { # LABEL cut|kill
 	printf '%s slots=1\n%s slots=1\n' "$net.1" "$net.2" >"$tmp/hosts-fail"
-	export SL_TEST_STALL_STEP_MS=50 SL_TEST_STALL_RANK=0
-	keep=$mpi; mpi="$mpi -x SL_TEST_STALL_STEP_MS -x SL_TEST_STALL_RANK"
+	export SL_TEST_HOOKS=1 SL_TEST_STALL_STEP_MS=50 SL_TEST_STALL_RANK=0
+	keep=$mpi; mpi="$mpi -x SL_TEST_HOOKS -x SL_TEST_STALL_STEP_MS -x SL_TEST_STALL_RANK"
 	start_serve "$tmp/hosts-fail" "$1" 2 1; rc=$?
-	mpi=$keep; unset SL_TEST_STALL_STEP_MS SL_TEST_STALL_RANK
+	mpi=$keep; unset SL_TEST_HOOKS SL_TEST_STALL_STEP_MS SL_TEST_STALL_RANK
 	[ $rc -eq 0 ] || return 1
 	grep -q 'oob_tcp_keepalive_time 2' "$log" && ok "$1: serve gave mpirun the oob keepalive flags" ||
 		bad "$1: no oob keepalive on the mpirun line"
@@ -172,7 +182,7 @@ fail_case() { # LABEL cut|kill
 		ok "$1: the log names the cause: $cause" ||
 		{ bad "$1: no log line names the cause"; tail -15 "$log"; }
 }
-fail_case tp2-cut cut
+[ "$ONLY" = spare ] || fail_case tp2-cut cut
 # The link back before the next case, and up on both ends (operstate UP)
 # before serve starts: a daemon on B dials A over it at once, and a
 # launch that finds it still down ends the group before it is ready.
@@ -182,7 +192,102 @@ i=0; until ip -n "$na" -br link show "v${tag}a" | grep -q ' UP ' &&
 	i=$((i + 1)); [ $i -gt 100 ] && break; sleep 0.1
 done
 sleep 1
-fail_case tp2-host-lost kill
+[ "$ONLY" = spare ] || fail_case tp2-host-lost kill
+
+# A coordinator with two groups: the tp 2 group over both hosts and a
+# spare tp 2 group on A alone (CURVE on, started by hand as
+# deploy/README.md does, not by serve: serve stops with its group). The
+# link is cut mid-stream. The group's mpirun has no oob keepalive flags,
+# so only the ranks' watchdogs (--stall-ms 4000) end it: each rank must
+# log "watchdog:", and mpirun and every process of the group on both
+# hosts must be gone within the bound; the coordinator (--stall-ms 2000)
+# sees the leader's Loads go on while its progress stands still, stops
+# routing to it and migrates the stream to the spare group, whose text
+# must equal the spare group's own answer to the same request.
+# descendants PID...: the PIDs and every process below them
+descendants() {
+	for p in "$@"; do echo "$p"; descendants $(ps -o pid= --ppid "$p" 2>/dev/null); done
+}
+alive() { for p in "$@"; do kill -0 "$p" 2>/dev/null && echo "$p"; done; }
+spare_case() { # LABEL
+	lab=$1; keys=$tmp/keys; clog=$tmp/$lab.coord.log; ports=$tmp/$lab.ports
+	printf '%s slots=1\n%s slots=1\n' "$net.1" "$net.2" >"$tmp/hosts-fail"
+	[ -f "$keys/coordinator.key" ] || for k in coordinator node client; do
+		"$bin/shardline" keygen --out "$keys" --name $k >/dev/null; done
+	ip netns exec "$na" "$bin/shardline-coordinator" --model-name tiny --tokenizer "$model/tokenizer.json" \
+		--client-bind 'tcp://127.0.0.1:*' --node-bind "tcp://$net.1:*" --http-bind 127.0.0.1:0 \
+		--ports-file "$ports" --stall-ms 2000 --curve-key "$keys/coordinator.key" \
+		--client-keys "$keys/client.pub" --node-keys "$keys/node.pub" >"$clog" 2>&1 &
+	coord=$!
+	i=0; until [ -s "$ports" ] || [ $i -gt 300 ]; do sleep 0.1; i=$((i + 1)); done
+	nep=$(awk '/^node/{print $2}' "$ports"); url=http://$(awk '/^http/{print $2}' "$ports")/v1
+	[ -n "$nep" ] || { bad "$lab: the coordinator did not start"; tail -5 "$clog"; kill -KILL $coord; return 1; }
+	node="$bin/shardline-node --model $model --device cpu --tp 2 --coordinator $nep --model-name tiny
+		--kv-blocks 256 --stall-ms 4000 --curve-key $keys/node.key --server-key $keys/coordinator.pub"
+	registered() { # N: the coordinator logged N registrations (60 s at most)
+		i=0; until [ "$(grep -c 'registered:' "$clog")" -ge "$1" ] || [ $i -gt 600 ]; do sleep 0.1; i=$((i + 1)); done
+		[ $i -le 600 ]
+	}
+	# shellcheck disable=SC2086 # flag lists
+	ip netns exec "$na" env SL_TEST_HOOKS=1 SL_TEST_STALL_STEP_MS=50 SL_TEST_STALL_RANK=0 mpirun \
+		--hostfile "$tmp/hosts-fail" $mpi -x OMP_NUM_THREADS -x SL_TEST_HOOKS -x SL_TEST_STALL_STEP_MS \
+		-x SL_TEST_STALL_RANK -np 2 \
+		sh -c 'exec "$@" >"$0.r$OMPI_COMM_WORLD_RANK.log" 2>&1' "$tmp/$lab" $node >"$tmp/$lab.group.log" 2>&1 &
+	grp=$!
+	registered 1 || { bad "$lab: the two-host group did not register"; tail -5 "$tmp/$lab.group.log"; }
+	stream=$tmp/$lab.stream; req='{"model":"tiny","prompt":"Once upon a time","max_tokens":400,"temperature":0,"stream":true}'
+	ip netns exec "$na" curl -sN --max-time 90 -o "$stream" "$url/completions" \
+		-H 'Content-Type: application/json' -d "$req" &
+	cpid=$!
+	i=0; until [ "$(grep -c "^data: {" "$stream" 2>/dev/null)" -ge 5 ] 2>/dev/null || [ $i -gt 300 ]; do
+		sleep 0.2; i=$((i + 1)); done
+	# the spare joins once the stream runs on the two-host group
+	# shellcheck disable=SC2086
+	ip netns exec "$na" mpirun --oversubscribe $mpi -x OMP_NUM_THREADS -np 2 $node >"$tmp/$lab.spare.log" 2>&1 &
+	spare=$!
+	registered 2 || { bad "$lab: the spare group did not register"; tail -5 "$tmp/$lab.spare.log"; }
+	lost=$(descendants $grp)
+	t0=$(now)
+	ip -n "$na" link set "v${tag}a" down
+	answered=""; gone=""; i=0
+	while [ $i -lt 300 ] && [ -z "$gone" ]; do
+		[ -z "$answered" ] && ! kill -0 $cpid 2>/dev/null && answered=$(since "$t0")
+		[ -z "$(alive $lost)$(ip netns pids "$nb")" ] && gone=$(since "$t0")
+		i=$((i + 1)); sleep 0.2
+	done
+	[ -n "$answered" ] || { i=0; while kill -0 $cpid 2>/dev/null && [ $i -lt 300 ]; do sleep 0.2; i=$((i + 1)); done
+		answered=$(since "$t0"); }
+	left="$(alive $lost) $(ip netns pids "$nb")"
+	[ -z "$gone" ] && { ps -o pid=,ppid=,etimes=,args= -p "$(echo $left | tr ' ' ',')" | cut -c1-100; tail -n 4 "$tmp/$lab".r*.log; }
+	for p in $left; do kill -KILL "$p" 2>/dev/null; done
+	wait $grp; rc=$?
+	wait $cpid
+	text() { sed -n 's/^data: {.*"text":"\([^"]*\)".*/\1/p' "$1" | tr -d '\n'; }
+	n=$(grep -c '^data: {' "$stream")
+	if grep -q '"finish_reason":"length"' "$stream" && grep -q '^data: \[DONE\]' "$stream"; then
+		ok "$lab: the stream completed ($n events) in $answered s"
+	else bad "$lab: the stream did not complete ($n events): $(tail -c 300 "$stream")"; fi
+	grep -qE "group 1 .*stalled" "$clog" && grep -q "continues on group 2" "$clog" &&
+		ok "$lab: the coordinator saw the group stall and moved the stream: $(grep -m1 -o 'stalled:.*' "$clog" | cut -c1-120)" ||
+		{ bad "$lab: no stall and migration in the coordinator's log"; tail -8 "$clog"; }
+	ip netns exec "$na" curl -sN --max-time 90 -o "$tmp/$lab.ref" "$url/completions" \
+		-H 'Content-Type: application/json' -d "$req"
+	a=$(text "$stream"); b=$(text "$tmp/$lab.ref")
+	[ -n "$b" ] && [ "$a" = "$b" ] && ok "$lab: the migrated stream's text = the spare group's own (${#a} bytes)" ||
+		{ bad "$lab: texts differ: migrated '$(echo "$a" | cut -c1-80)...', spare '$(echo "$b" | cut -c1-80)...'"; }
+	# each rank's own log (B's output cannot cross the cut to mpirun)
+	for r in 0 1; do
+		grep -qE "node r$r/2 watchdog: " "$tmp/$lab.r$r.log" && ok "$lab: rank $r: $(grep -m1 -oE "watchdog: .{0,60}" "$tmp/$lab.r$r.log")" ||
+			{ bad "$lab: rank $r logged no watchdog line"; tail -5 "$tmp/$lab.r$r.log"; tail -5 "$tmp/$lab.group.log"; }
+	done
+	if [ -n "$gone" ]; then ok "$lab: mpirun (exit $rc) and every process of the group on both hosts gone $gone s after the cut"
+	else bad "$lab: still running 60 s after the cut: $(echo $left)"; fi
+	awk -v g="${gone:-999}" -v b=$bound 'BEGIN { exit !(g <= b) }' && ok "$lab: gone within $bound s" ||
+		bad "$lab: over $bound s: gone ${gone:-never}"
+	kill -TERM $spare $coord; wait $spare $coord
+	ip -n "$na" link set "v${tag}a" up
+}
+spare_case tp2-cut-spare
 
 left=""
 for ns in $na $nb; do left="$left$(ip netns pids "$ns" 2>/dev/null | tr '\n' ' ')"; done

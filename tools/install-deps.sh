@@ -41,12 +41,15 @@ export DEBIAN_FRONTEND=noninteractive
 # policy-rc.d that forbids starting services (Debian's documented hook), so
 # the Prometheus server is installed but never started or enabled here.
 # An existing policy-rc.d is the operator's: it is left alone.
+# (SL_POLICY_RC_D: another path, for tests/deps.sh, which runs this script
+# with apt-get replaced.)
+policy=${SL_POLICY_RC_D:-/usr/sbin/policy-rc.d}
 guard=""
 case " $missing " in *" prometheus "*)
-	if [ ! -e /usr/sbin/policy-rc.d ]; then
-		guard=/usr/sbin/policy-rc.d
+	if [ ! -e "$policy" ]; then
+		guard=$policy
 		printf '#!/bin/sh\n# tools/install-deps.sh: no service starts while it installs\nexit 101\n' |
-			$SUDO tee $guard >/dev/null && $SUDO chmod 755 $guard
+			$SUDO tee "$guard" >/dev/null && $SUDO chmod 755 "$guard"
 	fi ;;
 esac
 rest=""; prom=""

@@ -5,7 +5,8 @@
 #   unless --insecure is given; POST endpoints want Content-Type:
 #   application/json (415 otherwise: no cross-site form or text/plain
 #   posts); a stream that fails before its first token gets a real status
-#   (503), not 200 and an error event; a bounded slowloris of
+#   (503 with no live group, 408 past its deadline), not 200 and an error
+#   event; a bounded slowloris of
 #   2 x --http-max-connections trickling headers (slowloris.py) leaves at
 #   least 99% of normal requests answered, releases the connections when it
 #   stops, and a lone trickling connection is closed by the whole-request
@@ -46,6 +47,7 @@ done
 coord c.log --http-bind 127.0.0.1:0 --ports-file "$tmp/ports" --http-max-connections $MAXCONN \
 	--http-idle-timeout-s 5 --http-body-timeout-s $DEADLINE --admission-timeout-ms 300
 ports_wait "$tmp/ports"
+main_pid=$last_pid
 H=$(awk '/^http/{print $2}' "$tmp/ports" 2>/dev/null)
 [ -n "$H" ] && ok || { bad "coordinator did not start"; logs c.log; }
 code() { curl -s -o "$tmp/body" -w '%{http_code}' "$@"; }
@@ -67,6 +69,19 @@ c=$(code -D "$tmp/hdr" "http://$H/v1/completions" -H 'Content-Type: application/
 	-d '{"model":"tiny","prompt":"x","max_tokens":2,"stream":true}')
 [ "$c" = 503 ] && grep -qi '^content-type: application/json' "$tmp/hdr" && grep -q '"error"' "$tmp/body" && ok ||
 	bad "stream with no live group: want 503 JSON, got $c $(head -c 300 "$tmp/body")"
+grep -qi '^retry-after: 1' "$tmp/hdr" && ! grep -q '^data:' "$tmp/body" &&
+	grep -q 'no live node group serves model tiny' "$tmp/body" && ok ||
+	bad "stream 503: want Retry-After, no events and the reason: $(cat "$tmp/hdr" "$tmp/body" | head -c 400)"
+# its deadline before the first token (no group, a long admission wait): 408
+coord dl.log --http-bind 127.0.0.1:0 --ports-file "$tmp/dl.ports" --request-timeout-ms 800 \
+	--admission-timeout-ms 60000
+ports_wait "$tmp/dl.ports"
+c=$(code -D "$tmp/hdr" "http://$(awk '/^http/{print $2}' "$tmp/dl.ports")/v1/completions" \
+	-H 'Content-Type: application/json' -d '{"model":"tiny","prompt":"x","max_tokens":2,"stream":true}')
+[ "$c" = 408 ] && grep -qi '^content-type: application/json' "$tmp/hdr" && grep -q '"type":"timeout"' "$tmp/body" &&
+	! grep -q '^data:' "$tmp/body" && ok ||
+	bad "stream past its deadline before a token: want 408 JSON, got $c $(head -c 300 "$tmp/body")"
+kill -TERM $last_pid; wait $last_pid
 
 # --- `shardline status` and /v1/models give one context for a group whose KV
 # cache (8 blocks x 16 tokens = 128) is shorter than its positions (256) ---
@@ -94,7 +109,7 @@ else
 	p=${line%% passed*}; f=${line#*passed, }; f=${f%% failed*}
 	pass=$((pass + p)); fail=$((fail + f))
 fi
-kill -0 "$last_pid" 2>/dev/null && ok || { bad "the coordinator died"; logs c.log; }
+kill -0 "$main_pid" 2>/dev/null && ok || { bad "the coordinator died"; logs c.log; }
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

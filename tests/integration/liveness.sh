@@ -50,7 +50,7 @@ start_coord() {
 mpi_group() { # LOG ENV-FLAGS FLAGS...: a mpirun -np 2 tp 2 group; its pid in $mpi_pid
 	log=$1; xs=$2; shift 2
 	# shellcheck disable=SC2086
-	mpirun --oversubscribe -np 2 $xs "$bin/shardline-node" --model "$tmp/m" --tp 2 \
+	mpirun --oversubscribe -np 2 -x SL_TEST_HOOKS=1 $xs "$bin/shardline-node" --model "$tmp/m" --tp 2 \
 		--coordinator "$NODE" --model-name tiny --heartbeat-ms $HB "$@" >"$tmp/$log" 2>&1 &
 	mpi_pid=$!; pids="$pids $mpi_pid"
 }
