@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """Turn bench/serve.sh's results (one shardline-bench-serve JSON per run) into a
-markdown table and a PNG plot:
+markdown table and a PNG plot. The table says, per run, how its prompts were
+made (unique, a shared prefix of N ids, or seeded: repeated across runs) and
+the share of prompt tokens the groups' prefix caches served; the plot's lines
+take only runs of unique prompts, so cache hits never pass for throughput:
   top left    output tokens/s against concurrent streams (fixed-mix runs),
               one line per tensor-parallel degree and batching policy;
   top right   inter-token latency p50 (solid) and p99 (dashed) against
@@ -52,16 +55,42 @@ def fmt(x, spec="%.1f"):
     return "-" if x is None else spec % x
 
 
+def prompts(r):
+    """How the run made its prompts; results from before unique prompts
+    (2026-11-29) repeated them across runs of one seed: 'seeded?'."""
+    p = r.get("prompts")
+    if p is None:
+        return "seeded?"
+    shared = r.get("shared_prefix", 0)
+    return p + (", %d shared" % shared if shared else "")
+
+
+def unique(r):
+    return r.get("prompts") == "unique" and not r.get("shared_prefix")
+
+
+def reused(r):
+    """Prompt tokens the prefix caches served, of those started."""
+    pc = r.get("prefix_cache")
+    if pc is None:
+        return "-"
+    if pc.get("enabled") is False:
+        return "off"
+    q = pc.get("queried_tokens", 0)
+    return "%.1f%%" % (100.0 * pc["hit_tokens"] / q) if q else "-"
+
+
 def table(runs):
-    lines = ["| tp | batching | case | mix | streams | prompt | output | requests ok/failed "
+    lines = ["| tp | batching | case | mix | streams | prompt | output | prompts | prefix cache reused "
+             "| requests ok/failed "
              "| output tok/s | req/s | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms "
              "| TPOT p50 ms | running mean |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in runs:
         load_ = r.get("engine_load", {})
-        lines.append("| %d | %s | %s | %s | %d | %d | %d | %d/%d | %.0f | %.2f | %s | %s | %s | %s | %s | %s |" % (
+        lines.append("| %d | %s | %s | %s | %d | %d | %d | %s | %s | %d/%d | %.0f | %.2f | %s | %s | %s | %s | %s | %s |" % (
             r["_tp"], r["_batching"], r["_case"], r["mix"], r["streams"], r["prompt_len"],
-            r["output_len"], r["ok"], r["failed"] + r.get("unanswered", 0),
+            r["output_len"], prompts(r), reused(r), r["ok"], r["failed"] + r.get("unanswered", 0),
             r["output_tokens_per_s"], r["requests_per_s"], fmt(r["ttft_ms"]["p50"]),
             fmt(r["ttft_ms"]["p99"]), fmt(r["itl_ms"]["p50"]), fmt(r["itl_ms"]["p99"]),
             fmt(r["tpot_ms"]["p50"]), fmt(load_.get("running_mean"))))
@@ -69,10 +98,12 @@ def table(runs):
 
 
 def series(runs):
-    """(tp, batching) -> fixed-mix runs sorted by streams."""
+    """(tp, batching) -> fixed-mix runs of unique prompts sorted by streams
+    (all fixed-mix runs when none says its prompts were unique: old results)."""
     s = {}
+    keep = unique if any(unique(r) for r in runs) else (lambda r: True)
     for r in runs:
-        if r["mix"] == "fixed":
+        if r["mix"] == "fixed" and keep(r):
             s.setdefault((r["_tp"], r["_batching"]), []).append(r)
     for v in s.values():
         v.sort(key=lambda r: r["streams"])

@@ -10,7 +10,8 @@
  * request in flight; when a request ends, its connection submits the next
  * one of the workload, until --requests have been sent and answered. The
  * workload is made up front from --seed, so two runs (and two engines)
- * see the same requests in the same order:
+ * see the same requests in the same order (lengths, and every prompt id
+ * but each unique prompt's own header, below):
  *   --mix fixed    every prompt is --prompt-len ids, every output
  *                  --output-len tokens;
  *   --mix uniform  prompt length uniform over the integers in
@@ -34,6 +35,21 @@
  *                  which hides what prefix-aware routing adds. Native
  *                  protocol only (the answers' ids are needed).
  * prompt ids: BOS (1), then ids uniform in [3, --vocab) (no special ids).
+ * Unique prompts (the default, --prompts unique): the workload's ids
+ * come from --seed, so two runs with the same seed and lengths (the
+ * cases of bench/serve.sh, the native and HTTP runs of one case) would
+ * send the same prompts, and a group's prefix cache would serve the
+ * second run's prompts from the first's blocks: throughput mixed with
+ * cache hits. So the LG_HEADER_IDS ids after the shared part (below)
+ * are each request's own: its index as base-(vocab - 3) digits, then ids
+ * from (the run's nonce, the index). The nonce is drawn per process
+ * (--prompt-nonce sets it); the node caches full blocks only and
+ * verifies a hit's ids, so no block a request holds matches another's.
+ * --shared-prefix N: the first N ids of every prompt (BOS among them)
+ * are the same, from the nonce (a system prompt every request shares):
+ * prefix reuse measured on purpose; prompts of at most N ids are all
+ * shared. --prompts seeded: ids from --seed alone, as before unique
+ * prompts existed (for comparison: what reuse did to the old numbers).
  * Requests are greedy (--temperature 0) with ignore_eos, so every one
  * generates exactly its output length whatever a random model emits.
  *
@@ -56,9 +72,10 @@
  *   tokens/s    every output token received / wall time (first submit to
  *               last Done);
  *   requests/s  requests finished by length, stop or EOS / wall time.
- * With --mix chat also TTFT p50 / p99 per turn, and what the groups'
- * prefix caches did during the run (from Status before and after):
- * prompt tokens reused of those started, and the tokens the coordinator
+ * With --mix chat also TTFT p50 / p99 per turn. Every run reports what
+ * the groups' prefix caches did during it (from Status before and
+ * after): prompt tokens reused of those started (a sequence preempted
+ * and started again counts again), and the tokens the coordinator
  * expected to be cached where it routed (routing accuracy).
  * Percentiles are exact over all samples: nearest rank on the sorted
  * values (p-th: the ceil(p/100 n)-th smallest). A second connection
@@ -111,6 +128,10 @@
 #define LG_POLL_MS 10       /* loop tick: timers (status, progress, deadline) */
 #define LG_PROGRESS_S 10
 #define LG_MAX_TURNS 64     /* --turns */
+/* A unique prompt's own ids after its shared part: one KV block at the
+ * node's default block size (16), so the first block a request does not
+ * share on purpose is its own at that size or any smaller one. */
+#define LG_HEADER_IDS 16
 
 typedef struct lg_args {
 	const char *endpoint, *model, *out, *mix;
@@ -121,6 +142,9 @@ typedef struct lg_args {
 	long cancel_every, vanish_every; /* 0: none */
 	double spread, temperature;
 	uint64_t seed;
+	uint64_t nonce;           /* unique prompts: this run's key (--prompt-nonce, else drawn) */
+	int seeded_prompts;       /* --prompts seeded: ids from --seed alone */
+	long shared_prefix;       /* --shared-prefix: ids every prompt starts with */
 	int honor_eos;
 	const char *meta[LG_MAX_META]; /* "key=value", copied into the JSON */
 	int n_meta;
@@ -198,8 +222,46 @@ static long draw_len(const lg_args *a, long mean, uint64_t *rng)
 	return uniform(rng, lo < 1 ? 1 : lo, hi < 1 ? 1 : hi);
 }
 
-static int make_request(lg_request *r, int n_prompt, int max_tokens, long vocab, uint64_t seed,
-			uint64_t *rng)
+/* Base-(vocab - 3) digits that tell every --requests index apart. */
+static int index_digits(long vocab)
+{
+	int d = 1;
+	for (uint64_t span = (uint64_t)vocab - 3; span < (1u << 20) && d < LG_HEADER_IDS; d++)
+		span *= (uint64_t)vocab - 3;
+	return d;
+}
+
+/* Overwrite the seeded ids of prompt p (n ids, BOS first) with the
+ * shared prefix (its first `shared` ids) and, unless --prompts seeded,
+ * request `index`'s own header (the header comment: "Unique prompts").
+ * `salt` keeps the warm-up's headers apart from the measured requests'. */
+static void stamp_prompt(const lg_args *a, int32_t *p, int n, int shared, uint64_t index,
+			 uint64_t salt)
+{
+	uint64_t key = a->seeded_prompts ? a->seed : a->nonce, b = (uint64_t)a->vocab - 3;
+	shared = shared < n ? shared : n;
+	uint64_t rng = key ^ 0x534841524544ull; /* "SHARED" */
+	for (int i = 1; i < shared; i++)
+		p[i] = (int32_t)uniform(&rng, 3, a->vocab - 1);
+	if (a->seeded_prompts)
+		return;
+	int from = shared > 1 ? shared : 1, end = from + LG_HEADER_IDS < n ? from + LG_HEADER_IDS : n;
+	int digits = index_digits(a->vocab);
+	uint64_t x = index;
+	rng = key ^ (salt + index * 0xD1B54A32D192ED03ull);
+	for (int i = from; i < end; i++, digits--) {
+		if (digits > 0) {
+			p[i] = (int32_t)(3 + x % b);
+			x /= b;
+		} else {
+			p[i] = (int32_t)uniform(&rng, 3, a->vocab - 1);
+		}
+	}
+}
+
+/* Request `index` of a phase: seeded ids, then stamp_prompt. */
+static int make_request(const lg_args *a, lg_request *r, int n_prompt, int max_tokens,
+			uint64_t seed, uint64_t *rng, int shared, uint64_t index, uint64_t salt)
 {
 	memset(r, 0, sizeof *r);
 	r->prompt = malloc(sizeof(int32_t) * n_prompt);
@@ -207,7 +269,8 @@ static int make_request(lg_request *r, int n_prompt, int max_tokens, long vocab,
 		return SL_ENOMEM;
 	r->prompt[0] = 1;
 	for (int i = 1; i < n_prompt; i++)
-		r->prompt[i] = (int32_t)uniform(rng, 3, vocab - 1);
+		r->prompt[i] = (int32_t)uniform(rng, 3, a->vocab - 1);
+	stamp_prompt(a, r->prompt, n_prompt, shared, index, salt);
 	r->n_prompt = n_prompt, r->max_tokens = max_tokens, r->seed = seed;
 	return SL_OK;
 }
@@ -223,7 +286,8 @@ static int make_workload(const lg_args *a, lg_request **out)
 		w[i].seed = a->seed + (uint64_t)i;
 	for (long i = 0; !rc && strcmp(a->mix, "chat") && i < a->requests; i++) {
 		long p = draw_len(a, a->prompt_len, &rng), o = draw_len(a, a->output_len, &rng);
-		rc = make_request(&w[i], (int)p, (int)o, a->vocab, a->seed + (uint64_t)i, &rng);
+		rc = make_request(a, &w[i], (int)p, (int)o, a->seed + (uint64_t)i, &rng,
+				  (int)a->shared_prefix, (uint64_t)i, 0);
 	}
 	*out = w;
 	return rc;
@@ -236,7 +300,9 @@ static int make_warmup(const lg_args *a, lg_request **out)
 	uint64_t rng = a->seed ^ 0x5741524D5550ull;
 	int rc = w ? SL_OK : SL_ENOMEM;
 	for (long i = 0; !rc && i < a->warmup; i++)
-		rc = make_request(&w[i], 16, (int)(2 + i), a->vocab, i, &rng);
+		/* nothing shared: a shared block cached here would count in the run */
+		rc = make_request(a, &w[i], 16, (int)(2 + i), i, &rng, 0, (uint64_t)i,
+				  0x5741524D5550ull);
 	*out = w;
 	return rc;
 }
@@ -727,6 +793,7 @@ static lg_dist dist(double *v, size_t n)
 /* What the groups' prefix caches did over the run: Status after less before. */
 typedef struct lg_cache {
 	int known;                /* a Status after the run came back */
+	int enabled;              /* some group has its prefix cache on */
 	long queried, hit, routed, evictions;
 } lg_cache;
 
@@ -746,6 +813,7 @@ static void cache_delta(const sl_event *before, const sl_event *after, lg_cache 
 	*c = (lg_cache){.known = 1};
 	for (int i = 0; i < after->n_groups; i++) {
 		const sl_group_info *g = &after->groups[i], *b = NULL;
+		c->enabled |= g->prefix_cache != 0;
 		for (int k = 0; k < before->n_groups; k++)
 			if (before->groups[k].id == g->id)
 				b = &before->groups[k];
@@ -824,6 +892,14 @@ static void print_report(const lg_run *R, const lg_report *o, const sl_event *st
 		printf("load: %ld streams, %ld requests, mix %s: prompt %ld, output %ld%s, seed %llu\n",
 		       a->streams, a->requests, a->mix, a->prompt_len, a->output_len,
 		       strcmp(a->mix, "uniform") ? "" : " (uniform +-spread)", (unsigned long long)a->seed);
+	if (!R->chat && a->seeded_prompts)
+		printf("%-18s from the seed alone: runs with this seed and these lengths send the same "
+		       "prompts%s\n", "prompts", a->shared_prefix ? "; the first ids shared" : "");
+	else if (!R->chat)
+		printf("%-18s unique per request (nonce %016llx)%s\n", "prompts",
+		       (unsigned long long)a->nonce, a->shared_prefix ? "; the first ids shared" : "");
+	if (!R->chat && a->shared_prefix)
+		printf("%-18s %ld ids at the start of every prompt\n", "shared prefix", a->shared_prefix);
 	printf("%-18s %ld ok, %ld failed, %ld unanswered; %ld prompt + %ld output tokens in %.2f s\n",
 	       "requests", o->ok, o->failed, o->unanswered, o->prompt_tokens, o->output_tokens,
 	       o->wall_s);
@@ -846,11 +922,15 @@ static void print_report(const lg_run *R, const lg_report *o, const sl_event *st
 		       t == 0 ? "TTFT ms, turn 1" : "        turn", o->ttft_turn[t].p50,
 		       o->ttft_turn[t].p90, o->ttft_turn[t].p99, o->ttft_turn[t].max,
 		       o->ttft_turn[t].mean, o->ttft_turn[t].n);
-	if (o->cache.known)
+	if (o->cache.known && !o->cache.enabled)
+		printf("%-18s off in every group: no prompt token reused\n", "prefix cache");
+	else if (o->cache.known)
 		printf("%-18s %ld of %ld prompt tokens reused (%.1f%%), %ld expected by the router, "
 		       "%ld blocks evicted\n", "prefix cache", o->cache.hit, o->cache.queried,
 		       o->cache.queried ? 100.0 * o->cache.hit / o->cache.queried : 0.0,
 		       o->cache.routed, o->cache.evictions);
+	else
+		printf("%-18s unknown: no Status after the run\n", "prefix cache");
 	if (o->coord_cpu_s >= 0)
 		printf("%-18s %.2f s over %.2f s wall: %.1f%% of one core\n", "coordinator CPU",
 		       o->coord_cpu_s, o->wall_s, o->wall_s > 0 ? 100 * o->coord_cpu_s / o->wall_s : 0);
@@ -902,6 +982,14 @@ static int write_json(const char *path, const lg_run *R, const lg_report *o, con
 	cJSON_AddBoolToObject(j, "ignore_eos", !a->honor_eos);
 	cJSON_AddNumberToObject(j, "warmup", a->warmup);
 	cJSON_AddStringToObject(j, "transport", a->http ? "http" : "native");
+	if (!R->chat) {
+		char nonce[24];
+		snprintf(nonce, sizeof nonce, "%016llx", (unsigned long long)a->nonce);
+		cJSON_AddStringToObject(j, "prompts", a->seeded_prompts ? "seeded" : "unique");
+		if (!a->seeded_prompts) /* a string: JSON numbers hold 53 bits */
+			cJSON_AddStringToObject(j, "prompt_nonce", nonce);
+		cJSON_AddNumberToObject(j, "shared_prefix", a->shared_prefix);
+	}
 	if (o->coord_cpu_s >= 0) {
 		cJSON_AddNumberToObject(j, "coord_cpu_s", o->coord_cpu_s);
 		cJSON_AddNumberToObject(j, "coord_cpu_percent", o->wall_s > 0 ? 100 * o->coord_cpu_s / o->wall_s : 0);
@@ -958,6 +1046,7 @@ static int write_json(const char *path, const lg_run *R, const lg_report *o, con
 	}
 	if (o->cache.known) {
 		cJSON *pc = cJSON_CreateObject();
+		cJSON_AddBoolToObject(pc, "enabled", o->cache.enabled);
 		cJSON_AddNumberToObject(pc, "queried_tokens", (double)o->cache.queried);
 		cJSON_AddNumberToObject(pc, "hit_tokens", (double)o->cache.hit);
 		cJSON_AddNumberToObject(pc, "hit_rate", o->cache.queried ? (double)o->cache.hit / o->cache.queried : 0);
@@ -1024,6 +1113,7 @@ static void usage(FILE *f)
 		"         [--status-ms 200] [--wait-s 300] [--timeout-s 600]\n"
 		"         [--http http://127.0.0.1:8000] [--coord-pid PID]\n"
 		"         [--cancel-every N] [--vanish-every N]\n"
+		"         [--prompts unique|seeded] [--shared-prefix 0] [--prompt-nonce N]\n"
 		"         [--out FILE.json] [--meta KEY=VALUE]...\n"
 		"N concurrent streams (one DEALER each, one request in flight each) run a\n"
 		"seeded synthetic workload through the coordinator; prints output tokens/s,\n"
@@ -1034,6 +1124,12 @@ static void usage(FILE *f)
 		"(--requests: users * turns by default; --think-ms T: users pause T/2..3T/2\n"
 		"before each next turn; native protocol only). Prompt ids\n"
 		"are BOS then uniform in [3, vocab). ignore_eos unless --honor-eos.\n"
+		"Prompts are unique (--prompts unique): the 16 ids after the shared part\n"
+		"are each request's own (index, and a nonce drawn per run or --prompt-nonce),\n"
+		"so no run reuses another's cached blocks. --shared-prefix N: every prompt\n"
+		"starts with the same N ids (prefix reuse on purpose). --prompts seeded:\n"
+		"ids from --seed alone; runs with one seed repeat their prompts.\n"
+		"The report says how many prompt tokens the groups' prefix caches served.\n"
 		"--warmup W: W unmeasured requests first (outputs of 2..W+1 tokens).\n"
 		"--meta: strings copied into the JSON's \"meta\" (device, scheduler, ...).\n"
 		"--http URL: the same load through the OpenAI API (POST /v1/completions,\n"
@@ -1055,14 +1151,15 @@ static int parse(int argc, char **argv, lg_args *a, char *err, size_t errlen)
 		{"timeout-s", 1, 0, 'T'}, {"out", 1, 0, 'O'}, {"meta", 1, 0, 'M'},
 		{"http", 1, 0, 'H'}, {"coord-pid", 1, 0, 'P'}, {"turns", 1, 0, 'u'},
 		{"system-len", 1, 0, 'y'}, {"question-len", 1, 0, 'q'}, {"think-ms", 1, 0, 'k'},
-		{"cancel-every", 1, 0, 'X'}, {"vanish-every", 1, 0, 'V'},
+		{"cancel-every", 1, 0, 'X'}, {"vanish-every", 1, 0, 'V'}, {"prompts", 1, 0, 'R'},
+		{"shared-prefix", 1, 0, 'A'}, {"prompt-nonce", 1, 0, 'N'},
 		{"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	const char *env = getenv("SHARDLINE_COORDINATOR");
 	*a = (lg_args){.endpoint = env && *env ? env : "tcp://127.0.0.1:5555", .mix = "fixed",
 		       .streams = 8, .prompt_len = 512, .output_len = 256, .spread = 0.5,
 		       .vocab = 32000, .seed = 1, .status_ms = 200, .wait_s = 300, .timeout_s = 600,
 		       .turns = 6, .system_len = 1000, .question_len = 64};
-	int c, rc = 0;
+	int c, rc = 0, nonce_set = 0;
 	while (!rc && (c = getopt_long(argc, argv, "", o, NULL)) != -1) {
 		switch (c) {
 		case 'c': a->endpoint = optarg; break;
@@ -1095,6 +1192,17 @@ static int parse(int argc, char **argv, lg_args *a, char *err, size_t errlen)
 		case 'X': rc = sl_parse_int("--cancel-every", optarg, 0, 1L << 30, &a->cancel_every, err, errlen); break;
 		case 'V': rc = sl_parse_int("--vanish-every", optarg, 0, 1L << 30, &a->vanish_every, err, errlen); break;
 		case 'P': rc = sl_parse_int("--coord-pid", optarg, 1, 1L << 30, &a->coord_pid, err, errlen); break;
+		case 'R':
+			if (strcmp(optarg, "unique") && strcmp(optarg, "seeded"))
+				return sl_errf(err, errlen, SL_EINVAL, "--prompts: '%s' is not unique or seeded",
+					       optarg);
+			a->seeded_prompts = !strcmp(optarg, "seeded");
+			break;
+		case 'A': rc = sl_parse_int("--shared-prefix", optarg, 0, 65536, &a->shared_prefix, err, errlen); break;
+		case 'N':
+			rc = sl_parse_u64("--prompt-nonce", optarg, &a->nonce, err, errlen);
+			nonce_set = 1;
+			break;
 		case 'M':
 			if (!strchr(optarg, '=') || strchr(optarg, '=') == optarg || a->n_meta == LG_MAX_META)
 				return sl_errf(err, errlen, SL_EINVAL, "--meta: KEY=VALUE, at most %d", LG_MAX_META);
@@ -1110,6 +1218,14 @@ static int parse(int argc, char **argv, lg_args *a, char *err, size_t errlen)
 		rc = sl_errf(err, errlen, SL_EINVAL, "--mix chat needs the native protocol (the answers' ids)");
 	if (!rc && a->http && (a->cancel_every || a->vanish_every))
 		rc = sl_errf(err, errlen, SL_EINVAL, "--cancel-every and --vanish-every need the native protocol");
+	if (!rc && is_chat(a) && (a->shared_prefix || a->seeded_prompts))
+		rc = sl_errf(err, errlen, SL_EINVAL, "--shared-prefix and --prompts seeded are for the "
+			     "fixed and uniform mixes (chat shares its system prompt)");
+	if (!rc && !strcmp(a->mix, "fixed") && a->shared_prefix >= a->prompt_len)
+		rc = sl_errf(err, errlen, SL_EINVAL, "--shared-prefix %ld: every %ld-id prompt would be "
+			     "the same", a->shared_prefix, a->prompt_len);
+	if (!rc && !nonce_set)
+		a->nonce = sl_random_seed();
 	if (!rc && !a->requests)
 		a->requests = is_chat(a) ? a->streams * a->turns : 4 * a->streams;
 	/* with uniform lengths the longest prompt is L(1+spread) */

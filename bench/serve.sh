@@ -29,12 +29,23 @@
 #   BATCHING   policies: continuous, simple (continuous batching off)
 #              [continuous simple; only continuous if the node lacks --batching]
 #   CASES      the runs under continuous batching, each
-#              NAME:MIX:STREAMS:PROMPT_LEN:OUTPUT_LEN:REQUESTS
+#              NAME:MIX:STREAMS:PROMPT_LEN:OUTPUT_LEN:REQUESTS[:REUSE]
 #              [cuda: 512-token prompts, 256-token outputs, fixed at 1, 8,
-#              32, 64, 128, 256 streams, uniform at 64; cpu: 64/32 at 8]
+#              32, 64, 128, 256 streams, uniform at 64; cpu: 64/32 at 8].
+#              Every request's prompt is its own (loadgen --prompts
+#              unique), so no case reuses another's cached blocks and
+#              tokens/s is not prefix caching. REUSE asks for reuse on
+#              purpose, only in a case whose NAME says prefix or reuse: a
+#              number N (every prompt starts with the same N ids: loadgen
+#              --shared-prefix N), or seeded (prompts from --seed alone,
+#              as before 2026-11-29: cases of one shape repeat each other's
+#              prompts). Every run reports the prompt tokens the prefix
+#              cache served ("prefix cache" in the table, prefix_cache in
+#              the JSON)
 #   SIMPLE_CASES  the runs under simple batching [cuda: fixed-s64,
 #              uniform-s64, fixed-s256; cpu: all]
 #   NODE_FLAGS, COORD_FLAGS, LOADGEN_FLAGS   more flags for each process
+#              (LOADGEN_FLAGS without --shared-prefix or --prompts: REUSE)
 #   MODES      transports: native, http [native http; native only when the
 #              loadgen has no --http]
 #   WARMUP     loadgen --warmup before the first case of each group [the
@@ -86,6 +97,29 @@ fi
 # simple batching: the issue's comparison (64 streams), and 256 streams, where
 # the KV pool of one 80 GB GPU cannot hold every sequence at full length
 SIMPLE_CASES=${SIMPLE_CASES:-$(for c in $CASES; do case " $simple_names " in *" ${c%%:*} "*) printf '%s ' "$c" ;; esac; done)}
+# A case's REUSE as loadgen flags. Reuse only where the name says so: a
+# results table never shows cache hits under a plain case name.
+reuse_flags() { # NAME REUSE
+	case "$2" in
+	"") return 0 ;;
+	seeded) f="--prompts seeded" ;;
+	*[!0-9]*) say "case $1: REUSE '$2' is neither a number nor seeded"; return 1 ;;
+	*) f="--shared-prefix $2" ;;
+	esac
+	case "$1" in
+	*prefix* | *reuse*) echo "$f" ;;
+	*) say "case $1 reuses prompts ($2): name it ...prefix... or ...reuse..."; return 1 ;;
+	esac
+}
+for c in $CASES $SIMPLE_CASES; do
+	IFS=: read -r cname _ _ _ _ _ reuse <<EOF
+$c
+EOF
+	reuse_flags "$cname" "${reuse:-}" >/dev/null || exit 1
+done
+case " ${LOADGEN_FLAGS:-} " in
+*" --shared-prefix"* | *" --prompts"*) die "LOADGEN_FLAGS: give reuse per case (CASES' REUSE field), not for every case" ;;
+esac
 # warm-up KV use grows as its square (request i holds 16 + 2 + i tokens): at most 256
 most=$(for c in $CASES $SIMPLE_CASES; do echo "$c" | cut -d: -f3; done | sort -n | tail -1)
 warmup=${WARMUP:-$(( most < 256 ? most : 256 ))}
@@ -185,23 +219,24 @@ for g in ${GPUS:-1}; do
 		start "$cfg" "$g" "$pol"
 		first=1
 		for c in $cases; do
-			IFS=: read -r cname mix streams plen olen nreq <<EOF
+			IFS=: read -r cname mix streams plen olen nreq reuse <<EOF
 $c
 EOF
+			pflags=$(reuse_flags "$cname" "${reuse:-}")
 			for mode in $modes; do
 				w=0; [ $first = 1 ] && w=$warmup; first=0
 				run="$cfg-$cname"; tflag=""; blabel=$label
 				if [ "$mode" = http ]; then
 					run="$run-http"; tflag="--http http://$http"; blabel="$label/http"
 				fi
-				say "-- $run: $streams streams, $nreq requests, $mix prompt $plen output $olen ($mode)"
+				say "-- $run: $streams streams, $nreq requests, $mix prompt $plen output $olen ($mode${reuse:+, reuse $reuse})"
 				# shellcheck disable=SC2086
 				timeout 900 "$bin/shardline-bench-serve" --coordinator "$client" $tflag --model bench \
 					--streams "$streams" --requests "$nreq" --mix "$mix" --prompt-len "$plen" \
 					--output-len "$olen" --vocab "$vocab" --seed 1 --warmup "$w" --coord-pid "$coord_pid" \
 					--meta "device=$device" --meta "model=$shape" --meta "gpus=$g" \
 					--meta "batching=$blabel" --meta "case=$cname" --meta "transport=$mode" \
-					--out "$out/$run.json" ${LOADGEN_FLAGS:-} >"$out/$run.txt" 2>"$out/logs/$run-loadgen.log"
+					--out "$out/$run.json" $pflags ${LOADGEN_FLAGS:-} >"$out/$run.txt" 2>"$out/logs/$run-loadgen.log"
 				rc=$?
 				cat "$out/$run.txt"
 				[ $rc -eq 0 ] || { status=1; say "$run failed (exit $rc):"; tail -5 "$out/logs/$run-loadgen.log" >&2; }
