@@ -57,7 +57,7 @@ def fmt(x, spec="%.1f"):
 
 def prompts(r):
     """How the run made its prompts; results from before unique prompts
-    (2026-11-29) repeated them across runs of one seed: 'seeded?'."""
+    (issue 38) repeated them across runs of one seed: 'seeded?'."""
     p = r.get("prompts")
     if p is None:
         return "seeded?"

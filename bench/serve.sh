@@ -38,7 +38,7 @@
 #              purpose, only in a case whose NAME says prefix or reuse: a
 #              number N (every prompt starts with the same N ids: loadgen
 #              --shared-prefix N), or seeded (prompts from --seed alone,
-#              as before 2026-11-29: cases of one shape repeat each other's
+#              as before issue 38: cases of one shape repeat each other's
 #              prompts). Every run reports the prompt tokens the prefix
 #              cache served ("prefix cache" in the table, prefix_cache in
 #              the JSON)
