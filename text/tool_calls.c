@@ -141,13 +141,18 @@ static void emit_content(text_tool_stream *st, const char *s, size_t n, const te
 	k->content(u, s, n);
 }
 
-/* The calls were not calls after all: what opened them is content. */
+/* The calls were not calls after all: what opened them (the marker, or
+ * the '{' a Llama 3 answer began with) is content, and the text after it
+ * is read again as text, where a later marker may still open a call. So
+ * the result does not depend on how the output was cut into pieces. */
 static void revert(text_tool_stream *st, const text_tool_sink *k, void *u)
 {
-	if (st->via)
+	if (st->via) {
 		emit_content(st, st->via, strlen(st->via), k, u);
-	emit_content(st, st->pend.p, st->pend.n, k, u);
-	st->pend.n = 0;
+	} else if (st->pend.n) {
+		emit_content(st, st->pend.p, 1, k, u);
+		consume(&st->pend, 1);
+	}
 	st->via = NULL;
 	st->state = S_TEXT;
 }
@@ -188,6 +193,8 @@ static int scan_value(const char *s, size_t n, size_t i, size_t *end)
 				if (r <= 0)
 					return r;
 				i = e - 1;
+			} else if ((unsigned char)c < 0x20 && !is_ws(c)) {
+				return -1; /* cJSON would take it for whitespace; JSON does not */
 			} else if (c == '{' || c == '[') {
 				if (depth == (int)sizeof stack)
 					return -1;
@@ -506,22 +513,24 @@ int text_tool_stream_feed(text_tool_stream *st, const char *s, size_t n, const t
 
 int text_tool_stream_finish(text_tool_stream *st, const text_tool_sink *k, void *u)
 {
-	switch (st->state) {
-	case S_IN_OBJ:
-		if (st->named) { /* cut off inside the call */
+	/* what waits for more: a call's start that never came to be one is
+	 * content, and the text after it is read again */
+	while (st->state == S_OPEN || st->state == S_OBJ || st->state == S_IN_OBJ) {
+		if (st->state == S_IN_OBJ && st->named) { /* cut off inside the call */
 			st->bad = 1;
 			st->pend.n = 0;
 			break;
 		}
-		/* fall through */
-	case S_OPEN:
-	case S_OBJ:
 		if (st->n_calls && st->state != S_IN_OBJ)
 			st->via = NULL;
 		revert(st, k, u);
-		break;
-	default:
-		break;
+		while (st->pend.n && step(st, k, u))
+			;
+	}
+	if (st->state == S_AFTER && st->f == TEXT_TOOL_HERMES) { /* an end tag cut short */
+		size_t i = skip_ws(st->pend.p, st->pend.n, 0);
+		if (st->pend.n - i < 12 && !memcmp(st->pend.p + i, "</tool_call>", st->pend.n - i))
+			st->pend.n = 0;
 	}
 	st->state = S_TEXT;
 	emit_content(st, st->pend.p, st->pend.n, k, u);
