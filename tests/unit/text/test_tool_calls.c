@@ -245,6 +245,38 @@ START_TEST(family_of_templates)
 }
 END_TEST
 
+/* The real templates of tests/data/chat_templates each name their family;
+ * those without tools are Hermes with knows_tools 0 (the server then
+ * describes the tools itself). */
+START_TEST(family_of_real_templates)
+{
+	static const struct {
+		const char *file;
+		text_tool_family f;
+		int knows;
+	} want[] = {
+		{"llama3_1", TEXT_TOOL_LLAMA3, 1}, {"llama3_2", TEXT_TOOL_LLAMA3, 1},
+		{"qwen2_5", TEXT_TOOL_HERMES, 1},  {"mistral_v0_3", TEXT_TOOL_MISTRAL, 1},
+		{"smollm2", TEXT_TOOL_HERMES, 0},  {"llama3", TEXT_TOOL_HERMES, 0},
+		{"mistral", TEXT_TOOL_HERMES, 0},  {"llama2", TEXT_TOOL_HERMES, 0},
+	};
+	for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+		char path[256], *src = NULL;
+		size_t len = 0;
+		snprintf(path, sizeof path, "tests/data/chat_templates/%s.jinja", want[i].file);
+		FILE *fp = fopen(path, "rb");
+		ck_assert_msg(fp != NULL, "%s", path);
+		src = malloc(1 << 16);
+		len = fread(src, 1, 1 << 16, fp);
+		fclose(fp);
+		int knows = -1;
+		ck_assert_msg(text_tool_family_of(src, len, &knows) == want[i].f, "%s: family", path);
+		ck_assert_msg(knows == want[i].knows, "%s: knows tools %d", path, knows);
+		free(src);
+	}
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("tool_calls");
@@ -255,6 +287,7 @@ int main(void)
 	tcase_add_test(tc, stream_reports_early);
 	tcase_add_loop_test(tc, random_bytes_never_crash, 0, 4);
 	tcase_add_test(tc, family_of_templates);
+	tcase_add_test(tc, family_of_real_templates);
 	suite_add_tcase(s, tc);
 	SRunner *r = srunner_create(s);
 	srunner_run_all(r, CK_NORMAL);
