@@ -59,6 +59,9 @@ void coord_oai_call_free(coord *c, void *app)
 	coord_oai_detach_all(o);
 	for (int i = 0; i < o->n_choices; i++)
 		choice_release(&o->ch[i]);
+	for (int i = 0; i < o->n_tool_names; i++)
+		free(o->tool_names[i]);
+	free(o->tool_names);
 	free(o->ch);
 	free(o->head.p);
 	free(o->ev.p);
@@ -133,8 +136,13 @@ static oai_call *call_new(coord *c, coord_http_call *x, int chat, const oai_req 
 	o->rng = sl_splitmix64(&rng);
 	o->tools_on = chat && q->tools.json != NULL;
 	o->family = q->tools.family;
+	if (o->tools_on && coord_oai_keep_tool_names(o, &q->tools)) {
+		coord_oai_call_free(c, o);
+		return NULL;
+	}
 	for (int i = 0; o->tools_on && o->stream && i < n_choices; i++)
-		if (text_tool_stream_create(o->family, &o->ch[i].tp)) {
+		if (text_tool_stream_create(o->family, &o->ch[i].tp) ||
+		    text_tool_stream_names(o->ch[i].tp, (const char *const *)o->tool_names, o->n_tool_names)) {
 			coord_oai_call_free(c, o);
 			return NULL;
 		}

@@ -96,6 +96,8 @@ typedef struct oai_call {
 	sl_buf ev;                     /* scratch for one event */
 	int tools_on;                  /* chat with tools: output parsed into tool_calls */
 	text_tool_family family;
+	char **tool_names;             /* [n_tool_names]: only their calls count (malloc'd) */
+	int n_tool_names;
 	uint64_t rng;                  /* tool call ids */
 } oai_call;
 
@@ -127,6 +129,8 @@ int coord_oai_message_extra(const cJSON *m, const char *param, char **out, oai_e
  * system prompt that describes the tools. */
 int coord_oai_calls_as_text(const cJSON *tool_calls, sl_buf *out);
 int coord_oai_tools_prompt(const oai_tools *t, sl_buf *out);
+/* The tools' function names into o->tool_names; -1: out of memory. */
+int coord_oai_keep_tool_names(oai_call *o, const oai_tools *t);
 /* A new call id: call_<24 alphanumerics>; Mistral: 9 alphanumerics. */
 void coord_oai_tool_call_id(oai_call *o, char *out, size_t n);
 /* "tool_calls":[...] of a whole answer. */

@@ -255,7 +255,8 @@ void coord_oai_respond_whole(oai_call *o)
 		const char *finish = coord_oai_finish_name(ch->finish);
 		if (o->chat && o->tools_on) {
 			text_tool_parsed tp = {0};
-			if (text_tool_parse(o->family, ch->text.p ? ch->text.p : "", ch->text.n, &tp))
+			if (text_tool_parse_names(o->family, (const char *const *)o->tool_names, o->n_tool_names,
+						  ch->text.p ? ch->text.p : "", ch->text.n, &tp))
 				j.failed = 1;
 			sl_buf_puts(&j, "\"message\":{\"role\":\"assistant\",\"content\":");
 			if (tp.content)

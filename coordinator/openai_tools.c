@@ -303,6 +303,28 @@ int coord_oai_tools_prompt(const oai_tools *t, sl_buf *out)
 
 /* --- answers ---------------------------------------------------------------- */
 
+int coord_oai_keep_tool_names(oai_call *o, const oai_tools *t)
+{
+	cJSON *tools = cJSON_Parse(t->json);
+	const cJSON *it;
+	int n = cJSON_GetArraySize(tools);
+	if (!tools || !(o->tool_names = calloc((size_t)n + 1, sizeof *o->tool_names))) {
+		cJSON_Delete(tools);
+		return -1;
+	}
+	cJSON_ArrayForEach(it, tools) {
+		const char *name = cJSON_GetStringValue(
+			cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(it, "function"), "name"));
+		if (!(o->tool_names[o->n_tool_names] = strdup(name ? name : ""))) {
+			cJSON_Delete(tools);
+			return -1;
+		}
+		o->n_tool_names++;
+	}
+	cJSON_Delete(tools);
+	return 0;
+}
+
 void coord_oai_tool_call_id(oai_call *o, char *out, size_t n)
 {
 	static const char alnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";

@@ -27,11 +27,15 @@ struct text_tool_stream {
 	sl_buf pend;        /* unsettled text; IN_OBJ: the object from its '{' */
 	sl_buf ws;          /* whitespace held: leading, or after a call */
 	sl_buf name;        /* IN_OBJ: the call's name, once complete */
-	const char *via;    /* the marker that opened the calls, re-emitted when they were none */
+	const char *via;    /* the marker that opened the calls; NULL: a bare '{' did (Llama 3) */
+	sl_buf opened;      /* what was consumed since the calls opened (marker, spaces,
+			     * '['), re-emitted when they were none */
 	int emitted;        /* content went out */
 	int n_calls;        /* calls begun */
 	int bad;
 	int in_list;        /* Mistral: inside [ ... ] */
+	char **names;       /* the functions whose calls count; NULL: any */
+	int n_names;
 	/* IN_OBJ */
 	int named;          /* call_begin went out */
 	size_t args_sent;   /* bytes of the arguments value reported */
@@ -89,13 +93,39 @@ int text_tool_stream_create(text_tool_family f, text_tool_stream **out)
 	return 0;
 }
 
+int text_tool_stream_names(text_tool_stream *st, const char *const *names, int n)
+{
+	if (!names)
+		return 0;
+	if (!(st->names = calloc((size_t)n + 1, sizeof *st->names)))
+		return SL_ENOMEM;
+	for (int i = 0; i < n; i++, st->n_names++)
+		if (!(st->names[i] = strdup(names[i])))
+			return SL_ENOMEM;
+	return 0;
+}
+
+static int name_allowed(const text_tool_stream *st, const char *name, size_t n)
+{
+	if (!st->names)
+		return 1;
+	for (int i = 0; i < st->n_names; i++)
+		if (strlen(st->names[i]) == n && !memcmp(st->names[i], name, n))
+			return 1;
+	return 0;
+}
+
 void text_tool_stream_destroy(text_tool_stream *st)
 {
 	if (!st)
 		return;
+	for (int i = 0; i < st->n_names; i++)
+		free(st->names[i]);
+	free(st->names);
 	sl_buf_free(&st->pend);
 	sl_buf_free(&st->ws);
 	sl_buf_free(&st->name);
+	sl_buf_free(&st->opened);
 	free(st);
 }
 
@@ -147,9 +177,9 @@ static void emit_content(text_tool_stream *st, const char *s, size_t n, const te
  * the result does not depend on how the output was cut into pieces. */
 static void revert(text_tool_stream *st, const text_tool_sink *k, void *u)
 {
-	if (st->via) {
-		emit_content(st, st->via, strlen(st->via), k, u);
-	} else if (st->pend.n) {
+	emit_content(st, st->opened.p, st->opened.n, k, u);
+	st->opened.n = 0;
+	if (!st->via && st->pend.n) { /* the '{' itself, so the text moves on */
 		emit_content(st, st->pend.p, 1, k, u);
 		consume(&st->pend, 1);
 	}
@@ -342,7 +372,8 @@ static int step_object(text_tool_stream *st, const text_tool_sink *k, void *u)
 		return 1;
 	}
 	if (o.has_name && !st->named) {
-		if (decode_string(s + o.name_at, o.name_end - o.name_at, &st->name) || !st->name.n) {
+		if (decode_string(s + o.name_at, o.name_end - o.name_at, &st->name) || !st->name.n ||
+		    !name_allowed(st, st->name.p, st->name.n)) {
 			revert(st, k, u);
 			return 1;
 		}
@@ -377,6 +408,7 @@ static int step_object(text_tool_stream *st, const text_tool_sink *k, void *u)
 		st->bad = 1;
 	}
 	consume(&st->pend, o.obj_end);
+	st->opened.n = 0;
 	st->named = 0;
 	st->args_sent = 0;
 	st->state = S_AFTER;
@@ -406,6 +438,8 @@ static int step_text(text_tool_stream *st, const text_tool_sink *k, void *u)
 		if (i == n)
 			return 0;
 		if (s[i] == '{') {
+			st->opened.n = 0;
+			sl_buf_put(&st->opened, s, i);
 			consume(&st->pend, i);
 			st->via = NULL;
 			st->state = S_OBJ;
@@ -416,6 +450,8 @@ static int step_text(text_tool_stream *st, const text_tool_sink *k, void *u)
 		if (!memcmp(s + i, m, ml)) {
 			emit_content(st, s, i, k, u);
 			consume(&st->pend, i + ml);
+			st->opened.n = 0;
+			sl_buf_put(&st->opened, m, ml);
 			st->via = m;
 			st->state = st->f == TEXT_TOOL_MISTRAL ? S_OPEN : S_OBJ;
 			return 1;
@@ -469,10 +505,12 @@ static int step(text_tool_stream *st, const text_tool_sink *k, void *u)
 		if (i == st->pend.n)
 			return 0;
 		if (st->pend.p[i] == '[') {
+			sl_buf_put(&st->opened, st->pend.p, i + 1);
 			consume(&st->pend, i + 1);
 			st->in_list = 1;
 			st->state = S_OBJ;
 		} else if (st->pend.p[i] == '{') {
+			sl_buf_put(&st->opened, st->pend.p, i);
 			consume(&st->pend, i);
 			st->state = S_OBJ;
 		} else {
@@ -484,12 +522,16 @@ static int step(text_tool_stream *st, const text_tool_sink *k, void *u)
 		if (i == st->pend.n)
 			return 0;
 		if (st->pend.p[i] == '{') {
+			sl_buf_put(&st->opened, st->pend.p, i);
 			consume(&st->pend, i);
 			st->state = S_IN_OBJ;
-		} else if (st->in_list && st->pend.p[i] == ']') {
+		} else if (st->in_list && st->pend.p[i] == ']' && !st->opened.n) {
 			consume(&st->pend, i + 1);
 			st->in_list = 0;
 			st->state = S_TEXT;
+		} else if (st->in_list && st->pend.p[i] == ']') { /* an empty list: no call */
+			st->in_list = 0;
+			revert(st, k, u);
 		} else {
 			if (st->n_calls)
 				st->via = NULL;
@@ -508,7 +550,7 @@ int text_tool_stream_feed(text_tool_stream *st, const char *s, size_t n, const t
 		return SL_ENOMEM;
 	while (st->pend.n && step(st, k, u))
 		;
-	return st->pend.failed || st->ws.failed || st->name.failed ? SL_ENOMEM : 0;
+	return st->pend.failed || st->ws.failed || st->name.failed || st->opened.failed ? SL_ENOMEM : 0;
 }
 
 int text_tool_stream_finish(text_tool_stream *st, const text_tool_sink *k, void *u)
@@ -604,12 +646,22 @@ static char *dup_n(const char *s, size_t n)
 
 int text_tool_parse(text_tool_family f, const char *s, size_t n, text_tool_parsed *out)
 {
+	return text_tool_parse_names(f, NULL, 0, s, n, out);
+}
+
+int text_tool_parse_names(text_tool_family f, const char *const *names, int n_names, const char *s,
+			  size_t n, text_tool_parsed *out)
+{
 	static const text_tool_sink sink = {c_content, c_begin, c_args};
 	text_tool_stream *st;
 	collect c = {.p = out};
 	memset(out, 0, sizeof *out);
 	if (text_tool_stream_create(f, &st))
 		return SL_ENOMEM;
+	if (text_tool_stream_names(st, names, n_names)) {
+		text_tool_stream_destroy(st);
+		return SL_ENOMEM;
+	}
 	int rc = text_tool_stream_feed(st, s, n, &sink, &c);
 	if (!rc)
 		rc = text_tool_stream_finish(st, &sink, &c) < 0 ? SL_ENOMEM : 0;

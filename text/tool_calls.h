@@ -55,6 +55,11 @@ typedef struct text_tool_stream text_tool_stream;
 
 /* 0, or SL_ENOMEM. */
 int text_tool_stream_create(text_tool_family f, text_tool_stream **out);
+/* Only calls of these functions count (names copied): a call of another
+ * name is content, so an answer that happens to be JSON with a "name"
+ * key (Llama 3's calls are bare JSON) is not taken for a call. Before the
+ * first feed. 0, or SL_ENOMEM. */
+int text_tool_stream_names(text_tool_stream *st, const char *const *names, int n);
 void text_tool_stream_destroy(text_tool_stream *st);
 /* Feeds the next piece of output; reports what it settles. 0, or SL_ENOMEM. */
 int text_tool_stream_feed(text_tool_stream *st, const char *s, size_t n, const text_tool_sink *k,
@@ -83,6 +88,9 @@ typedef struct text_tool_parsed {
  * and the text around them; or, when any call is malformed, n_calls 0 and
  * content the text unchanged. 0, or SL_ENOMEM. */
 int text_tool_parse(text_tool_family f, const char *s, size_t n, text_tool_parsed *out);
+/* The same, counting only calls of names[0..n_names) (NULL: any). */
+int text_tool_parse_names(text_tool_family f, const char *const *names, int n_names, const char *s,
+			  size_t n, text_tool_parsed *out);
 void text_tool_parsed_free(text_tool_parsed *p);
 
 #endif

@@ -3,7 +3,8 @@
  * write) through the tool-call parser of every family (text/tool_calls.h):
  * the whole-text parse must give calls whose arguments are JSON objects,
  * and the stream parser, fed the same bytes in two pieces cut where the
- * first byte says, must report the same calls unless it marked itself bad.
+ * first byte says, must report the same calls unless it marked itself bad;
+ * output with no call comes back unchanged as content.
  */
 #include <cjson/cJSON.h>
 
@@ -42,6 +43,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		text_tool_parsed p;
 		if (text_tool_parse((text_tool_family)f, s, size, &p))
 			continue;
+		/* no call: the text comes back byte for byte */
+		if (!p.n_calls)
+			FUZZ_CHECK(size ? p.content && strlen(p.content) <= size &&
+					 !memcmp(p.content, s, size) && (memchr(s, 0, size) || strlen(p.content) == size)
+				       : !p.content, "no calls, and the content is not the text");
 		for (int i = 0; i < p.n_calls; i++) {
 			cJSON *a = cJSON_Parse(p.calls[i].arguments);
 			FUZZ_CHECK(cJSON_IsObject(a) && p.calls[i].name[0], "call %d: arguments not an object", i);

@@ -55,6 +55,11 @@ static const pcase cases[] = {
 	{TEXT_TOOL_HERMES, "<tool_call>{\"name\": \"f\", \"arguments\": {\x1a}}</tool_call>",
 	 "<tool_call>{\"name\": \"f\", \"arguments\": {\x1a}}</tool_call>", 0, {0}, {0}},
 	{TEXT_TOOL_HERMES, "<tool_call>", "<tool_call>", 0, {0}, {0}},
+	/* what was not a call comes back byte for byte */
+	{TEXT_TOOL_HERMES, "<tool_call>\n {#x", "<tool_call>\n {#x", 0, {0}, {0}},
+	{TEXT_TOOL_MISTRAL, "[TOOL_CALLS] [ nope", "[TOOL_CALLS] [ nope", 0, {0}, {0}},
+	{TEXT_TOOL_MISTRAL, "\t[TOOL_CALLS] [ ]", "\t[TOOL_CALLS] [ ]", 0, {0}, {0}},
+	{TEXT_TOOL_LLAMA3, "\n  {\"no\": 1}", "\n  {\"no\": 1}", 0, {0}, {0}},
 	/* a failed call's text is content, a later call still counts */
 	{TEXT_TOOL_HERMES, "<tool_call>{#bad <tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>",
 	 "<tool_call>{#bad", 1, {"g"}, {"{}"}},
@@ -212,6 +217,35 @@ START_TEST(stream_reports_early)
 }
 END_TEST
 
+/* With the tools' names given, a call of another name is content: an
+ * answer that is JSON with a "name" key is not a Llama 3 call. */
+START_TEST(only_known_names)
+{
+	static const char *const names[] = {"get_weather", "now"};
+	const char *json = "{\"name\": \"Bob\", \"parameters\": {\"age\": 3}}";
+	text_tool_parsed p;
+	ck_assert_int_eq(text_tool_parse_names(TEXT_TOOL_LLAMA3, names, 2, json, strlen(json), &p), 0);
+	ck_assert_int_eq(p.n_calls, 0);
+	ck_assert_str_eq(p.content, json);
+	text_tool_parsed_free(&p);
+	const char *nl = "<tool_call>\n{\"name\": \"Bob\", \"arguments\": {}}\n</tool_call>";
+	ck_assert_int_eq(text_tool_parse_names(TEXT_TOOL_HERMES, names, 2, nl, strlen(nl), &p), 0);
+	ck_assert_int_eq(p.n_calls, 0);
+	ck_assert_str_eq(p.content, nl);
+	text_tool_parsed_free(&p);
+	ck_assert_int_eq(text_tool_parse(TEXT_TOOL_LLAMA3, json, strlen(json), &p), 0);
+	ck_assert_int_eq(p.n_calls, 1); /* without names: any */
+	text_tool_parsed_free(&p);
+	const char *two = "<tool_call>{\"name\": \"rm_rf\", \"arguments\": {}}</tool_call>\n"
+			  "<tool_call>{\"name\": \"now\", \"arguments\": {}}</tool_call>";
+	ck_assert_int_eq(text_tool_parse_names(TEXT_TOOL_HERMES, names, 2, two, strlen(two), &p), 0);
+	ck_assert_int_eq(p.n_calls, 1);
+	ck_assert_str_eq(p.calls[0].name, "now");
+	ck_assert_str_eq(p.content, "<tool_call>{\"name\": \"rm_rf\", \"arguments\": {}}</tool_call>");
+	text_tool_parsed_free(&p);
+}
+END_TEST
+
 /* Bytes of every value never crash the parser (a poor man's fuzz pass). */
 START_TEST(random_bytes_never_crash)
 {
@@ -285,6 +319,7 @@ int main(void)
 	tcase_add_loop_test(tc, parse_whole, 0, n);
 	tcase_add_loop_test(tc, stream_pieces, 0, n);
 	tcase_add_test(tc, stream_reports_early);
+	tcase_add_test(tc, only_known_names);
 	tcase_add_loop_test(tc, random_bytes_never_crash, 0, 4);
 	tcase_add_test(tc, family_of_templates);
 	tcase_add_test(tc, family_of_real_templates);
