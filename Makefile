@@ -134,7 +134,7 @@ GPU_BINS  := $(GPU_SRCS:tests/gpu/%.c=$(BUILD)/tests/gpu/%)
 GPU_MPI_BIN := $(BUILD)/tests/gpu/test_allreduce
 ITEST_BIN := $(BUILD)/tests/integration/itest
 # The scripts make test runs after the unit tests, in this order.
-TEST_SCRIPTS := tests/cli.sh tests/mpi.sh tests/quant_ppl.sh tests/tokenizer_conformance.py \
+TEST_SCRIPTS := tests/cli.sh tests/mpi.sh tests/quant_ppl.sh tests/tokenizer_conformance.py tests/chat_tools_conformance.py \
 	tests/integration/serve.sh tests/integration/deadlines.sh tests/soak.sh \
 	tests/integration/failover.sh tests/integration/curve.sh tests/integration/standby.sh \
 	tests/integration/liveness.sh \

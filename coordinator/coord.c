@@ -15,6 +15,7 @@
 
 #include "coordinator/auth.h"
 #include "text/jinja/chat_template.h"
+#include "text/tool_calls.h"
 #include "coordinator/coord_int.h"
 #include "coordinator/http.h"
 #include "coordinator/metrics.h"
@@ -85,6 +86,12 @@ static int load_chat_template(coord_model *m, const char *path, char *err, size_
 		size_t k = strlen(err);
 		snprintf(err + k, errlen > k ? errlen - k : 0,
 			 " (model %s; --chat-template FILE replaces the template)", m->name);
+	}
+	if (!rc) { /* how its tool calls read (docs/http.md, Tool calling) */
+		m->tool_family = (int)text_tool_family_of(src, len, &m->tmpl_knows_tools);
+		SL_INFO("coord", "model %s: tool calls in %s style%s", m->name,
+			text_tool_family_name((text_tool_family)m->tool_family),
+			m->tmpl_knows_tools ? "" : " (the template knows no tools: the server describes them)");
 	}
 	free(file);
 	if (!rc && path)

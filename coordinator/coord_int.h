@@ -69,6 +69,8 @@ typedef struct coord_model {
 	coord_model_meta *meta;    /* owns tok; chat template, BOS/EOS strings */
 	text_tok *tok;
 	struct text_tmpl *tmpl;   /* the chat template; NULL: no chat for this model */
+	int tool_family;           /* text_tool_family its template's tool calls follow */
+	int tmpl_knows_tools;      /* the template renders `tools` itself */
 	int32_t eos[COORD_MAX_EOS];
 	int n_eos;
 	int vocab;                 /* the tokenizer's */
@@ -178,6 +180,8 @@ typedef struct coord_request {
 	uint32_t timeout_ms;       /* 0: the coordinator's default */
 	sl_constraint_kind constraint_kind; /* common/constraint.h; NONE: free */
 	coord_str constraint;      /* its text (JSON: empty) */
+	int keep_special;          /* special tokens' text stays in the output (tool
+				    * calls: Llama's <|python_tag|>, Mistral's [TOOL_CALLS]) */
 } coord_request;
 
 /* What a request sends its front door: text as it is released, then the

@@ -48,6 +48,7 @@ static void choice_release(oai_choice *ch)
 	free(ch->error);
 	free(ch->text.p);
 	free(ch->ids.p);
+	text_tool_stream_destroy(ch->tp);
 }
 
 void coord_oai_call_free(coord *c, void *app)
@@ -58,6 +59,9 @@ void coord_oai_call_free(coord *c, void *app)
 	coord_oai_detach_all(o);
 	for (int i = 0; i < o->n_choices; i++)
 		choice_release(&o->ch[i]);
+	for (int i = 0; i < o->n_tool_names; i++)
+		free(o->tool_names[i]);
+	free(o->tool_names);
 	free(o->ch);
 	free(o->head.p);
 	free(o->ev.p);
@@ -129,6 +133,19 @@ static oai_call *call_new(coord *c, coord_http_call *x, int chat, const oai_req 
 	o->anchor = text_tok_token_to_id(o->tok, "a");
 	o->n_choices = n_choices;
 	uint64_t rng = sl_random_seed() ^ (uint64_t)(uintptr_t)o;
+	o->rng = sl_splitmix64(&rng);
+	o->tools_on = chat && q->tools.json != NULL;
+	o->family = q->tools.family;
+	if (o->tools_on && coord_oai_keep_tool_names(o, &q->tools)) {
+		coord_oai_call_free(c, o);
+		return NULL;
+	}
+	for (int i = 0; o->tools_on && o->stream && i < n_choices; i++)
+		if (text_tool_stream_create(o->family, &o->ch[i].tp) ||
+		    text_tool_stream_names(o->ch[i].tp, (const char *const *)o->tool_names, o->n_tool_names)) {
+			coord_oai_call_free(c, o);
+			return NULL;
+		}
 	snprintf(o->id, sizeof o->id, "%s-%016llx%08llx", chat ? "chatcmpl" : "cmpl",
 		 (unsigned long long)sl_splitmix64(&rng), (unsigned long long)(sl_splitmix64(&rng) >> 32));
 	o->created = (long long)time(NULL);
@@ -377,7 +394,7 @@ static void chat(coord *c, coord_http_call *x, const cJSON *root)
 				"FILE); /v1/completions takes plain prompts", c->models[q.model].name);
 		return;
 	}
-	if (coord_oai_chat_prompt(c, q.model, root, &p, &e)) {
+	if (coord_oai_read_tools(c, root, &q, &e) || coord_oai_chat_prompt(c, q.model, root, &q.tools, &p, &e)) {
 		coord_oai_send_err(x, &e);
 	} else {
 		/* no max_tokens: as much as the context leaves, as OpenAI does */
@@ -390,6 +407,7 @@ static void chat(coord *c, coord_http_call *x, const cJSON *root)
 		run_choices(c, x, 1, &q, &p, 1);
 	}
 	free(p.ids);
+	coord_oai_free_tools(&q.tools);
 }
 
 void coord_oai_handle(coord *c, coord_http_call *x, int endpoint, const char *arg, const char *body,

@@ -14,6 +14,8 @@
 #include "coordinator/coord_int.h"
 #include "coordinator/openai.h"
 #include "common/sl.h"
+#include "text/tool_calls.h"
+#include "text/tool_constraint.h"
 
 /* A 400-class problem found while reading the request. */
 typedef struct oai_err {
@@ -21,6 +23,18 @@ typedef struct oai_err {
 	const char *type, *param, *code;
 	char msg[SL_ERRLEN];
 } oai_err;
+
+/* A chat request's tools (openai_tools.c); on when json is set and the
+ * choice is not none. */
+typedef struct oai_tools {
+	char *json;                /* the request's tools array as JSON (malloc'd); NULL: none */
+	text_tool_choice choice;
+	const char *name;          /* NAMED: the function (into the request's JSON) */
+	int parallel;              /* parallel_tool_calls */
+	text_tool_family family;   /* the model template's */
+	int knows;                 /* the template renders tools itself */
+	char *constraint;          /* required / named: the structural tag (malloc'd) */
+} oai_tools;
 
 /* The request's fields every endpoint shares, as one core request to copy
  * per choice. Its strings point into the parsed JSON. */
@@ -32,6 +46,7 @@ typedef struct oai_req {
 	int has_seed;
 	uint64_t seed;
 	int model;
+	oai_tools tools;           /* chat; free with coord_oai_free_tools */
 } oai_req;
 
 /* One prompt: text, or token ids (owned). */
@@ -57,6 +72,8 @@ typedef struct oai_choice {
 	size_t n_lp;
 	int top_n;
 	size_t text_off;           /* completions' text_offset of the next token */
+	text_tool_stream *tp;      /* stream with tools: the call parser */
+	int lp_sent;               /* stream with tools: this chunk's ids/log-probs went out */
 } oai_choice;
 
 /* One HTTP request to a completions endpoint. */
@@ -77,6 +94,11 @@ typedef struct oai_call {
 	char model[COORD_MAX_NAME + 1];
 	sl_buf head;                   /* {"id":...,"object":...,"created":...,"model":... of every event */
 	sl_buf ev;                     /* scratch for one event */
+	int tools_on;                  /* chat with tools: output parsed into tool_calls */
+	text_tool_family family;
+	char **tool_names;             /* [n_tool_names]: only their calls count (malloc'd) */
+	int n_tool_names;
+	uint64_t rng;                  /* tool call ids */
 } oai_call;
 
 /* openai_request.c: each 0, or -1 with *e the answer. */
@@ -91,7 +113,28 @@ int coord_oai_read_prompts(const cJSON *root, oai_prompt **out, int *n_out, oai_
 void coord_oai_free_prompts(oai_prompt *ps, int n);
 /* /v1/chat/completions' messages rendered by model's template and encoded
  * into p->ids (malloc'd, also after a failure). */
-int coord_oai_chat_prompt(coord *c, int model, const cJSON *root, oai_prompt *p, oai_err *e);
+int coord_oai_chat_prompt(coord *c, int model, const cJSON *root, const oai_tools *tools, oai_prompt *p,
+			  oai_err *e);
+
+/* openai_tools.c */
+/* tools, tool_choice, parallel_tool_calls into q->tools, and the constraint
+ * required / named need into q->s. */
+int coord_oai_read_tools(coord *c, const cJSON *root, oai_req *q, oai_err *e);
+void coord_oai_free_tools(oai_tools *t);
+/* Message m's tool fields (tool_calls, tool_call_id, name) as the JSON
+ * object the template gets beside role and content, arguments strings
+ * parsed into objects (*out malloc'd; NULL: none). param: "messages[i]". */
+int coord_oai_message_extra(const cJSON *m, const char *param, char **out, oai_err *e);
+/* For templates that know no tools: the calls as Hermes text, and the
+ * system prompt that describes the tools. */
+int coord_oai_calls_as_text(const cJSON *tool_calls, sl_buf *out);
+int coord_oai_tools_prompt(const oai_tools *t, sl_buf *out);
+/* The tools' function names into o->tool_names; -1: out of memory. */
+int coord_oai_keep_tool_names(oai_call *o, const oai_tools *t);
+/* A new call id: call_<24 alphanumerics>; Mistral: 9 alphanumerics. */
+void coord_oai_tool_call_id(oai_call *o, char *out, size_t n);
+/* "tool_calls":[...] of a whole answer. */
+void coord_oai_tool_calls_json(sl_buf *j, oai_call *o, const text_tool_parsed *p);
 
 /* openai_response.c */
 void coord_oai_send_err(coord_http_call *x, const oai_err *e);

@@ -137,9 +137,6 @@ static int refuse_unsupported(const cJSON *root, oai_err *e)
 	if (!is_null(f = cJSON_GetObjectItemCaseSensitive(root, "logit_bias")) &&
 	    !(cJSON_IsObject(f) && !f->child))
 		return coord_oai_fail(e, 400, "logit_bias", "logit_bias is not supported");
-	if (!is_null(f = cJSON_GetObjectItemCaseSensitive(root, "tools")) &&
-	    !(cJSON_IsArray(f) && !f->child))
-		return coord_oai_fail(e, 400, "tools", "tool calling is not supported");
 	if (!is_null(f = cJSON_GetObjectItemCaseSensitive(root, "functions")))
 		return coord_oai_fail(e, 400, "functions", "function calling is not supported");
 	f = cJSON_GetObjectItemCaseSensitive(root, "response_format");
@@ -326,18 +323,23 @@ void coord_oai_free_prompts(oai_prompt *ps, int n)
 }
 
 /* messages[] as the renderer takes them; strings point into the JSON,
- * joined text parts into *joined (one malloc'd block per message). */
+ * joined text parts into *joined and tool fields into *extra (one malloc'd
+ * block per message). With tools the template does not know, m[0] may be
+ * a system message the server added (then first is 1). */
 typedef struct oai_msgs {
 	text_chat_msg *m;
 	text_chat_part *parts;
-	char **joined;
+	char **joined, **extra;
 	int n, n_parts;
 } oai_msgs;
 
 static void free_msgs(oai_msgs *ms)
 {
-	for (int i = 0; ms->joined && i < ms->n; i++)
+	for (int i = 0; ms->joined && i < ms->n; i++) {
 		free(ms->joined[i]);
+		free(ms->extra[i]);
+	}
+	free(ms->extra);
 	free(ms->joined);
 	free(ms->m);
 	free(ms->parts);
@@ -365,7 +367,56 @@ static int join_parts(const cJSON *content, char **out, size_t *len)
 	return 0;
 }
 
-static int get_messages(const cJSON *root, const text_tmpl *t, oai_msgs *ms, oai_err *e)
+/* A template that knows no tools: an assistant's calls become Hermes text
+ * after its content (text/tool_calls.c reads them back), so the model sees
+ * its earlier calls. */
+static int calls_into_content(const cJSON *tc, text_chat_msg *cm, char **joined, oai_err *e)
+{
+	sl_buf b = {0};
+	if (cm->content && cm->content_len) {
+		sl_buf_put(&b, cm->content, cm->content_len);
+		sl_buf_putc(&b, '\n');
+	}
+	sl_buf tail = {0};
+	if (coord_oai_calls_as_text(tc, &tail) || sl_buf_put(&b, tail.p, tail.n)) {
+		sl_buf_free(&tail);
+		sl_buf_free(&b);
+		return coord_oai_fail(e, 500, NULL, "out of memory");
+	}
+	sl_buf_free(&tail);
+	free(*joined);
+	*joined = b.p;
+	cm->content = b.p;
+	cm->content_len = b.n;
+	cm->parts = NULL;
+	return 0;
+}
+
+/* A template that knows no tools: the server describes them in the system
+ * message (appended to the first one when it is a plain string, else a
+ * system message of its own at the start, in slot 0 kept free for it). */
+static int describe_tools(const oai_tools *t, oai_msgs *ms, oai_err *e)
+{
+	sl_buf b = {0};
+	text_chat_msg *sys = &ms->m[1];
+	int append = ms->n > 1 && !strcmp(sys->role, "system") && !sys->parts;
+	if (append && sys->content_len) {
+		sl_buf_put(&b, sys->content, sys->content_len);
+		sl_buf_puts(&b, "\n\n");
+	}
+	if (coord_oai_tools_prompt(t, &b)) {
+		sl_buf_free(&b);
+		return coord_oai_fail(e, 500, NULL, "out of memory");
+	}
+	int slot = append ? 1 : 0;
+	free(ms->joined[slot]);
+	ms->joined[slot] = b.p;
+	ms->m[slot] = (text_chat_msg){.role = "system", .content = b.p, .content_len = b.n};
+	return 0;
+}
+
+static int get_messages(const cJSON *root, const text_tmpl *t, const oai_tools *tools, oai_msgs *ms,
+			oai_err *e)
 {
 	const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, "messages");
 	char param[48];
@@ -378,15 +429,17 @@ static int get_messages(const cJSON *root, const text_tmpl *t, oai_msgs *ms, oai
 		const cJSON *c = cJSON_IsObject(m) ? cJSON_GetObjectItemCaseSensitive(m, "content") : NULL;
 		n_parts += cJSON_IsArray(c) ? cJSON_GetArraySize(c) : 0;
 	}
-	ms->m = calloc((size_t)n, sizeof *ms->m);
-	ms->joined = calloc((size_t)n, sizeof *ms->joined);
+	/* slot 0: the tools' system message, when the server writes one */
+	ms->m = calloc((size_t)n + 1, sizeof *ms->m);
+	ms->joined = calloc((size_t)n + 1, sizeof *ms->joined);
+	ms->extra = calloc((size_t)n + 1, sizeof *ms->extra);
 	ms->parts = calloc((size_t)n_parts + 1, sizeof *ms->parts);
-	if (!ms->m || !ms->joined || !ms->parts)
+	if (!ms->m || !ms->joined || !ms->extra || !ms->parts)
 		return coord_oai_fail(e, 500, NULL, "out of memory");
-	ms->n = n;
+	ms->n = n + 1;
 	int i = 0;
 	cJSON_ArrayForEach(m, a) {
-		text_chat_msg *cm = &ms->m[i];
+		text_chat_msg *cm = &ms->m[i + 1];
 		const cJSON *role = cJSON_IsObject(m) ? cJSON_GetObjectItemCaseSensitive(m, "role") : NULL;
 		const cJSON *content = cJSON_IsObject(m) ? cJSON_GetObjectItemCaseSensitive(m, "content") : NULL;
 		snprintf(param, sizeof param, "messages[%d]", i);
@@ -397,13 +450,25 @@ static int get_messages(const cJSON *root, const text_tmpl *t, oai_msgs *ms, oai
 		const char *r = role->valuestring;
 		if (!strcmp(r, "developer")) /* OpenAI's newer name for the system role */
 			r = "system";
-		if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant"))
-			return coord_oai_fail(e, 400, "messages", "%s.role '%.32s' is not supported (system, user, assistant)",
-				    param, r);
+		if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant") && strcmp(r, "tool"))
+			return coord_oai_fail(e, 400, "messages", "%s.role '%.32s' is not supported (system, user, "
+					      "assistant, tool)", param, r);
 		cm->role = r;
 		const cJSON *tc = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
-		if (!is_null(tc) && !(cJSON_IsArray(tc) && !tc->child))
-			return coord_oai_fail(e, 400, "messages", "%s.tool_calls: tool calling is not supported", param);
+		int calls = !is_null(tc) && !(cJSON_IsArray(tc) && !tc->child);
+		if (calls && strcmp(r, "assistant"))
+			return coord_oai_fail(e, 400, "messages", "%s.tool_calls: only assistant messages make calls",
+					      param);
+		if (!strcmp(r, "tool") &&
+		    !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(m, "tool_call_id")))
+			return coord_oai_fail(e, 400, "messages", "%s.tool_call_id must be a string (the id of the "
+					      "call this message answers)", param);
+		if (coord_oai_message_extra(m, param, &ms->extra[i + 1], e))
+			return -1;
+		if (ms->extra[i + 1] && tools->knows) {
+			cm->extra_json = ms->extra[i + 1];
+			cm->extra_len = strlen(ms->extra[i + 1]);
+		}
 		if (cJSON_IsString(content)) {
 			cm->content = content->valuestring;
 			cm->content_len = strlen(content->valuestring);
@@ -429,27 +494,31 @@ static int get_messages(const cJSON *root, const text_tmpl *t, oai_msgs *ms, oai
 			if (text_tmpl_iterates_content(t)) {
 				cm->parts = &ms->parts[ms->n_parts];
 				cm->n_parts = j;
-			} else if (join_parts(content, &ms->joined[i], &cm->content_len)) {
+			} else if (join_parts(content, &ms->joined[i + 1], &cm->content_len)) {
 				return coord_oai_fail(e, 500, NULL, "out of memory");
 			} else {
-				cm->content = ms->joined[i];
+				cm->content = ms->joined[i + 1];
 			}
 			ms->n_parts += j;
 		} else if (is_null(content) && !strcmp(r, "assistant")) {
-			/* content None: an assistant turn with nothing said */
+			/* content None: an assistant turn with nothing said (or only calls) */
 		} else {
 			return coord_oai_fail(e, 400, "messages", "%s.content must be a string or an array of text parts",
 				    param);
 		}
+		if (calls && !tools->knows && calls_into_content(tc, cm, &ms->joined[i + 1], e))
+			return -1;
 		i++;
 	}
+	if (tools->json && !tools->knows)
+		return describe_tools(tools, ms, e);
 	return 0;
 }
 
 /* The prompt's ids: the template's text encoded with its special tokens
  * recognised and no BOS added (the template wrote the one it wants). */
-static int render_prompt(coord *c, int model, const cJSON *root, const oai_msgs *ms, oai_prompt *p,
-			 oai_err *e)
+static int render_prompt(coord *c, int model, const cJSON *root, const oai_tools *tools, const oai_msgs *ms,
+			 oai_prompt *p, oai_err *e)
 {
 	const coord_model *cm = &c->models[model];
 	int gen = 1;
@@ -463,9 +532,16 @@ static int render_prompt(coord *c, int model, const cJSON *root, const oai_msgs 
 			     .bos_token = bos_s ? bos_s : bos >= 0 ? text_tok_id_to_token(cm->tok, bos) : NULL,
 			     .eos_token = eos_s ? eos_s : eos >= 0 ? text_tok_id_to_token(cm->tok, eos) : NULL,
 			     .max_output_bytes = 4 * (size_t)COORD_MAX_PROMPT_BYTES};
+	if (tools->json && tools->knows) {
+		v.tools_json = tools->json;
+		v.tools_len = strlen(tools->json);
+	}
+	/* slot 0 holds the server's tools message, or nothing */
+	const text_chat_msg *msgs = ms->m[0].role ? ms->m : ms->m + 1;
+	int n_msgs = ms->m[0].role ? ms->n : ms->n - 1;
 	char *text = NULL, err[SL_ERRLEN];
 	size_t len = 0, n = 0;
-	if (text_tmpl_render(cm->tmpl, ms->m, ms->n, &v, &text, &len, err, sizeof err))
+	if (text_tmpl_render(cm->tmpl, msgs, n_msgs, &v, &text, &len, err, sizeof err))
 		return coord_oai_fail(e, 400, "messages", "the chat template refused the messages: %s", err);
 	int rc = 0;
 	if (len > COORD_MAX_PROMPT_BYTES)
@@ -483,11 +559,12 @@ static int render_prompt(coord *c, int model, const cJSON *root, const oai_msgs 
 	return rc;
 }
 
-int coord_oai_chat_prompt(coord *c, int model, const cJSON *root, oai_prompt *p, oai_err *e)
+int coord_oai_chat_prompt(coord *c, int model, const cJSON *root, const oai_tools *tools, oai_prompt *p,
+			  oai_err *e)
 {
 	oai_msgs ms = {0};
-	int rc = get_messages(root, c->models[model].tmpl, &ms, e) ||
-		 render_prompt(c, model, root, &ms, p, e) ? -1 : 0;
+	int rc = get_messages(root, c->models[model].tmpl, tools, &ms, e) ||
+		 render_prompt(c, model, root, tools, &ms, p, e) ? -1 : 0;
 	free_msgs(&ms);
 	return rc;
 }

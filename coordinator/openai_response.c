@@ -252,7 +252,26 @@ void coord_oai_respond_whole(oai_call *o)
 	for (int i = 0; i < o->n_choices; i++) {
 		oai_choice *ch = &o->ch[i];
 		sl_buf_printf(&j, "%s{\"index\":%d,", i ? "," : "", i);
-		if (o->chat) {
+		const char *finish = coord_oai_finish_name(ch->finish);
+		if (o->chat && o->tools_on) {
+			text_tool_parsed tp = {0};
+			if (text_tool_parse_names(o->family, (const char *const *)o->tool_names, o->n_tool_names,
+						  ch->text.p ? ch->text.p : "", ch->text.n, &tp))
+				j.failed = 1;
+			sl_buf_puts(&j, "\"message\":{\"role\":\"assistant\",\"content\":");
+			if (tp.content)
+				jcstr(&j, tp.content);
+			else
+				sl_buf_puts(&j, tp.n_calls ? "null" : "\"\"");
+			if (tp.n_calls) {
+				sl_buf_puts(&j, ",");
+				coord_oai_tool_calls_json(&j, o, &tp);
+				if (ch->finish != SHARDLINE__CLIENT__FINISH_REASON__LENGTH)
+					finish = "tool_calls";
+			}
+			sl_buf_puts(&j, "},");
+			text_tool_parsed_free(&tp);
+		} else if (o->chat) {
 			sl_buf_puts(&j, "\"message\":{\"role\":\"assistant\",\"content\":");
 			text_json_str(&j, ch->text.p ? ch->text.p : "", ch->text.n);
 			sl_buf_puts(&j, "},");
@@ -268,7 +287,7 @@ void coord_oai_respond_whole(oai_call *o)
 		}
 		logprobs_json(&j, o, ch, ch->ids.p, ch->ids.n, ch->lp, ch->n_lp, ch->top_n, ch->top_ids,
 			      ch->n_lp * (size_t)ch->top_n, ch->top_lp, ch->n_lp * (size_t)ch->top_n);
-		sl_buf_printf(&j, ",\"finish_reason\":\"%s\"}", coord_oai_finish_name(ch->finish));
+		sl_buf_printf(&j, ",\"finish_reason\":\"%s\"}", finish);
 	}
 	sl_buf_puts(&j, "],");
 	usage_json(&j, o);
@@ -314,11 +333,122 @@ static void send_event(oai_call *o)
 	o->ev.failed = 0;
 }
 
+/* --- streams with tools: the parser's reports as chat deltas -------------- */
+
+/* data: {head,"choices":[{"index":i,"delta":{DELTA},<ids and log-probs of
+ * k, once per chunk>,"finish_reason":F}]} */
+static void tool_event(oai_call *o, int i, const sl_buf *delta, const coord_event *k, const char *finish)
+{
+	sl_buf *j = &o->ev;
+	oai_choice *ch = &o->ch[i];
+	const coord_event *ids = k && !ch->lp_sent ? k : NULL;
+	if (o->answered) /* an earlier event of this chunk ended the stream */
+		return;
+	ch->lp_sent = 1;
+	sl_buf_puts(j, "data: ");
+	sl_buf_put(j, o->head.p, o->head.n);
+	sl_buf_printf(j, ",\"choices\":[{\"index\":%d,\"delta\":{", i);
+	sl_buf_put(j, delta->p, delta->n);
+	sl_buf_puts(j, "},");
+	if (o->return_token_ids) {
+		sl_buf_puts(j, "\"token_ids\":");
+		ids_json(j, ids ? ids->ids : NULL, ids ? ids->n_ids : 0);
+		sl_buf_puts(j, ",");
+	}
+	if (ids && ids->lps)
+		logprobs_json(j, o, ch, ids->ids, ids->n_ids, ids->lps->lp, ids->lps->n, ids->lps->top_n,
+			      ids->lps->top_ids, ids->lps->n * (size_t)ids->lps->top_n, ids->lps->top,
+			      ids->lps->n * (size_t)ids->lps->top_n);
+	else if (ids)
+		logprobs_json(j, o, ch, ids->ids, ids->n_ids, NULL, 0, 0, NULL, 0, NULL, 0);
+	else
+		sl_buf_puts(j, "\"logprobs\":null");
+	sl_buf_puts(j, ",\"finish_reason\":");
+	if (finish)
+		sl_buf_printf(j, "\"%s\"", finish);
+	else
+		sl_buf_puts(j, "null");
+	sl_buf_puts(j, o->include_usage ? "}],\"usage\":null}" : "}]}");
+	send_event(o);
+}
+
+typedef struct {
+	oai_call *o;
+	int i;
+	const coord_event *k;
+} tool_sink_ctx;
+
+static void ts_content(void *u, const char *s, size_t n)
+{
+	tool_sink_ctx *t = u;
+	sl_buf d = {0};
+	sl_buf_puts(&d, "\"content\":");
+	text_json_str(&d, s, n);
+	tool_event(t->o, t->i, &d, t->k, NULL);
+	sl_buf_free(&d);
+}
+
+/* A call begins: its id, type and name, arguments "" (OpenAI's first
+ * delta of a call); its arguments follow in fragments. */
+static void ts_begin(void *u, int index, const char *name, size_t n)
+{
+	tool_sink_ctx *t = u;
+	char id[40];
+	sl_buf d = {0};
+	coord_oai_tool_call_id(t->o, id, sizeof id);
+	sl_buf_printf(&d, "\"tool_calls\":[{\"index\":%d,\"id\":\"%s\",\"type\":\"function\",\"function\":"
+		      "{\"name\":", index, id);
+	text_json_str(&d, name, n);
+	sl_buf_puts(&d, ",\"arguments\":\"\"}}]");
+	tool_event(t->o, t->i, &d, t->k, NULL);
+	sl_buf_free(&d);
+}
+
+static void ts_args(void *u, int index, const char *s, size_t n)
+{
+	tool_sink_ctx *t = u;
+	sl_buf d = {0};
+	sl_buf_printf(&d, "\"tool_calls\":[{\"index\":%d,\"function\":{\"arguments\":", index);
+	text_json_str(&d, s, n);
+	sl_buf_puts(&d, "}}]");
+	tool_event(t->o, t->i, &d, t->k, NULL);
+	sl_buf_free(&d);
+}
+
+static const text_tool_sink tool_sink = {ts_content, ts_begin, ts_args};
+
+/* A chunk through the parser (what it settles goes out), or the end: what
+ * was held back, then finish_reason ("tool_calls" when calls were made). */
+static void tool_choice_event(oai_call *o, int i, const coord_event *k, const char *finish)
+{
+	oai_choice *ch = &o->ch[i];
+	tool_sink_ctx t = {o, i, k};
+	ch->lp_sent = 0;
+	if (k) {
+		if (text_tool_stream_feed(ch->tp, k->text.p ? k->text.p : "", k->text.n, &tool_sink, &t))
+			o->ev.failed = 1;
+		if (!ch->lp_sent && (o->return_token_ids || k->lps)) { /* held back, but the ids go out */
+			sl_buf none = {0};
+			tool_event(o, i, &none, k, NULL);
+		}
+		return;
+	}
+	int calls = text_tool_stream_finish(ch->tp, &tool_sink, &t);
+	if (calls > 0 && strcmp(finish, "length"))
+		finish = "tool_calls";
+	sl_buf none = {0};
+	tool_event(o, i, &none, NULL, finish);
+}
+
 /* data: {head,"choices":[{"index":i, <delta or text> ,"finish_reason":F}]}
  * for a chunk k, or for the end of choice i (k NULL, finish set). */
 void coord_oai_choice_event(oai_call *o, int i, const coord_event *k, const char *finish)
 {
 	sl_buf *j = &o->ev;
+	if (o->chat && o->ch[i].tp) {
+		tool_choice_event(o, i, k, finish);
+		return;
+	}
 	const char *text = k ? k->text.p : NULL;
 	size_t n = k ? k->text.n : 0;
 	sl_buf_puts(j, "data: ");

@@ -8,6 +8,8 @@
  * that sees the public types: the layers below work on a tmpl_program and
  * a tmpl_ctx (chat_template_int.h).
  */
+#include <cjson/cJSON.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -109,14 +111,110 @@ static tmpl_val str_or_undef(const char *s, const char *name)
 	return s ? tv_str(s, strlen(s)) : tv_undef(name);
 }
 
-static int build_messages(tmpl_ctx *c, const text_chat_msg *msgs, int n, tmpl_val *out)
+/* A JSON value as the template sees what Python's json.loads made of it:
+ * objects are dicts in their order, whole numbers ints, others floats.
+ * Strings point into j, which outlives the render.  -1: out of memory or
+ * nested deeper than 64. */
+static int json_val(tmpl_ctx *c, const cJSON *j, int depth, tmpl_val *out)
+{
+	if (depth > 64)
+		return -1;
+	if (cJSON_IsNull(j)) {
+		*out = tv_none();
+	} else if (cJSON_IsBool(j)) {
+		*out = tv_bool(cJSON_IsTrue(j));
+	} else if (cJSON_IsNumber(j)) {
+		double d = j->valuedouble;
+		if (d == floor(d) && fabs(d) < 9007199254740992.0) {
+			*out = tv_int((int64_t)d);
+		} else {
+			*out = tv_none();
+			out->k = V_FLOAT;
+			out->u.f = d;
+		}
+	} else if (cJSON_IsString(j)) {
+		*out = tv_str(j->valuestring, strlen(j->valuestring));
+	} else if (cJSON_IsArray(j)) {
+		tmpl_list *l = tl_new(c, cJSON_GetArraySize(j));
+		const cJSON *it;
+		int i = 0;
+		if (!l)
+			return -1;
+		cJSON_ArrayForEach(it, j)
+			if (json_val(c, it, depth + 1, &l->it[i++]))
+				return -1;
+		out->k = V_LIST;
+		out->u.l = l;
+	} else if (cJSON_IsObject(j)) {
+		tmpl_dict *d = td_new(c, cJSON_GetArraySize(j) + 1);
+		const cJSON *it;
+		if (!d)
+			return -1;
+		cJSON_ArrayForEach(it, j) {
+			tmpl_val v;
+			if (json_val(c, it, depth + 1, &v) ||
+			    td_set(c, d, tv_str(it->string, strlen(it->string)), v))
+				return -1;
+		}
+		out->k = V_DICT;
+		out->u.d = d;
+	} else {
+		return -1;
+	}
+	return 0;
+}
+
+/* The parsed JSON inputs of one render (tools, messages' extras), freed
+ * after it. */
+typedef struct {
+	cJSON *tools;
+	cJSON **extra;
+	int n;
+} render_json;
+
+static void render_json_free(render_json *rj)
+{
+	cJSON_Delete(rj->tools);
+	for (int i = 0; rj->extra && i < rj->n; i++)
+		cJSON_Delete(rj->extra[i]);
+	free(rj->extra);
+}
+
+/* Parses tools_json and each extra_json, checking their shapes. */
+static int parse_json_inputs(const tmpl_program *p, const text_chat_msg *msgs, int n,
+			     const text_tmpl_vars *vars, render_json *rj, char *err,
+			     size_t errlen)
+{
+	if (vars->tools_json) {
+		rj->tools = cJSON_ParseWithLength(vars->tools_json, vars->tools_len);
+		if (!cJSON_IsArray(rj->tools))
+			return sl_errf(err, errlen, SL_EINVAL, "%s: tools is not a JSON array", p->name);
+	}
+	if (!(rj->extra = calloc((size_t)n + 1, sizeof *rj->extra)))
+		return sl_errf(err, errlen, SL_ENOMEM, "%s: out of memory", p->name);
+	rj->n = n;
+	for (int i = 0; i < n; i++) {
+		if (!msgs[i].extra_json)
+			continue;
+		rj->extra[i] = cJSON_ParseWithLength(msgs[i].extra_json, msgs[i].extra_len);
+		if (!cJSON_IsObject(rj->extra[i]))
+			return sl_errf(err, errlen, SL_EINVAL,
+				       "%s: the extra fields of message %d are not a JSON object",
+				       p->name, i);
+	}
+	return 0;
+}
+
+static int build_messages(tmpl_ctx *c, const text_chat_msg *msgs, int n, const render_json *rj,
+			  tmpl_val *out)
 {
 	tmpl_list *l = tl_new(c, n);
 	if (!l)
 		return -1;
 	for (int i = 0; i < n; i++) {
 		const text_chat_msg *m = &msgs[i];
-		tmpl_dict *d = td_new(c, 2);
+		const cJSON *extra = rj->extra[i];
+		tmpl_dict *d = td_new(c, 2 + (extra ? cJSON_GetArraySize(extra) : 0));
 		tmpl_val content = tv_none();
 		if (!d)
 			return -1;
@@ -142,6 +240,15 @@ static int build_messages(tmpl_ctx *c, const text_chat_msg *msgs, int n, tmpl_va
 		if (td_set(c, d, tv_str("role", 4), str_or_undef(m->role ? m->role : "", NULL)) ||
 		    td_set(c, d, tv_str("content", 7), content))
 			return -1;
+		const cJSON *x;
+		cJSON_ArrayForEach(x, extra) {
+			tmpl_val v;
+			if (!strcmp(x->string, "role") || !strcmp(x->string, "content"))
+				continue;
+			if (json_val(c, x, 0, &v) ||
+			    td_set(c, d, tv_str(x->string, strlen(x->string)), v))
+				return -1;
+		}
 		l->it[i].k = V_DICT;
 		l->it[i].u.d = d;
 	}
@@ -151,7 +258,7 @@ static int build_messages(tmpl_ctx *c, const text_chat_msg *msgs, int n, tmpl_va
 }
 
 static int define_globals(tmpl_ctx *c, const text_chat_msg *msgs, int n,
-			  const text_tmpl_vars *vars)
+			  const text_tmpl_vars *vars, const render_json *rj)
 {
 	static const struct {
 		const char *name;
@@ -160,8 +267,9 @@ static int define_globals(tmpl_ctx *c, const text_chat_msg *msgs, int n,
 		{"raise_exception", FN_RAISE_EXCEPTION}, {"strftime_now", FN_STRFTIME_NOW},
 		{"namespace", FN_NAMESPACE}, {"range", FN_RANGE}, {"dict", FN_DICT},
 	};
-	tmpl_val messages;
-	if (tmpl_scope_push(c) || build_messages(c, msgs, n, &messages))
+	tmpl_val messages, tools = tv_none();
+	if (tmpl_scope_push(c) || build_messages(c, msgs, n, rj, &messages) ||
+	    (rj->tools && json_val(c, rj->tools, 0, &tools)))
 		return -1;
 	for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
 		tmpl_val f = {.k = V_FUNC};
@@ -169,7 +277,7 @@ static int define_globals(tmpl_ctx *c, const text_chat_msg *msgs, int n,
 		if (tmpl_scope_set(c, fns[i].name, strlen(fns[i].name), f))
 			return -1;
 	}
-	if (tmpl_scope_set(c, "messages", 8, messages) || tmpl_scope_set(c, "tools", 5, tv_none()) ||
+	if (tmpl_scope_set(c, "messages", 8, messages) || tmpl_scope_set(c, "tools", 5, tools) ||
 	    tmpl_scope_set(c, "documents", 9, tv_none()) ||
 	    tmpl_scope_set(c, "add_generation_prompt", 21, tv_bool(vars->add_generation_prompt)))
 		return -1;
@@ -203,13 +311,22 @@ int text_tmpl_render(const text_tmpl *t, const text_chat_msg *msgs, int n,
 					     : COORD_TMPL_DEFAULT_MAX_OUTPUT;
 	c.step_limit = vars->max_steps ? vars->max_steps : COORD_TMPL_DEFAULT_MAX_STEPS;
 	c.now_unix = vars->now_unix ? vars->now_unix : (int64_t)time(NULL);
-	if (sl_buf_reserve(&c.out, 4096))
+	render_json rj = {0};
+	int rc = parse_json_inputs(&t->prog, msgs, n, vars, &rj, err, errlen);
+	if (rc) {
+		render_json_free(&rj);
+		return rc;
+	}
+	if (sl_buf_reserve(&c.out, 4096)) {
+		render_json_free(&rj);
 		return sl_errf(err, errlen, SL_ENOMEM, "%s: out of memory", t->prog.name);
-	if (define_globals(&c, msgs, n, vars))
+	}
+	if (define_globals(&c, msgs, n, vars, &rj))
 		tmpl_fail_oom(&c, NULL);
 	else
 		tmpl_exec(&c, t->prog.root);
 	tmpl_arena_free(&c.arena);
+	render_json_free(&rj);
 	if (c.failed) {
 		sl_buf_free(&c.out);
 		return SL_EINVAL;

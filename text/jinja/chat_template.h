@@ -50,21 +50,32 @@ typedef struct {
 /* One message; the template sees the dict {"role": role, "content": ...}.
  * content is a string (content, content_len) unless parts is non-NULL, in
  * which case it is the list of n_parts part dicts (n_parts may be 0).  Both
- * NULL: content is None (an assistant turn that only called tools).  The
- * renderer never copies or frees these strings. */
+ * NULL: content is None (an assistant turn that only called tools).
+ * extra_json, when non-NULL, is the text of a JSON object (extra_len bytes)
+ * whose members follow role and content in the dict, in their order: the
+ * OpenAI message's tool_calls, tool_call_id, name, as transformers passes a
+ * message dict through whole.  The renderer never copies or frees these
+ * strings. */
 typedef struct {
 	const char *role;  /* NUL-terminated */
 	const char *content;
 	size_t content_len;
 	const text_chat_part *parts;
 	int n_parts;
+	const char *extra_json;
+	size_t extra_len;
 } text_chat_msg;
 
 /* Per-render variables and limits.  NULL strings are left undefined, as
- * transformers does for a tokenizer without that special token.  `tools` and
- * `documents` are always defined as none (no tool calling). */
+ * transformers does for a tokenizer without that special token.  `tools` is
+ * the JSON array tools_json (tools_len bytes; the OpenAI request's tools,
+ * [{"type": "function", "function": {...}}], as apply_chat_template(tools=)
+ * passes them), or none when NULL; `documents` is always none.  JSON numbers
+ * become ints when whole, else floats (printed as Python does). */
 typedef struct {
 	int add_generation_prompt;
+	const char *tools_json;
+	size_t tools_len;
 	const char *bos_token;
 	const char *eos_token;
 	const char *date_string;   /* Llama 3.x: "26 Jul 2024"; NULL: undefined */
@@ -93,7 +104,9 @@ void text_tmpl_destroy(text_tmpl *t);
  * raise_exception(msg) err holds exactly msg (e.g. "Conversation roles must
  * alternate user/assistant/user/assistant/..."), a message fit for the
  * client; any other failure (type error, undefined value, a limit) reads
- * "NAME:LINE:COL: reason". */
+ * "NAME:LINE:COL: reason"; tools_json or a message's extra_json that is
+ * not JSON of the right shape: "NAME: tools is not a JSON array" and the
+ * like. */
 int text_tmpl_render(const text_tmpl *t, const text_chat_msg *msgs, int n,
 		      const text_tmpl_vars *vars, char **out, size_t *len, char *err,
 		      size_t errlen);

@@ -710,7 +710,7 @@ int tmpl_apply_test(tmpl_ctx *c, const tmpl_node *at, int id, tmpl_val x, const 
 	case TEST_ITERABLE: return tv_is_iterable(&x);
 	case TEST_SEQUENCE:
 		return x.k == V_STR || x.k == V_LIST || x.k == V_DICT || x.k == V_UNDEF;
-	case TEST_NUMBER: return tv_is_int(&x);
+	case TEST_NUMBER: return tv_is_int(&x) || x.k == V_FLOAT;
 	case TEST_INTEGER: return x.k == V_INT;
 	case TEST_BOOLEAN: return x.k == V_BOOL;
 	case TEST_TRUE: return x.k == V_BOOL && x.u.i;

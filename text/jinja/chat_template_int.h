@@ -141,6 +141,8 @@ enum {
 	V_LOOP,       /* lp: the `loop` variable */
 	V_FUNC,       /* i: FN_* global function */
 	V_METHOD,     /* m: a bound method */
+	V_FLOAT,      /* f: only from JSON input (tools, tool calls); printed,
+			 compared and tested, no arithmetic */
 };
 
 typedef struct tmpl_list tmpl_list;
@@ -152,6 +154,7 @@ struct tmpl_val {
 	int k;
 	union {
 		int64_t i;
+		double f;
 		struct {
 			const char *p;
 			size_t n;

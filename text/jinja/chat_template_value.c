@@ -309,6 +309,7 @@ const char *tv_type_name(const tmpl_val *v)
 	case V_LOOP: return "LoopContext";
 	case V_FUNC: return "function";
 	case V_METHOD: return "builtin_function_or_method";
+	case V_FLOAT: return "float";
 	}
 	return "?";
 }
@@ -325,6 +326,7 @@ int tv_truthy(const tmpl_val *v)
 	case V_NONE: return 0;
 	case V_BOOL:
 	case V_INT: return v->u.i != 0;
+	case V_FLOAT: return v->u.f != 0;
 	case V_STR: return v->u.s.n != 0;
 	case V_LIST: return v->u.l->n != 0;
 	case V_DICT: return v->u.d->n != 0;
@@ -336,6 +338,9 @@ int tv_equal(const tmpl_val *a, const tmpl_val *b)
 {
 	if (tv_is_int(a) && tv_is_int(b))
 		return a->u.i == b->u.i;
+	if ((a->k == V_FLOAT || tv_is_int(a)) && (b->k == V_FLOAT || tv_is_int(b)))
+		return (a->k == V_FLOAT ? a->u.f : (double)a->u.i) ==
+		       (b->k == V_FLOAT ? b->u.f : (double)b->u.i);
 	if (a->k != b->k)
 		return 0;
 	switch (a->k) {
@@ -461,6 +466,57 @@ static void put_int(sl_buf *b, int64_t i)
 	sl_buf_put(b, tmp, (size_t)w);
 }
 
+/* Python's repr(float): the shortest digits that read back as x, fixed
+ * notation for exponents in [-4, 16) ("0.5", "100.0"), else scientific with
+ * a signed exponent of at least two digits ("1e-05", "1.5e+16"). */
+static void put_float(sl_buf *b, double x)
+{
+	char e[40], dig[24];
+	int prec = 1;
+	for (; prec < 17; prec++) {
+		snprintf(e, sizeof e, "%.*e", prec - 1, x);
+		if (strtod(e, NULL) == x)
+			break;
+	}
+	snprintf(e, sizeof e, "%.*e", prec - 1, x);
+	const char *p = e;
+	int nd = 0;
+	if (*p == '-')
+		sl_buf_putc(b, '-'), p++;
+	for (; *p && *p != 'e'; p++)
+		if (*p >= '0' && *p <= '9')
+			dig[nd++] = *p;
+	while (nd > 1 && dig[nd - 1] == '0')
+		nd--;
+	int ex = atoi(p + 1);
+	if (ex >= -4 && ex < 16) {
+		if (ex < 0) {
+			sl_buf_puts(b, "0.");
+			for (int i = 0; i < -ex - 1; i++)
+				sl_buf_putc(b, '0');
+			sl_buf_put(b, dig, (size_t)nd);
+		} else if (ex + 1 >= nd) {
+			sl_buf_put(b, dig, (size_t)nd);
+			for (int i = nd; i < ex + 1; i++)
+				sl_buf_putc(b, '0');
+			sl_buf_puts(b, ".0");
+		} else {
+			sl_buf_put(b, dig, (size_t)ex + 1);
+			sl_buf_putc(b, '.');
+			sl_buf_put(b, dig + ex + 1, (size_t)(nd - ex - 1));
+		}
+		return;
+	}
+	sl_buf_putc(b, dig[0]);
+	if (nd > 1) {
+		sl_buf_putc(b, '.');
+		sl_buf_put(b, dig + 1, (size_t)nd - 1);
+	}
+	char t[8];
+	int w = snprintf(t, sizeof t, "e%c%02d", ex < 0 ? '-' : '+', ex < 0 ? -ex : ex);
+	sl_buf_put(b, t, (size_t)w);
+}
+
 static void repr_dict(sl_buf *b, const tmpl_dict *d)
 {
 	sl_buf_putc(b, '{');
@@ -504,6 +560,7 @@ void tv_str_into(sl_buf *b, const tmpl_val *v)
 	case V_NONE: sl_buf_puts(b, "None"); return;
 	case V_BOOL: sl_buf_puts(b, v->u.i ? "True" : "False"); return;
 	case V_INT: put_int(b, v->u.i); return;
+	case V_FLOAT: put_float(b, v->u.f); return;
 	case V_STR: sl_buf_put(b, v->u.s.p, v->u.s.n); return;
 	case V_NS:
 		sl_buf_puts(b, "<Namespace ");
@@ -581,6 +638,7 @@ int tv_json_into(sl_buf *b, const tmpl_val *v, int indent, int sort_keys, int de
 	case V_NONE: sl_buf_puts(b, "null"); return 0;
 	case V_BOOL: sl_buf_puts(b, v->u.i ? "true" : "false"); return 0;
 	case V_INT: put_int(b, v->u.i); return 0;
+	case V_FLOAT: put_float(b, v->u.f); return 0;
 	case V_STR: text_json_str(b, v->u.s.p, v->u.s.n); return 0;
 	case V_LIST: {
 		const tmpl_list *l = v->u.l;

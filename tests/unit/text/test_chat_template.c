@@ -57,6 +57,7 @@ static text_tmpl *compile_str(const char *src, const char *name)
 typedef struct {
 	text_chat_msg *m;
 	text_chat_part **parts;
+	char **extra;  /* the whole message as JSON, when it has more than role and content */
 	int n;
 } msgs;
 
@@ -66,8 +67,14 @@ static msgs to_msgs(const cJSON *arr)
 	r.n = cJSON_GetArraySize(arr);
 	r.m = calloc((size_t)r.n + 1, sizeof *r.m);
 	r.parts = calloc((size_t)r.n + 1, sizeof *r.parts);
+	r.extra = calloc((size_t)r.n + 1, sizeof *r.extra);
 	for (int i = 0; i < r.n; i++) {
 		const cJSON *x = cJSON_GetArrayItem(arr, i);
+		if (cJSON_GetArraySize(x) > 2) {
+			r.extra[i] = cJSON_PrintUnformatted(x);
+			r.m[i].extra_json = r.extra[i];
+			r.m[i].extra_len = strlen(r.extra[i]);
+		}
 		const cJSON *c = cJSON_GetObjectItemCaseSensitive(x, "content");
 		r.m[i].role = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(x, "role"));
 		if (cJSON_IsString(c)) {
@@ -92,8 +99,11 @@ static msgs to_msgs(const cJSON *arr)
 
 static void free_msgs(msgs *r)
 {
-	for (int i = 0; i < r->n; i++)
+	for (int i = 0; i < r->n; i++) {
 		free(r->parts[i]);
+		free(r->extra[i]);
+	}
+	free(r->extra);
 	free(r->parts);
 	free(r->m);
 }
@@ -128,6 +138,10 @@ static int run_case(const text_tmpl *t, const cJSON *doc, const cJSON *cs, const
 	v.eos_token = jstr(doc, "eos_token");
 	v.date_string = jstr(cs, "date_string");
 	v.now_unix = cJSON_IsNumber(now) ? (int64_t)now->valuedouble : 0;
+	const cJSON *tools = cJSON_GetObjectItemCaseSensitive(cs, "tools");
+	char *tools_json = cJSON_IsArray(tools) ? cJSON_PrintUnformatted(tools) : NULL;
+	v.tools_json = tools_json;
+	v.tools_len = tools_json ? strlen(tools_json) : 0;
 	char *out = NULL, what[256];
 	size_t len = 0;
 	int rc = text_tmpl_render(t, m.m, m.n, &v, &out, &len, g_err, sizeof g_err);
@@ -154,6 +168,7 @@ static int run_case(const text_tmpl *t, const cJSON *doc, const cJSON *cs, const
 		ok = 0;
 	}
 	free(out);
+	free(tools_json);
 	free_msgs(&m);
 	return ok;
 }
@@ -191,6 +206,72 @@ START_TEST(family_conformance)
 	cJSON_Delete(doc);
 	text_tmpl_destroy(t);
 	free(src);
+}
+END_TEST
+
+/* Tools and tool-calling conversations (tools_<family>.json, recorded by
+ * tools/make_chat_tools_conformance.py with jinja2 in transformers'
+ * environment): `tools` and the messages' tool_calls / tool_call_id reach
+ * the template as transformers passes them. */
+static const char *tool_families[] = {"llama3_1", "llama3_2", "qwen2_5", "mistral_v0_3", "smollm2"};
+
+START_TEST(tools_conformance)
+{
+	const char *fam = tool_families[_i];
+	char name[64];
+	size_t len;
+	snprintf(name, sizeof name, "%s.jinja", fam);
+	char *src = read_data(name, &len);
+	text_tmpl *t = NULL;
+	int rc = text_tmpl_compile(src, len, name, &t, g_err, sizeof g_err);
+	ck_assert_msg(rc == 0, "compile %s: %s", name, g_err);
+	snprintf(name, sizeof name, "tools_%s.json", fam);
+	cJSON *doc = read_json(name);
+	const cJSON *cs;
+	int n = 0, pass = 0, rendered = 0;
+	cJSON_ArrayForEach(cs, cJSON_GetObjectItemCaseSensitive(doc, "cases"))
+	{
+		n++;
+		pass += run_case(t, doc, cs, name);
+		rendered += jstr(cs, "expected") != NULL;
+	}
+	printf("conformance %s: %d/%d tool conversations match jinja2 (%d rendered)\n", name,
+	       pass, n, rendered);
+	ck_assert_msg(n >= 10, "%s: only %d conversations recorded", name, n);
+	ck_assert_msg(pass == n, "%s: %d of %d conversations differ from jinja2", name, n - pass, n);
+	cJSON_Delete(doc);
+	text_tmpl_destroy(t);
+	free(src);
+}
+END_TEST
+
+/* JSON numbers that are not whole print as Python prints floats. */
+START_TEST(json_floats_print_as_python)
+{
+	const char *src = "{{ tools[0] }}|{{ tools | tojson }}|{{ tools[0][0] is number }}";
+	text_tmpl *t = compile_str(src, "floats");
+	const char *in = "[[0.5, 100.5, 1e-7, 1e22, -2.5e-5, 0.0001, 123456789012345.6, 3, -0.25, "
+			 "1.7976931348623157e308]]";
+	const char *want = "[0.5, 100.5, 1e-07, 1e+22, -2.5e-05, 0.0001, 123456789012345.6, 3, -0.25, "
+			   "1.7976931348623157e+308]|[[0.5, 100.5, 1e-07, 1e+22, -2.5e-05, 0.0001, "
+			   "123456789012345.6, 3, -0.25, 1.7976931348623157e+308]]|True";
+	text_tmpl_vars v = {.tools_json = in, .tools_len = strlen(in)};
+	char *out = NULL;
+	size_t len;
+	ck_assert_int_eq(text_tmpl_render(t, NULL, 0, &v, &out, &len, g_err, sizeof g_err), 0);
+	ck_assert_str_eq(out, want);
+	free(out);
+	/* tools that are not a JSON array, extras that are not an object: refused */
+	v.tools_json = "{\"a\": 1}";
+	v.tools_len = strlen(v.tools_json);
+	ck_assert_int_eq(text_tmpl_render(t, NULL, 0, &v, &out, &len, g_err, sizeof g_err), SL_EINVAL);
+	ck_assert_msg(strstr(g_err, "tools is not a JSON array"), "%s", g_err);
+	text_chat_msg m = {.role = "user", .content = "x", .content_len = 1, .extra_json = "[1",
+			   .extra_len = 2};
+	v.tools_json = NULL;
+	ck_assert_int_eq(text_tmpl_render(t, &m, 1, &v, &out, &len, g_err, sizeof g_err), SL_EINVAL);
+	ck_assert_msg(strstr(g_err, "message 0"), "%s", g_err);
+	text_tmpl_destroy(t);
 }
 END_TEST
 
@@ -536,6 +617,9 @@ static Suite *chat_template_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_loop_test(tc, family_conformance, 0, (int)(sizeof families / sizeof *families));
 	tcase_add_test(tc, feature_conformance);
+	tcase_add_loop_test(tc, tools_conformance, 0,
+			    (int)(sizeof tool_families / sizeof *tool_families));
+	tcase_add_test(tc, json_floats_print_as_python);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("errors");
 	tcase_add_loop_test(tc, compile_error_positions, 0,
