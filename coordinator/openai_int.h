@@ -32,6 +32,10 @@ typedef struct oai_req {
 	int has_seed;
 	uint64_t seed;
 	int model;
+	int echo;                  /* completions: the prompt's text before each choice's */
+	int32_t bias_ids[SL_SAMPLING_MAX_LOGIT_BIAS]; /* s.lists' storage */
+	float bias[SL_SAMPLING_MAX_LOGIT_BIAS];
+	int32_t stop_ids[SL_SAMPLING_MAX_STOP_TOKEN_IDS];
 } oai_req;
 
 /* One prompt: text, or token ids (owned). */
@@ -57,6 +61,8 @@ typedef struct oai_choice {
 	size_t n_lp;
 	int top_n;
 	size_t text_off;           /* completions' text_offset of the next token */
+	sl_buf echo;               /* stream with echo: the prompt's text, sent as the
+				    * choice's first event (then emptied) */
 } oai_choice;
 
 /* One HTTP request to a completions endpoint. */
