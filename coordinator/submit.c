@@ -188,7 +188,8 @@ static coord_req *make_request(coord *c, const coord_request *s, int model, int3
 	unsigned tmo = s->timeout_ms ? s->timeout_ms : (unsigned)c->o.request_timeout_ms;
 	r->deadline = r->t_submit + tmo * 1e-3;
 	char err[SL_ERRLEN];
-	if (copy_stops(r, s) || copy_lists(r, &s->lists) || text_detok_create(c->models[model].tok, 1, &r->detok, err, sizeof err)) {
+	if (copy_stops(r, s) || copy_lists(r, &s->lists) ||
+	    text_detok_create(c->models[model].tok, 1, &r->detok, err, sizeof err)) {
 		coord_req_free(c, r);
 		return NULL;
 	}

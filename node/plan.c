@@ -1,9 +1,9 @@
 /*
  * plan.c — packing and checked unpacking of step plans. Layout: a fixed
  * int32 header, then int32 arrays (the penalty history, then the logit
- * bias with its values as fp32 bits, each only when a row has one), then (8-byte aligned) int64 positions and sampling
- * parameters. All ranks of a group run the same build, so
- * structs travel as bytes.
+ * bias with its values as fp32 bits, each only when a row has one), then
+ * (8-byte aligned) int64 positions and sampling parameters. All ranks of
+ * a group run the same build, so structs travel as bytes.
  */
 #include "node/plan.h"
 
