@@ -256,7 +256,8 @@ test-scripts: $(BINS) $(MPI_BINS) $(ITEST_BIN)
 test-gpu: $(BINS) $(GPU_BINS) $(MPI_BINS)
 	@GOLDEN_BIN=$(BUILD)/tests/mpi/test_parallel ALLREDUCE_BIN=$(GPU_MPI_BIN) PPL_BIN=$(BUILD)/bin/shardline-ppl \
 		SL_SMOLLM2_GGUF=$${SL_SMOLLM2_GGUF:-$(SMOLLM2)} sh tests/run.sh gpu \
-		$(filter-out $(GPU_MPI_BIN),$(GPU_BINS)) tests/gpu_allreduce.sh tests/gpu_golden.sh
+		$(filter-out $(GPU_MPI_BIN),$(GPU_BINS)) tests/gpu_allreduce.sh tests/gpu_golden.sh \
+		tests/gpu_sampling_api.sh
 
 # DEMO=smollm2 (default): SmolLM2 from `make deps` answers a chat question;
 # DEMO=tiny: a small random model made here, for machines without the download.

@@ -312,6 +312,12 @@ int sl_client_submit(sl_client *c, const sl_gen_params *p, uint64_t *tag, char *
 	sp.frequency_penalty = p->frequency_penalty;
 	sp.has_repetition_penalty = p->repetition_penalty != 0;
 	sp.repetition_penalty = p->repetition_penalty;
+	sp.has_min_tokens = p->min_tokens != 0, sp.min_tokens = p->min_tokens;
+	sp.n_logit_bias_ids = sp.n_logit_bias = p->n_logit_bias > 0 ? (size_t)p->n_logit_bias : 0;
+	sp.logit_bias_ids = (int32_t *)p->logit_bias_ids;
+	sp.logit_bias = (float *)p->logit_bias;
+	sp.n_stop_token_ids = p->n_stop_token_ids > 0 ? (size_t)p->n_stop_token_ids : 0;
+	sp.stop_token_ids = (int32_t *)p->stop_token_ids;
 	Shardline__Client__Submit s = SHARDLINE__CLIENT__SUBMIT__INIT;
 	ProtobufCBinaryData stops[p->n_stop > 0 ? p->n_stop : 1];
 	for (int i = 0; i < p->n_stop; i++)

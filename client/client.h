@@ -50,6 +50,14 @@ typedef struct sl_gen_params {
 	int top_logprobs;                  /* and this many alternatives, 0..20 */
 	const char *const *stop;
 	int n_stop;
+	/* logit_bias: logit_bias[i] (in [-100, 100]) added to the logit of token
+	 * logit_bias_ids[i] before sampling; ids distinct, at most 300 */
+	const int32_t *logit_bias_ids;
+	const float *logit_bias;
+	int n_logit_bias;
+	int min_tokens;                    /* EOS and stop_token_ids masked until this many */
+	const int32_t *stop_token_ids;     /* end the generation like EOS (finish stop), <= 32 */
+	int n_stop_token_ids;
 	int no_stream;                     /* one Done with the whole text */
 	int ignore_eos;
 	unsigned timeout_ms;

@@ -6,6 +6,7 @@
  */
 #include "common/sampling.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -71,4 +72,41 @@ int sl_sampling_check(const sl_sampling *s, int vocab, char *err, size_t errlen)
 			       (long long)v);
 	}
 	return 0;
+}
+
+/* ids[0, n) in [0, vocab) and distinct (n is small: a quadratic scan). */
+static int check_ids(const char *what, const int32_t *ids, int n, int vocab, char *err,
+		     size_t errlen)
+{
+	for (int i = 0; i < n; i++) {
+		if (ids[i] < 0 || ids[i] >= vocab)
+			return sl_errf(err, errlen, SL_EINVAL,
+				       "%s: token %d is outside the vocabulary [0, %d)", what, ids[i],
+				       vocab);
+		for (int j = 0; j < i; j++)
+			if (ids[j] == ids[i])
+				return sl_errf(err, errlen, SL_EINVAL, "%s: token %d given twice", what,
+					       ids[i]);
+	}
+	return 0;
+}
+
+int sl_token_lists_check(const sl_token_lists *t, int vocab, int max_stop_ids, char *err,
+			 size_t errlen)
+{
+	if (t->n_bias < 0 || t->n_bias > SL_SAMPLING_MAX_LOGIT_BIAS)
+		return sl_errf(err, errlen, SL_EINVAL, "logit_bias: %d entries, at most %d",
+			       t->n_bias, SL_SAMPLING_MAX_LOGIT_BIAS);
+	if (t->n_stop_ids < 0 || t->n_stop_ids > max_stop_ids)
+		return sl_errf(err, errlen, SL_EINVAL, "stop_token_ids: %d ids, at most %d",
+			       t->n_stop_ids, max_stop_ids);
+	for (int i = 0; i < t->n_bias; i++)
+		if (!(fabsf(t->bias[i]) <= SL_SAMPLING_MAX_BIAS)) /* NaN fails too */
+			return sl_errf(err, errlen, SL_EINVAL,
+				       "logit_bias: the bias of token %d must be in [-%g, %g], got %g",
+				       t->bias_ids[i], SL_SAMPLING_MAX_BIAS, SL_SAMPLING_MAX_BIAS,
+				       t->bias[i]);
+	if (check_ids("logit_bias", t->bias_ids, t->n_bias, vocab, err, errlen))
+		return SL_EINVAL;
+	return check_ids("stop_token_ids", t->stop_ids, t->n_stop_ids, vocab, err, errlen);
 }

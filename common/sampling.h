@@ -26,6 +26,12 @@ extern "C" {
 #define SL_SAMPLING_MAX_PENALTY 2.0     /* |presence|, |frequency| (OpenAI's range) */
 #define SL_SAMPLING_MAX_REP_PENALTY 10.0 /* repetition_penalty in (0, this] */
 #define SL_SAMPLING_VOCAB (-1.0)        /* as a bound: the model's vocabulary size */
+#define SL_SAMPLING_MAX_MIN_TOKENS (1 << 20) /* min_tokens (the coordinator's max_tokens bound) */
+#define SL_SAMPLING_MAX_LOGIT_BIAS 300  /* logit_bias entries (OpenAI's bound) */
+#define SL_SAMPLING_MAX_BIAS 100.0      /* |logit_bias value| (OpenAI's range) */
+#define SL_SAMPLING_MAX_STOP_TOKEN_IDS 32 /* a client's stop_token_ids */
+/* On the node: the client's plus the coordinator's EOS ids (min_tokens masks both). */
+#define SL_SAMPLING_MAX_STOP_IDS_NODE 64
 
 /* How a field's value is bounded. */
 enum {
@@ -53,7 +59,10 @@ enum {
 	  SL_RANGE_CLOSED, 1) /* 0: off; over generated tokens */                            \
 	X(int32_t, logprobs, 0, 0, 1, SL_RANGE_CLOSED, 0)          /* report the chosen token's */ \
 	X(int32_t, top_logprobs, 0, 0, SL_SAMPLING_MAX_TOP_LOGPROBS, SL_RANGE_CLOSED, 0)     \
-	/* and this many alternatives (> 0 implies logprobs) */
+	/* and this many alternatives (> 0 implies logprobs) */                               \
+	X(int32_t, min_tokens, 0, 0, SL_SAMPLING_MAX_MIN_TOKENS, SL_RANGE_CLOSED, 1)          \
+	/* EOS and stop token ids masked until this many tokens were generated (the node   \
+	 * turns it into logit bans: sl_token_lists; the kernels never read it) */
 
 #define SL_SAMPLING_MEMBER_(t, name, d, lo, hi, range, json) t name;
 typedef struct sl_sampling {
@@ -81,6 +90,27 @@ void sl_sampling_default(sl_sampling *s);
  * range ("top_p must be in (0, 1], got 0"); NaN is out of every range.
  * vocab: the model's, top_k's bound. */
 int sl_sampling_check(const sl_sampling *s, int vocab, char *err, size_t errlen);
+
+/* The list-valued options that do not fit the table: logit_bias (token
+ * id -> bias added to its logit before penalties, temperature and
+ * sampling; ids distinct, |bias| <= SL_SAMPLING_MAX_BIAS, at most
+ * SL_SAMPLING_MAX_LOGIT_BIAS) and stop_token_ids (ids that end the
+ * generation as EOS does; masked with EOS while fewer than min_tokens
+ * were generated). Borrowed arrays; they travel beside sl_sampling
+ * (proto/client.proto Sampling's repeated fields, node_request). */
+typedef struct sl_token_lists {
+	const int32_t *bias_ids;  /* [n_bias] */
+	const float *bias;        /* [n_bias] */
+	int n_bias;
+	const int32_t *stop_ids;  /* [n_stop_ids] */
+	int n_stop_ids;
+} sl_token_lists;
+
+/* 0, or SL_EINVAL with err naming the field ("logit_bias: token 70000 is
+ * outside the vocabulary [0, 49152)"). max_stop_ids: the caller's bound
+ * (a client's or the node's). */
+int sl_token_lists_check(const sl_token_lists *t, int vocab, int max_stop_ids, char *err,
+			 size_t errlen);
 
 /* A float or integer field as a double (not seed: its 64 bits do not fit),
  * and back. */

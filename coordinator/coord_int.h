@@ -182,6 +182,7 @@ typedef struct coord_request {
 	coord_str constraint;      /* its text (JSON: empty) */
 	int keep_special;          /* special tokens' text stays in the output (tool
 				    * calls: Llama's <|python_tag|>, Mistral's [TOOL_CALLS]) */
+	sl_token_lists lists;      /* logit_bias, stop_token_ids (common/sampling.h) */
 } coord_request;
 
 /* What a request sends its front door: text as it is released, then the
@@ -217,6 +218,10 @@ typedef struct coord_req {
 	size_t *stop_len;
 	int n_stop;
 	size_t max_stop_len;
+	int32_t *bias_ids;         /* [n_bias] logit_bias (copies of coord_request.lists') */
+	float *bias;               /* [n_bias] */
+	int32_t *stop_ids;         /* [n_stop_ids] stop_token_ids: end it, finish STOP */
+	int n_bias, n_stop_ids;
 	coord_req_state state;
 	coord_group *group;        /* REQ_ASSIGNED */
 	int node_done;             /* the group reported it finished */

@@ -114,8 +114,10 @@ static coord_req *find_tag(coord *c, const void *client, size_t client_len, uint
 }
 
 /* A Submit as the core's request; stop (n_stop entries) holds its stop
- * strings. Absent fields get their defaults (coord_request_init). */
-static void request_of(const pb_submit *s, coord_str *stop, coord_request *q)
+ * strings. Absent fields get their defaults (coord_request_init). Fails
+ * (err) only on a logit_bias whose two lists differ in length. */
+static int request_of(const pb_submit *s, coord_str *stop, coord_request *q, char *err,
+		      size_t errlen)
 {
 	coord_request_init(q);
 	q->tag = s->tag;
@@ -135,6 +137,7 @@ static void request_of(const pb_submit *s, coord_str *stop, coord_request *q)
 	q->ignore_eos = s->has_ignore_eos && s->ignore_eos;
 	q->add_special = !s->has_add_special || s->add_special;
 	q->timeout_ms = s->has_timeout_ms ? s->timeout_ms : 0;
+	return sl_token_lists_from_pb(&q->lists, s->sampling, err, errlen);
 }
 
 static void on_submit(coord *c, const void *client, size_t client_len, const pb_submit *s)
@@ -159,8 +162,8 @@ static void on_submit(coord *c, const void *client, size_t client_len, const pb_
 		return;
 	}
 	coord_request q;
-	request_of(s, stop, &q);
-	int code = coord_submit(c, &q, &to, err, sizeof err);
+	int code = request_of(s, stop, &q, err, sizeof err) ? E_BAD
+							     : coord_submit(c, &q, &to, err, sizeof err);
 	free(stop);
 	if (code)
 		coord_reply_error(c, client, client_len, tag, code, "%s", err);

@@ -49,6 +49,7 @@ static void choice_release(oai_choice *ch)
 	free(ch->text.p);
 	free(ch->ids.p);
 	text_tool_stream_destroy(ch->tp);
+	free(ch->echo.p);
 }
 
 void coord_oai_call_free(coord *c, void *app)
@@ -100,8 +101,9 @@ static const coord_sink_ops oai_sink = {
  * that is one (the core's messages start with the field they check). */
 static const char *param_of(const char *msg)
 {
-	static const char *fields[] = {"prompt", "prompt_ids", "max_tokens", "stop", "timeout_ms", NULL};
-	size_t n = strcspn(msg, " [");
+	static const char *fields[] = {"prompt", "prompt_ids", "max_tokens", "stop", "timeout_ms",
+				       "logit_bias", "stop_token_ids", NULL};
+	size_t n = strcspn(msg, " [:");
 	for (int i = 0; fields[i]; i++)
 		if (strlen(fields[i]) == n && !strncmp(msg, fields[i], n))
 			return !strcmp(fields[i], "prompt_ids") ? "prompt" : fields[i];
@@ -157,10 +159,30 @@ static oai_call *call_new(coord *c, coord_http_call *x, int chat, const oai_req 
 	return o;
 }
 
+/* echo: choice i's text starts with its prompt's, the text as given or
+ * the ids decoded (the BOS the server adds is not part of it): the whole
+ * text's start, or the stream's first event. */
+static int echo_prompt(oai_call *o, const oai_prompt *p, int i, oai_err *e)
+{
+	oai_choice *ch = &o->ch[i];
+	sl_buf *to = o->stream ? &ch->echo : &ch->text;
+	if (p->text)
+		return sl_buf_put(to, p->text, strlen(p->text)) ? coord_oai_fail(e, 500, NULL, "out of memory") : 0;
+	char *t = NULL, err[SL_ERRLEN];
+	size_t n = 0;
+	if (text_tok_decode(o->tok, p->ids, p->n_ids, 0, &t, &n, err, sizeof err))
+		return coord_oai_fail(e, 400, "prompt", "echo: cannot decode the prompt: %s", err);
+	int rc = sl_buf_put(to, t, n) ? coord_oai_fail(e, 500, NULL, "out of memory") : 0;
+	free(t);
+	return rc;
+}
+
 /* Submits choice i; 0, or the error to answer with. */
 static int submit_choice(oai_call *o, const oai_req *q, const oai_prompt *p, int i, int j,
 			 uint64_t *rng, oai_err *e)
 {
+	if (q->echo && echo_prompt(o, p, i, e))
+		return -1;
 	coord_request s = q->s;
 	s.sampling.seed = q->has_seed ? q->seed + (uint64_t)j : sl_splitmix64(rng);
 	if (p->text) {

@@ -47,6 +47,10 @@ typedef struct oai_req {
 	uint64_t seed;
 	int model;
 	oai_tools tools;           /* chat; free with coord_oai_free_tools */
+	int echo;                  /* completions: the prompt's text before each choice's */
+	int32_t bias_ids[SL_SAMPLING_MAX_LOGIT_BIAS]; /* s.lists' storage */
+	float bias[SL_SAMPLING_MAX_LOGIT_BIAS];
+	int32_t stop_ids[SL_SAMPLING_MAX_STOP_TOKEN_IDS];
 } oai_req;
 
 /* One prompt: text, or token ids (owned). */
@@ -74,6 +78,8 @@ typedef struct oai_choice {
 	size_t text_off;           /* completions' text_offset of the next token */
 	text_tool_stream *tp;      /* stream with tools: the call parser */
 	int lp_sent;               /* stream with tools: this chunk's ids/log-probs went out */
+	sl_buf echo;               /* stream with echo: the prompt's text, sent as the
+				    * choice's first event (then emptied) */
 } oai_choice;
 
 /* One HTTP request to a completions endpoint. */

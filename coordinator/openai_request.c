@@ -125,18 +125,88 @@ static int get_stop(const cJSON *root, oai_req *q, oai_err *e)
 	return 0;
 }
 
-/* Fields that exist in the OpenAI API but that this server does not
- * implement: refused unless given their neutral value. */
+/* Every top-level field a request body may carry, one row each: its name
+ * and the endpoints that take it. Any other field gets a 400 naming it,
+ * as OpenAI answers (a misspelt option must not pass unnoticed); the
+ * sampling table's JSON fields (common/sampling.h) are known without a
+ * row. A field listed here is read by the code below, or accepted and
+ * ignored ("ignored"), or refused by its own reader with a reason
+ * (refuse_unsupported): a new field is one row here and its reader.
+ * docs/http.md lists them. */
+enum { OAI_COMPL = 1, OAI_CHAT = 2, OAI_BOTH = 3 };
+static const struct oai_field {
+	const char *name;
+	int where;
+} oai_fields[] = {
+	{"model", OAI_BOTH},
+	{"prompt", OAI_COMPL},
+	{"messages", OAI_CHAT},
+	{"add_generation_prompt", OAI_CHAT},
+	{"max_tokens", OAI_BOTH},
+	{"max_completion_tokens", OAI_CHAT},
+	{"top_k", OAI_BOTH},
+	{"seed", OAI_BOTH},
+	{"n", OAI_BOTH},
+	{"best_of", OAI_COMPL},
+	{"stop", OAI_BOTH},
+	{"stop_token_ids", OAI_BOTH},
+	{"logit_bias", OAI_BOTH},
+	{"stream", OAI_BOTH},
+	{"stream_options", OAI_BOTH},
+	{"logprobs", OAI_BOTH},
+	{"top_logprobs", OAI_CHAT},
+	{"echo", OAI_COMPL},
+	{"suffix", OAI_COMPL},
+	{"ignore_eos", OAI_BOTH},
+	{"return_token_ids", OAI_BOTH},
+	{"user", OAI_BOTH},                 /* ignored (a string) */
+	{"metadata", OAI_BOTH},             /* ignored */
+	{"store", OAI_BOTH},                /* ignored */
+	{"service_tier", OAI_BOTH},         /* ignored */
+	/* structured output and tools (issue 37): refused until they land */
+	{"response_format", OAI_BOTH},
+	{"guided_json", OAI_BOTH},
+	{"guided_regex", OAI_BOTH},
+	{"guided_grammar", OAI_BOTH},
+	{"structured_outputs", OAI_BOTH},
+	{"tools", OAI_CHAT},
+	{"tool_choice", OAI_CHAT},
+	{"parallel_tool_calls", OAI_CHAT},
+	{"functions", OAI_CHAT},
+	{"function_call", OAI_CHAT},
+};
+
+static int known_field(const char *name, int chat)
+{
+	int where = chat ? OAI_CHAT : OAI_COMPL;
+	for (size_t i = 0; i < sizeof oai_fields / sizeof oai_fields[0]; i++)
+		if (!strcmp(oai_fields[i].name, name))
+			return (oai_fields[i].where & where) != 0;
+	for (int i = 0; i < sl_sampling_n_fields; i++)
+		if (sl_sampling_fields[i].json && !strcmp(sl_sampling_fields[i].name, name))
+			return 1;
+	return 0;
+}
+
+/* The first field of the body that is not known: a 400 naming it. */
+static int refuse_unknown(const cJSON *root, int chat, oai_err *e)
+{
+	const cJSON *f;
+	cJSON_ArrayForEach(f, root) {
+		if (!known_field(f->string, chat))
+			return coord_oai_fail(e, 400, f->string, "Unrecognized request argument supplied: %.128s",
+					      f->string);
+	}
+	return 0;
+}
+
+/* Known fields this server does not implement (yet): refused unless given
+ * their neutral value. */
 static int refuse_unsupported(const cJSON *root, oai_err *e)
 {
 	const cJSON *f;
-	if ((f = cJSON_GetObjectItemCaseSensitive(root, "echo")) && cJSON_IsTrue(f))
-		return coord_oai_fail(e, 400, "echo", "echo is not supported");
 	if (!is_null(f = cJSON_GetObjectItemCaseSensitive(root, "suffix")))
 		return coord_oai_fail(e, 400, "suffix", "suffix is not supported");
-	if (!is_null(f = cJSON_GetObjectItemCaseSensitive(root, "logit_bias")) &&
-	    !(cJSON_IsObject(f) && !f->child))
-		return coord_oai_fail(e, 400, "logit_bias", "logit_bias is not supported");
 	if (!is_null(f = cJSON_GetObjectItemCaseSensitive(root, "functions")))
 		return coord_oai_fail(e, 400, "functions", "function calling is not supported");
 	f = cJSON_GetObjectItemCaseSensitive(root, "response_format");
@@ -145,6 +215,65 @@ static int refuse_unsupported(const cJSON *root, oai_err *e)
 		if (!cJSON_IsString(t) || strcmp(t->valuestring, "text"))
 			return coord_oai_fail(e, 400, "response_format", "only response_format {\"type\": \"text\"} is supported");
 	}
+	static const char *later[] = {"guided_json", "guided_regex", "guided_grammar",
+				      "structured_outputs", "function_call"};
+	for (size_t i = 0; i < sizeof later / sizeof later[0]; i++)
+		if (!is_null(cJSON_GetObjectItemCaseSensitive(root, later[i])))
+			return coord_oai_fail(e, 400, later[i], "%s is not supported", later[i]);
+	return 0;
+}
+
+/* logit_bias: {"token id": bias, ...}, as OpenAI: at most 300 entries,
+ * each bias a number (its range, like the ids', checked by the core:
+ * sl_token_lists_check). */
+static int get_logit_bias(const cJSON *root, oai_req *q, oai_err *e)
+{
+	const cJSON *lb = cJSON_GetObjectItemCaseSensitive(root, "logit_bias"), *it;
+	if (is_null(lb))
+		return 0;
+	if (!cJSON_IsObject(lb))
+		return coord_oai_fail(e, 400, "logit_bias", "logit_bias must be an object of token id -> bias");
+	int n = 0;
+	cJSON_ArrayForEach(it, lb) {
+		char *end = NULL;
+		long id = strtol(it->string, &end, 10);
+		if (n == SL_SAMPLING_MAX_LOGIT_BIAS)
+			return coord_oai_fail(e, 400, "logit_bias", "logit_bias: at most %d entries",
+					      SL_SAMPLING_MAX_LOGIT_BIAS);
+		if (!it->string[0] || *end || id < 0 || id > INT32_MAX)
+			return coord_oai_fail(e, 400, "logit_bias", "logit_bias: the key '%.32s' is not a token id",
+					      it->string);
+		if (!cJSON_IsNumber(it))
+			return coord_oai_fail(e, 400, "logit_bias", "logit_bias: the bias of token %ld must be a number", id);
+		q->bias_ids[n] = (int32_t)id;
+		q->bias[n++] = (float)it->valuedouble;
+	}
+	q->s.lists.bias_ids = q->bias_ids;
+	q->s.lists.bias = q->bias;
+	q->s.lists.n_bias = n;
+	return 0;
+}
+
+/* stop_token_ids: an array of token ids (vLLM's extension). */
+static int get_stop_token_ids(const cJSON *root, oai_req *q, oai_err *e)
+{
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, "stop_token_ids"), *it;
+	if (is_null(a))
+		return 0;
+	if (!cJSON_IsArray(a))
+		return coord_oai_fail(e, 400, "stop_token_ids", "stop_token_ids must be an array of token ids");
+	int n = 0;
+	cJSON_ArrayForEach(it, a) {
+		if (n == SL_SAMPLING_MAX_STOP_TOKEN_IDS)
+			return coord_oai_fail(e, 400, "stop_token_ids", "stop_token_ids: at most %d ids",
+					      SL_SAMPLING_MAX_STOP_TOKEN_IDS);
+		double d = cJSON_IsNumber(it) ? it->valuedouble : -1;
+		if (d != floor(d) || d < 0 || d > INT32_MAX)
+			return coord_oai_fail(e, 400, "stop_token_ids", "stop_token_ids[%d] must be a token id", n);
+		q->stop_ids[n++] = (int32_t)d;
+	}
+	q->s.lists.stop_ids = q->stop_ids;
+	q->s.lists.n_stop_ids = n;
 	return 0;
 }
 
@@ -201,8 +330,14 @@ int coord_oai_read_common(coord *c, const cJSON *root, int chat, oai_req *q, oai
 	q->logprobs = -1;
 	coord_request_init(&q->s);
 	q->n = 1;
-	if (get_model(c, root, q, e) || refuse_unsupported(root, e) || get_sampling(root, chat, q, e))
+	if (refuse_unknown(root, chat, e) || get_model(c, root, q, e) || refuse_unsupported(root, e) ||
+	    get_sampling(root, chat, q, e) || get_logit_bias(root, q, e) || get_stop_token_ids(root, q, e))
 		return -1;
+	if (!chat && get_bool(root, "echo", &q->echo, e))
+		return -1;
+	if (q->echo && q->logprobs >= 0) /* prompt log-probs are not computed by the node groups */
+		return coord_oai_fail(e, 400, "echo", "echo with logprobs is not supported (the prompt's "
+				      "log-probs are not computed); drop one of them");
 	q->s.model = c->models[q->model].name;
 	const char *mt = chat && !is_null(cJSON_GetObjectItemCaseSensitive(root, "max_completion_tokens"))
 				 ? "max_completion_tokens" : "max_tokens";

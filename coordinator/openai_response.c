@@ -444,6 +444,16 @@ static void tool_choice_event(oai_call *o, int i, const coord_event *k, const ch
  * for a chunk k, or for the end of choice i (k NULL, finish set). */
 void coord_oai_choice_event(oai_call *o, int i, const coord_event *k, const char *finish)
 {
+	oai_choice *ch = &o->ch[i];
+	if (ch->echo.n) { /* echo: the prompt's text goes first, as its own event */
+		sl_buf echo = ch->echo;
+		ch->echo = (sl_buf){0};
+		coord_event pe = {.kind = COORD_EV_CHUNK, .has_text = 1, .text = {echo.p, echo.n}};
+		coord_oai_choice_event(o, i, &pe, NULL);
+		sl_buf_free(&echo);
+		if (o->answered)
+			return;
+	}
 	sl_buf *j = &o->ev;
 	if (o->chat && o->ch[i].tp) {
 		tool_choice_event(o, i, k, finish);

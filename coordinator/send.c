@@ -97,11 +97,35 @@ static int32_t *run_prompt(const coord_req *r, size_t *n)
 	return p;
 }
 
+/* The ids the node stops on and, with min_tokens, masks until then: r's
+ * stop_token_ids, plus with min_tokens the model's EOS ids as this
+ * coordinator knows them (the node's own list may lack some), each once.
+ * out: [SL_SAMPLING_MAX_STOP_TOKEN_IDS + COORD_MAX_EOS]. */
+static int node_stop_ids(const coord *c, const coord_req *r, int32_t *out)
+{
+	int n = 0;
+	for (int i = 0; i < r->n_stop_ids; i++)
+		out[n++] = r->stop_ids[i];
+	const coord_model *m = &c->models[r->model];
+	for (int k = 0; r->sampling.min_tokens > 0 && !r->ignore_eos && k < m->n_eos; k++) {
+		int seen = 0;
+		for (int i = 0; i < n; i++)
+			seen |= out[i] == m->eos[k];
+		if (!seen)
+			out[n++] = m->eos[k];
+	}
+	return n;
+}
+
 int coord_node_enqueue(coord *c, coord_group *g, const coord_req *r)
 {
 	Shardline__Client__Sampling sp = SHARDLINE__CLIENT__SAMPLING__INIT;
 	Shardline__Node__Enqueue q = SHARDLINE__NODE__ENQUEUE__INIT;
+	int32_t stop_ids[SL_SAMPLING_MAX_STOP_TOKEN_IDS + COORD_MAX_EOS];
 	sl_sampling_to_pb(&r->sampling, &sp.base, &q.base);
+	sl_token_lists lists = {r->bias_ids, r->bias, r->n_bias, stop_ids,
+				node_stop_ids(c, r, stop_ids)};
+	sl_token_lists_to_pb(&lists, &sp);
 	q.has_req_id = q.has_max_tokens = q.has_ignore_eos = 1;
 	q.req_id = r->id;
 	if (!(q.prompt = run_prompt(r, &q.n_prompt)))

@@ -45,6 +45,15 @@ static int is_eos(const coord *c, const coord_req *r, int32_t id)
 	return 0;
 }
 
+/* stop_token_ids: they end r like EOS, with finish STOP. */
+static int is_stop_id(const coord_req *r, int32_t id)
+{
+	for (int i = 0; i < r->n_stop_ids; i++)
+		if (id == r->stop_ids[i])
+			return 1;
+	return 0;
+}
+
 /* Largest character boundary <= cut in p[0..n). */
 static size_t utf8_floor(const char *p, size_t n, size_t cut)
 {
@@ -118,6 +127,10 @@ void coord_stream_tokens(coord *c, coord_req *r, const int32_t *ids, size_t n,
 		    (lp && coord_logprobs_add(&r->lps, lp, i))) {
 			coord_finish(c, r, SHARDLINE__CLIENT__FINISH_REASON__ERROR, "out of memory");
 			return;
+		}
+		if (is_stop_id(r, id)) { /* its text is not sent, as EOS's */
+			reason = SHARDLINE__CLIENT__FINISH_REASON__STOP;
+			break;
 		}
 		if (is_eos(c, r, id)) {
 			reason = SHARDLINE__CLIENT__FINISH_REASON__EOS;

@@ -65,8 +65,13 @@ static int check_fields(coord *c, const coord_request *s, int *model, char *err,
 	if (s->has_max_tokens && (s->max_tokens < 1 || s->max_tokens > COORD_MAX_NEW_TOKENS))
 		return snprintf(err, n, "max_tokens must be in [1, %d], got %d", COORD_MAX_NEW_TOKENS,
 				s->max_tokens), E_BAD;
-	if (sl_sampling_check(&s->sampling, vocab, err, n))
+	if (sl_sampling_check(&s->sampling, vocab, err, n) ||
+	    sl_token_lists_check(&s->lists, vocab, SL_SAMPLING_MAX_STOP_TOKEN_IDS, err, n))
 		return E_BAD;
+	int max_tokens = s->has_max_tokens ? s->max_tokens : c->o.default_max_tokens;
+	if (s->sampling.min_tokens > max_tokens)
+		return snprintf(err, n, "min_tokens (%d) must not exceed max_tokens (%d)",
+				s->sampling.min_tokens, max_tokens), E_BAD;
 	if (s->n_stop > COORD_MAX_STOPS)
 		return snprintf(err, n, "%zu stop strings exceed the limit of %d", s->n_stop,
 				COORD_MAX_STOPS), E_BAD;
@@ -119,6 +124,26 @@ static int check_context(coord *c, int model, int n_prompt, int max_tokens, char
 	return 0;
 }
 
+/* r's copies of logit_bias and stop_token_ids. */
+static int copy_lists(coord_req *r, const sl_token_lists *t)
+{
+	size_t nb = (size_t)t->n_bias, ns = (size_t)t->n_stop_ids;
+	if (nb) {
+		if (!(r->bias_ids = malloc(sizeof(int32_t) * nb)) || !(r->bias = malloc(sizeof(float) * nb)))
+			return -1;
+		memcpy(r->bias_ids, t->bias_ids, sizeof(int32_t) * nb);
+		memcpy(r->bias, t->bias, sizeof(float) * nb);
+		r->n_bias = (int)nb;
+	}
+	if (ns) {
+		if (!(r->stop_ids = malloc(sizeof(int32_t) * ns)))
+			return -1;
+		memcpy(r->stop_ids, t->stop_ids, sizeof(int32_t) * ns);
+		r->n_stop_ids = (int)ns;
+	}
+	return 0;
+}
+
 static int copy_stops(coord_req *r, const coord_request *s)
 {
 	if (!s->n_stop)
@@ -163,7 +188,8 @@ static coord_req *make_request(coord *c, const coord_request *s, int model, int3
 	unsigned tmo = s->timeout_ms ? s->timeout_ms : (unsigned)c->o.request_timeout_ms;
 	r->deadline = r->t_submit + tmo * 1e-3;
 	char err[SL_ERRLEN];
-	if (copy_stops(r, s) || text_detok_create(c->models[model].tok, !s->keep_special, &r->detok, err, sizeof err)) {
+	if (copy_stops(r, s) || copy_lists(r, &s->lists) ||
+	    text_detok_create(c->models[model].tok, !s->keep_special, &r->detok, err, sizeof err)) {
 		coord_req_free(c, r);
 		return NULL;
 	}

@@ -1,6 +1,6 @@
 /*
  * sampling.c — CPU reference sampling (see sampling.h for the order of
- * operations): penalties, argmax or temperature softmax with top-k, top-p
+ * operations): logit bias, penalties, argmax or temperature softmax with top-k, top-p
  * and min-p, the Philox draw, and log-probs of the raw distribution.
  * Plain loops: this is the specification the CUDA sampler is tested against.
  */
@@ -98,14 +98,27 @@ static int draw(const float *logits, int n, const kern_sample_params *p, uint64_
 	return c[keep - 1].i;
 }
 
+int kern_logit_bias_row_cpu(const float *logits, int n, const kern_logit_bias *bias, int r,
+			    float *out)
+{
+	if (!bias || !bias->off || bias->off[r + 1] == bias->off[r])
+		return 0;
+	memcpy(out, logits, sizeof(float) * n);
+	for (int e = bias->off[r]; e < bias->off[r + 1]; e++)
+		out[bias->ids[e]] = logits[bias->ids[e]] + bias->bias[e];
+	return 1;
+}
+
 /* Row r's penalised copy of logits in pen, or logits itself when nothing
- * changes. */
+ * changes. logits may be pen itself (a biased row): each history id is
+ * read, then written, once. */
 static const float *penalise_row(const float *logits, int n, const kern_sample_params *p,
 				 const kern_token_hist *h, int r, float *pen)
 {
 	if (!h || !h->off || !kern_has_penalty(p) || h->off[r + 1] == h->off[r])
 		return logits;
-	memcpy(pen, logits, sizeof(float) * n);
+	if (logits != pen)
+		memcpy(pen, logits, sizeof(float) * n);
 	for (int e = h->off[r]; e < h->off[r + 1]; e++) {
 		int id = h->ids[e];
 		pen[id] = kern_penalise(logits[id], h->n_gen[e], h->in_prompt[e], p);
@@ -158,14 +171,16 @@ int kern_sample_cpu(const float *logits, int n, const kern_sample_params *p, uin
 
 void kern_sample_rows_cpu(int32_t *tokens_out, const kern_logprobs *lp, const float *logits,
 			  const int32_t *rows, int n, int vocab, const kern_sample_params *params,
-			  const int64_t *positions, const kern_token_hist *hist, void *work)
+			  const int64_t *positions, const kern_logit_bias *bias,
+			  const kern_token_hist *hist, void *work)
 {
 	prob_idx *c = work;
 	float *pen = (float *)(c + vocab);
 	for (int r = 0; r < n; r++) {
 		const float *raw = logits + (size_t)(rows ? rows[r] : r) * vocab;
 		const kern_sample_params *p = &params[r];
-		const float *l = penalise_row(raw, vocab, p, hist, r, pen);
+		const float *b = kern_logit_bias_row_cpu(raw, vocab, bias, r, pen) ? pen : raw;
+		const float *l = penalise_row(b, vocab, p, hist, r, pen);
 		tokens_out[r] = kern_sample_cpu(l, vocab, p, (uint64_t)positions[r], c);
 		if (lp)
 			logprobs_row(raw, vocab, p, tokens_out[r], lp, r);

@@ -2,10 +2,14 @@
  * sampling.cu — CUDA next-token sampling with per-row parameters, the same
  * algorithm as kernels/sampling.c so both backends pick the same tokens:
  *
- *   0. penalties (one block per penalised row): the row's logits copied to
- *      scratch, then each token of its history (kern_token_hist) rewritten
- *      by kern_penalise, the function the CPU uses. Other rows read the
- *      logits as they are.
+ *   0. logit bias (one block per biased row, launched only when a row of
+ *      the batch has one): the row's logits copied to scratch, then each
+ *      listed token's logit plus its bias (ids are distinct: one writer
+ *      each). Then penalties (one block per penalised row): the row's
+ *      logits copied to scratch (unless the bias did), then each token of
+ *      its history (kern_token_hist) rewritten by kern_penalise, the
+ *      function the CPU uses. Other rows read the logits as they are, so
+ *      a batch without bias pays for neither.
  *   1. prep (one block per row): argmax, lowest index on ties. Greedy rows
  *      (temperature <= 0) are done here and get an empty sort segment.
  *      Other rows: p_i = (float)(expf((l_i - max) / T) / sum), sum in double.
@@ -80,19 +84,47 @@ __device__ __forceinline__ bool row_penalised(const kern_sample_params &p,
 	return h.off && kern_has_penalty(&p) && h.off[r + 1] > h.off[r];
 }
 
+/* Whether row r has logit bias entries: the same test in every kernel. */
+__device__ __forceinline__ bool row_biased(const kern_logit_bias &b, int r)
+{
+	return b.off && b.off[r + 1] > b.off[r];
+}
+
+/* The row's logits into pen, each listed token's plus its bias: the CPU's
+ * kern_logit_bias_row_cpu, the same single float addition. */
 __global__ void __launch_bounds__(PEN_THREADS)
-	sample_penalty_kernel(const float *__restrict__ logits, int vocab,
-			      const kern_sample_params *__restrict__ params, kern_token_hist h,
-			      float *__restrict__ pen)
+	sample_bias_kernel(const float *__restrict__ logits, int vocab, kern_logit_bias b,
+			   float *__restrict__ pen)
 {
 	int r = blockIdx.x;
-	kern_sample_params p = params[r];
-	if (!row_penalised(p, h, r))
+	if (!row_biased(b, r))
 		return;
 	const float *l = logits + (size_t)r * vocab;
 	float *o = pen + (size_t)r * vocab;
 	for (int i = threadIdx.x; i < vocab; i += blockDim.x)
 		o[i] = l[i];
+	__syncthreads(); /* bias ids are distinct: one writer per element after this */
+	for (int e = b.off[r] + threadIdx.x; e < b.off[r + 1]; e += blockDim.x) {
+		int id = b.ids[e];
+		o[id] = __fadd_rn(l[id], b.bias[e]);
+	}
+}
+
+__global__ void __launch_bounds__(PEN_THREADS)
+	sample_penalty_kernel(const float *__restrict__ logits, int vocab,
+			      const kern_sample_params *__restrict__ params, kern_token_hist h,
+			      kern_logit_bias b, float *pen)
+{
+	int r = blockIdx.x;
+	kern_sample_params p = params[r];
+	if (!row_penalised(p, h, r))
+		return;
+	float *o = pen + (size_t)r * vocab;
+	/* a biased row already has its (biased) copy in pen */
+	const float *l = row_biased(b, r) ? o : logits + (size_t)r * vocab;
+	if (l != o)
+		for (int i = threadIdx.x; i < vocab; i += blockDim.x)
+			o[i] = l[i];
 	__syncthreads(); /* history ids are distinct: one writer per element after this */
 	for (int e = h.off[r] + threadIdx.x; e < h.off[r + 1]; e += blockDim.x) {
 		int id = h.ids[e];
@@ -142,7 +174,7 @@ __device__ void row_argmax(const float *__restrict__ l, int vocab, float *v, int
 
 __global__ void __launch_bounds__(PREP_THREADS)
 	sample_prep_kernel(const float *__restrict__ logits, const float *__restrict__ pen,
-			   kern_token_hist h, int vocab,
+			   kern_token_hist h, kern_logit_bias b, int vocab,
 			   const kern_sample_params *__restrict__ params,
 			   int32_t *__restrict__ tokens_out, float *__restrict__ probs,
 			   int32_t *__restrict__ ids, int *__restrict__ seg_begin,
@@ -151,7 +183,7 @@ __global__ void __launch_bounds__(PREP_THREADS)
 	int r = blockIdx.x;
 	size_t base = (size_t)r * vocab;
 	kern_sample_params p = params[r];
-	const float *l = (row_penalised(p, h, r) ? pen : logits) + base;
+	const float *l = (row_penalised(p, h, r) || row_biased(b, r) ? pen : logits) + base;
 	float bv;
 	int bi;
 	row_argmax(l, vocab, &bv, &bi);
@@ -425,7 +457,15 @@ extern "C" int kern_sampler_create(int max_seqs, int vocab, kern_sampler **out)
 	return SL_OK;
 }
 
-/* Row r0's view of a history and of log-prob outputs. */
+/* Row r0's view of a history, of a bias and of log-prob outputs. */
+static kern_logit_bias bias_from(const kern_logit_bias *b, int r0)
+{
+	kern_logit_bias v = {};
+	if (b && b->off)
+		v = *b, v.off = b->off + r0;
+	return v;
+}
+
 static kern_token_hist hist_from(const kern_token_hist *h, int r0)
 {
 	kern_token_hist v = {};
@@ -442,8 +482,9 @@ static kern_logprobs lp_from(const kern_logprobs *lp, int r0)
 
 extern "C" int kern_sample_cuda(kern_sampler *s, int32_t *tokens_out, const float *logits, int n,
 				int vocab, const kern_sample_params *params,
-				const int64_t *positions, const kern_token_hist *hist,
-				const kern_logprobs *lp, void *stream)
+				const int64_t *positions, const kern_logit_bias *bias,
+				const kern_token_hist *hist, const kern_logprobs *lp,
+				void *stream)
 {
 	if (n <= 0)
 		return SL_OK;
@@ -455,13 +496,18 @@ extern "C" int kern_sample_cuda(kern_sampler *s, int32_t *tokens_out, const floa
 		int rows = n - r0 < s->chunk_rows ? n - r0 : s->chunk_rows;
 		const float *l = logits + (size_t)r0 * vocab;
 		kern_token_hist h = hist_from(hist, r0);
+		kern_logit_bias b = bias_from(bias, r0);
+		if (b.off) {
+			sample_bias_kernel<<<rows, PEN_THREADS, 0, st>>>(l, vocab, b, s->pen);
+			CUDA_TRY_LAUNCH();
+		}
 		if (h.off) {
 			sample_penalty_kernel<<<rows, PEN_THREADS, 0, st>>>(l, vocab, params + r0, h,
-									    s->pen);
+									    b, s->pen);
 			CUDA_TRY_LAUNCH();
 		}
 		sample_prep_kernel<<<rows, PREP_THREADS, 0, st>>>(
-			l, s->pen, h, vocab, params + r0, tokens_out + r0, s->keys[0], s->vals[0],
+			l, s->pen, h, b, vocab, params + r0, tokens_out + r0, s->keys[0], s->vals[0],
 			s->seg_begin, s->seg_end);
 		CUDA_TRY_LAUNCH();
 		cub::DoubleBuffer<float> dk(s->keys[0], s->keys[1]);

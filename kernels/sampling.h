@@ -2,6 +2,9 @@
  * sampling.h — choose the next token from logits, and report log-probs.
  *
  * Per row, in this order (docs/sampling.md):
+ *   0. logit bias (kern_logit_bias): listed tokens get a value added to
+ *      their raw logit (OpenAI's logit_bias; -INFINITY bans: min_tokens'
+ *      EOS mask);
  *   1. penalties on the raw logits, from the tokens the row has seen
  *      (kern_token_hist): repetition (HF/CTRL: a token in the prompt or
  *      generated has its logit l turned into l > 0 ? l / r : l * r), then
@@ -17,7 +20,7 @@
  *      seed and the token's position, so the same seed always gives the
  *      same tokens, on any backend and whatever else shares the batch.
  * Log-probs come from the model's raw distribution: log_softmax of the
- * logits before penalties and temperature (OpenAI's and vLLM's default),
+ * logits before bias, penalties and temperature (OpenAI's and vLLM's default),
  * for the chosen token and the top_logprobs most likely ones (ties: the
  * lower id first).
  */
@@ -48,6 +51,16 @@ typedef struct kern_token_hist {
 	const int32_t *n_gen;     /* [off[n]] times the id was generated */
 	const int32_t *in_prompt; /* [off[n]] 1 when the id is in the prompt */
 } kern_token_hist;
+
+/* Per-row logit bias: row r's entries are [off[r], off[r + 1]), token ids
+ * distinct within a row, each with the value added to its logit before
+ * the penalties (-INFINITY: the token cannot be drawn). off == NULL: no
+ * row has any. Host or device arrays, as the function. */
+typedef struct kern_logit_bias {
+	const int32_t *off;       /* [n + 1], off[0] = 0, non-decreasing */
+	const int32_t *ids;       /* [off[n]] */
+	const float *bias;        /* [off[n]] */
+} kern_logit_bias;
 
 /* Log-prob outputs for n rows (host or device, as the function). A row
  * that wants none (kern_wants_logprobs) gets chosen 0; top slots past the row's kern_top_logprobs
@@ -115,11 +128,17 @@ int kern_argmax_cpu(const float *logits, int n);
 int kern_sample_cpu(const float *logits, int n, const kern_sample_params *p, uint64_t position,
 		    void *work);
 /* The reference for a batch: tokens_out[i] from logits row rows[i] (rows
- * NULL: row i) of [*, vocab], with params[i], positions[i], history row i
- * of hist (NULL: none) and log-probs into row i of lp (NULL: none). */
+ * NULL: row i) of [*, vocab], with params[i], positions[i], bias row i of
+ * bias (NULL: none), history row i of hist (NULL: none) and log-probs
+ * into row i of lp (NULL: none). */
 void kern_sample_rows_cpu(int32_t *tokens_out, const kern_logprobs *lp, const float *logits,
 			  const int32_t *rows, int n, int vocab, const kern_sample_params *params,
-			  const int64_t *positions, const kern_token_hist *hist, void *work);
+			  const int64_t *positions, const kern_logit_bias *bias,
+			  const kern_token_hist *hist, void *work);
+/* Row r of bias applied to logits[n] into out (a copy with the biased
+ * entries changed); 0 when the row has none (out untouched). */
+int kern_logit_bias_row_cpu(const float *logits, int n, const kern_logit_bias *bias, int r,
+			    float *out);
 /* Bytes of scratch the CPU sampler needs for a vocabulary of n. */
 unsigned long kern_sample_work_bytes(int n);
 
@@ -128,11 +147,12 @@ typedef struct kern_sampler kern_sampler;  /* device scratch for n_seqs x vocab 
 int kern_sampler_create(int max_seqs, int vocab, kern_sampler **out);
 void kern_sampler_destroy(kern_sampler *s);
 /* logits: device fp32 [n, vocab] (left unchanged); params, positions:
- * device arrays [n]; tokens_out: device int32 [n]; hist: device arrays
- * (NULL or off NULL: none); lp: device outputs (NULL: none). */
+ * device arrays [n]; tokens_out: device int32 [n]; bias, hist: device
+ * arrays (NULL or off NULL: none); lp: device outputs (NULL: none). */
 int kern_sample_cuda(kern_sampler *s, int32_t *tokens_out, const float *logits, int n, int vocab,
 		     const kern_sample_params *params, const int64_t *positions,
-		     const kern_token_hist *hist, const kern_logprobs *lp, void *stream);
+		     const kern_logit_bias *bias, const kern_token_hist *hist,
+		     const kern_logprobs *lp, void *stream);
 /* Greedy rows only: tokens_out[r] = the lowest index of row r's maximum
  * (kern_argmax_cpu), logits device fp32 [n, vocab], tokens_out device [n].
  * What kern_sample_cuda picks for rows at temperature <= 0 without

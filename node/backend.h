@@ -116,12 +116,14 @@ typedef struct node_backend_ops {
 		      size_t width_bytes, size_t rows);
 	/* tokens_out[i] (host) = sample of logits row rows[i] (logits: backend
 	 * fp32 [*, vocab]) with params[i] at position positions[i], after the
-	 * penalties from row i of hist; lp (NULL: none) gets row i's
-	 * log-probs. rows, params, positions, hist are host arrays of n (hist
-	 * NULL: no history), lp host outputs (kernels/sampling.h) */
+	 * logit bias of row i of bias and the penalties from row i of hist; lp
+	 * (NULL: none) gets row i's log-probs. rows, params, positions, bias,
+	 * hist are host arrays of n (bias, hist NULL: none), lp host outputs
+	 * (kernels/sampling.h) */
 	int (*sample)(node_backend *be, int32_t *tokens_out, const float *logits, const int32_t *rows,
 		      int n, int vocab, const kern_sample_params *params, const int64_t *positions,
-		      const kern_token_hist *hist, const kern_logprobs *lp);
+		      const kern_logit_bias *bias, const kern_token_hist *hist,
+		      const kern_logprobs *lp);
 	/* Once, before the first step: checks that the backend's kernels take
 	 * the model and KV layout in lim, and sizes the per-step scratch (no
 	 * allocation in the step loop): tokens and rows per step, sequences per
@@ -158,6 +160,7 @@ typedef struct node_backend_ops {
  * (rope_kv_write and attention then store and read it so). */
 typedef struct node_backend_limits {
 	int step_tokens, max_rows, max_seqs, max_table_entries, max_hist, vocab;
+	int max_bias;              /* logit bias entries per step (node/plan.h) */
 	int n_heads, n_kv_heads, head_dim, max_ctx;
 	int block_tokens;
 	int quant_max_cols;

@@ -142,7 +142,8 @@ static int cpu_copy2d(node_backend *be, void *dst, size_t dpitch, const void *sr
 
 static int cpu_sample(node_backend *be, int32_t *tokens_out, const float *logits, const int32_t *rows,
 		      int n, int vocab, const kern_sample_params *params, const int64_t *positions,
-		      const kern_token_hist *hist, const kern_logprobs *lp)
+		      const kern_logit_bias *bias, const kern_token_hist *hist,
+		      const kern_logprobs *lp)
 {
 	cpu_state *st = be->impl;
 	size_t need = kern_sample_work_bytes(vocab);
@@ -153,7 +154,7 @@ static int cpu_sample(node_backend *be, int32_t *tokens_out, const float *logits
 		st->work = w;
 		st->work_bytes = need;
 	}
-	kern_sample_rows_cpu(tokens_out, lp, logits, rows, n, vocab, params, positions, hist,
+	kern_sample_rows_cpu(tokens_out, lp, logits, rows, n, vocab, params, positions, bias, hist,
 			     st->work);
 	return SL_OK;
 }

@@ -99,6 +99,7 @@ typedef struct cuda_impl {
 	int table_stride;          /* device block-table row length */
 	staged batch, rows, params, pos;
 	staged hist;               /* penalty history: off [max_seqs + 1] | ids | n_gen | in_prompt */
+	staged bias;               /* logit bias: off [max_seqs + 1] | ids | bias (fp32) */
 	int32_t *d_tokens, *h_tokens; /* sampled ids */
 	void *d_lp, *h_lp;         /* log-probs of n rows: chosen [n] | top_ids [n, 20] | top [n, 20] */
 	float *d_sel;              /* [max_seqs, vocab] rows picked for sampling */
@@ -639,6 +640,27 @@ static int stage_hist(node_backend *be, const kern_token_hist *h, int n, kern_to
 	return staged_up(be, &c->hist, 4 * ints);
 }
 
+/* The bias arrays, one after another in bias staging (as stage_hist). */
+static int stage_bias(node_backend *be, const kern_logit_bias *b, int n, kern_logit_bias *d)
+{
+	cuda_impl *c = I(be);
+	*d = (kern_logit_bias){0};
+	if (!b || !b->off)
+		return SL_OK;
+	size_t e = (size_t)b->off[n], words = (size_t)n + 1 + 2 * e;
+	if (words * 4 > c->bias.cap)
+		return SL_EINVAL;
+	int rc = staged_wait(&c->bias);
+	if (rc)
+		return rc;
+	int32_t *o = c->bias.h, *dev = c->bias.d;
+	memcpy(o, b->off, 4 * ((size_t)n + 1));
+	memcpy(o + n + 1, b->ids, 4 * e);
+	memcpy(o + n + 1 + e, b->bias, 4 * e);
+	*d = (kern_logit_bias){dev, dev + n + 1, (const float *)(dev + n + 1 + e)};
+	return staged_up(be, &c->bias, 4 * words);
+}
+
 /* Log-prob rows for n laid out contiguously from base (device or host). */
 static kern_logprobs lp_layout(void *base, int n)
 {
@@ -648,9 +670,10 @@ static kern_logprobs lp_layout(void *base, int n)
 
 /* Whether every row is greedy with nothing that changes its logits, so
  * its token is the argmax alone (kern_argmax_rows_cuda). */
-static int greedy_only(const kern_sample_params *params, int n, const kern_logprobs *lp)
+static int greedy_only(const kern_sample_params *params, int n, const kern_logit_bias *bias,
+		       const kern_logprobs *lp)
 {
-	if (lp)
+	if (lp || (bias && bias->off))
 		return 0;
 	for (int i = 0; i < n; i++)
 		if (params[i].temperature > 0 || kern_has_penalty(&params[i]))
@@ -700,12 +723,12 @@ static int sample_greedy(node_backend *be, int32_t *tokens_out, const float *log
  * log-probs) come back. All-greedy batches take sample_greedy. */
 static int sample(node_backend *be, int32_t *tokens_out, const float *logits, const int32_t *rows,
 		  int n, int vocab, const kern_sample_params *params, const int64_t *positions,
-		  const kern_token_hist *hist, const kern_logprobs *lp)
+		  const kern_logit_bias *bias, const kern_token_hist *hist, const kern_logprobs *lp)
 {
 	cuda_impl *c = I(be);
 	if (n > c->lim.max_seqs)
 		return SL_EINVAL;
-	if (c->greedy_fast && greedy_only(params, n, lp))
+	if (c->greedy_fast && greedy_only(params, n, bias, lp))
 		return sample_greedy(be, tokens_out, logits, rows, n, vocab);
 	int rc = staged_wait(&c->params);
 	if (!rc)
@@ -718,15 +741,17 @@ static int sample(node_backend *be, int32_t *tokens_out, const float *logits, co
 	memcpy(c->pos.h, positions, sizeof *positions * n);
 	memcpy(c->rows.h, rows, 4 * (size_t)n);
 	kern_token_hist d_hist;
+	kern_logit_bias d_bias;
 	kern_logprobs d_lp = lp_layout(c->d_lp, n), h_lp = lp_layout(c->h_lp, n);
 	size_t lp_bytes = (size_t)n * (1 + 2 * KERN_MAX_TOP_LOGPROBS) * 4;
 	if ((rc = staged_up(be, &c->params, sizeof *params * n)) ||
 	    (rc = staged_up(be, &c->pos, sizeof *positions * n)) ||
 	    (rc = staged_up(be, &c->rows, 4 * (size_t)n)) ||
 	    (rc = stage_hist(be, hist, n, &d_hist)) ||
+	    (rc = stage_bias(be, bias, n, &d_bias)) ||
 	    (rc = kern_gather_rows_cuda(c->d_sel, logits, c->rows.d, n, vocab, SL_DT_F32, S(be))) ||
 	    (rc = kern_sample_cuda(c->sampler, c->d_tokens, c->d_sel, n, vocab, c->params.d, c->pos.d,
-				   &d_hist, lp ? &d_lp : NULL, S(be))))
+				   &d_bias, &d_hist, lp ? &d_lp : NULL, S(be))))
 		return rc;
 	if (lp)
 		CUDA_TRY(cudaMemcpyAsync(c->h_lp, c->d_lp, lp_bytes, cudaMemcpyDeviceToHost, S(be)));
@@ -742,9 +767,11 @@ static int sample(node_backend *be, int32_t *tokens_out, const float *logits, co
 
 static int cu_sample(node_backend *be, int32_t *tokens_out, const float *logits, const int32_t *rows,
 		     int n, int vocab, const kern_sample_params *params, const int64_t *positions,
-		     const kern_token_hist *hist, const kern_logprobs *lp)
+		     const kern_logit_bias *bias, const kern_token_hist *hist,
+		     const kern_logprobs *lp)
 {
-	RANGED("sample", sample(be, tokens_out, logits, rows, n, vocab, params, positions, hist, lp));
+	RANGED("sample", sample(be, tokens_out, logits, rows, n, vocab, params, positions, bias,
+				hist, lp));
 }
 
 static int reserve_scratch(node_backend *be, const node_backend_limits *lim)
@@ -762,7 +789,8 @@ static int reserve_scratch(node_backend *be, const node_backend_limits *lim)
 	    (rc = staged_init(&c->rows, 4 * (size_t)lim->max_rows)) ||
 	    (rc = staged_init(&c->params, sizeof(kern_sample_params) * lim->max_seqs)) ||
 	    (rc = staged_init(&c->pos, sizeof(int64_t) * lim->max_seqs)) ||
-	    (rc = staged_init(&c->hist, 4 * ((size_t)lim->max_seqs + 1 + 3 * (size_t)lim->max_hist))))
+	    (rc = staged_init(&c->hist, 4 * ((size_t)lim->max_seqs + 1 + 3 * (size_t)lim->max_hist))) ||
+	    (rc = staged_init(&c->bias, 4 * ((size_t)lim->max_seqs + 1 + 2 * (size_t)lim->max_bias))))
 		return rc;
 	size_t lp_bytes = (size_t)lim->max_seqs * (1 + 2 * KERN_MAX_TOP_LOGPROBS) * 4;
 	CUDA_TRY(cudaMalloc((void **)&c->d_tokens, 4 * (size_t)lim->max_seqs));
@@ -874,6 +902,7 @@ static void cu_destroy(node_backend *be)
 		kern_sampler_destroy(c->sampler);
 		staged_free(&c->batch), staged_free(&c->rows);
 		staged_free(&c->params), staged_free(&c->pos), staged_free(&c->hist);
+		staged_free(&c->bias);
 		cudaFree(c->d_tokens), cudaFreeHost(c->h_tokens), cudaFree(c->d_sel);
 		cudaFree(c->d_lp), cudaFreeHost(c->h_lp), cudaFree(c->sumsq);
 		if (c->stream)

@@ -6,10 +6,12 @@
  */
 #include "node/engine.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/block_hash.h"
+#include "common/checks.h"
 #include "node/kv.h"
 #include "node/plan.h"
 #include "common/sl.h"
@@ -37,6 +39,11 @@ typedef struct seq {
 	float *lp;            /* [lp_cap] the token's log-prob */
 	int32_t *lp_ids;      /* [lp_cap, n_top] alternatives, most likely first */
 	float *lp_top;        /* [lp_cap, n_top] their log-probs */
+	/* req.lists' copies (req.lists itself is cleared: it was borrowed) */
+	int32_t *bias_ids;    /* [n_bias] logit_bias tokens, distinct */
+	float *bias;          /* [n_bias] their bias */
+	int32_t *stop_ids;    /* [n_stop_ids] tokens that end it */
+	int n_bias, n_stop_ids;
 } seq;
 
 /* Step scratch, sized once for the model's token budget T. */
@@ -57,6 +64,9 @@ typedef struct step_scratch {
 	int32_t *hist_at;                         /* [vocab] a token's entry in the row being
 						   * built, -1 otherwise */
 	int *take;                                /* [T] tokens of step sequence k */
+	int32_t *bias_off;                        /* [T + 1] logit bias rows */
+	int32_t *bias_ids;                        /* [S * NODE_PLAN_BIAS_PER_ROW] its entries */
+	float *bias_val;                          /* [S * NODE_PLAN_BIAS_PER_ROW] */
 	float *logits;                            /* [max_rows, vocab] prompt logits back: one
 						   * buffer for all slots (a plan that wants
 						   * them runs alone) */
@@ -123,13 +133,16 @@ static int alloc_scratch(node_engine *e, step_scratch *w, float *logits)
 	w->hist_gen = malloc(sizeof(int32_t) * (H ? H : 1));
 	w->hist_prompt = malloc(sizeof(int32_t) * (H ? H : 1));
 	w->hist_at = malloc(sizeof(int32_t) * V);
+	w->bias_off = malloc(sizeof(int32_t) * (T + 1));
+	w->bias_ids = malloc(sizeof(int32_t) * S * NODE_PLAN_BIAS_PER_ROW);
+	w->bias_val = malloc(sizeof(float) * S * NODE_PLAN_BIAS_PER_ROW);
 	if (w->hist_at)
 		for (size_t i = 0; i < V; i++)
 			w->hist_at[i] = -1;
 	return (w->micro_seq0 && w->tables && w->seq_of && w->id_of && w->sample_of && w->take &&
 		w->sampling && w->sample_pos && w->logits && w->lp.chosen && w->lp.top_ids &&
 		w->lp.top && w->hist_off && w->hist_ids && w->hist_gen && w->hist_prompt &&
-		w->hist_at) ? SL_OK : SL_ENOMEM;
+		w->hist_at && w->bias_off && w->bias_ids && w->bias_val) ? SL_OK : SL_ENOMEM;
 }
 
 static void free_scratch(step_scratch *w, int own_logits)
@@ -139,7 +152,7 @@ static void free_scratch(step_scratch *w, int own_logits)
 		       w->sample_of, w->take, w->sampling, w->sample_pos,
 		       own_logits ? w->logits : NULL, w->lp.chosen,
 		       w->lp.top_ids, w->lp.top, w->hist_off, w->hist_ids, w->hist_gen,
-		       w->hist_prompt, w->hist_at};
+		       w->hist_prompt, w->hist_at, w->bias_off, w->bias_ids, w->bias_val};
 	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
 		free(all[i]);
 }
@@ -200,7 +213,11 @@ static void release_seq(node_engine *e, seq *s)
 	free(s->lp_ids);
 	free(s->lp_top);
 	free(s->bhash);
+	free(s->bias_ids);
+	free(s->bias);
+	free(s->stop_ids);
 	s->tokens = NULL, s->lp = NULL, s->lp_ids = NULL, s->lp_top = NULL, s->bhash = NULL;
+	s->bias_ids = NULL, s->bias = NULL, s->stop_ids = NULL;
 	s->used = 0;
 }
 
@@ -279,7 +296,29 @@ int node_engine_check_request(const node_engine *e, const node_request *r, char 
 		if (r->prompt[i] < 0 || r->prompt[i] >= c->vocab_size)
 			return sl_errf(err, errlen, SL_EINVAL, "prompt token %d at index %d is outside the vocabulary (%d)",
 				       r->prompt[i], i, c->vocab_size);
-	return check_sampling(&r->sampling, c->vocab_size, err, errlen);
+	TRY(check_sampling(&r->sampling, c->vocab_size, err, errlen));
+	return sl_token_lists_check(&r->lists, c->vocab_size, SL_SAMPLING_MAX_STOP_IDS_NODE, err,
+				    errlen);
+}
+
+/* s's own copies of r's token lists (r's are borrowed). */
+static int copy_lists(seq *s, const sl_token_lists *t)
+{
+	size_t nb = (size_t)t->n_bias, ns = (size_t)t->n_stop_ids;
+	s->bias_ids = malloc(sizeof(int32_t) * (nb ? nb : 1));
+	s->bias = malloc(sizeof(float) * (nb ? nb : 1));
+	s->stop_ids = malloc(sizeof(int32_t) * (ns ? ns : 1));
+	if (!s->bias_ids || !s->bias || !s->stop_ids)
+		return SL_ENOMEM;
+	if (nb) {
+		memcpy(s->bias_ids, t->bias_ids, sizeof(int32_t) * nb);
+		memcpy(s->bias, t->bias, sizeof(float) * nb);
+	}
+	if (ns)
+		memcpy(s->stop_ids, t->stop_ids, sizeof(int32_t) * ns);
+	s->n_bias = (int)nb, s->n_stop_ids = (int)ns;
+	s->req.lists = (sl_token_lists){0};
+	return SL_OK;
 }
 
 static seq *new_slot(node_engine *e)
@@ -325,6 +364,10 @@ int node_engine_add(node_engine *e, const node_request *r, int *id, char *err, s
 	s->req = *r;
 	s->n_top = kern_top_logprobs(&r->sampling, e->m->cfg.vocab_size);
 	s->cacheable = e->prefix_cache && !r->prompt_logits;
+	if (copy_lists(s, &r->lists)) {
+		release_seq(e, s);
+		return sl_errf(err, errlen, SL_ENOMEM, "out of memory");
+	}
 	for (int i = 0; i < r->n_prompt; i++)
 		if (push_token(s, r->prompt[i])) {
 			release_seq(e, s);
@@ -579,6 +622,42 @@ static void fill_hist(node_engine *e, node_plan *p, const seq *s)
 	p->n_hist = n;
 }
 
+/* id banned (-INFINITY) in the bias row that starts at row0 and has n
+ * entries so far: its entry changed if it has one (ids stay distinct),
+ * else a new one. Returns the new n. */
+static int ban(step_scratch *w, int row0, int n, int32_t id)
+{
+	for (int j = row0; j < n; j++)
+		if (w->bias_ids[j] == id) {
+			w->bias_val[j] = -INFINITY;
+			return n;
+		}
+	w->bias_ids[n] = id, w->bias_val[n] = -INFINITY;
+	return n + 1;
+}
+
+/* Sample row p->n_sample's logit bias: s's logit_bias, and while s has
+ * generated fewer than min_tokens (resumed ones count), a ban of the
+ * model's EOS ids (unless ignore_eos) and of its stop ids, so neither can
+ * end it early. At most NODE_PLAN_BIAS_PER_ROW entries (the limits of
+ * sl_token_lists_check and MODEL_MAX_EOS). */
+static void fill_bias(node_engine *e, node_plan *p, const seq *s)
+{
+	step_scratch *w = e->w;
+	int row0 = p->n_bias, n = row0;
+	for (int i = 0; i < s->n_bias; i++)
+		w->bias_ids[n] = s->bias_ids[i], w->bias_val[n++] = s->bias[i];
+	if (s->n_generated + s->req.n_resumed < s->req.sampling.min_tokens) {
+		const model_config *c = &e->m->cfg;
+		for (int k = 0; k < c->n_eos && !s->req.ignore_eos; k++)
+			n = ban(w, row0, n, c->eos_ids[k]);
+		for (int k = 0; k < s->n_stop_ids; k++)
+			n = ban(w, row0, n, s->stop_ids[k]);
+	}
+	w->bias_off[p->n_sample + 1] = n;
+	p->n_bias = n;
+}
+
 /* Fill step sequence k with `take` tokens of its sequence. */
 static void fill_seq(node_engine *e, node_plan *p, int k, int take, int stride)
 {
@@ -606,6 +685,7 @@ static void fill_seq(node_engine *e, node_plan *p, int k, int take, int stride)
 				w->sample_rows[p->n_sample] = p->n_rows;
 				w->sampling[p->n_sample] = s->req.sampling;
 				fill_hist(e, p, s);
+				fill_bias(e, p, s);
 				w->sample_pos[p->n_sample++] = s->n_tokens;
 			}
 			w->rows[p->n_rows++] = t0 + i;
@@ -645,6 +725,7 @@ static int build_plan(node_engine *e, node_plan *p, int ns, const int *take, int
 			 .sampling = w->sampling, .sample_pos = w->sample_pos,
 			 .micro_seq0 = w->micro_seq0};
 	w->hist_off[0] = 0;
+	w->bias_off[0] = 0;
 	p->b = (kern_paged_batch){.tokens = w->tokens, .positions = w->positions, .slots = w->slots,
 				  .q_start = w->q_start, .q_len = w->q_len, .kv_len = w->kv_len,
 				  .block_tables = w->tables, .max_blocks = stride, .n_seqs = ns,
@@ -659,6 +740,8 @@ static int build_plan(node_engine *e, node_plan *p, int ns, const int *take, int
 	p->n_micro = split_micro(e, ns, p->b.n_tokens, parts);
 	if (p->n_hist > 0) /* only steps with a penalised row carry a history */
 		p->hist = (kern_token_hist){w->hist_off, w->hist_ids, w->hist_gen, w->hist_prompt};
+	if (p->n_bias > 0) /* only steps with a biased row carry bias: the rest pay nothing */
+		p->bias = (kern_logit_bias){w->bias_off, w->bias_ids, w->bias_val};
 	return prefill;
 }
 
@@ -701,6 +784,9 @@ static int finish_seq(node_engine *e, seq *s, int32_t t, int si)
 	const model_config *c = &e->m->cfg;
 	for (int k = 0; k < c->n_eos && !s->req.ignore_eos; k++)
 		if (t == c->eos_ids[k])
+			s->state = SEQ_DONE_EOS;
+	for (int k = 0; k < s->n_stop_ids; k++) /* stop_token_ids end it as EOS does */
+		if (t == s->stop_ids[k])
 			s->state = SEQ_DONE_EOS;
 	if (s->state == SEQ_RUNNING && s->n_generated >= s->req.max_new_tokens)
 		s->state = SEQ_DONE_LENGTH;

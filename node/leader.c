@@ -505,6 +505,10 @@ static void on_enqueue(leader *l, int k, const Shardline__Node__Enqueue *q)
 		return;
 	}
 	sl_sampling_from_pb(&r.sampling, q->sampling ? &q->sampling->base : NULL, &q->base);
+	if (sl_token_lists_from_pb(&r.lists, q->sampling, err, sizeof err)) {
+		send_error(l, k, q->req_id, err);
+		return;
+	}
 	if (node_sched_submit(l->s, local_id(k, q->req_id), &r, err, sizeof err))
 		send_error(l, k, q->req_id, err);
 }

@@ -14,6 +14,7 @@
  * in another, so each is one GEMM.
  */
 #include "node/model.h"
+#include "node/plan.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -880,7 +881,7 @@ static int reserve_backend(model *m, char *err, size_t errlen)
 	node_backend_limits lim = {
 		.step_tokens = o->step_tokens, .max_rows = o->max_rows, .max_seqs = o->max_seqs,
 		.max_table_entries = o->max_seqs * per_seq, .max_hist = o->max_hist,
-		.vocab = m->cfg.vocab_size,
+		.max_bias = o->max_seqs * NODE_PLAN_BIAS_PER_ROW, .vocab = m->cfg.vocab_size,
 		.n_heads = m->shard.n_heads, .n_kv_heads = m->shard.n_kv_heads,
 		.head_dim = m->cfg.head_dim, .max_ctx = m->cfg.max_pos,
 		.block_tokens = o->block_tokens, .quant_max_cols = quant_max_cols(m),

@@ -1,9 +1,9 @@
 /*
  * plan.c — packing and checked unpacking of step plans. Layout: a fixed
- * int32 header, then int32 arrays (the penalty history last, only when a
- * row has one), then (8-byte aligned) int64 positions and sampling
- * parameters. All ranks of a group run the same build, so
- * structs travel as bytes.
+ * int32 header, then int32 arrays (the penalty history, then the logit
+ * bias with its values as fp32 bits, each only when a row has one), then
+ * (8-byte aligned) int64 positions and sampling parameters. All ranks of
+ * a group run the same build, so structs travel as bytes.
  */
 #include "node/plan.h"
 
@@ -15,7 +15,7 @@
 #define PLAN_MAGIC 0x534c504e /* "SLPN" */
 
 enum { H_MAGIC, H_CMD, H_WANT, H_NTOK, H_NSEQ, H_MAXB, H_BT, H_MAXQ, H_MAXKV, H_NROWS,
-       H_NSAMPLE, H_NMICRO, H_HIST, H_NHIST, H_LEN };
+       H_NSAMPLE, H_NMICRO, H_HIST, H_NHIST, H_BIAS, H_NBIAS, H_LEN };
 
 static size_t align8(size_t n) { return (n + 7) & ~(size_t)7; }
 
@@ -23,8 +23,10 @@ static size_t align8(size_t n) { return (n + 7) & ~(size_t)7; }
 static size_t i32_count(const int32_t *h)
 {
 	size_t hist = h[H_HIST] ? (size_t)h[H_NSAMPLE] + 1 + 3 * (size_t)h[H_NHIST] : 0;
+	size_t bias = h[H_BIAS] ? (size_t)h[H_NSAMPLE] + 1 + 2 * (size_t)h[H_NBIAS] : 0;
 	return (size_t)H_LEN + 3 * (size_t)h[H_NTOK] + 3 * (size_t)h[H_NSEQ] +
-	       (size_t)h[H_NSEQ] * h[H_MAXB] + h[H_NROWS] + h[H_NSAMPLE] + h[H_NMICRO] + 1 + hist;
+	       (size_t)h[H_NSEQ] * h[H_MAXB] + h[H_NROWS] + h[H_NSAMPLE] + h[H_NMICRO] + 1 + hist +
+	       bias;
 }
 
 static size_t total_bytes(const int32_t *h)
@@ -37,6 +39,7 @@ size_t node_plan_max_bytes(int tokens, int seqs, int blocks_per_seq, int rows, i
 	int32_t h[H_LEN] = {0};
 	h[H_NTOK] = tokens, h[H_NSEQ] = seqs, h[H_MAXB] = blocks_per_seq, h[H_NROWS] = rows;
 	h[H_NSAMPLE] = seqs, h[H_NMICRO] = seqs, h[H_HIST] = 1, h[H_NHIST] = hist;
+	h[H_BIAS] = 1, h[H_NBIAS] = seqs * NODE_PLAN_BIAS_PER_ROW;
 	return total_bytes(h);
 }
 
@@ -50,10 +53,11 @@ static int32_t *put(int32_t *dst, const int32_t *src, size_t n)
 int node_plan_pack(const node_plan *p, void **buf, size_t *cap, size_t *bytes)
 {
 	const kern_paged_batch *b = &p->b;
-	int has_hist = p->hist.off != NULL;
+	int has_hist = p->hist.off != NULL, has_bias = p->bias.off != NULL;
 	int32_t h[H_LEN] = {PLAN_MAGIC, p->cmd, p->want_logits, b->n_tokens, b->n_seqs, b->max_blocks,
 			    b->block_tokens, b->max_q_len, b->max_kv_len, p->n_rows, p->n_sample,
-			    p->n_micro, has_hist, has_hist ? p->n_hist : 0};
+			    p->n_micro, has_hist, has_hist ? p->n_hist : 0,
+			    has_bias, has_bias ? p->n_bias : 0};
 	if (p->cmd != NODE_PLAN_STEP)
 		for (int i = H_NTOK; i < H_LEN; i++)
 			h[i] = i == H_BT ? 1 : 0;
@@ -83,6 +87,12 @@ int node_plan_pack(const node_plan *p, void **buf, size_t *cap, size_t *bytes)
 			o = put(o, p->hist.n_gen, p->n_hist);
 			o = put(o, p->hist.in_prompt, p->n_hist);
 		}
+		if (has_bias) {
+			o = put(o, p->bias.off, p->n_sample + 1);
+			o = put(o, p->bias.ids, p->n_bias);
+			memcpy(o, p->bias.bias, 4 * (size_t)p->n_bias); /* fp32 bits */
+			o += p->n_bias;
+		}
 		char *tail = (char *)*buf + align8(4 * i32_count(h));
 		memcpy(tail, p->sample_pos, 8 * (size_t)p->n_sample);
 		memcpy(tail + 8 * (size_t)p->n_sample, p->sampling,
@@ -103,6 +113,9 @@ static int check_header(const int32_t *h, size_t bytes, char *err, size_t errlen
 			return sl_errf(err, errlen, SL_EINVAL, "step plan: header field %d is %d", i, h[i]);
 	if (h[H_HIST] > 1 || (!h[H_HIST] && h[H_NHIST]))
 		return sl_errf(err, errlen, SL_EINVAL, "step plan: bad history header");
+	if (h[H_BIAS] > 1 || (!h[H_BIAS] && h[H_NBIAS]) ||
+	    (long)h[H_NBIAS] > (long)h[H_NSAMPLE] * NODE_PLAN_BIAS_PER_ROW)
+		return sl_errf(err, errlen, SL_EINVAL, "step plan: bad logit bias header");
 	if (h[H_BT] < 1 || (long)h[H_NSEQ] * h[H_MAXB] > (1 << 26) || total_bytes(h) != bytes)
 		return sl_errf(err, errlen, SL_EINVAL, "step plan: %zu bytes do not match its counts",
 			       bytes);
@@ -127,6 +140,22 @@ static int check_hist(const node_plan *p, char *err, size_t errlen)
 	return SL_OK;
 }
 
+/* Bias rows tile [0, n_bias), none longer than NODE_PLAN_BIAS_PER_ROW.
+ * Token ids are checked by the step (node/step.c), which knows the
+ * vocabulary; distinct ids within a row are the engine's promise. */
+static int check_bias(const node_plan *p, char *err, size_t errlen)
+{
+	const kern_logit_bias *b = &p->bias;
+	if (!b->off)
+		return SL_OK;
+	if (b->off[0] != 0 || b->off[p->n_sample] != p->n_bias)
+		return sl_errf(err, errlen, SL_EINVAL, "step plan: bias offsets do not cover it");
+	for (int k = 0; k < p->n_sample; k++)
+		if (b->off[k + 1] < b->off[k] || b->off[k + 1] - b->off[k] > NODE_PLAN_BIAS_PER_ROW)
+			return sl_errf(err, errlen, SL_EINVAL, "step plan: bias row %d out of order", k);
+	return SL_OK;
+}
+
 /* Cross-field checks, so a rank never indexes past an array. */
 static int check_indices(const node_plan *p, char *err, size_t errlen)
 {
@@ -147,7 +176,8 @@ static int check_indices(const node_plan *p, char *err, size_t errlen)
 			return sl_errf(err, errlen, SL_EINVAL, "step plan: bad micro-batch %d", k);
 	if (p->cmd == NODE_PLAN_STEP && (p->n_micro < 1 || p->micro_seq0[p->n_micro] != b->n_seqs))
 		return sl_errf(err, errlen, SL_EINVAL, "step plan: micro-batches do not cover the batch");
-	return check_hist(p, err, errlen);
+	int rc = check_hist(p, err, errlen);
+	return rc ? rc : check_bias(p, err, errlen);
 }
 
 int node_plan_unpack(const void *buf, size_t bytes, node_plan *p, char *err, size_t errlen)
@@ -179,7 +209,13 @@ int node_plan_unpack(const void *buf, size_t bytes, node_plan *p, char *err, siz
 		p->hist.off = i, i += p->n_sample + 1;
 		p->hist.ids = i, i += p->n_hist;
 		p->hist.n_gen = i, i += p->n_hist;
-		p->hist.in_prompt = i;
+		p->hist.in_prompt = i, i += p->n_hist;
+	}
+	if (h[H_BIAS]) {
+		p->n_bias = h[H_NBIAS];
+		p->bias.off = i, i += p->n_sample + 1;
+		p->bias.ids = i, i += p->n_bias;
+		p->bias.bias = (const float *)i;
 	}
 	const char *tail = (const char *)buf + align8(4 * i32_count(h));
 	p->sample_pos = (const int64_t *)tail;

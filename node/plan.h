@@ -13,8 +13,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "formats/config.h"
 #include "kernels/paged.h"
 #include "kernels/sampling.h"
+
+/* Logit bias entries one sample row may carry: its logit_bias, and while
+ * min_tokens holds, a ban of each of its stop ids and the model's EOS ids. */
+#define NODE_PLAN_BIAS_PER_ROW \
+	(SL_SAMPLING_MAX_LOGIT_BIAS + SL_SAMPLING_MAX_STOP_IDS_NODE + MODEL_MAX_EOS)
 
 /* STOP: leave the worker loop. PING: nothing to run, the leader is alive
  * (sent while it idles, so the workers' watchdogs can tell an idle group
@@ -34,13 +40,17 @@ typedef struct node_plan {
 	int32_t n_hist;               /* penalty history entries, at most the step's max_hist */
 	kern_token_hist hist;         /* per sample row (off: [n_sample + 1], the rest [n_hist]);
 				       * off NULL when no row has a penalty */
+	int32_t n_bias;               /* logit bias entries, at most n_sample * NODE_PLAN_BIAS_PER_ROW */
+	kern_logit_bias bias;         /* per sample row (off: [n_sample + 1], the rest [n_bias]);
+				       * off NULL when no row has any */
 	int32_t n_micro;
 	const int32_t *micro_seq0;    /* [n_micro + 1] sequence boundaries of micro-batches */
 } node_plan;
 
 /* Bytes of the largest plan with these limits (tokens, sequences, block
- * table entries per sequence, logits rows, penalty history entries): a
- * buffer this large never grows in node_plan_pack or the worker's receive. */
+ * table entries per sequence, logits rows, penalty history entries; logit
+ * bias entries: NODE_PLAN_BIAS_PER_ROW a sequence): a buffer this large
+ * never grows in node_plan_pack or the worker's receive. */
 size_t node_plan_max_bytes(int tokens, int seqs, int blocks_per_seq, int rows, int hist);
 /* Serialise p into *buf (grown as needed). */
 int node_plan_pack(const node_plan *p, void **buf, size_t *cap, size_t *bytes);

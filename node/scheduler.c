@@ -16,6 +16,7 @@ typedef struct sched_req {
 	uint64_t req_id;
 	node_request r;      /* r.prompt points at prompt */
 	int32_t *prompt;     /* owned copy */
+	void *lists;         /* owned copy of r.lists' arrays (one block), r.lists points in */
 	int engine_id;       /* -1 while waiting */
 	int blocks;          /* KV blocks it needs to be admitted (policy's measure) */
 	int n_reported;      /* generated tokens already reported */
@@ -83,6 +84,25 @@ static sched_req *find(node_sched *s, uint64_t req_id)
 	return NULL;
 }
 
+/* q's own copy of t's arrays, which point into the message being handled:
+ * bias ids, bias values, stop ids in one block. */
+static int copy_lists(sched_req *q, const sl_token_lists *t)
+{
+	size_t nb = (size_t)t->n_bias, ns = (size_t)t->n_stop_ids;
+	int32_t *m = malloc(4 * (2 * nb + ns) + 4);
+	if (!m)
+		return SL_ENOMEM;
+	if (nb) {
+		memcpy(m, t->bias_ids, 4 * nb);
+		memcpy(m + nb, t->bias, 4 * nb);
+	}
+	if (ns)
+		memcpy(m + 2 * nb, t->stop_ids, 4 * ns);
+	q->lists = m;
+	q->r.lists = (sl_token_lists){m, (const float *)(m + nb), (int)nb, m + 2 * nb, (int)ns};
+	return SL_OK;
+}
+
 int node_sched_submit(node_sched *s, uint64_t req_id, const node_request *r, char *err,
 		      size_t errlen)
 {
@@ -100,6 +120,10 @@ int node_sched_submit(node_sched *s, uint64_t req_id, const node_request *r, cha
 		return sl_errf(err, errlen, SL_ENOMEM, "out of memory");
 	memcpy(q->prompt, r->prompt, sizeof(int32_t) * r->n_prompt);
 	q->r.prompt = q->prompt;
+	if (copy_lists(q, &r->lists)) {
+		free(q->prompt);
+		return sl_errf(err, errlen, SL_ENOMEM, "out of memory");
+	}
 	q->r.prompt_logits = NULL;
 	q->blocks = node_engine_blocks_for(s->e, r->n_prompt + (s->o.policy == NODE_SCHED_SIMPLE
 								  ? r->max_new_tokens : 0));
@@ -116,6 +140,7 @@ static void remove_at(node_sched *s, int i)
 		s->blocks_reserved -= q->blocks;
 	}
 	free(q->prompt);
+	free(q->lists);
 	memmove(q, q + 1, sizeof *q * (s->n - i - 1));
 	s->n--;
 }

@@ -199,6 +199,10 @@ static int check_limits(const model *m, const node_plan *p, char *err, size_t er
 		if (p->hist.ids[e] < 0 || p->hist.ids[e] >= m->cfg.vocab_size)
 			return sl_errf(err, errlen, SL_EINVAL, "step plan: history token %d outside the "
 				       "vocabulary", p->hist.ids[e]);
+	for (int e = 0; p->bias.off && e < p->n_bias; e++)
+		if (p->bias.ids[e] < 0 || p->bias.ids[e] >= m->cfg.vocab_size)
+			return sl_errf(err, errlen, SL_EINVAL, "step plan: logit bias token %d outside "
+				       "the vocabulary", p->bias.ids[e]);
 	return SL_OK;
 }
 
@@ -257,7 +261,8 @@ static int sample(model *m, const node_plan *p, int32_t *tokens, const kern_logp
 	node_backend *be = m->be;
 	return be->ops->sample(be, tokens, m->a.logits, p->sample_rows, p->n_sample,
 			       m->cfg.vocab_size, p->sampling, p->sample_pos,
-			       p->hist.off ? &p->hist : NULL, wants_logprobs(p) ? lp : NULL);
+			       p->bias.off ? &p->bias : NULL, p->hist.off ? &p->hist : NULL,
+			       wants_logprobs(p) ? lp : NULL);
 }
 
 /* Sizes of the three log-prob arrays for n rows. */

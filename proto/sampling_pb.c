@@ -89,3 +89,32 @@ int sl_sampling_pb_check(const ProtobufCMessageDescriptor *sampling,
 	}
 	return 0;
 }
+
+int sl_token_lists_from_pb(sl_token_lists *t, const Shardline__Client__Sampling *m, char *err,
+			   size_t errlen)
+{
+	*t = (sl_token_lists){0};
+	if (!m)
+		return 0;
+	if (m->n_logit_bias_ids != m->n_logit_bias)
+		return sl_errf(err, errlen, SL_EINVAL,
+			       "logit_bias: %zu token ids but %zu values", m->n_logit_bias_ids,
+			       m->n_logit_bias);
+	/* counts past any limit stay past it as ints: the range check refuses them */
+	size_t cap = (size_t)1 << 30;
+	t->bias_ids = m->logit_bias_ids;
+	t->bias = m->logit_bias;
+	t->n_bias = (int)(m->n_logit_bias < cap ? m->n_logit_bias : cap);
+	t->stop_ids = m->stop_token_ids;
+	t->n_stop_ids = (int)(m->n_stop_token_ids < cap ? m->n_stop_token_ids : cap);
+	return 0;
+}
+
+void sl_token_lists_to_pb(const sl_token_lists *t, Shardline__Client__Sampling *m)
+{
+	m->n_logit_bias_ids = m->n_logit_bias = (size_t)t->n_bias;
+	m->logit_bias_ids = (int32_t *)t->bias_ids;
+	m->logit_bias = (float *)t->bias;
+	m->n_stop_token_ids = (size_t)t->n_stop_ids;
+	m->stop_token_ids = (int32_t *)t->stop_ids;
+}

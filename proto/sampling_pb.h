@@ -15,6 +15,7 @@
 #include <protobuf-c/protobuf-c.h>
 
 #include "common/sampling.h"
+#include "proto/client.pb-c.h"
 
 /* s from sampling (NULL: absent) and outer: fields that are absent keep
  * their defaults; top_logprobs > 0 implies logprobs. */
@@ -26,5 +27,13 @@ void sl_sampling_to_pb(const sl_sampling *s, ProtobufCMessage *sampling, Protobu
  * it; else SL_EINVAL naming the field (a .proto and the table disagree). */
 int sl_sampling_pb_check(const ProtobufCMessageDescriptor *sampling,
 			 const ProtobufCMessageDescriptor *outer, char *err, size_t errlen);
+
+/* The list-valued options of a Sampling message (m NULL: none), borrowed
+ * from it; SL_EINVAL with err when logit_bias_ids and logit_bias differ in
+ * length. Ranges: sl_token_lists_check. */
+int sl_token_lists_from_pb(sl_token_lists *t, const Shardline__Client__Sampling *m, char *err,
+			   size_t errlen);
+/* t into m (pointers to t's arrays: keep them alive until m is packed). */
+void sl_token_lists_to_pb(const sl_token_lists *t, Shardline__Client__Sampling *m);
 
 #endif

@@ -31,7 +31,7 @@ done | sort -u | while read -r name path; do
 done
 # the GPU test suite, runnable where nothing can be built (run it from the
 # repository root so tests/golden is found): sh bundle/test-gpu.sh
-cp tests/run.sh tests/gpu_golden.sh tests/gpu_allreduce.sh "$out/"
+cp tests/run.sh tests/gpu_golden.sh tests/gpu_allreduce.sh tests/gpu_sampling_api.sh "$out/"
 cat > "$out/test-gpu.sh" <<'RUN'
 #!/bin/sh
 # make test-gpu from a bundle: kernel tests, attention tests, backend tests,
@@ -43,7 +43,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 set --
 for t in @GPU_TESTS@; do [ -x "$here/tests/$t" ] && set -- "$@" "$here/tests/$t"; done
 GOLDEN_BIN="$here/tests/test_parallel" ALLREDUCE_BIN="$here/tests/test_allreduce" \
-	PPL_BIN="$here/bin/shardline-ppl" exec sh "$here/run.sh" gpu "$@" "$here/gpu_allreduce.sh" "$here/gpu_golden.sh"
+	PPL_BIN="$here/bin/shardline-ppl" BIN="$here/bin" exec sh "$here/run.sh" gpu "$@" "$here/gpu_allreduce.sh" \
+	"$here/gpu_golden.sh" "$here/gpu_sampling_api.sh"
 RUN
 # every single-process GPU test make test-gpu runs (test_allreduce runs
 # under mpirun from gpu_allreduce.sh)

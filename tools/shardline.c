@@ -15,6 +15,8 @@
 #include <string.h>
 
 #include "common/args.h"
+#include "common/checks.h"
+#include "common/sampling.h"
 #include "common/version.h"
 #include "client/client.h"
 #include "proto/curve.h"
@@ -29,6 +31,9 @@ typedef struct cli_args {
 	const char *key_dir, *key_name;
 	sl_gen_params p;
 	const char *stops[MAX_STOPS];
+	int32_t bias_ids[SL_SAMPLING_MAX_LOGIT_BIAS];   /* --logit-bias ID=BIAS */
+	float bias[SL_SAMPLING_MAX_LOGIT_BIAS];
+	int32_t stop_ids[SL_SAMPLING_MAX_STOP_TOKEN_IDS]; /* --stop-token-id ID */
 	int32_t *ids;
 	int print_ids, quiet, drain_exit;
 	long group, wait_ms;
@@ -42,12 +47,16 @@ static void usage(FILE *f)
 		"           [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--seed S]\n"
 		"           [--presence-penalty X] [--frequency-penalty X] [--repetition-penalty R]\n"
 		"           [--logprobs N] [--stop STR]... [--no-stream] [--ignore-eos]\n"
+		"           [--logit-bias ID=BIAS]... [--min-tokens N] [--stop-token-id ID]...\n"
 		"           [--timeout-ms N] [--print-ids] [--quiet]\n"
 		"      prints the text as it streams; a summary (finish reason, tokens,\n"
 		"      timings) on stderr. Ctrl-C cancels. Exit 0 when it finished by length,\n"
 		"      stop or EOS, 1 otherwise. --logprobs N (0..20) asks for each token's\n"
 		"      log-prob and N alternatives; --print-ids prints them on stderr, one\n"
-		"      line per token: 'lp: ID LOGPROB ID:LOGPROB...'.\n"
+		"      line per token: 'lp: ID LOGPROB ID:LOGPROB...'. --logit-bias adds BIAS\n"
+		"      (-100..100) to token ID's logit before sampling (up to 300); --min-tokens\n"
+		"      masks EOS and the stop token ids until N tokens were generated;\n"
+		"      --stop-token-id ends the generation on that token, as EOS (up to 32).\n"
 		"  status   [--wait-ms 3000]     groups, their model, tp x pp, load, queue depth\n"
 		"  drain    [--group ID] [--exit]  stop routing to a group (default all);\n"
 		"           --exit: its processes leave once idle\n"
@@ -73,6 +82,31 @@ static void usage(FILE *f)
 static volatile sig_atomic_t g_interrupted;
 static void on_sigint(int sig) { g_interrupted = 1; }
 
+/* --logit-bias ID=BIAS: one more entry (the coordinator checks ids and
+ * ranges as for every client). */
+static int parse_bias(cli_args *a, const char *arg, char *err, size_t errlen)
+{
+	const char *eq = strchr(arg, '=');
+	char id[32];
+	long v;
+	double d;
+	if (a->p.n_logit_bias == SL_SAMPLING_MAX_LOGIT_BIAS)
+		return sl_errf(err, errlen, SL_EINVAL, "at most %d --logit-bias",
+			       SL_SAMPLING_MAX_LOGIT_BIAS);
+	if (!eq || (size_t)(eq - arg) >= sizeof id)
+		return sl_errf(err, errlen, SL_EINVAL, "--logit-bias: want ID=BIAS, got '%s'", arg);
+	memcpy(id, arg, (size_t)(eq - arg));
+	id[eq - arg] = 0;
+	TRY(sl_parse_int("--logit-bias ID", id, 0, (1L << 24) - 1, &v, err, errlen));
+	TRY(sl_parse_float("--logit-bias BIAS", eq + 1, -SL_SAMPLING_MAX_BIAS, SL_SAMPLING_MAX_BIAS,
+			   &d, err, errlen));
+	a->bias_ids[a->p.n_logit_bias] = (int32_t)v;
+	a->bias[a->p.n_logit_bias++] = (float)d;
+	a->p.logit_bias_ids = a->bias_ids;
+	a->p.logit_bias = a->bias;
+	return SL_OK;
+}
+
 static int parse(int argc, char **argv, cli_args *a, char *err, size_t errlen)
 {
 	static const struct option o[] = {
@@ -86,7 +120,8 @@ static int parse(int argc, char **argv, cli_args *a, char *err, size_t errlen)
 		{"frequency-penalty", 1, 0, 0x103}, {"repetition-penalty", 1, 0, 0x104},
 		{"logprobs", 1, 0, 0x105}, {"heartbeat-ms", 1, 0, 0x106}, {"reconnect-ms", 1, 0, 0x107},
 		{"retries", 1, 0, 0x108}, {"curve-key", 1, 0, 0x109}, {"server-key", 1, 0, 0x10a},
-		{"out", 1, 0, 0x10b}, {"name", 1, 0, 0x10c}, {0, 0, 0, 0}};
+		{"out", 1, 0, 0x10b}, {"name", 1, 0, 0x10c}, {"logit-bias", 1, 0, 0x10d},
+		{"min-tokens", 1, 0, 0x10e}, {"stop-token-id", 1, 0, 0x10f}, {0, 0, 0, 0}};
 	const char *env = getenv("SHARDLINE_COORDINATOR");
 	a->endpoint = env && env[0] ? env : "tcp://127.0.0.1:5555";
 	a->wait_ms = 3000;
@@ -152,6 +187,19 @@ static int parse(int argc, char **argv, cli_args *a, char *err, size_t errlen)
 		case 0x10a: a->co.curve_server_key = optarg; break;
 		case 0x10b: a->key_dir = optarg; break;
 		case 0x10c: a->key_name = optarg; break;
+		case 0x10d: rc = parse_bias(a, optarg, err, errlen); break;
+		case 0x10e:
+			rc = sl_parse_int("--min-tokens", optarg, 0, SL_SAMPLING_MAX_MIN_TOKENS, &v, err, errlen);
+			a->p.min_tokens = (int)v;
+			break;
+		case 0x10f:
+			if (a->p.n_stop_token_ids == SL_SAMPLING_MAX_STOP_TOKEN_IDS)
+				return sl_errf(err, errlen, SL_EINVAL, "at most %d --stop-token-id",
+					       SL_SAMPLING_MAX_STOP_TOKEN_IDS);
+			rc = sl_parse_int("--stop-token-id", optarg, 0, (1L << 24) - 1, &v, err, errlen);
+			a->stop_ids[a->p.n_stop_token_ids++] = (int32_t)v;
+			a->p.stop_token_ids = a->stop_ids;
+			break;
 		case 'h': usage(stdout); exit(0);
 		default: return sl_errf(err, errlen, SL_EINVAL, "unknown option (see --help)");
 		}

@@ -47,6 +47,12 @@ static void walk(const node_plan *p)
 				sum += (uint32_t)p->hist.ids[e] + (uint32_t)p->hist.n_gen[e] +
 				       (uint32_t)p->hist.in_prompt[e];
 			}
+	if (p->bias.off)
+		for (int k = 0; k < p->n_sample; k++)
+			for (int e = p->bias.off[k]; e < p->bias.off[k + 1]; e++) {
+				FUZZ_CHECK(e >= 0 && e < p->n_bias, "bias entry %d of %d", e, p->n_bias);
+				sum += (uint32_t)p->bias.ids[e] + (uint32_t)(int)p->bias.bias[e];
+			}
 	g_sink = sum;
 }
 
@@ -71,6 +77,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (p.cmd == NODE_PLAN_STEP)
 			FUZZ_CHECK(bytes == size && q.b.n_tokens == p.b.n_tokens &&
 					   q.n_sample == p.n_sample && q.n_hist == p.n_hist &&
+					   q.n_bias == p.n_bias &&
 					   !memcmp(q.b.tokens, p.b.tokens, 4 * (size_t)p.b.n_tokens),
 				   "repacked plan differs (%zu bytes, was %zu)", bytes, size);
 		free(out);

@@ -7,6 +7,7 @@
  * the seeds that come from test data files.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +80,11 @@ static void plan_seeds(void)
 	p.hist = (kern_token_hist){off, ids, n_gen, in_prompt};
 	p.n_hist = 3;
 	put_plan("step_history", &p);
+	static const int32_t boff[] = {0, 0, 2}, bids[] = {9, 2};
+	static const float bval[] = {-100, -INFINITY};
+	p.bias = (kern_logit_bias){boff, bids, bval};
+	p.n_bias = 2;
+	put_plan("step_bias", &p);
 	node_plan stop = {.cmd = NODE_PLAN_STOP};
 	put_plan("stop", &stop);
 }

@@ -832,7 +832,7 @@ START_TEST(test_sampling)
 			int64_t *d_pos = gt_upload_raw(positions, sizeof(int64_t) * rows);
 			int32_t *d_tok = gt_dev_poison(sizeof(int32_t) * rows);
 			GT_KERNEL(kern_sample_cuda(smp, d_tok, d_logits, rows, vocab, d_params, d_pos,
-						   NULL, NULL, NULL));
+						   NULL, NULL, NULL, NULL));
 			GT_CUDA(cudaMemcpy(got, d_tok, sizeof(int32_t) * rows,
 					   cudaMemcpyDeviceToHost));
 			for (int r = 0; r < rows; r++) {
@@ -1074,7 +1074,8 @@ START_TEST(test_sampling_penalties_logprobs)
 		}
 		kern_token_hist h = {off, ids, n_gen, in_prompt};
 		kern_logprobs wl = {w_ch, w_ids, w_top};
-		kern_sample_rows_cpu(want, &wl, logits, NULL, rows, vocab, params, positions, &h, work);
+		kern_sample_rows_cpu(want, &wl, logits, NULL, rows, vocab, params, positions, NULL, &h,
+				     work);
 
 		kern_sampler *smp = NULL;
 		ck_assert_int_eq(kern_sampler_create(rows, vocab, &smp), 0);
@@ -1092,8 +1093,8 @@ START_TEST(test_sampling_penalties_logprobs)
 				      gt_dev_alloc(sizeof(int32_t) * rows * W),
 				      gt_dev_poison(sizeof(float) * rows * W)};
 		GT_CUDA(cudaMemset(d_lp.top_ids, 0x7F, sizeof(int32_t) * rows * W));
-		GT_KERNEL(kern_sample_cuda(smp, d_tok, d_logits, rows, vocab, d_params, d_pos, &d_h, &d_lp,
-					   NULL));
+		GT_KERNEL(kern_sample_cuda(smp, d_tok, d_logits, rows, vocab, d_params, d_pos, NULL, &d_h,
+					   &d_lp, NULL));
 		GT_CUDA(cudaMemcpy(got, d_tok, sizeof(int32_t) * rows, cudaMemcpyDeviceToHost));
 		GT_CUDA(cudaMemcpy(g_ch, d_lp.chosen, sizeof(float) * rows, cudaMemcpyDeviceToHost));
 		GT_CUDA(cudaMemcpy(g_ids, d_lp.top_ids, sizeof(int32_t) * rows * W, cudaMemcpyDeviceToHost));
@@ -1168,6 +1169,162 @@ START_TEST(test_sampling_penalties_logprobs)
 }
 END_TEST
 
+/* ---- logit bias (logit_bias, min_tokens' bans) ---- */
+
+/* Row r's bias: up to 40 distinct ids, the first few among the row's
+ * likeliest (where a bias changes the draw), values in [-100, 100] with
+ * some -inf bans and some +-100. Returns the count. */
+static int make_bias(const float *l, int vocab, int32_t *ids, float *bias)
+{
+	int n = 0, want = gt_int(1, 40), best = kern_argmax_cpu(l, vocab);
+	for (int e = 0; e < want; e++) {
+		int32_t id = e < 3 ? (best + 11 * e) % vocab : gt_int(0, vocab - 1);
+		int dup = 0;
+		for (int k = 0; k < n; k++)
+			dup |= ids[k] == id;
+		if (dup)
+			continue;
+		int kind = gt_int(0, 9);
+		ids[n] = id;
+		bias[n++] = kind == 0 ? -INFINITY : kind == 1 ? -100.0f : kind == 2 ? 100.0f
+			  : (float)gt_int(-10000, 10000) / 100.0f;
+	}
+	return n;
+}
+
+/* CUDA against the CPU reference on fresh random batches where two rows in
+ * three have a bias row and half of those also a penalty history (the
+ * bias is applied first, then the penalties read the biased logits), with
+ * unbiased rows in the same batch; outputs poisoned. Tokens must be the
+ * CPU's (sampled rows: but for near-ties of the biased, penalised row),
+ * never a banned one, and log-probs the raw distribution's. */
+START_TEST(test_sampling_logit_bias)
+{
+	static const int vocabs[] = {300, 49152, 128256}, quick_vocabs[] = {300, 5000, 4099};
+	const int rows = 70, W = KERN_MAX_TOP_LOGPROBS;
+	int quick = getenv("SL_TEST_QUICK") != NULL;
+	gt_reseed(g_seed, 900);
+	int bad = 0, near = 0, greedy_bad = 0, banned = 0, lp_bad = 0, biased_rows = 0;
+	for (int vi = 0; vi < 3; vi++) {
+		int vocab = quick ? quick_vocabs[vi] : vocabs[vi];
+		size_t nl = (size_t)rows * vocab;
+		float *logits = gt_malloc(sizeof(float) * nl), *pen = gt_malloc(sizeof(float) * vocab);
+		kern_sample_params *params = gt_malloc(sizeof *params * rows);
+		int64_t *positions = gt_malloc(sizeof(int64_t) * rows);
+		int32_t *boff = gt_malloc(sizeof(int32_t) * (rows + 1));
+		int32_t *bids = gt_malloc(sizeof(int32_t) * rows * 40);
+		float *bval = gt_malloc(sizeof(float) * rows * 40);
+		int32_t *hoff = gt_malloc(sizeof(int32_t) * (rows + 1));
+		int32_t *ids = gt_malloc(sizeof(int32_t) * rows * 48);
+		int32_t *n_gen = gt_malloc(sizeof(int32_t) * rows * 48);
+		int32_t *in_prompt = gt_malloc(sizeof(int32_t) * rows * 48);
+		int32_t *want = gt_malloc(sizeof(int32_t) * rows), *got = gt_malloc(sizeof(int32_t) * rows);
+		float *w_ch = gt_malloc(sizeof(float) * rows), *g_ch = gt_malloc(sizeof(float) * rows);
+		int32_t *w_ids = gt_malloc(sizeof(int32_t) * rows * W);
+		float *w_top = gt_malloc(sizeof(float) * rows * W);
+		void *work = gt_malloc(kern_sample_work_bytes(vocab));
+		boff[0] = hoff[0] = 0;
+		for (int r = 0; r < rows; r++) {
+			float *l = logits + (size_t)r * vocab;
+			static const float scales[] = {0.5f, 2.0f, 5.0f, 12.0f};
+			gt_fill(l, vocab, -scales[r % 4], scales[r % 4]);
+			params[r] = k_ext_params[(r + vi) % N_EXT];
+			params[r].seed = gt_next();
+			positions[r] = (int64_t)(gt_next() >> 20);
+			int nb = r % 3 == 2 ? 0 : make_bias(l, vocab, bids + boff[r], bval + boff[r]);
+			boff[r + 1] = boff[r] + nb;
+			int nh = r % 2 ? make_hist(l, vocab, ids + hoff[r], n_gen + hoff[r], in_prompt + hoff[r])
+				       : 0;
+			hoff[r + 1] = hoff[r] + nh;
+			biased_rows += nb > 0;
+		}
+		kern_logit_bias b = {boff, bids, bval};
+		kern_token_hist h = {hoff, ids, n_gen, in_prompt};
+		kern_logprobs wl = {w_ch, w_ids, w_top};
+		kern_sample_rows_cpu(want, &wl, logits, NULL, rows, vocab, params, positions, &b, &h,
+				     work);
+
+		kern_sampler *smp = NULL;
+		ck_assert_int_eq(kern_sampler_create(rows, vocab, &smp), 0);
+		size_t nbe = boff[rows] ? (size_t)boff[rows] : 1, nhe = hoff[rows] ? (size_t)hoff[rows] : 1;
+		float *d_logits = gt_upload(logits, nl, SL_DT_F32);
+		kern_sample_params *d_params = gt_upload_raw(params, sizeof *params * rows);
+		int64_t *d_pos = gt_upload_raw(positions, sizeof(int64_t) * rows);
+		kern_logit_bias d_b = {gt_upload_raw(boff, sizeof(int32_t) * (rows + 1)),
+				       gt_upload_raw(bids, sizeof(int32_t) * nbe),
+				       gt_upload_raw(bval, sizeof(float) * nbe)};
+		kern_token_hist d_h = {gt_upload_raw(hoff, sizeof(int32_t) * (rows + 1)),
+				       gt_upload_raw(ids, sizeof(int32_t) * nhe),
+				       gt_upload_raw(n_gen, sizeof(int32_t) * nhe),
+				       gt_upload_raw(in_prompt, sizeof(int32_t) * nhe)};
+		int32_t *d_tok = gt_dev_poison(sizeof(int32_t) * rows);
+		kern_logprobs d_lp = {gt_dev_poison(sizeof(float) * rows),
+				      gt_dev_alloc(sizeof(int32_t) * rows * W),
+				      gt_dev_poison(sizeof(float) * rows * W)};
+		GT_CUDA(cudaMemset(d_lp.top_ids, 0x7F, sizeof(int32_t) * rows * W));
+		GT_KERNEL(kern_sample_cuda(smp, d_tok, d_logits, rows, vocab, d_params, d_pos, &d_b, &d_h,
+					   &d_lp, NULL));
+		GT_CUDA(cudaMemcpy(got, d_tok, sizeof(int32_t) * rows, cudaMemcpyDeviceToHost));
+		GT_CUDA(cudaMemcpy(g_ch, d_lp.chosen, sizeof(float) * rows, cudaMemcpyDeviceToHost));
+		for (int r = 0; r < rows; r++) {
+			const float *l = logits + (size_t)r * vocab;
+			const kern_sample_params *p = &params[r];
+			/* the row as the sampler sees it: biased, then penalised */
+			memcpy(pen, l, sizeof(float) * vocab);
+			for (int e = boff[r]; e < boff[r + 1]; e++)
+				pen[bids[e]] = l[bids[e]] + bval[e];
+			if (kern_has_penalty(p))
+				for (int e = hoff[r]; e < hoff[r + 1]; e++)
+					pen[ids[e]] = kern_penalise(pen[ids[e]], n_gen[e], in_prompt[e], p);
+			if (got[r] < 0 || got[r] >= vocab || !isfinite(pen[got[r]])) {
+				banned++;
+				printf("  FAIL vocab %d row %d: drew %d, banned or out of range\n", vocab, r,
+				       got[r]);
+				continue;
+			}
+			if (got[r] != want[r]) {
+				double m = p->temperature > 0 ? boundary_margin(pen, vocab, p, (uint64_t)positions[r]) : 0;
+				int tolerated = p->temperature > 0 && m < SAMPLE_NEAR_TIE;
+				printf("  %s vocab %d row %d (T %.2f, %d bias, %d history): got %d want %d, "
+				       "margin %.2e\n", tolerated ? "near-tie" : "FAIL", vocab, r,
+				       p->temperature, boff[r + 1] - boff[r], hoff[r + 1] - hoff[r], got[r],
+				       want[r], m);
+				if (p->temperature <= 0)
+					greedy_bad++;
+				else if (tolerated)
+					near++;
+				else
+					bad++;
+			}
+			double ch = kern_wants_logprobs(p) ? ref_logprob(l, vocab, got[r]) : 0;
+			if (!(fabs(g_ch[r] - ch) <= LOGPROB_TOL)) {
+				lp_bad++;
+				printf("  FAIL logprob vocab %d row %d: got %.8g want %.8g (raw logits)\n",
+				       vocab, r, g_ch[r], ch);
+			}
+		}
+		fflush(stdout);
+		kern_sampler_destroy(smp);
+		gt_dev_free(d_logits), gt_dev_free(d_params), gt_dev_free(d_pos), gt_dev_free(d_tok);
+		gt_dev_free((void *)d_b.off), gt_dev_free((void *)d_b.ids), gt_dev_free((void *)d_b.bias);
+		gt_dev_free((void *)d_h.off), gt_dev_free((void *)d_h.ids);
+		gt_dev_free((void *)d_h.n_gen), gt_dev_free((void *)d_h.in_prompt);
+		gt_dev_free(d_lp.chosen), gt_dev_free(d_lp.top_ids), gt_dev_free(d_lp.top);
+		free(logits), free(pen), free(params), free(positions), free(boff), free(bids);
+		free(bval), free(hoff), free(ids), free(n_gen), free(in_prompt), free(want), free(got);
+		free(w_ch), free(g_ch), free(w_ids), free(w_top), free(work);
+	}
+	printf("kernel sample+logit_bias: %d biased rows (vocab %s), %d greedy and %d sample "
+	       "mismatches, %d banned draws, %d log-prob mismatches, %d near-ties tolerated\n",
+	       biased_rows, quick ? "300/5000/4099" : "300/49152/128256", greedy_bad, bad, banned,
+	       lp_bad, near);
+	fflush(stdout);
+	ck_assert_msg(greedy_bad == 0 && bad == 0 && banned == 0 && lp_bad == 0,
+		      "sampling with logit bias: %d argmax, %d sample, %d banned, %d log-prob mismatches",
+		      greedy_bad, bad, banned, lp_bad);
+}
+END_TEST
+
 /* One test case per kernel family, so one can be run alone:
  * CK_RUN_CASE=sampling build/tests/gpu/test_kernels */
 static void add_case(Suite *s, const char *name, const TTest *test)
@@ -1192,6 +1349,7 @@ static Suite *kernels_suite(void)
 	add_case(s, "sampling", test_sampling);
 	add_case(s, "argmax_rows", test_argmax_rows);
 	add_case(s, "sampling_ext", test_sampling_penalties_logprobs);
+	add_case(s, "sampling_bias", test_sampling_logit_bias);
 	return s;
 }
 

@@ -15,9 +15,10 @@
 #   Retry-After), deadline (408); SIGTERM exits 0.
 # When build/models/SmolLM2-135M-Instruct.Q4_1.gguf (or $SL_SMOLLM2_GGUF)
 # exists and the node can load it, chat is also checked against it (the
-# GGUF's own chat template, stop tokens; transformers' greedy answer) and
-# tool calling through the SDK (smol_tools.py); else that part says it is
-# skipped.
+# GGUF's own chat template, stop tokens; transformers' greedy answer), tool
+# calling through the SDK (smol_tools.py), and the strict fields,
+# logit_bias, min_tokens, stop_token_ids and echo (smol_api.py); else that
+# part says it is skipped.
 # Every process started here is killed on exit. Prints "N passed, N failed".
 # VALGRIND=1 runs the coordinators under valgrind (memcheck errors fail).
 # KEEP=DIR keeps the logs.
@@ -186,6 +187,7 @@ elif [ -f "$smol" ]; then
 	n=$("$bin/shardline-tok" "$smol" encode --no-special "$text" | wc -w)
 	pyrun smollm2 "$here/smol_chat.py" "http://$H3/v1" smol "$n"
 	pyrun smollm2-tools "$here/smol_tools.py" "http://$H3/v1" smol
+	pyrun smol-api "$here/smol_api.py" "http://$H3/v1" smol
 	kill -TERM "$coord3_pid"; wait "$coord3_pid"
 else
 	echo "http: SmolLM2 chat skipped: $smol is not here (make deps fetches it where the GGUF loader is)"

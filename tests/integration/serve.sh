@@ -133,6 +133,18 @@ timeout 60 "$bin/shardline" --coordinator "$CL" generate --prompt "Hello" --max-
 	--repetition-penalty 1.2 --min-p 0.1 --logprobs 2 --print-ids >/dev/null 2>"$tmp/gen.err"
 [ $? -eq 0 ] && [ "$(grep -c '^lp: [0-9]* -[0-9.]* [0-9]*:-[0-9.]* [0-9]*:-[0-9.]*$' "$tmp/gen.err")" -eq 4 ] && ok ||
 	bad "shardline generate --logprobs 2: $(cat "$tmp/gen.err")"
+# logit_bias, min_tokens and stop_token_ids through the native protocol
+timeout 60 "$bin/shardline" --coordinator "$CL" generate --prompt "Hello" --max-tokens 4 --ignore-eos \
+	--logit-bias 77=100 --logit-bias 5=-3 --print-ids >/dev/null 2>"$tmp/gen.err"
+[ $? -eq 0 ] && grep -qx 'ids: 77 77 77 77' "$tmp/gen.err" && ok ||
+	bad "shardline generate --logit-bias 77=100: $(cat "$tmp/gen.err")"
+timeout 60 "$bin/shardline" --coordinator "$CL" generate --prompt "Hello" --max-tokens 10 \
+	--logit-bias 77=100 --min-tokens 3 --stop-token-id 77 --print-ids >/dev/null 2>"$tmp/gen.err"
+[ $? -eq 0 ] && grep -q '^\[stop' "$tmp/gen.err" && grep -Eqx 'ids: [0-9]+ [0-9]+ [0-9]+ 77' "$tmp/gen.err" &&
+	! grep -Eq '^ids: .*77 .*77' "$tmp/gen.err" && ok ||
+	bad "shardline generate --min-tokens 3 --stop-token-id 77: $(cat "$tmp/gen.err")"
+timeout 10 "$bin/shardline" --coordinator "$CL" generate --prompt "x" --logit-bias 999999=1 >/dev/null 2>"$tmp/gen.err"
+[ $? -ne 0 ] && grep -q "logit_bias" "$tmp/gen.err" && ok || bad "CLI logit_bias id check: $(cat "$tmp/gen.err")"
 timeout 10 "$bin/shardline" --coordinator "$CL" generate --prompt "x" --top-p 1.5 >/dev/null 2>"$tmp/gen.err"
 [ $? -ne 0 ] && grep -q "top-p" "$tmp/gen.err" && ok || bad "CLI top-p check: $(cat "$tmp/gen.err")"
 timeout 10 "$bin/shardline" --coordinator "$CL" generate --prompt "x" --model nope >/dev/null 2>"$tmp/gen.err"

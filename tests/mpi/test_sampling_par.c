@@ -6,7 +6,10 @@
  * the same batch on the group; tokens must be identical and log-probs
  * within LP_TOL (tensor parallelism sums the logits in another order).
  * With pp > 1 the penalty history travels in the step plan to the last
- * stage and the log-probs come back from it.
+ * stage and the log-probs come back from it; so does the logit bias:
+ * request 0 has a logit_bias (one token banned with -100), request 3 a
+ * stop id that a +9 bias makes likely but min_tokens holds back for 5
+ * tokens, so it must end with it right after, on every grid.
  *
  * Then a crowd: N_CROWD requests of different prompt and output lengths,
  * greedy and sampled, through a small step budget (prompts go in chunks
@@ -68,11 +71,18 @@ static const kern_sample_params k_params[N_REQ] = {
 	 .presence_penalty = 1, .logprobs = 1},
 };
 
+static const int32_t k_bias_ids[] = {17, 40, 99, 5, 120}, k_stop_ids[] = {77};
+static const float k_bias[] = {3.5f, -100, 2.0f, 6.0f, -7.5f}, k_stop_bias[] = {9};
+#define STOP_MIN_TOKENS 5
+
 static void requests(node_request *q)
 {
 	for (int i = 0; i < N_REQ; i++)
 		q[i] = (node_request){.prompt = k_prompts[i], .n_prompt = 8, .max_new_tokens = MAX_NEW,
 				      .ignore_eos = 1, .sampling = k_params[i]};
+	q[0].lists = (sl_token_lists){k_bias_ids, k_bias, 5, NULL, 0};
+	q[3].lists = (sl_token_lists){k_stop_ids, k_stop_bias, 1, k_stop_ids, 1};
+	q[3].sampling.min_tokens = STOP_MIN_TOKENS;
 }
 
 static int32_t g_crowd_prompts[N_CROWD][40];
@@ -189,6 +199,19 @@ static void run_set(const char *root, const char *name, int tp, int pp, int rank
 		result(rc == 0, name, "generate: %s", err);
 		if (!rc)
 			compare(name, n, got, want, with_lp);
+		if (!rc && make == requests) { /* the bias and min_tokens did their work */
+			const node_result *g0 = &got[0], *g3 = &got[3];
+			int banned = 0;
+			for (int t = 0; t < g0->n_tokens; t++)
+				banned |= g0->tokens[t] == 40;
+			result(!banned, name, "request 0 drew token 40, biased by -100");
+			result(g3->n_tokens == STOP_MIN_TOKENS + 1 &&
+				       g3->tokens[g3->n_tokens - 1] == k_stop_ids[0], name,
+			       "request 3: %d tokens ending with %d; want %d ending with the stop id %d "
+			       "(min_tokens %d)", g3->n_tokens,
+			       g3->n_tokens ? g3->tokens[g3->n_tokens - 1] : -1, STOP_MIN_TOKENS + 1,
+			       k_stop_ids[0], STOP_MIN_TOKENS);
+		}
 		if (!rc && n == N_CROWD) {
 			printf("%s: crowd of %d: %d steps, %ld overlapped, %ld preemptions\n", name, n,
 			       st.steps, st.overlapped_steps, st.preemptions);

@@ -13,7 +13,12 @@
  *     distribution; with top-k and top-p, in the intersection;
  *   - log-probs: log_softmax of the raw logits in double, for the chosen
  *     token and the top N (sorted, ties to the lower id), whatever the
- *     temperature or penalties; unused slots hold (-1, 0).
+ *     temperature or penalties; unused slots hold (-1, 0);
+ *   - logit bias: a batch of rows with random bias rows (some banned with
+ *     -inf, some rows with none) and penalties must pick, row by row, what
+ *     the plain sampler picks on logits biased then penalised naively;
+ *     -100 on the argmax moves greedy off it, +100 forces a token, and
+ *     the log-probs stay the raw distribution's.
  * Failures print the first differing row with both values.
  */
 #include <check.h>
@@ -110,7 +115,7 @@ static int sample_one(const float *l, int vocab, const kern_sample_params *p, in
 		      const kern_token_hist *h, kern_logprobs *lp, void *w)
 {
 	int32_t tok;
-	kern_sample_rows_cpu(&tok, lp, l, NULL, 1, vocab, p, &pos, h, w);
+	kern_sample_rows_cpu(&tok, lp, l, NULL, 1, vocab, p, &pos, NULL, h, w);
 	return tok;
 }
 
@@ -340,7 +345,7 @@ START_TEST(logprobs_of_raw_distribution)
 	off[6] = hb.off[1];
 	kern_token_hist h = {off, hb.ids, hb.n_gen, hb.in_prompt};
 	memset(chosen, 0xFF, sizeof chosen), memset(ids, 0xFF, sizeof ids), memset(top, 0xFF, sizeof top);
-	kern_sample_rows_cpu(tok, &lp, l, NULL, ROWS, V, p, pos, &h, w);
+	kern_sample_rows_cpu(tok, &lp, l, NULL, ROWS, V, p, pos, NULL, &h, w);
 	char what[64];
 	for (int r = 0; r < ROWS; r++) {
 		snprintf(what, sizeof what, "row %d", r);
@@ -355,7 +360,7 @@ START_TEST(logprobs_of_raw_distribution)
 	}
 	/* greedy on the tied row picks the lowest maximum, reported first */
 	p[2].temperature = 0;
-	kern_sample_rows_cpu(tok, &lp, l, NULL, ROWS, V, p, pos, &h, w);
+	kern_sample_rows_cpu(tok, &lp, l, NULL, ROWS, V, p, pos, NULL, &h, w);
 	ck_assert_int_eq(tok[2], 7);
 	ck_assert_int_eq(ids[2 * KERN_MAX_TOP_LOGPROBS], 7);
 	ck_assert(chosen[2] == top[2 * KERN_MAX_TOP_LOGPROBS]);
@@ -373,12 +378,138 @@ START_TEST(logprobs_small_vocab)
 	kern_sample_params p = {.temperature = 0, .top_p = 1, .logprobs = 1, .top_logprobs = 20};
 	int64_t pos = 0;
 	void *w = malloc(kern_sample_work_bytes(3));
-	kern_sample_rows_cpu(&tok, &lp, l, NULL, 1, 3, &p, &pos, NULL, w);
+	kern_sample_rows_cpu(&tok, &lp, l, NULL, 1, 3, &p, &pos, NULL, NULL, w);
 	ck_assert_int_eq(tok, 1);
 	ck_assert(ids[0] == 1 && ids[1] == 2 && ids[2] == 0 && ids[3] == -1);
 	check_logprobs(l, 3, &p, tok, &lp, 0, "vocab 3");
 	double s = exp(top[0]) + exp(top[1]) + exp(top[2]);
 	ck_assert_msg(fabs(s - 1) < 1e-6, "probabilities sum to %.9f", s);
+	free(w);
+}
+END_TEST
+
+/* The definition: bias added to the raw logits, then the penalties. */
+static void naive_bias(float *out, const float *l, int vocab, const int32_t *ids, const float *b,
+		       int n)
+{
+	memcpy(out, l, sizeof(float) * vocab);
+	for (int e = 0; e < n; e++)
+		out[ids[e]] = l[ids[e]] + b[e];
+}
+
+START_TEST(logit_bias_matches_definition)
+{
+	enum { V = 400, ROWS = 6, MAXB = 40, NP = 8, NG = 12 };
+	static float l[ROWS * V], biased[V], pen[V];
+	static int32_t ids[ROWS * MAXB];
+	static float bias[ROWS * MAXB];
+	static hist_buf hb[ROWS];
+	int32_t off[ROWS + 1], hoff[ROWS + 1], prompts[ROWS][NP], gens[ROWS][NG], tok[ROWS];
+	static int32_t hids[ROWS * 64], hgen[ROWS * 64], hprompt[ROWS * 64];
+	kern_sample_params p[ROWS];
+	int64_t pos[ROWS];
+	float chosen[ROWS];
+	int32_t top_ids[ROWS * KERN_MAX_TOP_LOGPROBS];
+	float top[ROWS * KERN_MAX_TOP_LOGPROBS];
+	kern_logprobs lp = {chosen, top_ids, top};
+	void *w = malloc(kern_sample_work_bytes(V));
+	int changed = 0, rows = 0;
+	for (unsigned trial = 0; trial < 40; trial++) {
+		unsigned seed = 77 + trial * 13;
+		int nb = 0, nh = 0;
+		off[0] = hoff[0] = 0;
+		for (int r = 0; r < ROWS; r++) {
+			float *row = l + (size_t)r * V;
+			random_logits(row, V, 1000 + trial * ROWS + r, 10);
+			/* row r % 3 == 2 has no bias; the others a random distinct set */
+			int want = r % 3 == 2 ? 0 : 1 + (int)((trial + r) % MAXB);
+			for (int e = 0; e < want; e++) {
+				seed = seed * 1664525u + 1013904223u;
+				int32_t id = (int32_t)((seed >> 8) % V);
+				if (e < 3) /* bias the likely tokens too: that is where it shows */
+					id = (int32_t)((kern_argmax_cpu(row, V) + e * 7) % V);
+				int dup = 0;
+				for (int k = off[r]; k < nb; k++)
+					dup |= ids[k] == id;
+				if (dup)
+					continue;
+				seed = seed * 1664525u + 1013904223u;
+				float b = (float)((int)((seed >> 8) % 20001) - 10000) / 100.0f; /* [-100, 100] */
+				if ((seed >> 4) % 9 == 0)
+					b = -INFINITY; /* min_tokens' ban */
+				ids[nb] = id, bias[nb++] = b;
+			}
+			off[r + 1] = nb;
+			/* penalties on odd rows, over a history of their own */
+			p[r] = (kern_sample_params){.temperature = (trial + r) % 3 == 0 ? 0 : 0.4f + 0.3f * r,
+						    .top_p = r == 4 ? 0.9f : 1, .top_k = r == 5 ? 20 : 0,
+						    .seed = 9000 + trial * 7 + r, .logprobs = 1,
+						    .top_logprobs = 4};
+			if (r % 2) {
+				p[r].repetition_penalty = 1.5f, p[r].frequency_penalty = 0.5f;
+				random_tokens(prompts[r], NP, row, V, 10, 3 + trial + r);
+				random_tokens(gens[r], NG, row, V, 10, 5 + trial * 3 + r);
+				build_hist(&hb[r], prompts[r], NP, gens[r], NG);
+				for (int e = 0; e < hb[r].off[1]; e++, nh++)
+					hids[nh] = hb[r].ids[e], hgen[nh] = hb[r].n_gen[e],
+					hprompt[nh] = hb[r].in_prompt[e];
+			}
+			hoff[r + 1] = nh;
+			pos[r] = 30 + r;
+		}
+		kern_logit_bias kb = {off, ids, bias};
+		kern_token_hist h = {hoff, hids, hgen, hprompt};
+		kern_sample_rows_cpu(tok, &lp, l, NULL, ROWS, V, p, pos, &kb, &h, w);
+		for (int r = 0; r < ROWS; r++) {
+			const float *row = l + (size_t)r * V;
+			naive_bias(biased, row, V, ids + off[r], bias + off[r], off[r + 1] - off[r]);
+			if (r % 2) /* the penalties' definition, on the biased logits */
+				naive_penalise(pen, biased, V, prompts[r], NP, gens[r], NG, &p[r]);
+			else
+				memcpy(pen, biased, sizeof pen);
+			int want = kern_sample_cpu(pen, V, &p[r], (uint64_t)pos[r], w);
+			ck_assert_msg(tok[r] == want, "trial %u row %d: sampled %d with the bias rows, %d "
+				      "on the naively biased logits", trial, r, tok[r], want);
+			ck_assert_msg(isfinite(pen[tok[r]]), "trial %u row %d: drew banned token %d",
+				      trial, r, tok[r]);
+			char what[64];
+			snprintf(what, sizeof what, "trial %u row %d", trial, r);
+			check_logprobs(row, V, &p[r], tok[r], &lp, r, what);
+			if (off[r + 1] > off[r]) {
+				rows++;
+				changed += tok[r] != kern_sample_cpu(row, V, &p[r], (uint64_t)pos[r], w);
+			}
+		}
+	}
+	ck_assert_msg(changed > rows / 4, "the bias changed only %d of %d choices", changed, rows);
+	free(w);
+}
+END_TEST
+
+/* OpenAI's extremes: -100 on the greedy token moves greedy off it; +100
+ * on an unlikely token makes it the only one drawn, greedy or at T = 1. */
+START_TEST(logit_bias_extremes)
+{
+	enum { V = 500 };
+	static float l[V];
+	void *w = malloc(kern_sample_work_bytes(V));
+	for (unsigned trial = 0; trial < 20; trial++) {
+		random_logits(l, V, 4242 + trial, 12);
+		int best = kern_argmax_cpu(l, V), rare = (best + 1 + (int)trial * 37) % V;
+		int32_t off[2] = {0, 1}, id = best, tok;
+		float b = -100;
+		int64_t pos = trial;
+		kern_logit_bias kb = {off, &id, &b};
+		kern_sample_params g = {.temperature = 0, .top_p = 1};
+		kern_sample_rows_cpu(&tok, NULL, l, NULL, 1, V, &g, &pos, &kb, NULL, w);
+		ck_assert_msg(tok != best, "trial %u: -100 on %d, greedy still takes it", trial, best);
+		id = rare, b = 100;
+		kern_sample_rows_cpu(&tok, NULL, l, NULL, 1, V, &g, &pos, &kb, NULL, w);
+		ck_assert_int_eq(tok, rare);
+		kern_sample_params t1 = {.temperature = 1, .top_p = 1, .seed = trial};
+		kern_sample_rows_cpu(&tok, NULL, l, NULL, 1, V, &t1, &pos, &kb, NULL, w);
+		ck_assert_int_eq(tok, rare);
+	}
 	free(w);
 }
 END_TEST
@@ -394,6 +525,8 @@ int main(void)
 	tcase_add_test(tc, min_p_frequencies);
 	tcase_add_test(tc, logprobs_of_raw_distribution);
 	tcase_add_test(tc, logprobs_small_vocab);
+	tcase_add_test(tc, logit_bias_matches_definition);
+	tcase_add_test(tc, logit_bias_extremes);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

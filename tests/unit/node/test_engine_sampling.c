@@ -11,6 +11,10 @@
  * raw logits. Penalties and min-p must change the output (else the test
  * would pass with them ignored). A penalty-history budget at its minimum
  * makes a prefill chunk stop one token short; its tokens do not change.
+ * min_tokens and stop ids: a +100 bias makes EOS (or a stop id) the only
+ * token the model can draw, so the output must end at exactly min_tokens
+ * + 1 tokens, counting resumed ones, with the end token last and nowhere
+ * before; the logit bias rows themselves are checked in test_sampling.
  */
 #include <check.h>
 #include <math.h>
@@ -340,6 +344,60 @@ START_TEST(resume_continues_identically)
 }
 END_TEST
 
+/* Runs q alone; returns its token count, *last its last token, *finish. */
+static int run_one(rig *r, const node_request *q, int32_t *last, node_seq_state *finish,
+		   int32_t avoid)
+{
+	node_result res = {0};
+	generate(r, q, &res);
+	for (int t = 0; t + 1 < res.n_tokens; t++)
+		ck_assert_msg(res.tokens[t] != avoid, "token %d is %d before min_tokens", t, avoid);
+	int n = res.n_tokens;
+	*last = n ? res.tokens[n - 1] : -1;
+	*finish = res.finish;
+	node_result_free(&res);
+	return n;
+}
+
+START_TEST(min_tokens_and_stop_ids)
+{
+	rig r;
+	rig_open(&r, 0, 64);
+	ck_assert_msg(r.m->cfg.n_eos > 0, "mha_f32 has an EOS id");
+	int32_t eos = r.m->cfg.eos_ids[0], last, stop = 17 % r.V;
+	float plus = 100;
+	node_seq_state fin;
+	node_request q = request((kern_sample_params){.top_p = 1});
+	q.ignore_eos = 0;
+	q.lists = (sl_token_lists){&eos, &plus, 1, NULL, 0};
+	ck_assert_int_eq(run_one(&r, &q, &last, &fin, -1), 1); /* EOS forced at once */
+	ck_assert(last == eos && fin == SEQ_DONE_EOS);
+	q.sampling.min_tokens = 4;
+	ck_assert_int_eq(run_one(&r, &q, &last, &fin, eos), 5);
+	ck_assert(last == eos && fin == SEQ_DONE_EOS);
+	q.sampling.temperature = 1, q.sampling.seed = 7; /* sampled: the same mask */
+	ck_assert_int_eq(run_one(&r, &q, &last, &fin, eos), 5);
+	ck_assert(last == eos && fin == SEQ_DONE_EOS);
+	/* resumed tokens count as generated: 2 of the 4 are already there */
+	q.n_resumed = 2;
+	ck_assert_int_eq(run_one(&r, &q, &last, &fin, eos), 3);
+	ck_assert(last == eos);
+	/* a stop id ends it as EOS does, ignore_eos or not, after min_tokens */
+	q = request((kern_sample_params){.top_p = 1, .min_tokens = 3});
+	q.lists = (sl_token_lists){&stop, &plus, 1, &stop, 1};
+	ck_assert_int_eq(run_one(&r, &q, &last, &fin, stop), 4);
+	ck_assert(last == stop && fin == SEQ_DONE_EOS);
+	/* a repeated bias id is refused, naming the field */
+	int32_t twice[2] = {5, 5};
+	float b2[2] = {1, 2};
+	char err[SL_ERRLEN] = "";
+	q.lists = (sl_token_lists){twice, b2, 2, NULL, 0};
+	ck_assert_int_eq(node_engine_check_request(r.e, &q, err, sizeof err), SL_EINVAL);
+	ck_assert_msg(strstr(err, "logit_bias"), "'%s'", err);
+	rig_close(&r);
+}
+END_TEST
+
 /* Requests the engine must refuse, each naming the field. */
 START_TEST(out_of_range_refused)
 {
@@ -376,6 +434,7 @@ int main(void)
 	tcase_add_test(tc, history_budget_defers_identically);
 	tcase_add_test(tc, out_of_range_refused);
 	tcase_add_test(tc, resume_continues_identically);
+	tcase_add_test(tc, min_tokens_and_stop_ids);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -4,7 +4,11 @@
  * protobuf field of its name and kind in client.proto's Sampling or the
  * Submit / Enqueue around it; values survive Submit and Enqueue bytes
  * both ways; absent fields are the defaults; and the range check names
- * the field and its range, refusing NaN.
+ * the field and its range, refusing NaN. The list-valued options
+ * (sl_token_lists: logit_bias, stop_token_ids) survive Enqueue bytes, a
+ * bias list whose two halves differ in length is refused, and their check
+ * names what is wrong (id outside the vocabulary, repeated, bias out of
+ * [-100, 100] or NaN, too many).
  */
 #include <check.h>
 #include <math.h>
@@ -132,6 +136,54 @@ START_TEST(range_check_names_field_and_range)
 }
 END_TEST
 
+START_TEST(token_lists_round_trip_and_check)
+{
+	static const int32_t ids[] = {5, 900, 7}, stop[] = {2, 0};
+	static const float bias[] = {-100, 3.25f, 100};
+	sl_token_lists t = {ids, bias, 3, stop, 2}, u;
+	Shardline__Client__Sampling sp = SHARDLINE__CLIENT__SAMPLING__INIT;
+	sl_token_lists_to_pb(&t, &sp);
+	size_t n = protobuf_c_message_get_packed_size(&sp.base);
+	uint8_t *b = malloc(n);
+	protobuf_c_message_pack(&sp.base, b);
+	Shardline__Client__Sampling *back = shardline__client__sampling__unpack(NULL, n, b);
+	char err[SL_ERRLEN] = "";
+	ck_assert_ptr_nonnull(back);
+	ck_assert_int_eq(sl_token_lists_from_pb(&u, back, err, sizeof err), 0);
+	ck_assert_int_eq(u.n_bias, 3);
+	ck_assert_int_eq(u.n_stop_ids, 2);
+	for (int i = 0; i < 3; i++)
+		ck_assert(u.bias_ids[i] == ids[i] && u.bias[i] == bias[i]);
+	ck_assert(u.stop_ids[0] == 2 && u.stop_ids[1] == 0);
+	ck_assert_int_eq(sl_token_lists_check(&u, 1000, SL_SAMPLING_MAX_STOP_TOKEN_IDS, err, sizeof err), 0);
+	back->n_logit_bias = 2; /* ids and values of different lengths */
+	ck_assert_int_eq(sl_token_lists_from_pb(&u, back, err, sizeof err), SL_EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "logit_bias"));
+	shardline__client__sampling__free_unpacked(back, NULL);
+	free(b);
+	ck_assert_int_eq(sl_token_lists_from_pb(&u, NULL, err, sizeof err), 0);
+	ck_assert_int_eq(u.n_bias + u.n_stop_ids, 0);
+
+	struct { sl_token_lists t; const char *want; } bad[] = {
+		{{ids, bias, 3, NULL, 0}, "token 900 is outside the vocabulary [0, 800)"},
+		{{(const int32_t[]){4, 4}, bias, 2, NULL, 0}, "logit_bias: token 4 given twice"},
+		{{ids, (const float[]){1, 100.5f, 0}, 3, NULL, 0}, "must be in [-100, 100], got 100.5"},
+		{{ids, (const float[]){1, NAN, 0}, 3, NULL, 0}, "the bias of token 900"},
+		{{NULL, NULL, 0, (const int32_t[]){1, 1}, 2}, "stop_token_ids: token 1 given twice"},
+		{{NULL, NULL, 0, (const int32_t[]){-1}, 1}, "stop_token_ids: token -1 is outside"},
+		{{NULL, NULL, 301, NULL, 0}, "logit_bias: 301 entries, at most 300"},
+		{{NULL, NULL, 0, stop, 33}, "stop_token_ids: 33 ids, at most 32"},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		int vocab = i == 0 ? 800 : 1000;
+		int rc = sl_token_lists_check(&bad[i].t, vocab, SL_SAMPLING_MAX_STOP_TOKEN_IDS, err,
+					      sizeof err);
+		ck_assert_msg(rc == SL_EINVAL && strstr(err, bad[i].want), "case %zu: rc %d, '%s', want "
+			      "'%s'", i, rc, err, bad[i].want);
+	}
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("sampling_fields");
@@ -140,6 +192,7 @@ int main(void)
 	tcase_add_test(tc, enqueue_round_trip);
 	tcase_add_test(tc, submit_defaults_and_implication);
 	tcase_add_test(tc, range_check_names_field_and_range);
+	tcase_add_test(tc, token_lists_round_trip_and_check);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
