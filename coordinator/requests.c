@@ -128,6 +128,7 @@ void coord_req_free(coord *c, coord_req *r)
 		free(r->stop[i]);
 	free(r->stop);
 	free(r->stop_len);
+	free(r->constraint);
 	free(r->prompt);
 	text_detok_destroy(r->detok);
 	free(r->held.p);

@@ -277,6 +277,7 @@ static int run(node_args *a, node_engine *e, model *m, char *err, size_t errlen)
 	node_result res[MAX_PROMPTS];
 	int rc = SL_OK, n = 0;
 	memset(res, 0, sizeof res);
+	memset(reqs, 0, sizeof reqs);
 	for (; n < a->n_prompts && !rc; n++) {
 		node_request *r = &reqs[n];
 		*r = (node_request){.max_new_tokens = (int)a->max_tokens, .ignore_eos = a->ignore_eos,
@@ -342,6 +343,7 @@ static void on_signal(int sig) { g_stop = 1; }
 static int serve(node_args *a, node_group *g, char *err, size_t errlen)
 {
 	node_leader_opts o = {.coordinator = a->coordinator, .model_name = a->model_name,
+			      .tokenizer = a->model_dir,
 			      .heartbeat_ms = (int)a->heartbeat_ms, .max_running = (int)a->max_running,
 			      .max_waiting = (int)a->max_waiting, .min_step_ms = (int)a->min_step_ms,
 			      .batching = a->batching, .no_prefix_cache = a->no_prefix_cache,

@@ -1,7 +1,7 @@
 /*
  * plan.c — packing and checked unpacking of step plans. Layout: a fixed
- * int32 header, then int32 arrays (the penalty history last, only when a
- * row has one), then (8-byte aligned) int64 positions and sampling
+ * int32 header, then int32 arrays (the penalty history, only when a
+ * row has one, then the constrained rows' masks, only when one has), then (8-byte aligned) int64 positions and sampling
  * parameters. All ranks of a group run the same build, so
  * structs travel as bytes.
  */
@@ -15,7 +15,7 @@
 #define PLAN_MAGIC 0x534c504e /* "SLPN" */
 
 enum { H_MAGIC, H_CMD, H_WANT, H_NTOK, H_NSEQ, H_MAXB, H_BT, H_MAXQ, H_MAXKV, H_NROWS,
-       H_NSAMPLE, H_NMICRO, H_HIST, H_NHIST, H_LEN };
+       H_NSAMPLE, H_NMICRO, H_HIST, H_NHIST, H_NMASK, H_MASKW, H_LEN };
 
 static size_t align8(size_t n) { return (n + 7) & ~(size_t)7; }
 
@@ -24,7 +24,8 @@ static size_t i32_count(const int32_t *h)
 {
 	size_t hist = h[H_HIST] ? (size_t)h[H_NSAMPLE] + 1 + 3 * (size_t)h[H_NHIST] : 0;
 	return (size_t)H_LEN + 3 * (size_t)h[H_NTOK] + 3 * (size_t)h[H_NSEQ] +
-	       (size_t)h[H_NSEQ] * h[H_MAXB] + h[H_NROWS] + h[H_NSAMPLE] + h[H_NMICRO] + 1 + hist;
+	       (size_t)h[H_NSEQ] * h[H_MAXB] + h[H_NROWS] + h[H_NSAMPLE] + h[H_NMICRO] + 1 + hist +
+	       (size_t)h[H_NMASK] * (1 + (size_t)h[H_MASKW]);
 }
 
 static size_t total_bytes(const int32_t *h)
@@ -40,6 +41,11 @@ size_t node_plan_max_bytes(int tokens, int seqs, int blocks_per_seq, int rows, i
 	return total_bytes(h);
 }
 
+size_t node_plan_mask_bytes(int seqs, int mask_words)
+{
+	return 4 * (size_t)seqs * (1 + (size_t)mask_words);
+}
+
 static int32_t *put(int32_t *dst, const int32_t *src, size_t n)
 {
 	if (n)
@@ -53,7 +59,8 @@ int node_plan_pack(const node_plan *p, void **buf, size_t *cap, size_t *bytes)
 	int has_hist = p->hist.off != NULL;
 	int32_t h[H_LEN] = {PLAN_MAGIC, p->cmd, p->want_logits, b->n_tokens, b->n_seqs, b->max_blocks,
 			    b->block_tokens, b->max_q_len, b->max_kv_len, p->n_rows, p->n_sample,
-			    p->n_micro, has_hist, has_hist ? p->n_hist : 0};
+			    p->n_micro, has_hist, has_hist ? p->n_hist : 0, p->n_mask,
+			    p->n_mask ? p->mask_words : 0};
 	if (p->cmd != NODE_PLAN_STEP)
 		for (int i = H_NTOK; i < H_LEN; i++)
 			h[i] = i == H_BT ? 1 : 0;
@@ -83,6 +90,8 @@ int node_plan_pack(const node_plan *p, void **buf, size_t *cap, size_t *bytes)
 			o = put(o, p->hist.n_gen, p->n_hist);
 			o = put(o, p->hist.in_prompt, p->n_hist);
 		}
+		o = put(o, p->mask_rows, p->n_mask);
+		o = put(o, (const int32_t *)p->masks, (size_t)p->n_mask * h[H_MASKW]);
 		char *tail = (char *)*buf + align8(4 * i32_count(h));
 		memcpy(tail, p->sample_pos, 8 * (size_t)p->n_sample);
 		memcpy(tail + 8 * (size_t)p->n_sample, p->sampling,
@@ -103,6 +112,9 @@ static int check_header(const int32_t *h, size_t bytes, char *err, size_t errlen
 			return sl_errf(err, errlen, SL_EINVAL, "step plan: header field %d is %d", i, h[i]);
 	if (h[H_HIST] > 1 || (!h[H_HIST] && h[H_NHIST]))
 		return sl_errf(err, errlen, SL_EINVAL, "step plan: bad history header");
+	if (h[H_NMASK] > h[H_NSAMPLE] || (h[H_NMASK] > 0) != (h[H_MASKW] > 0) ||
+	    (long)h[H_NMASK] * h[H_MASKW] > (1 << 26))
+		return sl_errf(err, errlen, SL_EINVAL, "step plan: bad mask header");
 	if (h[H_BT] < 1 || (long)h[H_NSEQ] * h[H_MAXB] > (1 << 26) || total_bytes(h) != bytes)
 		return sl_errf(err, errlen, SL_EINVAL, "step plan: %zu bytes do not match its counts",
 			       bytes);
@@ -141,6 +153,9 @@ static int check_indices(const node_plan *p, char *err, size_t errlen)
 	for (int k = 0; k < p->n_sample; k++)
 		if (p->sample_rows[k] < 0 || p->sample_rows[k] >= p->n_rows)
 			return sl_errf(err, errlen, SL_EINVAL, "step plan: bad sample row %d", k);
+	for (int k = 0; k < p->n_mask; k++)
+		if (p->mask_rows[k] < 0 || p->mask_rows[k] >= p->n_rows)
+			return sl_errf(err, errlen, SL_EINVAL, "step plan: bad mask row %d", k);
 	for (int k = 0; k <= p->n_micro; k++)
 		if (p->micro_seq0[k] < 0 || p->micro_seq0[k] > b->n_seqs ||
 		    (k && p->micro_seq0[k] <= p->micro_seq0[k - 1]))
@@ -179,8 +194,11 @@ int node_plan_unpack(const void *buf, size_t bytes, node_plan *p, char *err, siz
 		p->hist.off = i, i += p->n_sample + 1;
 		p->hist.ids = i, i += p->n_hist;
 		p->hist.n_gen = i, i += p->n_hist;
-		p->hist.in_prompt = i;
+		p->hist.in_prompt = i, i += p->n_hist;
 	}
+	p->n_mask = h[H_NMASK], p->mask_words = h[H_MASKW];
+	p->mask_rows = i, i += p->n_mask;
+	p->masks = (const uint32_t *)i;
 	const char *tail = (const char *)buf + align8(4 * i32_count(h));
 	p->sample_pos = (const int64_t *)tail;
 	p->sampling = (const kern_sample_params *)(tail + 8 * (size_t)p->n_sample);
