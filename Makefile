@@ -130,7 +130,7 @@ $(BUILD)/obj/common/version.o: $(BUILD)/.version
 #   bench/NAME.c                     -> shardline-bench-NAME (serve; on CUDA: decode, allreduce)
 BINS := $(BUILD)/bin/shardline-node $(BUILD)/bin/shardline-coordinator $(BUILD)/bin/shardline \
         $(BUILD)/bin/shardline-mkckpt $(BUILD)/bin/shardline-tok $(BUILD)/bin/shardline-ppl \
-        $(BUILD)/bin/shardline-bench-serve
+        $(BUILD)/bin/shardline-bench-serve $(BUILD)/bin/shardline-bench-grammar
 ifeq ($(CUDA),1)
 BINS += $(BUILD)/bin/shardline-bench-decode $(BUILD)/bin/shardline-bench-allreduce
 endif
@@ -153,7 +153,7 @@ TEST_SCRIPTS := tests/cli.sh tests/mpi.sh tests/quant_ppl.sh tests/tokenizer_con
 	tests/integration/serve.sh tests/integration/deadlines.sh tests/soak.sh \
 	tests/integration/failover.sh tests/integration/curve.sh tests/integration/standby.sh \
 	tests/integration/liveness.sh \
-	tests/http/serve.sh tests/http/security.sh tests/http/valgrind.sh tests/deploy.sh tests/cli_serve.sh \
+	tests/http/serve.sh tests/http/structured.sh tests/http/security.sh tests/http/valgrind.sh tests/deploy.sh tests/cli_serve.sh \
 	tests/multihost.sh
 
 .PHONY: all help deps test test-scripts test-gpu demo bench bundle clean $(FOLDERS:%=test-%)

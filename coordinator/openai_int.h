@@ -32,7 +32,11 @@ typedef struct oai_req {
 	int has_seed;
 	uint64_t seed;
 	int model;
+	char *constraint;          /* s.constraint's text when it was printed here (malloc'd) */
 } oai_req;
+
+/* What coord_oai_read_common allocated (on every path, read or refused). */
+void coord_oai_req_free(oai_req *q);
 
 /* One prompt: text, or token ids (owned). */
 typedef struct oai_prompt {

@@ -19,6 +19,7 @@
 #include "coordinator/openai_int.h"
 #include "common/sampling.h"
 #include "common/sl.h"
+#include "grammar/grammar.h"
 #include "text/jinja/chat_template.h"
 
 int coord_oai_fail(oai_err *e, int status, const char *param, const char *fmt, ...)
@@ -142,13 +143,113 @@ static int refuse_unsupported(const cJSON *root, oai_err *e)
 		return coord_oai_fail(e, 400, "tools", "tool calling is not supported");
 	if (!is_null(f = cJSON_GetObjectItemCaseSensitive(root, "functions")))
 		return coord_oai_fail(e, 400, "functions", "function calling is not supported");
-	f = cJSON_GetObjectItemCaseSensitive(root, "response_format");
-	if (!is_null(f)) {
-		const cJSON *t = cJSON_IsObject(f) ? cJSON_GetObjectItemCaseSensitive(f, "type") : NULL;
-		if (!cJSON_IsString(t) || strcmp(t->valuestring, "text"))
-			return coord_oai_fail(e, 400, "response_format", "only response_format {\"type\": \"text\"} is supported");
-	}
 	return 0;
+}
+
+/* --- constrained decoding (docs/http.md, "Structured output") --------------- */
+
+/* A schema as text: a JSON string is taken as it is (vLLM's guided_json
+ * takes both), an object or boolean is printed compactly. */
+static int schema_text(const cJSON *v, const char *param, oai_req *q, oai_err *e)
+{
+	if (cJSON_IsString(v)) {
+		q->s.constraint = (coord_str){v->valuestring, strlen(v->valuestring)};
+		return 0;
+	}
+	if (!cJSON_IsObject(v) && !cJSON_IsBool(v))
+		return coord_oai_fail(e, 400, param, "%s must be a JSON schema (an object)", param);
+	if (!(q->constraint = cJSON_PrintUnformatted(v)))
+		return coord_oai_fail(e, 400, param, "%s: cannot print the schema (too deep?)", param);
+	q->s.constraint = (coord_str){q->constraint, strlen(q->constraint)};
+	return 0;
+}
+
+/* response_format: text, json_object, or json_schema {name, schema, strict};
+ * *param: the field a bad schema is reported against. */
+static int get_response_format(const cJSON *f, oai_req *q, const char **param, oai_err *e)
+{
+	const cJSON *t = cJSON_IsObject(f) ? cJSON_GetObjectItemCaseSensitive(f, "type") : NULL;
+	if (!cJSON_IsString(t))
+		return coord_oai_fail(e, 400, "response_format", "response_format must be an object with a "
+				      "type: text, json_object or json_schema");
+	if (!strcmp(t->valuestring, "text"))
+		return 0;
+	if (!strcmp(t->valuestring, "json_object")) {
+		q->s.constraint_kind = SL_CONSTRAINT_JSON;
+		return 0;
+	}
+	if (strcmp(t->valuestring, "json_schema"))
+		return coord_oai_fail(e, 400, "response_format", "response_format type '%.32s' is not one "
+				      "of text, json_object, json_schema", t->valuestring);
+	const cJSON *js = cJSON_GetObjectItemCaseSensitive(f, "json_schema");
+	if (!cJSON_IsObject(js))
+		return coord_oai_fail(e, 400, "response_format.json_schema",
+				      "response_format json_schema needs a json_schema object");
+	const cJSON *name = cJSON_GetObjectItemCaseSensitive(js, "name");
+	const cJSON *strict = cJSON_GetObjectItemCaseSensitive(js, "strict");
+	if (!cJSON_IsString(name) || !name->valuestring[0] || strlen(name->valuestring) > 64)
+		return coord_oai_fail(e, 400, "response_format.json_schema.name",
+				      "json_schema.name must be a string of 1 to 64 characters");
+	if (!is_null(strict) && !cJSON_IsBool(strict))
+		return coord_oai_fail(e, 400, "response_format.json_schema.strict",
+				      "json_schema.strict must be a boolean");
+	const cJSON *schema = cJSON_GetObjectItemCaseSensitive(js, "schema");
+	if (is_null(schema)) { /* no schema: any JSON object */
+		q->s.constraint_kind = SL_CONSTRAINT_JSON;
+		return 0;
+	}
+	q->s.constraint_kind = SL_CONSTRAINT_JSON_SCHEMA;
+	*param = "response_format.json_schema.schema";
+	return schema_text(schema, *param, q, e);
+}
+
+/* response_format, or one of vLLM's guided_json / guided_regex /
+ * guided_grammar (EBNF); at most one. Checked here (grammar_check), so
+ * the 400 names the field; the leader compiles it against the vocabulary. */
+static int get_constraint(const cJSON *root, oai_req *q, oai_err *e)
+{
+	static const char *keys[] = {"response_format", "guided_json", "guided_regex", "guided_grammar"};
+	const cJSON *v[4];
+	const char *param = NULL;
+	int n = 0;
+	for (int i = 0; i < 4; i++) {
+		v[i] = cJSON_GetObjectItemCaseSensitive(root, keys[i]);
+		if (is_null(v[i]) || (i == 0 && cJSON_IsObject(v[i]) &&
+				      cJSON_IsString(cJSON_GetObjectItemCaseSensitive(v[i], "type")) &&
+				      !strcmp(cJSON_GetObjectItemCaseSensitive(v[i], "type")->valuestring,
+					      "text")))
+			continue;
+		if (n++)
+			return coord_oai_fail(e, 400, keys[i], "%s and %s cannot be given together", param,
+					      keys[i]);
+		param = keys[i];
+	}
+	if (!param)
+		return 0;
+	if (v[0] && !strcmp(param, "response_format")) {
+		if (get_response_format(v[0], q, &param, e))
+			return -1;
+	} else if (!strcmp(param, "guided_json")) {
+		q->s.constraint_kind = SL_CONSTRAINT_JSON_SCHEMA;
+		if (schema_text(v[1], param, q, e))
+			return -1;
+	} else {
+		const cJSON *s = !strcmp(param, "guided_regex") ? v[2] : v[3];
+		if (!cJSON_IsString(s) || !s->valuestring[0])
+			return coord_oai_fail(e, 400, param, "%s must be a non-empty string", param);
+		q->s.constraint_kind = s == v[2] ? SL_CONSTRAINT_REGEX : SL_CONSTRAINT_EBNF;
+		q->s.constraint = (coord_str){s->valuestring, strlen(s->valuestring)};
+	}
+	char err[SL_ERRLEN];
+	if (grammar_check(q->s.constraint_kind, q->s.constraint.p, q->s.constraint.n, err, sizeof err))
+		return coord_oai_fail(e, 400, param, "%s", err);
+	return 0;
+}
+
+void coord_oai_req_free(oai_req *q)
+{
+	free(q->constraint);
+	q->constraint = NULL;
 }
 
 /* The sampling fields the OpenAI API takes as plain numbers of their own
@@ -204,7 +305,8 @@ int coord_oai_read_common(coord *c, const cJSON *root, int chat, oai_req *q, oai
 	q->logprobs = -1;
 	coord_request_init(&q->s);
 	q->n = 1;
-	if (get_model(c, root, q, e) || refuse_unsupported(root, e) || get_sampling(root, chat, q, e))
+	if (get_model(c, root, q, e) || refuse_unsupported(root, e) || get_sampling(root, chat, q, e) ||
+	    get_constraint(root, q, e))
 		return -1;
 	q->s.model = c->models[q->model].name;
 	const char *mt = chat && !is_null(cJSON_GetObjectItemCaseSensitive(root, "max_completion_tokens"))
