@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "common/args.h"
+#include "common/checks.h"
 #include "common/version.h"
 #include "client/client.h"
 #include "proto/curve.h"
@@ -32,6 +33,7 @@ typedef struct cli_args {
 	int32_t *ids;
 	int print_ids, quiet, drain_exit;
 	long group, wait_ms;
+	char *constraint;      /* --json-schema / --grammar: the file's text */
 } cli_args;
 
 static void usage(FILE *f)
@@ -43,11 +45,15 @@ static void usage(FILE *f)
 		"           [--presence-penalty X] [--frequency-penalty X] [--repetition-penalty R]\n"
 		"           [--logprobs N] [--stop STR]... [--no-stream] [--ignore-eos]\n"
 		"           [--timeout-ms N] [--print-ids] [--quiet]\n"
+		"           [--json | --json-schema FILE | --regex EXPR | --grammar FILE]\n"
 		"      prints the text as it streams; a summary (finish reason, tokens,\n"
 		"      timings) on stderr. Ctrl-C cancels. Exit 0 when it finished by length,\n"
 		"      stop or EOS, 1 otherwise. --logprobs N (0..20) asks for each token's\n"
 		"      log-prob and N alternatives; --print-ids prints them on stderr, one\n"
 		"      line per token: 'lp: ID LOGPROB ID:LOGPROB...'.\n"
+		"      Constrained output (docs/protocol.md): --json any JSON object,\n"
+		"      --json-schema FILE a JSON schema, --regex EXPR a regular expression,\n"
+		"      --grammar FILE an EBNF grammar (GBNF style, rule root); at most one.\n"
 		"  status   [--wait-ms 3000]     groups, their model, tp x pp, load, queue depth\n"
 		"  drain    [--group ID] [--exit]  stop routing to a group (default all);\n"
 		"           --exit: its processes leave once idle\n"
@@ -73,6 +79,27 @@ static void usage(FILE *f)
 static volatile sig_atomic_t g_interrupted;
 static void on_sigint(int sig) { g_interrupted = 1; }
 
+/* --json, --json-schema FILE, --regex EXPR, --grammar FILE: one of them. */
+static int constraint_opt(cli_args *a, int c, const char *arg, char *err, size_t errlen)
+{
+	if (a->p.constraint_kind != SL_CONSTRAINT_NONE)
+		return sl_errf(err, errlen, SL_EINVAL,
+			       "give one of --json, --json-schema, --regex, --grammar");
+	a->p.constraint_kind = c == 0x10d   ? SL_CONSTRAINT_JSON
+			       : c == 0x10e ? SL_CONSTRAINT_JSON_SCHEMA
+			       : c == 0x10f ? SL_CONSTRAINT_REGEX
+					    : SL_CONSTRAINT_EBNF;
+	if (c == 0x10f) {
+		a->p.constraint = arg;
+	} else if (c != 0x10d) {
+		size_t len = 0;
+		TRY(sl_read_file(arg, &a->constraint, &len, err, errlen));
+		a->p.constraint = a->constraint;
+		a->p.constraint_len = len;
+	}
+	return SL_OK;
+}
+
 static int parse(int argc, char **argv, cli_args *a, char *err, size_t errlen)
 {
 	static const struct option o[] = {
@@ -86,7 +113,9 @@ static int parse(int argc, char **argv, cli_args *a, char *err, size_t errlen)
 		{"frequency-penalty", 1, 0, 0x103}, {"repetition-penalty", 1, 0, 0x104},
 		{"logprobs", 1, 0, 0x105}, {"heartbeat-ms", 1, 0, 0x106}, {"reconnect-ms", 1, 0, 0x107},
 		{"retries", 1, 0, 0x108}, {"curve-key", 1, 0, 0x109}, {"server-key", 1, 0, 0x10a},
-		{"out", 1, 0, 0x10b}, {"name", 1, 0, 0x10c}, {0, 0, 0, 0}};
+		{"out", 1, 0, 0x10b}, {"name", 1, 0, 0x10c}, {"json", 0, 0, 0x10d},
+		{"json-schema", 1, 0, 0x10e}, {"regex", 1, 0, 0x10f}, {"grammar", 1, 0, 0x110},
+		{0, 0, 0, 0}};
 	const char *env = getenv("SHARDLINE_COORDINATOR");
 	a->endpoint = env && env[0] ? env : "tcp://127.0.0.1:5555";
 	a->wait_ms = 3000;
@@ -152,6 +181,9 @@ static int parse(int argc, char **argv, cli_args *a, char *err, size_t errlen)
 		case 0x10a: a->co.curve_server_key = optarg; break;
 		case 0x10b: a->key_dir = optarg; break;
 		case 0x10c: a->key_name = optarg; break;
+		case 0x10d: case 0x10e: case 0x10f: case 0x110:
+			rc = constraint_opt(a, c, optarg, err, errlen);
+			break;
 		case 'h': usage(stdout); exit(0);
 		default: return sl_errf(err, errlen, SL_EINVAL, "unknown option (see --help)");
 		}
@@ -359,6 +391,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "shardline: %s\n", err);
 		usage(stderr);
 		free(a.ids);
+		free(a.constraint);
 		return 2;
 	}
 	struct sigaction sa = {.sa_handler = on_sigint};
@@ -385,5 +418,6 @@ int main(int argc, char **argv)
 		fprintf(stderr, "shardline: %s\n", err);
 	sl_client_destroy(c);
 	free(a.ids);
+	free(a.constraint);
 	return rc ? 1 : 0;
 }

@@ -6,7 +6,8 @@
 # tests/http/structured.py through the official openai package: the 50
 # JSON schemas of tests/data/schemas greedy and at temperature 1 (each
 # answer parses and validates), json_object, guided_json / guided_regex /
-# guided_grammar streamed and not, hostile constraints refused with a 400.
+# guided_grammar streamed and not, hostile constraints refused with a 400;
+# then the native client: shardline generate --json-schema/--regex/--grammar.
 # Every process started here is killed on exit. Prints "N passed, N failed".
 bin=${BIN:-build/bin}
 py=${PYTHON:-python3}
@@ -45,6 +46,23 @@ if [ -z "$line" ]; then
 else
 	p=${line%% passed*}; f=${line#*passed, }; f=${f%% failed*}
 	pass=$((pass + p)); fail=$((fail + f))
+fi
+# the native client: shardline generate --json-schema / --regex / --grammar
+CL=$(awk '/^client/{print $2}' "$tmp/ports" 2>/dev/null)
+gen() { timeout 300 "$bin/shardline" --coordinator "$CL" generate --max-tokens 200 --quiet "$@"; }
+schema=tests/data/schemas/33_order.json
+gen --prompt "An order as JSON:" --temperature 1 --seed 5 --json-schema "$schema" >"$tmp/cli.json" 2>"$tmp/cli.err" &&
+	"$py" -c 'import json, sys, jsonschema; jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))' 		"$tmp/cli.json" "$schema" && ok || bad "generate --json-schema: $(cat "$tmp/cli.json" "$tmp/cli.err")"
+gen --prompt "Today's date:" --regex ' [0-9]{4}-[0-9]{2}-[0-9]{2}' >"$tmp/cli.txt" 2>"$tmp/cli.err" &&
+	grep -qx ' [0-9]\{4\}-[0-9]\{2\}-[0-9]\{2\}' "$tmp/cli.txt" && ok || bad "generate --regex: $(cat "$tmp/cli.txt" "$tmp/cli.err")"
+printf 'root ::= "(" [a-c]+ ")"\n' >"$tmp/g.ebnf"
+gen --prompt "Letters:" --grammar "$tmp/g.ebnf" >"$tmp/cli.txt" 2>"$tmp/cli.err" &&
+	grep -qx '([a-c]*)' "$tmp/cli.txt" && ok || bad "generate --grammar: $(cat "$tmp/cli.txt" "$tmp/cli.err")"
+printf '{"type": "object", "properties": {"a": {"type": "nope"}}}' >"$tmp/bad.json"
+if gen --prompt x --json-schema "$tmp/bad.json" >"$tmp/cli.txt" 2>"$tmp/cli.err"; then
+	bad "generate with a bad schema: exit 0"
+else
+	grep -q 'json schema' "$tmp/cli.err" && ok || bad "generate with a bad schema: $(cat "$tmp/cli.err")"
 fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
