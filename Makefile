@@ -324,7 +324,12 @@ FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Wno-unused-paramete
                 -I. -Itests -I$(FUZZ_BUILD)/gen \
                 $(PKG_CFLAGS) $(MPI_CFLAGS) $(FUZZ_SAN)
 FUZZ_GEN_SRCS := $(PROTOS:%.proto=$(FUZZ_BUILD)/gen/%.pb-c.c)
-FUZZ_OBJS    := $(LIB_SRCS:%.c=$(FUZZ_BUILD)/obj/%.o) $(FUZZ_GEN_SRCS:%.c=%.o)
+FUZZ_OBJS    := $(LIB_SRCS:%.c=$(FUZZ_BUILD)/obj/%.o) $(FUZZ_GEN_SRCS:%.c=%.o) \
+                $(patsubst %.cc,$(FUZZ_BUILD)/obj/%.cc.o,$(wildcard grammar/*.cc))
+# grammar/'s C++ shim under the same sanitizers (but vptr, whose runtime a
+# C link lacks); xgrammar itself links as built (uninstrumented).
+FUZZ_CXX     ?= clang++
+FUZZ_LDLIBS  := $(PKG_LIBS) $(MPI_LIBS) $(XG_LIB) -lstdc++ -lm -lpthread
 FUZZ_LIB     := $(FUZZ_BUILD)/libshardline.a
 
 .PHONY: fuzz fuzz-build fuzz-seeds
@@ -347,6 +352,11 @@ $(FUZZ_BUILD)/obj/%.o: %.c | $(FUZZ_GEN_SRCS:.c=.h)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
 
+$(FUZZ_BUILD)/obj/%.cc.o: %.cc $(XG_LIB)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CXX) -std=c++17 -O1 -g -I. $(XG_INC) $(FUZZ_SAN) -fno-sanitize=vptr \
+		-fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+
 $(FUZZ_BUILD)/gen/%.pb-c.o: $(FUZZ_BUILD)/gen/%.pb-c.c
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 
@@ -355,11 +365,10 @@ $(FUZZ_LIB): $(FUZZ_OBJS)
 
 $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(wildcard tests/fuzz/*.h tests/unit/*.h) $(FUZZ_LIB)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -DFUZZ_REPO_DIR='"$(CURDIR)"' \
-		$< $(FUZZ_LIB) -o $@ $(PKG_LIBS) $(MPI_LIBS) -lm -lpthread
+		$< $(FUZZ_LIB) -o $@ $(FUZZ_LDLIBS)
 
 $(FUZZ_BUILD)/test_fuzz_regress: tests/fuzz/test_fuzz_regress.c $(wildcard tests/unit/*.h) $(FUZZ_LIB)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) $(CHECK_CFLAGS) $< $(FUZZ_LIB) -o $@ $(PKG_LIBS) $(MPI_LIBS) \
-		$(CHECK_LIBS) -lm -lpthread
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(CHECK_CFLAGS) $< $(FUZZ_LIB) -o $@ $(FUZZ_LDLIBS) $(CHECK_LIBS)
 
 fuzz-seeds: $(ARCHIVES)
 	$(CC) $(CFLAGS) $(TOP_INC) tests/fuzz/make_seeds.c $(ARCHIVES) -o $(BUILD)/fuzz-make-seeds $(LDLIBS)
