@@ -3,11 +3,13 @@
  * host per token (issue 37): the time to fill one sequence's token mask
  * (grammar_matcher_fill_mask) and to take the token, over a walk through
  * each constraint, on a real vocabulary (a tokenizer file: SmolLM2's 49k)
- * or a synthetic one of --vocab N tokens (Llama 3's 128k shape: byte-level
- * pieces of 1 to 8 characters). Also each constraint's compile time.
+ * or a synthetic one of --vocab N tokens (random pieces of 1 to 8
+ * characters, harder on the mask cache than a real vocabulary), or a real
+ * one grown to --vocab N by joining pairs of its tokens (--tokenizer
+ * SmolLM2 --vocab 128256: Llama 3's size with real-looking pieces). Also each constraint's compile time.
  * Prints numbers; asserts nothing.
  *
- *   shardline-bench-grammar [--tokenizer FILE | --vocab N] [--tokens N]
+ *   shardline-bench-grammar [--tokenizer FILE] [--vocab N] [--tokens N]
  *                           [--seed S] SCHEMA.json... [--ebnf FILE]...
  *
  * The walk takes a random allowed token each step (closing tokens first
@@ -20,9 +22,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/checks.h"
 #include "common/rng.h"
 #include "common/sl.h"
 #include "grammar/grammar.h"
+#include "text/tokenizer/tokenizer.h"
 
 static const char DEFAULT_SCHEMA[] =
 	"{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":30},"
@@ -60,6 +64,50 @@ static int synth_vocab(int n, uint64_t seed, grammar_vocab **out, char *err, siz
 		free(toks[i]);
 	free(toks);
 	free(lens);
+	return rc;
+}
+
+/* A tokenizer's vocabulary (its special tokens never allowed, its EOS and
+ * chat turn ends the stop ids); with want > its size, grown to want by
+ * pieces that join two of its tokens: a vocabulary of that size whose
+ * pieces look like a real one's (Llama 3's 128k from SmolLM2's 49k). */
+static int real_vocab(const char *path, int want, uint64_t seed, grammar_vocab **out, char *err,
+		      size_t errlen)
+{
+	text_tok *t = NULL;
+	TRY(text_tok_load(path, &t, err, errlen));
+	int n = text_tok_vocab_size(t), total = want > n ? want : n;
+	char **toks = calloc((size_t)total, sizeof *toks);
+	size_t *lens = calloc((size_t)total, sizeof *lens);
+	int rc = toks && lens ? SL_OK : SL_ENOMEM;
+	for (int i = 0; !rc && i < n; i++) {
+		const char *s = text_tok_id_to_token(t, i);
+		if (s && !text_tok_is_special(t, i))
+			toks[i] = strdup(s), lens[i] = strlen(s);
+	}
+	for (int i = n; !rc && i < total; i++) {
+		const char *a = NULL, *b = NULL;
+		while (!a || !b) {
+			a = toks[sl_splitmix64(&seed) % (uint64_t)n];
+			b = toks[sl_splitmix64(&seed) % (uint64_t)n];
+		}
+		lens[i] = strlen(a) + strlen(b);
+		if ((toks[i] = malloc(lens[i] + 1)))
+			snprintf(toks[i], lens[i] + 1, "%s%s", a, b);
+	}
+	int32_t stop[3] = {text_tok_eos_id(t), text_tok_token_to_id(t, "<|im_end|>"),
+			   text_tok_token_to_id(t, "<|eot_id|>")};
+	grammar_vocab_type type = text_tok_token_to_id(t, "<0x0A>") >= 0 ? GRAMMAR_VOCAB_BYTE_FALLBACK
+				  : text_tok_token_to_id(t, "\xc4\x8a") >= 0 ? GRAMMAR_VOCAB_BYTE_LEVEL
+									     : GRAMMAR_VOCAB_RAW;
+	if (!rc)
+		rc = grammar_vocab_create((const char *const *)toks, lens, total, total, type, stop, 3,
+					  out, err, errlen);
+	for (int i = 0; toks && i < total; i++)
+		free(toks[i]);
+	free(toks);
+	free(lens);
+	text_tok_destroy(t);
 	return rc;
 }
 
@@ -149,20 +197,17 @@ int main(int argc, char **argv)
 			first = i;
 	}
 	if ((!tokenizer && vocab <= 256) || n_tokens < 1) {
-		fprintf(stderr, "usage: %s [--tokenizer FILE | --vocab N>256] [--tokens N] [--seed S] "
+		fprintf(stderr, "usage: %s [--tokenizer FILE] [--vocab N>256] [--tokens N] [--seed S] "
 			"[SCHEMA.json | --ebnf FILE]...\n", argv[0]);
 		return 2;
 	}
 	grammar_vocab *v = NULL;
 	int rc;
 	double t0 = sl_now();
-	if (tokenizer) {
-		/* SmolLM2-style: its EOS is <|endoftext|> (0) or <|im_end|> (2) */
-		int32_t stop[2] = {0, 2};
-		rc = grammar_vocab_load(tokenizer, 49152, stop, 2, &v, err, sizeof err);
-	} else {
+	if (tokenizer)
+		rc = real_vocab(tokenizer, vocab, seed, &v, err, sizeof err);
+	else
 		rc = synth_vocab(vocab, seed, &v, err, sizeof err);
-	}
 	if (rc) {
 		fprintf(stderr, "vocabulary: %s\n", err);
 		return 1;

@@ -253,7 +253,11 @@ static int fill_masks(void *ctx)
 	for (int i = 0; i < e->n_slots; i++)
 		if (&e->fl[i].w == w)
 			p = &e->fl[i].p;
-	for (int j = 0; p && j < p->n_mask; j++) {
+	int n = p ? p->n_mask : 0;
+	/* one matcher per row, each only its own: rows in parallel (a batch
+	 * of 64 constrained rows is 64 masks each step) */
+#pragma omp parallel for schedule(dynamic, 1) if (n >= 4)
+	for (int j = 0; j < n; j++) {
 		uint32_t *m = w->masks + (size_t)j * e->mask_words;
 		seq *s = &e->seqs[w->mask_seq[j]];
 		if (grammar_matcher_fill_mask(s->gm, m, e->mask_words)) {
