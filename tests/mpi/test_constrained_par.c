@@ -11,6 +11,12 @@
  * constraint (checked on the decoded text), and the free request must be
  * what it is without the constrained ones beside it. Rank 0 prints
  * "N passed, N failed".
+ *
+ * --device cuda (GPU host, from the bundle): the reference and the group
+ * on the GPUs in fp16, the masks applied by kernels/logits_mask.cu. Tokens
+ * must be identical across pp (the same math per layer); under tp > 1 the
+ * all-reduce sums in another order, so a near-tie may flip: the first
+ * difference is reported, not asserted. Validity is asserted everywhere.
  */
 #include <cjson/cJSON.h>
 #include <mpi.h>
@@ -30,6 +36,7 @@
 #define MAX_NEW 96
 
 static int g_pass, g_fail;
+static const char *g_device = "cpu";
 
 static void result(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -109,7 +116,13 @@ static int reference(const char *path, int only_free, node_result *res, char *er
 	node_backend *be = NULL;
 	model *m = NULL;
 	model_opts o = {.step_tokens = 256, .n_kv_blocks = 256, .block_tokens = 16};
-	int rc = node_backend_cpu_create(&be);
+	int rc;
+#ifdef SL_HAVE_CUDA
+	if (!strcmp(g_device, "cuda"))
+		rc = node_backend_cuda_create(0, SL_DT_F16, &be, err, errlen);
+	else
+#endif
+		rc = node_backend_cpu_create(&be);
 	if (!rc)
 		rc = model_create(path, be, &o, &m, err, errlen);
 	if (!rc)
@@ -182,16 +195,21 @@ static void check_outputs(const model_config *c, text_tok *tok, const node_resul
 }
 
 static void compare(const char *what, int n, const node_result *got, const node_result *want,
-		    const int *which)
+		    const int *which, int report_only)
 {
 	for (int i = 0; i < n; i++) {
 		const node_result *g = &got[i], *w = &want[which ? which[i] : i];
 		int k = 0;
 		while (k < g->n_tokens && k < w->n_tokens && g->tokens[k] == w->tokens[k])
 			k++;
-		result(g->n_tokens == w->n_tokens && k == w->n_tokens,
-		       "%s: request %d: token %d is %d, the reference gives %d", what, i, k,
-		       k < g->n_tokens ? g->tokens[k] : -1, k < w->n_tokens ? w->tokens[k] : -1);
+		int same = g->n_tokens == w->n_tokens && k == w->n_tokens;
+		if (report_only && !same)
+			printf("note: %s: request %d: token %d is %d, the reference gives %d (tp sums in "
+			       "another order: reported only)\n", what, i, k,
+			       k < g->n_tokens ? g->tokens[k] : -1, k < w->n_tokens ? w->tokens[k] : -1);
+		else
+			result(same, "%s: request %d: token %d is %d, the reference gives %d", what, i,
+			       k, k < g->n_tokens ? g->tokens[k] : -1, k < w->n_tokens ? w->tokens[k] : -1);
 	}
 }
 
@@ -207,6 +225,8 @@ int main(int argc, char **argv)
 			pp = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--smollm2"))
 			path = argv[++i];
+		else if (!strcmp(argv[i], "--device"))
+			g_device = argv[++i];
 	}
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	char err[SL_ERRLEN] = "";
@@ -223,10 +243,12 @@ int main(int argc, char **argv)
 		result(reference(path, 0, want, err, sizeof err) == 0, "reference: %s", err);
 		result(reference(path, 1, alone, err, sizeof err) == 0, "free alone: %s", err);
 		static const int free_at[1] = {N_REQ - 1};
-		compare("free request beside constrained ones", 1, alone, want, free_at);
+		compare("free request beside constrained ones", 1, alone, want, free_at,
+			strcmp(g_device, "cpu") != 0); /* a GPU batch may round otherwise */
 	}
 	node_group_opts o = {.model_dir = path, .tp = tp, .pp = pp, .step_tokens = 256,
-			     .block_tokens = 16, .n_kv_blocks = 256, .device = "cpu", .dtype = -1};
+			     .block_tokens = 16, .n_kv_blocks = 256, .device = g_device,
+			     .dtype = strcmp(g_device, "cpu") ? SL_DT_F16 : -1};
 	node_group gr = {0};
 	int rc = node_group_open(NULL, NULL, &o, &gr, err, sizeof err);
 	if (rc) {
@@ -238,7 +260,7 @@ int main(int argc, char **argv)
 		if (!rc) {
 			char what[64];
 			snprintf(what, sizeof what, "tp %d pp %d", tp, pp);
-			compare(what, N_REQ, got, want, NULL);
+			compare(what, N_REQ, got, want, NULL, strcmp(g_device, "cpu") && tp > 1);
 			check_outputs(&gr.m->cfg, tok, got);
 		}
 	} else if (node_worker_loop(gr.m, err, sizeof err)) {
