@@ -153,26 +153,69 @@ static const char *kind_name(sl_constraint_kind kind)
 /* A schema's nesting and enum sizes, before xgrammar sees it: a deeply
  * nested or enum-heavy schema is refused in microseconds instead of
  * compiling for seconds (or recursing off the stack). */
-static int walk_schema(const picojson::value &v, int depth, long *n_enum, char *err, size_t errlen)
+struct schema_counts {
+	long n_enum, n_nodes, n_branches;
+};
+
+static int walk_schema(const picojson::value &v, int depth, schema_counts *n, char *err,
+		       size_t errlen)
 {
 	if (depth > GRAMMAR_MAX_SCHEMA_DEPTH)
 		return sl_errf(err, errlen, SL_EINVAL, "json schema: nested deeper than %d levels",
 			       GRAMMAR_MAX_SCHEMA_DEPTH);
 	if (v.is<picojson::array>()) {
 		for (const picojson::value &e : v.get<picojson::array>())
-			TRY(walk_schema(e, depth + 1, n_enum, err, errlen));
+			TRY(walk_schema(e, depth + 1, n, err, errlen));
 	} else if (v.is<picojson::object>()) {
+		if (++n->n_nodes > GRAMMAR_MAX_SCHEMA_NODES)
+			return sl_errf(err, errlen, SL_EINVAL, "json schema: more than %d sub-schemas",
+				       GRAMMAR_MAX_SCHEMA_NODES);
 		for (const auto &kv : v.get<picojson::object>()) {
-			if (kv.first == "enum" && kv.second.is<picojson::array>())
-				*n_enum += (long)kv.second.get<picojson::array>().size();
-			if (*n_enum > GRAMMAR_MAX_ENUM_VALUES)
+			bool arr = kv.second.is<picojson::array>();
+			long size = arr ? (long)kv.second.get<picojson::array>().size() : 0;
+			if (kv.first == "enum")
+				n->n_enum += size;
+			if (kv.first == "anyOf" || kv.first == "oneOf")
+				n->n_branches += size;
+			if (n->n_enum > GRAMMAR_MAX_ENUM_VALUES)
 				return sl_errf(err, errlen, SL_EINVAL,
 					       "json schema: more than %d enum values",
 					       GRAMMAR_MAX_ENUM_VALUES);
-			TRY(walk_schema(kv.second, depth + 1, n_enum, err, errlen));
+			if (n->n_branches > GRAMMAR_MAX_SCHEMA_BRANCHES)
+				return sl_errf(err, errlen, SL_EINVAL,
+					       "json schema: more than %d anyOf/oneOf branches",
+					       GRAMMAR_MAX_SCHEMA_BRANCHES);
+			TRY(walk_schema(kv.second, depth + 1, n, err, errlen));
 		}
 	}
 	return SL_OK;
+}
+
+/* Top-level '|' of a regex outside classes and escapes, and '::=' of a
+ * grammar: the sizes that make a compile long. */
+static long count_regex_alternatives(const char *s, size_t len)
+{
+	long n = 0;
+	int in_class = 0;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] == '\\')
+			i++;
+		else if (s[i] == '[')
+			in_class = 1;
+		else if (s[i] == ']')
+			in_class = 0;
+		else if (s[i] == '|' && !in_class)
+			n++;
+	}
+	return n;
+}
+
+static long count_rules(const char *s, size_t len)
+{
+	long n = 0;
+	for (size_t i = 0; i + 3 <= len; i++)
+		n += !memcmp(s + i, "::=", 3);
+	return n;
 }
 
 static int check_limits(sl_constraint_kind kind, const char *text, size_t len, char *err,
@@ -187,6 +230,14 @@ static int check_limits(sl_constraint_kind kind, const char *text, size_t len, c
 			       kind_name(kind), len, SL_CONSTRAINT_MAX_TEXT);
 	if (kind != SL_CONSTRAINT_JSON && len == 0)
 		return sl_errf(err, errlen, SL_EINVAL, "%s: empty", kind_name(kind));
+	if (kind == SL_CONSTRAINT_REGEX && count_regex_alternatives(text, len) > GRAMMAR_MAX_ALTERNATIVES)
+		return sl_errf(err, errlen, SL_EINVAL, "regex: more than %d alternatives",
+			       GRAMMAR_MAX_ALTERNATIVES);
+	if (kind == SL_CONSTRAINT_EBNF && count_rules(text, len) > GRAMMAR_MAX_RULES)
+		return sl_errf(err, errlen, SL_EINVAL, "grammar: more than %d rules", GRAMMAR_MAX_RULES);
+	if (kind == SL_CONSTRAINT_EBNF && count_regex_alternatives(text, len) > GRAMMAR_MAX_ALTERNATIVES)
+		return sl_errf(err, errlen, SL_EINVAL, "grammar: more than %d alternatives",
+			       GRAMMAR_MAX_ALTERNATIVES);
 	if (kind != SL_CONSTRAINT_JSON_SCHEMA)
 		return SL_OK;
 	/* picojson recurses per level: bound the depth before it parses */
@@ -212,8 +263,8 @@ static int check_limits(sl_constraint_kind kind, const char *text, size_t len, c
 		return fail(err, errlen, SL_EINVAL, "json schema: not JSON", perr.c_str());
 	if (!v.is<picojson::object>() && !v.is<bool>())
 		return sl_errf(err, errlen, SL_EINVAL, "json schema: not an object");
-	long n_enum = 0;
-	return walk_schema(v, 0, &n_enum, err, errlen);
+	schema_counts n = {0, 0, 0};
+	return walk_schema(v, 0, &n, err, errlen);
 }
 
 extern "C" int grammar_check(sl_constraint_kind kind, const char *text, size_t len, char *err,

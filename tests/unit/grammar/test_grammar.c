@@ -277,6 +277,26 @@ START_TEST(bad_constraints_are_messages)
 		n += (size_t)sprintf(big + n, "%s\"v%d\"", i ? "," : "", i);
 	n += (size_t)sprintf(big + n, "]}");
 	refused(SL_CONSTRAINT_JSON_SCHEMA, big, n, "enum values");
+	/* too many sub-schemas, anyOf branches, regex alternatives, rules */
+	n = (size_t)sprintf(big, "{\"type\":\"object\",\"properties\":{");
+	for (int i = 0; i < 2100; i++)
+		n += (size_t)sprintf(big + n, "%s\"p%d\":{\"type\":\"integer\"}", i ? "," : "", i);
+	n += (size_t)sprintf(big + n, "}}");
+	refused(SL_CONSTRAINT_JSON_SCHEMA, big, n, "sub-schemas");
+	n = (size_t)sprintf(big, "{\"anyOf\":[");
+	for (int i = 0; i < 300; i++)
+		n += (size_t)sprintf(big + n, "%s{\"const\":%d}", i ? "," : "", i);
+	n += (size_t)sprintf(big + n, "]}");
+	refused(SL_CONSTRAINT_JSON_SCHEMA, big, n, "branches");
+	n = 0;
+	for (int i = 0; i < 1100; i++)
+		n += (size_t)sprintf(big + n, "%sw%d", i ? "|" : "", i);
+	refused(SL_CONSTRAINT_REGEX, big, n, "alternatives");
+	n = (size_t)sprintf(big, "root ::= r0\n");
+	for (int i = 0; i < 1100; i++)
+		n += (size_t)sprintf(big + n, "r%d ::= \"x\" r%d\n", i, i + 1);
+	n += (size_t)sprintf(big + n, "r1100 ::= \"z\"\n");
+	refused(SL_CONSTRAINT_EBNF, big, n, "rules");
 	/* more than the size limit */
 	char *huge = malloc(SL_CONSTRAINT_MAX_TEXT + 2);
 	memset(huge, 'a', SL_CONSTRAINT_MAX_TEXT + 1);
