@@ -25,6 +25,7 @@
 #include "common/checks.h"
 #include "common/rng.h"
 #include "common/sl.h"
+#include "common/version.h"
 #include "grammar/grammar.h"
 #include "text/tokenizer/tokenizer.h"
 
@@ -179,6 +180,8 @@ static void bench_one(grammar_compiler *c, int vocab, sl_constraint_kind kind, c
 
 int main(int argc, char **argv)
 {
+	if (sl_version_asked(argc, argv, "shardline-bench-grammar"))
+		return 0;
 	const char *tokenizer = NULL;
 	int vocab = 0, n_tokens = 2000;
 	uint64_t seed = 1;
