@@ -415,7 +415,11 @@ int node_step_issue(node_stepper *st, int slot, const node_plan *p, int32_t *tok
 	if (c && par_world_size(c) > 1) {
 		step_slot *s = &st->slots[slot];
 		size_t n;
-		if (par_sends_wait(s->sends) || node_plan_pack(p, &s->msg, &s->cap, &n) ||
+		/* with pp 1 the leader samples: the tp peers need no masks */
+		node_plan sent = *p;
+		if (st->m->shard.grid.pp == 1)
+			sent.n_mask = 0, sent.mask_words = 0;
+		if (par_sends_wait(s->sends) || node_plan_pack(&sent, &s->msg, &s->cap, &n) ||
 		    par_host_ibcast_msg(c, s->sends, s->msg, n) ||
 		    ((st->m->shard.grid.pp == 1 || p->n_micro > 1) && par_sends_wait(s->sends)))
 			return sl_errf(err, errlen, SL_ECOMM, "cannot send the step plan");
