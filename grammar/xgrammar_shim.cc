@@ -13,7 +13,9 @@
 #include <cstring>
 #include <exception>
 #include <new>
+#include <stdexcept>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "common/checks.h"
@@ -132,7 +134,14 @@ static Grammar parse(sl_constraint_kind kind, const std::string &s)
 		return Grammar::FromRegex(s);
 	case SL_CONSTRAINT_EBNF:
 		return Grammar::FromEBNF(s, "root");
-	case SL_CONSTRAINT_STRUCTURAL_TAG:
+	case SL_CONSTRAINT_STRUCTURAL_TAG: {
+		auto r = Grammar::FromStructuralTag(s);
+		if (std::holds_alternative<Grammar>(r))
+			return std::get<Grammar>(r);
+		std::string msg = std::visit([](const auto &e) { return std::string(e.what()); },
+					     std::get<StructuralTagError>(r));
+		throw std::invalid_argument(msg);
+	}
 	default:
 		throw std::invalid_argument("unsupported kind");
 	}
@@ -223,8 +232,6 @@ static int check_limits(sl_constraint_kind kind, const char *text, size_t len, c
 {
 	if (kind <= SL_CONSTRAINT_NONE || kind > SL_CONSTRAINT_STRUCTURAL_TAG)
 		return sl_errf(err, errlen, SL_EINVAL, "constraint kind %d unknown", (int)kind);
-	if (kind == SL_CONSTRAINT_STRUCTURAL_TAG)
-		return sl_errf(err, errlen, SL_ENOTSUP, "structural tag constraints are not supported yet");
 	if (len > SL_CONSTRAINT_MAX_TEXT)
 		return sl_errf(err, errlen, SL_EINVAL, "%s: %zu bytes, more than the limit of %u",
 			       kind_name(kind), len, SL_CONSTRAINT_MAX_TEXT);
@@ -238,9 +245,10 @@ static int check_limits(sl_constraint_kind kind, const char *text, size_t len, c
 	if (kind == SL_CONSTRAINT_EBNF && count_regex_alternatives(text, len) > GRAMMAR_MAX_ALTERNATIVES)
 		return sl_errf(err, errlen, SL_EINVAL, "grammar: more than %d alternatives",
 			       GRAMMAR_MAX_ALTERNATIVES);
-	if (kind != SL_CONSTRAINT_JSON_SCHEMA)
+	if (kind != SL_CONSTRAINT_JSON_SCHEMA && kind != SL_CONSTRAINT_STRUCTURAL_TAG)
 		return SL_OK;
-	/* picojson recurses per level: bound the depth before it parses */
+	/* picojson recurses per level: bound the depth before it parses (a
+	 * structural tag is JSON holding schemas: the same limits) */
 	int depth = 0, max = 0;
 	for (size_t i = 0; i < len; i++) {
 		char ch = text[i];
@@ -260,9 +268,10 @@ static int check_limits(sl_constraint_kind kind, const char *text, size_t len, c
 	picojson::value v;
 	std::string perr = picojson::parse(v, text, text + len);
 	if (!perr.empty())
-		return fail(err, errlen, SL_EINVAL, "json schema: not JSON", perr.c_str());
-	if (!v.is<picojson::object>() && !v.is<bool>())
-		return sl_errf(err, errlen, SL_EINVAL, "json schema: not an object");
+		return fail(err, errlen, SL_EINVAL, kind == SL_CONSTRAINT_JSON_SCHEMA
+			    ? "json schema: not JSON" : "structural tag: not JSON", perr.c_str());
+	if (!v.is<picojson::object>() && !(kind == SL_CONSTRAINT_JSON_SCHEMA && v.is<bool>()))
+		return sl_errf(err, errlen, SL_EINVAL, "%s: not an object", kind_name(kind));
 	schema_counts n = {0, 0, 0};
 	return walk_schema(v, 0, &n, err, errlen);
 }
@@ -289,7 +298,8 @@ extern "C" int grammar_compile(grammar_compiler *c, sl_constraint_kind kind, con
 		      : kind == SL_CONSTRAINT_JSON_SCHEMA
 			? c->c.CompileJSONSchema(s, false, std::nullopt, std::nullopt, true)
 		      : kind == SL_CONSTRAINT_REGEX ? c->c.CompileRegex(s)
-						    : c->c.CompileGrammar(s, "root");
+		      : kind == SL_CONSTRAINT_STRUCTURAL_TAG ? c->c.CompileStructuralTag(s)
+							     : c->c.CompileGrammar(s, "root");
 		*out = new grammar_compiled{g, c->vocab_size, c->stop};
 		return SL_OK;
 	});

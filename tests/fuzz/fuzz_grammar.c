@@ -1,7 +1,8 @@
 /*
  * fuzz_grammar.c — constraint text from a client into the grammar engine
  * (grammar/grammar.h, xgrammar behind its shim): the first byte picks the
- * kind (JSON schema, regex, EBNF grammar, any JSON), the rest is the text.
+ * kind (JSON schema, regex, EBNF grammar, any JSON, structural tag), the
+ * rest is the text.
  * grammar_check (what the coordinator runs) and grammar_compile (what the
  * leader runs) must agree, fail with a message and never let an exception
  * or a crash out; a compiled constraint is then walked a few tokens over
@@ -73,8 +74,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 1 || size > 4096)
 		return 0;
 	static const sl_constraint_kind kinds[] = {SL_CONSTRAINT_JSON_SCHEMA, SL_CONSTRAINT_REGEX,
-						   SL_CONSTRAINT_EBNF, SL_CONSTRAINT_JSON};
-	sl_constraint_kind kind = kinds[data[0] % 4];
+						   SL_CONSTRAINT_EBNF, SL_CONSTRAINT_JSON,
+						   SL_CONSTRAINT_STRUCTURAL_TAG};
+	sl_constraint_kind kind = kinds[data[0] % 5];
 	const char *text = (const char *)data + 1;
 	size_t len = size - 1;
 	char err[SL_ERRLEN] = "", err2[SL_ERRLEN] = "";

@@ -251,7 +251,8 @@ START_TEST(bad_constraints_are_messages)
 	refused(SL_CONSTRAINT_EBNF, "start ::= \"a\"", 13, "grammar");
 	refused(SL_CONSTRAINT_REGEX, "", 0, "empty");
 	refused(SL_CONSTRAINT_NONE, "x", 1, "unknown");
-	refused(SL_CONSTRAINT_STRUCTURAL_TAG, "{}", 2, "not supported");
+	refused(SL_CONSTRAINT_STRUCTURAL_TAG, "{}", 2, "structural tag");
+	refused(SL_CONSTRAINT_STRUCTURAL_TAG, "[1]", 3, "not an object");
 	/* deep nesting: refused before any parser recurses */
 	size_t n = 0, cap = 1 << 16;
 	char *deep = malloc(cap);
@@ -310,6 +311,40 @@ START_TEST(bad_constraints_are_messages)
 }
 END_TEST
 
+/* Free text until a trigger, then the tag's body obeys its schema: after
+ * "<f>" only a JSON object may start; the walk's text, where it has the
+ * tag, holds a valid object between "<f>" and "</f>". */
+START_TEST(structural_tag_enforces_the_body)
+{
+	const char *st = "{\"type\":\"structural_tag\",\"format\":{\"type\":\"triggered_tags\","
+			 "\"triggers\":[\"<f>\"],\"tags\":[{\"begin\":\"<f>\",\"content\":"
+			 "{\"type\":\"json_schema\",\"json_schema\":{\"type\":\"object\","
+			 "\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]}},"
+			 "\"end\":\"</f>\"}]}}";
+	char err[256];
+	ck_assert_msg(grammar_check(SL_CONSTRAINT_STRUCTURAL_TAG, st, strlen(st), err, sizeof err) ==
+		      SL_OK, "%s", err);
+	grammar_compiled *g;
+	grammar_matcher *m;
+	ck_assert_msg(grammar_compile(compiler, SL_CONSTRAINT_STRUCTURAL_TAG, st, strlen(st), &g, err,
+				      sizeof err) == SL_OK, "%s", err);
+	ck_assert_int_eq(grammar_matcher_create(g, &m, err, sizeof err), SL_OK);
+	uint32_t mask[grammar_mask_words(VOCAB)];
+	ck_assert_int_eq(grammar_matcher_fill_mask(m, mask, grammar_mask_words(VOCAB)), SL_OK);
+	ck_assert(allowed(mask, 'h' - 32) && allowed(mask, '<' - 32)); /* free text first */
+	for (const char *p = "hi <f>"; *p; p++)
+		ck_assert_int_eq(grammar_matcher_accept(m, *p - 32), SL_OK);
+	ck_assert_int_eq(grammar_matcher_fill_mask(m, mask, grammar_mask_words(VOCAB)), SL_OK);
+	for (int id = 0; id < N_ASCII; id++) /* the body: a JSON object, nothing else */
+		ck_assert_int_eq(allowed(mask, id), id == '{' - 32);
+	ck_assert(allowed(mask, N_ASCII + 3)); /* the {" token */
+	for (const char *p = "{\"a\":12}</f>"; *p; p++)
+		ck_assert_msg(grammar_matcher_accept(m, *p - 32) == SL_OK, "at '%c'", *p);
+	grammar_matcher_destroy(m);
+	grammar_compiled_destroy(g);
+}
+END_TEST
+
 START_TEST(vocab_needs_a_stop_token)
 {
 	const char *toks[2] = {"a", "b"};
@@ -338,6 +373,7 @@ int main(void)
 	tcase_add_test(tc, rollback_restores_the_mask);
 	tcase_add_test(tc, bad_constraints_are_messages);
 	tcase_add_test(tc, vocab_needs_a_stop_token);
+	tcase_add_test(tc, structural_tag_enforces_the_body);
 	suite_add_tcase(s, tc);
 	SRunner *r = srunner_create(s);
 	srunner_run_all(r, CK_NORMAL);
