@@ -11,11 +11,14 @@ done
 # Hugging Face tokenizers: the reference the tokenizer conformance test
 # compares against (pinned: decode of normalized added tokens changed in 0.23).
 # openai: the official client the HTTP API tests drive (pinned).
+# jsonschema: what tests/http/structured.py validates constrained output with.
 pip_deps() {
-	python3 -c 'import tokenizers, openai, sys; sys.exit(tokenizers.__version__ != "0.23.3" or
-		openai.__version__ != "3.51.0")' 2>/dev/null && return 0
-	python3 -m pip install -q tokenizers==0.23.3 openai==3.51.0 2>/dev/null ||
-		python3 -m pip install -q --break-system-packages tokenizers==0.23.3 openai==3.51.0
+	python3 -c 'import tokenizers, openai, sys, importlib.metadata as m
+sys.exit(tokenizers.__version__ != "0.23.3" or openai.__version__ != "3.51.0" or
+	 m.version("jsonschema") != "4.26.0")' 2>/dev/null && return 0
+	python3 -m pip install -q tokenizers==0.23.3 openai==3.51.0 jsonschema==4.26.0 2>/dev/null ||
+		python3 -m pip install -q --break-system-packages tokenizers==0.23.3 openai==3.51.0 \
+			jsonschema==4.26.0
 }
 if [ -z "$missing" ]; then
 	echo "deps: all packages present"
