@@ -203,16 +203,49 @@ static int get_response_format(const cJSON *f, oai_req *q, const char **param, o
 	return schema_text(schema, *param, q, e);
 }
 
+/* vLLM's guided_choice: one of the strings, exactly, as an EBNF grammar
+ * of literal alternatives (quote, backslash and control bytes escaped). */
+static int choice_grammar(const cJSON *a, oai_req *q, oai_err *e)
+{
+	int n = cJSON_IsArray(a) ? cJSON_GetArraySize(a) : 0;
+	if (n < 1 || n > 1024)
+		return coord_oai_fail(e, 400, "guided_choice", "guided_choice must be an array of 1 to "
+				      "1024 strings");
+	size_t cap = 16;
+	for (const cJSON *s = a->child; s; s = s->next) {
+		if (!cJSON_IsString(s) || !s->valuestring[0])
+			return coord_oai_fail(e, 400, "guided_choice", "guided_choice must hold "
+					      "non-empty strings");
+		cap += 4 * strlen(s->valuestring) + 8;
+	}
+	if (cap > SL_CONSTRAINT_MAX_TEXT || !(q->constraint = malloc(cap)))
+		return coord_oai_fail(e, 400, "guided_choice", "guided_choice is too large");
+	size_t o = (size_t)sprintf(q->constraint, "root ::= ");
+	for (const cJSON *s = a->child; s; s = s->next) {
+		o += (size_t)sprintf(q->constraint + o, "%s\"", s == a->child ? "" : " | ");
+		for (const unsigned char *c = (const unsigned char *)s->valuestring; *c; c++)
+			o += *c == '"' || *c == '\\' ? (size_t)sprintf(q->constraint + o, "\\%c", *c)
+			     : *c < 0x20	  ? (size_t)sprintf(q->constraint + o, "\\x%02x", *c)
+						  : (size_t)sprintf(q->constraint + o, "%c", *c);
+		q->constraint[o++] = '"';
+	}
+	q->constraint[o] = 0;
+	q->s.constraint_kind = SL_CONSTRAINT_EBNF;
+	q->s.constraint = (coord_str){q->constraint, o};
+	return 0;
+}
+
 /* response_format, or one of vLLM's guided_json / guided_regex /
- * guided_grammar (EBNF); at most one. Checked here (grammar_check), so
+ * guided_grammar (EBNF) / guided_choice; at most one. Checked here (grammar_check), so
  * the 400 names the field; the leader compiles it against the vocabulary. */
 static int get_constraint(const cJSON *root, oai_req *q, oai_err *e)
 {
-	static const char *keys[] = {"response_format", "guided_json", "guided_regex", "guided_grammar"};
-	const cJSON *v[4];
+	static const char *keys[] = {"response_format", "guided_json", "guided_regex", "guided_grammar",
+				     "guided_choice"};
+	const cJSON *v[5];
 	const char *param = NULL;
 	int n = 0;
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < 5; i++) {
 		v[i] = cJSON_GetObjectItemCaseSensitive(root, keys[i]);
 		if (is_null(v[i]) || (i == 0 && cJSON_IsObject(v[i]) &&
 				      cJSON_IsString(cJSON_GetObjectItemCaseSensitive(v[i], "type")) &&
@@ -228,6 +261,9 @@ static int get_constraint(const cJSON *root, oai_req *q, oai_err *e)
 		return 0;
 	if (v[0] && !strcmp(param, "response_format")) {
 		if (get_response_format(v[0], q, &param, e))
+			return -1;
+	} else if (!strcmp(param, "guided_choice")) {
+		if (choice_grammar(v[4], q, e))
 			return -1;
 	} else if (!strcmp(param, "guided_json")) {
 		q->s.constraint_kind = SL_CONSTRAINT_JSON_SCHEMA;

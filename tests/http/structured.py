@@ -11,8 +11,8 @@ official openai package (tests/http/structured.sh starts the server):
   and "ipv4" as the JSON Schema spec defines them: RFC 3339 full-time and
   RFC 2673 dotted-quad, where Python's own checks are stricter: no more
   than 6 fraction digits, no leading zeros);
-- response_format json_object, and vLLM's guided_json, guided_regex and
-  guided_grammar, streamed and not;
+- response_format json_object, and vLLM's guided_json, guided_regex,
+  guided_grammar and guided_choice, streamed and not;
 - hostile constraints get a 400 naming the field, quickly: invalid JSON
   schema, regex and grammar syntax, deep nesting, a huge enum, more than
   1 MiB, two constraints at once; and the server still answers after.
@@ -119,6 +119,11 @@ stream = client.completions.create(model=M, prompt="A date:", max_tokens=20, str
                                    extra_body={"guided_regex": " [0-9]{4}-[0-9]{2}-[0-9]{2}"})
 text = "".join(ch.choices[0].text for ch in stream if ch.choices)
 check(re.fullmatch(r" [0-9]{4}-[0-9]{2}-[0-9]{2}", text) is not None, f"guided_regex streamed: {text!r}")
+choices = ["red", "green", 'say "hi"', "a\\b"]
+r = client.completions.create(model=M, prompt="Pick a colour:", max_tokens=10,
+                              extra_body={"guided_choice": choices})
+check(r.choices[0].text in choices and r.choices[0].finish_reason == "stop",
+      f"guided_choice: {r.choices[0].text!r} ({r.choices[0].finish_reason})")
 schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
 r = ask("Is water wet? JSON please.", temperature=0, extra_body={"guided_json": schema})
 text = r.choices[0].message.content
@@ -161,6 +166,8 @@ refused("guided_regex", "limit", guided_regex="a" * ((1 << 20) + 1))
 refused("response_format", "json_object", response_format={"type": "xml"})
 refused("response_format.json_schema.name", "name", response_format={"type": "json_schema",
                                                                    "json_schema": {"schema": {}}})
+refused("guided_choice", "array", guided_choice="red")
+refused("guided_choice", "1 to 1024", guided_choice=[f"c{i}" for i in range(1025)])
 refused("guided_regex", "cannot be given together", guided_json={"type": "object"},
         guided_regex="a")
 # after all that, still serving
