@@ -3,7 +3,8 @@
 #   make            build the CPU backend, plus CUDA kernels when nvcc is found
 #   make help       the targets, the folders and how they may use each other
 #   make deps       install the Debian/Ubuntu packages the build needs, and
-#                   fetch the real model the tests run (SmolLM2, into build/models)
+#                   fetch the real model the tests run (SmolLM2, into build/models),
+#                   build third-party code (xgrammar: tools/third_party.sh)
 #   make test       every CPU test; ends with "N passed, N failed"
 #   make test T=test_tokenizer   one test (a unit test or a script's name)
 #   make test-text  one folder's unit tests (test-formats, test-kernels,
@@ -55,9 +56,10 @@ USES_kernels     := common
 USES_text        := formats common
 USES_parallel    := kernels common
 USES_client      := proto common
-USES_node        := parallel kernels formats proto common
-USES_coordinator := text formats proto common
-FOLDERS := coordinator node client parallel text kernels proto formats common
+USES_grammar     := text formats common
+USES_node        := grammar parallel kernels formats proto common
+USES_coordinator := grammar text formats proto common
+FOLDERS := coordinator node client grammar parallel text kernels proto formats common
 
 # Programs, tools, benchmarks, the lab and tests stand on top: they see
 # every folder and link every archive.
@@ -93,8 +95,21 @@ LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 \
              -lcublasLt -lcublas -lcurand -lnccl -lcudart -lstdc++ -ldl -lrt
 endif
 objs_of = $(patsubst %.c,$(BUILD)/obj/%.o,$(call srcs_of,$(1))) \
+          $(patsubst %.cc,$(BUILD)/obj/%.cc.o,$(wildcard $(1)/*.cc)) \
           $(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(filter $(1)/%,$(CU_SRCS))) \
           $(if $(filter proto,$(1)),$(GEN_OBJS))
+
+# Third-party code, built from pinned downloads, never committed
+# (tools/third_party.sh): xgrammar's C++ core, the grammar engine behind
+# grammar/ (its only C++ user: grammar/*.cc see its headers).
+THIRD_PARTY ?= build/third_party
+XG_SRC  := $(THIRD_PARTY)/xgrammar-0.2.9
+XG_LIB  := $(THIRD_PARTY)/lib/libxgrammar.a
+XG_INC  := -I$(XG_SRC)/include -I$(XG_SRC)/3rdparty/picojson -I$(XG_SRC)/3rdparty/dlpack/include \
+           -DXGRAMMAR_ENABLE_CPPTRACE=0
+CXX     ?= g++
+CXXFLAGS := -std=c++17 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Wno-unused-parameter -fPIC $(SANFL)
+LDLIBS  += $(XG_LIB) -lstdc++
 
 # Objects depend on the build configuration: changing CUDA, CUDA_ARCHS,
 # DEBUG or SANITIZE rebuilds everything instead of mixing old objects in.
@@ -115,7 +130,7 @@ $(BUILD)/obj/common/version.o: $(BUILD)/.version
 #   bench/NAME.c                     -> shardline-bench-NAME (serve; on CUDA: decode, allreduce)
 BINS := $(BUILD)/bin/shardline-node $(BUILD)/bin/shardline-coordinator $(BUILD)/bin/shardline \
         $(BUILD)/bin/shardline-mkckpt $(BUILD)/bin/shardline-tok $(BUILD)/bin/shardline-ppl \
-        $(BUILD)/bin/shardline-bench-serve
+        $(BUILD)/bin/shardline-bench-serve $(BUILD)/bin/shardline-bench-grammar
 ifeq ($(CUDA),1)
 BINS += $(BUILD)/bin/shardline-bench-decode $(BUILD)/bin/shardline-bench-allreduce
 endif
@@ -138,7 +153,7 @@ TEST_SCRIPTS := tests/cli.sh tests/mpi.sh tests/quant_ppl.sh tests/tokenizer_con
 	tests/integration/serve.sh tests/integration/deadlines.sh tests/soak.sh \
 	tests/integration/failover.sh tests/integration/curve.sh tests/integration/standby.sh \
 	tests/integration/liveness.sh \
-	tests/http/serve.sh tests/http/security.sh tests/http/valgrind.sh tests/deploy.sh tests/deps.sh tests/cli_serve.sh tests/bench_serve.sh \
+	tests/http/serve.sh tests/http/structured.sh tests/http/security.sh tests/http/valgrind.sh tests/deploy.sh tests/deps.sh tests/cli_serve.sh tests/bench_serve.sh \
 	tests/multihost.sh
 
 .PHONY: all help deps test test-scripts test-gpu demo bench bundle clean $(FOLDERS:%=test-%)
@@ -160,6 +175,13 @@ INC_STAMPS := $(FOLDERS:%=$(BUILD)/inc/%/.made)
 $(BUILD)/obj/%.o: %.c $(STAMP) | $(GEN_HDRS) $(INC_STAMPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(call inc_of,$<) -MMD -MP -c $< -o $@
+
+$(XG_LIB):
+	sh tools/third_party.sh $(THIRD_PARTY)
+
+$(BUILD)/obj/%.cc.o: %.cc $(STAMP) $(XG_LIB) | $(INC_STAMPS)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) $(call inc_of,$<) $(XG_INC) -MMD -MP -c $< -o $@
 
 $(BUILD)/obj/gen/%.o: $(GEN)/%.c $(GEN_HDRS) | $(INC_STAMPS)
 	@mkdir -p $(dir $@)
@@ -230,7 +252,8 @@ help:
 SMOLLM2 := $(BUILD)/models/SmolLM2-135M-Instruct.Q4_1.gguf
 
 deps:
-	@sh tools/install-deps.sh && sh tools/fetch-model.sh $(dir $(SMOLLM2))
+	@sh tools/install-deps.sh && sh tools/fetch-model.sh $(dir $(SMOLLM2)) && \
+		sh tools/third_party.sh $(THIRD_PARTY)
 
 # T=NAME runs one unit test or script (its file name without .c/.sh/.py).
 TEST_RUN = BIN=$(BUILD)/bin ITEST=$(ITEST_BIN) SL_SMOLLM2_GGUF=$${SL_SMOLLM2_GGUF:-$(SMOLLM2)} sh tests/run.sh
@@ -302,7 +325,12 @@ FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Wno-unused-paramete
                 -I. -Itests -I$(FUZZ_BUILD)/gen \
                 $(PKG_CFLAGS) $(MPI_CFLAGS) $(FUZZ_SAN)
 FUZZ_GEN_SRCS := $(PROTOS:%.proto=$(FUZZ_BUILD)/gen/%.pb-c.c)
-FUZZ_OBJS    := $(LIB_SRCS:%.c=$(FUZZ_BUILD)/obj/%.o) $(FUZZ_GEN_SRCS:%.c=%.o)
+FUZZ_OBJS    := $(LIB_SRCS:%.c=$(FUZZ_BUILD)/obj/%.o) $(FUZZ_GEN_SRCS:%.c=%.o) \
+                $(patsubst %.cc,$(FUZZ_BUILD)/obj/%.cc.o,$(wildcard grammar/*.cc))
+# grammar/'s C++ shim under the same sanitizers (but vptr, whose runtime a
+# C link lacks); xgrammar itself links as built (uninstrumented).
+FUZZ_CXX     ?= clang++
+FUZZ_LDLIBS  := $(PKG_LIBS) $(MPI_LIBS) $(XG_LIB) -lstdc++ -lm -lpthread
 FUZZ_LIB     := $(FUZZ_BUILD)/libshardline.a
 
 .PHONY: fuzz fuzz-build fuzz-seeds
@@ -325,6 +353,11 @@ $(FUZZ_BUILD)/obj/%.o: %.c | $(FUZZ_GEN_SRCS:.c=.h)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
 
+$(FUZZ_BUILD)/obj/%.cc.o: %.cc $(XG_LIB)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CXX) -std=c++17 -O1 -g -I. $(XG_INC) $(FUZZ_SAN) -fno-sanitize=vptr \
+		-fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+
 $(FUZZ_BUILD)/gen/%.pb-c.o: $(FUZZ_BUILD)/gen/%.pb-c.c
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 
@@ -333,11 +366,10 @@ $(FUZZ_LIB): $(FUZZ_OBJS)
 
 $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(wildcard tests/fuzz/*.h tests/unit/*.h) $(FUZZ_LIB)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -DFUZZ_REPO_DIR='"$(CURDIR)"' \
-		$< $(FUZZ_LIB) -o $@ $(PKG_LIBS) $(MPI_LIBS) -lm -lpthread
+		$< $(FUZZ_LIB) -o $@ $(FUZZ_LDLIBS)
 
 $(FUZZ_BUILD)/test_fuzz_regress: tests/fuzz/test_fuzz_regress.c $(wildcard tests/unit/*.h) $(FUZZ_LIB)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) $(CHECK_CFLAGS) $< $(FUZZ_LIB) -o $@ $(PKG_LIBS) $(MPI_LIBS) \
-		$(CHECK_LIBS) -lm -lpthread
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(CHECK_CFLAGS) $< $(FUZZ_LIB) -o $@ $(FUZZ_LDLIBS) $(CHECK_LIBS)
 
 fuzz-seeds: $(ARCHIVES)
 	$(CC) $(CFLAGS) $(TOP_INC) tests/fuzz/make_seeds.c $(ARCHIVES) -o $(BUILD)/fuzz-make-seeds $(LDLIBS)

@@ -146,6 +146,7 @@ typedef struct lg_args {
 	int seeded_prompts;       /* --prompts seeded: ids from --seed alone */
 	long shared_prefix;       /* --shared-prefix: ids every prompt starts with */
 	int honor_eos;
+	char *json_schema;        /* --json-schema FILE's text: every request constrained */
 	const char *meta[LG_MAX_META]; /* "key=value", copied into the JSON */
 	int n_meta;
 } lg_args;
@@ -424,6 +425,10 @@ static int submit_next(lg_run *R, lg_stream *s, char *err, size_t errlen)
 			      .n_prompt_ids = r->n_prompt, .max_tokens = r->max_tokens,
 			      .temperature = (float)R->a->temperature, .seed = r->seed,
 			      .ignore_eos = !R->a->honor_eos};
+	if (R->a->json_schema) {
+		p.constraint_kind = SL_CONSTRAINT_JSON_SCHEMA;
+		p.constraint = R->a->json_schema;
+	}
 	int rc;
 	r->t_submit = sl_now();
 	if (s->h) {
@@ -1112,7 +1117,7 @@ static void usage(FILE *f)
 		"         [--seed 1] [--temperature 0] [--honor-eos] [--warmup 0]\n"
 		"         [--status-ms 200] [--wait-s 300] [--timeout-s 600]\n"
 		"         [--http http://127.0.0.1:8000] [--coord-pid PID]\n"
-		"         [--cancel-every N] [--vanish-every N]\n"
+		"         [--cancel-every N] [--vanish-every N] [--json-schema FILE]\n"
 		"         [--prompts unique|seeded] [--shared-prefix 0] [--prompt-nonce N]\n"
 		"         [--out FILE.json] [--meta KEY=VALUE]...\n"
 		"N concurrent streams (one DEALER each, one request in flight each) run a\n"
@@ -1137,7 +1142,11 @@ static void usage(FILE *f)
 		"report the coordinator's CPU time over the measured run.\n"
 		"--cancel-every N: every Nth request is cancelled after its first chunk;\n"
 		"--vanish-every N: every Nth loses its client mid-stream (connection\n"
-		"closed, no Cancel). Neither counts as failed.\n");
+		"closed, no Cancel). Neither counts as failed.\n"
+		"--json-schema FILE: every request constrained to the schema (constrained\n"
+		"decoding's cost under load; native protocol only). For outputs of exactly\n"
+		"--output-len tokens the schema must not end sooner, e.g. an array with a\n"
+		"large minItems: once it is complete only EOS is allowed.\n");
 }
 
 static int parse(int argc, char **argv, lg_args *a, char *err, size_t errlen)
@@ -1153,7 +1162,7 @@ static int parse(int argc, char **argv, lg_args *a, char *err, size_t errlen)
 		{"system-len", 1, 0, 'y'}, {"question-len", 1, 0, 'q'}, {"think-ms", 1, 0, 'k'},
 		{"cancel-every", 1, 0, 'X'}, {"vanish-every", 1, 0, 'V'}, {"prompts", 1, 0, 'R'},
 		{"shared-prefix", 1, 0, 'A'}, {"prompt-nonce", 1, 0, 'N'},
-		{"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+		{"json-schema", 1, 0, 'J'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	const char *env = getenv("SHARDLINE_COORDINATOR");
 	*a = (lg_args){.endpoint = env && *env ? env : "tcp://127.0.0.1:5555", .mix = "fixed",
 		       .streams = 8, .prompt_len = 512, .output_len = 256, .spread = 0.5,
@@ -1179,6 +1188,12 @@ static int parse(int argc, char **argv, lg_args *a, char *err, size_t errlen)
 		case 's': rc = sl_parse_u64("--seed", optarg, &a->seed, err, errlen); break;
 		case 't': rc = sl_parse_float("--temperature", optarg, 0, 100, &a->temperature, err, errlen); break;
 		case 'E': a->honor_eos = 1; break;
+		case 'J': {
+			size_t len;
+			free(a->json_schema);
+			rc = sl_read_file(optarg, &a->json_schema, &len, err, errlen);
+			break;
+		}
 		case 'w': rc = sl_parse_int("--warmup", optarg, 0, LG_MAX_STREAMS, &a->warmup, err, errlen); break;
 		case 'i': rc = sl_parse_int("--status-ms", optarg, 0, 60000, &a->status_ms, err, errlen); break;
 		case 'W': rc = sl_parse_int("--wait-s", optarg, 0, 86400, &a->wait_s, err, errlen); break;
@@ -1216,6 +1231,8 @@ static int parse(int argc, char **argv, lg_args *a, char *err, size_t errlen)
 		rc = sl_errf(err, errlen, SL_EINVAL, "unexpected argument '%s'", argv[optind]);
 	if (!rc && is_chat(a) && a->http)
 		rc = sl_errf(err, errlen, SL_EINVAL, "--mix chat needs the native protocol (the answers' ids)");
+	if (!rc && a->http && a->json_schema)
+		rc = sl_errf(err, errlen, SL_EINVAL, "--json-schema needs the native protocol");
 	if (!rc && a->http && (a->cancel_every || a->vanish_every))
 		rc = sl_errf(err, errlen, SL_EINVAL, "--cancel-every and --vanish-every need the native protocol");
 	if (!rc && is_chat(a) && (a->shared_prefix || a->seeded_prompts))

@@ -46,6 +46,11 @@
 #              uniform-s64, fixed-s256; cpu: all]
 #   NODE_FLAGS, COORD_FLAGS, LOADGEN_FLAGS   more flags for each process
 #              (LOADGEN_FLAGS without --shared-prefix or --prompts: REUSE)
+#              (constrained decoding's cost, issue 37: LOADGEN_FLAGS="--json-schema
+#              bench/data/records.json" constrains every request to an array of
+#              2000+ records, so outputs keep their length; NODE_FLAGS=
+#              "--tokenizer $TOKENIZER" gives a random-weights model its
+#              vocabulary; compare with the same run without them)
 #   MODES      transports: native, http [native http; native only when the
 #              loadgen has no --http]
 #   WARMUP     loadgen --warmup before the first case of each group [the

@@ -341,6 +341,15 @@ int sl_client_submit(sl_client *c, const sl_gen_params *p, uint64_t *tag, char *
 	s.has_timeout_ms = p->timeout_ms != 0, s.timeout_ms = p->timeout_ms;
 	s.has_logprobs = p->logprobs != 0, s.logprobs = p->logprobs != 0;
 	s.has_top_logprobs = p->top_logprobs != 0, s.top_logprobs = p->top_logprobs;
+	if (p->constraint_kind != SL_CONSTRAINT_NONE) {
+		s.has_constraint_kind = 1;
+		s.constraint_kind = (Shardline__Client__ConstraintKind)p->constraint_kind;
+		if (p->constraint) {
+			s.has_constraint = 1;
+			s.constraint.data = (uint8_t *)p->constraint;
+			s.constraint.len = p->constraint_len ? p->constraint_len : strlen(p->constraint);
+		}
+	}
 	Shardline__Client__Request q = SHARDLINE__CLIENT__REQUEST__INIT;
 	q.msg_case = SHARDLINE__CLIENT__REQUEST__MSG_SUBMIT;
 	q.submit = &s;

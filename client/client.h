@@ -27,6 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/constraint.h"
+
 typedef struct sl_client sl_client;
 
 /* What to generate. Zero means "the coordinator's default" (off) for
@@ -61,6 +63,13 @@ typedef struct sl_gen_params {
 	int no_stream;                     /* one Done with the whole text */
 	int ignore_eos;
 	unsigned timeout_ms;
+	/* Constrained decoding (common/constraint.h, docs/protocol.md): the
+	 * output obeys constraint (constraint_len bytes; 0: strlen), read as
+	 * constraint_kind says; NONE (0): free. A bad one ends the request
+	 * with an INVALID error before it runs. */
+	sl_constraint_kind constraint_kind;
+	const char *constraint;
+	size_t constraint_len;
 } sl_gen_params;
 
 typedef enum {

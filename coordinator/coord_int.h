@@ -216,6 +216,9 @@ typedef struct coord_req {
 	int max_tokens, ignore_eos, stream;
 	char **stop;               /* [n_stop] NUL-terminated copies */
 	size_t *stop_len;
+	sl_constraint_kind constraint_kind; /* constrained decoding: checked at submit */
+	char *constraint;          /* [constraint_len] its text, a copy (NULL: none) */
+	size_t constraint_len;
 	int n_stop;
 	size_t max_stop_len;
 	int32_t *bias_ids;         /* [n_bias] logit_bias (copies of coord_request.lists') */

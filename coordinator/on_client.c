@@ -137,6 +137,10 @@ static int request_of(const pb_submit *s, coord_str *stop, coord_request *q, cha
 	q->ignore_eos = s->has_ignore_eos && s->ignore_eos;
 	q->add_special = !s->has_add_special || s->add_special;
 	q->timeout_ms = s->has_timeout_ms ? s->timeout_ms : 0;
+	if (s->has_constraint_kind)
+		q->constraint_kind = (sl_constraint_kind)s->constraint_kind;
+	if (s->has_constraint)
+		q->constraint = (coord_str){(const char *)s->constraint.data, s->constraint.len};
 	return sl_token_lists_from_pb(&q->lists, s->sampling, err, errlen);
 }
 

@@ -399,6 +399,7 @@ static void completions(coord *c, coord_http_call *x, const cJSON *root)
 	else
 		run_choices(c, x, 0, &q, ps, n_prompts);
 	coord_oai_free_prompts(ps, n_prompts);
+	coord_oai_req_free(&q);
 }
 
 static void chat(coord *c, coord_http_call *x, const cJSON *root)
@@ -408,9 +409,11 @@ static void chat(coord *c, coord_http_call *x, const cJSON *root)
 	oai_prompt p = {0};
 	if (coord_oai_read_common(c, root, 1, &q, &e)) {
 		coord_oai_send_err(x, &e);
+		coord_oai_req_free(&q);
 		return;
 	}
 	if (!c->models[q.model].tmpl) {
+		coord_oai_req_free(&q);
 		coord_oai_error(x, 400, "invalid_request_error", "model", NULL,
 				"the model '%s' has no chat template (give the coordinator --chat-template "
 				"FILE); /v1/completions takes plain prompts", c->models[q.model].name);
@@ -430,6 +433,7 @@ static void chat(coord *c, coord_http_call *x, const cJSON *root)
 	}
 	free(p.ids);
 	coord_oai_free_tools(&q.tools);
+	coord_oai_req_free(&q);
 }
 
 void coord_oai_handle(coord *c, coord_http_call *x, int endpoint, const char *arg, const char *body,

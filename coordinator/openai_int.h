@@ -51,7 +51,11 @@ typedef struct oai_req {
 	int32_t bias_ids[SL_SAMPLING_MAX_LOGIT_BIAS]; /* s.lists' storage */
 	float bias[SL_SAMPLING_MAX_LOGIT_BIAS];
 	int32_t stop_ids[SL_SAMPLING_MAX_STOP_TOKEN_IDS];
+	char *constraint;          /* s.constraint's text when it was printed here (malloc'd) */
 } oai_req;
+
+/* What coord_oai_read_common allocated (on every path, read or refused). */
+void coord_oai_req_free(oai_req *q);
 
 /* One prompt: text, or token ids (owned). */
 typedef struct oai_prompt {

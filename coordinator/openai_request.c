@@ -19,6 +19,7 @@
 #include "coordinator/openai_int.h"
 #include "common/sampling.h"
 #include "common/sl.h"
+#include "grammar/grammar.h"
 #include "text/jinja/chat_template.h"
 
 int coord_oai_fail(oai_err *e, int status, const char *param, const char *fmt, ...)
@@ -163,11 +164,13 @@ static const struct oai_field {
 	{"metadata", OAI_BOTH},             /* ignored */
 	{"store", OAI_BOTH},                /* ignored */
 	{"service_tier", OAI_BOTH},         /* ignored */
-	/* structured output and tools (issue 37): refused until they land */
+	/* structured output (get_constraint) and tools (openai_tools.c); structured_outputs,
+	 * functions and function_call are refused (refuse_unsupported) */
 	{"response_format", OAI_BOTH},
 	{"guided_json", OAI_BOTH},
 	{"guided_regex", OAI_BOTH},
 	{"guided_grammar", OAI_BOTH},
+	{"guided_choice", OAI_BOTH},
 	{"structured_outputs", OAI_BOTH},
 	{"tools", OAI_CHAT},
 	{"tool_choice", OAI_CHAT},
@@ -209,14 +212,8 @@ static int refuse_unsupported(const cJSON *root, oai_err *e)
 		return coord_oai_fail(e, 400, "suffix", "suffix is not supported");
 	if (!is_null(f = cJSON_GetObjectItemCaseSensitive(root, "functions")))
 		return coord_oai_fail(e, 400, "functions", "function calling is not supported");
-	f = cJSON_GetObjectItemCaseSensitive(root, "response_format");
-	if (!is_null(f)) {
-		const cJSON *t = cJSON_IsObject(f) ? cJSON_GetObjectItemCaseSensitive(f, "type") : NULL;
-		if (!cJSON_IsString(t) || strcmp(t->valuestring, "text"))
-			return coord_oai_fail(e, 400, "response_format", "only response_format {\"type\": \"text\"} is supported");
-	}
-	static const char *later[] = {"guided_json", "guided_regex", "guided_grammar",
-				      "structured_outputs", "function_call"};
+	/* response_format and guided_*: get_constraint */
+	static const char *later[] = {"structured_outputs", "function_call"};
 	for (size_t i = 0; i < sizeof later / sizeof later[0]; i++)
 		if (!is_null(cJSON_GetObjectItemCaseSensitive(root, later[i])))
 			return coord_oai_fail(e, 400, later[i], "%s is not supported", later[i]);
@@ -277,6 +274,148 @@ static int get_stop_token_ids(const cJSON *root, oai_req *q, oai_err *e)
 	return 0;
 }
 
+/* --- constrained decoding (docs/http.md, "Structured output") --------------- */
+
+/* A schema as text: a JSON string is taken as it is (vLLM's guided_json
+ * takes both), an object or boolean is printed compactly. */
+static int schema_text(const cJSON *v, const char *param, oai_req *q, oai_err *e)
+{
+	if (cJSON_IsString(v)) {
+		q->s.constraint = (coord_str){v->valuestring, strlen(v->valuestring)};
+		return 0;
+	}
+	if (!cJSON_IsObject(v) && !cJSON_IsBool(v))
+		return coord_oai_fail(e, 400, param, "%s must be a JSON schema (an object)", param);
+	if (!(q->constraint = cJSON_PrintUnformatted(v)))
+		return coord_oai_fail(e, 400, param, "%s: cannot print the schema (too deep?)", param);
+	q->s.constraint = (coord_str){q->constraint, strlen(q->constraint)};
+	return 0;
+}
+
+/* response_format: text, json_object, or json_schema {name, schema, strict};
+ * *param: the field a bad schema is reported against. */
+static int get_response_format(const cJSON *f, oai_req *q, const char **param, oai_err *e)
+{
+	const cJSON *t = cJSON_IsObject(f) ? cJSON_GetObjectItemCaseSensitive(f, "type") : NULL;
+	if (!cJSON_IsString(t))
+		return coord_oai_fail(e, 400, "response_format", "response_format must be an object with a "
+				      "type: text, json_object or json_schema");
+	if (!strcmp(t->valuestring, "text"))
+		return 0;
+	if (!strcmp(t->valuestring, "json_object")) {
+		q->s.constraint_kind = SL_CONSTRAINT_JSON;
+		return 0;
+	}
+	if (strcmp(t->valuestring, "json_schema"))
+		return coord_oai_fail(e, 400, "response_format", "response_format type '%.32s' is not one "
+				      "of text, json_object, json_schema", t->valuestring);
+	const cJSON *js = cJSON_GetObjectItemCaseSensitive(f, "json_schema");
+	if (!cJSON_IsObject(js))
+		return coord_oai_fail(e, 400, "response_format.json_schema",
+				      "response_format json_schema needs a json_schema object");
+	const cJSON *name = cJSON_GetObjectItemCaseSensitive(js, "name");
+	const cJSON *strict = cJSON_GetObjectItemCaseSensitive(js, "strict");
+	if (!cJSON_IsString(name) || !name->valuestring[0] || strlen(name->valuestring) > 64)
+		return coord_oai_fail(e, 400, "response_format.json_schema.name",
+				      "json_schema.name must be a string of 1 to 64 characters");
+	if (!is_null(strict) && !cJSON_IsBool(strict))
+		return coord_oai_fail(e, 400, "response_format.json_schema.strict",
+				      "json_schema.strict must be a boolean");
+	const cJSON *schema = cJSON_GetObjectItemCaseSensitive(js, "schema");
+	if (is_null(schema)) { /* no schema: any JSON object */
+		q->s.constraint_kind = SL_CONSTRAINT_JSON;
+		return 0;
+	}
+	q->s.constraint_kind = SL_CONSTRAINT_JSON_SCHEMA;
+	*param = "response_format.json_schema.schema";
+	return schema_text(schema, *param, q, e);
+}
+
+/* vLLM's guided_choice: one of the strings, exactly, as an EBNF grammar
+ * of literal alternatives (quote, backslash and control bytes escaped). */
+static int choice_grammar(const cJSON *a, oai_req *q, oai_err *e)
+{
+	int n = cJSON_IsArray(a) ? cJSON_GetArraySize(a) : 0;
+	if (n < 1 || n > 1024)
+		return coord_oai_fail(e, 400, "guided_choice", "guided_choice must be an array of 1 to "
+				      "1024 strings");
+	size_t cap = 16;
+	for (const cJSON *s = a->child; s; s = s->next) {
+		if (!cJSON_IsString(s) || !s->valuestring[0])
+			return coord_oai_fail(e, 400, "guided_choice", "guided_choice must hold "
+					      "non-empty strings");
+		cap += 4 * strlen(s->valuestring) + 8;
+	}
+	if (cap > SL_CONSTRAINT_MAX_TEXT || !(q->constraint = malloc(cap)))
+		return coord_oai_fail(e, 400, "guided_choice", "guided_choice is too large");
+	size_t o = (size_t)sprintf(q->constraint, "root ::= ");
+	for (const cJSON *s = a->child; s; s = s->next) {
+		o += (size_t)sprintf(q->constraint + o, "%s\"", s == a->child ? "" : " | ");
+		for (const unsigned char *c = (const unsigned char *)s->valuestring; *c; c++)
+			o += *c == '"' || *c == '\\' ? (size_t)sprintf(q->constraint + o, "\\%c", *c)
+			     : *c < 0x20	  ? (size_t)sprintf(q->constraint + o, "\\x%02x", *c)
+						  : (size_t)sprintf(q->constraint + o, "%c", *c);
+		q->constraint[o++] = '"';
+	}
+	q->constraint[o] = 0;
+	q->s.constraint_kind = SL_CONSTRAINT_EBNF;
+	q->s.constraint = (coord_str){q->constraint, o};
+	return 0;
+}
+
+/* response_format, or one of vLLM's guided_json / guided_regex /
+ * guided_grammar (EBNF) / guided_choice; at most one. Checked here (grammar_check), so
+ * the 400 names the field; the leader compiles it against the vocabulary. */
+static int get_constraint(const cJSON *root, oai_req *q, oai_err *e)
+{
+	static const char *keys[] = {"response_format", "guided_json", "guided_regex", "guided_grammar",
+				     "guided_choice"};
+	const cJSON *v[5];
+	const char *param = NULL;
+	int n = 0;
+	for (int i = 0; i < 5; i++) {
+		v[i] = cJSON_GetObjectItemCaseSensitive(root, keys[i]);
+		if (is_null(v[i]) || (i == 0 && cJSON_IsObject(v[i]) &&
+				      cJSON_IsString(cJSON_GetObjectItemCaseSensitive(v[i], "type")) &&
+				      !strcmp(cJSON_GetObjectItemCaseSensitive(v[i], "type")->valuestring,
+					      "text")))
+			continue;
+		if (n++)
+			return coord_oai_fail(e, 400, keys[i], "%s and %s cannot be given together", param,
+					      keys[i]);
+		param = keys[i];
+	}
+	if (!param)
+		return 0;
+	if (v[0] && !strcmp(param, "response_format")) {
+		if (get_response_format(v[0], q, &param, e))
+			return -1;
+	} else if (!strcmp(param, "guided_choice")) {
+		if (choice_grammar(v[4], q, e))
+			return -1;
+	} else if (!strcmp(param, "guided_json")) {
+		q->s.constraint_kind = SL_CONSTRAINT_JSON_SCHEMA;
+		if (schema_text(v[1], param, q, e))
+			return -1;
+	} else {
+		const cJSON *s = !strcmp(param, "guided_regex") ? v[2] : v[3];
+		if (!cJSON_IsString(s) || !s->valuestring[0])
+			return coord_oai_fail(e, 400, param, "%s must be a non-empty string", param);
+		q->s.constraint_kind = s == v[2] ? SL_CONSTRAINT_REGEX : SL_CONSTRAINT_EBNF;
+		q->s.constraint = (coord_str){s->valuestring, strlen(s->valuestring)};
+	}
+	char err[SL_ERRLEN];
+	if (grammar_check(q->s.constraint_kind, q->s.constraint.p, q->s.constraint.n, err, sizeof err))
+		return coord_oai_fail(e, 400, param, "%s", err);
+	return 0;
+}
+
+void coord_oai_req_free(oai_req *q)
+{
+	free(q->constraint);
+	q->constraint = NULL;
+}
+
 /* The sampling fields the OpenAI API takes as plain numbers of their own
  * name (common/sampling.h marks them; ranges are checked by the core,
  * sl_sampling_check), and log-probs. Completions: logprobs N (0..20) is
@@ -331,7 +470,8 @@ int coord_oai_read_common(coord *c, const cJSON *root, int chat, oai_req *q, oai
 	coord_request_init(&q->s);
 	q->n = 1;
 	if (refuse_unknown(root, chat, e) || get_model(c, root, q, e) || refuse_unsupported(root, e) ||
-	    get_sampling(root, chat, q, e) || get_logit_bias(root, q, e) || get_stop_token_ids(root, q, e))
+	    get_sampling(root, chat, q, e) || get_logit_bias(root, q, e) ||
+	    get_stop_token_ids(root, q, e) || get_constraint(root, q, e))
 		return -1;
 	if (!chat && get_bool(root, "echo", &q->echo, e))
 		return -1;

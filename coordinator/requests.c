@@ -131,6 +131,7 @@ void coord_req_free(coord *c, coord_req *r)
 	free(r->bias_ids);
 	free(r->bias);
 	free(r->stop_ids);
+	free(r->constraint);
 	free(r->prompt);
 	text_detok_destroy(r->detok);
 	free(r->held.p);

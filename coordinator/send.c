@@ -135,6 +135,11 @@ int coord_node_enqueue(coord *c, coord_group *g, const coord_req *r)
 	q.has_resume_generated = r->gen.n > 0;
 	q.resume_generated = (int)r->gen.n;
 	q.ignore_eos = r->ignore_eos;
+	if (r->constraint_kind != SL_CONSTRAINT_NONE) {
+		q.has_constraint_kind = q.has_constraint = 1;
+		q.constraint_kind = (Shardline__Client__ConstraintKind)r->constraint_kind;
+		q.constraint = (ProtobufCBinaryData){r->constraint_len, (uint8_t *)r->constraint};
+	}
 	Shardline__Node__CoordMsg m = SHARDLINE__NODE__COORD_MSG__INIT;
 	m.msg_case = SHARDLINE__NODE__COORD_MSG__MSG_ENQUEUE;
 	m.enqueue = &q;

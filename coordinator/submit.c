@@ -18,6 +18,7 @@
 
 #include "coordinator/coord_int.h"
 #include "common/sl.h"
+#include "grammar/grammar.h"
 
 #define E_BAD SHARDLINE__CLIENT__ERROR_CODE__BAD_REQUEST
 #define E_MODEL SHARDLINE__CLIENT__ERROR_CODE__UNKNOWN_MODEL
@@ -81,6 +82,11 @@ static int check_fields(coord *c, const coord_request *s, int *model, char *err,
 					COORD_MAX_STOP_BYTES, s->stop[i].n), E_BAD;
 	if (s->timeout_ms > COORD_MAX_TIMEOUT_MS)
 		return snprintf(err, n, "timeout_ms must be at most %d", COORD_MAX_TIMEOUT_MS), E_BAD;
+	/* a bad constraint gets its answer here, before any group sees it
+	 * (the leader compiles it again, against the vocabulary) */
+	if (s->constraint_kind != SL_CONSTRAINT_NONE &&
+	    grammar_check(s->constraint_kind, s->constraint.p, s->constraint.n, err, n))
+		return E_BAD;
 	return 0;
 }
 
@@ -184,6 +190,15 @@ static coord_req *make_request(coord *c, const coord_request *s, int model, int3
 	r->max_tokens = s->has_max_tokens ? s->max_tokens : c->o.default_max_tokens;
 	r->ignore_eos = s->ignore_eos;
 	r->stream = s->stream;
+	r->constraint_kind = s->constraint_kind;
+	if (s->constraint_kind != SL_CONSTRAINT_NONE && s->constraint.n &&
+	    (r->constraint = malloc(s->constraint.n))) {
+		memcpy(r->constraint, s->constraint.p, s->constraint.n);
+		r->constraint_len = s->constraint.n;
+	} else if (s->constraint_kind != SL_CONSTRAINT_NONE && s->constraint.n) {
+		coord_req_free(c, r);
+		return NULL;
+	}
 	r->t_submit = sl_now();
 	unsigned tmo = s->timeout_ms ? s->timeout_ms : (unsigned)c->o.request_timeout_ms;
 	r->deadline = r->t_submit + tmo * 1e-3;

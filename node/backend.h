@@ -124,6 +124,12 @@ typedef struct node_backend_ops {
 		      int n, int vocab, const kern_sample_params *params, const int64_t *positions,
 		      const kern_logit_bias *bias, const kern_token_hist *hist,
 		      const kern_logprobs *lp);
+	/* Constrained decoding, before sample: logits row rows[i] (backend
+	 * fp32 [*, vocab]) keeps only the tokens set in mask row i, -inf
+	 * elsewhere (kernels/logits_mask.h). rows [n] and masks [n,
+	 * kern_mask_words(vocab)] are host arrays. */
+	int (*mask_logits)(node_backend *be, float *logits, const int32_t *rows,
+			   const uint32_t *masks, int n, int vocab);
 	/* Once, before the first step: checks that the backend's kernels take
 	 * the model and KV layout in lim, and sizes the per-step scratch (no
 	 * allocation in the step loop): tokens and rows per step, sequences per

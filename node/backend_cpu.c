@@ -15,6 +15,7 @@
 #include "kernels/attention.h"
 #include "node/backend.h"
 #include "kernels/embedding.h"
+#include "kernels/logits_mask.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
 #include "kernels/random.h"
@@ -159,6 +160,13 @@ static int cpu_sample(node_backend *be, int32_t *tokens_out, const float *logits
 	return SL_OK;
 }
 
+static int cpu_mask_logits(node_backend *be, float *logits, const int32_t *rows,
+			   const uint32_t *masks, int n, int vocab)
+{
+	kern_logits_mask_cpu(logits, rows, masks, n, vocab);
+	return SL_OK;
+}
+
 static int cpu_reserve(node_backend *be, const node_backend_limits *lim, char *err, size_t errlen)
 {
 	((cpu_state *)be->impl)->kv_fp8 = lim->kv_fp8;
@@ -208,6 +216,7 @@ static const node_backend_ops cpu_ops = {
 	.gather_rows = cpu_gather_rows,
 	.copy2d = cpu_copy2d,
 	.sample = cpu_sample,
+	.mask_logits = cpu_mask_logits,
 	.reserve = cpu_reserve,
 	.run_cached = cpu_run_cached,
 	.fill_random = cpu_fill_random,

@@ -53,6 +53,7 @@ int node_backend_cuda_check(const node_backend_limits *lim, char *err, size_t er
 
 #include "common/checks.h"
 #include "kernels/embedding.h"
+#include "kernels/logits_mask.h"
 #include "kernels/matmul.h"
 #include "kernels/pdl.h"
 #include "kernels/quant.h"
@@ -100,6 +101,7 @@ typedef struct cuda_impl {
 	staged batch, rows, params, pos;
 	staged hist;               /* penalty history: off [max_seqs + 1] | ids | n_gen | in_prompt */
 	staged bias;               /* logit bias: off [max_seqs + 1] | ids | bias (fp32) */
+	staged mask;               /* constrained rows: rows [max_seqs] | masks [max_seqs, words] */
 	int32_t *d_tokens, *h_tokens; /* sampled ids */
 	void *d_lp, *h_lp;         /* log-probs of n rows: chosen [n] | top_ids [n, 20] | top [n, 20] */
 	float *d_sel;              /* [max_seqs, vocab] rows picked for sampling */
@@ -160,6 +162,15 @@ static void staged_free(staged *s)
 
 /* Host writes may start once the previous upload from this buffer is done. */
 static int staged_wait(staged *s) { CUDA_TRY(cudaEventSynchronize(s->done)); return SL_OK; }
+
+/* bytes at offset off of the host buffer to the same offset on the device. */
+static int staged_up_at(node_backend *be, staged *s, size_t off, size_t bytes)
+{
+	CUDA_TRY(cudaMemcpyAsync((char *)s->d + off, (char *)s->h + off, bytes,
+				 cudaMemcpyHostToDevice, S(be)));
+	CUDA_TRY(cudaEventRecord(s->done, S(be)));
+	return SL_OK;
+}
 
 static int staged_up(node_backend *be, staged *s, size_t bytes)
 {
@@ -765,6 +776,34 @@ static int sample(node_backend *be, int32_t *tokens_out, const float *logits, co
 	return SL_OK;
 }
 
+/* Constrained rows' masks up (rows then masks, one copy), one kernel
+ * over those rows only. */
+static int mask_logits(node_backend *be, float *logits, const int32_t *rows, const uint32_t *masks,
+		       int n, int vocab)
+{
+	cuda_impl *c = I(be);
+	size_t words = (size_t)kern_mask_words(vocab);
+	if (n > c->lim.max_seqs || vocab > c->lim.vocab)
+		return SL_EINVAL;
+	int rc = staged_wait(&c->mask);
+	if (rc)
+		return rc;
+	size_t row_bytes = 4 * (size_t)c->lim.max_seqs;
+	memcpy(c->mask.h, rows, 4 * (size_t)n);
+	memcpy((char *)c->mask.h + row_bytes, masks, 4 * words * n);
+	CUDA_TRY(cudaMemcpyAsync(c->mask.d, c->mask.h, 4 * (size_t)n, cudaMemcpyHostToDevice, S(be)));
+	if ((rc = staged_up_at(be, &c->mask, row_bytes, 4 * words * n)))
+		return rc;
+	return kern_logits_mask_cuda(logits, c->mask.d, (const uint32_t *)((char *)c->mask.d + row_bytes),
+				     n, vocab, S(be));
+}
+
+static int cu_mask_logits(node_backend *be, float *logits, const int32_t *rows,
+			  const uint32_t *masks, int n, int vocab)
+{
+	RANGED("mask_logits", mask_logits(be, logits, rows, masks, n, vocab));
+}
+
 static int cu_sample(node_backend *be, int32_t *tokens_out, const float *logits, const int32_t *rows,
 		     int n, int vocab, const kern_sample_params *params, const int64_t *positions,
 		     const kern_logit_bias *bias, const kern_token_hist *hist,
@@ -790,7 +829,8 @@ static int reserve_scratch(node_backend *be, const node_backend_limits *lim)
 	    (rc = staged_init(&c->params, sizeof(kern_sample_params) * lim->max_seqs)) ||
 	    (rc = staged_init(&c->pos, sizeof(int64_t) * lim->max_seqs)) ||
 	    (rc = staged_init(&c->hist, 4 * ((size_t)lim->max_seqs + 1 + 3 * (size_t)lim->max_hist))) ||
-	    (rc = staged_init(&c->bias, 4 * ((size_t)lim->max_seqs + 1 + 2 * (size_t)lim->max_bias))))
+	    (rc = staged_init(&c->bias, 4 * ((size_t)lim->max_seqs + 1 + 2 * (size_t)lim->max_bias))) ||
+	    (rc = staged_init(&c->mask, 4 * (size_t)lim->max_seqs * (1 + (size_t)kern_mask_words(lim->vocab)))))
 		return rc;
 	size_t lp_bytes = (size_t)lim->max_seqs * (1 + 2 * KERN_MAX_TOP_LOGPROBS) * 4;
 	CUDA_TRY(cudaMalloc((void **)&c->d_tokens, 4 * (size_t)lim->max_seqs));
@@ -903,6 +943,7 @@ static void cu_destroy(node_backend *be)
 		staged_free(&c->batch), staged_free(&c->rows);
 		staged_free(&c->params), staged_free(&c->pos), staged_free(&c->hist);
 		staged_free(&c->bias);
+		staged_free(&c->mask);
 		cudaFree(c->d_tokens), cudaFreeHost(c->h_tokens), cudaFree(c->d_sel);
 		cudaFree(c->d_lp), cudaFreeHost(c->h_lp), cudaFree(c->sumsq);
 		if (c->stream)
@@ -920,6 +961,7 @@ static const node_backend_ops cuda_ops = {
 	.matmul_swiglu = cu_matmul_swiglu, .matmul_add_rmsnorm = cu_matmul_add_rmsnorm,
 	.matmul_rope = cu_matmul_rope, .prenorm_sumsq = cu_prenorm_sumsq,
 	.gather_rows = cu_gather_rows, .copy2d = cu_copy2d, .sample = cu_sample,
+	.mask_logits = cu_mask_logits,
 	.reserve = cu_reserve, .run_cached = cu_run_cached, .fill_random = cu_fill_random,
 	.range_push = cu_range_push, .range_pop = cu_range_pop, .destroy = cu_destroy,
 };

@@ -12,6 +12,8 @@
 
 #include "common/block_hash.h"
 #include "common/checks.h"
+#include "kernels/logits_mask.h"
+#include "node/constrain.h"
 #include "node/kv.h"
 #include "node/plan.h"
 #include "common/sl.h"
@@ -44,6 +46,7 @@ typedef struct seq {
 	float *bias;          /* [n_bias] their bias */
 	int32_t *stop_ids;    /* [n_stop_ids] tokens that end it */
 	int n_bias, n_stop_ids;
+	grammar_matcher *gm;  /* req.matcher: constrained decoding, NULL when free */
 } seq;
 
 /* Step scratch, sized once for the model's token budget T. */
@@ -70,6 +73,11 @@ typedef struct step_scratch {
 	float *logits;                            /* [max_rows, vocab] prompt logits back: one
 						   * buffer for all slots (a plan that wants
 						   * them runs alone) */
+	/* constrained rows, allocated with the first constrained request */
+	int32_t *mask_rows;                       /* [S] the plan's mask_rows */
+	int *mask_seq;                            /* [S] engine index of each */
+	uint32_t *masks;                          /* [S, words] */
+	struct node_engine *e;                    /* for fill_masks */
 } step_scratch;
 
 /* A step in flight: its plan and the scratch the plan points into. */
@@ -104,6 +112,8 @@ struct node_engine {
 	int broken;           /* a step failed to go out or come back: collect nothing more */
 	step_scratch *w;      /* the slot being planned or applied */
 	node_stepper *stepper;
+	node_constrain *cons; /* constrained decoding: the grammar compiler */
+	int mask_words;       /* kern_mask_words(vocab) */
 };
 
 /* One slot's scratch; logits: the first slot's buffer, or NULL in it. */
@@ -155,6 +165,9 @@ static void free_scratch(step_scratch *w, int own_logits)
 		       w->hist_prompt, w->hist_at, w->bias_off, w->bias_ids, w->bias_val};
 	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
 		free(all[i]);
+	free(w->mask_rows);
+	free(w->mask_seq);
+	free(w->masks);
 }
 
 int node_engine_pp_inflight(const model *m)
@@ -198,8 +211,74 @@ int node_engine_create(model *m, node_engine **out, char *err, size_t errlen)
 		node_engine_destroy(e);
 		return sl_errf(err, errlen, rc, "engine: out of memory");
 	}
+	for (int i = 0; i < e->n_slots; i++)
+		e->fl[i].w.e = e;
+	e->mask_words = kern_mask_words(m->cfg.vocab_size);
+	if (node_constrain_create(NULL, &m->cfg, &e->cons)) {
+		node_engine_destroy(e);
+		return sl_errf(err, errlen, SL_ENOMEM, "engine: out of memory");
+	}
 	e->w = &e->fl[0].w;
 	*out = e;
+	return SL_OK;
+}
+
+int node_engine_set_tokenizer(node_engine *e, const char *path)
+{
+	node_constrain *c;
+	TRY(node_constrain_create(path, &e->m->cfg, &c));
+	node_constrain_destroy(e->cons);
+	e->cons = c;
+	return SL_OK;
+}
+
+int node_engine_constrain(node_engine *e, sl_constraint_kind kind, const char *text, size_t len,
+			  grammar_matcher **out, char *err, size_t errlen)
+{
+	return node_constrain_matcher(e->cons, kind, text, len, out, err, errlen);
+}
+
+/* Every slot's mask scratch, once: a group without constrained requests
+ * never holds it. */
+static int mask_scratch(node_engine *e)
+{
+	size_t S = e->m->opts.max_seqs;
+	for (int i = 0; i < e->n_slots; i++) {
+		step_scratch *w = &e->fl[i].w;
+		if (w->masks)
+			continue;
+		w->mask_rows = malloc(sizeof(int32_t) * S);
+		w->mask_seq = malloc(sizeof(int) * S);
+		w->masks = malloc(sizeof(uint32_t) * S * e->mask_words);
+		if (!w->mask_rows || !w->mask_seq || !w->masks)
+			return SL_ENOMEM;
+	}
+	return SL_OK;
+}
+
+/* node_plan.fill_masks: each constrained row's allowed tokens, from its
+ * matcher's state after the tokens it has taken. A matcher that fails
+ * (it should not) leaves its row free rather than failing the step. */
+static int fill_masks(void *ctx)
+{
+	step_scratch *w = ctx;
+	node_engine *e = w->e;
+	const node_plan *p = NULL;
+	for (int i = 0; i < e->n_slots; i++)
+		if (&e->fl[i].w == w)
+			p = &e->fl[i].p;
+	int n = p ? p->n_mask : 0;
+	/* one matcher per row, each only its own: rows in parallel (a batch
+	 * of 64 constrained rows is 64 masks each step) */
+#pragma omp parallel for schedule(dynamic, 1) if (n >= 4)
+	for (int j = 0; j < n; j++) {
+		uint32_t *m = w->masks + (size_t)j * e->mask_words;
+		seq *s = &e->seqs[w->mask_seq[j]];
+		if (grammar_matcher_fill_mask(s->gm, m, e->mask_words)) {
+			SL_WARN("engine", "sequence %d: grammar mask failed; its row is left free", s->id);
+			memset(m, 0xff, sizeof(uint32_t) * e->mask_words);
+		}
+	}
 	return SL_OK;
 }
 
@@ -216,8 +295,10 @@ static void release_seq(node_engine *e, seq *s)
 	free(s->bias_ids);
 	free(s->bias);
 	free(s->stop_ids);
+	grammar_matcher_destroy(s->gm);
 	s->tokens = NULL, s->lp = NULL, s->lp_ids = NULL, s->lp_top = NULL, s->bhash = NULL;
 	s->bias_ids = NULL, s->bias = NULL, s->stop_ids = NULL;
+	s->gm = NULL;
 	s->used = 0;
 }
 
@@ -241,6 +322,7 @@ void node_engine_destroy(node_engine *e)
 	free(e->want);
 	free(e->from);
 	node_stepper_destroy(e->stepper);
+	node_constrain_destroy(e->cons);
 	kv_pool_destroy(e->pool);
 	for (int i = 0; e->fl && i < e->n_slots; i++)
 		free_scratch(&e->fl[i].w, i == 0);
@@ -349,19 +431,36 @@ static seq *new_slot(node_engine *e)
 	return &e->seqs[e->n_seqs++];
 }
 
+/* A resumed request's generated tokens (the prompt's last n_resumed) go
+ * through its matcher first, so it goes on from where the lost run was. */
+static int resume_matcher(const node_request *r, char *err, size_t errlen)
+{
+	for (int i = r->n_prompt - r->n_resumed; r->matcher && i < r->n_prompt; i++)
+		if (grammar_matcher_accept(r->matcher, r->prompt[i]))
+			return sl_errf(err, errlen, SL_EINVAL, "resumed token %d at index %d does not "
+				       "follow the request's constraint", r->prompt[i], i);
+	return SL_OK;
+}
+
 int node_engine_add(node_engine *e, const node_request *r, int *id, char *err, size_t errlen)
 {
 	int rc = node_engine_check_request(e, r, err, errlen);
-	if (rc)
-		return rc;
-	seq *s = new_slot(e);
-	if (!s)
-		return sl_errf(err, errlen, SL_ENOMEM, "out of memory");
+	if (!rc && r->matcher && mask_scratch(e))
+		rc = sl_errf(err, errlen, SL_ENOMEM, "out of memory");
+	if (!rc)
+		rc = resume_matcher(r, err, errlen);
+	seq *s = rc ? NULL : new_slot(e);
+	if (!s) {
+		grammar_matcher_destroy(r->matcher);
+		return rc ? rc : sl_errf(err, errlen, SL_ENOMEM, "out of memory");
+	}
 	memset(s, 0, sizeof *s);
 	s->used = 1;
 	s->flight = -1;
 	s->id = e->next_id++;
 	s->req = *r;
+	s->gm = r->matcher;
+	s->req.matcher = NULL;
 	s->n_top = kern_top_logprobs(&r->sampling, e->m->cfg.vocab_size);
 	s->cacheable = e->prefix_cache && !r->prompt_logits;
 	if (copy_lists(s, &r->lists)) {
@@ -684,6 +783,10 @@ static void fill_seq(node_engine *e, node_plan *p, int k, int take, int stride)
 				w->sample_of[k] = p->n_sample;
 				w->sample_rows[p->n_sample] = p->n_rows;
 				w->sampling[p->n_sample] = s->req.sampling;
+				if (s->gm) {
+					w->mask_rows[p->n_mask] = p->n_rows;
+					w->mask_seq[p->n_mask++] = w->seq_of[k];
+				}
 				fill_hist(e, p, s);
 				fill_bias(e, p, s);
 				w->sample_pos[p->n_sample++] = s->n_tokens;
@@ -742,6 +845,13 @@ static int build_plan(node_engine *e, node_plan *p, int ns, const int *take, int
 		p->hist = (kern_token_hist){w->hist_off, w->hist_ids, w->hist_gen, w->hist_prompt};
 	if (p->n_bias > 0) /* only steps with a biased row carry bias: the rest pay nothing */
 		p->bias = (kern_logit_bias){w->bias_off, w->bias_ids, w->bias_val};
+	if (p->n_mask > 0) { /* only steps with a constrained row carry masks */
+		p->mask_words = e->mask_words;
+		p->mask_rows = w->mask_rows;
+		p->masks = w->masks;
+		p->fill_masks = fill_masks;
+		p->fill_ctx = w;
+	}
 	return prefill;
 }
 
@@ -788,6 +898,14 @@ static int finish_seq(node_engine *e, seq *s, int32_t t, int si)
 	for (int k = 0; k < s->n_stop_ids; k++) /* stop_token_ids end it as EOS does */
 		if (t == s->stop_ids[k])
 			s->state = SEQ_DONE_EOS;
+	/* the mask allowed only what the grammar takes; a complete grammar
+	 * allowed only EOS, which ends the sequence even with ignore_eos */
+	if (s->gm && grammar_matcher_accept(s->gm, t)) {
+		SL_WARN("engine", "sequence %d: token %d outside its grammar; it ends here", s->id, t);
+		s->state = SEQ_DONE_EOS;
+	}
+	if (s->gm && grammar_matcher_is_terminated(s->gm))
+		s->state = SEQ_DONE_EOS;
 	if (s->state == SEQ_RUNNING && s->n_generated >= s->req.max_new_tokens)
 		s->state = SEQ_DONE_LENGTH;
 	return SL_OK;

@@ -35,6 +35,8 @@
 
 #include <stdint.h>
 
+#include "common/constraint.h"
+#include "grammar/grammar.h"
 #include "node/model.h"
 #include "kernels/sampling.h"
 
@@ -59,6 +61,11 @@ typedef struct node_request {
 	 * counts only what remains. [0, n_prompt) */
 	int n_resumed;
 	float *prompt_logits;    /* optional out: [n_prompt, vocab] logits at every prompt position */
+	/* Constrained decoding (node_engine_constrain): each step the tokens
+	 * the grammar forbids are masked before sampling; once it is
+	 * complete only EOS is allowed, and the sequence ends there.
+	 * node_engine_add takes it over, whether it succeeds or not. */
+	grammar_matcher *matcher;
 } node_request;
 
 typedef enum { SEQ_RUNNING = 0, SEQ_DONE_LENGTH, SEQ_DONE_EOS } node_seq_state;
@@ -120,6 +127,14 @@ int node_engine_pp_inflight(const model *m);
  * the node; node_engine_add and the scheduler's submit both call it. */
 int node_engine_check_request(const node_engine *e, const node_request *r, char *err,
 			      size_t errlen);
+/* The model's tokenizer file or folder, for constrained decoding (the
+ * vocabulary loads on the first constrained request). Without one,
+ * node_engine_constrain refuses every constraint. */
+int node_engine_set_tokenizer(node_engine *e, const char *path);
+/* Compile a constraint (common/constraint.h) into a matcher for one
+ * request (kind NONE: *out NULL); a bad one's message in err. */
+int node_engine_constrain(node_engine *e, sl_constraint_kind kind, const char *text, size_t len,
+			  grammar_matcher **out, char *err, size_t errlen);
 /* Queue a sequence; *id identifies it. Fails (node_engine_check_request)
  * if it could never run. */
 int node_engine_add(node_engine *e, const node_request *r, int *id, char *err, size_t errlen);

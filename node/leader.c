@@ -509,6 +509,14 @@ static void on_enqueue(leader *l, int k, const Shardline__Node__Enqueue *q)
 		send_error(l, k, q->req_id, err);
 		return;
 	}
+	/* compiled on arrival: a bad constraint fails this request alone */
+	if (q->has_constraint_kind &&
+	    node_engine_constrain(l->e, (sl_constraint_kind)q->constraint_kind,
+				  (const char *)q->constraint.data, q->constraint.len, &r.matcher, err,
+				  sizeof err)) {
+		send_error(l, k, q->req_id, err);
+		return;
+	}
 	if (node_sched_submit(l->s, local_id(k, q->req_id), &r, err, sizeof err))
 		send_error(l, k, q->req_id, err);
 }
@@ -777,6 +785,8 @@ int node_leader_run(node_group *g, const node_leader_opts *o, char *err, size_t 
 	node_sched_opts so = {.max_running = eff.max_running, .max_waiting = eff.max_waiting,
 			      .policy = eff.batching};
 	int rc = node_engine_create(g->m, &l.e, err, errlen);
+	if (!rc && o->tokenizer && node_engine_set_tokenizer(l.e, o->tokenizer))
+		rc = sl_errf(err, errlen, SL_ENOMEM, "out of memory");
 	if (!rc) {
 		node_engine_set_prefix_cache(l.e, !o->no_prefix_cache);
 		if (!o->no_prefix_cache && node_engine_cache_events_enable(l.e))

@@ -36,6 +36,8 @@
 typedef struct node_leader_opts {
 	const char *coordinator;   /* tcp://host:port, or EP1,EP2: a standby pair (both used) */
 	const char *model_name;    /* the name the coordinator routes by */
+	const char *tokenizer;     /* the model's tokenizer file or folder, for constrained
+				    * decoding (NULL: constrained requests are refused) */
 	int heartbeat_ms;          /* until the coordinator's RegisterAck sets it */
 	int max_running;           /* sequences at once (0: the model's max_seqs) */
 	int max_waiting;           /* requests held beyond those */

@@ -43,6 +43,7 @@ typedef struct node_args {
 	long tp, pp;            /* 0: not given */
 	const char *coordinator; /* serving mode: the coordinator's node endpoint */
 	const char *model_name;
+	const char *tokenizer;   /* --tokenizer: constrained decoding's vocabulary */
 	const char *curve_key, *server_key; /* CURVE to the coordinator (docs/security.md) */
 	long heartbeat_ms, max_running, max_waiting, min_step_ms;
 	long grace_s;           /* --grace-s: SIGTERM drains at most this long */
@@ -76,7 +77,7 @@ static void usage(FILE *f)
 		"                      [--batching continuous|simple] [--no-continuous-batching]\n"
 		"                      [--max-seqs N] [--no-prefix-cache] [--grace-s 30] ...\n"
 		"                      [--step-watchdog-ms 600000] [--stall-ms 10000]\n"
-		"                      [--custom-allreduce auto|on|off]\n"
+		"                      [--custom-allreduce auto|on|off] [--tokenizer FILE]\n"
 		"                      [--curve-key NODE.key --server-key COORD.pub]\n"
 		"       (--coordinator EP1,EP2: a standby coordinator pair, tried in turn)\n"
 		"Prints the generated ids of each prompt on its own stdout line; logs and\n"
@@ -105,6 +106,9 @@ static void usage(FILE *f)
 		"(default) keeps the run dtype. docs/cuda.md has the details.\n"
 		"--random-shape NAME: no checkpoint; Llama-2-shaped random weights (vocab\n"
 		"32000, context 4096) made on the device, for benchmarks and load tests.\n"
+		"--tokenizer FILE: the vocabulary constrained requests (JSON schema, regex,\n"
+		"grammar) are compiled against; default the model's own (its GGUF, or\n"
+		"tokenizer.json in its folder); a random-weights model has none.\n"
 		"Serving mode: rank 0 registers with the coordinator and runs the requests\n"
 		"it sends until drained or signalled. SIGTERM, SIGINT or SIGUSR1 (to the\n"
 		"leader, or to mpirun, which passes it on) drains the group: no new work, running requests\n"
@@ -148,7 +152,7 @@ static int parse_args(int argc, char **argv, node_args *a, char *err, size_t err
 		{"quant-group", 1, 0, 0x108}, {"kv-dtype", 1, 0, 0x109}, {"grace-s", 1, 0, 0x10b},
 		{"curve-key", 1, 0, 0x10c}, {"server-key", 1, 0, 0x10d},
 		{"quant-lm-head", 1, 0, 0x10e}, {"step-watchdog-ms", 1, 0, 0x10f},
-		{"stall-ms", 1, 0, 0x110}, {0, 0, 0, 0}};
+		{"stall-ms", 1, 0, 0x110}, {"tokenizer", 1, 0, 0x111}, {0, 0, 0, 0}};
 	*a = (node_args){.max_tokens = 32, .max_step_tokens = 2048, .block_tokens = 16,
 			 .top_p = 1.0, .dtype = -1, .mem_fraction = 0.9, .heartbeat_ms = 1000,
 			 .max_waiting = 64, .repetition = 1, .logprobs = -1, .grace_s = 30,
@@ -210,6 +214,7 @@ static int parse_args(int argc, char **argv, node_args *a, char *err, size_t err
 		case 0x105: rc = sl_parse_int("--logprobs", optarg, 0, KERN_MAX_TOP_LOGPROBS, &a->logprobs, err, errlen); break;
 		case 0x106: rc = par_car_parse_mode("--custom-allreduce", optarg, &a->custom_ar, err, errlen); break;
 		case 0x10a: a->no_prefix_cache = 1; break;
+		case 0x111: a->tokenizer = optarg; break;
 		case 0x107: rc = model_parse_quant(optarg, &a->quant, err, errlen); break;
 		case 0x108: rc = model_parse_quant_group(optarg, &a->quant_group, err, errlen); break;
 		case 0x109: rc = model_parse_kv_dtype(optarg, &a->kv_fp8, err, errlen); break;
@@ -277,6 +282,7 @@ static int run(node_args *a, node_engine *e, model *m, char *err, size_t errlen)
 	node_result res[MAX_PROMPTS];
 	int rc = SL_OK, n = 0;
 	memset(res, 0, sizeof res);
+	memset(reqs, 0, sizeof reqs);
 	for (; n < a->n_prompts && !rc; n++) {
 		node_request *r = &reqs[n];
 		*r = (node_request){.max_new_tokens = (int)a->max_tokens, .ignore_eos = a->ignore_eos,
@@ -342,6 +348,7 @@ static void on_signal(int sig) { g_stop = 1; }
 static int serve(node_args *a, node_group *g, char *err, size_t errlen)
 {
 	node_leader_opts o = {.coordinator = a->coordinator, .model_name = a->model_name,
+			      .tokenizer = a->tokenizer ? a->tokenizer : a->model_dir,
 			      .heartbeat_ms = (int)a->heartbeat_ms, .max_running = (int)a->max_running,
 			      .max_waiting = (int)a->max_waiting, .min_step_ms = (int)a->min_step_ms,
 			      .batching = a->batching, .no_prefix_cache = a->no_prefix_cache,

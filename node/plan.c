@@ -1,9 +1,10 @@
 /*
  * plan.c — packing and checked unpacking of step plans. Layout: a fixed
  * int32 header, then int32 arrays (the penalty history, then the logit
- * bias with its values as fp32 bits, each only when a row has one), then
- * (8-byte aligned) int64 positions and sampling parameters. All ranks of
- * a group run the same build, so structs travel as bytes.
+ * bias with its values as fp32 bits, then the constrained rows' masks,
+ * each only when a row has one), then (8-byte aligned) int64 positions
+ * and sampling parameters. All ranks of a group run the same build, so
+ * structs travel as bytes.
  */
 #include "node/plan.h"
 
@@ -15,7 +16,7 @@
 #define PLAN_MAGIC 0x534c504e /* "SLPN" */
 
 enum { H_MAGIC, H_CMD, H_WANT, H_NTOK, H_NSEQ, H_MAXB, H_BT, H_MAXQ, H_MAXKV, H_NROWS,
-       H_NSAMPLE, H_NMICRO, H_HIST, H_NHIST, H_BIAS, H_NBIAS, H_LEN };
+       H_NSAMPLE, H_NMICRO, H_HIST, H_NHIST, H_BIAS, H_NBIAS, H_NMASK, H_MASKW, H_LEN };
 
 static size_t align8(size_t n) { return (n + 7) & ~(size_t)7; }
 
@@ -26,7 +27,7 @@ static size_t i32_count(const int32_t *h)
 	size_t bias = h[H_BIAS] ? (size_t)h[H_NSAMPLE] + 1 + 2 * (size_t)h[H_NBIAS] : 0;
 	return (size_t)H_LEN + 3 * (size_t)h[H_NTOK] + 3 * (size_t)h[H_NSEQ] +
 	       (size_t)h[H_NSEQ] * h[H_MAXB] + h[H_NROWS] + h[H_NSAMPLE] + h[H_NMICRO] + 1 + hist +
-	       bias;
+	       bias + (size_t)h[H_NMASK] * (1 + (size_t)h[H_MASKW]);
 }
 
 static size_t total_bytes(const int32_t *h)
@@ -43,6 +44,11 @@ size_t node_plan_max_bytes(int tokens, int seqs, int blocks_per_seq, int rows, i
 	return total_bytes(h);
 }
 
+size_t node_plan_mask_bytes(int seqs, int mask_words)
+{
+	return 4 * (size_t)seqs * (1 + (size_t)mask_words);
+}
+
 static int32_t *put(int32_t *dst, const int32_t *src, size_t n)
 {
 	if (n)
@@ -57,7 +63,8 @@ int node_plan_pack(const node_plan *p, void **buf, size_t *cap, size_t *bytes)
 	int32_t h[H_LEN] = {PLAN_MAGIC, p->cmd, p->want_logits, b->n_tokens, b->n_seqs, b->max_blocks,
 			    b->block_tokens, b->max_q_len, b->max_kv_len, p->n_rows, p->n_sample,
 			    p->n_micro, has_hist, has_hist ? p->n_hist : 0,
-			    has_bias, has_bias ? p->n_bias : 0};
+			    has_bias, has_bias ? p->n_bias : 0, p->n_mask,
+			    p->n_mask ? p->mask_words : 0};
 	if (p->cmd != NODE_PLAN_STEP)
 		for (int i = H_NTOK; i < H_LEN; i++)
 			h[i] = i == H_BT ? 1 : 0;
@@ -93,6 +100,8 @@ int node_plan_pack(const node_plan *p, void **buf, size_t *cap, size_t *bytes)
 			memcpy(o, p->bias.bias, 4 * (size_t)p->n_bias); /* fp32 bits */
 			o += p->n_bias;
 		}
+		o = put(o, p->mask_rows, p->n_mask);
+		o = put(o, (const int32_t *)p->masks, (size_t)p->n_mask * h[H_MASKW]);
 		char *tail = (char *)*buf + align8(4 * i32_count(h));
 		memcpy(tail, p->sample_pos, 8 * (size_t)p->n_sample);
 		memcpy(tail + 8 * (size_t)p->n_sample, p->sampling,
@@ -116,6 +125,9 @@ static int check_header(const int32_t *h, size_t bytes, char *err, size_t errlen
 	if (h[H_BIAS] > 1 || (!h[H_BIAS] && h[H_NBIAS]) ||
 	    (long)h[H_NBIAS] > (long)h[H_NSAMPLE] * NODE_PLAN_BIAS_PER_ROW)
 		return sl_errf(err, errlen, SL_EINVAL, "step plan: bad logit bias header");
+	if (h[H_NMASK] > h[H_NSAMPLE] || (h[H_NMASK] > 0) != (h[H_MASKW] > 0) ||
+	    (long)h[H_NMASK] * h[H_MASKW] > (1 << 26))
+		return sl_errf(err, errlen, SL_EINVAL, "step plan: bad mask header");
 	if (h[H_BT] < 1 || (long)h[H_NSEQ] * h[H_MAXB] > (1 << 26) || total_bytes(h) != bytes)
 		return sl_errf(err, errlen, SL_EINVAL, "step plan: %zu bytes do not match its counts",
 			       bytes);
@@ -170,6 +182,9 @@ static int check_indices(const node_plan *p, char *err, size_t errlen)
 	for (int k = 0; k < p->n_sample; k++)
 		if (p->sample_rows[k] < 0 || p->sample_rows[k] >= p->n_rows)
 			return sl_errf(err, errlen, SL_EINVAL, "step plan: bad sample row %d", k);
+	for (int k = 0; k < p->n_mask; k++)
+		if (p->mask_rows[k] < 0 || p->mask_rows[k] >= p->n_rows)
+			return sl_errf(err, errlen, SL_EINVAL, "step plan: bad mask row %d", k);
 	for (int k = 0; k <= p->n_micro; k++)
 		if (p->micro_seq0[k] < 0 || p->micro_seq0[k] > b->n_seqs ||
 		    (k && p->micro_seq0[k] <= p->micro_seq0[k - 1]))
@@ -215,8 +230,11 @@ int node_plan_unpack(const void *buf, size_t bytes, node_plan *p, char *err, siz
 		p->n_bias = h[H_NBIAS];
 		p->bias.off = i, i += p->n_sample + 1;
 		p->bias.ids = i, i += p->n_bias;
-		p->bias.bias = (const float *)i;
+		p->bias.bias = (const float *)i, i += p->n_bias;
 	}
+	p->n_mask = h[H_NMASK], p->mask_words = h[H_MASKW];
+	p->mask_rows = i, i += p->n_mask;
+	p->masks = (const uint32_t *)i;
 	const char *tail = (const char *)buf + align8(4 * i32_count(h));
 	p->sample_pos = (const int64_t *)tail;
 	p->sampling = (const kern_sample_params *)(tail + 8 * (size_t)p->n_sample);

@@ -45,6 +45,18 @@ typedef struct node_plan {
 				       * off NULL when no row has any */
 	int32_t n_micro;
 	const int32_t *micro_seq0;    /* [n_micro + 1] sequence boundaries of micro-batches */
+	/* Constrained decoding (kernels/logits_mask.h): the sampled rows whose
+	 * request has a grammar, and the tokens each may take this step. */
+	int32_t n_mask;
+	int32_t mask_words;           /* words per mask: kern_mask_words(vocab); 0 when n_mask 0 */
+	const int32_t *mask_rows;     /* [n_mask] indices into rows, as sample_rows */
+	const uint32_t *masks;        /* [n_mask, mask_words] */
+	/* Leader only, never packed: fills masks. Called as late as the
+	 * plan allows (node/step.c): after the forward is launched when
+	 * the leader samples, so the host work overlaps the device's;
+	 * before the plan leaves when another rank samples. */
+	int (*fill_masks)(void *ctx);
+	void *fill_ctx;
 } node_plan;
 
 /* Bytes of the largest plan with these limits (tokens, sequences, block
@@ -52,6 +64,8 @@ typedef struct node_plan {
  * bias entries: NODE_PLAN_BIAS_PER_ROW a sequence): a buffer this large
  * never grows in node_plan_pack or the worker's receive. */
 size_t node_plan_max_bytes(int tokens, int seqs, int blocks_per_seq, int rows, int hist);
+/* Bytes the masks of up to seqs constrained rows add to that. */
+size_t node_plan_mask_bytes(int seqs, int mask_words);
 /* Serialise p into *buf (grown as needed). */
 int node_plan_pack(const node_plan *p, void **buf, size_t *cap, size_t *bytes);
 /* Parse a packed plan; p's pointers point into buf. Every count and

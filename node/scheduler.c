@@ -103,26 +103,33 @@ static int copy_lists(sched_req *q, const sl_token_lists *t)
 	return SL_OK;
 }
 
+static int refuse(const node_request *r, int rc)
+{
+	grammar_matcher_destroy(r->matcher);
+	return rc;
+}
+
 int node_sched_submit(node_sched *s, uint64_t req_id, const node_request *r, char *err,
 		      size_t errlen)
 {
 	int rc = node_engine_check_request(s->e, r, err, errlen);
 	if (rc)
-		return rc;
+		return refuse(r, rc);
 	if (find(s, req_id))
-		return sl_errf(err, errlen, SL_EINVAL, "request %llu is already here",
-			       (unsigned long long)req_id);
+		return refuse(r, sl_errf(err, errlen, SL_EINVAL, "request %llu is already here",
+					 (unsigned long long)req_id));
 	if (s->n == s->cap)
-		return sl_errf(err, errlen, SL_ENOMEM, "node group full (%d requests)", s->cap);
+		return refuse(r, sl_errf(err, errlen, SL_ENOMEM, "node group full (%d requests)",
+					 s->cap));
 	sched_req *q = &s->reqs[s->n];
 	*q = (sched_req){.req_id = req_id, .r = *r, .engine_id = -1, .arrival = s->arrivals++};
 	if (!(q->prompt = malloc(sizeof(int32_t) * r->n_prompt)))
-		return sl_errf(err, errlen, SL_ENOMEM, "out of memory");
+		return refuse(r, sl_errf(err, errlen, SL_ENOMEM, "out of memory"));
 	memcpy(q->prompt, r->prompt, sizeof(int32_t) * r->n_prompt);
 	q->r.prompt = q->prompt;
 	if (copy_lists(q, &r->lists)) {
 		free(q->prompt);
-		return sl_errf(err, errlen, SL_ENOMEM, "out of memory");
+		return refuse(r, sl_errf(err, errlen, SL_ENOMEM, "out of memory"));
 	}
 	q->r.prompt_logits = NULL;
 	q->blocks = node_engine_blocks_for(s->e, r->n_prompt + (s->o.policy == NODE_SCHED_SIMPLE
@@ -141,6 +148,7 @@ static void remove_at(node_sched *s, int i)
 	}
 	free(q->prompt);
 	free(q->lists);
+	grammar_matcher_destroy(q->r.matcher); /* never admitted: still ours */
 	memmove(q, q + 1, sizeof *q * (s->n - i - 1));
 	s->n--;
 }
@@ -240,7 +248,9 @@ static int admit(node_sched *s, int *n_ev, char *err, size_t errlen)
 			continue;
 		if (!kv_room(s, q))
 			break; /* FIFO: no overtaking by smaller requests */
-		if (node_engine_add(s->e, &q->r, &q->engine_id, err, errlen)) {
+		int rc = node_engine_add(s->e, &q->r, &q->engine_id, err, errlen);
+		q->r.matcher = NULL; /* the engine's now, added or not */
+		if (rc) {
 			q->engine_id = -1;
 			if (push_event(s, n_ev, q->req_id, NULL, 0, NULL, 0, NODE_SCHED_ERROR,
 				       "engine refused the request"))

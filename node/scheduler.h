@@ -64,9 +64,10 @@ int node_sched_create(node_engine *e, const node_sched_opts *o, node_sched **out
 		      size_t errlen);
 void node_sched_destroy(node_sched *s);
 
-/* Take a request (the prompt is copied). SL_EINVAL when it can never run
- * here (err says why), SL_ENOMEM when the waiting queue is full, or an id
- * already present. */
+/* Take a request (the prompt is copied, r->matcher taken over whether
+ * this succeeds or not). SL_EINVAL when it can never run here (err says
+ * why), SL_ENOMEM when the waiting queue is full, or an id already
+ * present. */
 int node_sched_submit(node_sched *s, uint64_t req_id, const node_request *r, char *err,
 		      size_t errlen);
 /* Forget a request, waiting or running, freeing its KV blocks. */

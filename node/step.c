@@ -12,6 +12,7 @@
 #include "parallel/comm.h"
 #include "common/checks.h"
 #include "common/sl.h"
+#include "kernels/logits_mask.h"
 #include "node/watchdog.h"
 
 /* One pipeline slot: what a step in flight keeps until its sends are
@@ -104,7 +105,8 @@ int node_stepper_create(model *m, node_stepper **out, char *err, size_t errlen)
 		const char *pw = getenv("SL_PP_PEER_WAIT");
 		st->peer_wait = !(pw && !strcmp(pw, "0"));
 		st->msg_cap = node_plan_max_bytes(o->step_tokens, o->max_seqs, per_seq, o->max_rows,
-						  o->max_hist);
+						  o->max_hist) +
+			      node_plan_mask_bytes(o->max_seqs, kern_mask_words(m->cfg.vocab_size));
 		st->q_start = malloc(sizeof(int32_t) * (o->max_seqs + 1));
 		st->rows = malloc(sizeof(int32_t) * (o->max_rows + 1));
 		st->logits = malloc(sizeof(float) * LOGIT_CHUNK * m->cfg.vocab_size);
@@ -256,9 +258,17 @@ static int wants_logprobs(const node_plan *p)
 	return 0;
 }
 
+/* Constrained rows first lose the tokens their grammar forbids. */
 static int sample(model *m, const node_plan *p, int32_t *tokens, const kern_logprobs *lp)
 {
 	node_backend *be = m->be;
+	if (p->n_mask) {
+		if (p->mask_words != kern_mask_words(m->cfg.vocab_size))
+			return sl_fail(SL_EINVAL, "step plan: masks of %d words, vocabulary %d",
+				       p->mask_words, m->cfg.vocab_size);
+		TRY(be->ops->mask_logits(be, m->a.logits, p->mask_rows, p->masks, p->n_mask,
+					 m->cfg.vocab_size));
+	}
 	return be->ops->sample(be, tokens, m->a.logits, p->sample_rows, p->n_sample,
 			       m->cfg.vocab_size, p->sampling, p->sample_pos,
 			       p->bias.off ? &p->bias : NULL, p->hist.off ? &p->hist : NULL,
@@ -306,13 +316,17 @@ static int send_back(node_stepper *st, const node_plan *p)
 	return SL_OK;
 }
 
-/* The leader is the last stage's first tp rank: sample and download here. */
-static int keep_here(node_stepper *st, const node_plan *p, int32_t *tokens_out,
+/* The leader is the last stage's first tp rank: sample and download here.
+ * The forward is queued on the device: constrained rows' masks are
+ * filled now, while it runs (unless they had to leave with the plan). */
+static int keep_here(node_stepper *st, const node_plan *p, int masks_ready, int32_t *tokens_out,
 		     const kern_logprobs *lp_out, float *logits_out)
 {
 	model *m = st->m;
 	node_backend *be = m->be;
 	int V = m->cfg.vocab_size;
+	if (p->n_mask && p->fill_masks && !masks_ready)
+		TRY(p->fill_masks(p->fill_ctx));
 	if (p->n_sample)
 		TRY(sample(m, p, tokens_out, lp_out));
 	if (p->want_logits && logits_out)
@@ -323,7 +337,7 @@ static int keep_here(node_stepper *st, const node_plan *p, int32_t *tokens_out,
 
 static int is_leader(const model *m) { return !m->comm || par_world_rank(m->comm) == 0; }
 
-static int step_run(node_stepper *st, const node_plan *p, int32_t *tokens_out,
+static int step_run(node_stepper *st, const node_plan *p, int masks_ready, int32_t *tokens_out,
 		    const kern_logprobs *lp_out, float *logits_out, char *err, size_t errlen)
 {
 	model *m = st->m;
@@ -342,7 +356,8 @@ static int step_run(node_stepper *st, const node_plan *p, int32_t *tokens_out,
 	const par_grid *g = &m->shard.grid;
 	int last = g->pp_rank == g->pp - 1;
 	if (!rc && last && g->tp_rank == 0)
-		rc = is_leader(m) ? keep_here(st, p, tokens_out, lp_out, logits_out) : send_back(st, p);
+		rc = is_leader(m) ? keep_here(st, p, masks_ready, tokens_out, lp_out, logits_out)
+				   : send_back(st, p);
 	/* Earlier stages leave their work queued on the stream: the host
 	 * goes on to the next plan (the leader: to collect and plan the next
 	 * group) while the device still computes and sends this one on. */
@@ -403,18 +418,30 @@ int node_step_issue(node_stepper *st, int slot, const node_plan *p, int32_t *tok
 		return sl_errf(err, errlen, SL_EINVAL, "pipeline slot %d of %d", slot, st->n_slots);
 	if (!lp_out) /* nowhere to put them: the stepper's scratch takes them */
 		lp_out = &st->lp;
+	/* another rank samples (pp > 1): the masks travel in the plan */
+	int masks_ready = 0;
+	if (p->n_mask && p->fill_masks && st->m->shard.grid.pp > 1) {
+		int rc = p->fill_masks(p->fill_ctx);
+		if (rc)
+			return sl_errf(err, errlen, rc, "constrained decoding: cannot fill the masks");
+		masks_ready = 1;
+	}
 	if (c && par_world_size(c) > 1) {
 		step_slot *s = &st->slots[slot];
 		size_t n;
 		int all = st->m->shard.grid.pp == 1 || p->n_micro > 1;
-		if (par_sends_wait(s->sends) || node_plan_pack(p, &s->msg, &s->cap, &n) ||
+		/* with pp 1 the leader samples: the tp peers need no masks */
+		node_plan sent = *p;
+		if (st->m->shard.grid.pp == 1)
+			sent.n_mask = 0, sent.mask_words = 0;
+		if (par_sends_wait(s->sends) || node_plan_pack(&sent, &s->msg, &s->cap, &n) ||
 		    par_host_ibcast_msg(c, s->sends, s->msg, n) ||
 		    (all && par_sends_wait(s->sends)) ||
 		    (!all && st->peer_wait &&
 		     par_sends_wait_first(s->sends, st->m->shard.grid.tp - 1)))
 			return sl_errf(err, errlen, SL_ECOMM, "cannot send the step plan");
 	}
-	return step_run(st, p, tokens_out, lp_out, logits_out, err, errlen);
+	return step_run(st, p, masks_ready, tokens_out, lp_out, logits_out, err, errlen);
 }
 
 int node_step_lead(node_stepper *st, const node_plan *p, int32_t *tokens_out,
@@ -496,7 +523,7 @@ int node_worker_loop(model *m, char *err, size_t errlen)
 			continue;
 		}
 		node_progress_begin();
-		rc = step_run(st, &p, NULL, NULL, NULL, err, errlen);
+		rc = step_run(st, &p, 1, NULL, NULL, NULL, err, errlen);
 		node_progress_end();
 	}
 	node_stepper_destroy(st);

@@ -4,7 +4,9 @@
 # each against the Hugging Face golden data (safetensors and GGUF
 # checkpoints); then the real SmolLM2-135M-Instruct GGUF ($SL_SMOLLM2_GGUF,
 # default build/models/SmolLM2-135M-Instruct.Q4_1.gguf, fetched by
-# `make deps`) at tp 1, tp 3 and pp 2; then penalties, min-p and log-probs
+# `make deps`) at tp 1, tp 3 and pp 2, and constrained decoding on it
+# (test_constrained_par: JSON schema and regex) at tp 3 and pp 2 against
+# one rank; then penalties, min-p and log-probs
 # (test_sampling_par) with tp=2, pp=2 and tp=2 x pp=2 against tp=1; then
 # quantized weights and the fp8 KV cache: every golden model on one rank
 # per format against transformers' unquantized logits within the format's
@@ -18,6 +20,7 @@
 bin=${1:-build/tests/mpi/test_parallel}
 sbin=${2:-$(dirname "$bin")/test_sampling_par}
 qbin=${3:-$(dirname "$bin")/test_quant_par}
+cbin=${4:-$(dirname "$bin")/test_constrained_par}
 # Logits of the tiny random golden models against transformers' fp32 ones,
 # max abs error relative to the largest logit. Measured on the CPU (worst
 # over the 7 models): int8 (one scale per row) 3.5e-2, int8 groups of 128
@@ -55,6 +58,13 @@ if [ -f "$smollm2" ]; then
 		set -- $grid
 		[ "$1" -gt 1 ] && export OMP_NUM_THREADS=1
 		run "$bin" $grid --smollm2 "$smollm2"
+	done
+	# constrained decoding: a JSON schema (greedy and sampled) and a regex
+	# beside a free request, the same tokens at tp 3 and pp 2 as on one rank
+	for grid in "3 --tp 3 --pp 1" "2 --tp 1 --pp 2"; do
+		set -- $grid
+		export OMP_NUM_THREADS=1
+		run "$cbin" $grid --smollm2 "$smollm2"
 	done
 	unset OMP_NUM_THREADS
 else

@@ -12,12 +12,15 @@ done
 # compares against (pinned: decode of normalized added tokens changed in 0.23).
 # openai: the official client the HTTP API tests drive (pinned).
 # jinja2: renders the tool-calling chat-template fixtures again
-# (tests/chat_tools_conformance.py).
+# (tests/chat_tools_conformance.py). jsonschema: what
+# tests/http/structured.py validates constrained output with.
 pip_deps() {
-	python3 -c 'import tokenizers, openai, jinja2, sys; sys.exit(tokenizers.__version__ != "0.23.3" or
-		openai.__version__ != "3.51.0" or jinja2.__version__ != "3.1.6")' 2>/dev/null && return 0
-	python3 -m pip install -q tokenizers==0.23.3 openai==3.51.0 jinja2==3.1.6 2>/dev/null ||
-		python3 -m pip install -q --break-system-packages tokenizers==0.23.3 openai==3.51.0 jinja2==3.1.6
+	python3 -c 'import tokenizers, openai, jinja2, sys, importlib.metadata as m
+sys.exit(tokenizers.__version__ != "0.23.3" or openai.__version__ != "3.51.0" or
+	 jinja2.__version__ != "3.1.6" or m.version("jsonschema") != "4.26.0")' 2>/dev/null && return 0
+	python3 -m pip install -q tokenizers==0.23.3 openai==3.51.0 jinja2==3.1.6 jsonschema==4.26.0 2>/dev/null ||
+		python3 -m pip install -q --break-system-packages tokenizers==0.23.3 openai==3.51.0 \
+			jinja2==3.1.6 jsonschema==4.26.0
 }
 if [ -z "$missing" ]; then
 	echo "deps: all packages present"

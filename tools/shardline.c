@@ -37,6 +37,7 @@ typedef struct cli_args {
 	int32_t *ids;
 	int print_ids, quiet, drain_exit;
 	long group, wait_ms;
+	char *constraint;      /* --json-schema / --grammar: the file's text */
 } cli_args;
 
 static void usage(FILE *f)
@@ -49,6 +50,7 @@ static void usage(FILE *f)
 		"           [--logprobs N] [--stop STR]... [--no-stream] [--ignore-eos]\n"
 		"           [--logit-bias ID=BIAS]... [--min-tokens N] [--stop-token-id ID]...\n"
 		"           [--timeout-ms N] [--print-ids] [--quiet]\n"
+		"           [--json | --json-schema FILE | --regex EXPR | --grammar FILE]\n"
 		"      prints the text as it streams; a summary (finish reason, tokens,\n"
 		"      timings) on stderr. Ctrl-C cancels. Exit 0 when it finished by length,\n"
 		"      stop or EOS, 1 otherwise. --logprobs N (0..20) asks for each token's\n"
@@ -57,6 +59,9 @@ static void usage(FILE *f)
 		"      (-100..100) to token ID's logit before sampling (up to 300); --min-tokens\n"
 		"      masks EOS and the stop token ids until N tokens were generated;\n"
 		"      --stop-token-id ends the generation on that token, as EOS (up to 32).\n"
+		"      Constrained output (docs/protocol.md): --json any JSON object,\n"
+		"      --json-schema FILE a JSON schema, --regex EXPR a regular expression,\n"
+		"      --grammar FILE an EBNF grammar (GBNF style, rule root); at most one.\n"
 		"  status   [--wait-ms 3000]     groups, their model, tp x pp, load, queue depth\n"
 		"  drain    [--group ID] [--exit]  stop routing to a group (default all);\n"
 		"           --exit: its processes leave once idle\n"
@@ -107,6 +112,27 @@ static int parse_bias(cli_args *a, const char *arg, char *err, size_t errlen)
 	return SL_OK;
 }
 
+/* --json, --json-schema FILE, --regex EXPR, --grammar FILE: one of them. */
+static int constraint_opt(cli_args *a, int c, const char *arg, char *err, size_t errlen)
+{
+	if (a->p.constraint_kind != SL_CONSTRAINT_NONE)
+		return sl_errf(err, errlen, SL_EINVAL,
+			       "give one of --json, --json-schema, --regex, --grammar");
+	a->p.constraint_kind = c == 0x111   ? SL_CONSTRAINT_JSON
+			       : c == 0x112 ? SL_CONSTRAINT_JSON_SCHEMA
+			       : c == 0x113 ? SL_CONSTRAINT_REGEX
+					    : SL_CONSTRAINT_EBNF;
+	if (c == 0x113) {
+		a->p.constraint = arg;
+	} else if (c != 0x111) {
+		size_t len = 0;
+		TRY(sl_read_file(arg, &a->constraint, &len, err, errlen));
+		a->p.constraint = a->constraint;
+		a->p.constraint_len = len;
+	}
+	return SL_OK;
+}
+
 static int parse(int argc, char **argv, cli_args *a, char *err, size_t errlen)
 {
 	static const struct option o[] = {
@@ -121,7 +147,9 @@ static int parse(int argc, char **argv, cli_args *a, char *err, size_t errlen)
 		{"logprobs", 1, 0, 0x105}, {"heartbeat-ms", 1, 0, 0x106}, {"reconnect-ms", 1, 0, 0x107},
 		{"retries", 1, 0, 0x108}, {"curve-key", 1, 0, 0x109}, {"server-key", 1, 0, 0x10a},
 		{"out", 1, 0, 0x10b}, {"name", 1, 0, 0x10c}, {"logit-bias", 1, 0, 0x10d},
-		{"min-tokens", 1, 0, 0x10e}, {"stop-token-id", 1, 0, 0x10f}, {0, 0, 0, 0}};
+		{"min-tokens", 1, 0, 0x10e}, {"stop-token-id", 1, 0, 0x10f}, {"json", 0, 0, 0x111},
+		{"json-schema", 1, 0, 0x112}, {"regex", 1, 0, 0x113}, {"grammar", 1, 0, 0x114},
+		{0, 0, 0, 0}};
 	const char *env = getenv("SHARDLINE_COORDINATOR");
 	a->endpoint = env && env[0] ? env : "tcp://127.0.0.1:5555";
 	a->wait_ms = 3000;
@@ -199,6 +227,9 @@ static int parse(int argc, char **argv, cli_args *a, char *err, size_t errlen)
 			rc = sl_parse_int("--stop-token-id", optarg, 0, (1L << 24) - 1, &v, err, errlen);
 			a->stop_ids[a->p.n_stop_token_ids++] = (int32_t)v;
 			a->p.stop_token_ids = a->stop_ids;
+			break;
+		case 0x111: case 0x112: case 0x113: case 0x114:
+			rc = constraint_opt(a, c, optarg, err, errlen);
 			break;
 		case 'h': usage(stdout); exit(0);
 		default: return sl_errf(err, errlen, SL_EINVAL, "unknown option (see --help)");
@@ -407,6 +438,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "shardline: %s\n", err);
 		usage(stderr);
 		free(a.ids);
+		free(a.constraint);
 		return 2;
 	}
 	struct sigaction sa = {.sa_handler = on_sigint};
@@ -433,5 +465,6 @@ int main(int argc, char **argv)
 		fprintf(stderr, "shardline: %s\n", err);
 	sl_client_destroy(c);
 	free(a.ids);
+	free(a.constraint);
 	return rc ? 1 : 0;
 }

@@ -37,6 +37,12 @@ static void walk(const node_plan *p)
 		sum += (uint64_t)p->sample_pos[k] + (uint32_t)p->sampling[k].top_k +
 		       (uint32_t)p->sampling[k].top_logprobs;
 	}
+	for (int k = 0; k < p->n_mask; k++) { /* constrained rows: a row, mask_words words */
+		FUZZ_CHECK(p->mask_rows[k] >= 0 && p->mask_rows[k] < p->n_rows,
+			   "mask %d is row %d of %d", k, p->mask_rows[k], p->n_rows);
+		for (int w = 0; w < p->mask_words; w++)
+			sum += p->masks[(size_t)k * p->mask_words + w];
+	}
 	for (int k = 0; k <= p->n_micro; k++)
 		sum += (uint32_t)p->micro_seq0[k];
 	if (p->hist.off)
@@ -78,6 +84,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			FUZZ_CHECK(bytes == size && q.b.n_tokens == p.b.n_tokens &&
 					   q.n_sample == p.n_sample && q.n_hist == p.n_hist &&
 					   q.n_bias == p.n_bias &&
+					   q.n_mask == p.n_mask && q.mask_words == p.mask_words &&
 					   !memcmp(q.b.tokens, p.b.tokens, 4 * (size_t)p.b.n_tokens),
 				   "repacked plan differs (%zu bytes, was %zu)", bytes, size);
 		free(out);

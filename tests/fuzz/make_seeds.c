@@ -47,7 +47,7 @@ static void put_plan(const char *name, const node_plan *p)
 }
 
 /* Two sequences: a prefill of 3 tokens and a decode of 1, both sampled;
- * with penalty history when `hist`. */
+ * then with micro-batches, penalty history, a constrained row's mask. */
 static void plan_seeds(void)
 {
 	static const int32_t tokens[] = {1, 15, 27, 9}, positions[] = {0, 1, 2, 7};
@@ -85,6 +85,11 @@ static void plan_seeds(void)
 	p.bias = (kern_logit_bias){boff, bids, bval};
 	p.n_bias = 2;
 	put_plan("step_bias", &p);
+	/* the decode row constrained: its mask over a 40-token vocabulary */
+	static const int32_t mask_rows[] = {1};
+	static const uint32_t masks[] = {0x00ff00f0u, 0x0000000fu};
+	p.n_mask = 1, p.mask_words = 2, p.mask_rows = mask_rows, p.masks = masks;
+	put_plan("step_mask", &p);
 	node_plan stop = {.cmd = NODE_PLAN_STOP};
 	put_plan("stop", &stop);
 }

@@ -1,0 +1,116 @@
+/*
+ * grammar.h — constrained decoding's grammar engine (issue 37): a request's
+ * constraint (common/constraint.h) compiled against the model's vocabulary
+ * into a matcher that says, before each sampling step, which tokens may
+ * come next (a bitmask over the vocabulary), and takes the sampled token.
+ *
+ * The engine is xgrammar's C++ core (Apache-2.0), built from its pinned
+ * PyPI sdist by tools/third_party.sh (nothing of it is committed); this
+ * is its `extern "C"` face. Every call catches what xgrammar throws:
+ * errors are SL_E* codes with a message in err, never an exception.
+ *
+ * Masks are int32 words, bit (id % 32) of word (id / 32) set when token id
+ * is allowed: grammar_mask_words(vocab) words per row, the layout
+ * kernels/logits_mask.h applies to logits rows.
+ *
+ * Objects: a vocabulary (the tokenizer's token strings, as stored in the
+ * tokenizer, and the stop ids), a compiler over it (compiles, with a cache
+ * keyed by the constraint text), a compiled constraint (shared, read-only:
+ * any number of matchers), a matcher (one per sequence, not thread-safe).
+ */
+#ifndef GRAMMAR_GRAMMAR_H
+#define GRAMMAR_GRAMMAR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/constraint.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct grammar_vocab grammar_vocab;
+typedef struct grammar_compiler grammar_compiler;
+typedef struct grammar_compiled grammar_compiled;
+typedef struct grammar_matcher grammar_matcher;
+
+/* How a token's stored string maps to its bytes (xgrammar's VocabType):
+ * RAW: the string is the bytes; BYTE_FALLBACK: SentencePiece (▁ for space,
+ * <0xNN> byte tokens; Llama 2); BYTE_LEVEL: GPT-2's byte-to-character map
+ * (Ġ for space; Llama 3, SmolLM2, Qwen). */
+typedef enum grammar_vocab_type {
+	GRAMMAR_VOCAB_RAW = 0,
+	GRAMMAR_VOCAB_BYTE_FALLBACK = 1,
+	GRAMMAR_VOCAB_BYTE_LEVEL = 2,
+} grammar_vocab_type;
+
+/* Limits on what a client may hand the compiler (hostile input gets a
+ * quick refusal, not a long compile that stalls the leader's loop): the
+ * text size (common/constraint.h); a JSON schema's nesting depth, enum
+ * values, sub-schemas (objects) and anyOf/oneOf branches; a regex's
+ * alternatives; a grammar's rules. Measured on SmolLM2's vocabulary (the
+ * leader compiles before it goes on): 50,000 regex alternatives 4 s,
+ * 20,000 EBNF rules 4.8 s, a schema of 5,000 properties 0.8 s, 3,000 anyOf
+ * branches 1 s (and 1.5 ms per token's mask after). At these limits each
+ * is well under a second (bench/grammar.c measures). */
+#define GRAMMAR_MAX_SCHEMA_DEPTH 32
+#define GRAMMAR_MAX_ENUM_VALUES 1024
+#define GRAMMAR_MAX_SCHEMA_NODES 2048
+#define GRAMMAR_MAX_SCHEMA_BRANCHES 256
+#define GRAMMAR_MAX_ALTERNATIVES 1024
+#define GRAMMAR_MAX_RULES 1024
+
+/* Mask words for a vocabulary of n tokens. */
+static inline int grammar_mask_words(int n) { return (n + 31) / 32; }
+
+/* tokens[i] (lens[i] bytes; NULL or length 0: a special token, never
+ * allowed by a grammar) for ids [0, n_tokens); vocab_size >= n_tokens is
+ * the model's (the logits' width; ids past the tokenizer are never
+ * allowed). stop_ids: the ids that end a sequence (EOS and the like),
+ * the only ones allowed once a constraint is complete. */
+int grammar_vocab_create(const char *const *tokens, const size_t *lens, int n_tokens,
+			 int vocab_size, grammar_vocab_type type, const int32_t *stop_ids, int n_stop,
+			 grammar_vocab **out, char *err, size_t errlen);
+/* The same from a tokenizer file (tokenizer.json, a GGUF, or a folder
+ * holding tokenizer.json): its special tokens are never allowed, its type
+ * is told from its byte tokens (<0x0A>: BYTE_FALLBACK, Ċ: BYTE_LEVEL). */
+int grammar_vocab_load(const char *path, int vocab_size, const int32_t *stop_ids, int n_stop,
+		       grammar_vocab **out, char *err, size_t errlen);
+void grammar_vocab_destroy(grammar_vocab *v);
+int grammar_vocab_size(const grammar_vocab *v);
+
+/* Without a vocabulary: whether the constraint parses (schema, regex,
+ * grammar syntax, limits above). What the coordinator checks before a
+ * request goes anywhere, so a bad constraint gets its 400. */
+int grammar_check(sl_constraint_kind kind, const char *text, size_t len, char *err,
+		  size_t errlen);
+
+/* threads: compile threads (>= 1); cache_bytes: compiled constraints kept
+ * (<= 0: no cache). */
+int grammar_compiler_create(const grammar_vocab *v, int threads, long cache_bytes,
+			    grammar_compiler **out, char *err, size_t errlen);
+void grammar_compiler_destroy(grammar_compiler *c);
+/* kind JSON takes any JSON object (text ignored); NONE is refused. */
+int grammar_compile(grammar_compiler *c, sl_constraint_kind kind, const char *text, size_t len,
+		    grammar_compiled **out, char *err, size_t errlen);
+void grammar_compiled_destroy(grammar_compiled *g);
+
+int grammar_matcher_create(const grammar_compiled *g, grammar_matcher **out, char *err,
+			   size_t errlen);
+void grammar_matcher_destroy(grammar_matcher *m);
+/* mask[words] (grammar_mask_words of the vocabulary): the tokens that may
+ * come next. Once terminated (a stop token taken), only the stop ids. */
+int grammar_matcher_fill_mask(grammar_matcher *m, uint32_t *mask, int words);
+/* Take token id: SL_EINVAL when the constraint does not allow it (the
+ * matcher is then unchanged). */
+int grammar_matcher_accept(grammar_matcher *m, int32_t id);
+/* A stop token was taken: the output is complete. */
+int grammar_matcher_is_terminated(const grammar_matcher *m);
+/* Undo the last n accepted tokens. */
+int grammar_matcher_rollback(grammar_matcher *m, int n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

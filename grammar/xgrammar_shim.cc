@@ -1,0 +1,378 @@
+/*
+ * xgrammar_shim.cc — grammar.h over xgrammar's C++ core. The only C++ in
+ * the tree: each entry point catches everything xgrammar throws and turns
+ * it into an SL_E* code and a message (grammar.h).
+ */
+#include "grammar/grammar.h"
+
+#include <dlpack/dlpack.h>
+#include <picojson.h>
+#include <xgrammar/xgrammar.h>
+
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "common/checks.h"
+#include "common/sl.h"
+
+using namespace xgrammar;
+
+struct grammar_vocab {
+	TokenizerInfo info;
+	std::vector<int32_t> stop;
+};
+struct grammar_compiler {
+	GrammarCompiler c;
+	int vocab_size;
+	std::vector<int32_t> stop;
+};
+struct grammar_compiled {
+	CompiledGrammar g;
+	int vocab_size;
+	std::vector<int32_t> stop;
+};
+struct grammar_matcher {
+	GrammarMatcher m;
+	int vocab_size;
+	std::vector<int32_t> stop;
+};
+
+/* xgrammar's messages carry a file:line prefix and sometimes a stack:
+ * the client gets the first line, from the part after the location. */
+static int fail(char *err, size_t errlen, int code, const char *what, const char *msg)
+{
+	std::string s(msg ? msg : "unknown error");
+	size_t nl = s.find('\n');
+	if (nl != std::string::npos)
+		s.resize(nl);
+	size_t cut = s.find(": ");
+	if (s.rfind("[", 0) == 0 && cut != std::string::npos) /* "[time] file:line: msg" */
+		s = s.substr(cut + 2);
+	return sl_errf(err, errlen, code, "%s: %s", what, s.c_str());
+}
+
+/* Every entry point runs its body through this: no exception escapes. */
+template <class F> static int guarded(const char *what, char *err, size_t errlen, F body)
+{
+	try {
+		return body();
+	} catch (const std::bad_alloc &) {
+		return sl_errf(err, errlen, SL_ENOMEM, "%s: out of memory", what);
+	} catch (const std::exception &ex) {
+		return fail(err, errlen, SL_EINVAL, what, ex.what());
+	} catch (...) {
+		return fail(err, errlen, SL_EINVAL, what, NULL);
+	}
+}
+
+extern "C" int grammar_vocab_create(const char *const *tokens, const size_t *lens, int n_tokens,
+				    int vocab_size, grammar_vocab_type type, const int32_t *stop_ids,
+				    int n_stop, grammar_vocab **out, char *err, size_t errlen)
+{
+	*out = NULL;
+	if (n_tokens <= 0 || vocab_size < n_tokens || n_stop < 0 ||
+	    (type != GRAMMAR_VOCAB_RAW && type != GRAMMAR_VOCAB_BYTE_FALLBACK &&
+	     type != GRAMMAR_VOCAB_BYTE_LEVEL))
+		return sl_errf(err, errlen, SL_EINVAL, "grammar vocabulary: %d tokens, size %d, type %d",
+			       n_tokens, vocab_size, (int)type);
+	return guarded("grammar vocabulary", err, errlen, [&]() -> int {
+		std::vector<std::string> v((size_t)n_tokens);
+		for (int i = 0; i < n_tokens; i++)
+			if (tokens[i] && lens[i])
+				v[i].assign(tokens[i], lens[i]);
+		std::vector<int32_t> stop;
+		for (int i = 0; i < n_stop; i++)
+			if (stop_ids[i] >= 0 && stop_ids[i] < vocab_size)
+				stop.push_back(stop_ids[i]);
+		if (stop.empty())
+			return sl_errf(err, errlen, SL_EINVAL,
+				       "grammar vocabulary: no stop token inside the vocabulary");
+		*out = new grammar_vocab{TokenizerInfo(v, (VocabType)type, vocab_size, stop), stop};
+		return SL_OK;
+	});
+}
+
+extern "C" void grammar_vocab_destroy(grammar_vocab *v) { delete v; }
+
+extern "C" int grammar_vocab_size(const grammar_vocab *v) { return v->info.GetVocabSize(); }
+
+extern "C" int grammar_compiler_create(const grammar_vocab *v, int threads, long cache_bytes,
+				       grammar_compiler **out, char *err, size_t errlen)
+{
+	*out = NULL;
+	return guarded("grammar compiler", err, errlen, [&]() -> int {
+		*out = new grammar_compiler{
+			GrammarCompiler(v->info, threads > 0 ? threads : 1, cache_bytes > 0,
+					cache_bytes > 0 ? (int64_t)cache_bytes : -1),
+			v->info.GetVocabSize(), v->stop};
+		return SL_OK;
+	});
+}
+
+extern "C" void grammar_compiler_destroy(grammar_compiler *c) { delete c; }
+
+/* "Any JSON object" as a schema: not strict, so any properties. */
+static const char ANY_OBJECT[] = "{\"type\": \"object\"}";
+
+/* How each kind becomes a Grammar; compact JSON (no free whitespace: a
+ * small model given the choice loops on blank space), strict schemas
+ * (no properties beyond those named unless the schema allows them). */
+static Grammar parse(sl_constraint_kind kind, const std::string &s)
+{
+	switch (kind) {
+	case SL_CONSTRAINT_JSON:
+		return Grammar::FromJSONSchema(ANY_OBJECT, false, std::nullopt, std::nullopt, false);
+	case SL_CONSTRAINT_JSON_SCHEMA:
+		return Grammar::FromJSONSchema(s, false, std::nullopt, std::nullopt, true);
+	case SL_CONSTRAINT_REGEX:
+		return Grammar::FromRegex(s);
+	case SL_CONSTRAINT_EBNF:
+		return Grammar::FromEBNF(s, "root");
+	case SL_CONSTRAINT_STRUCTURAL_TAG: {
+		auto r = Grammar::FromStructuralTag(s);
+		if (std::holds_alternative<Grammar>(r))
+			return std::get<Grammar>(r);
+		std::string msg = std::visit([](const auto &e) { return std::string(e.what()); },
+					     std::get<StructuralTagError>(r));
+		throw std::invalid_argument(msg);
+	}
+	default:
+		throw std::invalid_argument("unsupported kind");
+	}
+}
+
+static const char *kind_name(sl_constraint_kind kind)
+{
+	switch (kind) {
+	case SL_CONSTRAINT_JSON: return "json";
+	case SL_CONSTRAINT_JSON_SCHEMA: return "json schema";
+	case SL_CONSTRAINT_REGEX: return "regex";
+	case SL_CONSTRAINT_EBNF: return "grammar";
+	case SL_CONSTRAINT_STRUCTURAL_TAG: return "structural tag";
+	default: return "constraint";
+	}
+}
+
+/* A schema's nesting and enum sizes, before xgrammar sees it: a deeply
+ * nested or enum-heavy schema is refused in microseconds instead of
+ * compiling for seconds (or recursing off the stack). */
+struct schema_counts {
+	long n_enum, n_nodes, n_branches;
+};
+
+static int walk_schema(const picojson::value &v, int depth, schema_counts *n, char *err,
+		       size_t errlen)
+{
+	if (depth > GRAMMAR_MAX_SCHEMA_DEPTH)
+		return sl_errf(err, errlen, SL_EINVAL, "json schema: nested deeper than %d levels",
+			       GRAMMAR_MAX_SCHEMA_DEPTH);
+	if (v.is<picojson::array>()) {
+		for (const picojson::value &e : v.get<picojson::array>())
+			TRY(walk_schema(e, depth + 1, n, err, errlen));
+	} else if (v.is<picojson::object>()) {
+		if (++n->n_nodes > GRAMMAR_MAX_SCHEMA_NODES)
+			return sl_errf(err, errlen, SL_EINVAL, "json schema: more than %d sub-schemas",
+				       GRAMMAR_MAX_SCHEMA_NODES);
+		for (const auto &kv : v.get<picojson::object>()) {
+			bool arr = kv.second.is<picojson::array>();
+			long size = arr ? (long)kv.second.get<picojson::array>().size() : 0;
+			if (kv.first == "enum")
+				n->n_enum += size;
+			if (kv.first == "anyOf" || kv.first == "oneOf")
+				n->n_branches += size;
+			if (n->n_enum > GRAMMAR_MAX_ENUM_VALUES)
+				return sl_errf(err, errlen, SL_EINVAL,
+					       "json schema: more than %d enum values",
+					       GRAMMAR_MAX_ENUM_VALUES);
+			if (n->n_branches > GRAMMAR_MAX_SCHEMA_BRANCHES)
+				return sl_errf(err, errlen, SL_EINVAL,
+					       "json schema: more than %d anyOf/oneOf branches",
+					       GRAMMAR_MAX_SCHEMA_BRANCHES);
+			TRY(walk_schema(kv.second, depth + 1, n, err, errlen));
+		}
+	}
+	return SL_OK;
+}
+
+/* Top-level '|' of a regex outside classes and escapes, and '::=' of a
+ * grammar: the sizes that make a compile long. */
+static long count_regex_alternatives(const char *s, size_t len)
+{
+	long n = 0;
+	int in_class = 0;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] == '\\')
+			i++;
+		else if (s[i] == '[')
+			in_class = 1;
+		else if (s[i] == ']')
+			in_class = 0;
+		else if (s[i] == '|' && !in_class)
+			n++;
+	}
+	return n;
+}
+
+static long count_rules(const char *s, size_t len)
+{
+	long n = 0;
+	for (size_t i = 0; i + 3 <= len; i++)
+		n += !memcmp(s + i, "::=", 3);
+	return n;
+}
+
+static int check_limits(sl_constraint_kind kind, const char *text, size_t len, char *err,
+			size_t errlen)
+{
+	if (kind <= SL_CONSTRAINT_NONE || kind > SL_CONSTRAINT_STRUCTURAL_TAG)
+		return sl_errf(err, errlen, SL_EINVAL, "constraint kind %d unknown", (int)kind);
+	if (len > SL_CONSTRAINT_MAX_TEXT)
+		return sl_errf(err, errlen, SL_EINVAL, "%s: %zu bytes, more than the limit of %u",
+			       kind_name(kind), len, SL_CONSTRAINT_MAX_TEXT);
+	if (kind != SL_CONSTRAINT_JSON && len == 0)
+		return sl_errf(err, errlen, SL_EINVAL, "%s: empty", kind_name(kind));
+	if (kind == SL_CONSTRAINT_REGEX && count_regex_alternatives(text, len) > GRAMMAR_MAX_ALTERNATIVES)
+		return sl_errf(err, errlen, SL_EINVAL, "regex: more than %d alternatives",
+			       GRAMMAR_MAX_ALTERNATIVES);
+	if (kind == SL_CONSTRAINT_EBNF && count_rules(text, len) > GRAMMAR_MAX_RULES)
+		return sl_errf(err, errlen, SL_EINVAL, "grammar: more than %d rules", GRAMMAR_MAX_RULES);
+	if (kind == SL_CONSTRAINT_EBNF && count_regex_alternatives(text, len) > GRAMMAR_MAX_ALTERNATIVES)
+		return sl_errf(err, errlen, SL_EINVAL, "grammar: more than %d alternatives",
+			       GRAMMAR_MAX_ALTERNATIVES);
+	if (kind != SL_CONSTRAINT_JSON_SCHEMA && kind != SL_CONSTRAINT_STRUCTURAL_TAG)
+		return SL_OK;
+	/* picojson recurses per level: bound the depth before it parses (a
+	 * structural tag is JSON holding schemas: the same limits) */
+	int depth = 0, max = 0;
+	for (size_t i = 0; i < len; i++) {
+		char ch = text[i];
+		if (ch == '"') { /* skip strings: brackets inside do not nest */
+			for (i++; i < len && text[i] != '"'; i++)
+				if (text[i] == '\\')
+					i++;
+		} else if (ch == '{' || ch == '[') {
+			max = ++depth > max ? depth : max;
+		} else if (ch == '}' || ch == ']') {
+			depth--;
+		}
+	}
+	if (max > 2 * GRAMMAR_MAX_SCHEMA_DEPTH + 2)
+		return sl_errf(err, errlen, SL_EINVAL, "json schema: nested deeper than %d levels",
+			       GRAMMAR_MAX_SCHEMA_DEPTH);
+	picojson::value v;
+	std::string perr = picojson::parse(v, text, text + len);
+	if (!perr.empty())
+		return fail(err, errlen, SL_EINVAL, kind == SL_CONSTRAINT_JSON_SCHEMA
+			    ? "json schema: not JSON" : "structural tag: not JSON", perr.c_str());
+	if (!v.is<picojson::object>() && !(kind == SL_CONSTRAINT_JSON_SCHEMA && v.is<bool>()))
+		return sl_errf(err, errlen, SL_EINVAL, "%s: not an object", kind_name(kind));
+	schema_counts n = {0, 0, 0};
+	return walk_schema(v, 0, &n, err, errlen);
+}
+
+extern "C" int grammar_check(sl_constraint_kind kind, const char *text, size_t len, char *err,
+			     size_t errlen)
+{
+	return guarded(kind_name(kind), err, errlen, [&]() -> int {
+		TRY(check_limits(kind, text, len, err, errlen));
+		(void)parse(kind, std::string(text ? text : "", text ? len : 0));
+		return SL_OK;
+	});
+}
+
+extern "C" int grammar_compile(grammar_compiler *c, sl_constraint_kind kind, const char *text,
+			       size_t len, grammar_compiled **out, char *err, size_t errlen)
+{
+	*out = NULL;
+	return guarded(kind_name(kind), err, errlen, [&]() -> int {
+		TRY(check_limits(kind, text, len, err, errlen));
+		std::string s(text ? text : "", text ? len : 0);
+		CompiledGrammar g = kind == SL_CONSTRAINT_JSON
+			? c->c.CompileJSONSchema(ANY_OBJECT, false, std::nullopt, std::nullopt, false)
+		      : kind == SL_CONSTRAINT_JSON_SCHEMA
+			? c->c.CompileJSONSchema(s, false, std::nullopt, std::nullopt, true)
+		      : kind == SL_CONSTRAINT_REGEX ? c->c.CompileRegex(s)
+		      : kind == SL_CONSTRAINT_STRUCTURAL_TAG ? c->c.CompileStructuralTag(s)
+							     : c->c.CompileGrammar(s, "root");
+		*out = new grammar_compiled{g, c->vocab_size, c->stop};
+		return SL_OK;
+	});
+}
+
+extern "C" void grammar_compiled_destroy(grammar_compiled *g) { delete g; }
+
+extern "C" int grammar_matcher_create(const grammar_compiled *g, grammar_matcher **out, char *err,
+				      size_t errlen)
+{
+	*out = NULL;
+	return guarded("grammar matcher", err, errlen, [&]() -> int {
+		*out = new grammar_matcher{GrammarMatcher(g->g), g->vocab_size, g->stop};
+		return SL_OK;
+	});
+}
+
+extern "C" void grammar_matcher_destroy(grammar_matcher *m) { delete m; }
+
+extern "C" int grammar_matcher_fill_mask(grammar_matcher *m, uint32_t *mask, int words)
+{
+	if (words != grammar_mask_words(m->vocab_size))
+		return SL_EINVAL;
+	try {
+		if (m->m.IsTerminated()) {
+			memset(mask, 0, 4 * (size_t)words);
+			for (int32_t id : m->stop)
+				mask[id / 32] |= 1u << (id % 32);
+			return SL_OK;
+		}
+		int64_t shape[1] = {words};
+		DLTensor t{};
+		t.data = mask;
+		t.device = DLDevice{kDLCPU, 0};
+		t.ndim = 1;
+		t.dtype = DLDataType{kDLInt, 32, 1};
+		t.shape = shape;
+		if (!m->m.FillNextTokenBitmask(&t)) /* everything allowed */
+			memset(mask, 0xff, 4 * (size_t)words);
+		return SL_OK;
+	} catch (const std::bad_alloc &) {
+		return SL_ENOMEM;
+	} catch (...) {
+		return SL_EINVAL;
+	}
+}
+
+extern "C" int grammar_matcher_accept(grammar_matcher *m, int32_t id)
+{
+	if (id < 0 || id >= m->vocab_size)
+		return SL_EINVAL;
+	try {
+		return !m->m.IsTerminated() && m->m.AcceptToken(id) ? SL_OK : SL_EINVAL;
+	} catch (...) {
+		return SL_EINVAL;
+	}
+}
+
+extern "C" int grammar_matcher_is_terminated(const grammar_matcher *m)
+{
+	try {
+		return m->m.IsTerminated();
+	} catch (...) {
+		return 1;
+	}
+}
+
+extern "C" int grammar_matcher_rollback(grammar_matcher *m, int n)
+{
+	try {
+		m->m.Rollback(n);
+		return SL_OK;
+	} catch (...) {
+		return SL_EINVAL;
+	}
+}
