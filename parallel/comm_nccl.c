@@ -126,6 +126,31 @@ static int nccl_over(MPI_Comm mc, ncclComm_t *out)
 	return SL_OK;
 }
 
+/* The pipeline's point-to-point connections, made now with one float
+ * each way. NCCL sets a connection up on its first use, on the host, and
+ * needs the peer inside its matching call; inside a step that peer may be
+ * waiting in MPI for the rest of a plan too large to go eagerly, which
+ * only the blocked sender can finish (docs/parallel.md: tp 2 x pp 2 hung
+ * so at batch 32, and the first constrained step of a pp 2 group, whose
+ * plan carries the masks, hung so on 2 H200). Made at start, the
+ * connections are there before any plan travels. */
+static int connect_p2p(par_comm *c)
+{
+	nccl_state *s = S(c);
+	float *buf = NULL;
+	if (cudaMalloc((void **)&buf, 2 * sizeof(float)) != cudaSuccess)
+		return SL_ENOMEM;
+	ncclResult_t r = ncclGroupStart();
+	if (r == ncclSuccess && c->next >= 0)
+		r = ncclSend(buf, 1, ncclFloat32, c->next, s->world, s->stream);
+	if (r == ncclSuccess && c->prev >= 0)
+		r = ncclRecv(buf + 1, 1, ncclFloat32, c->prev, s->world, s->stream);
+	ncclResult_t end = ncclGroupEnd();
+	cudaError_t e = cudaStreamSynchronize(s->stream);
+	cudaFree(buf);
+	return r == ncclSuccess && end == ncclSuccess && e == cudaSuccess ? SL_OK : SL_ECOMM;
+}
+
 /* Log, once per tp group, which all-reduce it runs and why. */
 static void log_choice(const par_comm *c, const nccl_state *s, const char *why)
 {
@@ -218,6 +243,8 @@ int par_comm_create_nccl(const par_grid *g, void *stream, par_car_mode custom_ar
 			rc = sl_errf(err, errlen, SL_ECOMM, "another rank failed to set up its communicators");
 		if (!rc && nccl_over(MPI_COMM_WORLD, &s->world))
 			rc = sl_errf(err, errlen, SL_ECOMM, "NCCL initialisation failed (see the log above)");
+		if (!rc && connect_p2p(c))
+			rc = sl_errf(err, errlen, SL_ECOMM, "NCCL: the pipeline's first send/recv failed");
 	}
 	if (rc) {
 		par_comm_destroy(c);
