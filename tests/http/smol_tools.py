@@ -118,12 +118,41 @@ r = client.chat.completions.create(model=M, messages=FEW_SHOT, tools=[WEATHER], 
                                    temperature=0, max_tokens=30)
 check(r.choices[0].message.tool_calls is None and r.choices[0].finish_reason != "tool_calls",
       f"tool_choice none: no calls parsed: {r.choices[0].message}")
+# required and a named function are enforced by the grammar (a structural
+# tag): every answer is at least one call, of a given function (the named
+# one), whose arguments parse and hold the schema's required fields; greedy
+# and at temperature 1 with several seeds, a plain question too
+def required_fields(name):
+    tool = WEATHER if name == "get_weather" else TIME
+    return tool["function"]["parameters"].get("required", [])
+
+QUESTIONS = [FEW_SHOT, [{"role": "user", "content": "Hi! How are you?"}]]
 for choice in ("required", {"type": "function", "function": {"name": "local_time"}}):
-    r = client.chat.completions.create(model=M, messages=FEW_SHOT, tools=[WEATHER, TIME], tool_choice=choice,
-                                       parallel_tool_calls=False, temperature=0, max_tokens=40)
-    calls = r.choices[0].message.tool_calls or []
-    check(all(c.function.name in ("get_weather", "local_time") and isinstance(json.loads(c.function.arguments), dict)
-              for c in calls), f"tool_choice {choice}: calls valid: {calls}")
+    for msgs in QUESTIONS:
+        for temp, seed in ((0, None), (1, 1), (1, 2), (1, 3)):
+            r = client.chat.completions.create(model=M, messages=msgs, tools=[WEATHER, TIME], tool_choice=choice,
+                                               parallel_tool_calls=False, temperature=temp, seed=seed,
+                                               max_tokens=80)
+            calls = r.choices[0].message.tool_calls or []
+            names = ("local_time",) if isinstance(choice, dict) else ("get_weather", "local_time")
+            ok = len(calls) >= 1
+            for c in calls:
+                try:
+                    args = json.loads(c.function.arguments)
+                except ValueError:
+                    args = None
+                ok = ok and c.function.name in names and isinstance(args, dict) and \
+                    all(k in args for k in required_fields(c.function.name))
+            # greedy: a whole valid call. Sampled: a whole valid call, or the
+            # grammar still inside the call when max_tokens ran out (a free
+            # string may ramble at T = 1, as with any engine): never a
+            # finished answer that is not a valid call
+            cut = temp > 0 and r.choices[0].finish_reason == "length" and not calls and \
+                (r.choices[0].message.content or "").startswith("<tool_call>")
+            if cut:
+                print(f"note: tool_choice {choice} T=1 seed={seed}: cut by max_tokens inside the call")
+            check((ok and r.choices[0].finish_reason == "tool_calls") or cut,
+                  f"tool_choice {choice} T={temp} seed={seed}: a valid call: {r.choices[0]}")
 r = client.chat.completions.create(model=M, messages=[{"role": "user", "content": "Hi!"}], tools=[WEATHER],
                                    temperature=0, max_tokens=20)
 check(r.choices[0].message.content is not None or r.choices[0].message.tool_calls,
