@@ -57,7 +57,9 @@ static void walk(const node_plan *p)
 		for (int k = 0; k < p->n_sample; k++)
 			for (int e = p->bias.off[k]; e < p->bias.off[k + 1]; e++) {
 				FUZZ_CHECK(e >= 0 && e < p->n_bias, "bias entry %d of %d", e, p->n_bias);
-				sum += (uint32_t)p->bias.ids[e] + (uint32_t)(int)p->bias.bias[e];
+				uint32_t bits; /* the value's bits: a bias may be -inf (min_tokens) */
+				memcpy(&bits, &p->bias.bias[e], sizeof bits);
+				sum += (uint32_t)p->bias.ids[e] + bits;
 			}
 	g_sink = sum;
 }
