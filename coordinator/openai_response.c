@@ -333,6 +333,33 @@ static void send_event(oai_call *o)
 	o->ev.failed = 0;
 }
 
+/* The end of a stream event: k's token ids and log-probs (k NULL: none
+ * in this event), the finish reason (NULL: null), and the event sent. */
+static void event_tail(oai_call *o, oai_choice *ch, const coord_event *k, const char *finish)
+{
+	sl_buf *j = &o->ev;
+	if (o->return_token_ids) {
+		sl_buf_puts(j, "\"token_ids\":");
+		ids_json(j, k ? k->ids : NULL, k ? k->n_ids : 0);
+		sl_buf_puts(j, ",");
+	}
+	if (k && k->lps)
+		logprobs_json(j, o, ch, k->ids, k->n_ids, k->lps->lp, k->lps->n, k->lps->top_n,
+			      k->lps->top_ids, k->lps->n * (size_t)k->lps->top_n, k->lps->top,
+			      k->lps->n * (size_t)k->lps->top_n);
+	else if (k)
+		logprobs_json(j, o, ch, k->ids, k->n_ids, NULL, 0, 0, NULL, 0, NULL, 0);
+	else
+		sl_buf_puts(j, "\"logprobs\":null");
+	sl_buf_puts(j, ",\"finish_reason\":");
+	if (finish)
+		sl_buf_printf(j, "\"%s\"", finish);
+	else
+		sl_buf_puts(j, "null");
+	sl_buf_puts(j, o->include_usage ? "}],\"usage\":null}" : "}]}");
+	send_event(o);
+}
+
 /* --- streams with tools: the parser's reports as chat deltas -------------- */
 
 /* data: {head,"choices":[{"index":i,"delta":{DELTA},<ids and log-probs of
@@ -350,26 +377,7 @@ static void tool_event(oai_call *o, int i, const sl_buf *delta, const coord_even
 	sl_buf_printf(j, ",\"choices\":[{\"index\":%d,\"delta\":{", i);
 	sl_buf_put(j, delta->p, delta->n);
 	sl_buf_puts(j, "},");
-	if (o->return_token_ids) {
-		sl_buf_puts(j, "\"token_ids\":");
-		ids_json(j, ids ? ids->ids : NULL, ids ? ids->n_ids : 0);
-		sl_buf_puts(j, ",");
-	}
-	if (ids && ids->lps)
-		logprobs_json(j, o, ch, ids->ids, ids->n_ids, ids->lps->lp, ids->lps->n, ids->lps->top_n,
-			      ids->lps->top_ids, ids->lps->n * (size_t)ids->lps->top_n, ids->lps->top,
-			      ids->lps->n * (size_t)ids->lps->top_n);
-	else if (ids)
-		logprobs_json(j, o, ch, ids->ids, ids->n_ids, NULL, 0, 0, NULL, 0, NULL, 0);
-	else
-		sl_buf_puts(j, "\"logprobs\":null");
-	sl_buf_puts(j, ",\"finish_reason\":");
-	if (finish)
-		sl_buf_printf(j, "\"%s\"", finish);
-	else
-		sl_buf_puts(j, "null");
-	sl_buf_puts(j, o->include_usage ? "}],\"usage\":null}" : "}]}");
-	send_event(o);
+	event_tail(o, ch, ids, finish);
 }
 
 typedef struct {
@@ -476,26 +484,7 @@ void coord_oai_choice_event(oai_call *o, int i, const coord_event *k, const char
 		text_json_str(j, text ? text : "", n);
 		sl_buf_puts(j, ",");
 	}
-	if (o->return_token_ids) {
-		sl_buf_puts(j, "\"token_ids\":");
-		ids_json(j, k ? k->ids : NULL, k ? k->n_ids : 0);
-		sl_buf_puts(j, ",");
-	}
-	if (k && k->lps)
-		logprobs_json(j, o, &o->ch[i], k->ids, k->n_ids, k->lps->lp, k->lps->n, k->lps->top_n,
-			      k->lps->top_ids, k->lps->n * (size_t)k->lps->top_n, k->lps->top,
-			      k->lps->n * (size_t)k->lps->top_n);
-	else if (k)
-		logprobs_json(j, o, &o->ch[i], k->ids, k->n_ids, NULL, 0, 0, NULL, 0, NULL, 0);
-	else
-		sl_buf_puts(j, "\"logprobs\":null");
-	sl_buf_puts(j, ",\"finish_reason\":");
-	if (finish)
-		sl_buf_printf(j, "\"%s\"", finish);
-	else
-		sl_buf_puts(j, "null");
-	sl_buf_puts(j, o->include_usage ? "}],\"usage\":null}" : "}]}");
-	send_event(o);
+	event_tail(o, &o->ch[i], k, finish);
 }
 
 void coord_oai_stream_error(oai_call *o, const oai_err *e)
