@@ -161,9 +161,10 @@ static inline void ci_destroy(ci_env *e)
 	memset(e, 0, sizeof *e);
 }
 
-/* The node DEALER registers as a group of model "m" (tp 1, ample KV) and
- * reads its ack; 0 when the coordinator accepted it. */
-static inline int ci_register(ci_env *e)
+/* sock (a node DEALER) registers as a group of model "m" named name,
+ * session session (tp 1, ample KV) and reads its ack; 0 when the
+ * coordinator accepted it. */
+static inline int ci_register_as(ci_env *e, void *sock, const char *name, uint64_t session)
 {
 	Shardline__Node__Register r = SHARDLINE__NODE__REGISTER__INIT;
 	r.has_protocol = r.has_session = r.has_tp = r.has_pp = r.has_kv_blocks = 1;
@@ -171,8 +172,8 @@ static inline int ci_register(ci_env *e)
 	r.has_max_running = r.has_max_waiting = 1;
 	r.protocol = 1;
 	r.model = "m";
-	r.name = "ci-node";
-	r.session = 1;
+	r.name = (char *)name;
+	r.session = session;
 	r.tp = r.pp = 1;
 	r.kv_blocks = 4096;
 	r.block_tokens = 16;
@@ -182,11 +183,11 @@ static inline int ci_register(ci_env *e)
 	Shardline__Node__NodeMsg m = SHARDLINE__NODE__NODE_MSG__INIT;
 	m.msg_case = SHARDLINE__NODE__NODE_MSG__MSG_REGISTER;
 	m.register_ = &r;
-	if (ci_send(e->node, &m.base))
+	if (ci_send(sock, &m.base))
 		return -1;
 	ci_pump(e);
 	size_t n;
-	void *p = ci_recv(e->node, &n);
+	void *p = ci_recv(sock, &n);
 	Shardline__Node__CoordMsg *a = p ? shardline__node__coord_msg__unpack(NULL, n, p) : NULL;
 	int ok = a && a->msg_case == SHARDLINE__NODE__COORD_MSG__MSG_ACK && a->ack->ok;
 	if (a)
@@ -194,6 +195,9 @@ static inline int ci_register(ci_env *e)
 	free(p);
 	return ok ? 0 : -1;
 }
+
+/* The env's own node DEALER as group "ci-node", session 1. */
+static inline int ci_register(ci_env *e) { return ci_register_as(e, e->node, "ci-node", 1); }
 
 /* The next CoordMsg the node got (free with ..._free_unpacked), or NULL. */
 static inline Shardline__Node__CoordMsg *ci_node_next(ci_env *e)

@@ -14,39 +14,6 @@
 
 static char g_err[SL_ERRLEN];
 
-/* sock registers as a group named name, session session; 0: accepted. */
-static int reg(ci_env *e, void *sock, const char *name, uint64_t session)
-{
-	Shardline__Node__Register r = SHARDLINE__NODE__REGISTER__INIT;
-	r.has_protocol = r.has_session = r.has_tp = r.has_pp = r.has_kv_blocks = 1;
-	r.has_block_tokens = r.has_max_pos = r.has_vocab_size = 1;
-	r.has_max_running = r.has_max_waiting = 1;
-	r.protocol = 1;
-	r.model = "m";
-	r.name = (char *)name;
-	r.session = session;
-	r.tp = r.pp = 1;
-	r.kv_blocks = 4096;
-	r.block_tokens = 16;
-	r.max_pos = 4096;
-	r.vocab_size = e->vocab;
-	r.max_running = r.max_waiting = 64;
-	Shardline__Node__NodeMsg m = SHARDLINE__NODE__NODE_MSG__INIT;
-	m.msg_case = SHARDLINE__NODE__NODE_MSG__MSG_REGISTER;
-	m.register_ = &r;
-	if (ci_send(sock, &m.base))
-		return -1;
-	ci_pump(e);
-	size_t n;
-	void *p = ci_recv(sock, &n);
-	Shardline__Node__CoordMsg *a = p ? shardline__node__coord_msg__unpack(NULL, n, p) : NULL;
-	int ok = a && a->msg_case == SHARDLINE__NODE__COORD_MSG__MSG_ACK && a->ack->ok;
-	if (a)
-		shardline__node__coord_msg__free_unpacked(a, NULL);
-	free(p);
-	return ok ? 0 : -1;
-}
-
 /* The req_id of the next Enqueue sock got; 0: none came. */
 static uint64_t next_enqueue(void *sock)
 {
@@ -77,7 +44,7 @@ START_TEST(test_requeue_skips_the_failed_group)
 	ci_env e;
 	ck_assert_msg(ci_create(&e, "tests/data/llama2-small/tokenizer.json", NULL, g_err,
 				sizeof g_err) == 0, "%s", g_err);
-	ck_assert_int_eq(reg(&e, e.node, "host:1", 1), 0);
+	ck_assert_int_eq(ci_register_as(&e, e.node, "host:1", 1), 0);
 	Shardline__Client__Submit sub = SHARDLINE__CLIENT__SUBMIT__INIT;
 	sub.has_tag = sub.has_prompt = sub.has_max_tokens = 1;
 	sub.tag = 3;
@@ -93,7 +60,7 @@ START_TEST(test_requeue_skips_the_failed_group)
 
 	/* lost (silent while busy), then the same leader registers again */
 	coord_group_lost(e.c, group_named(e.c, "host:1", 1), "silent for 3000 ms");
-	ck_assert_int_eq(reg(&e, e.node, "host:1", 2), 0);
+	ck_assert_int_eq(ci_register_as(&e, e.node, "host:1", 2), 0);
 	ci_pump(&e);
 	ck_assert_msg(next_enqueue(e.node) == 0, "the request went back to the group it was lost on");
 	coord_req *r = coord_req_find(e.c, id);
@@ -102,7 +69,7 @@ START_TEST(test_requeue_skips_the_failed_group)
 	/* another group of the model takes it */
 	void *other = ci_dealer(&e, "ci-node-2", "inproc://ci-nodes");
 	ck_assert_ptr_nonnull(other);
-	ck_assert_int_eq(reg(&e, other, "host:2", 7), 0);
+	ck_assert_int_eq(ci_register_as(&e, other, "host:2", 7), 0);
 	ci_pump(&e);
 	ck_assert_msg(next_enqueue(other) == id, "the other group did not get the request");
 	ck_assert_msg(next_enqueue(e.node) == 0, "the failed group got it too");
@@ -119,7 +86,7 @@ START_TEST(test_requeue_only_failed_group_ends)
 	ck_assert_msg(ci_create(&e, "tests/data/llama2-small/tokenizer.json", NULL, g_err,
 				sizeof g_err) == 0, "%s", g_err);
 	e.c->o.admission_timeout_ms = 0;
-	ck_assert_int_eq(reg(&e, e.node, "host:1", 1), 0);
+	ck_assert_int_eq(ci_register_as(&e, e.node, "host:1", 1), 0);
 	Shardline__Client__Submit sub = SHARDLINE__CLIENT__SUBMIT__INIT;
 	sub.has_tag = sub.has_prompt = sub.has_max_tokens = 1;
 	sub.tag = 4;
@@ -133,7 +100,7 @@ START_TEST(test_requeue_only_failed_group_ends)
 	uint64_t id = next_enqueue(e.node);
 	ck_assert(id != 0);
 	coord_group_lost(e.c, group_named(e.c, "host:1", 1), "silent for 3000 ms");
-	ck_assert_int_eq(reg(&e, e.node, "host:1", 2), 0);
+	ck_assert_int_eq(ci_register_as(&e, e.node, "host:1", 2), 0);
 	ci_pump(&e);
 	ck_assert_msg(coord_req_find(e.c, id) == NULL, "the request should have ended");
 	int found = 0;

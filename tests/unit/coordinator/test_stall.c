@@ -21,39 +21,6 @@
 
 static char g_err[SL_ERRLEN];
 
-/* sock registers as a group named name; 0: accepted. */
-static int reg(ci_env *e, void *sock, const char *name)
-{
-	Shardline__Node__Register r = SHARDLINE__NODE__REGISTER__INIT;
-	r.has_protocol = r.has_session = r.has_tp = r.has_pp = r.has_kv_blocks = 1;
-	r.has_block_tokens = r.has_max_pos = r.has_vocab_size = 1;
-	r.has_max_running = r.has_max_waiting = 1;
-	r.protocol = 1;
-	r.model = "m";
-	r.name = (char *)name;
-	r.session = 1;
-	r.tp = r.pp = 1;
-	r.kv_blocks = 4096;
-	r.block_tokens = 16;
-	r.max_pos = 4096;
-	r.vocab_size = e->vocab;
-	r.max_running = r.max_waiting = 64;
-	Shardline__Node__NodeMsg m = SHARDLINE__NODE__NODE_MSG__INIT;
-	m.msg_case = SHARDLINE__NODE__NODE_MSG__MSG_REGISTER;
-	m.register_ = &r;
-	if (ci_send(sock, &m.base))
-		return -1;
-	ci_pump(e);
-	size_t n;
-	void *p = ci_recv(sock, &n);
-	Shardline__Node__CoordMsg *a = p ? shardline__node__coord_msg__unpack(NULL, n, p) : NULL;
-	int ok = a && a->msg_case == SHARDLINE__NODE__COORD_MSG__MSG_ACK && a->ack->ok;
-	if (a)
-		shardline__node__coord_msg__free_unpacked(a, NULL);
-	free(p);
-	return ok ? 0 : -1;
-}
-
 /* A heartbeat from sock: `steps` ended, the running one in_step_ms old
  * (0: none runs), its progress counter at `progress`. */
 static void beat(ci_env *e, void *sock, long steps, long in_step_ms, long progress)
@@ -126,12 +93,12 @@ START_TEST(test_stall_moves_work_off_a_still_group)
 	e.c->o.stall_ms = STALL_MS;
 	void *slow = ci_dealer(&e, "ci-node-slow", "inproc://ci-nodes");
 	ck_assert_ptr_nonnull(slow);
-	ck_assert_int_eq(reg(&e, e.node, "still"), 0);
+	ck_assert_int_eq(ci_register_as(&e, e.node, "still", 1), 0);
 	submit(&e, 1);
 	got(e.node, &enq, &cancel);
 	uint64_t on_still = enq;
 	ck_assert_msg(on_still != 0, "the first request did not reach 'still'");
-	ck_assert_int_eq(reg(&e, slow, "slow"), 0);
+	ck_assert_int_eq(ci_register_as(&e, slow, "slow", 1), 0);
 	submit(&e, 2);
 	got(slow, &enq, &cancel);
 	uint64_t on_slow = enq;
@@ -195,7 +162,7 @@ START_TEST(test_stall_alone_keeps_its_work)
 	ck_assert_msg(ci_create(&e, "tests/data/llama2-small/tokenizer.json", NULL, g_err,
 				sizeof g_err) == 0, "%s", g_err);
 	e.c->o.stall_ms = 0;
-	ck_assert_int_eq(reg(&e, e.node, "still"), 0);
+	ck_assert_int_eq(ci_register_as(&e, e.node, "still", 1), 0);
 	submit(&e, 1);
 	got(e.node, &enq, &cancel);
 	uint64_t id = enq;
@@ -215,7 +182,7 @@ START_TEST(test_stall_alone_keeps_its_work)
 
 	void *other = ci_dealer(&e, "ci-node-2", "inproc://ci-nodes");
 	ck_assert_ptr_nonnull(other);
-	ck_assert_int_eq(reg(&e, other, "other"), 0);
+	ck_assert_int_eq(ci_register_as(&e, other, "other", 1), 0);
 	ck_assert_int_eq(coord_group_unload_stalled(e.c, still), 1); /* what the tick does */
 	ci_pump(&e);
 	uint64_t enq2, cancel2;
