@@ -74,7 +74,9 @@ int grammar_vocab_create(const char *const *tokens, const size_t *lens, int n_to
 			 grammar_vocab **out, char *err, size_t errlen);
 /* The same from a tokenizer file (tokenizer.json, a GGUF, or a folder
  * holding tokenizer.json): its special tokens are never allowed, its type
- * is told from its byte tokens (<0x0A>: BYTE_FALLBACK, Ċ: BYTE_LEVEL). */
+ * is told from its byte tokens (<0x0A>: BYTE_FALLBACK, Ċ: BYTE_LEVEL).
+ * With no stop_ids (a model config naming no EOS) the tokenizer's EOS
+ * is the stop token. */
 int grammar_vocab_load(const char *path, int vocab_size, const int32_t *stop_ids, int n_stop,
 		       grammar_vocab **out, char *err, size_t errlen);
 void grammar_vocab_destroy(grammar_vocab *v);

@@ -40,6 +40,11 @@ int grammar_vocab_load(const char *path, int vocab_size, const int32_t *stop_ids
 	int rc = text_tok_load(file, &t, err, errlen);
 	if (rc)
 		return rc;
+	/* a model whose config names no EOS (random weights beside a real
+	 * tokenizer): the tokenizer's own, so a grammar can still end */
+	int32_t tok_eos = text_tok_eos_id(t);
+	if (n_stop == 0 && tok_eos >= 0)
+		stop_ids = &tok_eos, n_stop = 1;
 	int n = text_tok_vocab_size(t);
 	if (n > vocab_size)
 		n = vocab_size; /* ids past the model's logits can never be sampled */

@@ -361,6 +361,39 @@ START_TEST(vocab_needs_a_stop_token)
 }
 END_TEST
 
+/* A tokenizer file with no stop ids from the model (random weights beside
+ * a real tokenizer): its EOS ends a grammar, and is allowed only there. */
+START_TEST(vocab_load_takes_the_tokenizer_eos)
+{
+	const char *dir = getenv("SL_TOKENIZER_DATA");
+	char path[512];
+	snprintf(path, sizeof path, "%s/llama2/tokenizer.json", dir ? dir : "tests/data");
+	grammar_vocab *v = NULL;
+	grammar_compiler *c = NULL;
+	grammar_compiled *g = NULL;
+	grammar_matcher *m = NULL;
+	char err[256] = "";
+	ck_assert_msg(grammar_vocab_load(path, 32000, NULL, 0, &v, err, sizeof err) == SL_OK, "%s",
+		      err);
+	ck_assert_int_eq(grammar_compiler_create(v, 1, 0, &c, err, sizeof err), SL_OK);
+	ck_assert_int_eq(grammar_compile(c, SL_CONSTRAINT_REGEX, "ab", 2, &g, err, sizeof err),
+			 SL_OK);
+	ck_assert_int_eq(grammar_matcher_create(g, &m, err, sizeof err), SL_OK);
+	uint32_t mask[grammar_mask_words(32000)];
+	ck_assert_int_eq(grammar_matcher_fill_mask(m, mask, grammar_mask_words(32000)), SL_OK);
+	ck_assert(!allowed(mask, 2)); /* </s>: not before the end */
+	ck_assert_int_eq(grammar_matcher_accept(m, 370), SL_OK); /* "ab" */
+	ck_assert_int_eq(grammar_matcher_fill_mask(m, mask, grammar_mask_words(32000)), SL_OK);
+	ck_assert(allowed(mask, 2));
+	for (int id = 0; id < 32000; id++)
+		ck_assert_msg(id == 2 || !allowed(mask, id), "token %d after the end", id);
+	grammar_matcher_destroy(m);
+	grammar_compiled_destroy(g);
+	grammar_compiler_destroy(c);
+	grammar_vocab_destroy(v);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("grammar");
@@ -373,6 +406,7 @@ int main(void)
 	tcase_add_test(tc, rollback_restores_the_mask);
 	tcase_add_test(tc, bad_constraints_are_messages);
 	tcase_add_test(tc, vocab_needs_a_stop_token);
+	tcase_add_test(tc, vocab_load_takes_the_tokenizer_eos);
 	tcase_add_test(tc, structural_tag_enforces_the_body);
 	suite_add_tcase(s, tc);
 	SRunner *r = srunner_create(s);
