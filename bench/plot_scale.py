@@ -50,7 +50,7 @@ def table(runs):
 
 
 VARIANTS = (("custom", ""), ("unfused", "unfused"), ("nccl", "nccl"), ("micro", "micro"),
-            ("gemv4", "gemv4"), ("gemv8", "gemv8"))
+            ("gemv4", "gemv4"), ("gemv8", "gemv8"), ("nopdl", "nopdl"))
 
 
 def variants_table(folder, runs):

@@ -72,3 +72,29 @@ void kern_gemv_l1(const void *kernel, int threads)
 	}
 	pthread_mutex_unlock(&g_l1_mu);
 }
+
+/* ---- the probe of pdl.h ---- */
+
+__global__ void pdl_probe_copy(uint4 *dst, const uint4 *src, size_t n, unsigned delay_ns)
+{
+	kern_pdl_start();
+	uint64_t t0, t;
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+	do
+		asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	while (t - t0 < delay_ns);
+	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x)
+		dst[i] = src[i];
+}
+
+extern "C" int kern_pdl_probe_copy(void *dst, const void *src, size_t bytes, unsigned delay_ns,
+				   void *stream)
+{
+	if (bytes % 16 || !kern_aligned16(dst) || !kern_aligned16(src))
+		return SL_EINVAL;
+	const size_t n = bytes / 16;
+	const int blocks = n ? (int)((n + 255) / 256 < 64 ? (n + 255) / 256 : 64) : 1;
+	return kern_launch_small("pdl probe", kern_stream(stream), pdl_probe_copy, dim3(blocks),
+				 dim3(256), 0, (uint4 *)dst, (const uint4 *)src, n, delay_ns);
+}

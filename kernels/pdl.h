@@ -13,6 +13,8 @@
 #ifndef KERN_PDL_H
 #define KERN_PDL_H
 
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -34,6 +36,14 @@ int kern_pdl_enabled(void);
  * kernels wanting shared memory. On by default; SL_PREFER_L1=0 turns it
  * off (node/backend_cuda.c). */
 void kern_gemv_l1_enable(int on);
+
+/* For tests of kernels that run as programmatic dependents: copy `bytes`
+ * from src to dst (device, 16-byte aligned, bytes % 16 == 0) in a kernel
+ * launched as the small kernels are, which lets the next kernel launch at
+ * its start and then idles `delay_ns` before it writes. A dependent that
+ * reads dst without waiting for this kernel reads it unwritten. */
+int kern_pdl_probe_copy(void *dst, const void *src, size_t bytes, unsigned delay_ns,
+			void *stream);
 
 #ifdef __cplusplus
 }

@@ -26,9 +26,19 @@
  *    needed every peer's call e + 1 flag, which every peer sets only after
  *    its whole call e kernel (all its reads of slot e & 1) completed, in
  *    stream order. So no peer can still be reading a slot when it is
- *    overwritten, without a barrier at the end of each call. This requires
- *    that these kernels are never launched with programmatic dependent
- *    launch (they are not).
+ *    overwritten, without a barrier at the end of each call.
+ *  - Programmatic dependent launch (PDL, sm_90; on with the backend's
+ *    small kernels, kern_pdl_enabled, unless SL_CAR_PDL=0) keeps that
+ *    order: a call may be scheduled while the kernel before it drains,
+ *    but its first act is griddepcontrol.wait, which returns only once
+ *    that kernel has completed; every kernel of the step launched as a
+ *    dependent waits so before it touches memory, so "completed in
+ *    stream order" still holds from one call to the next, through any
+ *    kernels between. What PDL buys: the call's launch hides behind the
+ *    projection before it, and it lets the next kernel launch at once, so
+ *    the projection after it fetches its first weights while the ranks
+ *    exchange (tests/gpu/test_allreduce.c runs every case both ways, and
+ *    one where the kernel before writes the input late).
  *
  * Sums: fp32, in rank order 0..tp-1 on every rank, then one rounding to
  * the storage dtype, so every rank's output is bit-identical and equals
@@ -44,10 +54,13 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "parallel/allreduce_dev.h"
 #include "kernels/cuda_util.cuh"
 #include "kernels/epilogue.cuh"
+#include "kernels/pdl.h"
 
 /* ---- flags: the only cross-GPU synchronisation ---- */
 
@@ -227,6 +240,7 @@ template <typename T, bool ALIGNED>
 __global__ void __launch_bounds__(CAR_THREADS) car_oneshot(par_car_dev d, T *buf, size_t count)
 {
 	constexpr int E = 16 / sizeof(T);
+	kern_pdl_start(); /* the input is the previous kernel's output */
 	uint32_t e = car_next_epoch(d);
 	size_t slot = (e & 1) ? d.slot_bytes : 0;
 	size_t n = (count + E - 1) / E;
@@ -265,6 +279,7 @@ template <typename T, bool ALIGNED>
 __global__ void __launch_bounds__(CAR_THREADS) car_twoshot(par_car_dev d, T *buf, size_t count)
 {
 	constexpr int E = 16 / sizeof(T);
+	kern_pdl_start(); /* the input is the previous kernel's output */
 	uint32_t e = car_next_epoch(d);
 	size_t slot = (e & 1) ? d.slot_bytes : 0;
 	size_t n = (count + E - 1) / E;
@@ -307,6 +322,7 @@ __global__ void __launch_bounds__(CAR_THREADS)
 	car_allgather(par_car_dev d, const T *send, T *recv, size_t count, size_t recv_stride)
 {
 	constexpr int E = 16 / sizeof(T);
+	kern_pdl_start();
 	uint32_t e = car_next_epoch(d);
 	size_t slot = (e & 1) ? d.slot_bytes : 0;
 	size_t n = (count + E - 1) / E;
@@ -346,6 +362,7 @@ __global__ void __launch_bounds__(CAR_THREADS)
 	constexpr int E = 16 / sizeof(T);
 	static_assert(E == KERN_VEC, "2-byte types: packs of 8");
 	__shared__ float wsum[CAR_THREADS / 32][KERN_PRE_MAX_TOKENS];
+	kern_pdl_start();
 	uint32_t e = car_next_epoch(d);
 	size_t slot = (e & 1) ? d.slot_bytes : 0;
 	const int P = (dim + E - 1) / E, total = n * P;
@@ -415,23 +432,43 @@ __global__ void __launch_bounds__(CAR_THREADS)
 
 /* ---- launchers ---- */
 
+/* PDL for these kernels: with the step's (kern_pdl_enabled) unless
+ * SL_CAR_PDL=0 (read once); a refused PDL launch turns it off for good. */
+static bool g_car_pdl_ok = true;
+
+static bool car_pdl_on(void)
+{
+	static int env = -1;
+	if (env < 0) {
+		const char *v = getenv("SL_CAR_PDL");
+		env = !(v && !strcmp(v, "0"));
+	}
+	return g_car_pdl_ok && env && kern_pdl_enabled();
+}
+
+template <typename K, typename... Args>
+static int car_launch(cudaStream_t st, K kernel, int blocks, Args... args)
+{
+	bool pdl = car_pdl_on();
+	const bool asked = pdl;
+	int rc = kern_launch_pdl_smem(&pdl, "all-reduce", st, kernel, dim3(blocks), dim3(CAR_THREADS),
+				      0, args...);
+	if (asked && !pdl)
+		g_car_pdl_ok = false;
+	return rc;
+}
+
 template <typename T>
 static int car_allreduce_launch(const par_car_dev *d, void *buf, size_t count, int twoshot,
 				cudaStream_t st)
 {
 	bool al = kern_aligned16(buf);
-	dim3 grid(d->blocks), block(CAR_THREADS);
 	T *b = (T *)buf;
-	if (twoshot && al)
-		car_twoshot<T, true><<<grid, block, 0, st>>>(*d, b, count);
-	else if (twoshot)
-		car_twoshot<T, false><<<grid, block, 0, st>>>(*d, b, count);
-	else if (al)
-		car_oneshot<T, true><<<grid, block, 0, st>>>(*d, b, count);
-	else
-		car_oneshot<T, false><<<grid, block, 0, st>>>(*d, b, count);
-	CUDA_TRY_LAUNCH();
-	return SL_OK;
+	if (twoshot)
+		return car_launch(st, al ? car_twoshot<T, true> : car_twoshot<T, false>, d->blocks,
+				  *d, b, count);
+	return car_launch(st, al ? car_oneshot<T, true> : car_oneshot<T, false>, d->blocks, *d, b,
+			  count);
 }
 
 extern "C" int par_car_launch_allreduce(const par_car_dev *d, void *buf, size_t count, sl_dtype dt,
@@ -455,15 +492,8 @@ static int car_allgather_launch(const par_car_dev *d, const void *send, void *re
 				size_t recv_stride, cudaStream_t st)
 {
 	bool al = kern_aligned16(send) && kern_aligned16(recv) && (recv_stride * sizeof(T)) % 16 == 0;
-	dim3 grid(d->blocks), block(CAR_THREADS);
-	if (al)
-		car_allgather<T, true><<<grid, block, 0, st>>>(*d, (const T *)send, (T *)recv, count,
-							      recv_stride);
-	else
-		car_allgather<T, false><<<grid, block, 0, st>>>(*d, (const T *)send, (T *)recv, count,
-							       recv_stride);
-	CUDA_TRY_LAUNCH();
-	return SL_OK;
+	return car_launch(st, al ? car_allgather<T, true> : car_allgather<T, false>, d->blocks, *d,
+			  (const T *)send, (T *)recv, count, recv_stride);
 }
 
 extern "C" int par_car_launch_allgather(const par_car_dev *d, const void *send, void *recv,
@@ -483,20 +513,15 @@ extern "C" int par_car_launch_allgather(const par_car_dev *d, const void *send, 
 }
 
 template <typename T, bool ALIGNED>
-static void car_add_prenorm_np(const par_car_dev *d, const void *part, float *x, const void *w,
-			       void *out, float *sumsq, int n, int dim, cudaStream_t st)
+static int car_add_prenorm_np(const par_car_dev *d, const void *part, float *x, const void *w,
+			      void *out, float *sumsq, int n, int dim, cudaStream_t st)
 {
 	const T *p = (const T *)part, *g = (const T *)w;
 	T *o = (T *)out;
-	if (d->tp <= 2)
-		car_add_prenorm<T, ALIGNED, 2>
-			<<<d->blocks, CAR_THREADS, 0, st>>>(*d, p, x, g, o, sumsq, n, dim);
-	else if (d->tp <= 4)
-		car_add_prenorm<T, ALIGNED, 4>
-			<<<d->blocks, CAR_THREADS, 0, st>>>(*d, p, x, g, o, sumsq, n, dim);
-	else
-		car_add_prenorm<T, ALIGNED, CAR_MAX_RANKS>
-			<<<d->blocks, CAR_THREADS, 0, st>>>(*d, p, x, g, o, sumsq, n, dim);
+	auto k = d->tp <= 2   ? car_add_prenorm<T, ALIGNED, 2>
+		 : d->tp <= 4 ? car_add_prenorm<T, ALIGNED, 4>
+			      : car_add_prenorm<T, ALIGNED, CAR_MAX_RANKS>;
+	return car_launch(st, k, d->blocks, *d, p, x, g, o, sumsq, n, dim);
 }
 
 template <typename T>
@@ -508,11 +533,8 @@ static int car_add_prenorm_launch(const par_car_dev *d, const void *part, float 
 	bool al = dim % KERN_VEC == 0 && kern_aligned16(part) && kern_aligned16(x) &&
 		  kern_aligned16(w) && kern_aligned16(out);
 	if (al)
-		car_add_prenorm_np<T, true>(d, part, x, w, out, sumsq, n, dim, st);
-	else
-		car_add_prenorm_np<T, false>(d, part, x, w, out, sumsq, n, dim, st);
-	CUDA_TRY_LAUNCH();
-	return SL_OK;
+		return car_add_prenorm_np<T, true>(d, part, x, w, out, sumsq, n, dim, st);
+	return car_add_prenorm_np<T, false>(d, part, x, w, out, sumsq, n, dim, st);
 }
 
 extern "C" int par_car_launch_add_prenorm(const par_car_dev *d, const void *part, float *x,

@@ -30,6 +30,14 @@
  * sums untouched; calls it refuses refused by every rank with nothing
  * written; a graph replaying it with eager calls between.
  *
+ * On sm_90 and later the burst, the graphs and the fused add run a second
+ * time with programmatic dependent launch on (as the CUDA backend runs
+ * them), and one more group puts a dependent writer before each call: a
+ * kernel that lets the all-reduce launch at once and writes its input
+ * 20 us later (kern_pdl_probe_copy), another copying the output after it;
+ * a call that read its input or published its output without waiting
+ * for its neighbours reads poison.
+ *
  * Rank 0 prints one line per group and "N passed, N failed".
  * --quick: fewer sizes (for 4 and 8 ranks sharing one GPU).
  */
@@ -43,6 +51,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kernels/pdl.h"
 #include "parallel/allreduce.h"
 #include "common/dtype.h"
 #include "common/rng.h"
@@ -463,6 +472,55 @@ static void test_graph(void)
 		CK(cudaFreeHost(gb[j].host));
 		dbuf_free(&gb[j].dev);
 	}
+	group_end(&g);
+}
+
+/* ---- dependents on both sides: a late writer before, a reader after ---- */
+
+static int check_pdl_order(par_car *car, sl_dtype dt, size_t count, par_ar_algo algo,
+			   uint64_t seed)
+{
+	size_t es = sl_dtype_size(dt), bytes = (count * es + 15) / 16 * 16;
+	char what[160];
+	snprintf(what, sizeof what, "dependents around %s %s count %zu", dt_name(dt),
+		 algo_name(algo), count);
+	void *in = xmalloc(bytes), *want = xmalloc(count * es);
+	memset(in, 0, bytes);
+	make_input(in, g_rank, seed, count, dt);
+	make_expected(want, seed, count, dt);
+	void *src, *buf;
+	dbuf out;
+	CK(cudaMalloc(&src, bytes));
+	CK(cudaMalloc(&buf, bytes));
+	dbuf_make(&out, bytes / es, 0, dt);
+	CK(cudaMemcpy(src, in, bytes, cudaMemcpyHostToDevice));
+	CK(cudaMemset(buf, GUARD_BYTE, bytes));
+	CK(cudaDeviceSynchronize());
+	MPI_Barrier(MPI_COMM_WORLD);
+	CK_SL(kern_pdl_probe_copy(buf, src, bytes, 20000, g_stream));
+	CK_SL(par_car_allreduce(car, buf, count, dt, algo));
+	CK_SL(kern_pdl_probe_copy(out.data, buf, bytes, 0, g_stream));
+	CK(cudaStreamSynchronize(g_stream));
+	int ok = dbuf_check(what, &out, want, count, dt);
+	dbuf_free(&out);
+	CK(cudaFree(src));
+	CK(cudaFree(buf));
+	free(in), free(want);
+	return ok;
+}
+
+static void test_pdl_order(void)
+{
+	static const size_t counts[] = {8, 5120, 40960, 163840};
+	group g;
+	group_begin(&g, "PDL: %s all-reduces between dependent kernels%s", "24", "");
+	for (int d = 0; d < 3; d++)
+		for (int i = 0; i < 4; i++)
+			for (int a = 0; a < 2; a++)
+				group_case(&g, check_pdl_order(i % 2 ? g_small : g_car, k_dts[d],
+							       counts[i],
+							       a ? PAR_AR_TWOSHOT : PAR_AR_ONESHOT,
+							       70000 + 10 * d + i));
 	group_end(&g);
 }
 
@@ -934,6 +992,17 @@ int main(int argc, char **argv)
 	test_prenorm_graph();
 	if (g_distinct)
 		test_nccl();
+	if (prop.major >= 9) { /* again as the backend launches them */
+		kern_pdl_enable(1);
+		if (g_rank == 0)
+			printf("programmatic dependent launch on:\n");
+		test_burst();
+		test_graph();
+		test_prenorm(g_car, "default");
+		test_prenorm_graph();
+		test_pdl_order();
+		kern_pdl_enable(0);
+	}
 
 	if (par_car_check(g_car, err, sizeof err) || par_car_check(g_small, err, sizeof err))
 		fatal("par_car_check", err);
