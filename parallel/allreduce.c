@@ -58,6 +58,7 @@ void par_car_default_limits(int tp, par_car_limits *l)
 	l->oneshot_max = k_car_table[i].oneshot_max;
 	l->custom_max = k_car_table[i].custom_max;
 	l->blocks = PAR_CAR_BLOCKS_DEFAULT;
+	l->block_bytes = PAR_CAR_BLOCK_BYTES_DEFAULT;
 	l->fused = 1;
 }
 
@@ -77,6 +78,17 @@ size_t par_car_slot_bytes(const par_car_limits *l)
 int par_car_blocks(const par_car_limits *l)
 {
 	return l->blocks >= 1 && l->blocks <= 64 ? l->blocks : PAR_CAR_BLOCKS_DEFAULT;
+}
+
+int par_car_active_blocks(const par_car_limits *l, size_t bytes)
+{
+	const int all = par_car_blocks(l);
+	if (!l->block_bytes)
+		return all;
+	size_t n = (bytes + l->block_bytes - 1) / l->block_bytes;
+	if (n < PAR_CAR_MIN_ACTIVE)
+		n = PAR_CAR_MIN_ACTIVE;
+	return n < (size_t)all ? (int)n : all;
 }
 
 int par_car_parse_mode(const char *what, const char *s, par_car_mode *mode, char *err,
@@ -134,6 +146,12 @@ int par_car_limits_from_env(int tp, par_car_limits *l, char *err, size_t errlen)
 	}
 	if ((s = getenv("SL_CUSTOM_AR_MAX")) && *s) {
 		int rc = par_car_parse_bytes("SL_CUSTOM_AR_MAX", s, &l->custom_max, err, errlen);
+		if (rc)
+			return rc;
+	}
+	if ((s = getenv("SL_CUSTOM_AR_BLOCK_BYTES")) && *s) {
+		int rc = par_car_parse_bytes("SL_CUSTOM_AR_BLOCK_BYTES", s, &l->block_bytes, err,
+					     errlen);
 		if (rc)
 			return rc;
 	}
@@ -491,8 +509,9 @@ int par_car_allreduce(par_car *c, void *buf, size_t count, sl_dtype dt, par_ar_a
 		par_ar_algo a = algo;
 		if (a != PAR_AR_ONESHOT && a != PAR_AR_TWOSHOT)
 			a = n * es <= c->lim.oneshot_max ? PAR_AR_ONESHOT : PAR_AR_TWOSHOT;
-		TRY(par_car_launch_allreduce(&c->dev, (char *)buf + off * es, n, dt,
-					     a == PAR_AR_TWOSHOT, c->stream));
+		TRY(par_car_launch_allreduce(&c->dev, par_car_active_blocks(&c->lim, n * es),
+					     (char *)buf + off * es, n, dt, a == PAR_AR_TWOSHOT,
+					     c->stream));
 	}
 	return SL_OK;
 }
@@ -507,7 +526,8 @@ int par_car_allreduce_add_prenorm(par_car *c, const void *part, float *x, const 
 	if ((dt != SL_DT_F16 && dt != SL_DT_BF16) || dim <= 0 || !w || !out || !sumsq ||
 	    !kern_pre_fits(n, c->dev.blocks) || bytes > c->dev.slot_bytes)
 		return SL_ENOTSUP;
-	return par_car_launch_add_prenorm(&c->dev, part, x, w, out, sumsq, n, dim, dt, c->stream);
+	return par_car_launch_add_prenorm(&c->dev, par_car_active_blocks(&c->lim, bytes), part, x,
+					  w, out, sumsq, n, dim, dt, c->stream);
 }
 
 int par_car_allgather(par_car *c, const void *send, void *recv, size_t count, sl_dtype dt)
@@ -515,7 +535,8 @@ int par_car_allgather(par_car *c, const void *send, void *recv, size_t count, sl
 	size_t es = sl_dtype_size(dt), cap = c->dev.slot_bytes / es;
 	for (size_t off = 0; off < count; off += cap) {
 		size_t n = count - off < cap ? count - off : cap;
-		TRY(par_car_launch_allgather(&c->dev, (const char *)send + off * es,
+		int active = par_car_active_blocks(&c->lim, n * es * c->dev.tp);
+		TRY(par_car_launch_allgather(&c->dev, active, (const char *)send + off * es,
 					     (char *)recv + off * es, n, count, es, c->stream));
 	}
 	return SL_OK;

@@ -13,8 +13,11 @@
  *    the barrier value into flags[b][r] of every peer, and polls its own
  *    flags[b][p] for every peer p.
  *  - Block b of every rank handles the same elements (same count, same
- *    grid, same grid-stride mapping), so block b only ever waits for block
- *    b of its peers: there is no barrier across the blocks of one GPU.
+ *    grid, same number of moving blocks, same grid-stride mapping), so
+ *    block b only ever waits for block b of its peers: there is no barrier
+ *    across the blocks of one GPU. A small call moves its data with only
+ *    the first d.active blocks (par_car_active_blocks: one per 8 KiB, at
+ *    least 4); the others advance their counters and leave.
  *  - Call counting: every block keeps its own count of calls in local
  *    memory (d.epoch[b], advanced by the kernel itself, so graph replays
  *    count too). Every call runs all d.blocks blocks, so all counters of
@@ -26,7 +29,10 @@
  *    needed every peer's call e + 1 flag, which every peer sets only after
  *    its whole call e kernel (all its reads of slot e & 1) completed, in
  *    stream order. So no peer can still be reading a slot when it is
- *    overwritten, without a barrier at the end of each call.
+ *    overwritten, without a barrier at the end of each call. Which block
+ *    read which part of the slot in call e does not matter (calls may
+ *    move their data with different numbers of blocks): every moving
+ *    block of call e + 1 waits for every peer, and every call has one.
  *  - Programmatic dependent launch (PDL, sm_90; on with the backend's
  *    small kernels, kern_pdl_enabled, unless SL_CAR_PDL=0) keeps that
  *    order: a call may be scheduled while the kernel before it drains,
@@ -242,9 +248,11 @@ __global__ void __launch_bounds__(CAR_THREADS) car_oneshot(par_car_dev d, T *buf
 	constexpr int E = 16 / sizeof(T);
 	kern_pdl_start(); /* the input is the previous kernel's output */
 	uint32_t e = car_next_epoch(d);
+	if (blockIdx.x >= d.active)
+		return; /* counted the call; moves nothing */
 	size_t slot = (e & 1) ? d.slot_bytes : 0;
 	size_t n = (count + E - 1) / E;
-	size_t stride = (size_t)gridDim.x * blockDim.x;
+	size_t stride = (size_t)d.active * blockDim.x;
 	size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
 	uint4 *mine = reinterpret_cast<uint4 *>(d.data[d.rank] + slot);
 	for (size_t i = first; i < n; i += stride)
@@ -281,9 +289,11 @@ __global__ void __launch_bounds__(CAR_THREADS) car_twoshot(par_car_dev d, T *buf
 	constexpr int E = 16 / sizeof(T);
 	kern_pdl_start(); /* the input is the previous kernel's output */
 	uint32_t e = car_next_epoch(d);
+	if (blockIdx.x >= d.active)
+		return; /* counted the call; moves nothing */
 	size_t slot = (e & 1) ? d.slot_bytes : 0;
 	size_t n = (count + E - 1) / E;
-	size_t stride = (size_t)gridDim.x * blockDim.x;
+	size_t stride = (size_t)d.active * blockDim.x;
 	size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
 	uint4 *mine = reinterpret_cast<uint4 *>(d.data[d.rank] + slot);
 	size_t c0, len;
@@ -324,9 +334,11 @@ __global__ void __launch_bounds__(CAR_THREADS)
 	constexpr int E = 16 / sizeof(T);
 	kern_pdl_start();
 	uint32_t e = car_next_epoch(d);
+	if (blockIdx.x >= d.active)
+		return; /* counted the call; moves nothing */
 	size_t slot = (e & 1) ? d.slot_bytes : 0;
 	size_t n = (count + E - 1) / E;
-	size_t stride = (size_t)gridDim.x * blockDim.x;
+	size_t stride = (size_t)d.active * blockDim.x;
 	size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
 	uint4 *mine = reinterpret_cast<uint4 *>(d.data[d.rank] + slot);
 	for (size_t i = first; i < n; i += stride)
@@ -364,9 +376,14 @@ __global__ void __launch_bounds__(CAR_THREADS)
 	__shared__ float wsum[CAR_THREADS / 32][KERN_PRE_MAX_TOKENS];
 	kern_pdl_start();
 	uint32_t e = car_next_epoch(d);
+	if (blockIdx.x >= d.active) { /* counted the call; its parts are 0 */
+		if (threadIdx.x < n)
+			sumsq[(size_t)blockIdx.x * n + threadIdx.x] = 0.0f;
+		return;
+	}
 	size_t slot = (e & 1) ? d.slot_bytes : 0;
 	const int P = (dim + E - 1) / E, total = n * P;
-	const int chunk = (total + gridDim.x - 1) / gridDim.x;
+	const int chunk = (total + d.active - 1) / d.active;
 	const int c0 = blockIdx.x * chunk, c1 = min(c0 + chunk, total);
 	uint4 *mine = reinterpret_cast<uint4 *>(d.data[d.rank] + slot);
 	for (int i = c0 + threadIdx.x; i < c1; i += blockDim.x) {
@@ -471,18 +488,27 @@ static int car_allreduce_launch(const par_car_dev *d, void *buf, size_t count, i
 			  count);
 }
 
-extern "C" int par_car_launch_allreduce(const par_car_dev *d, void *buf, size_t count, sl_dtype dt,
-					int twoshot, void *stream)
+/* d with this call's moving blocks: `active` within 1..blocks */
+static par_car_dev car_with_active(const par_car_dev *d, int active)
+{
+	par_car_dev c = *d;
+	c.active = active < 1 ? 1 : active > d->blocks ? d->blocks : active;
+	return c;
+}
+
+extern "C" int par_car_launch_allreduce(const par_car_dev *d, int active, void *buf, size_t count,
+					sl_dtype dt, int twoshot, void *stream)
 {
 	if (count == 0)
 		return SL_OK;
 	if (count * sl_dtype_size(dt) > d->slot_bytes || d->blocks < 1 || d->blocks > CAR_MAX_BLOCKS)
 		return SL_EINVAL;
 	cudaStream_t st = (cudaStream_t)stream;
+	const par_car_dev c = car_with_active(d, active);
 	switch (dt) {
-	case SL_DT_F32: return car_allreduce_launch<float>(d, buf, count, twoshot, st);
-	case SL_DT_F16: return car_allreduce_launch<__half>(d, buf, count, twoshot, st);
-	case SL_DT_BF16: return car_allreduce_launch<__nv_bfloat16>(d, buf, count, twoshot, st);
+	case SL_DT_F32: return car_allreduce_launch<float>(&c, buf, count, twoshot, st);
+	case SL_DT_F16: return car_allreduce_launch<__half>(&c, buf, count, twoshot, st);
+	case SL_DT_BF16: return car_allreduce_launch<__nv_bfloat16>(&c, buf, count, twoshot, st);
 	}
 	return SL_ENOTSUP;
 }
@@ -496,19 +522,20 @@ static int car_allgather_launch(const par_car_dev *d, const void *send, void *re
 			  (const T *)send, (T *)recv, count, recv_stride);
 }
 
-extern "C" int par_car_launch_allgather(const par_car_dev *d, const void *send, void *recv,
-					size_t count, size_t recv_stride, size_t elem_bytes,
-					void *stream)
+extern "C" int par_car_launch_allgather(const par_car_dev *d, int active, const void *send,
+					void *recv, size_t count, size_t recv_stride,
+					size_t elem_bytes, void *stream)
 {
 	if (count == 0)
 		return SL_OK;
 	if (count * elem_bytes > d->slot_bytes || d->blocks < 1 || d->blocks > CAR_MAX_BLOCKS)
 		return SL_EINVAL;
 	cudaStream_t st = (cudaStream_t)stream;
+	const par_car_dev c = car_with_active(d, active);
 	if (elem_bytes == 4)
-		return car_allgather_launch<uint32_t>(d, send, recv, count, recv_stride, st);
+		return car_allgather_launch<uint32_t>(&c, send, recv, count, recv_stride, st);
 	if (elem_bytes == 2)
-		return car_allgather_launch<uint16_t>(d, send, recv, count, recv_stride, st);
+		return car_allgather_launch<uint16_t>(&c, send, recv, count, recv_stride, st);
 	return SL_ENOTSUP;
 }
 
@@ -537,20 +564,21 @@ static int car_add_prenorm_launch(const par_car_dev *d, const void *part, float 
 	return car_add_prenorm_np<T, false>(d, part, x, w, out, sumsq, n, dim, st);
 }
 
-extern "C" int par_car_launch_add_prenorm(const par_car_dev *d, const void *part, float *x,
-					  const void *w, void *out, float *sumsq, int n, int dim,
-					  sl_dtype dt, void *stream)
+extern "C" int par_car_launch_add_prenorm(const par_car_dev *d, int active, const void *part,
+					  float *x, const void *w, void *out, float *sumsq, int n,
+					  int dim, sl_dtype dt, void *stream)
 {
 	if (n < 1 || n > KERN_PRE_MAX_TOKENS || dim <= 0 || d->blocks < 1 ||
 	    d->blocks > CAR_MAX_BLOCKS ||
 	    (size_t)n * ((dim + KERN_VEC - 1) / KERN_VEC) * 16 > d->slot_bytes)
 		return SL_EINVAL;
 	cudaStream_t st = (cudaStream_t)stream;
+	const par_car_dev c = car_with_active(d, active);
 	switch (dt) {
 	case SL_DT_F16:
-		return car_add_prenorm_launch<__half>(d, part, x, w, out, sumsq, n, dim, st);
+		return car_add_prenorm_launch<__half>(&c, part, x, w, out, sumsq, n, dim, st);
 	case SL_DT_BF16:
-		return car_add_prenorm_launch<__nv_bfloat16>(d, part, x, w, out, sumsq, n, dim, st);
+		return car_add_prenorm_launch<__nv_bfloat16>(&c, part, x, w, out, sumsq, n, dim, st);
 	default: return SL_ENOTSUP;
 	}
 }

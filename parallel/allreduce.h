@@ -31,6 +31,9 @@ typedef struct par_car_limits {
 	size_t oneshot_max; /* bytes: one-shot up to here */
 	size_t custom_max;  /* bytes: two-shot up to here, NCCL above; also sizes the buffers */
 	int blocks;         /* grid of every kernel, 1..64 (0: default) */
+	size_t block_bytes; /* a call of B bytes moves them with ceil(B / block_bytes)
+			     * of the blocks, at least PAR_CAR_MIN_ACTIVE; the other
+			     * blocks only count the call (0: every block, always) */
 	int fused;          /* 1: the communicator fuses the all-reduce with the residual add
 			     * after it where it can (par_tp_allreduce_add_prenorm) */
 } par_car_limits;
@@ -41,10 +44,16 @@ typedef struct par_car_limits {
  * blocks of 512 threads. A tp size the table lacks takes the next larger
  * row's. */
 #define PAR_CAR_BLOCKS_DEFAULT 32
+/* Fewer blocks for small messages: a decode step's 10-16 KiB all-reduce
+ * at tp 4 ran 5.6% faster a step with 4 blocks than with 32, while batch
+ * 32's 320 KiB lost 14% with 4 and 2.4% with 8 (13B, H200 x4,
+ * bench/results/2026-11-28-nvidia-h200-x4-sharding-round3). */
+#define PAR_CAR_BLOCK_BYTES_DEFAULT ((size_t)8 << 10)
+#define PAR_CAR_MIN_ACTIVE 4
 void par_car_default_limits(int tp, par_car_limits *l);
-/* Defaults overridden by SL_CUSTOM_AR_ONESHOT_MAX, SL_CUSTOM_AR_MAX (bytes,
- * K/M/G suffixes), SL_CUSTOM_AR_BLOCKS and SL_FUSED_AR (0 or 1); errors
- * name the variable. */
+/* Defaults overridden by SL_CUSTOM_AR_ONESHOT_MAX, SL_CUSTOM_AR_MAX,
+ * SL_CUSTOM_AR_BLOCK_BYTES (bytes, K/M/G suffixes), SL_CUSTOM_AR_BLOCKS and
+ * SL_FUSED_AR (0 or 1); errors name the variable. */
 int par_car_limits_from_env(int tp, par_car_limits *l, char *err, size_t errlen);
 /* Custom one-shot, two-shot, or NCCL for a message of `bytes`. */
 par_ar_algo par_car_choose(const par_car_limits *l, size_t bytes);
@@ -52,6 +61,8 @@ par_ar_algo par_car_choose(const par_car_limits *l, size_t bytes);
 size_t par_car_slot_bytes(const par_car_limits *l);
 /* The grid the kernels will use: l->blocks, or the default, within 1..64. */
 int par_car_blocks(const par_car_limits *l);
+/* The blocks of that grid that move a call of `bytes` (block_bytes). */
+int par_car_active_blocks(const par_car_limits *l, size_t bytes);
 /* "0"/"off", "1"/"on", "auto" -> *mode; anything else is an error naming
  * `what` (a flag or variable). */
 int par_car_parse_mode(const char *what, const char *s, par_car_mode *mode, char *err,

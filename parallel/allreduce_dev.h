@@ -52,24 +52,31 @@ typedef struct par_car_dev {
 	par_car_diag *diag;             /* device view of the mapped diagnostic record */
 	size_t slot_bytes;              /* a multiple of 16 */
 	int rank, tp, blocks;
+	int active; /* set per call by the launchers: blocks [0, active) move the
+		     * data, the others only advance their call counters */
 } par_car_dev;
+
+/* Every launcher runs all d->blocks blocks (so every block's counter counts
+ * every call, and call e uses slot e & 1 in every block); the first
+ * `active` (1..blocks) move the data. */
 
 /* Sum `count` elements of buf (count * dtype size <= slot_bytes) across the
  * group, in place, on `stream`: one-shot (twoshot 0) or two-shot. */
-int par_car_launch_allreduce(const par_car_dev *d, void *buf, size_t count, sl_dtype dt,
-			     int twoshot, void *stream);
+int par_car_launch_allreduce(const par_car_dev *d, int active, void *buf, size_t count,
+			     sl_dtype dt, int twoshot, void *stream);
 /* The one-shot all-reduce of part [n, dim] (dt F16 or BF16) doing the
  * residual add of a pending norm (KERN_EPI_ADD, kernels/epilogue.h): x
  * [n, dim] fp32 += the sum rounded to dt, out [n, dim] (dt) = x * w
  * rounded, sumsq [blocks, n] = each block's part of the rows' sums of
- * squares. 1 <= n <= KERN_PRE_MAX_TOKENS, n * ceil(dim / 8) * 16 <=
+ * squares (0 from the blocks that moved nothing). 1 <= n <= KERN_PRE_MAX_TOKENS, n * ceil(dim / 8) * 16 <=
  * slot_bytes (else SL_EINVAL); another dtype: SL_ENOTSUP. */
-int par_car_launch_add_prenorm(const par_car_dev *d, const void *part, float *x, const void *w,
-			       void *out, float *sumsq, int n, int dim, sl_dtype dt, void *stream);
+int par_car_launch_add_prenorm(const par_car_dev *d, int active, const void *part, float *x,
+			       const void *w, void *out, float *sumsq, int n, int dim, sl_dtype dt,
+			       void *stream);
 /* recv + p * recv_stride (elements) gets rank p's `count` elements of send
  * (count * elem_bytes <= slot_bytes; elem_bytes 2 or 4). */
-int par_car_launch_allgather(const par_car_dev *d, const void *send, void *recv, size_t count,
-			     size_t recv_stride, size_t elem_bytes, void *stream);
+int par_car_launch_allgather(const par_car_dev *d, int active, const void *send, void *recv,
+			     size_t count, size_t recv_stride, size_t elem_bytes, void *stream);
 
 #ifdef __cplusplus
 }

@@ -168,8 +168,10 @@ static void log_choice(const par_comm *c, const nccl_state *s, const char *why)
 			"share a GPU; NCCL needs one GPU per rank): correct but not fast");
 	else
 		SL_INFO("comm", "tp all-reduce: custom one-shot up to %zu KiB, two-shot up to %zu "
-			"KiB, NCCL above (%d blocks); one-shot fused with the residual add: %s",
-			l->oneshot_max >> 10, l->custom_max >> 10, l->blocks,
+			"KiB, NCCL above (%d blocks, one per %zu KiB moving a call, at least %d); "
+			"one-shot fused with the residual add: %s",
+			l->oneshot_max >> 10, l->custom_max >> 10, l->blocks, l->block_bytes >> 10,
+			PAR_CAR_MIN_ACTIVE,
 			l->fused ? "on" : "off (SL_FUSED_AR=0)");
 }
 

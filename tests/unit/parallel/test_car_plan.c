@@ -112,6 +112,36 @@ START_TEST(test_slot_and_blocks)
 }
 END_TEST
 
+/* Small calls move their data with few blocks, large ones with all. */
+START_TEST(test_active_blocks)
+{
+	par_car_limits l;
+	par_car_default_limits(4, &l);
+	ck_assert_uint_eq(l.block_bytes, (size_t)8 << 10);
+	ck_assert_int_eq(par_car_active_blocks(&l, 2), PAR_CAR_MIN_ACTIVE);
+	ck_assert_int_eq(par_car_active_blocks(&l, 10240), PAR_CAR_MIN_ACTIVE); /* 13B decode */
+	ck_assert_int_eq(par_car_active_blocks(&l, (size_t)40 << 10), 5);
+	ck_assert_int_eq(par_car_active_blocks(&l, ((size_t)40 << 10) + 1), 6);
+	ck_assert_int_eq(par_car_active_blocks(&l, (size_t)256 << 10), 32);
+	ck_assert_int_eq(par_car_active_blocks(&l, (size_t)320 << 10), 32); /* batch 32 */
+	l.blocks = 3; /* fewer than the minimum: all of them */
+	ck_assert_int_eq(par_car_active_blocks(&l, 1), 3);
+	l.blocks = 32;
+	l.block_bytes = 0; /* every block, always */
+	ck_assert_int_eq(par_car_active_blocks(&l, 1), 32);
+	setenv("SL_CUSTOM_AR_BLOCK_BYTES", "0", 1);
+	ck_assert_int_eq(par_car_limits_from_env(2, &l, g_err, sizeof g_err), 0);
+	ck_assert_uint_eq(l.block_bytes, 0);
+	setenv("SL_CUSTOM_AR_BLOCK_BYTES", "32K", 1);
+	ck_assert_int_eq(par_car_limits_from_env(2, &l, g_err, sizeof g_err), 0);
+	ck_assert_int_eq(par_car_active_blocks(&l, (size_t)256 << 10), 8);
+	setenv("SL_CUSTOM_AR_BLOCK_BYTES", "few", 1);
+	ck_assert_int_eq(par_car_limits_from_env(2, &l, g_err, sizeof g_err), SL_EINVAL);
+	ck_assert_msg(strstr(g_err, "SL_CUSTOM_AR_BLOCK_BYTES"), "%s", g_err);
+	unsetenv("SL_CUSTOM_AR_BLOCK_BYTES");
+}
+END_TEST
+
 START_TEST(test_parse_mode)
 {
 	par_car_mode m = PAR_CAR_AUTO;
@@ -213,6 +243,7 @@ static Suite *car_suite(void)
 	TCase *tc = tcase_create("plan");
 	tcase_add_test(tc, test_defaults);
 	tcase_add_test(tc, test_choose_boundaries);
+	tcase_add_test(tc, test_active_blocks);
 	tcase_add_test(tc, test_choose_model_sizes);
 	tcase_add_test(tc, test_slot_and_blocks);
 	tcase_add_test(tc, test_parse_mode);
