@@ -358,11 +358,82 @@ static void test_variant_format(int ci)
 	}
 }
 
+/*
+ * The multi-tile kernel sums in the default kernel's order where their
+ * block shapes agree (kernels/quant.cu): int8 and fp8 per row (16 warps x
+ * 2 chunks in both) and int4 with groups of 128 below 4 blocks' worth of
+ * tiles (8 x 2), so there its outputs must equal the default's bit for
+ * bit, run dtype and fp32, on fresh inputs: a tile summed twice, a round
+ * skipped or a scale from the wrong tile shows even below the tolerance.
+ */
+static void variant_bits_format(int ci)
+{
+	static const int variants[] = {KERN_QGEMV_PERSISTENT, 2, 3};
+	const qcfg *c = &k_cfgs[ci];
+	int sm = 0, dev = 0;
+	GT_CUDA(cudaGetDevice(&dev));
+	GT_CUDA(cudaDeviceGetAttribute(&sm, cudaDevAttrMultiProcessorCount, dev));
+	const int rows_of[] = {16 * (2 * sm + 1) - 9, 16 * sm + 5}, cols_of[] = {4096, 11008};
+	kern_qblas *def = qblas_make(NULL), *var = qblas_make(NULL);
+	int compared = 0;
+	gt_reseed(g_seed, 4000 + ci);
+	for (int si = 0; si < 2; si++) {
+		const int rows = rows_of[si], cols = cols_of[si];
+		qw q;
+		qw_random(&q, c, rows, cols);
+		for (int di = 0; di < 2; di++)
+			for (int n = 1; n <= 8; n += 7) {
+				const sl_dtype dt = k_dts[di];
+				float *x = gt_malloc(sizeof(float) * n * cols);
+				gt_fill(x, (size_t)n * cols, -1, 1);
+				gt_round(x, (size_t)n * cols, dt);
+				void *d_x = gt_upload(x, (size_t)n * cols, dt);
+				for (int f32 = 0; f32 < 2; f32++) {
+					const sl_dtype ot = f32 ? SL_DT_F32 : dt;
+					const size_t bytes = sl_dtype_size(ot) * n * rows;
+					void *want = gt_dev_poison(bytes), *got = gt_dev_poison(bytes);
+					char *hw = gt_malloc(bytes), *hg = gt_malloc(bytes);
+					ck_assert_int_eq(kern_qmatmul_cuda(def, KERN_QPATH_GEMV, want, ot, d_x,
+									   dt, &q.d, n), 0);
+					GT_CUDA(cudaDeviceSynchronize());
+					GT_CUDA(cudaMemcpy(hw, want, bytes, cudaMemcpyDeviceToHost));
+					for (size_t vi = 0; vi < sizeof variants / sizeof *variants; vi++) {
+						kern_qblas_set_gemv_variant(var, variants[vi]);
+						GT_CUDA(cudaMemset(got, 0xff, bytes));
+						ck_assert_int_eq(kern_qmatmul_cuda(var, KERN_QPATH_GEMV, got, ot,
+										   d_x, dt, &q.d, n), 0);
+						GT_CUDA(cudaDeviceSynchronize());
+						GT_CUDA(cudaMemcpy(hg, got, bytes, cudaMemcpyDeviceToHost));
+						ck_assert_msg(!memcmp(hw, hg, bytes),
+							      "%s %s->%s rows %d cols %d n %d: kernel %d "
+							      "differs from the default",
+							      c->name, gt_dt_name(dt), gt_dt_name(ot), rows,
+							      cols, n, variants[vi]);
+						compared++;
+					}
+					gt_dev_free(want), gt_dev_free(got);
+					free(hw), free(hg);
+				}
+				gt_dev_free(d_x);
+				free(x);
+			}
+		qw_free(&q);
+	}
+	printf("qmatmul %s: multi-tile GEMV equal to the default bit for bit in %d calls\n",
+	       c->name, compared);
+	fflush(stdout);
+	kern_qblas_destroy(def);
+	kern_qblas_destroy(var);
+}
+
 START_TEST(test_variants)
 {
 	static const int cfgs[] = {0, 1, 3, 4, 5, 6, 7, 8}; /* k_cfgs the multi-tile GEMV takes */
 	for (size_t i = 0; i < sizeof cfgs / sizeof *cfgs; i++)
 		test_variant_format(cfgs[i]);
+	static const int same_shape[] = {0, 1, 5, 6, 7, 8}; /* int8, fp8 per row; int4/g128 */
+	for (size_t i = 0; i < sizeof same_shape / sizeof *same_shape; i++)
+		variant_bits_format(same_shape[i]);
 }
 END_TEST
 
