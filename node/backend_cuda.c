@@ -94,6 +94,7 @@ typedef struct cuda_impl {
 				    * projection's fp8 activations (SL_ACT_CODES) */
 	int gemm_add;              /* run-dtype o / down GEMMs add into the fp32 residual
 				    * (SL_GEMM_ADD) */
+	int qgemv;                 /* the quantized decode GEMV's kernel: KERN_QGEMV_* (SL_QGEMV) */
 	kern_attn_ws *attn;
 	kern_sampler *sampler;
 	node_backend_limits lim;
@@ -849,6 +850,7 @@ static int reserve_scratch(node_backend *be, const node_backend_limits *lim)
 		if ((rc = kern_qblas_create(c->stream, &qc, &c->qblas)))
 			return rc;
 		kern_qblas_set_pdl(c->qblas, c->pdl);
+		kern_qblas_set_gemv_variant(c->qblas, c->qgemv);
 		SL_INFO("cuda", "quantized projections: %.0f MiB of scratch (workspace, dequantize, "
 			"fp8 activations)", kern_qblas_device_bytes(&qc) / 1048576.0);
 	}
@@ -1036,6 +1038,13 @@ static void read_switches(cuda_impl *c, int cc_major)
 	c->fuse = fuse ? fuse_bits(fuse) : FUSE_DEFAULT;
 	const char *full = getenv("SL_SAMPLE_FULL");
 	c->greedy_fast = !(full && !strcmp(full, "1"));
+	const char *qgemv = getenv("SL_QGEMV");
+	c->qgemv = qgemv ? kern_qgemv_variant_parse(qgemv) : KERN_QGEMV_DEFAULT;
+	if (c->qgemv < 0) {
+		SL_WARN("cuda", "SL_QGEMV: unknown kernel '%s' (default, persistent, tiles2..tiles%d); "
+			"the default runs", qgemv, KERN_QGEMV_TILES_MAX);
+		c->qgemv = KERN_QGEMV_DEFAULT;
+	}
 	c->pdl = !(pdl && !strcmp(pdl, "0"));
 	kern_blas_set_pdl(c->blas, c->pdl);
 	kern_pdl_enable(c->pdl && cc_major >= 9);
@@ -1060,6 +1069,11 @@ static void read_switches(cuda_impl *c, int cc_major)
 	if (!c->gemm_add)
 		SL_INFO("cuda", "SL_GEMM_ADD=0: the o and down GEMMs write their product, the norm "
 				"adds it");
+	if (c->qgemv != KERN_QGEMV_DEFAULT) {
+		char name[16];
+		SL_INFO("cuda", "SL_QGEMV=%s: the quantized decode GEMVs keep a block on several "
+				"tiles where they can", kern_qgemv_variant_name(c->qgemv, name, sizeof name));
+	}
 	if (fuse)
 		SL_INFO("cuda", "SL_FUSE=%s: fused GEMV epilogues: SwiGLU %s, RoPE + KV write %s, "
 				"add + RMSNorm %s, norm split across the GEMVs %s", fuse,
