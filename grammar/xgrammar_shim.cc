@@ -314,7 +314,7 @@ struct json_edit {
 
 static void scan_ws(json_scan &j)
 {
-	while (j.i < j.n && strchr(" \t\r\n", j.s[j.i]))
+	while (j.i < j.n && j.s[j.i] && strchr(" \t\r\n", j.s[j.i]))
 		j.i++;
 }
 
@@ -323,7 +323,17 @@ static void scan_string(json_scan &j)
 	for (j.i++; j.i < j.n && j.s[j.i] != '"'; j.i++)
 		if (j.s[j.i] == '\\')
 			j.i++;
-	j.i++;
+	j.i = j.i < j.n ? j.i + 1 : j.n;
+}
+
+/* Text the scan cannot read ends it (never an endless loop; check_limits
+ * has refused invalid JSON before, so this is only a guard). */
+static bool scan_stuck(json_scan &j, size_t at)
+{
+	if (j.i > at)
+		return false;
+	j.i = j.n;
+	return true;
 }
 
 /* Keywords whose value is data, not a schema: nothing under them is
@@ -343,10 +353,15 @@ static void scan_object(json_scan &j, bool data, std::vector<json_edit> *edits, 
 	j.i++; /* { */
 	for (scan_ws(j); j.i < j.n && j.s[j.i] != '}'; scan_ws(j)) {
 		size_t key_at = j.i;
+		if (j.s[j.i] != '"') {
+			j.i = j.n;
+			return;
+		}
 		scan_string(j);
 		std::string key(j.s + key_at, j.i - key_at);
 		scan_ws(j);
-		j.i++; /* : */
+		if (j.i < j.n)
+			j.i++; /* : */
 		scan_ws(j);
 		size_t value_at = j.i;
 		scan_value(j, data || is_data_keyword(key), edits, depth + 1);
@@ -364,7 +379,7 @@ static void scan_object(json_scan &j, bool data, std::vector<json_edit> *edits, 
 			j.i++;
 		scan_ws(j);
 	}
-	j.i++; /* } */
+	j.i = j.i < j.n ? j.i + 1 : j.n; /* } */
 	if (!data && pattern && !has_pattern && is_string)
 		edits->push_back({format_at, format_end - format_at,
 				  std::string("\"pattern\": \"") + pattern + "\""});
@@ -379,17 +394,22 @@ static void scan_value(json_scan &j, bool data, std::vector<json_edit> *edits, i
 		scan_object(j, data, edits, depth);
 	} else if (j.s[j.i] == '[') {
 		for (j.i++, scan_ws(j); j.i < j.n && j.s[j.i] != ']'; scan_ws(j)) {
+			size_t at = j.i;
 			scan_value(j, data, edits, depth + 1);
 			scan_ws(j);
 			if (j.i < j.n && j.s[j.i] == ',')
 				j.i++;
+			if (scan_stuck(j, at))
+				return;
 		}
-		j.i++;
+		j.i = j.i < j.n ? j.i + 1 : j.n;
 	} else if (j.s[j.i] == '"') {
 		scan_string(j);
 	} else {
-		while (j.i < j.n && !strchr(",}] \t\r\n", j.s[j.i]))
+		size_t at = j.i;
+		while (j.i < j.n && j.s[j.i] && !strchr(",}] \t\r\n", j.s[j.i]))
 			j.i++;
+		scan_stuck(j, at);
 	}
 }
 
