@@ -5,6 +5,10 @@
 #                    tests; the CPU-only suites stay behind), when built
 #   OUT/lib/*.so*    every non-system shared library they load
 #   OUT/env.sh       source it to set LD_LIBRARY_PATH
+#   OUT/bench/*      shardline-bench-grammar's inputs: the 50 test schemas,
+#                    the benchmark grammars and the summary script (the
+#                    128k Llama 3 vocabulary is not in the tree: carry it,
+#                    docs/benchmarks.md says how to get it)
 # Left out, because a GPU node has its own and they must match its driver
 # and mpirun: libc and the compiler runtime, CUDA (cudart, cuBLAS, cuRAND),
 # NCCL and Open MPI. Debug info is stripped (CUDA line info stays), which
@@ -29,6 +33,11 @@ done | sort -u | while read -r name path; do
 	echo "$name" | grep -Eq "$skip" && continue
 	cp -L "$path" "$out/lib/$name"
 done
+# the mask benchmark's constraints (docs/benchmarks.md, "grammar masks")
+mkdir -p "$out/bench"
+cp -r tests/data/schemas "$out/bench/schemas"
+cp -r bench/data/grammars "$out/bench/grammars"
+cp bench/grammar_summary.py "$out/bench/"
 # the GPU test suite, runnable where nothing can be built (run it from the
 # repository root so tests/golden is found): sh bundle/test-gpu.sh
 cp tests/run.sh tests/gpu_golden.sh tests/gpu_allreduce.sh tests/gpu_sampling_api.sh "$out/"

@@ -228,6 +228,80 @@ START_TEST(rollback_restores_the_mask)
 }
 END_TEST
 
+/* Whether the constraint takes text (printable ASCII, one token a
+ * character) and may stop after it. */
+static int accepts(const char *schema, const char *text)
+{
+	char err[256] = "";
+	grammar_compiled *g = NULL;
+	grammar_matcher *m = NULL;
+	ck_assert_msg(grammar_compile(compiler, SL_CONSTRAINT_JSON_SCHEMA, schema, strlen(schema), &g,
+				      err, sizeof err) == SL_OK, "%s: %s", schema, err);
+	ck_assert_msg(grammar_matcher_create(g, &m, err, sizeof err) == SL_OK, "%s", err);
+	int ok = 1;
+	for (const char *c = text; ok && *c; c++)
+		ok = grammar_matcher_accept(m, *c - 32) == SL_OK;
+	uint32_t mask[grammar_mask_words(VOCAB)];
+	ck_assert_int_eq(grammar_matcher_fill_mask(m, mask, grammar_mask_words(VOCAB)), SL_OK);
+	ok = ok && allowed(mask, STOP_ID);
+	grammar_matcher_destroy(m);
+	grammar_compiled_destroy(g);
+	return ok;
+}
+
+/* The shim writes some string formats as patterns (a mask decided ahead
+ * instead of checked token by token): each keeps its format's language,
+ * and nothing under const/enum, nor a format beside a pattern, changes. */
+START_TEST(formats_keep_their_language)
+{
+	const char *schema =
+		"{\"type\":\"object\",\"properties\":{"
+		"\"h\":{\"type\":\"string\",\"format\":\"hostname\"},"
+		"\"u\":{\"type\":\"string\",\"format\":\"uuid\"},"
+		"\"ip\":{\"format\":\"ipv4\",\"type\":\"string\"},"
+		"\"format\":{\"type\":\"string\",\"format\":\"date\"}},"
+		"\"required\":[\"h\",\"u\",\"ip\",\"format\"]}";
+	static const char *good[][4] = {
+		{"a-b.example1", "123e4567-e89b-12d3-A456-426614174000", "192.168.0.1", "2026-11-28"},
+		{"x", "00000000-0000-0000-0000-000000000000", "255.255.255.255", "1999-02-31"},
+	};
+	static const char *bad[][4] = {
+		{"-ab", "123e4567-e89b-12d3-a456-42661417400", "256.1.1.1", "2026-13-01"},
+		{"ab-", "g23e4567-e89b-12d3-a456-426614174000", "1.2.3", "2026-11-32"},
+		{"a..b", "123e4567e89b-12d3-a456-426614174000", "01.2.3.4", "26-11-28"},
+		{"Ab", "123e4567-e89b-12d3-a456-4266141740000", "1.2.3.4.", "2026-1-28"},
+	};
+	char text[512];
+	for (int i = 0; i < 2; i++) {
+		snprintf(text, sizeof text, "{\"h\": \"%s\", \"u\": \"%s\", \"ip\": \"%s\", \"format\": \"%s\"}",
+			 good[i][0], good[i][1], good[i][2], good[i][3]);
+		ck_assert_msg(accepts(schema, text), "refused %s", text);
+	}
+	for (int i = 0; i < 4; i++)
+		for (int k = 0; k < 4; k++) {
+			const char *v[4] = {good[0][0], good[0][1], good[0][2], good[0][3]};
+			v[k] = bad[i][k];
+			snprintf(text, sizeof text,
+				 "{\"h\": \"%s\", \"u\": \"%s\", \"ip\": \"%s\", \"format\": \"%s\"}", v[0], v[1],
+				 v[2], v[3]);
+			ck_assert_msg(!accepts(schema, text), "took %s", text);
+		}
+	/* xgrammar takes a format over a pattern: one with both stays a format */
+	const char *both = "{\"type\":\"object\",\"properties\":{\"ip\":{\"type\":\"string\","
+			   "\"format\":\"ipv4\",\"pattern\":\"^x$\"}},\"required\":[\"ip\"]}";
+	ck_assert(accepts(both, "{\"ip\": \"1.2.3.4\"}"));
+	/* data is data: a const holding a format is output as written */
+	const char *data = "{\"type\":\"object\",\"properties\":{\"c\":{\"const\":"
+			   "{\"type\":\"string\",\"format\":\"uuid\"}}},\"required\":[\"c\"]}";
+	char out[4096];
+	ck_assert(walk(SL_CONSTRAINT_JSON_SCHEMA, data, 1, out, sizeof out));
+	cJSON *j = cJSON_Parse(out), *c = cJSON_GetObjectItem(j, "c");
+	ck_assert_msg(cJSON_IsObject(c) && cJSON_GetArraySize(c) == 2 &&
+		      !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(c, "format")), "uuid"), "%s", out);
+	cJSON_Delete(j);
+}
+END_TEST
+
 /* A refusal with a message naming the problem, from compile and check. */
 static void refused(sl_constraint_kind kind, const char *text, size_t len, const char *want)
 {
@@ -404,6 +478,7 @@ int main(void)
 	tcase_add_test(tc, any_json_object);
 	tcase_add_test(tc, regex_and_grammar_walks_match);
 	tcase_add_test(tc, rollback_restores_the_mask);
+	tcase_add_test(tc, formats_keep_their_language);
 	tcase_add_test(tc, bad_constraints_are_messages);
 	tcase_add_test(tc, vocab_needs_a_stop_token);
 	tcase_add_test(tc, vocab_load_takes_the_tokenizer_eos);
