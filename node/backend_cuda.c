@@ -1048,7 +1048,8 @@ static void read_switches(cuda_impl *c, int cc_major)
 		c->qgemv = KERN_QGEMV_DEFAULT;
 	}
 	const char *tiles = getenv("SL_GEMV_TILES");
-	c->gemv_tiles = tiles ? kern_qgemv_variant_parse(tiles) : KERN_QGEMV_DEFAULT;
+	/* empty: unset (bench/scale.sh passes it through mpirun either way) */
+	c->gemv_tiles = tiles && *tiles ? kern_qgemv_variant_parse(tiles) : KERN_QGEMV_DEFAULT;
 	if (c->gemv_tiles < 0) {
 		SL_WARN("cuda", "SL_GEMV_TILES: unknown kernel '%s' (default, persistent, "
 			"tiles2..tiles%d); the default runs", tiles, KERN_QGEMV_TILES_MAX);
