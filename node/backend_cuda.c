@@ -95,6 +95,8 @@ typedef struct cuda_impl {
 	int gemm_add;              /* run-dtype o / down GEMMs add into the fp32 residual
 				    * (SL_GEMM_ADD) */
 	int qgemv;                 /* the quantized decode GEMV's kernel: KERN_QGEMV_* (SL_QGEMV) */
+	int gemv_tiles;            /* the fp16/bf16 decode GEMV's kernel: KERN_QGEMV_* values
+				    * (SL_GEMV_TILES) */
 	kern_attn_ws *attn;
 	kern_sampler *sampler;
 	node_backend_limits lim;
@@ -1045,6 +1047,15 @@ static void read_switches(cuda_impl *c, int cc_major)
 			"the default runs", qgemv, KERN_QGEMV_TILES_MAX);
 		c->qgemv = KERN_QGEMV_DEFAULT;
 	}
+	const char *tiles = getenv("SL_GEMV_TILES");
+	/* empty: unset (bench/scale.sh passes it through mpirun either way) */
+	c->gemv_tiles = tiles && *tiles ? kern_qgemv_variant_parse(tiles) : KERN_QGEMV_DEFAULT;
+	if (c->gemv_tiles < 0) {
+		SL_WARN("cuda", "SL_GEMV_TILES: unknown kernel '%s' (default, persistent, "
+			"tiles2..tiles%d); the default runs", tiles, KERN_QGEMV_TILES_MAX);
+		c->gemv_tiles = KERN_QGEMV_DEFAULT;
+	}
+	kern_blas_set_gemv_variant(c->blas, c->gemv_tiles);
 	c->pdl = !(pdl && !strcmp(pdl, "0"));
 	kern_blas_set_pdl(c->blas, c->pdl);
 	kern_pdl_enable(c->pdl && cc_major >= 9);
@@ -1073,6 +1084,13 @@ static void read_switches(cuda_impl *c, int cc_major)
 		char name[16];
 		SL_INFO("cuda", "SL_QGEMV=%s: the quantized decode GEMVs keep a block on several "
 				"tiles where they can", kern_qgemv_variant_name(c->qgemv, name, sizeof name));
+	}
+	if (c->gemv_tiles != KERN_QGEMV_DEFAULT) {
+		char name[16];
+		SL_INFO("cuda", "SL_GEMV_TILES=%s: the fp16/bf16 decode GEMVs keep a block on "
+				"several tiles where they can (the plain store, SwiGLU, RoPE and the "
+				"add; the add + norm, the LM head and split-K shapes keep one tile a "
+				"block)", kern_qgemv_variant_name(c->gemv_tiles, name, sizeof name));
 	}
 	if (fuse)
 		SL_INFO("cuda", "SL_FUSE=%s: fused GEMV epilogues: SwiGLU %s, RoPE + KV write %s, "

@@ -21,7 +21,13 @@
  *   the elementwise tolerance (its sum of squares runs in another order);
  * - a call the GEMV cannot fuse (columns split across blocks, too many
  *   tokens) must say so and leave every output untouched.
- * The quantized configs run everything once per GEMV kernel
+ * The plain config runs everything per fp16/bf16 GEMV kernel too
+ * (kern_blas_set_gemv_variant: the default and persistent at 4 and 8
+ * warps, tiles2 at 4, tiles3 at 8; the many-tile shapes below take the
+ * multi-tile kernel for SwiGLU, RoPE and the add, the unfused pair's
+ * product too, which tests/gpu/test_kernels.c's gemv_variants checks
+ * bit for bit against the default kernel). The quantized configs run
+ * everything once per GEMV kernel
  * (kern_qblas_set_gemv_variant: the default, persistent, tiles2 and
  * tiles3; the 7B-like shapes of 192 to 800 tiles take the multi-tile
  * kernel for SwiGLU, RoPE and the add, with their odd tile counts per
@@ -653,19 +659,27 @@ static void test_cfg(int ci)
 	ck_assert_int_eq(kern_qblas_create(NULL, &qc, &k.qb), 0);
 	kern_blas_set_pdl(k.blas, gt_pdl_on());
 	kern_qblas_set_pdl(k.qb, gt_pdl_on());
-	/* the plain GEMV in both its block shapes (kern_blas_set_gemv_warps),
-	 * the quantized one in each of its kernels (kern_qblas_set_gemv_variant:
-	 * the default, then several tiles a block, where the shape has as
-	 * many tiles as SMs; each on fresh inputs) */
+	/* the plain GEMV in both its block shapes (kern_blas_set_gemv_warps)
+	 * and its kernels (kern_blas_set_gemv_variant: the default, then
+	 * several tiles a block, k_plain_runs), the quantized one in each of
+	 * its kernels (kern_qblas_set_gemv_variant); where the shape has as
+	 * many tiles as SMs the others keep a block on several tiles; each
+	 * on fresh inputs */
 	static const int variants[] = {KERN_QGEMV_DEFAULT, KERN_QGEMV_PERSISTENT, 2, 3};
+	static const int k_plain_runs[][2] = {/* warps, variant */
+					      {4, KERN_QGEMV_DEFAULT},    {8, KERN_QGEMV_DEFAULT},
+					      {4, KERN_QGEMV_PERSISTENT}, {8, KERN_QGEMV_PERSISTENT},
+					      {4, 2},                     {8, 3}};
 	const int n_variants = multi_takes(c) ? (int)(sizeof variants / sizeof *variants) : 1;
-	const int n_runs = ci == 0 ? 4 : 2 * n_variants;
+	const int n_runs = ci == 0 ? 2 * (int)(sizeof k_plain_runs / sizeof *k_plain_runs)
+				   : 2 * n_variants;
 	for (int wd = 0; wd < n_runs; wd++) {
-		int di = wd % 2, warps = ci == 0 && wd >= 2 ? 8 : 4;
-		const int variant = ci == 0 ? KERN_QGEMV_DEFAULT : variants[wd / 2];
+		int di = wd % 2, warps = ci == 0 ? k_plain_runs[wd / 2][0] : 4;
+		const int variant = ci == 0 ? k_plain_runs[wd / 2][1] : variants[wd / 2];
 		char vname[16];
 		kern_blas_set_gemv_warps(k.blas, warps);
-		kern_qblas_set_gemv_variant(k.qb, variant);
+		kern_blas_set_gemv_variant(k.blas, ci == 0 ? variant : KERN_QGEMV_DEFAULT);
+		kern_qblas_set_gemv_variant(k.qb, ci == 0 ? KERN_QGEMV_DEFAULT : variant);
 		k.dt = k_dts[di];
 		k.worst_cpu = k.worst_gpu = k.worst_norm = 0;
 		k.fused = k.unfused = k.pre_fused = 0;
@@ -673,10 +687,10 @@ static void test_cfg(int ci)
 		for (int si = 0; si < N_SHAPES; si++)
 			if (takes(c, k_shapes[si].in))
 				run_shape(&k, c, &k_shapes[si]);
-		printf("fused %-10s %s (GEMV %d warps, quantized kernel %s): %d fused (%d with the rms "
+		printf("fused %-10s %s (GEMV %d warps, %s kernel %s): %d fused (%d with the rms "
 		       "at the end), %d not; worst vs CPU %.3g (tol %.3g), vs unfused GPU %.3g (tol 0), "
 		       "norm %.3g (tol %.3g)\n",
-		       c->name, gt_dt_name(k.dt), warps,
+		       c->name, gt_dt_name(k.dt), warps, ci == 0 ? "fp16/bf16" : "quantized",
 		       kern_qgemv_variant_name(variant, vname, sizeof vname), k.fused, k.pre_fused,
 		       k.unfused, k.worst_cpu, tol_cpu(k.dt), k.worst_gpu, k.worst_norm, tol_norm(k.dt));
 		fflush(stdout);
