@@ -50,14 +50,13 @@ def table(runs):
 
 
 VARIANTS = (("custom", ""), ("unfused", "unfused"), ("nccl", "nccl"), ("micro", "micro"),
-            ("gemv4", "gemv4"), ("gemv8", "gemv8"), ("tilesP", "tilesP"), ("tiles2", "tiles2"),
-            ("tiles4", "tiles4"), ("nopdl", "nopdl"))
+            ("gemv4", "gemv4"), ("gemv8", "gemv8"), ("nopdl", "nopdl"))
 
 
 def variants_table(folder, runs):
     """Each grid's variants side by side (scale.sh's VARIANTS), decode
     tokens/s per batch: the A/B of one call. One GPU has a row only when a
-    variant other than custom ran there (gemv4, gemv8, tilesP, tiles2, tiles4)."""
+    variant other than custom ran there (gemv4, gemv8)."""
     found = {name: load(os.path.join(folder, sub)) if sub else runs for name, sub in VARIANTS}
     names = [n for n, _ in VARIANTS if found[n]]
     lines = ["| shape | tp | pp | batch | " + " | ".join(names) + " |",

@@ -17,8 +17,6 @@
 #   BATCHES  [1,8,32,64]   PROMPT [128]   NEW [128]   PREFILL [2048]
 #   PREFILL_RUNS [5]
 #   PYTHON   for the plot [python3]; the JSON and logs are written anyway
-#   SL_*     the backend's switches pass through to every run (docs/cuda.md,
-#            e.g. SL_QGEMV=persistent); OUT_DIR/env.txt records them
 set -u
 out=${1:?usage: bench/quant.sh OUT_DIR}
 bin=${BIN:-build/bin}
@@ -28,7 +26,6 @@ mkdir -p "$out"
 status=0
 nvidia-smi --query-gpu=index,name,memory.total,clocks.max.sm,driver_version --format=csv \
 	> "$out/device.txt" 2>&1
-env | grep '^SL_' | sort > "$out/env.txt"
 for c in $configs; do
 	fmt=${c%%+*}; kv=auto
 	case $c in *+kv8) kv=fp8 ;; esac

@@ -10,10 +10,7 @@
 # schedule (SL_PP_INFLIGHT=0: every step cut into pp micro-batches and
 # drained, where the default keeps pp groups of the batch in flight), and
 # the GEMV's block shape forced (gemv4, gemv8: SL_GEMV_WARPS=4 or 8
-# warps a tile, where the default picks by the model's width), the GEMV's
-# kernel (tilesP, tiles2, tiles4: SL_GEMV_TILES=persistent, tiles2 or
-# tiles4, blocks that keep several 16-row tiles, issue 35; the default
-# one tile a block), and the
+# warps a tile, where the default picks by the model's width), and the
 # custom all-reduce launched in plain stream order (nopdl: SL_CAR_PDL=0,
 # where by default it runs as a programmatic dependent of the kernel
 # before it, as the step's other kernels do). The
@@ -25,15 +22,14 @@
 # and NCCL all-reduce runs.
 # Usage: bench/scale.sh BENCH_BINARY OUT_DIR [max_gpus]
 # Environment: CONFIGS="13b:1:1 13b:2:1" (shape:tp:pp) to run only those;
-# VARIANTS="custom unfused nccl off micro gemv4 gemv8 tilesP tiles2 tiles4
-# nopdl" (default: all but gemv4, gemv8, tilesP, tiles2, tiles4 and nopdl)
+# VARIANTS="custom unfused nccl off micro gemv4 gemv8 nopdl" (default:
+# all but gemv4, gemv8 and nopdl)
 # the variants to run
 # (custom is the default path: fused where it runs one-shot, groups in
 # flight); BATCHES="1,32,128"; PREFILL=0 skips the prefill rows;
 # RUN_TIMEOUT (s, default 300) bounds each run.
 bin=$1; out=$2; max=${3:-$(nvidia-smi -L | wc -l)}
-mkdir -p "$out" "$out/nccl" "$out/unfused" "$out/micro" "$out/gemv4" "$out/gemv8" "$out/nopdl" \
-	"$out/tilesP" "$out/tiles2" "$out/tiles4"
+mkdir -p "$out" "$out/nccl" "$out/unfused" "$out/micro" "$out/gemv4" "$out/gemv8" "$out/nopdl"
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 prefill_args="--prefill ${PREFILL:-2048} --prefill-batch ${PREFILL_BATCH:-8} --prefill-runs 3"
 [ "${PREFILL:-2048}" -eq 0 ] && prefill_args="--prefill 0"
@@ -44,10 +40,9 @@ for c in $configs; do
 	[ "$n" -le "$max" ] || continue
 	for v in ${VARIANTS:-custom unfused nccl off micro}; do
 		# tp 1 has no all-reduce to vary; pp 1 has one schedule
-		[ "$tp" -eq 1 ] && [ "$v" != custom ] && [ "$v" != micro ] && [ "${v#gemv}" = "$v" ] &&
-			[ "${v#tiles}" = "$v" ] && continue
+		[ "$tp" -eq 1 ] && [ "$v" != custom ] && [ "$v" != micro ] && [ "${v#gemv}" = "$v" ] && continue
 		[ "$pp" -eq 1 ] && [ "$v" = micro ] && continue
-		dir=$out/$v; car=1; fused=1; inflight=1; warps=; tiles=; carpdl=1; flag=""; prefill="--prefill 0"
+		dir=$out/$v; car=1; fused=1; inflight=1; warps=; carpdl=1; flag=""; prefill="--prefill 0"
 		name="$shape-tp$tp-pp$pp-allreduce-on"
 		case $v in
 		custom) dir=$out; prefill=$prefill_args ;;
@@ -57,19 +52,17 @@ for c in $configs; do
 		micro) inflight=0; prefill=$prefill_args ;;
 		gemv4) warps=4 ;;
 		gemv8) warps=8 ;;
-		tilesP) tiles=persistent ;;
-		tiles2 | tiles4) tiles=$v ;;
 		nopdl) carpdl=0 ;;
 		esac
 		# tp 1 has no all-reduce: the custom all-reduce is simply not made
 		[ "$tp" -eq 1 ] && car=auto
 		echo "== $name ($v)"
 		SL_PP_INFLIGHT=$inflight SL_CUSTOM_AR=$car SL_FUSED_AR=$fused SL_GEMV_WARPS=$warps \
-			SL_GEMV_TILES=$tiles SL_CAR_PDL=$carpdl timeout "${RUN_TIMEOUT:-300}" mpirun -np "$n" -x LD_LIBRARY_PATH -x SL_PP_INFLIGHT \
-			-x SL_CUSTOM_AR -x SL_FUSED_AR -x SL_GEMV_WARPS -x SL_GEMV_TILES -x SL_CAR_PDL -x NCCL_NVLS_ENABLE \
+			SL_CAR_PDL=$carpdl timeout "${RUN_TIMEOUT:-300}" mpirun -np "$n" -x LD_LIBRARY_PATH -x SL_PP_INFLIGHT \
+			-x SL_CUSTOM_AR -x SL_FUSED_AR -x SL_GEMV_WARPS -x SL_CAR_PDL -x NCCL_NVLS_ENABLE \
 			"$bin" --shape "$shape" --tp "$tp" --pp "$pp" --batches "${BATCHES:-1,32,128}" \
 			--prompt 128 --new 64 $prefill $flag \
 			--out "$dir/$name.json" >"$dir/$name.log" 2>&1 || echo "failed: $name (see $dir/$name.log)"
-		grep -E "^batch|^prefill|^pipeline|copy bandwidth|device|tp all-reduce|fused|SL_GEMV_TILES" "$dir/$name.log"
+		grep -E "^batch|^prefill|^pipeline|copy bandwidth|device|tp all-reduce|fused" "$dir/$name.log"
 	done
 done

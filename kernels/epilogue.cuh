@@ -143,10 +143,9 @@ __device__ __forceinline__ void kern_epi_rope(const kern_epi_dev &e, T *out, int
 /* The add alone's parts of the sum of squares (kern_epi's sumsq): sq[i]
  * holds this lane's squares for token tok0 + i; the lanes of one column
  * c (tokens 2c, 2c + 1) sum theirs in a fixed order and lane c stores
- * them as tile `part`'s (< 0: blockIdx.x, a block of one tile). From
- * every lane of the warp. */
+ * them as block blockIdx.x's part. From every lane of the warp. */
 __device__ __forceinline__ void kern_epi_sumsq(const kern_epi_dev &e, int n, int tok0,
-					       float sq[2], int part = -1)
+					       float sq[2])
 {
 #pragma unroll
 	for (int i = 0; i < 2; i++) {
@@ -154,8 +153,7 @@ __device__ __forceinline__ void kern_epi_sumsq(const kern_epi_dev &e, int n, int
 		for (int o = 4; o < 32; o <<= 1)
 			sq[i] += __shfl_xor_sync(0xffffffffu, sq[i], o);
 		if ((threadIdx.x & 31) < 4 && tok0 + i < n)
-			e.h.sumsq[(size_t)(part < 0 ? blockIdx.x : (unsigned)part) * n + tok0 + i] =
-				sq[i];
+			e.h.sumsq[(size_t)blockIdx.x * n + tok0 + i] = sq[i];
 	}
 }
 
@@ -191,13 +189,12 @@ template <typename T> __device__ __forceinline__ T kern_from_f32_sat(float v)
 /* A lane's four values v (i < 2: row ra) for tokens tok0 + (i & 1) < n. out:
  * [n, rows] for STORE and ROPE, [n, half] for SWIGLU, unused for ADD_NORM
  * and ADD, which add them to the residual (ADD: to its values res[0..3],
- * from kern_epi_prefetch, and leaves the parts of the sums of squares, as
- * tile `part`'s (kern_epi_sumsq), and norm_out, the residual times
- * res[4..5], the rows' norm weights). */
+ * from kern_epi_prefetch, and leaves the parts of the sums of squares and
+ * norm_out, the residual times res[4..5], the rows' norm weights). */
 template <typename T, int EPI>
 __device__ __forceinline__ void kern_epi_store(const kern_epi_dev &e, T *out, int rows, int n,
 					       int ra, int rb, bool ok_a, bool ok_b, int tok0,
-					       const float v[4], const float res[4], int part = -1)
+					       const float v[4], const float res[4])
 {
 	if constexpr (EPI == KERN_EPI_ROPE) {
 #pragma unroll
@@ -237,7 +234,7 @@ __device__ __forceinline__ void kern_epi_store(const kern_epi_dev &e, T *out, in
 		}
 		if constexpr (EPI == KERN_EPI_ADD)
 			if (e.h.sumsq)
-				kern_epi_sumsq(e, n, tok0, sq, part);
+				kern_epi_sumsq(e, n, tok0, sq);
 	}
 }
 

@@ -30,7 +30,6 @@
 #include "kernels/epilogue.cuh"
 #include "kernels/matmul.h"
 #include "kernels/mma.cuh"
-#include "kernels/quant.h"
 
 /* Hopper wants 32 MiB for its best kernels (cuBLAS docs, cublasSetWorkspace). */
 #define BLAS_WORKSPACE_BYTES (32u << 20)
@@ -60,7 +59,6 @@ struct kern_blas {
 	unsigned *counter; /* device: the fused add + norm's blocks done (epilogue.cuh) */
 	int gemv_warps;  /* GEMV block: 4 or 8 warps a tile (kern_blas_set_gemv_warps) */
 	int gemv_warps_env; /* SL_GEMV_WARPS: 4 or 8 when set, else 0 */
-	int gemv_variant; /* the decode GEMV's kernel: KERN_QGEMV_* (kern_blas_set_gemv_variant) */
 };
 
 extern "C" void kern_blas_destroy(kern_blas *b)
@@ -112,15 +110,6 @@ extern "C" void kern_blas_set_gemv_warps(kern_blas *b, int warps)
 }
 
 extern "C" int kern_blas_gemv_warps(const kern_blas *b) { return b->gemv_warps; }
-
-extern "C" void kern_blas_set_gemv_variant(kern_blas *b, int variant)
-{
-	const bool ok = variant == KERN_QGEMV_PERSISTENT ||
-			(variant >= KERN_QGEMV_TILES_MIN && variant <= KERN_QGEMV_TILES_MAX);
-	b->gemv_variant = ok ? variant : KERN_QGEMV_DEFAULT;
-}
-
-extern "C" int kern_blas_gemv_variant(const kern_blas *b) { return b->gemv_variant; }
 
 extern "C" int kern_blas_create(void *stream, kern_blas **out)
 {
@@ -329,255 +318,6 @@ static int gemv_launch_epi(kern_blas *b, dim3 grid, dim3 block, T *out, const T 
 			   in_dim, out_dim, per, e);
 }
 
-/* ---- the GEMV over several tiles a block (kern_blas_set_gemv_variant) ----
- *
- * Why: on the H200 every decode GEMV above loses some 5-6 us to costs a
- * block pays once per tile whatever the row's length (the wait for its
- * first loads, the cross-warp sum and store, the last blocks' tail:
- * bench/results/2026-11-28-nvidia-h200-ncu/layer.md), so the short
- * tensor-parallel slices (tp 4: a quarter of the bytes) lose four times
- * the share. Here a block takes tiles t, t + gridDim.x, ... and each
- * warp issues the next tile's first round of weight loads before the
- * block sums the last one, so they are in flight through the reduction.
- * Grids: persistent (the blocks resident at once) or K tiles a block
- * (KERN_QGEMV_* values, the names of SL_QGEMV: kernels/quant.h). The k
- * order and the warps' sum are gemv_kernel's of the same KSPLIT x UNROLL
- * with one split: a warp's chunks in order, the warps summed in warp
- * order, so the results equal the default kernel's bit for bit.
- * One split only (tiles >= SMs), run-dtype outputs, epilogues STORE,
- * SWIGLU and ROPE (with or without PRE) and ADD; ADD_NORM (its grid's
- * last block normalises), the fp32 LM head and split-K shapes keep
- * gemv_kernel. As quant.cu's qgemv_multi_kernel, with one round of
- * loads in registers (gemv_kernel's UNROLL 8 fills them).
- */
-
-/* A tile's rows as a lane sees them (kern_epi_rows). */
-struct gm_tile {
-	int row_a, row_b;
-	bool ok_a, ok_b;
-};
-
-template <int EPI>
-__device__ __forceinline__ gm_tile gm_tile_of(const kern_epi_dev &e, int out_dim, int t, int g)
-{
-	gm_tile r;
-	kern_epi_rows<EPI>(e, out_dim, t, g, &r.row_a, &r.row_b, &r.ok_a, &r.ok_b);
-	return r;
-}
-
-/* p ? x : y field by field (a select of the structs themselves may put
- * both in local memory, as quant.cu's qg_pick says). */
-__device__ __forceinline__ gm_tile gm_pick(bool p, const gm_tile &x, const gm_tile &y)
-{
-	gm_tile r;
-	r.row_a = p ? x.row_a : y.row_a;
-	r.row_b = p ? x.row_b : y.row_b;
-	r.ok_a = p ? x.ok_a : y.ok_a;
-	r.ok_b = p ? x.ok_b : y.ok_b;
-	return r;
-}
-
-/* Chunks ch .. ch + UNROLL - 1 of tile tr's rows a and b, as
- * gemv_kernel's loads (past the row or the matrix: zeros, no load). */
-template <typename T, int UNROLL>
-__device__ __forceinline__ void gm_fetch(const T *__restrict__ w, const gm_tile &tr, int in_dim,
-					 int n_vec, int n_chunk, int ch, int c, uint4 (&va)[UNROLL],
-					 uint4 (&vb)[UNROLL])
-{
-	const uint4 zero = make_uint4(0, 0, 0, 0);
-	const T *wa = w + (size_t)(tr.ok_a ? tr.row_a : 0) * in_dim + c * KERN_VEC;
-	const T *wb = w + (size_t)(tr.ok_b ? tr.row_b : 0) * in_dim + c * KERN_VEC;
-#pragma unroll
-	for (int u = 0; u < UNROLL; u++) {
-		const bool ok = ch + u < n_chunk && (ch + u) * 4 + c < n_vec;
-		const size_t off = (size_t)(ch + u) * GEMV_CHUNK;
-		va[u] = ok && tr.ok_a ? kern_ld_stream(wa + off) : zero;
-		vb[u] = ok && tr.ok_b ? kern_ld_stream(wb + off) : zero;
-	}
-}
-
-/* A tile's end: warp 0 sums the warps' accumulators in warp order
- * (shared memory in two halves by the tile's parity, so the other warps
- * may go on and write the next tile's while warp 0 reads: a warp is at
- * most one barrier ahead), divides by the rms (PRE: the warps' parts
- * summed into pss at the block's first tile, the same for every tile)
- * and stores tile t as gemv_kernel's warp 0 does. */
-template <typename T, int KSPLIT, int EPI, bool PRE, int PQ>
-__device__ __forceinline__ void gm_end(T *__restrict__ out, const kern_epi_dev &e, int n,
-				       int in_dim, int out_dim, float (&acc)[4], const gm_tile &tr,
-				       int t, int parity, bool first, const float res[6],
-				       const float *pre_p)
-{
-	static_assert(KSPLIT >= 4 && EPI != KERN_EPI_ADD_NORM, "gm_end");
-	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, c = lane & 3;
-	__shared__ float pss[KSPLIT][KERN_PRE_MAX_TOKENS];
-	__shared__ float part[2][KSPLIT - 1][32][4];
-	if (warp > 0)
-#pragma unroll
-		for (int i = 0; i < 4; i++)
-			part[parity][warp - 1][lane][i] = acc[i];
-	if constexpr (PRE)
-		if (first)
-			kern_pre_part<KSPLIT, PQ>(n, pre_p, pss);
-	__syncthreads();
-	if (warp > 0)
-		return;
-	for (int k = 0; k < KSPLIT - 1; k++)
-#pragma unroll
-		for (int i = 0; i < 4; i++)
-			acc[i] += part[parity][k][lane][i];
-	if constexpr (EPI == KERN_EPI_STORE) {
-#pragma unroll
-		for (int i = 0; i < 4; i++) {
-			const int row = i < 2 ? tr.row_a : tr.row_b, tok = 2 * c + (i & 1);
-			if (row < out_dim && tok < n)
-				out[(size_t)tok * out_dim + row] = kern_from_f32<T>(acc[i]);
-		}
-	} else {
-		if constexpr (PRE)
-			kern_pre_scale<KSPLIT>(e, n, in_dim, 2 * c, pss, acc);
-		kern_epi_store<T, EPI>(e, out, out_dim, n, tr.row_a, tr.row_b, tr.ok_a, tr.ok_b,
-				       2 * c, acc, res, t);
-	}
-}
-
-/*
- * Tiles blockIdx.x, + gridDim.x, ... < tiles (gridDim.x <= tiles), each
- * as gemv_kernel's block with one split: a warp walks the tile's rounds
- * (chunks warp * UNROLL + r * KSPLIT * UNROLL, the same count for every
- * warp so the tile ends line up); a round wholly past the row is not
- * multiplied, as gemv_kernel's loop ends there. The first tile's loads go
- * out before the PDL wait; x, the epilogue's inputs and every store come
- * after it; the next kernel may launch once the last tile's weights are
- * read.
- */
-template <typename T, int KSPLIT, int UNROLL, int EPI, bool PRE>
-__global__ void __launch_bounds__(KSPLIT * 32)
-	gemv_multi_kernel(T *__restrict__ out, const T *x, const T *__restrict__ w, int n,
-			  int in_dim, int out_dim, int tiles, kern_epi_dev e)
-{
-	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-	const int g = lane >> 2, c = lane & 3;
-	const bool ok_x = g < n;
-	const int n_vec = in_dim / KERN_VEC;
-	const int n_chunk = (n_vec + 3) / 4;
-	const int stride = KSPLIT * UNROLL, ch0 = warp * UNROLL;
-	const int rounds = (n_chunk + stride - 1) / stride;
-	const uint4 zero = make_uint4(0, 0, 0, 0);
-	int t = blockIdx.x;
-	gm_tile cur = gm_tile_of<EPI>(e, out_dim, t, g);
-	uint4 va[UNROLL], vb[UNROLL], vx[UNROLL];
-	gm_fetch<T, UNROLL>(w, cur, in_dim, n_vec, n_chunk, ch0, c, va, vb);
-	kern_pdl_wait(); /* x is the previous kernel's output */
-	constexpr int PQ = KERN_PRE_WORDS(KSPLIT);
-	float pre_p[PQ];
-	if constexpr (PRE)
-		kern_pre_load<PQ>(e, n, pre_p);
-	const T *xg = x + (size_t)(ok_x ? g : 0) * in_dim + c * KERN_VEC;
-	for (int it = 0;; it++) {
-		float res[6];
-		kern_epi_prefetch<T, EPI>(e, out_dim, n, cur.row_a, cur.row_b, cur.ok_a, cur.ok_b,
-					  2 * c, res);
-		const int tn = t + gridDim.x;
-		const bool more = tn < tiles;
-		const gm_tile nxt = gm_tile_of<EPI>(e, out_dim, more ? tn : t, g);
-		float acc[4] = {0, 0, 0, 0};
-		for (int r = 0; r < rounds; r++) {
-			const int ch = ch0 + r * stride;
-			if (ch < n_chunk) {
-#pragma unroll
-				for (int u = 0; u < UNROLL; u++) {
-					const bool ok = ch + u < n_chunk && (ch + u) * 4 + c < n_vec;
-					vx[u] = ok && ok_x ? *reinterpret_cast<const uint4 *>(
-								     xg + (size_t)(ch + u) * GEMV_CHUNK)
-							   : zero;
-				}
-#pragma unroll
-				for (int u = 0; u < UNROLL; u++) {
-					const uint32_t a0[4] = {va[u].x, vb[u].x, va[u].y, vb[u].y};
-					const uint32_t a1[4] = {va[u].z, vb[u].z, va[u].w, vb[u].w};
-					kern_mma_m16n8k16<T>(acc, a0, vx[u].x, vx[u].y);
-					kern_mma_m16n8k16<T>(acc, a1, vx[u].z, vx[u].w);
-				}
-			}
-			/* the next round: this tile's, or the next tile's first */
-			const bool last = r + 1 == rounds;
-			if (!last || more)
-				gm_fetch<T, UNROLL>(w, gm_pick(last, nxt, cur), in_dim, n_vec, n_chunk,
-						    last ? ch0 : ch + stride, c, va, vb);
-		}
-		if (!more)
-			kern_pdl_launch_next();
-		gm_end<T, KSPLIT, EPI, PRE, PQ>(out, e, n, in_dim, out_dim, acc, cur, t, it & 1,
-						it == 0, res, pre_p);
-		if (!more)
-			break;
-		t = tn;
-		cur = nxt;
-	}
-}
-
-/* What gemv_multi_run returns for a call it leaves to gemv_kernel. */
-#define GEMV_DEFAULT_KERNEL 2
-
-/* Blocks of kernel (threads each) an SM holds; at least 1. */
-static int gemv_resident(const void *kernel, int threads)
-{
-	int blocks = 0;
-	if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, 0) !=
-	    cudaSuccess) {
-		cudaGetLastError();
-		blocks = 1;
-	}
-	return blocks < 1 ? 1 : blocks;
-}
-
-/* Launch the multi-tile GEMV of one shape and epilogue over `tiles`:
- * KERN_QGEMV_PERSISTENT, as many blocks as are resident at once (at most
- * one a tile), else b->gemv_variant tiles a block. */
-template <typename T, int KSPLIT, int UNROLL, int EPI, bool PRE>
-static int gemv_multi_launch(kern_blas *b, int tiles, T *out, const T *x, const T *w, int n,
-			     int in_dim, int out_dim, const kern_epi_dev &e)
-{
-	auto kernel = gemv_multi_kernel<T, KSPLIT, UNROLL, EPI, PRE>;
-	int blocks;
-	if (b->gemv_variant == KERN_QGEMV_PERSISTENT) {
-		kern_gemv_l1((const void *)kernel, KSPLIT * 32); /* before counting: the carveout */
-		static int resident; /* per kernel; the same on every device of a process */
-		if (!resident)
-			resident = gemv_resident((const void *)kernel, KSPLIT * 32);
-		blocks = resident * b->sm_count;
-	} else {
-		blocks = (tiles + b->gemv_variant - 1) / b->gemv_variant;
-	}
-	blocks = blocks < tiles ? blocks : tiles;
-	return gemv_launch(b, kernel, dim3(blocks), dim3(KSPLIT * 32), out, x, w, n, in_dim,
-			   out_dim, tiles, e);
-}
-
-/* The multi-tile GEMV for a call gemv_run would give one split, its
- * epilogue chosen at run time as gemv_run does; GEMV_DEFAULT_KERNEL for
- * what it leaves to gemv_kernel (ADD_NORM, fewer tiles than SMs). */
-template <typename T, int KSPLIT, int UNROLL>
-static int gemv_multi_run(kern_blas *b, int tiles, T *out, const T *x, const T *w, int n,
-			  int in_dim, int out_dim, const kern_epi_dev &e)
-{
-	if (tiles < b->sm_count || e.kind == KERN_EPI_ADD_NORM)
-		return GEMV_DEFAULT_KERNEL;
-#define GEMV_MULTI(EPI, PRE) \
-	gemv_multi_launch<T, KSPLIT, UNROLL, EPI, PRE>(b, tiles, out, x, w, n, in_dim, out_dim, e)
-	switch (e.kind) {
-	case KERN_EPI_SWIGLU:
-		return e.h.pre_ss ? GEMV_MULTI(KERN_EPI_SWIGLU, true)
-				  : GEMV_MULTI(KERN_EPI_SWIGLU, false);
-	case KERN_EPI_ROPE:
-		return e.h.pre_ss ? GEMV_MULTI(KERN_EPI_ROPE, true) : GEMV_MULTI(KERN_EPI_ROPE, false);
-	case KERN_EPI_ADD: return GEMV_MULTI(KERN_EPI_ADD, false);
-	}
-	return GEMV_MULTI(KERN_EPI_STORE, false);
-#undef GEMV_MULTI
-}
-
 /* The GEMV with a given block shape. Splits in_dim across blocks only when
  * the 16-row tiles alone leave SMs idle (out_dim < 16 * sm_count: tensor-
  * parallel shards, small test shapes), keeping every split at least one
@@ -607,12 +347,6 @@ static int gemv_run(kern_blas *b, OutT *out, const T *x, const T *w, int n, int 
 		return GEMV_UNFUSED;
 	if (splits == 1) {
 		if constexpr (std::is_same<OutT, T>::value) { /* fused: run-dtype outputs only */
-			if (b->gemv_variant != KERN_QGEMV_DEFAULT) {
-				const int rc = gemv_multi_run<T, KSPLIT, UNROLL>(b, tiles, out, x, w, n,
-										 in_dim, out_dim, e);
-				if (rc != GEMV_DEFAULT_KERNEL)
-					return rc;
-			}
 			if (e.kind == KERN_EPI_SWIGLU)
 				return gemv_launch_epi<T, KSPLIT, UNROLL, KERN_EPI_SWIGLU>(
 					b, grid, block, out, x, w, n, in_dim, out_dim, per, e);

@@ -30,20 +30,6 @@ void kern_blas_set_pdl(kern_blas *b, int on);
  * or 8 in the environment overrides the caller. */
 void kern_blas_set_gemv_warps(kern_blas *b, int warps);
 int kern_blas_gemv_warps(const kern_blas *b);
-/* The decode GEMV's kernel, named as the quantized one's (KERN_QGEMV_*,
- * kernels/quant.h; an invalid value: the default): KERN_QGEMV_DEFAULT, one
- * 16-row tile a block; KERN_QGEMV_PERSISTENT, the blocks resident at once
- * striding over the tiles; K (KERN_QGEMV_TILES_MIN..MAX), K tiles a block.
- * The latter two load a tile's first weights while the block sums the
- * tile before; same block shape (kern_blas_set_gemv_warps), same sums.
- * They apply to calls of up to 8 tokens with at least as many 16-row
- * tiles as SMs (no split-K), run-dtype outputs, the plain store and the
- * SwiGLU, RoPE (either with the input's rms applied in the GEMV) and add
- * epilogues; the add + norm (ADD_NORM), the fp32 LM head
- * (kern_matmul_f32out_cuda) and split-K shapes run the default kernel.
- * The CUDA backend sets it once from SL_GEMV_TILES. */
-void kern_blas_set_gemv_variant(kern_blas *b, int variant);
-int kern_blas_gemv_variant(const kern_blas *b);
 /* out, x, w in dtype dt; fp32 accumulation. */
 int kern_matmul_cuda(kern_blas *b, void *out, const void *x, const void *w, int n, int in_dim,
 		     int out_dim, sl_dtype dt);

@@ -9,7 +9,6 @@
 
 #include <float.h>
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,30 +22,6 @@ int kern_qformat_parse(const char *s)
 	if (!strcmp(s, "fp8")) return KERN_Q_FP8;
 	if (!strcmp(s, "int4")) return KERN_Q_INT4;
 	return -1;
-}
-
-int kern_qgemv_variant_parse(const char *s)
-{
-	if (!strcmp(s, "default"))
-		return KERN_QGEMV_DEFAULT;
-	if (!strcmp(s, "persistent"))
-		return KERN_QGEMV_PERSISTENT;
-	if (!strncmp(s, "tiles", 5) && s[5] >= '0' && s[5] <= '9') {
-		char *end;
-		long k = strtol(s + 5, &end, 10);
-		if (!*end && k >= KERN_QGEMV_TILES_MIN && k <= KERN_QGEMV_TILES_MAX)
-			return (int)k;
-	}
-	return -1;
-}
-
-const char *kern_qgemv_variant_name(int v, char *buf, size_t len)
-{
-	if (v >= KERN_QGEMV_TILES_MIN && v <= KERN_QGEMV_TILES_MAX)
-		snprintf(buf, len, "tiles%d", v);
-	else
-		snprintf(buf, len, "%s", v == KERN_QGEMV_PERSISTENT ? "persistent" : "default");
-	return buf;
 }
 
 const char *kern_qformat_name(int format)

@@ -97,7 +97,6 @@ struct kern_qblas {
 	bool pdl;
 	bool lt_usable;                   /* fp8 tensor cores (sm_89+) and a cuBLASLt to ask */
 	int gemv_max[4];                  /* by kern_qformat */
-	int variant;                      /* the decode GEMV's kernel: KERN_QGEMV_* */
 	lt_plan plans[QB_LT_PLANS];
 	int next_plan;
 	bool warned_lt;
@@ -302,15 +301,13 @@ typedef struct qgemv_args {
 	kern_epi_dev e;       /* what the product feeds (kernels/epilogue.h); out_f32: STORE */
 } qgemv_args;
 
-/* Warp 0's accumulators, summed over the block: per-row scales (unless
- * the caller applied them: ROW_SCALE false), then out; part: the tile
- * (kern_epi_store; < 0: blockIdx.x). */
-template <typename T, int GM, int NT, int EPI, bool ROW_SCALE = GM == QG_ROW>
+/* Warp 0's accumulators, summed over the block: per-row scales, then out. */
+template <typename T, int GM, int NT, int EPI>
 __device__ __forceinline__ void qgemv_store(const qgemv_args &a, float (&acc)[NT][4], int ra,
 					    int rb, int row_a, int row_b, bool ok_a, bool ok_b,
-					    int c, const float res[6], int part = -1)
+					    int c, const float res[6])
 {
-	if constexpr (ROW_SCALE) {
+	if constexpr (GM == QG_ROW) {
 		const float s_a = q_scale(a.scales, ra, a.scale_f16);
 		const float s_b = q_scale(a.scales, rb, a.scale_f16);
 #pragma unroll
@@ -328,7 +325,7 @@ __device__ __forceinline__ void qgemv_store(const qgemv_args &a, float (&acc)[NT
 	for (int j = 0; j < NT; j++) {
 		if (!a.out_f32) {
 			kern_epi_store<T, EPI>(a.e, ot, a.rows, a.n, row_a, row_b, ok_a, ok_b,
-					       8 * j + 2 * c, acc[j], res, part);
+					       8 * j + 2 * c, acc[j], res);
 			continue;
 		}
 #pragma unroll
@@ -737,331 +734,6 @@ static int qgemv_run(kern_qblas *qb, qgemv_args a, const T *x)
 	return SL_OK;
 }
 
-/* ---- the GEMV over several tiles a block (kern_qblas_set_gemv_variant) ----
- *
- * Why: on the H100 and the H200 the int8 / fp8 GEMVs read the 7B's narrow
- * o and down rows (256 tiles: one wave of blocks) far below bandwidth, and
- * int4's 32-chunk rows likewise: a block streams a tile's few KiB, then
- * pays its fixed costs (the wait for its first loads, the cross-warp sum
- * and store) with nothing in flight (docs/benchmarks.md, "Where the time
- * goes"). Here a block takes tiles t, t + gridDim.x, ... and each warp
- * loads the next tile's first round of chunks before it sums the last
- * one, so the loads of tile t + 1 are in flight through tile t's
- * reduction. DEEP: every round's loads are issued before the round
- * before is unpacked and multiplied (two rounds in registers, for shapes
- * with registers to spare); otherwise only across the tile boundary
- * (one round, as the default kernel). The k order, and so the sums, are
- * the default kernel's of the same KSPLIT x UNROLL: chunk by chunk in
- * each warp, warps summed in order.
- * Int8 and fp8 with one scale per row (QG_ROW) and int4 / int8 with a
- * scale per 64- or 128-column group (QG_CHUNK), one token tile (NT 1),
- * the columns in one block (no split-K); epilogues STORE, SWIGLU, ROPE
- * (with or without PRE) and ADD; ADD_NORM (its grid's last block
- * normalises) is left to the default kernel.
- */
-
-/* One round of a warp: UNROLL chunks of rows a and b, and (QG_CHUNK)
- * their group scales' bits and int4 zero points. */
-template <int UNROLL> struct qg_round {
-	uint4 va[UNROLL], vb[UNROLL];
-	uint32_t sa[UNROLL], sb[UNROLL], za[UNROLL], zb[UNROLL];
-};
-
-/* A tile's rows as a lane sees them (kern_epi_rows; ra, rb: row 0 in
- * place of a row past the end, read and never stored). */
-struct qg_tile {
-	int row_a, row_b, ra, rb;
-	bool ok_a, ok_b;
-};
-
-/* p ? x : y field by field: a select of the references themselves put
- * both tiles in local memory (a 40-byte stack frame). */
-__device__ __forceinline__ qg_tile qg_pick(bool p, const qg_tile &x, const qg_tile &y)
-{
-	qg_tile r;
-	r.row_a = p ? x.row_a : y.row_a;
-	r.row_b = p ? x.row_b : y.row_b;
-	r.ra = p ? x.ra : y.ra;
-	r.rb = p ? x.rb : y.rb;
-	r.ok_a = p ? x.ok_a : y.ok_a;
-	r.ok_b = p ? x.ok_b : y.ok_b;
-	return r;
-}
-
-template <int EPI>
-__device__ __forceinline__ qg_tile qg_tile_of(const qgemv_args &a, int t, int g)
-{
-	qg_tile r;
-	kern_epi_rows<EPI>(a.e, a.rows, t, g, &r.row_a, &r.row_b, &r.ok_a, &r.ok_b);
-	r.ra = r.ok_a ? r.row_a : 0;
-	r.rb = r.ok_b ? r.row_b : 0;
-	return r;
-}
-
-/* Chunks ch0 .. ch0 + UNROLL - 1 of tile tr's rows into f, as the default
- * kernel's fetch: past the row, zeros and group 0's scale. */
-template <int FMT, int GM, int UNROLL>
-__device__ __forceinline__ void qg_fetch_round(const qgemv_args &a, qg_tile tr, int ch0,
-					       int n_chunk, int c, unsigned lg, qg_round<UNROLL> &f)
-{
-	const uint4 zero = make_uint4(0, 0, 0, 0);
-	const uint8_t *wa = a.w + (size_t)tr.ra * a.row_bytes + c * 16;
-	const uint8_t *wb = a.w + (size_t)tr.rb * a.row_bytes + c * 16;
-#pragma unroll
-	for (int u = 0; u < UNROLL; u++) {
-		const int cu = ch0 + u;
-		const bool in = cu < n_chunk;
-		const bool ok = in && cu * QG_CHUNK_BYTES + c * 16 < a.row_bytes;
-		const size_t off = (size_t)cu * QG_CHUNK_BYTES;
-		f.va[u] = ok && tr.ok_a ? kern_ld_stream(wa + off) : zero;
-		f.vb[u] = ok && tr.ok_b ? kern_ld_stream(wb + off) : zero;
-		f.sa[u] = f.sb[u] = f.za[u] = f.zb[u] = 0;
-		if constexpr (GM == QG_CHUNK) {
-			const int grp = (int)((unsigned)cu >> lg);
-			const int gr = in && grp < a.groups ? grp : 0;
-			const size_t ia = (size_t)tr.ra * a.groups + gr, ib = (size_t)tr.rb * a.groups + gr;
-			f.sa[u] = q_scale_bits(a.scales, ia, a.scale_f16);
-			f.sb[u] = q_scale_bits(a.scales, ib, a.scale_f16);
-			if constexpr (FMT == KERN_Q_INT4) {
-				f.za[u] = a.zeros ? __ldg(a.zeros + ia) : 8u;
-				f.zb[u] = a.zeros ? __ldg(a.zeros + ib) : 8u;
-			}
-		}
-	}
-}
-
-/* Round f (chunks ch0 ..) into acc, as the default kernel's loop body. */
-template <typename T, int FMT, int GM, int UNROLL>
-__device__ __forceinline__ void qg_mul_round(const qgemv_args &a, const T *x,
-					     const qg_round<UNROLL> &f, int ch0, int n_chunk, int g,
-					     int c, float (&acc)[1][4])
-{
-#pragma unroll
-	for (int u = 0; u < UNROLL; u++) {
-		const int cu = ch0 + u;
-		const bool ok = cu < n_chunk && cu * QG_CHUNK_BYTES + c * 16 < a.row_bytes;
-		float fsa[1] = {0}, fsb[1] = {0};
-		if constexpr (GM == QG_CHUNK) {
-			fsa[0] = q_scale_of(f.sa[u], a.scale_f16);
-			fsb[0] = q_scale_of(f.sb[u], a.scale_f16);
-		}
-		qg_chunk<T, FMT, GM, 1>(a, x, f.va[u], f.vb[u], f.za[u], f.zb[u], fsa, fsb, cu, ok, g,
-					c, acc);
-	}
-}
-
-/* A tile's end: warp 0 sums the warps' accumulators (shared memory in two
- * halves by the tile's parity, so the other warps may go on to the next
- * tile and write theirs while warp 0 reads: a warp can be at most one
- * barrier ahead), divides by the rms (PRE; the warps' parts summed into
- * pss at the block's first tile, the same for every tile), applies the
- * row scales s_a, s_b (QG_ROW) and stores tile t. */
-template <typename T, int GM, int KSPLIT, int EPI, bool PRE>
-__device__ __forceinline__ void qg_multi_end(const qgemv_args &a, float (&acc)[1][4],
-					     const qg_tile &tr, int t, int parity, bool first,
-					     const float res[6], const float pre_p[2], float s_a,
-					     float s_b)
-{
-	static_assert(KSPLIT >= 2 && EPI != KERN_EPI_ADD_NORM, "qg_multi_end");
-	static_assert(!PRE || KSPLIT >= 8, "kern_pre_load: 8 warps");
-	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-	__shared__ float pss[KSPLIT][KERN_PRE_MAX_TOKENS];
-	__shared__ float part[2][KSPLIT - 1][4][32];
-	if (warp > 0)
-#pragma unroll
-		for (int e = 0; e < 4; e++)
-			part[parity][warp - 1][e][lane] = acc[0][e];
-	if constexpr (PRE)
-		if (first)
-			kern_pre_part<KSPLIT>(a.n, pre_p, pss);
-	__syncthreads();
-	if (warp > 0)
-		return;
-	for (int k = 0; k < KSPLIT - 1; k++)
-#pragma unroll
-		for (int e = 0; e < 4; e++)
-			acc[0][e] += part[parity][k][e][lane];
-	if constexpr (PRE)
-		kern_pre_scale<KSPLIT>(a.e, a.n, a.cols, 2 * (lane & 3), pss, acc[0]);
-	if constexpr (GM == QG_ROW) {
-		acc[0][0] *= s_a;
-		acc[0][1] *= s_a;
-		acc[0][2] *= s_b;
-		acc[0][3] *= s_b;
-	}
-	qgemv_store<T, GM, 1, EPI, false>(a, acc, tr.ra, tr.rb, tr.row_a, tr.row_b, tr.ok_a,
-					   tr.ok_b, lane & 3, res, t);
-}
-
-/*
- * Tiles blockIdx.x, + gridDim.x, ... < tiles (gridDim.x <= tiles), each
- * as qgemv_kernel's block with NT 1 and one split. A warp walks every
- * tile's rounds (chunks warp * UNROLL + r * KSPLIT * UNROLL), the same
- * count for every warp so the tile ends line up; a round wholly past the
- * row is not multiplied. Before each tile's loop: its epilogue's loads
- * (kern_epi_prefetch) and, QG_ROW, its rows' scales, so its end waits on
- * nothing but the barrier.
- */
-template <typename T, int FMT, int GM, int KSPLIT, int UNROLL, int MINB, int EPI, bool PRE,
-	  bool DEEP>
-__global__ void __launch_bounds__(KSPLIT * 32, MINB)
-	qgemv_multi_kernel(const T *x, qgemv_args a, int tiles)
-{
-	constexpr int CK = 4 * q_geom<FMT>::KL;
-	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-	const int g = lane >> 2, c = lane & 3;
-	const int n_chunk = (a.row_bytes + QG_CHUNK_BYTES - 1) / QG_CHUNK_BYTES;
-	const int stride = KSPLIT * UNROLL, ch0 = warp * UNROLL;
-	const int rounds = (n_chunk + stride - 1) / stride;
-	const unsigned lg = GM == QG_CHUNK ? __ffs(a.group / CK) - 1 : 0;
-	int t = blockIdx.x;
-	qg_tile cur = qg_tile_of<EPI>(a, t, g);
-	qg_round<UNROLL> buf;
-	qg_fetch_round<FMT, GM, UNROLL>(a, cur, ch0, n_chunk, c, lg, buf);
-	kern_pdl_wait(); /* x is the previous kernel's output */
-	float pre_p[2] = {0, 0};
-	if constexpr (PRE)
-		kern_pre_load(a.e, a.n, pre_p);
-	for (int it = 0;; it++) {
-		float res[6];
-		kern_epi_prefetch<T, EPI>(a.e, a.rows, a.n, cur.row_a, cur.row_b, cur.ok_a, cur.ok_b,
-					  2 * c, res);
-		float s_a = 1, s_b = 1;
-		if constexpr (GM == QG_ROW)
-			if (warp == 0) {
-				s_a = q_scale(a.scales, cur.ra, a.scale_f16);
-				s_b = q_scale(a.scales, cur.rb, a.scale_f16);
-			}
-		const int tn = t + gridDim.x;
-		const bool more = tn < tiles;
-		const qg_tile nxt = qg_tile_of<EPI>(a, more ? tn : t, g);
-		float acc[1][4] = {{0, 0, 0, 0}};
-		for (int r = 0; r < rounds; r++) {
-			const int ch = ch0 + r * stride;
-			const bool last = r + 1 == rounds;
-			/* the next round: this tile's, or the next tile's first */
-			if constexpr (DEEP) {
-				qg_round<UNROLL> nb = buf;
-				if (!last || more)
-					qg_fetch_round<FMT, GM, UNROLL>(a, qg_pick(last, nxt, cur),
-									last ? ch0 : ch + stride,
-									n_chunk, c, lg, nb);
-				if (ch < n_chunk)
-					qg_mul_round<T, FMT, GM, UNROLL>(a, x, buf, ch, n_chunk, g, c,
-									 acc);
-				buf = nb;
-			} else {
-				if (ch < n_chunk)
-					qg_mul_round<T, FMT, GM, UNROLL>(a, x, buf, ch, n_chunk, g, c,
-									 acc);
-				if (!last || more)
-					qg_fetch_round<FMT, GM, UNROLL>(a, qg_pick(last, nxt, cur),
-									last ? ch0 : ch + stride,
-									n_chunk, c, lg, buf);
-			}
-		}
-		if (!more)
-			kern_pdl_launch_next();
-		qg_multi_end<T, GM, KSPLIT, EPI, PRE>(a, acc, cur, t, it & 1, it == 0, res, pre_p,
-						      s_a, s_b);
-		if (!more)
-			break;
-		t = tn;
-		cur = nxt;
-	}
-}
-
-/* What qgemv_multi returns for a call it leaves to the default kernel. */
-#define QG_DEFAULT_KERNEL 2
-
-/* Blocks of kernel (threads each) an SM holds, from its registers and
- * shared memory; at least 1. */
-static int qg_resident(const void *kernel, int threads)
-{
-	int blocks = 0;
-	if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, 0) != cudaSuccess) {
-		cudaGetLastError();
-		blocks = 1;
-	}
-	return blocks < 1 ? 1 : blocks;
-}
-
-/* Launch the multi-tile GEMV of a shape and epilogue over `tiles` tiles:
- * `variant` KERN_QGEMV_PERSISTENT, as many blocks as are resident at
- * once (at most one a tile), or K tiles a block. */
-template <typename T, int FMT, int GM, int KSPLIT, int UNROLL, int MINB, int EPI, bool PRE,
-	  bool DEEP>
-static int qg_multi_launch(kern_qblas *qb, int variant, int tiles, const T *x,
-			   const qgemv_args &a)
-{
-	auto kernel = qgemv_multi_kernel<T, FMT, GM, KSPLIT, UNROLL, MINB, EPI, PRE, DEEP>;
-	int blocks;
-	if (variant == KERN_QGEMV_PERSISTENT) {
-		kern_gemv_l1((const void *)kernel, KSPLIT * 32); /* before counting: the carveout */
-		static int resident; /* per kernel; the same on every device of a process */
-		if (!resident)
-			resident = qg_resident((const void *)kernel, KSPLIT * 32);
-		blocks = resident * qb->sm_count;
-	} else {
-		blocks = (tiles + variant - 1) / variant;
-	}
-	blocks = blocks < tiles ? blocks : tiles;
-	return q_launch(qb, kernel, dim3(blocks), dim3(KSPLIT * 32), x, a, tiles);
-}
-
-/* The multi-tile GEMV of one shape, its epilogue chosen at run time as
- * qgemv_run does; QG_DEFAULT_KERNEL for what it does not take (above, and
- * with STORE_ONLY, lab/qgemv.cu's shapes, every fused kind), QG_UNFUSED
- * for a PRE input it cannot take (fewer than 8 warps, as qgemv_run). */
-template <typename T, int FMT, int GM, int KSPLIT, int UNROLL, int MINB, bool DEEP,
-	  bool STORE_ONLY = false>
-static int qgemv_multi_run(kern_qblas *qb, int variant, const qgemv_args &a, const T *x)
-{
-	const int tiles = kern_epi_tiles(a.e, a.rows);
-	if (a.n > 8 || tiles < qb->sm_count || a.e.kind == KERN_EPI_ADD_NORM ||
-	    (STORE_ONLY && a.e.kind != KERN_EPI_STORE))
-		return QG_DEFAULT_KERNEL;
-#define QG_MULTI(EPI, PRE) \
-	qg_multi_launch<T, FMT, GM, KSPLIT, UNROLL, MINB, EPI, PRE, DEEP>(qb, variant, tiles, x, a)
-	if constexpr (!STORE_ONLY) {
-		if (a.e.h.pre_ss && (a.e.kind == KERN_EPI_SWIGLU || a.e.kind == KERN_EPI_ROPE)) {
-			if constexpr (KSPLIT < 8)
-				return QG_UNFUSED;
-			else if (a.e.kind == KERN_EPI_SWIGLU)
-				return QG_MULTI(KERN_EPI_SWIGLU, true);
-			else
-				return QG_MULTI(KERN_EPI_ROPE, true);
-		}
-		if (a.e.kind == KERN_EPI_SWIGLU)
-			return QG_MULTI(KERN_EPI_SWIGLU, false);
-		if (a.e.kind == KERN_EPI_ROPE)
-			return QG_MULTI(KERN_EPI_ROPE, false);
-		if (a.e.kind == KERN_EPI_ADD)
-			return QG_MULTI(KERN_EPI_ADD, false);
-	}
-	return QG_MULTI(KERN_EPI_STORE, false);
-#undef QG_MULTI
-}
-
-/*
- * The library's multi-tile shapes (not yet measured: lab-qgemv's table 7
- * times these beside the default kernel and other shapes, and is where
- * they are to be chosen): int8 and fp8 16 warps x 2 chunks, the default
- * kernel's, at one block an SM so two rounds fit in 128 registers (the
- * same 64 KiB in flight an SM as the default's two blocks, but
- * continuously); int4 and int8 with group scales 8 x 2 at 2 blocks, two
- * rounds in 128 registers.
- */
-template <typename T, int FMT, int GM>
-static int qgemv_multi(kern_qblas *qb, const qgemv_args &a, const T *x)
-{
-	if constexpr (GM == QG_ROW)
-		return qgemv_multi_run<T, FMT, GM, 16, 2, 1, true>(qb, qb->variant, a, x);
-	else if constexpr (GM == QG_CHUNK)
-		return qgemv_multi_run<T, FMT, GM, 8, 2, 2, true>(qb, qb->variant, a, x);
-	return QG_DEFAULT_KERNEL;
-}
-
 /*
  * int4 with group scales (groups of 128) up to 8 tokens: the shape by
  * the tiles. lab/qgemv.cu's table 4 on an H100 (7B rows, n = 1, GB/s,
@@ -1082,12 +754,6 @@ static int qgemv_tiles(kern_qblas *qb, const qgemv_args &a, const T *x)
 {
 #define QG_RUN(NT) \
 	qgemv_run<T, FMT, GM, NT, qg_ksplit<FMT, GM, NT>(), qg_unroll<FMT, GM, NT>()>(qb, a, x)
-	if constexpr (GM == QG_ROW || GM == QG_CHUNK)
-		if (qb->variant != KERN_QGEMV_DEFAULT && a.n <= 8) {
-			const int rc = qgemv_multi<T, FMT, GM>(qb, a, x);
-			if (rc != QG_DEFAULT_KERNEL)
-				return rc;
-		}
 	if constexpr (FMT == KERN_Q_INT4 && GM == QG_CHUNK) {
 		const int tiles = kern_epi_tiles(a.e, a.rows);
 		if (a.n <= 8 && tiles > QG_I4_WAVE_BLOCKS * qb->sm_count)
@@ -1600,13 +1266,6 @@ extern "C" void kern_qblas_set_gemv_max(kern_qblas *qb, int format, int n)
 {
 	if (format >= KERN_Q_INT8 && format <= KERN_Q_INT4)
 		qb->gemv_max[format] = n < 0 ? 0 : n > KERN_QGEMV_MAX_TOKENS ? KERN_QGEMV_MAX_TOKENS : n;
-}
-
-extern "C" void kern_qblas_set_gemv_variant(kern_qblas *qb, int variant)
-{
-	const bool ok = variant == KERN_QGEMV_PERSISTENT ||
-			(variant >= KERN_QGEMV_TILES_MIN && variant <= KERN_QGEMV_TILES_MAX);
-	qb->variant = ok ? variant : KERN_QGEMV_DEFAULT;
 }
 
 /* ---- entry points ---- */

@@ -134,25 +134,6 @@ typedef struct kern_qweight {
 int kern_qformat_parse(const char *s);
 const char *kern_qformat_name(int format);
 
-/*
- * Which decode GEMV kernel the GPU's quantized GEMV runs (SL_QGEMV, read
- * once by the CUDA backend; kern_qblas_set_gemv_variant). "default" (0):
- * one 16-row tile a block, the kernel every measurement before issue 38
- * ran. The others keep a block on several tiles, loading the next
- * tile's first chunks while it sums the last one (kernels/quant.cu,
- * qgemv_tiles_kernel): "persistent" (1) launches at most the blocks
- * that are resident at once and strides them over the tiles; "tilesK"
- * (K = KERN_QGEMV_TILES_MIN..KERN_QGEMV_TILES_MAX) gives each block K
- * tiles. kern_qgemv_variant_parse: the variant, or -1 for an unknown
- * name; kern_qgemv_variant_name writes v's name into buf (>= 16 bytes).
- */
-#define KERN_QGEMV_DEFAULT 0
-#define KERN_QGEMV_PERSISTENT 1
-#define KERN_QGEMV_TILES_MIN 2
-#define KERN_QGEMV_TILES_MAX 16
-int kern_qgemv_variant_parse(const char *s);
-const char *kern_qgemv_variant_name(int v, char *buf, size_t len);
-
 /* Scales per row: 1 for group 0, else cols / group. */
 int kern_qweight_groups(const kern_qweight *w);
 size_t kern_qweight_data_bytes(const kern_qweight *w);
@@ -268,13 +249,6 @@ void kern_qblas_set_pdl(kern_qblas *qb, int on);
  * at most 64); above it FP8 takes KERN_QPATH_FP8_LT when cuBLASLt has an
  * algorithm, everything else KERN_QPATH_DEQUANT. */
 void kern_qblas_set_gemv_max(kern_qblas *qb, int format, int n);
-/* The decode GEMV's kernel (KERN_QGEMV_*, above; an invalid value: the
- * default). It applies to int8 and fp8 with one scale per row, int8 with
- * groups of 64 or 128 and int4 with groups of 128, up to 8 tokens, on
- * weights of at least as many 16-row tiles as SMs, with the plain store
- * and the SwiGLU, RoPE and add epilogues; every other call (ADD_NORM,
- * groups of 32, int4 groups of 64) runs the default kernel. */
-void kern_qblas_set_gemv_variant(kern_qblas *qb, int variant);
 /* The path AUTO takes for this call (a kern_qpath). */
 int kern_qmatmul_path(kern_qblas *qb, const kern_qweight *w, int n, sl_dtype x_dt,
 		      sl_dtype out_dt);

@@ -17,11 +17,6 @@
  *                                   (one rank's qkv, o, gate_up, down at
  *                                   that tensor-parallel size), 13b or 70b
  *                                   (tp 1, 2 and 4), tp (both), 7b
- *   build/bin/lab-gemv --tiles [--check] [--shapes SET]  the multi-tile
- *                                   GEMV (SL_GEMV_TILES) beside the
- *                                   default on the tp shapes (or SET):
- *                                   checked bit for bit against the
- *                                   default, then timed at n = 1 (below)
  *
  * The check: x (n tokens) and W of each 7B projection, plus two
  * tensor-parallel shards (fewer 16-row tiles than SMs: the split-K path
@@ -59,7 +54,6 @@
 
 #include <algorithm>
 #include <functional>
-#include <string>
 #include <vector>
 
 #include "kernels/matmul.cu"
@@ -81,8 +75,6 @@ struct shape {
 	const char *name;
 	int in_dim, out_dim;
 	bool f32;
-	int warps;  /* --tiles: the backend's GEMV warps for the model (0: the library's 4) */
-	int layers; /* --tiles: the model's layers (0: 32) */
 };
 
 static const shape k_shapes[] = {
@@ -93,11 +85,11 @@ static const shape k_shapes[] = {
 /* A Llama-shaped model's sizes, for its per-rank projections. */
 struct model_dims {
 	const char *name;
-	int dim, hidden, heads, kv_heads, head_dim, layers;
+	int dim, hidden, heads, kv_heads, head_dim;
 };
 static const model_dims k_models[] = {
-	{"13b", 5120, 13824, 40, 40, 128, 40}, /* MHA */
-	{"70b", 8192, 28672, 64, 8, 128, 80},  /* GQA */
+	{"13b", 5120, 13824, 40, 40, 128}, /* MHA */
+	{"70b", 8192, 28672, 64, 8, 128},  /* GQA */
 };
 
 /* One rank's qkv, o, gate_up and down of m at tensor-parallel size tp, as
@@ -118,8 +110,7 @@ static void add_tp_shapes(std::vector<shape> &out, const model_dims &m, int tp)
 	for (const auto &p : ps) {
 		char name[64];
 		snprintf(name, sizeof name, "%s-tp%d/%s", m.name, tp, p.proj);
-		/* node/backend_cuda.c: 8 warps a tile from hidden 8192 */
-		out.push_back({strdup(name), p.in, p.out, false, m.dim >= 8192 ? 8 : 4, m.layers});
+		out.push_back({strdup(name), p.in, p.out, false});
 	}
 }
 
@@ -378,203 +369,16 @@ static int check_variants(int which)
 	return failed ? 1 : 0;
 }
 
-/* ---- --tiles: the multi-tile GEMV (SL_GEMV_TILES) beside the default ----
- *
- * The library's GEMV (kern_matmul_cuda, plain stores) at each
- * kern_blas_set_gemv_variant, with the block shape the backend picks for
- * the shape's model (4 warps a tile below hidden 8192, 8 from it). First
- * a check: every column on fresh random x and W at n = 1, 3 and 8, both
- * block shapes, output poisoned with NaN before each call, must equal the
- * default kernel's output bit for bit (exit 1 otherwise). Then n = 1: us
- * per call, GB/s of W and % of the copy bandwidth per shape and column,
- * each call on another copy of W (nothing from L2); and per model and tp
- * the four projections' sum per token (x layers, no LM head) per column.
- * The qkv and gate_up slices run here with plain stores; the model runs
- * them with the RoPE / SwiGLU epilogues, whose work comes after the
- * weights are read (tests/gpu/test_fused.c checks those per variant).
- */
-
-struct tcol {
-	const char *name;
-	int variant; /* KERN_QGEMV_* */
-};
-static const tcol k_tcols[] = {
-	{"default", KERN_QGEMV_DEFAULT},
-	{"persist", KERN_QGEMV_PERSISTENT},
-	{"tiles2", 2},
-	{"tiles4", 4},
-};
-#define N_TCOLS (int)(sizeof k_tcols / sizeof *k_tcols)
-
-/* The library's GEMV at a variant and block shape; plain fp16 stores. */
-static int call_lib_at(int variant, int warps, const T *w, int n, const shape &s)
-{
-	kern_blas_set_gemv_warps(g_b, warps ? warps : GEMV_KSPLIT);
-	kern_blas_set_gemv_variant(g_b, variant);
-	const int rc = kern_matmul_cuda(g_b, g_out, g_x, w, n, s.in_dim, s.out_dim, SL_DT_F16);
-	kern_blas_set_gemv_variant(g_b, KERN_QGEMV_DEFAULT);
-	return rc;
-}
-
-/* p[i] = +-[0.05, 1) * scale from a hash of (seed, i), never zero: the
- * 70B slices are too large to fill from the host quickly. */
-__global__ void fill_kernel(T *p, size_t count, uint32_t seed, float scale)
-{
-	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
-	     i += (size_t)gridDim.x * blockDim.x) {
-		uint32_t h = (uint32_t)i * 0x9e3779b1u ^ (uint32_t)(i >> 32) ^ seed;
-		h ^= h >> 16, h *= 0x85ebca6bu, h ^= h >> 13, h *= 0xc2b2ae35u, h ^= h >> 16;
-		const float m = 0.05f + 0.95f * (float)(h >> 8) / (float)(1 << 24);
-		p[i] = __float2half((h & 1 ? m : -m) * scale);
-	}
-}
-
-/* Bytes read + written per second by a device-to-device copy of 1 GiB. */
-static double copy_bandwidth(cudaStream_t st)
-{
-	const size_t n = (size_t)1 << 30;
-	void *a, *b;
-	CK(cudaMalloc(&a, n));
-	CK(cudaMalloc(&b, n));
-	CK(cudaMemsetAsync(a, 1, n, st));
-	const double ms = time_graph(st, [&] {
-		for (int i = 0; i < 4; i++)
-			CK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, st));
-	}, 5);
-	cudaFree(a);
-	cudaFree(b);
-	return 2.0 * n * 4 / (ms * 1e-3);
-}
-
-/* Every column against the default kernel, bit for bit; 0 when all agree. */
-static int check_tiles(const std::vector<shape> &shapes, uint32_t seed)
-{
-	int failed = 0;
-	printf("check: each column's output equal to the default kernel's bit for bit "
-	       "(random fp16 x and W, NaN-poisoned output, seed %u)\n", seed);
-	for (const shape &s : shapes) {
-		const size_t wn = (size_t)s.in_dim * s.out_dim, on = (size_t)8 * s.out_dim;
-		T *dw, *dx, *dout;
-		CK(cudaMalloc(&dw, wn * sizeof(T)));
-		CK(cudaMalloc(&dx, (size_t)8 * s.in_dim * sizeof(T)));
-		CK(cudaMalloc(&dout, on * sizeof(T)));
-		T *save_x = g_x;
-		void *save_out = g_out;
-		g_x = dx, g_out = dout;
-		std::vector<T> ref(on), got(on);
-		const int tiles = (s.out_dim + 15) / 16;
-		int sms = 0;
-		CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-		for (int warps : {GEMV_KSPLIT, GEMV_KSPLIT_OLD})
-			for (int n : {1, 3, 8}) {
-				seed = seed * 1664525u + 1013904223u;
-				fill_kernel<<<1024, 256, 0, g_b->stream>>>(dw, wn, seed, 0.05f);
-				fill_kernel<<<64, 256, 0, g_b->stream>>>(dx, (size_t)8 * s.in_dim,
-									 seed ^ 0x5bd1e995u, 1.0f);
-				CK(cudaGetLastError());
-				printf("  %-18s %dw n %d:", s.name, warps, n);
-				for (int ci = 0; ci < N_TCOLS; ci++) {
-					CK(cudaMemsetAsync(dout, 0xff, on * sizeof(T), g_b->stream));
-					if (call_lib_at(k_tcols[ci].variant, warps, dw, n, s)) {
-						printf(" %s launch FAILED", k_tcols[ci].name);
-						failed++;
-						continue;
-					}
-					CK(cudaStreamSynchronize(g_b->stream));
-					CK(cudaGetLastError());
-					std::vector<T> &dst = ci == 0 ? ref : got;
-					CK(cudaMemcpy(dst.data(), dout, (size_t)n * s.out_dim * sizeof(T),
-						      cudaMemcpyDeviceToHost));
-					if (ci == 0)
-						continue;
-					size_t bad = 0, first = 0;
-					for (size_t i = 0; i < (size_t)n * s.out_dim; i++)
-						if (memcmp(&ref[i], &got[i], sizeof(T)) && !bad++)
-							first = i;
-					printf(" %s %s", k_tcols[ci].name, bad ? "DIFFERS" : "equal");
-					if (bad) {
-						printf(" (%zu outputs, first token %zu row %zu: %g vs %g)", bad,
-						       first / s.out_dim, first % s.out_dim,
-						       __half2float(got[first]), __half2float(ref[first]));
-						failed++;
-					}
-				}
-				printf("%s\n", tiles < sms ? " (fewer tiles than SMs: all default)" : "");
-			}
-		g_x = save_x, g_out = save_out;
-		cudaFree(dw);
-		cudaFree(dx);
-		cudaFree(dout);
-		fflush(stdout);
-	}
-	printf("check: %s\n", failed ? "FAILED" : "every column equals the default bit for bit");
-	return failed ? 1 : 0;
-}
-
-/* n = 1: us | GB/s (% of copy bandwidth) per shape and column, then the
- * sum per token per model and tp. */
-static void time_tiles(cudaStream_t st, const std::vector<shape> &shapes, char *pool,
-		       size_t pool_bytes)
-{
-	const double copy_bw = copy_bandwidth(st);
-	printf("\nmulti-tile GEMV (SL_GEMV_TILES; kernels/matmul.cu gemv_multi_kernel) beside the "
-	       "default, n = 1, no PDL;\ncopy bandwidth %.0f GB/s; per column: us per call | GB/s "
-	       "of W (%% of copy bandwidth)\n%-18s %2s", copy_bw / 1e9, "shape", "w");
-	for (int ci = 0; ci < N_TCOLS; ci++)
-		printf(" %24s", k_tcols[ci].name);
-	printf("\n");
-	std::vector<std::pair<std::string, int>> groups; /* model-tp, layers */
-	std::vector<std::vector<double>> sums;            /* us per token, [group][col] */
-	for (const shape &s : shapes) {
-		const size_t wbytes = (size_t)s.in_dim * s.out_dim * sizeof(T);
-		const int copies = (int)(pool_bytes / wbytes);
-		const int calls = (int)(((size_t)2 << 30) / wbytes) + 1;
-		const std::string group = std::string(s.name).substr(0, strcspn(s.name, "/"));
-		if (groups.empty() || groups.back().first != group) {
-			groups.push_back({group, s.layers ? s.layers : 32});
-			sums.push_back(std::vector<double>(N_TCOLS, 0));
-		}
-		printf("%-18s %2d", s.name, s.warps ? s.warps : GEMV_KSPLIT);
-		for (int ci = 0; ci < N_TCOLS; ci++) {
-			g_b->pdl = false;
-			const double ms = time_graph(st, [&] {
-				for (int i = 0; i < calls; i++)
-					call_lib_at(k_tcols[ci].variant, s.warps,
-						    (const T *)(pool + (size_t)(i % copies) * wbytes), 1,
-						    s);
-			}, 7);
-			const double us = 1e3 * ms / calls, gbs = wbytes / (us * 1e3);
-			printf("   %6.1f|%5.0f (%5.1f%%)", us, gbs, 100 * gbs * 1e9 / copy_bw);
-			sums.back()[ci] += us;
-		}
-		printf("\n");
-		fflush(stdout);
-	}
-	printf("\nper token at n = 1: the four projections' sum (us), x layers (ms; no LM head, "
-	       "no all-reduce)\n%-10s %6s", "model-tp", "layers");
-	for (int ci = 0; ci < N_TCOLS; ci++)
-		printf(" %17s", k_tcols[ci].name);
-	printf("\n");
-	for (size_t gi = 0; gi < groups.size(); gi++) {
-		printf("%-10s %6d", groups[gi].first.c_str(), groups[gi].second);
-		for (int ci = 0; ci < N_TCOLS; ci++)
-			printf(" %7.1f | %5.3f", sums[gi][ci], sums[gi][ci] * groups[gi].second / 1e3);
-		printf("\n");
-	}
-	fflush(stdout);
-}
-
 static void usage(const char *argv0)
 {
-	fprintf(stderr, "usage: %s [VARIANT] [--check] [--list] [--shapes SET[,SET...]]\n"
-			"       %s --tiles [--check] [--shapes SET[,SET...]]\n",
-		argv0, argv0);
+	fprintf(stderr, "usage: %s [VARIANT] [--check] [--list] [--shapes SET[,SET...]]\n",
+		argv0);
 }
 
 int main(int argc, char **argv)
 {
 	int which = -1; /* one variant, or -1: all of them */
-	bool check_only = false, tiles = false;
+	bool check_only = false;
 	std::vector<shape> shapes; /* --shapes; empty: the 7B ones and the decode step */
 	for (int i = 1; i < argc; i++) {
 		char *end;
@@ -584,8 +388,6 @@ int main(int argc, char **argv)
 				return 2;
 		} else if (!strcmp(argv[i], "--check")) {
 			check_only = true;
-		} else if (!strcmp(argv[i], "--tiles")) {
-			tiles = true;
 		} else if (!strcmp(argv[i], "--list")) {
 			for (int k = 0; k < N_VARIANTS; k++)
 				printf("%d %s\n", k, k_variants[k].name);
@@ -608,31 +410,6 @@ int main(int argc, char **argv)
 	       prop.l2CacheSize >> 20);
 	if (which >= 0)
 		printf("variant %d: %s\n", which, k_variants[which].name);
-	if (tiles) {
-		if (shapes.empty())
-			parse_shapes("tp", shapes);
-		int trc = check_tiles(shapes, 12345u);
-		if (!trc && !check_only) {
-			size_t max_in = 0, max_out = 0, max_w = 0;
-			for (const shape &s : shapes) {
-				max_in = std::max(max_in, (size_t)s.in_dim);
-				max_out = std::max(max_out, (size_t)s.out_dim);
-				max_w = std::max(max_w, (size_t)s.in_dim * s.out_dim * sizeof(T));
-			}
-			/* at least two copies of the largest W, and >= 4 GiB */
-			const size_t pool_bytes = std::max((size_t)4 << 30, 2 * max_w);
-			char *pool;
-			CK(cudaMalloc(&pool, pool_bytes));
-			CK(cudaMemset(pool, 0x2c, pool_bytes)); /* fp16 0x2c2c = 0.0645 */
-			CK(cudaMalloc(&g_out, sizeof(T) * 16 * max_out));
-			CK(cudaMalloc(&g_x, sizeof(T) * 16 * max_in));
-			CK(cudaMemset(g_x, 0x3c, sizeof(T) * 16 * max_in));
-			time_tiles(st, shapes, pool, pool_bytes);
-			cudaFree(pool);
-		}
-		kern_blas_destroy(g_b);
-		return trc;
-	}
 
 	/* ---- correctness first, as llm.c's dev/cuda does ---- */
 	const int rc = check_variants(which);

@@ -6,7 +6,7 @@
  * bench/qgemv.cu, built as shardline-qbench.
  *
  *   make CUDA=1 lab-qgemv           -> build/bin/lab-qgemv
- *   build/bin/lab-qgemv [--out FILE.json] [--only 1-7] [--lt-n 2048,...]
+ *   build/bin/lab-qgemv [--out FILE.json] [--only 1-6] [--lt-n 2048,...]
  *                       [--check | --no-check]
  *
  * First, as in llm.c's dev/cuda, the check (table 0; --check: it alone,
@@ -34,13 +34,7 @@
  *      every algorithm the heuristic offers, then cuBLASLt's fast
  *      accumulation, per-tensor scales, and per-row scales on one operand
  *      only (what the library's choices cost), then every (algorithm id,
- *      tile, stages, cluster) it accepts, fastest first: TFLOP/s and us;
- *   7. the multi-tile GEMV (SL_QGEMV, kern_qblas_set_gemv_variant) beside
- *      the default kernel, int8/row, fp8/row and int4/g128 on the four 7B
- *      shapes: the library's variants (default, persistent, tiles2,
- *      tiles4) at n = 1 and 8, and other block shapes of the kernel at
- *      n = 1, GB/s and % of copy bandwidth; then the 7B projections'
- *      ms a token per column (one GPU call A/Bs them).
+ *      tile, stages, cluster) it accepts, fastest first: TFLOP/s and us.
  * Each timed call reads a different copy of W (copies rotate through more
  * than 2 GiB, so nothing is served from L2); every timing is the median of
  * CUDA-graph replays, as the engine's decode steps run. Runs in well under
@@ -833,133 +827,6 @@ static void table_lt_prefill(const std::vector<int> &ns)
 		cublasLtMatmulDescDestroy(d[k]);
 }
 
-/* ---- 7. the multi-tile GEMV (SL_QGEMV) beside the default ---- */
-
-/* One column of table 7: the library at a kern_qblas_set_gemv_variant
- * (fn NULL), or one shape of the multi-tile kernel on a variant's grid. */
-typedef int (*mfn)(const kern_qweight &, int n, int variant);
-struct mcol {
-	const char *name;
-	int variant; /* KERN_QGEMV_* */
-	mfn fn[3];   /* int8/row, fp8, int4/g128; NULL: the library's shape */
-};
-
-/* KS warps x U chunks at MB blocks an SM, DEEP: two rounds in flight */
-template <int FMT, int GM, int KS, int U, int MB, bool DEEP>
-static int call_multi(const kern_qweight &w, int n, int variant)
-{
-	qgemv_args a = qgemv_args_of(&w, g_out, false, n);
-	return qgemv_multi_run<__half, FMT, GM, KS, U, MB, DEEP, true>(g_qb, variant, a, g_x);
-}
-
-#define MC(name, var, KS, U, MB, DEEP)                                                        \
-	{                                                                                     \
-		name, var, {                                                                  \
-			call_multi<KERN_Q_INT8, QG_ROW, KS, U, MB, DEEP>,                     \
-				call_multi<KERN_Q_FP8, QG_ROW, KS, U, MB, DEEP>,              \
-				call_multi<KERN_Q_INT4, QG_CHUNK, KS, U, MB, DEEP>            \
-		}                                                                             \
-	}
-#define MC_LIB(name, var) {name, var, {NULL, NULL, NULL}}
-/* p: persistent grid, t2: 2 tiles a block; d: DEEP */
-static const mcol k_mcols[] = {
-	MC_LIB("default", KERN_QGEMV_DEFAULT),
-	MC_LIB("persist", KERN_QGEMV_PERSISTENT),
-	MC_LIB("tiles2", 2),
-	MC_LIB("tiles4", 4),
-	MC("16x2/2p", KERN_QGEMV_PERSISTENT, 16, 2, 2, false),
-	MC("16x2/2t2", 2, 16, 2, 2, false),
-	MC("16x2/1dp", KERN_QGEMV_PERSISTENT, 16, 2, 1, true),
-	MC("8x2/2dp", KERN_QGEMV_PERSISTENT, 8, 2, 2, true),
-	MC("8x4/2p", KERN_QGEMV_PERSISTENT, 8, 4, 2, false),
-	MC("4x4/4p", KERN_QGEMV_PERSISTENT, 4, 4, 4, false),
-};
-#undef MC
-#undef MC_LIB
-#define N_MCOLS (int)(sizeof k_mcols / sizeof *k_mcols)
-#define N_MCOLS_N8 4 /* at 8 tokens: the library's columns */
-
-/* Column col of table 7 on weight w at n tokens; 0 on success. A shape the
- * multi-tile kernel leaves to the default kernel counts as a failure. */
-static int mcol_call(int col, int k, const kern_qweight &w, int n)
-{
-	const mcol &m = k_mcols[col];
-	if (!m.fn[k]) {
-		kern_qblas_set_gemv_variant(g_qb, m.variant);
-		int rc = kern_qmatmul_cuda(g_qb, KERN_QPATH_GEMV, g_out, SL_DT_F16, g_x, SL_DT_F16, &w,
-					   n);
-		kern_qblas_set_gemv_variant(g_qb, KERN_QGEMV_DEFAULT);
-		return rc;
-	}
-	return m.fn[k](w, n, m.variant);
-}
-
-/* GB/s of weights at n tokens per format, shape and column, then the 7B
- * projections' time a token (32 layers, no LM head) per column at n = 1. */
-static void table_multi(void)
-{
-	printf("\n7. multi-tile GEMV (SL_QGEMV; kernels/quant.cu qgemv_multi_kernel) beside the "
-	       "default: GB/s of weights (%% of copy bandwidth)\n"
-	       "   library columns: default, persist, tiles2, tiles4 (kern_qblas_set_gemv_variant); "
-	       "then KSPLIT x UNROLL / blocks an SM, d = two rounds in flight, p = persistent grid, "
-	       "t2 = 2 tiles a block\n");
-	double step_ms[3][N_MCOLS] = {};
-	for (int n : {1, 8}) {
-		const int cols = n == 1 ? N_MCOLS : N_MCOLS_N8;
-		printf("%-11s %-8s %-3s", "format", "shape", "n");
-		for (int ci = 0; ci < cols; ci++)
-			printf(" %14s", k_mcols[ci].name);
-		printf("\n");
-		for (int k = 0; k < 3; k++) {
-			const fmt &f = k_fmts[k_qvariant_fmt[k]];
-			for (int si = 0; si < N_SHAPES; si++) {
-				const shp &s = k_shapes[si];
-				size_t d, sc, per = copy_bytes(f, s, &d, &sc);
-				int copies = (int)(g_pool_bytes / per);
-				printf("%-11s %-8s %-3d", f.name, s.name, n);
-				for (int ci = 0; ci < cols; ci++) {
-					double ms = time_calls([&](int i) {
-						return mcol_call(ci, k, copy_at(f, s, i % copies), n);
-					}, (int)(((size_t)2 << 30) / per) + 1, 7);
-					if (ms < 0) {
-						printf(" %14s", "n/a");
-						continue;
-					}
-					double gbs = weight_bytes(f, s) / (ms * 1e6);
-					printf(" %7.0f (%3.0f%%)", gbs, 100 * gbs * 1e9 / g_copy_bw);
-					if (n == 1)
-						step_ms[k][ci] += 32 * ms;
-					cJSON *r = cJSON_CreateObject();
-					cJSON_AddStringToObject(r, "table", "multi");
-					cJSON_AddStringToObject(r, "format", f.name);
-					cJSON_AddStringToObject(r, "shape", s.name);
-					cJSON_AddStringToObject(r, "variant", k_mcols[ci].name);
-					cJSON_AddNumberToObject(r, "n", n);
-					cJSON_AddNumberToObject(r, "us", ms * 1e3);
-					cJSON_AddNumberToObject(r, "weight_GBps", gbs);
-					cJSON_AddNumberToObject(r, "pct_copy_bandwidth",
-								100 * gbs * 1e9 / g_copy_bw);
-					cJSON_AddItemToArray(g_rows, r);
-				}
-				printf("\n");
-				fflush(stdout);
-			}
-		}
-	}
-	printf("7B projections at n=1, 32 layers (no LM head): ms per token (tokens/s they allow)\n");
-	printf("%-11s", "format");
-	for (int ci = 0; ci < N_MCOLS; ci++)
-		printf(" %14s", k_mcols[ci].name);
-	printf("\n");
-	for (int k = 0; k < 3; k++) {
-		printf("%-11s", k_fmts[k_qvariant_fmt[k]].name);
-		for (int ci = 0; ci < N_MCOLS; ci++)
-			printf("  %5.3f (%5.0f)", step_ms[k][ci], 1e3 / step_ms[k][ci]);
-		printf("\n");
-	}
-	fflush(stdout);
-}
-
 /* ---- 0. the check against kernels/quant.c ---- */
 
 /* Deterministic random values in +-[0.05, 1) * scale, never zero. */
@@ -1074,7 +941,7 @@ static int check_all(void)
 				continue;
 			}
 			CK(cudaDeviceSynchronize());
-			char line[1024];
+			char line[512];
 			int len = 0;
 			bool bad = false;
 			/* the library's paths */
@@ -1111,35 +978,6 @@ static int check_all(void)
 			}
 			printf("%-11s %-8s%s%s\n", f.name, s.name, line, bad ? "  FAIL" : "");
 			failed += bad;
-			/* table 7's columns at 1, 3 and 8 tokens */
-			for (int k = 0; k < 3; k++) {
-				if (fi != k_qvariant_fmt[k])
-					continue;
-				len = 0;
-				bad = false;
-				for (int n : {1, 3, 8}) {
-					kern_qmatmul_cpu(ref.data(), x.data(), &h, n);
-					for (int ci = 0; ci < N_MCOLS; ci++) {
-						if (n > 1 && ci >= N_MCOLS_N8)
-							continue;
-						CK(cudaMemsetAsync(g_out, 0xff, sizeof(__half) * n * s.rows,
-								   g_st));
-						const int rc = mcol_call(ci, k, d, n);
-						if (rc == QG_DEFAULT_KERNEL) { /* fewer tiles than SMs */
-							len += snprintf(line + len, sizeof line - len,
-									" %s:n%d -", k_mcols[ci].name, n);
-							continue;
-						}
-						double e = out_err(rc, ref.data(), n, s.rows);
-						bad |= !(e <= tol);
-						len += snprintf(line + len, sizeof line - len, " %s:n%d %.1e%s",
-								k_mcols[ci].name, n, e, e <= tol ? "" : "!");
-					}
-				}
-				printf("%-11s %-8s table-7 kernels%s%s\n", f.name, s.name, line,
-				       bad ? "  FAIL" : "");
-				failed += bad;
-			}
 			/* table 4's block shapes, one token */
 			for (int k = 0; k < 3; k++) {
 				if (fi != k_qvariant_fmt[k])
@@ -1191,7 +1029,7 @@ int main(int argc, char **argv)
 		if (!strcmp(argv[i], "--out") && i + 1 < argc) {
 			out = argv[++i];
 		} else if (!strcmp(argv[i], "--only") && i + 1 < argc && atoi(argv[i + 1]) >= 1 &&
-			   atoi(argv[i + 1]) <= 7) {
+			   atoi(argv[i + 1]) <= 6) {
 			only = atoi(argv[++i]);
 		} else if (!strcmp(argv[i], "--lt-n") && i + 1 < argc && parse_ns(argv[++i], lt_ns)) {
 		} else if (!strcmp(argv[i], "--check")) {
@@ -1200,7 +1038,7 @@ int main(int argc, char **argv)
 			check = 0;
 		} else {
 			fprintf(stderr,
-				"usage: %s [--out FILE.json] [--only 1-7] [--lt-n 2048,...] "
+				"usage: %s [--out FILE.json] [--only 1-6] [--lt-n 2048,...] "
 				"[--check | --no-check]\n",
 				argv[0]);
 			return 2;
@@ -1262,8 +1100,6 @@ int main(int argc, char **argv)
 		table_lt_algos();
 	if (!only || only == 6)
 		table_lt_prefill(lt_ns);
-	if (!only || only == 7)
-		table_multi();
 	printf("\n%.0f s\n", sl_now() - t0);
 
 	if (out) {

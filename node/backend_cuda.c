@@ -94,9 +94,6 @@ typedef struct cuda_impl {
 				    * projection's fp8 activations (SL_ACT_CODES) */
 	int gemm_add;              /* run-dtype o / down GEMMs add into the fp32 residual
 				    * (SL_GEMM_ADD) */
-	int qgemv;                 /* the quantized decode GEMV's kernel: KERN_QGEMV_* (SL_QGEMV) */
-	int gemv_tiles;            /* the fp16/bf16 decode GEMV's kernel: KERN_QGEMV_* values
-				    * (SL_GEMV_TILES) */
 	kern_attn_ws *attn;
 	kern_sampler *sampler;
 	node_backend_limits lim;
@@ -852,7 +849,6 @@ static int reserve_scratch(node_backend *be, const node_backend_limits *lim)
 		if ((rc = kern_qblas_create(c->stream, &qc, &c->qblas)))
 			return rc;
 		kern_qblas_set_pdl(c->qblas, c->pdl);
-		kern_qblas_set_gemv_variant(c->qblas, c->qgemv);
 		SL_INFO("cuda", "quantized projections: %.0f MiB of scratch (workspace, dequantize, "
 			"fp8 activations)", kern_qblas_device_bytes(&qc) / 1048576.0);
 	}
@@ -1040,22 +1036,6 @@ static void read_switches(cuda_impl *c, int cc_major)
 	c->fuse = fuse ? fuse_bits(fuse) : FUSE_DEFAULT;
 	const char *full = getenv("SL_SAMPLE_FULL");
 	c->greedy_fast = !(full && !strcmp(full, "1"));
-	const char *qgemv = getenv("SL_QGEMV");
-	c->qgemv = qgemv ? kern_qgemv_variant_parse(qgemv) : KERN_QGEMV_DEFAULT;
-	if (c->qgemv < 0) {
-		SL_WARN("cuda", "SL_QGEMV: unknown kernel '%s' (default, persistent, tiles2..tiles%d); "
-			"the default runs", qgemv, KERN_QGEMV_TILES_MAX);
-		c->qgemv = KERN_QGEMV_DEFAULT;
-	}
-	const char *tiles = getenv("SL_GEMV_TILES");
-	/* empty: unset (bench/scale.sh passes it through mpirun either way) */
-	c->gemv_tiles = tiles && *tiles ? kern_qgemv_variant_parse(tiles) : KERN_QGEMV_DEFAULT;
-	if (c->gemv_tiles < 0) {
-		SL_WARN("cuda", "SL_GEMV_TILES: unknown kernel '%s' (default, persistent, "
-			"tiles2..tiles%d); the default runs", tiles, KERN_QGEMV_TILES_MAX);
-		c->gemv_tiles = KERN_QGEMV_DEFAULT;
-	}
-	kern_blas_set_gemv_variant(c->blas, c->gemv_tiles);
 	c->pdl = !(pdl && !strcmp(pdl, "0"));
 	kern_blas_set_pdl(c->blas, c->pdl);
 	kern_pdl_enable(c->pdl && cc_major >= 9);
@@ -1080,18 +1060,6 @@ static void read_switches(cuda_impl *c, int cc_major)
 	if (!c->gemm_add)
 		SL_INFO("cuda", "SL_GEMM_ADD=0: the o and down GEMMs write their product, the norm "
 				"adds it");
-	if (c->qgemv != KERN_QGEMV_DEFAULT) {
-		char name[16];
-		SL_INFO("cuda", "SL_QGEMV=%s: the quantized decode GEMVs keep a block on several "
-				"tiles where they can", kern_qgemv_variant_name(c->qgemv, name, sizeof name));
-	}
-	if (c->gemv_tiles != KERN_QGEMV_DEFAULT) {
-		char name[16];
-		SL_INFO("cuda", "SL_GEMV_TILES=%s: the fp16/bf16 decode GEMVs keep a block on "
-				"several tiles where they can (the plain store, SwiGLU, RoPE and the "
-				"add; the add + norm, the LM head and split-K shapes keep one tile a "
-				"block)", kern_qgemv_variant_name(c->gemv_tiles, name, sizeof name));
-	}
 	if (fuse)
 		SL_INFO("cuda", "SL_FUSE=%s: fused GEMV epilogues: SwiGLU %s, RoPE + KV write %s, "
 				"add + RMSNorm %s, norm split across the GEMVs %s", fuse,

@@ -21,17 +21,6 @@
  *   the elementwise tolerance (its sum of squares runs in another order);
  * - a call the GEMV cannot fuse (columns split across blocks, too many
  *   tokens) must say so and leave every output untouched.
- * The plain config runs everything per fp16/bf16 GEMV kernel too
- * (kern_blas_set_gemv_variant: the default and persistent at 4 and 8
- * warps, tiles2 at 4, tiles3 at 8; the many-tile shapes below take the
- * multi-tile kernel for SwiGLU, RoPE and the add, the unfused pair's
- * product too, which tests/gpu/test_kernels.c's gemv_variants checks
- * bit for bit against the default kernel). The quantized configs run
- * everything once per GEMV kernel
- * (kern_qblas_set_gemv_variant: the default, persistent, tiles2 and
- * tiles3; the 7B-like shapes of 192 to 800 tiles take the multi-tile
- * kernel for SwiGLU, RoPE and the add, with their odd tile counts per
- * block and partial last tiles; the add + norm stays on the default).
  * The add + norm runs three times in a row: the block counter it keeps
  * must be back at zero after each call. The add alone (KERN_EPI_ADD,
  * with the parts of the sums of squares and the residual times the next
@@ -641,15 +630,6 @@ static void run_shape(ctx *k, const qcfg *c, const fshape *s)
 	fw_free(&w);
 }
 
-/* Whether the multi-tile GEMV takes format c (kern_qblas_set_gemv_variant):
- * one scale a row, or (int8, int4 groups of 128) a scale a chunk. */
-static int multi_takes(const qcfg *c)
-{
-	if (c->format == KERN_Q_INT8 || c->format == KERN_Q_FP8)
-		return c->group == 0 || c->group >= 64;
-	return c->format == KERN_Q_INT4 && c->group == 128;
-}
-
 static void test_cfg(int ci)
 {
 	const qcfg *c = &k_cfgs[ci];
@@ -659,40 +639,21 @@ static void test_cfg(int ci)
 	ck_assert_int_eq(kern_qblas_create(NULL, &qc, &k.qb), 0);
 	kern_blas_set_pdl(k.blas, gt_pdl_on());
 	kern_qblas_set_pdl(k.qb, gt_pdl_on());
-	/* the plain GEMV in both its block shapes (kern_blas_set_gemv_warps)
-	 * and its kernels (kern_blas_set_gemv_variant: the default, then
-	 * several tiles a block, k_plain_runs), the quantized one in each of
-	 * its kernels (kern_qblas_set_gemv_variant); where the shape has as
-	 * many tiles as SMs the others keep a block on several tiles; each
-	 * on fresh inputs */
-	static const int variants[] = {KERN_QGEMV_DEFAULT, KERN_QGEMV_PERSISTENT, 2, 3};
-	static const int k_plain_runs[][2] = {/* warps, variant */
-					      {4, KERN_QGEMV_DEFAULT},    {8, KERN_QGEMV_DEFAULT},
-					      {4, KERN_QGEMV_PERSISTENT}, {8, KERN_QGEMV_PERSISTENT},
-					      {4, 2},                     {8, 3}};
-	const int n_variants = multi_takes(c) ? (int)(sizeof variants / sizeof *variants) : 1;
-	const int n_runs = ci == 0 ? 2 * (int)(sizeof k_plain_runs / sizeof *k_plain_runs)
-				   : 2 * n_variants;
-	for (int wd = 0; wd < n_runs; wd++) {
-		int di = wd % 2, warps = ci == 0 ? k_plain_runs[wd / 2][0] : 4;
-		const int variant = ci == 0 ? k_plain_runs[wd / 2][1] : variants[wd / 2];
-		char vname[16];
+	/* the plain GEMV in both its block shapes (kern_blas_set_gemv_warps) */
+	for (int wd = 0; wd < (ci == 0 ? 4 : 2); wd++) {
+		int di = wd % 2, warps = wd < 2 ? 4 : 8;
 		kern_blas_set_gemv_warps(k.blas, warps);
-		kern_blas_set_gemv_variant(k.blas, ci == 0 ? variant : KERN_QGEMV_DEFAULT);
-		kern_qblas_set_gemv_variant(k.qb, ci == 0 ? KERN_QGEMV_DEFAULT : variant);
 		k.dt = k_dts[di];
 		k.worst_cpu = k.worst_gpu = k.worst_norm = 0;
 		k.fused = k.unfused = k.pre_fused = 0;
-		gt_reseed(g_seed, 900 + 10 * ci + di + 1000 * (wd / 2));
+		gt_reseed(g_seed, 900 + 10 * ci + di);
 		for (int si = 0; si < N_SHAPES; si++)
 			if (takes(c, k_shapes[si].in))
 				run_shape(&k, c, &k_shapes[si]);
-		printf("fused %-10s %s (GEMV %d warps, %s kernel %s): %d fused (%d with the rms "
-		       "at the end), %d not; worst vs CPU %.3g (tol %.3g), vs unfused GPU %.3g (tol 0), "
-		       "norm %.3g (tol %.3g)\n",
-		       c->name, gt_dt_name(k.dt), warps, ci == 0 ? "fp16/bf16" : "quantized",
-		       kern_qgemv_variant_name(variant, vname, sizeof vname), k.fused, k.pre_fused,
-		       k.unfused, k.worst_cpu, tol_cpu(k.dt), k.worst_gpu, k.worst_norm, tol_norm(k.dt));
+		printf("fused %-10s %s (GEMV %d warps): %d fused (%d with the rms at the end), %d not; "
+		       "worst vs CPU %.3g (tol %.3g), vs unfused GPU %.3g (tol 0), norm %.3g (tol %.3g)\n",
+		       c->name, gt_dt_name(k.dt), warps, k.fused, k.pre_fused, k.unfused, k.worst_cpu,
+		       tol_cpu(k.dt), k.worst_gpu, k.worst_norm, tol_norm(k.dt));
 		fflush(stdout);
 		ck_assert_msg(k.fused > 0 && k.pre_fused > 0,
 			      "%s %s: %d fused, %d with the rms at the end", c->name,

@@ -24,10 +24,7 @@
  * and on the activations alone (x written from them before any other
  * path reads it),
  * the three paths captured in a CUDA graph and replayed to the same bits,
- * refused calls, and fp8 again with cuBLASLt's fast accumulation, and
- * the GEMV's multi-tile kernel (SL_QGEMV) beside the default on shapes of
- * as many tiles as SMs and more (test_variants). One "worst rel err" line
- * per case.
+ * refused calls, and fp8 again with cuBLASLt's fast accumulation. One "worst rel err" line per case.
  * Runs on a GPU host only (make test-gpu).
  */
 #include <check.h>
@@ -314,128 +311,6 @@ static void test_format(int ci)
 	}
 	kern_qblas_destroy(qb);
 }
-
-/*
- * The GEMV's kernels (kern_qblas_set_gemv_variant): the default, then the
- * multi-tile kernel on its grids (persistent; 2 and 3 tiles a block), on
- * shapes with at least as many 16-row tiles as the GPU has SMs (fewer:
- * the default kernel, also checked), each with fresh random inputs:
- * - tiles 2 x SMs + 1, the last one partial: persistent blocks of 2 and
- *   3 tiles, tiles2's last block one;
- * - long rows (11008 columns, 172 chunks for int8: warps whose last round
- *   lies wholly past the row);
- * - many short rows (1024 columns: warps with no chunk at all);
- * - columns off the chunk (odd_cols);
- * - fewer tiles than SMs, and 13 tokens (two token tiles): the default.
- */
-static void test_variant_format(int ci)
-{
-	static const int variants[] = {KERN_QGEMV_DEFAULT, KERN_QGEMV_PERSISTENT, 2, 3};
-	const qcfg *c = &k_cfgs[ci];
-	int sm = 0, dev = 0;
-	GT_CUDA(cudaGetDevice(&dev));
-	GT_CUDA(cudaDeviceGetAttribute(&sm, cudaDevAttrMultiProcessorCount, dev));
-	const shape shapes[] = {
-		{"multi-odd", 16 * (2 * sm + 1) - 9, 4096, {1, 2, 5, 8}, 4},
-		{"multi-long", 16 * sm + 5, 11008, {1, 3, 8}, 3},
-		{"multi-many", 16 * (4 * sm) + 3, 1024, {1, 8}, 2},
-		{"multi-odd-cols", 16 * (3 * sm) + 11, odd_cols(c), {1, 5}, 2},
-		{"few-tiles", 16 * (sm / 2) + 1, 2048, {1, 13}, 2},
-	};
-	for (size_t vi = 0; vi < sizeof variants / sizeof *variants; vi++) {
-		char vname[16];
-		kern_qgemv_variant_name(variants[vi], vname, sizeof vname);
-		gt_reseed(g_seed, 3000 + 10 * ci + (int)vi);
-		kern_qblas *qb = qblas_make(NULL);
-		kern_qblas_set_gemv_variant(qb, variants[vi]);
-		worst ws[2];
-		memset(ws, 0, sizeof ws);
-		for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
-			run_shape(qb, c, &shapes[i], ws);
-		printf("GEMV kernel %s:\n", vname);
-		report(c, ws);
-		kern_qblas_destroy(qb);
-	}
-}
-
-/*
- * The multi-tile kernel sums in the default kernel's order where their
- * block shapes agree (kernels/quant.cu): int8 and fp8 per row (16 warps x
- * 2 chunks in both) and int4 with groups of 128 below 4 blocks' worth of
- * tiles (8 x 2), so there its outputs must equal the default's bit for
- * bit, run dtype and fp32, on fresh inputs: a tile summed twice, a round
- * skipped or a scale from the wrong tile shows even below the tolerance.
- */
-static void variant_bits_format(int ci)
-{
-	static const int variants[] = {KERN_QGEMV_PERSISTENT, 2, 3};
-	const qcfg *c = &k_cfgs[ci];
-	int sm = 0, dev = 0;
-	GT_CUDA(cudaGetDevice(&dev));
-	GT_CUDA(cudaDeviceGetAttribute(&sm, cudaDevAttrMultiProcessorCount, dev));
-	const int rows_of[] = {16 * (2 * sm + 1) - 9, 16 * sm + 5}, cols_of[] = {4096, 11008};
-	kern_qblas *def = qblas_make(NULL), *var = qblas_make(NULL);
-	int compared = 0;
-	gt_reseed(g_seed, 4000 + ci);
-	for (int si = 0; si < 2; si++) {
-		const int rows = rows_of[si], cols = cols_of[si];
-		qw q;
-		qw_random(&q, c, rows, cols);
-		for (int di = 0; di < 2; di++)
-			for (int n = 1; n <= 8; n += 7) {
-				const sl_dtype dt = k_dts[di];
-				float *x = gt_malloc(sizeof(float) * n * cols);
-				gt_fill(x, (size_t)n * cols, -1, 1);
-				gt_round(x, (size_t)n * cols, dt);
-				void *d_x = gt_upload(x, (size_t)n * cols, dt);
-				for (int f32 = 0; f32 < 2; f32++) {
-					const sl_dtype ot = f32 ? SL_DT_F32 : dt;
-					const size_t bytes = sl_dtype_size(ot) * n * rows;
-					void *want = gt_dev_poison(bytes), *got = gt_dev_poison(bytes);
-					char *hw = gt_malloc(bytes), *hg = gt_malloc(bytes);
-					ck_assert_int_eq(kern_qmatmul_cuda(def, KERN_QPATH_GEMV, want, ot, d_x,
-									   dt, &q.d, n), 0);
-					GT_CUDA(cudaDeviceSynchronize());
-					GT_CUDA(cudaMemcpy(hw, want, bytes, cudaMemcpyDeviceToHost));
-					for (size_t vi = 0; vi < sizeof variants / sizeof *variants; vi++) {
-						kern_qblas_set_gemv_variant(var, variants[vi]);
-						GT_CUDA(cudaMemset(got, 0xff, bytes));
-						ck_assert_int_eq(kern_qmatmul_cuda(var, KERN_QPATH_GEMV, got, ot,
-										   d_x, dt, &q.d, n), 0);
-						GT_CUDA(cudaDeviceSynchronize());
-						GT_CUDA(cudaMemcpy(hg, got, bytes, cudaMemcpyDeviceToHost));
-						ck_assert_msg(!memcmp(hw, hg, bytes),
-							      "%s %s->%s rows %d cols %d n %d: kernel %d "
-							      "differs from the default",
-							      c->name, gt_dt_name(dt), gt_dt_name(ot), rows,
-							      cols, n, variants[vi]);
-						compared++;
-					}
-					gt_dev_free(want), gt_dev_free(got);
-					free(hw), free(hg);
-				}
-				gt_dev_free(d_x);
-				free(x);
-			}
-		qw_free(&q);
-	}
-	printf("qmatmul %s: multi-tile GEMV equal to the default bit for bit in %d calls\n",
-	       c->name, compared);
-	fflush(stdout);
-	kern_qblas_destroy(def);
-	kern_qblas_destroy(var);
-}
-
-START_TEST(test_variants)
-{
-	static const int cfgs[] = {0, 1, 3, 4, 5, 6, 7, 8}; /* k_cfgs the multi-tile GEMV takes */
-	for (size_t i = 0; i < sizeof cfgs / sizeof *cfgs; i++)
-		test_variant_format(cfgs[i]);
-	static const int same_shape[] = {0, 1, 5, 6, 7, 8}; /* int8, fp8 per row; int4/g128 */
-	for (size_t i = 0; i < sizeof same_shape / sizeof *same_shape; i++)
-		variant_bits_format(same_shape[i]);
-}
-END_TEST
 
 START_TEST(test_int8_row) { test_format(0); test_format(1); }
 END_TEST
@@ -1077,7 +952,6 @@ int main(void)
 	add_case(s, "int4", test_int4);
 	add_case(s, "int4_g64", test_int4_g64);
 	add_case(s, "int4_g32", test_int4_g32);
-	add_case(s, "variants", test_variants);
 	add_case(s, "graph", test_graph);
 	add_case(s, "refused", test_refused);
 	SRunner *sr = srunner_create(s);

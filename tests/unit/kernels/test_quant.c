@@ -862,25 +862,6 @@ START_TEST(accuracy_report)
 }
 END_TEST
 
-/* SL_QGEMV's names (kern_qgemv_variant_parse): every name the parser
- * takes prints back as itself, and nothing outside the list parses. */
-START_TEST(gemv_variant_names)
-{
-	char buf[16];
-	ck_assert_int_eq(kern_qgemv_variant_parse("default"), KERN_QGEMV_DEFAULT);
-	ck_assert_int_eq(kern_qgemv_variant_parse("persistent"), KERN_QGEMV_PERSISTENT);
-	ck_assert_int_eq(kern_qgemv_variant_parse("tiles2"), 2);
-	ck_assert_int_eq(kern_qgemv_variant_parse("tiles16"), KERN_QGEMV_TILES_MAX);
-	static const char *bad[] = {"", "tiles", "tiles1", "tiles0", "tiles17", "tiles2x",
-				    "tiles-3", "Persistent", "tile2", "tiles 2"};
-	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
-		ck_assert_msg(kern_qgemv_variant_parse(bad[i]) == -1, "'%s' parsed", bad[i]);
-	for (int v = KERN_QGEMV_DEFAULT; v <= KERN_QGEMV_TILES_MAX; v++)
-		ck_assert_int_eq(kern_qgemv_variant_parse(kern_qgemv_variant_name(v, buf, sizeof buf)),
-				 v);
-}
-END_TEST
-
 int main(void)
 {
 	Suite *s = suite_create("quant");
@@ -901,7 +882,6 @@ int main(void)
 	tcase_add_test(tc, tp_slices);
 	tcase_add_test(tc, quantize_threads_equal);
 	tcase_add_test(tc, accuracy_report);
-	tcase_add_test(tc, gemv_variant_names);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
