@@ -256,6 +256,40 @@ static int mask_scratch(node_engine *e)
 	return SL_OK;
 }
 
+/* Below min_tokens, a constrained row's end tokens (the model's EOS ids
+ * unless ignore_eos, and its stop ids) come off its mask, as fill_bias
+ * bans them for a free row; unless they are all the grammar allows (it
+ * is complete): then it ends, min_tokens or not, where a ban would leave
+ * no token at all and the row would draw one outside its grammar. */
+static void hold_back_ends(const node_engine *e, const seq *s, uint32_t *m)
+{
+	if (s->n_generated + s->req.n_resumed >= s->req.sampling.min_tokens)
+		return;
+	const model_config *c = &e->m->cfg;
+	int32_t ends[MODEL_MAX_EOS + SL_SAMPLING_MAX_STOP_IDS_NODE];
+	int n = 0;
+	for (int k = 0; k < c->n_eos && !s->req.ignore_eos; k++)
+		ends[n++] = c->eos_ids[k];
+	for (int k = 0; k < s->n_stop_ids && n < (int)(sizeof ends / sizeof ends[0]); k++)
+		ends[n++] = s->stop_ids[k];
+	uint32_t was[sizeof ends / sizeof ends[0]];
+	for (int k = 0; k < n; k++) {
+		if (ends[k] < 0 || ends[k] >= c->vocab_size) {
+			ends[k] = -1;
+			continue;
+		}
+		uint32_t *w = &m[ends[k] / 32], bit = 1u << (ends[k] % 32);
+		was[k] = *w & bit;
+		*w &= ~bit;
+	}
+	for (int i = 0; i < e->mask_words; i++)
+		if (m[i])
+			return; /* something else may follow: the ends wait */
+	for (int k = 0; k < n; k++)
+		if (ends[k] >= 0)
+			m[ends[k] / 32] |= was[k];
+}
+
 /* node_plan.fill_masks: each constrained row's allowed tokens, from its
  * matcher's state after the tokens it has taken. A matcher that fails
  * (it should not) leaves its row free rather than failing the step. */
@@ -278,6 +312,7 @@ static int fill_masks(void *ctx)
 			SL_WARN("engine", "sequence %d: grammar mask failed; its row is left free", s->id);
 			memset(m, 0xff, sizeof(uint32_t) * e->mask_words);
 		}
+		hold_back_ends(e, s, m);
 	}
 	return SL_OK;
 }
@@ -738,15 +773,17 @@ static int ban(step_scratch *w, int row0, int n, int32_t id)
 /* Sample row p->n_sample's logit bias: s's logit_bias, and while s has
  * generated fewer than min_tokens (resumed ones count), a ban of the
  * model's EOS ids (unless ignore_eos) and of its stop ids, so neither can
- * end it early. At most NODE_PLAN_BIAS_PER_ROW entries (the limits of
- * sl_token_lists_check and MODEL_MAX_EOS). */
+ * end it early; a constrained row has them held back in its mask instead
+ * (hold_back_ends), where a complete grammar can still end it. At most
+ * NODE_PLAN_BIAS_PER_ROW entries (the limits of sl_token_lists_check and
+ * MODEL_MAX_EOS). */
 static void fill_bias(node_engine *e, node_plan *p, const seq *s)
 {
 	step_scratch *w = e->w;
 	int row0 = p->n_bias, n = row0;
 	for (int i = 0; i < s->n_bias; i++)
 		w->bias_ids[n] = s->bias_ids[i], w->bias_val[n++] = s->bias[i];
-	if (s->n_generated + s->req.n_resumed < s->req.sampling.min_tokens) {
+	if (!s->gm && s->n_generated + s->req.n_resumed < s->req.sampling.min_tokens) {
 		const model_config *c = &e->m->cfg;
 		for (int k = 0; k < c->n_eos && !s->req.ignore_eos; k++)
 			n = ban(w, row0, n, c->eos_ids[k]);
