@@ -23,6 +23,7 @@
 
 #include "common/checks.h"
 #include "proto/curve.h"
+#include "node/compiles.h"
 #include "node/engine.h"
 #include "proto/node.pb-c.h"
 #include "proto/sampling_pb.h"
@@ -60,6 +61,7 @@ typedef struct leader {
 	node_group *g;
 	node_engine *e;
 	node_sched *s;
+	node_compiles *cq;         /* constrained requests until their constraint compiled */
 	void *ctx;
 	coord_link links[LEADER_MAX_ENDPOINTS];
 	int n_links;
@@ -100,11 +102,17 @@ static int any_registered(const leader *l)
 
 static int match_link(uint64_t id, void *arg) { return id_link(id) == *(int *)arg; }
 
+static int match_id(uint64_t id, void *arg) { return id == *(uint64_t *)arg; }
+
 /* Link k is gone or starts over: nobody is left to stream its requests to. */
 static void drop_link_requests(leader *l, int k)
 {
 	node_sched_cancel_if(l->s, match_link, &k);
+	node_compiles_cancel_if(l->cq, match_link, &k);
 }
+
+/* Requests here: in the scheduler, or waiting for their constraint. */
+static int busy(leader *l) { return node_sched_busy(l->s) || node_compiles_pending(l->cq) > 0; }
 
 /* Registration retries back off exponentially, from one heartbeat to
  * LEADER_BACKOFF_MAX heartbeats, each delay drawn from [d/2, d) so that
@@ -509,16 +517,35 @@ static void on_enqueue(leader *l, int k, const Shardline__Node__Enqueue *q)
 		send_error(l, k, q->req_id, err);
 		return;
 	}
-	/* compiled on arrival: a bad constraint fails this request alone */
-	if (q->has_constraint_kind &&
-	    node_engine_constrain(l->e, (sl_constraint_kind)q->constraint_kind,
-				  (const char *)q->constraint.data, q->constraint.len, &r.matcher, err,
-				  sizeof err)) {
-		send_error(l, k, q->req_id, err);
+	/* compiled off the loop (node/compiles.h): the running streams do not
+	 * wait for it; a bad constraint fails this request alone */
+	if (q->has_constraint_kind && (sl_constraint_kind)q->constraint_kind != SL_CONSTRAINT_NONE) {
+		if (node_compiles_submit(l->cq, local_id(k, q->req_id), &r,
+					 (sl_constraint_kind)q->constraint_kind,
+					 (const char *)q->constraint.data, q->constraint.len, err,
+					 sizeof err))
+			send_error(l, k, q->req_id, err);
 		return;
 	}
 	if (node_sched_submit(l->s, local_id(k, q->req_id), &r, err, sizeof err))
 		send_error(l, k, q->req_id, err);
+}
+
+/* The constrained requests whose compile finished: to the scheduler, or
+ * their constraint's error to their coordinator. */
+static void take_compiled(leader *l)
+{
+	node_compile_done d;
+	char err[SL_ERRLEN];
+	while (node_compiles_take(l->cq, &d)) {
+		int k = id_link(d.id);
+		if (d.rc)
+			send_error(l, k, id_remote(d.id), d.err);
+		else if (node_sched_submit(l->s, d.id, &d.r, err, sizeof err))
+			send_error(l, k, id_remote(d.id), err);
+		d.r.matcher = NULL; /* the scheduler took it, either way */
+		node_compile_done_free(&d);
+	}
 }
 
 static void on_drain(leader *l, const Shardline__Node__Drain *d)
@@ -548,8 +575,11 @@ static void on_message(leader *l, int k, sl_wire_msg *w)
 	case SHARDLINE__NODE__COORD_MSG__MSG_PING: break;
 	case SHARDLINE__NODE__COORD_MSG__MSG_ENQUEUE: on_enqueue(l, k, m->enqueue); break;
 	case SHARDLINE__NODE__COORD_MSG__MSG_CANCEL:
-		if (m->cancel->has_req_id)
-			node_sched_cancel(l->s, local_id(k, m->cancel->req_id));
+		if (m->cancel->has_req_id) {
+			uint64_t id = local_id(k, m->cancel->req_id);
+			node_sched_cancel(l->s, id);
+			node_compiles_cancel_if(l->cq, match_id, &id);
+		}
 		break;
 	case SHARDLINE__NODE__COORD_MSG__MSG_DRAIN: on_drain(l, m->drain); break;
 	case SHARDLINE__NODE__COORD_MSG__MSG_REREGISTER:
@@ -695,11 +725,13 @@ static void say_leaving(leader *l)
  * what every link has; a flood on one cannot stop the steps. */
 static int receive(leader *l, char *err, size_t errlen)
 {
-	zmq_pollitem_t it[LEADER_MAX_ENDPOINTS];
+	zmq_pollitem_t it[LEADER_MAX_ENDPOINTS + 1];
 	for (int k = 0; k < l->n_links; k++)
 		it[k] = (zmq_pollitem_t){l->links[k].sock, 0, ZMQ_POLLIN, 0};
-	if (zmq_poll(it, l->n_links, poll_ms(l)) < 0 && errno != EINTR)
+	it[l->n_links] = (zmq_pollitem_t){NULL, node_compiles_fd(l->cq), ZMQ_POLLIN, 0};
+	if (zmq_poll(it, l->n_links + 1, poll_ms(l)) < 0 && errno != EINTR)
 		return sl_errf(err, errlen, SL_ECOMM, "zmq_poll: %s", zmq_strerror(errno));
+	take_compiled(l);
 	for (int k = 0; k < l->n_links; k++) {
 		sl_wire_msg w;
 		int got = 0, budget = 1000;
@@ -739,7 +771,7 @@ static int serve(leader *l, char *err, size_t errlen)
 		if (l->stop_by > 0 && sl_now() >= l->stop_by) {
 			SL_WARN("leader", "grace of %d s over with %s requests: leaving; the coordinator "
 				"moves them to another group", l->o->grace_s,
-				node_sched_busy(l->s) ? "running" : "no");
+				busy(l) ? "running" : "no");
 			break;
 		}
 		if ((rc = receive(l, err, errlen)))
@@ -750,7 +782,7 @@ static int serve(leader *l, char *err, size_t errlen)
 			rc = step(l, err, errlen);
 		else if (!rc)
 			rc = keepalive(l, err, errlen);
-		if (l->draining && l->drain_exit && !node_sched_busy(l->s)) {
+		if (l->draining && l->drain_exit && !busy(l)) {
 			SL_INFO("leader", "drained; leaving");
 			break;
 		}
@@ -761,6 +793,20 @@ static int serve(leader *l, char *err, size_t errlen)
 }
 
 /* The engine failed: every request it held ends with the reason. */
+typedef struct failing {
+	leader *l;
+	const char *why;
+} failing;
+
+/* node_compiles_cancel_if's match: every request, told why on its way out
+ * (under the compiles' lock: it only sends) */
+static int fail_one(uint64_t id, void *arg)
+{
+	failing *f = arg;
+	send_error(f->l, id_link(id), id_remote(id), f->why);
+	return 1;
+}
+
 static void fail_all(leader *l, const char *why)
 {
 	const node_sched_event *ev;
@@ -768,6 +814,8 @@ static void fail_all(leader *l, const char *why)
 	node_sched_fail_all(l->s, why, &ev, &n);
 	if (n > 0)
 		send_events(l, ev, n);
+	failing f = {l, why};
+	node_compiles_cancel_if(l->cq, fail_one, &f);
 }
 
 int node_leader_run(node_group *g, const node_leader_opts *o, char *err, size_t errlen)
@@ -794,6 +842,8 @@ int node_leader_run(node_group *g, const node_leader_opts *o, char *err, size_t 
 	}
 	if (!rc)
 		rc = node_sched_create(l.e, &so, &l.s, err, errlen);
+	if (!rc)
+		rc = node_compiles_create(l.e, &l.cq, err, errlen);
 	if (!rc && !(l.ctx = zmq_ctx_new()))
 		rc = sl_errf(err, errlen, SL_ECOMM, "zmq_ctx_new failed");
 	if (!rc) {
@@ -814,6 +864,7 @@ int node_leader_run(node_group *g, const node_leader_opts *o, char *err, size_t 
 		if (rc && any_registered(&l))
 			fail_all(&l, err);
 	}
+	node_compiles_destroy(l.cq); /* before the engine its worker compiles with */
 	node_sched_destroy(l.s);
 	node_engine_destroy(l.e);
 	for (int k = 0; k < l.n_links; k++)

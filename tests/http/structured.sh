@@ -29,7 +29,9 @@ pids="$pids $!"
 i=0; while [ ! -s "$tmp/ports" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
 H=$(awk '/^http/{print $2}' "$tmp/ports" 2>/dev/null)
 NODE=$(awk '/^node/{print $2}' "$tmp/ports" 2>/dev/null)
-OMP_NUM_THREADS=2 "$bin/shardline-node" --model "$smol" --device cpu --coordinator "$NODE" \
+touch "$tmp/gate" # open: the held-compile case below closes it
+OMP_NUM_THREADS=2 SL_TEST_HOOKS=1 SL_TEST_COMPILE_GATE="$tmp/gate" \
+	"$bin/shardline-node" --model "$smol" --device cpu --coordinator "$NODE" \
 	--model-name smol --heartbeat-ms 5000 --max-running 16 >"$tmp/node.log" 2>&1 &
 pids="$pids $!"
 t_end=$(( $(date +%s) + 120 ))
@@ -58,6 +60,23 @@ gen --prompt "Today's date:" --regex ' [0-9]{4}-[0-9]{2}-[0-9]{2}' >"$tmp/cli.tx
 printf 'root ::= "(" [a-c]+ ")"\n' >"$tmp/g.ebnf"
 gen --prompt "Letters:" --grammar "$tmp/g.ebnf" >"$tmp/cli.txt" 2>"$tmp/cli.err" &&
 	grep -qx '([a-c]*)' "$tmp/cli.txt" && ok || bad "generate --grammar: $(cat "$tmp/cli.txt" "$tmp/cli.err")"
+# a constraint still compiling does not hold the running streams: with the
+# compile held (the node's test gate closed), a free request completes;
+# then the gate opens and the constrained one does too. A compile on the
+# leader's loop would hold the free one until the gate opened.
+rm -f "$tmp/gate"
+gen --prompt "Three letters:" --regex '[a-z]{3}' >"$tmp/held.txt" 2>"$tmp/held.err" &
+held=$!
+sleep 1 # let the held request reach the node first
+if timeout 120 "$bin/shardline" --coordinator "$CL" generate --max-tokens 8 --quiet \
+	--prompt "Free:" >"$tmp/free.txt" 2>"$tmp/free.err"; then
+	kill -0 "$held" 2>/dev/null && ok || bad "held compile: the constrained request ended before its gate opened: $(cat "$tmp/held.txt" "$tmp/held.err")"
+else
+	bad "held compile: a free request did not complete while a compile was held: $(cat "$tmp/free.err")"
+fi
+touch "$tmp/gate"
+wait "$held" && grep -qx '[a-z]\{3\}' "$tmp/held.txt" && ok ||
+	bad "held compile: the constrained request after the gate opened: $(cat "$tmp/held.txt" "$tmp/held.err")"
 printf '{"type": "object", "properties": {"a": {"type": "nope"}}}' >"$tmp/bad.json"
 if gen --prompt x --json-schema "$tmp/bad.json" >"$tmp/cli.txt" 2>"$tmp/cli.err"; then
 	bad "generate with a bad schema: exit 0"
