@@ -377,6 +377,7 @@ static const Shardline__Node__Finish finish_wire[] = {
 	[NODE_SCHED_LENGTH] = SHARDLINE__NODE__FINISH__LENGTH,
 	[NODE_SCHED_EOS] = SHARDLINE__NODE__FINISH__EOS,
 	[NODE_SCHED_ERROR] = SHARDLINE__NODE__FINISH__ERROR,
+	[NODE_SCHED_REFUSED] = SHARDLINE__NODE__FINISH__REFUSED,
 };
 
 /* The events of link k's requests (ids as that coordinator gave them)
@@ -434,11 +435,15 @@ static void send_events(leader *l, const node_sched_event *ev, int n)
 	l->last_hb = sl_now();
 }
 
+static void send_finish(leader *l, int k, uint64_t req_id, node_sched_finish f, const char *why)
+{
+	node_sched_event ev = {.req_id = local_id(k, req_id), .finish = f, .error = why};
+	send_events(l, &ev, 1);
+}
+
 static void send_error(leader *l, int k, uint64_t req_id, const char *why)
 {
-	node_sched_event ev = {.req_id = local_id(k, req_id), .finish = NODE_SCHED_ERROR,
-			       .error = why};
-	send_events(l, &ev, 1);
+	send_finish(l, k, req_id, NODE_SCHED_ERROR, why);
 }
 
 /* An Enqueue whose id breaks the protocol's bound (2^62: the scheduler's id
@@ -509,12 +514,17 @@ static void on_enqueue(leader *l, int k, const Shardline__Node__Enqueue *q)
 		send_error(l, k, q->req_id, err);
 		return;
 	}
-	/* compiled on arrival: a bad constraint fails this request alone */
-	if (q->has_constraint_kind &&
-	    node_engine_constrain(l->e, (sl_constraint_kind)q->constraint_kind,
-				  (const char *)q->constraint.data, q->constraint.len, &r.matcher, err,
-				  sizeof err)) {
-		send_error(l, k, q->req_id, err);
+	/* compiled on arrival: a bad constraint fails this request alone; one
+	 * that is unusable as written (SL_EINVAL: too slow to enforce, over a
+	 * limit) is the client's error, not the group's failure */
+	int rc = q->has_constraint_kind
+		? node_engine_constrain(l->e, (sl_constraint_kind)q->constraint_kind,
+					(const char *)q->constraint.data, q->constraint.len,
+					&r.matcher, err, sizeof err)
+		: SL_OK;
+	if (rc) {
+		send_finish(l, k, q->req_id, rc == SL_EINVAL ? NODE_SCHED_REFUSED : NODE_SCHED_ERROR,
+			    err);
 		return;
 	}
 	if (node_sched_submit(l->s, local_id(k, q->req_id), &r, err, sizeof err))
@@ -787,6 +797,8 @@ int node_leader_run(node_group *g, const node_leader_opts *o, char *err, size_t 
 	int rc = node_engine_create(g->m, &l.e, err, errlen);
 	if (!rc && o->tokenizer && node_engine_set_tokenizer(l.e, o->tokenizer))
 		rc = sl_errf(err, errlen, SL_ENOMEM, "out of memory");
+	if (!rc)
+		node_engine_set_grammar_limit(l.e, o->grammar_max_uncertain);
 	if (!rc) {
 		node_engine_set_prefix_cache(l.e, !o->no_prefix_cache);
 		if (!o->no_prefix_cache && node_engine_cache_events_enable(l.e))
