@@ -130,14 +130,15 @@ extern "C" void grammar_compiler_set_max_uncertain(grammar_compiler *c, int pct)
 	c->max_uncertain_pct = pct > 0 ? std::min(pct, 100) : 0;
 }
 
-/* The most tokens a mask fill must run through the parser one by one: at
+/* The most tokens a mask fill may run through the parser one by one: at
  * each parser state the compile's mask cache leaves some tokens
  * "uncertain" (their fate depends on the states below on the stack) and
- * the matcher checks each of those byte by byte at every step the state
- * is live. The rest are decided by a bitset copy, so this count is what a
- * fill costs (bench/grammar.c: ~120,000 of them are 38-115 ms a token on
- * Llama 3's vocabulary, a few thousand some microseconds). The cache is
- * complete after a compile (no dynamic compilation: grammar_compiler_create). */
+ * the matcher checks those at every step the state is live; the rest are
+ * a bitset copy. What each check costs depends on those states below (a
+ * prefix they reject skips every token sharing it), so this bounds the
+ * work rather than measuring it (GRAMMAR_MAX_UNCERTAIN_PCT says how the
+ * limit was set). The cache is complete after a compile (no dynamic
+ * compilation: grammar_compiler_create). */
 static long worst_uncertain(const CompiledGrammar &g)
 {
 	const CompiledGrammar::Impl *impl = g.ImplPtr();
