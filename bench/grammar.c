@@ -11,7 +11,10 @@
  * by joining pairs of its tokens (--tokenizer SmolLM2 --vocab 128256: the
  * old stand-in for Llama 3, far harder than the real one: a joined pair
  * often holds a quote or brace mid-piece, which inside a JSON string the
- * mask cache cannot decide ahead). Also each constraint's compile time.
+ * mask cache cannot decide ahead). Also each constraint's compile time
+ * and its worst uncertain count (grammar_compiled_worst_uncertain: what
+ * the node's slow-grammar guard refuses over 85% of the vocabulary; the
+ * bench compiles without that limit, and marks what the node would refuse).
  * Prints numbers; asserts nothing.
  *
  *   shardline-bench-grammar [--tokenizer FILE | --tiktoken FILE] [--vocab N]
