@@ -13,7 +13,7 @@
  * often holds a quote or brace mid-piece, which inside a JSON string the
  * mask cache cannot decide ahead). Also each constraint's compile time
  * and its worst uncertain count (grammar_compiled_worst_uncertain: what
- * the node's slow-grammar guard refuses over 85% of the vocabulary; the
+ * the node's slow-grammar guard refuses over 90% of the vocabulary; the
  * bench compiles without that limit, and marks what the node would refuse).
  * Prints numbers; asserts nothing.
  *

@@ -115,7 +115,7 @@ static void usage(FILE *f)
 		"--grammar-max-uncertain PCT: refuse a constraint (HTTP 400) that leaves more\n"
 		"than PCT%% of the vocabulary to be checked token by token at some position\n"
 		"(too slow to enforce: milliseconds a token for the whole batch); default\n"
-		"85, 0: no limit (docs/http.md, \"Structured output\").\n"
+		"90, 0: no limit (docs/http.md, \"Structured output\").\n"
 		"Serving mode: rank 0 registers with the coordinator and runs the requests\n"
 		"it sends until drained or signalled. SIGTERM, SIGINT or SIGUSR1 (to the\n"
 		"leader, or to mpirun, which passes it on) drains the group: no new work, running requests\n"
