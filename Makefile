@@ -105,7 +105,7 @@ objs_of = $(patsubst %.c,$(BUILD)/obj/%.o,$(call srcs_of,$(1))) \
 THIRD_PARTY ?= build/third_party
 XG_SRC  := $(THIRD_PARTY)/xgrammar-0.2.9
 XG_LIB  := $(THIRD_PARTY)/lib/libxgrammar.a
-XG_INC  := -I$(XG_SRC)/include -I$(XG_SRC)/3rdparty/picojson -I$(XG_SRC)/3rdparty/dlpack/include \
+XG_INC  := -I$(XG_SRC)/include -I$(XG_SRC)/cpp -I$(XG_SRC)/3rdparty/picojson -I$(XG_SRC)/3rdparty/dlpack/include \
            -DXGRAMMAR_ENABLE_CPPTRACE=0
 CXX     ?= g++
 CXXFLAGS := -std=c++17 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Wno-unused-parameter -fPIC $(SANFL)

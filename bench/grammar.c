@@ -11,7 +11,10 @@
  * by joining pairs of its tokens (--tokenizer SmolLM2 --vocab 128256: the
  * old stand-in for Llama 3, far harder than the real one: a joined pair
  * often holds a quote or brace mid-piece, which inside a JSON string the
- * mask cache cannot decide ahead). Also each constraint's compile time.
+ * mask cache cannot decide ahead). Also each constraint's compile time
+ * and its worst uncertain count (grammar_compiled_worst_uncertain: what
+ * the node's slow-grammar guard refuses over 90% of the vocabulary; the
+ * bench compiles without that limit, and marks what the node would refuse).
  * Prints numbers; asserts nothing.
  *
  *   shardline-bench-grammar [--tokenizer FILE | --tiktoken FILE] [--vocab N]
@@ -319,11 +322,14 @@ static void bench_one(grammar_compiler *c, const struct bench_vocab *bv, int voc
 	double sum = 0;
 	for (int t = 0; t < n_tokens; t++)
 		sum += fill[t];
+	long worst = grammar_compiled_worst_uncertain(g);
 	printf("%-28s compile %8.1f ms  mask mean %7.1f us  p50 %7.1f us  p99 %7.1f us  max %8.1f us"
-	       "  accept mean %5.1f us  (%d tokens, %d walks)\n",
+	       "  accept mean %5.1f us  (%d tokens, %d walks)  worst uncertain %ld (%.1f%%)%s\n",
 	       name, compile_ms, 1e6 * sum / n_tokens, 1e6 * fill[n_tokens / 2],
 	       1e6 * fill[(int)(0.99 * (n_tokens - 1))], 1e6 * fill[n_tokens - 1],
-	       1e6 * accept_s / n_tokens, n_tokens, walks);
+	       1e6 * accept_s / n_tokens, n_tokens, walks, worst, 100.0 * worst / vocab,
+	       (long)vocab * GRAMMAR_MAX_UNCERTAIN_PCT / 100 < worst
+		       ? " (over the node's default limit: refused)" : "");
 	if (pos) {
 		qsort(pos, (size_t)n_tokens, sizeof *pos, cmp_slow);
 		for (int i = 0; i < n_slow && i < n_tokens; i++)
@@ -391,6 +397,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "compiler: %s\n", err);
 		return 1;
 	}
+	/* the node refuses what is over its limit; here it is measured */
+	grammar_compiler_set_max_uncertain(c, 0);
 	printf("vocabulary: %d tokens (%s%s), ready in %.0f ms\n", vocab,
 	       tiktoken ? tiktoken : tokenizer ? tokenizer : "synthetic",
 	       bv.grown_from ? ", grown by joined pairs" : "", 1e3 * (sl_now() - t0));

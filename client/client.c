@@ -763,8 +763,8 @@ void sl_event_release(sl_event *ev)
 
 const char *sl_finish_name(int f)
 {
-	static const char *n[] = {"none", "length", "stop", "eos", "cancelled", "error"};
-	return f >= 0 && f <= 5 ? n[f] : "unknown";
+	static const char *n[] = {"none", "length", "stop", "eos", "cancelled", "error", "refused"};
+	return f >= 0 && f <= 6 ? n[f] : "unknown";
 }
 
 const char *sl_error_name(int code)

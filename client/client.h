@@ -78,7 +78,7 @@ typedef enum {
 
 /* Done finish reasons and Error codes: the values of client.proto. */
 enum { SL_FINISH_LENGTH = 1, SL_FINISH_STOP, SL_FINISH_EOS, SL_FINISH_CANCELLED,
-       SL_FINISH_ERROR };
+       SL_FINISH_ERROR, SL_FINISH_REFUSED /* the request as asked cannot be served: message */ };
 enum { SL_ERR_MALFORMED = 1, SL_ERR_BAD_REQUEST, SL_ERR_UNKNOWN_MODEL,
        SL_ERR_OVERLOADED, SL_ERR_NOT_FOUND, SL_ERR_INTERNAL,
        SL_ERR_UNAVAILABLE = 100 /* made by this library: the coordinator is gone */ };

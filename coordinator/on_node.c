@@ -277,14 +277,14 @@ static void on_tokens(coord *c, coord_group *g, const Shardline__Node__TokenBatc
 	for (size_t i = 0; i < tb->n_seqs; i++) {
 		const Shardline__Node__SeqTokens *s = tb->seqs[i];
 		Shardline__Node__Finish f = s->has_finish ? s->finish : SHARDLINE__NODE__FINISH__RUNNING;
-		if (f < SHARDLINE__NODE__FINISH__RUNNING || f > SHARDLINE__NODE__FINISH__ERROR)
+		if (f < SHARDLINE__NODE__FINISH__RUNNING || f > SHARDLINE__NODE__FINISH__REFUSED)
 			f = SHARDLINE__NODE__FINISH__ERROR;
 		coord_req *r = s->has_req_id ? coord_req_find(c, s->req_id) : NULL;
 		if (!r || r->state != REQ_ASSIGNED || r->group != g) {
 			/* finished here already (stop string, cancel, timeout) or unknown */
 			if (s->has_req_id && f == SHARDLINE__NODE__FINISH__RUNNING)
 				cancel_stray(c, g, s->req_id);
-			else if (f == SHARDLINE__NODE__FINISH__ERROR && s->error)
+			else if (f >= SHARDLINE__NODE__FINISH__ERROR && s->error)
 				SL_WARN("coord", "group %u: %.200s", g->id, s->error);
 			continue;
 		}
@@ -298,8 +298,10 @@ static void on_tokens(coord *c, coord_group *g, const Shardline__Node__TokenBatc
 			continue;
 		}
 		snprintf(error, sizeof error, "node group %u: %s", g->id, s->error ? s->error : "failed");
+		/* a refusal is about the request, not the group: its words as they are */
 		coord_stream_tokens(c, r, s->tokens, s->n_tokens,
-				    r->sampling.logprobs && s->n_tokens ? &lp : NULL, f, error);
+				    r->sampling.logprobs && s->n_tokens ? &lp : NULL, f,
+				    f == SHARDLINE__NODE__FINISH__REFUSED && s->error ? s->error : error);
 	}
 }
 

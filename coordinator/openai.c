@@ -136,6 +136,7 @@ static oai_call *call_new(coord *c, coord_http_call *x, int chat, const oai_req 
 	o->n_choices = n_choices;
 	uint64_t rng = sl_random_seed() ^ (uint64_t)(uintptr_t)o;
 	o->rng = sl_splitmix64(&rng);
+	o->constraint_param = q->constraint_param;
 	o->tools_on = chat && q->tools.json != NULL;
 	o->family = q->tools.family;
 	if (o->tools_on && coord_oai_keep_tool_names(o, &q->tools)) {
@@ -241,7 +242,7 @@ static int keep_logprobs(oai_choice *ch, const coord_event *d)
 static void fail_exchange(oai_call *o, const oai_choice *ch)
 {
 	oai_err e;
-	coord_oai_error_status(ch, &e);
+	coord_oai_error_status(o, ch, &e);
 	coord_oai_detach_all(o);
 	if (o->stream && !o->streaming) { /* nothing sent yet: a real status */
 		coord_oai_send_err(o->x, &e);
@@ -328,7 +329,7 @@ static void start_answer(oai_call *o)
 			  ch->finish != SHARDLINE__CLIENT__FINISH_REASON__EOS;
 		if (bad) { /* ended inside coord_submit: nothing sent yet, so a real status */
 			oai_err e;
-			coord_oai_error_status(ch, &e);
+			coord_oai_error_status(o, ch, &e);
 			coord_oai_detach_all(o);
 			coord_oai_send_err(o->x, &e);
 			o->answered = 1;

@@ -52,6 +52,7 @@ typedef struct oai_req {
 	float bias[SL_SAMPLING_MAX_LOGIT_BIAS];
 	int32_t stop_ids[SL_SAMPLING_MAX_STOP_TOKEN_IDS];
 	char *constraint;          /* s.constraint's text when it was printed here (malloc'd) */
+	const char *constraint_param; /* the field s.constraint came from (a static string) */
 } oai_req;
 
 /* What coord_oai_read_common allocated (on every path, read or refused). */
@@ -104,6 +105,7 @@ typedef struct oai_call {
 	char model[COORD_MAX_NAME + 1];
 	sl_buf head;                   /* {"id":...,"object":...,"created":...,"model":... of every event */
 	sl_buf ev;                     /* scratch for one event */
+	const char *constraint_param;  /* oai_req's: what a refused constraint's 400 names */
 	int tools_on;                  /* chat with tools: output parsed into tool_calls */
 	text_tool_family family;
 	char **tool_names;             /* [n_tool_names]: only their calls count (malloc'd) */
@@ -149,8 +151,9 @@ void coord_oai_tool_calls_json(sl_buf *j, oai_call *o, const text_tool_parsed *p
 /* openai_response.c */
 void coord_oai_send_err(coord_http_call *x, const oai_err *e);
 const char *coord_oai_finish_name(Shardline__Client__FinishReason f);
-/* The HTTP status and type of a choice that ended with ERROR. */
-void coord_oai_error_status(const oai_choice *ch, oai_err *e);
+/* The HTTP status and type of a choice that ended with ERROR or REFUSED
+ * (400 naming o's constraint field). */
+void coord_oai_error_status(const oai_call *o, const oai_choice *ch, oai_err *e);
 /* o->head: the id, object, created and model fields of every answer; -1: no memory. */
 int coord_oai_write_head(oai_call *o, int chat);
 /* stream = false: the whole answer, once every choice is done. */

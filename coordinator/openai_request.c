@@ -407,6 +407,7 @@ static int get_constraint(const cJSON *root, oai_req *q, oai_err *e)
 	char err[SL_ERRLEN];
 	if (grammar_check(q->s.constraint_kind, q->s.constraint.p, q->s.constraint.n, err, sizeof err))
 		return coord_oai_fail(e, 400, param, "%s", err);
+	q->constraint_param = param;
 	return 0;
 }
 

@@ -69,10 +69,14 @@ const char *coord_oai_finish_name(Shardline__Client__FinishReason f)
 
 /* The HTTP status and type of a choice that ended with ERROR. Messages are
  * the coordinator's own (route.c, on_node.c, coord.c). */
-void coord_oai_error_status(const oai_choice *ch, oai_err *e)
+void coord_oai_error_status(const oai_call *o, const oai_choice *ch, oai_err *e)
 {
 	const char *m = ch->error ? ch->error : "the request failed";
-	if (ch->timed_out) {
+	if (ch->finish == SHARDLINE__CLIENT__FINISH_REASON__REFUSED) {
+		/* the node found the constraint unusable: the client's error, in
+		 * the field it came from */
+		coord_oai_fail(e, 400, o->constraint_param, "%s", m);
+	} else if (ch->timed_out) {
 		coord_oai_fail(e, 408, NULL, "%s", m);
 		e->type = "timeout";
 	} else if (strstr(m, "no node group of model")) {

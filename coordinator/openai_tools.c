@@ -169,6 +169,7 @@ int coord_oai_read_tools(coord *c, const cJSON *root, oai_req *q, oai_err *e)
 					      t->choice == TEXT_TOOL_CHOICE_REQUIRED ? "required" : "function");
 		q->s.constraint_kind = kind;
 		q->s.constraint = (coord_str){t->constraint, strlen(t->constraint)};
+		q->constraint_param = "tools";
 	}
 	/* <|python_tag|> and [TOOL_CALLS] are special tokens: keep their text */
 	q->s.keep_special = t->family != TEXT_TOOL_HERMES;

@@ -163,6 +163,10 @@ void coord_stream_tokens(coord *c, coord_req *r, const int32_t *ids, size_t n,
 		case SHARDLINE__NODE__FINISH__LENGTH: reason = SHARDLINE__CLIENT__FINISH_REASON__LENGTH; break;
 		case SHARDLINE__NODE__FINISH__EOS: reason = SHARDLINE__CLIENT__FINISH_REASON__EOS; break;
 		case SHARDLINE__NODE__FINISH__RUNNING: break;
+		case SHARDLINE__NODE__FINISH__REFUSED: /* the node's words: they name the cause */
+			reason = SHARDLINE__CLIENT__FINISH_REASON__REFUSED;
+			error = node_error && node_error[0] ? node_error : "the request was refused";
+			break;
 		default:
 			reason = SHARDLINE__CLIENT__FINISH_REASON__ERROR;
 			error = node_error && node_error[0] ? node_error : "the node group failed the request";

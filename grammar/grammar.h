@@ -60,6 +60,24 @@ typedef enum grammar_vocab_type {
 #define GRAMMAR_MAX_SCHEMA_BRANCHES 256
 #define GRAMMAR_MAX_ALTERNATIVES 1024
 #define GRAMMAR_MAX_RULES 1024
+/* The slow-grammar guard: a compiled constraint that leaves more than
+ * this share (percent) of the vocabulary "uncertain" at some parser state
+ * (tokens its mask cache could not decide ahead, which a mask fill then
+ * runs through the parser one by one) is refused by grammar_compile. A
+ * share, not a count, because what a fill costs per uncertain token
+ * depends on the grammar around the state: json.ebnf's blank-space rule
+ * leaves every token that starts with a blank uncertain (32,073 of
+ * SmolLM2's 49,152, 57,907 of Llama 3's 128,256) yet the next byte
+ * rejects most of them and a fill costs microseconds, while
+ * json_charstar.ebnf's `char` rule leaves 98% and 94% uncertain, nearly
+ * all of which go on through the parser (38-115 ms a token). Measured
+ * over the 50 test schemas and bench/data/grammars (docs/benchmarks.md,
+ * "grammar masks"): the most any of them leaves is 65%; a counted
+ * repetition of a class (tests/mpi's regex "(yes|no), because [a-z
+ * ]{1,40}\.") leaves 88.8% of SmolLM2's, costs ~2.5 ms a token and must
+ * pass (a common way to write a bound): hence 90, between it and
+ * json_charstar's 94.4% on Llama 3. */
+#define GRAMMAR_MAX_UNCERTAIN_PCT 90
 
 /* Mask words for a vocabulary of n tokens. */
 static inline int grammar_mask_words(int n) { return (n + 31) / 32; }
@@ -93,10 +111,20 @@ int grammar_check(sl_constraint_kind kind, const char *text, size_t len, char *e
 int grammar_compiler_create(const grammar_vocab *v, int threads, long cache_bytes,
 			    grammar_compiler **out, char *err, size_t errlen);
 void grammar_compiler_destroy(grammar_compiler *c);
-/* kind JSON takes any JSON object (text ignored); NONE is refused. */
+/* The slow-grammar guard's limit for this compiler's compiles, in percent
+ * of the vocabulary (default GRAMMAR_MAX_UNCERTAIN_PCT; <= 0: no limit). */
+void grammar_compiler_set_max_uncertain(grammar_compiler *c, int pct);
+/* kind JSON takes any JSON object (text ignored); NONE is refused. A
+ * constraint whose worst position leaves more tokens uncertain than the
+ * compiler's limit is refused with SL_EINVAL ("... too slow to enforce":
+ * a client's error, the constraint as written is unusable). */
 int grammar_compile(grammar_compiler *c, sl_constraint_kind kind, const char *text, size_t len,
 		    grammar_compiled **out, char *err, size_t errlen);
 void grammar_compiled_destroy(grammar_compiled *g);
+/* The most tokens a mask fill of g checks one by one (max over parser
+ * states of the tokens its mask cache could not decide ahead): what a
+ * fill costs beyond copying bitsets. */
+long grammar_compiled_worst_uncertain(const grammar_compiled *g);
 
 int grammar_matcher_create(const grammar_compiled *g, grammar_matcher **out, char *err,
 			   size_t errlen);

@@ -9,6 +9,11 @@
 #include <picojson.h>
 #include <xgrammar/xgrammar.h>
 
+/* xgrammar's internal view of a compiled grammar (its sdist's cpp/): the
+ * per-state token-mask cache the slow-grammar guard reads. Pinned to
+ * 0.2.9 by tools/third_party.sh, so the names below hold. */
+#include "compiled_grammar_impl.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -32,11 +37,13 @@ struct grammar_compiler {
 	GrammarCompiler c;
 	int vocab_size;
 	std::vector<int32_t> stop;
+	int max_uncertain_pct; /* grammar_compiler_set_max_uncertain; 0: no limit */
 };
 struct grammar_compiled {
 	CompiledGrammar g;
 	int vocab_size;
 	std::vector<int32_t> stop;
+	long worst_uncertain;
 };
 struct grammar_matcher {
 	GrammarMatcher m;
@@ -111,12 +118,41 @@ extern "C" int grammar_compiler_create(const grammar_vocab *v, int threads, long
 		*out = new grammar_compiler{
 			GrammarCompiler(v->info, threads > 0 ? threads : 1, cache_bytes > 0,
 					cache_bytes > 0 ? (int64_t)cache_bytes : -1),
-			v->info.GetVocabSize(), v->stop};
+			v->info.GetVocabSize(), v->stop, GRAMMAR_MAX_UNCERTAIN_PCT};
 		return SL_OK;
 	});
 }
 
 extern "C" void grammar_compiler_destroy(grammar_compiler *c) { delete c; }
+
+extern "C" void grammar_compiler_set_max_uncertain(grammar_compiler *c, int pct)
+{
+	c->max_uncertain_pct = pct > 0 ? std::min(pct, 100) : 0;
+}
+
+/* The most tokens a mask fill may run through the parser one by one: at
+ * each parser state the compile's mask cache leaves some tokens
+ * "uncertain" (their fate depends on the states below on the stack) and
+ * the matcher checks those at every step the state is live; the rest are
+ * a bitset copy. What each check costs depends on those states below (a
+ * prefix they reject skips every token sharing it), so this bounds the
+ * work rather than measuring it (GRAMMAR_MAX_UNCERTAIN_PCT says how the
+ * limit was set). The cache is complete after a compile (no dynamic
+ * compilation: grammar_compiler_create). */
+static long worst_uncertain(const CompiledGrammar &g)
+{
+	const CompiledGrammar::Impl *impl = g.ImplPtr();
+	std::lock_guard<std::mutex> lock(impl->adaptive_token_mask_cache_mutex);
+	size_t worst = 0;
+	for (const auto &entry : impl->adaptive_token_mask_cache)
+		worst = std::max(worst, entry.second.uncertain_indices.size());
+	return (long)worst;
+}
+
+extern "C" long grammar_compiled_worst_uncertain(const grammar_compiled *g)
+{
+	return g->worst_uncertain;
+}
 
 /* "Any JSON object" as a schema: not strict, so any properties. */
 static const char ANY_OBJECT[] = "{\"type\": \"object\"}";
@@ -456,7 +492,17 @@ extern "C" int grammar_compile(grammar_compiler *c, sl_constraint_kind kind, con
 		      : kind == SL_CONSTRAINT_REGEX ? c->c.CompileRegex(s)
 		      : kind == SL_CONSTRAINT_STRUCTURAL_TAG ? c->c.CompileStructuralTag(s)
 							     : c->c.CompileGrammar(s, "root");
-		*out = new grammar_compiled{g, c->vocab_size, c->stop};
+		long worst = worst_uncertain(g);
+		long limit = (long)c->vocab_size * c->max_uncertain_pct / 100;
+		if (c->max_uncertain_pct > 0 && worst > limit)
+			return sl_errf(err, errlen, SL_EINVAL,
+				       "%s too slow to enforce: at some position %ld of %d tokens "
+				       "must be checked one by one (limit %ld, %d%% of the vocabulary); "
+				       "write a string as one rule over a character class, e.g. "
+				       "string ::= \"\\\"\" [^\"\\\\]* \"\\\"\" (docs/http.md)",
+				       kind_name(kind), worst, c->vocab_size, limit,
+				       c->max_uncertain_pct);
+		*out = new grammar_compiled{g, c->vocab_size, c->stop, worst};
 		return SL_OK;
 	});
 }

@@ -21,6 +21,7 @@ struct node_constrain {
 	model_config cfg;
 	grammar_vocab *vocab;
 	grammar_compiler *compiler;
+	int max_uncertain;   /* the slow-grammar guard's limit, percent of the vocabulary */
 	int failed;          /* the vocabulary could not load: every request says why */
 	char why[SL_ERRLEN];
 };
@@ -33,8 +34,16 @@ int node_constrain_create(const char *tokenizer, const model_config *cfg, node_c
 		return SL_ENOMEM;
 	}
 	c->cfg = *cfg;
+	c->max_uncertain = GRAMMAR_MAX_UNCERTAIN_PCT;
 	*out = c;
 	return SL_OK;
+}
+
+void node_constrain_set_max_uncertain(node_constrain *c, int pct)
+{
+	c->max_uncertain = pct > 0 ? pct : 0;
+	if (c->compiler)
+		grammar_compiler_set_max_uncertain(c->compiler, c->max_uncertain);
 }
 
 void node_constrain_destroy(node_constrain *c)
@@ -65,6 +74,8 @@ static int load(node_constrain *c, char *err, size_t errlen)
 	if (!rc)
 		rc = grammar_compiler_create(c->vocab, COMPILE_THREADS, CACHE_BYTES, &c->compiler,
 					     c->why, sizeof c->why);
+	if (!rc)
+		grammar_compiler_set_max_uncertain(c->compiler, c->max_uncertain);
 	if (rc) {
 		c->failed = 1;
 		return sl_errf(err, errlen, rc, "%s", c->why);

@@ -232,6 +232,11 @@ int node_engine_set_tokenizer(node_engine *e, const char *path)
 	return SL_OK;
 }
 
+void node_engine_set_grammar_limit(node_engine *e, int pct)
+{
+	node_constrain_set_max_uncertain(e->cons, pct);
+}
+
 int node_engine_constrain(node_engine *e, sl_constraint_kind kind, const char *text, size_t len,
 			  grammar_matcher **out, char *err, size_t errlen)
 {

@@ -131,6 +131,9 @@ int node_engine_check_request(const node_engine *e, const node_request *r, char 
  * vocabulary loads on the first constrained request). Without one,
  * node_engine_constrain refuses every constraint. */
 int node_engine_set_tokenizer(node_engine *e, const char *path);
+/* --grammar-max-uncertain: node_constrain_set_max_uncertain (after
+ * node_engine_set_tokenizer). */
+void node_engine_set_grammar_limit(node_engine *e, int pct);
 /* Compile a constraint (common/constraint.h) into a matcher for one
  * request (kind NONE: *out NULL); a bad one's message in err. */
 int node_engine_constrain(node_engine *e, sl_constraint_kind kind, const char *text, size_t len,

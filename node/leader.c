@@ -385,6 +385,7 @@ static const Shardline__Node__Finish finish_wire[] = {
 	[NODE_SCHED_LENGTH] = SHARDLINE__NODE__FINISH__LENGTH,
 	[NODE_SCHED_EOS] = SHARDLINE__NODE__FINISH__EOS,
 	[NODE_SCHED_ERROR] = SHARDLINE__NODE__FINISH__ERROR,
+	[NODE_SCHED_REFUSED] = SHARDLINE__NODE__FINISH__REFUSED,
 };
 
 /* The events of link k's requests (ids as that coordinator gave them)
@@ -442,11 +443,15 @@ static void send_events(leader *l, const node_sched_event *ev, int n)
 	l->last_hb = sl_now();
 }
 
+static void send_finish(leader *l, int k, uint64_t req_id, node_sched_finish f, const char *why)
+{
+	node_sched_event ev = {.req_id = local_id(k, req_id), .finish = f, .error = why};
+	send_events(l, &ev, 1);
+}
+
 static void send_error(leader *l, int k, uint64_t req_id, const char *why)
 {
-	node_sched_event ev = {.req_id = local_id(k, req_id), .finish = NODE_SCHED_ERROR,
-			       .error = why};
-	send_events(l, &ev, 1);
+	send_finish(l, k, req_id, NODE_SCHED_ERROR, why);
 }
 
 /* An Enqueue whose id breaks the protocol's bound (2^62: the scheduler's id
@@ -539,8 +544,11 @@ static void take_compiled(leader *l)
 	char err[SL_ERRLEN];
 	while (node_compiles_take(l->cq, &d)) {
 		int k = id_link(d.id);
+		/* a constraint unusable as written (SL_EINVAL: too slow to enforce,
+		 * over a limit) is the client's error, not the group's failure */
 		if (d.rc)
-			send_error(l, k, id_remote(d.id), d.err);
+			send_finish(l, k, id_remote(d.id),
+				    d.rc == SL_EINVAL ? NODE_SCHED_REFUSED : NODE_SCHED_ERROR, d.err);
 		else if (node_sched_submit(l->s, d.id, &d.r, err, sizeof err))
 			send_error(l, k, id_remote(d.id), err);
 		d.r.matcher = NULL; /* the scheduler took it, either way */
@@ -835,6 +843,8 @@ int node_leader_run(node_group *g, const node_leader_opts *o, char *err, size_t 
 	int rc = node_engine_create(g->m, &l.e, err, errlen);
 	if (!rc && o->tokenizer && node_engine_set_tokenizer(l.e, o->tokenizer))
 		rc = sl_errf(err, errlen, SL_ENOMEM, "out of memory");
+	if (!rc)
+		node_engine_set_grammar_limit(l.e, o->grammar_max_uncertain);
 	if (!rc) {
 		node_engine_set_prefix_cache(l.e, !o->no_prefix_cache);
 		if (!o->no_prefix_cache && node_engine_cache_events_enable(l.e))

@@ -38,6 +38,7 @@ typedef struct node_leader_opts {
 	const char *model_name;    /* the name the coordinator routes by */
 	const char *tokenizer;     /* the model's tokenizer file or folder, for constrained
 				    * decoding (NULL: constrained requests are refused) */
+	int grammar_max_uncertain; /* --grammar-max-uncertain: percent (constrain.h); 0: no limit */
 	int heartbeat_ms;          /* until the coordinator's RegisterAck sets it */
 	int max_running;           /* sequences at once (0: the model's max_seqs) */
 	int max_waiting;           /* requests held beyond those */

@@ -16,6 +16,7 @@
 #include "common/args.h"
 #include "common/version.h"
 #include "parallel/comm.h"
+#include "grammar/grammar.h"
 #include "node/engine.h"
 #include "proto/curve.h"
 #include "node/group.h"
@@ -44,6 +45,7 @@ typedef struct node_args {
 	const char *coordinator; /* serving mode: the coordinator's node endpoint */
 	const char *model_name;
 	const char *tokenizer;   /* --tokenizer: constrained decoding's vocabulary */
+	long grammar_max_uncertain; /* --grammar-max-uncertain: percent; 0: no limit */
 	const char *curve_key, *server_key; /* CURVE to the coordinator (docs/security.md) */
 	long heartbeat_ms, max_running, max_waiting, min_step_ms;
 	long grace_s;           /* --grace-s: SIGTERM drains at most this long */
@@ -78,6 +80,7 @@ static void usage(FILE *f)
 		"                      [--max-seqs N] [--no-prefix-cache] [--grace-s 30] ...\n"
 		"                      [--step-watchdog-ms 600000] [--stall-ms 10000]\n"
 		"                      [--custom-allreduce auto|on|off] [--tokenizer FILE]\n"
+		"                      [--grammar-max-uncertain PCT]\n"
 		"                      [--curve-key NODE.key --server-key COORD.pub]\n"
 		"       (--coordinator EP1,EP2: a standby coordinator pair, tried in turn)\n"
 		"Prints the generated ids of each prompt on its own stdout line; logs and\n"
@@ -109,6 +112,10 @@ static void usage(FILE *f)
 		"--tokenizer FILE: the vocabulary constrained requests (JSON schema, regex,\n"
 		"grammar) are compiled against; default the model's own (its GGUF, or\n"
 		"tokenizer.json in its folder); a random-weights model has none.\n"
+		"--grammar-max-uncertain PCT: refuse a constraint (HTTP 400) that leaves more\n"
+		"than PCT%% of the vocabulary to be checked token by token at some position\n"
+		"(too slow to enforce: milliseconds a token for the whole batch); default\n"
+		"90, 0: no limit (docs/http.md, \"Structured output\").\n"
 		"Serving mode: rank 0 registers with the coordinator and runs the requests\n"
 		"it sends until drained or signalled. SIGTERM, SIGINT or SIGUSR1 (to the\n"
 		"leader, or to mpirun, which passes it on) drains the group: no new work, running requests\n"
@@ -152,11 +159,13 @@ static int parse_args(int argc, char **argv, node_args *a, char *err, size_t err
 		{"quant-group", 1, 0, 0x108}, {"kv-dtype", 1, 0, 0x109}, {"grace-s", 1, 0, 0x10b},
 		{"curve-key", 1, 0, 0x10c}, {"server-key", 1, 0, 0x10d},
 		{"quant-lm-head", 1, 0, 0x10e}, {"step-watchdog-ms", 1, 0, 0x10f},
-		{"stall-ms", 1, 0, 0x110}, {"tokenizer", 1, 0, 0x111}, {0, 0, 0, 0}};
+		{"stall-ms", 1, 0, 0x110}, {"tokenizer", 1, 0, 0x111},
+		{"grammar-max-uncertain", 1, 0, 0x112}, {0, 0, 0, 0}};
 	*a = (node_args){.max_tokens = 32, .max_step_tokens = 2048, .block_tokens = 16,
 			 .top_p = 1.0, .dtype = -1, .mem_fraction = 0.9, .heartbeat_ms = 1000,
 			 .max_waiting = 64, .repetition = 1, .logprobs = -1, .grace_s = 30,
-			 .step_watchdog_ms = 600000, .stall_ms = 10000};
+			 .step_watchdog_ms = 600000, .stall_ms = 10000,
+			 .grammar_max_uncertain = GRAMMAR_MAX_UNCERTAIN_PCT};
 	int c, rc = 0;
 	while (!rc && (c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -215,6 +224,10 @@ static int parse_args(int argc, char **argv, node_args *a, char *err, size_t err
 		case 0x106: rc = par_car_parse_mode("--custom-allreduce", optarg, &a->custom_ar, err, errlen); break;
 		case 0x10a: a->no_prefix_cache = 1; break;
 		case 0x111: a->tokenizer = optarg; break;
+		case 0x112:
+			rc = sl_parse_int("--grammar-max-uncertain", optarg, 0, 100, &a->grammar_max_uncertain,
+					  err, errlen);
+			break;
 		case 0x107: rc = model_parse_quant(optarg, &a->quant, err, errlen); break;
 		case 0x108: rc = model_parse_quant_group(optarg, &a->quant_group, err, errlen); break;
 		case 0x109: rc = model_parse_kv_dtype(optarg, &a->kv_fp8, err, errlen); break;
@@ -349,6 +362,7 @@ static int serve(node_args *a, node_group *g, char *err, size_t errlen)
 {
 	node_leader_opts o = {.coordinator = a->coordinator, .model_name = a->model_name,
 			      .tokenizer = a->tokenizer ? a->tokenizer : a->model_dir,
+			      .grammar_max_uncertain = (int)a->grammar_max_uncertain,
 			      .heartbeat_ms = (int)a->heartbeat_ms, .max_running = (int)a->max_running,
 			      .max_waiting = (int)a->max_waiting, .min_step_ms = (int)a->min_step_ms,
 			      .batching = a->batching, .no_prefix_cache = a->no_prefix_cache,

@@ -42,7 +42,8 @@ typedef struct node_sched_opts {
 } node_sched_opts;
 
 typedef enum {
-	NODE_SCHED_RUNNING = 0, NODE_SCHED_LENGTH, NODE_SCHED_EOS, NODE_SCHED_ERROR
+	NODE_SCHED_RUNNING = 0, NODE_SCHED_LENGTH, NODE_SCHED_EOS, NODE_SCHED_ERROR,
+	NODE_SCHED_REFUSED /* the request as asked cannot be served (its constraint) */
 } node_sched_finish;
 
 /* What one step did for one request. */
@@ -51,7 +52,7 @@ typedef struct node_sched_event {
 	const int32_t *tokens;    /* new tokens since its last event (owned by the scheduler) */
 	int n_tokens;
 	node_sched_finish finish; /* not RUNNING: the request is gone from the scheduler */
-	const char *error;        /* with NODE_SCHED_ERROR */
+	const char *error;        /* with NODE_SCHED_ERROR and NODE_SCHED_REFUSED */
 	/* when the request asked for log-probs, those of the n_tokens (the
 	 * layout of node_logprobs; NULL otherwise; owned by the scheduler) */
 	const float *logprobs;

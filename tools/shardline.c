@@ -308,6 +308,9 @@ static void print_summary(const cli_args *a, const sl_event *ev, const cli_token
 			fprintf(stderr, "\n");
 		}
 	}
+	int normal = ev->finish >= SL_FINISH_LENGTH && ev->finish <= SL_FINISH_EOS;
+	if (a->quiet && !normal) /* why it failed is never quiet (a refused constraint: the fix) */
+		fprintf(stderr, "shardline: %s: %s\n", sl_finish_name(ev->finish), ev->message);
 	if (a->quiet)
 		return;
 	fprintf(stderr, "[%s%s%s | prompt %d + completion %d tokens | queue %.1f ms, first token %.1f ms, "

@@ -15,7 +15,9 @@ official openai package (tests/http/structured.sh starts the server):
   guided_grammar and guided_choice, streamed and not;
 - hostile constraints get a 400 naming the field, quickly: invalid JSON
   schema, regex and grammar syntax, deep nesting, a huge enum, more than
-  1 MiB, two constraints at once; and the server still answers after.
+  1 MiB, two constraints at once; a grammar too slow to enforce
+  (json_charstar.ebnf) refused by the node, streamed and not, while other
+  requests run; and the server still answers after.
 Requests run 8 at a time (the node batches them). Prints "N passed, N failed".
 """
 import concurrent.futures
@@ -170,6 +172,44 @@ refused("guided_choice", "array", guided_choice="red")
 refused("guided_choice", "1 to 1024", guided_choice=[f"c{i}" for i in range(1025)])
 refused("guided_regex", "cannot be given together", guided_json={"type": "object"},
         guided_regex="a")
+
+# A grammar that parses but is too slow to enforce (a JSON string as
+# `char*` over a rule of its own: ~98% of the vocabulary left to check one
+# by one at a string position, milliseconds a token for the whole batch):
+# the node refuses it when it compiles it, and the 400 names the field and
+# says how to write it, streamed or not, with normal requests in flight.
+SLOW = open(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                         "../../bench/data/grammars/json_charstar.ebnf")).read()
+with concurrent.futures.ThreadPoolExecutor(4) as pool:
+    normal = [pool.submit(client.chat.completions.create, model=M, max_tokens=8, temperature=0,
+                          messages=[{"role": "user", "content": "Say hi."}]) for _ in range(2)]
+    refused("guided_grammar", "too slow to enforce", guided_grammar=SLOW)
+    refused("guided_grammar", "character class", guided_grammar=SLOW)
+    try:
+        stream = client.chat.completions.create(
+            model=M, messages=[{"role": "user", "content": "JSON"}], max_tokens=8, stream=True,
+            extra_body={"guided_grammar": SLOW})
+        got = "".join(ch.choices[0].delta.content or "" for ch in stream if ch.choices)
+        check(False, f"slow grammar streamed: accepted ({got!r})")
+    except openai.BadRequestError as e:
+        err = e.body if isinstance(e.body, dict) else {}
+        check(err.get("param") == "guided_grammar" and
+              "too slow to enforce" in (err.get("message") or ""),
+              f"slow grammar streamed: want a 400 naming guided_grammar, got {err}")
+    except openai.APIError as e:  # an error event inside the stream is readable too
+        check("too slow to enforce" in str(e), f"slow grammar streamed: {e}")
+    for f in normal:
+        r = f.result()
+        check(r.choices[0].finish_reason in ("stop", "length"),
+              f"a request beside the slow grammar: {r.choices[0].finish_reason}")
+# the same language written the fast way (bench/data/grammars/json.ebnf) is served
+FAST = open(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                         "../../bench/data/grammars/json.ebnf")).read()
+r = client.chat.completions.create(
+    model=M, messages=[{"role": "user", "content": "A JSON object with a name."}],
+    max_tokens=60, temperature=0, extra_body={"guided_grammar": FAST})
+check(r.choices[0].finish_reason in ("stop", "length"),
+      f"json.ebnf after the slow grammar: {r.choices[0].finish_reason}")
 # after all that, still serving
 r = client.completions.create(model=M, prompt="Hello", max_tokens=2)
 check(len(r.choices) == 1, "the server answers after the hostile requests")

@@ -6,8 +6,10 @@
 # tests/http/structured.py through the official openai package: the 50
 # JSON schemas of tests/data/schemas greedy and at temperature 1 (each
 # answer parses and validates), json_object, guided_json / guided_regex /
-# guided_grammar streamed and not, hostile constraints refused with a 400;
-# then the native client: shardline generate --json-schema/--regex/--grammar.
+# guided_grammar streamed and not, hostile constraints refused with a 400
+# (a grammar too slow to enforce by the node: the same 400);
+# then the native client: shardline generate --json-schema/--regex/--grammar,
+# and a slow grammar refused there too.
 # Every process started here is killed on exit. Prints "N passed, N failed".
 bin=${BIN:-build/bin}
 py=${PYTHON:-python3}
@@ -83,5 +85,15 @@ if gen --prompt x --json-schema "$tmp/bad.json" >"$tmp/cli.txt" 2>"$tmp/cli.err"
 else
 	grep -q 'json schema' "$tmp/cli.err" && ok || bad "generate with a bad schema: $(cat "$tmp/cli.err")"
 fi
+# a grammar too slow to enforce: the node refuses it (finish "refused",
+# its message on stderr, exit 1), and the group serves the next request
+if gen --prompt x --grammar bench/data/grammars/json_charstar.ebnf >"$tmp/cli.txt" 2>"$tmp/cli.err"; then
+	bad "generate with a slow grammar: exit 0"
+else
+	grep -q 'refused: grammar too slow to enforce' "$tmp/cli.err" && ok ||
+		bad "generate with a slow grammar: $(cat "$tmp/cli.err")"
+fi
+gen --prompt "Letters:" --grammar "$tmp/g.ebnf" >"$tmp/cli.txt" 2>"$tmp/cli.err" &&
+	grep -qx '([a-c]*)' "$tmp/cli.txt" && ok || bad "generate after the slow grammar: $(cat "$tmp/cli.txt" "$tmp/cli.err")"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

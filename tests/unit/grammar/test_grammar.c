@@ -467,6 +467,68 @@ START_TEST(vocab_load_takes_the_tokenizer_eos)
 	grammar_vocab_destroy(v);
 }
 END_TEST
+/* The slow-grammar guard over a vocabulary of letters and every pair of
+ * them (as a real one, mostly multi-letter tokens): a string written as
+ * `char*` over a rule of its own leaves each pair "uncertain" at a string
+ * position (checked one by one at every fill), the same string as one
+ * class decides them all ahead. (A `char` of one class alone xgrammar
+ * folds into its caller: the escape keeps it a rule, as in
+ * bench/data/grammars/json_charstar.ebnf.) The first is refused, naming the cause
+ * and the fix, unless the limit is off; the second compiles. */
+START_TEST(slow_grammar_is_refused)
+{
+	enum { N_PAIR = 26 * 26, N = 28 + N_PAIR + 1 };
+	static char pair[N_PAIR][3], single[28][2];
+	const char *toks[N];
+	size_t lens[N];
+	int n = 0;
+	for (int i = 0; i < 28; i++) {
+		single[i][0] = i < 26 ? (char)('a' + i) : i == 26 ? '"' : '\\';
+		toks[n] = single[i], lens[n++] = 1;
+	}
+	for (int i = 0; i < N_PAIR; i++) {
+		pair[i][0] = (char)('a' + i / 26), pair[i][1] = (char)('a' + i % 26);
+		toks[n] = pair[i], lens[n++] = 2;
+	}
+	int32_t stop = n;
+	toks[n] = "</s>", lens[n++] = 4;
+	char err[SL_ERRLEN] = "";
+	grammar_vocab *v = NULL;
+	grammar_compiler *c = NULL;
+	ck_assert_msg(grammar_vocab_create(toks, lens, N, N, GRAMMAR_VOCAB_RAW, &stop, 1, &v, err,
+					   sizeof err) == SL_OK, "%s", err);
+	ck_assert_msg(grammar_compiler_create(v, 1, 0, &c, err, sizeof err) == SL_OK, "%s", err);
+	static const char charstar[] = "root ::= \"\\\"\" char* \"\\\"\"\n"
+				       "char ::= [a-z] | \"\\\\\" ([nt] | \"u\" [0-9a-f]{4})\n";
+	static const char class_[] = "root ::= \"\\\"\" [a-z]* \"\\\"\"\n";
+	grammar_compiled *g = NULL;
+
+	ck_assert_int_eq(grammar_compile(c, SL_CONSTRAINT_EBNF, class_, strlen(class_), &g, err,
+					 sizeof err), SL_OK);
+	ck_assert_int_lt(grammar_compiled_worst_uncertain(g), N / 10);
+	grammar_compiled_destroy(g);
+
+	g = NULL;
+	ck_assert_int_eq(grammar_compile(c, SL_CONSTRAINT_EBNF, charstar, strlen(charstar), &g, err,
+					 sizeof err), SL_EINVAL);
+	ck_assert_ptr_null(g);
+	ck_assert_msg(strstr(err, "too slow to enforce") && strstr(err, "character class") &&
+		      strstr(err, "docs/http.md"), "%s", err);
+
+	grammar_compiler_set_max_uncertain(c, 0); /* no limit: it compiles, and shows why */
+	ck_assert_msg(grammar_compile(c, SL_CONSTRAINT_EBNF, charstar, strlen(charstar), &g, err,
+				      sizeof err) == SL_OK, "%s", err);
+	ck_assert_int_ge(grammar_compiled_worst_uncertain(g), N_PAIR);
+	grammar_compiled_destroy(g);
+
+	grammar_compiler_set_max_uncertain(c, 99); /* a limit above it: compiles again */
+	ck_assert_int_eq(grammar_compile(c, SL_CONSTRAINT_EBNF, charstar, strlen(charstar), &g, err,
+					 sizeof err), SL_OK);
+	grammar_compiled_destroy(g);
+	grammar_compiler_destroy(c);
+	grammar_vocab_destroy(v);
+}
+END_TEST
 
 int main(void)
 {
@@ -483,6 +545,7 @@ int main(void)
 	tcase_add_test(tc, vocab_needs_a_stop_token);
 	tcase_add_test(tc, vocab_load_takes_the_tokenizer_eos);
 	tcase_add_test(tc, structural_tag_enforces_the_body);
+	tcase_add_test(tc, slow_grammar_is_refused);
 	suite_add_tcase(s, tc);
 	SRunner *r = srunner_create(s);
 	srunner_run_all(r, CK_NORMAL);
