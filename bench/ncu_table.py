@@ -9,7 +9,9 @@ split-K reduce). Only the decode steps count (the kernel list ends with
 them, repeated; the prompt's step before them runs other kernels), and
 the times are their mean. The bench's own output, at the top of
 each CSV, gives the device and its measured copy bandwidth, so every
-projection row says its GB/s and the share of that bandwidth. Writes
+projection row, and any other op that reads 1 MB or more (decode
+attention at a long context), says its GB/s and the share of that
+bandwidth. Writes
 OUT_DIR/layer.md and prints it."""
 import csv
 import io
@@ -121,7 +123,7 @@ def main():
         for label, proj, us, rd in ops:
             gbs = rd / us * 1e3 if us > 0 else 0.0  # MB per us is TB/s
             pct = 100.0 * gbs / copy if copy else 0.0
-            rate = f"{gbs:.0f} | {pct:.1f}%" if proj else " | "
+            rate = f"{gbs:.0f} | {pct:.1f}%" if proj or rd >= 1.0 else " | "
             lines.append(f"| {label} | {us:.1f} | {rd:.1f} | {rate} |")
             if proj:
                 proj_us += us
