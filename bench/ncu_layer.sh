@@ -11,7 +11,13 @@
 # the layer's projections against the copy bandwidth the bench measured.
 #
 # Usage: bench/ncu_layer.sh BIN_DIR OUT_DIR      (from the repository root)
-# Environment: FORMATS [none int8 fp8 int4], SHAPE [7b], LAYER [5],
+# Environment: FORMATS [none int8 fp8 int4] (FORMAT+kv8: an fp8 KV cache),
+#              SHAPE [7b], LAYER [5],
+#              BATCH [1], PROMPT [16], NEW [3]: with BATCH > 1 only the
+#              steps where all BATCH sequences decode are profiled (the
+#              engine's "decode N" range, node/step.c); the prompts are
+#              prefilled in steps of 2048 tokens first, so NEW must
+#              outlast them (64 x 640 tokens: NEW 32 leaves about 10),
 #              NCU [ncu, else Nsight Compute's default install path]
 set -u
 bin=${1:?usage: bench/ncu_layer.sh BIN_DIR OUT_DIR}
@@ -21,14 +27,20 @@ ncu=${NCU:-$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cu
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv > "$out/device.txt" 2>&1
 status=0
-for f in ${FORMATS:-none int8 fp8 int4}; do
-	echo "ncu_layer.sh: $f" >&2
-	if ! SL_NO_GRAPHS=1 "$ncu" --clock-control none --nvtx --nvtx-include "layer ${LAYER:-5}/" \
+batch=${BATCH:-1}
+range="layer ${LAYER:-5}/"
+[ "$batch" -gt 1 ] && range="decode $batch/$range"
+for c in ${FORMATS:-none int8 fp8 int4}; do
+	f=${c%%+*}; kv=auto
+	case $c in *+kv8) kv=fp8 ;; esac
+	echo "ncu_layer.sh: $c" >&2
+	if ! SL_NO_GRAPHS=1 "$ncu" --clock-control none --nvtx --nvtx-include "$range" \
 		--metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum --csv \
-		"$bin/shardline-bench-decode" --shape "${SHAPE:-7b}" --quant "$f" --batches 1 \
-		--prompt 16 --new 3 --prefill 0 > "$out/ncu-$f.csv" 2> "$out/ncu-$f.log"; then
-		echo "ncu_layer.sh: $f failed (tail of $out/ncu-$f.log):" >&2
-		tail -5 "$out/ncu-$f.log" >&2
+		"$bin/shardline-bench-decode" --shape "${SHAPE:-7b}" --quant "$f" --kv-dtype "$kv" \
+		--batches "$batch" --prompt "${PROMPT:-16}" --new "${NEW:-3}" --prefill 0 \
+		> "$out/ncu-$c.csv" 2> "$out/ncu-$c.log"; then
+		echo "ncu_layer.sh: $c failed (tail of $out/ncu-$c.log):" >&2
+		tail -5 "$out/ncu-$c.log" >&2
 		status=1
 	fi
 done

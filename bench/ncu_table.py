@@ -7,7 +7,7 @@ op ranges: "matmul", "attention", ...; the kernel's own name where there
 is none); consecutive kernels of one range are one op (a GEMM and its
 split-K reduce). Only the decode steps count (the kernel list ends with
 them, repeated; the prompt's step before them runs other kernels), and
-the times are their mean. The bench's own output, at the top of
+the times are their median. The bench's own output, at the top of
 each CSV, gives the device and its measured copy bandwidth, so every
 projection row, and any other op that reads 1 MB or more (decode
 attention at a long context), says its GB/s and the share of that
@@ -74,13 +74,22 @@ def last_period(seq):
     return n, 1
 
 
+def median(vals):
+    """The median: the bench's warm-up steps (a 16-token prompt) run the
+    same kernels as the measured ones, at a shorter context, and are a
+    minority of the steps profiled."""
+    v = sorted(vals)
+    n = len(v)
+    return (v[(n - 1) // 2] + v[n // 2]) / 2
+
+
 def is_projection(op, name):
     low = (op + " " + name).lower()
     return any(w in low for w in ("matmul", "gemv", "gemm", "nvjet", "splitk", "qkv", "proj"))
 
 
 def per_op(rows):
-    """[(label, us, MB read)] of one decode step's layer, averaged over the
+    """[(label, us, MB read)] of one decode step's layer, the median over the
     decode steps profiled; consecutive kernels of one range are one op
     (a GEMM and its split-K reduce); projections are named in layer order."""
     seq = kernels(rows)
@@ -88,8 +97,8 @@ def per_op(rows):
     groups = []  # [op, projection?, us, MB]
     for i in range(len(seq) - p, len(seq)):
         op, name, _ = seq[i]
-        us = sum(seq[i - k * p][2].get("gpu__time_duration.sum", 0.0) for k in range(reps)) / reps
-        rd = sum(seq[i - k * p][2].get("dram__bytes_read.sum", 0.0) for k in range(reps)) / reps
+        us = median([seq[i - k * p][2].get("gpu__time_duration.sum", 0.0) for k in range(reps)])
+        rd = median([seq[i - k * p][2].get("dram__bytes_read.sum", 0.0) for k in range(reps)])
         if groups and groups[-1][0] == op:
             groups[-1][2] += us
             groups[-1][3] += rd
@@ -136,7 +145,7 @@ def main():
                   f"| **the rest** | **{rest_us:.1f}** | | | |", ""]
     text = ("# One decode layer under Nsight Compute (bench/ncu_layer.sh)\n\n"
             "Each kernel replayed alone, caches flushed, clocks as they were "
-            "(`--clock-control none`); µs and MB are per layer, the mean over the "
+            "(`--clock-control none`); µs and MB are per layer, the median over the "
             "decode steps profiled.\n\n" + "\n".join(lines))
     with open(os.path.join(out, "layer.md"), "w", encoding="utf-8") as f:
         f.write(text)

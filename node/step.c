@@ -241,11 +241,19 @@ static int graph_key(const node_plan *p, const micro *u)
 	return u->b.n_seqs;
 }
 
+/* The micro-batch's profiler range: "decode N" when every one of its N
+ * sequences adds one token, else "tokens N" (bench/ncu_layer.sh profiles
+ * the decode steps of one batch size through it). */
 static int run_micro(model *m, const node_plan *p, micro *u, char *err, size_t errlen)
 {
+	node_backend *be = m->be;
 	TRY(model_set_batch(m, &u->b, err, errlen));
 	stage_ctx x = {m, u};
-	return m->be->ops->run_cached(m->be, graph_key(p, u), run_stage, &x);
+	const int decode = u->b.n_seqs == u->b.n_tokens;
+	be->ops->range_push(be, decode ? "decode" : "tokens", u->b.n_tokens);
+	int rc = be->ops->run_cached(be, graph_key(p, u), run_stage, &x);
+	be->ops->range_pop(be);
+	return rc;
 }
 
 /* Whether any sampled row reports log-probs: both ends of the return
