@@ -5,7 +5,10 @@
  * reference: kernels/quant.c). x and out are fp16 or bf16 (out may be
  * fp32); accumulation is fp32.
  *
- * Three paths (kern_qpath):
+ * Four paths (kern_qpath); the fourth, GEMM (a tiled tensor-core GEMM
+ * dequantizing in its main loop, AUTO's choice for int8 and int4 from 17
+ * to 256 tokens), is kernels/quant_gemm.cu, sharing this file's
+ * dequantization (kernels/quant_dequant.cuh):
  *
  * GEMV (n <= 64): decoding reads every weight byte once, so the kernel is
  *   matmul.cu's tensor-core GEMV with the dequantization in registers. A
@@ -41,7 +44,7 @@
  *   for a shape (older GPUs, odd shapes) the call goes to DEQUANT and the
  *   fallback is logged once.
  *
- * DEQUANT (int8/int4 large n, FP8 fallback): W dequantized to the run
+ * DEQUANT (int8/int4 above the GEMM's range, FP8 fallback): W dequantized to the run
  *   dtype (scale * code, rounded once) slab by slab into a scratch buffer
  *   sized at create, each slab a cuBLAS GEMM. Costs reading the codes and
  *   writing and re-reading 2 bytes per weight (mostly in L2 for a slab of
@@ -117,15 +120,13 @@ struct kern_qblas {
 #define QG_ROWS 16        /* W rows per tile: the MMA's M */
 #define QG_CHUNK_BYTES 64 /* bytes of a row per warp chunk: 4 lanes x 16 */
 
-typedef struct qgemv_args {
-	const uint8_t *w;     /* [rows, row_bytes] codes */
-	const void *scales;   /* [rows, groups]; QG_AFFINE: [rows, groups] (d, m) fp16 pairs */
-	const uint8_t *zeros; /* int4: [rows, groups] or NULL (z = 8) */
+/* The weight (q_layout), and this call's. */
+struct qgemv_args : q_layout {
 	void *out;            /* [n, rows] of T or fp32; fp32 partials [splits][n][rows] */
-	int rows, cols, row_bytes, groups, group, n, chunks_per_split;
-	bool scale_f16, out_f32;
+	int n, chunks_per_split;
+	bool out_f32;
 	kern_epi_dev e;       /* what the product feeds (kernels/epilogue.h); out_f32: STORE */
-} qgemv_args;
+};
 
 /* Warp 0's accumulators, summed over the block: per-row scales, then out. */
 template <typename T, int GM, int NT, int EPI>
@@ -220,22 +221,7 @@ __device__ __forceinline__ void qg_chunk(const qgemv_args &a, const T *x, uint4 
 #pragma unroll
 		for (int i = 0; i < NP / 2; i++) {
 			const uint32_t af[4] = {fa[2 * i], fb[2 * i], fa[2 * i + 1], fb[2 * i + 1]};
-			if constexpr (GM == QG_ROW || GM == QG_AFFINE) {
-				kern_mma_m16n8k16<T>(acc[j], af, xr[2 * i], xr[2 * i + 1]);
-			} else if constexpr (GM == QG_CHUNK) {
-				kern_mma_m16n8k16<T>(t[0], af, xr[2 * i], xr[2 * i + 1]);
-			} else {
-				/* lanes c = 0, 1 hold the chunk's first group of 32,
-				 * lanes 2, 3 the second: one MMA per group, the other
-				 * group's lanes giving zeros */
-#pragma unroll
-				for (int h = 0; h < 2; h++) {
-					const bool mine = (c >> 1) == h;
-					const uint32_t ah[4] = {mine ? af[0] : 0u, mine ? af[1] : 0u,
-								mine ? af[2] : 0u, mine ? af[3] : 0u};
-					kern_mma_m16n8k16<T>(t[h], ah, xr[2 * i], xr[2 * i + 1]);
-				}
-			}
+			q_mma_step<T, GM>(acc[j], t, af, xr[2 * i], xr[2 * i + 1], c);
 		}
 		if constexpr (GM == QG_CHUNK || GM == QG_HALF) {
 			/* accumulator e: row a for e < 2, row b for e >= 2 */
@@ -551,13 +537,8 @@ static int qgemv_run(kern_qblas *qb, qgemv_args a, const T *x)
 	p.out_f32 = true;
 	TRY(QG_LAUNCH(KERN_EPI_STORE, p));
 #undef QG_LAUNCH
-	const size_t count = (size_t)a.n * a.rows;
-	const float *part = (const float *)qb->workspace;
-	if (a.out_f32)
-		CUDA_TRY(kern_splitk_reduce<float>((float *)a.out, part, splits, count, qb->stream));
-	else
-		CUDA_TRY(kern_splitk_reduce<T>((T *)a.out, part, splits, count, qb->stream));
-	return SL_OK;
+	return q_splitk_finish<T>(a.out, a.out_f32, qb->workspace, splits, (size_t)a.n * a.rows,
+				  qb->stream);
 }
 
 /*
@@ -626,17 +607,9 @@ static qgemv_args qgemv_args_of(const kern_qweight *w, void *out, bool out_f32, 
 {
 	qgemv_args a;
 	memset(&a, 0, sizeof a);
-	a.w = (const uint8_t *)w->data;
-	a.scales = w->scales;
-	a.zeros = (const uint8_t *)w->zeros;
+	static_cast<q_layout &>(a) = q_layout_of(w);
 	a.out = out;
-	a.rows = w->rows;
-	a.cols = w->cols;
-	a.row_bytes = w->format == KERN_Q_INT4 ? w->cols / 2 : w->cols;
-	a.groups = kern_qweight_groups(w);
-	a.group = w->group;
 	a.n = n;
-	a.scale_f16 = w->scale_dt == SL_DT_F16;
 	a.out_f32 = out_f32;
 	a.e = kern_epi_of(nullptr, w->rows, nullptr);
 	return a;

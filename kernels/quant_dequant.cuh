@@ -19,6 +19,8 @@
 
 #include <type_traits>
 
+#include "kernels/cuda_util.cuh"
+#include "kernels/mma.cuh"
 #include "kernels/quant.h"
 
 __device__ __forceinline__ float q_scale(const void *s, size_t i, bool f16)
@@ -193,11 +195,76 @@ __device__ __forceinline__ void q_dequant_affine(uint4 raw, uint32_t *f, uint32_
 	}
 }
 
-
-
-/* How scales meet the accumulators; QG_AFFINE (int4 groups of 32): they
- * do not, the weights carry them (q_dequant_affine). */
+/* How scales meet the accumulators, in the GEMV and the GEMM alike:
+ * QG_ROW (int8 per row, fp8) scales the sums once at the end; QG_CHUNK
+ * (a group holds a whole 64-byte chunk) adds scale x each chunk's partial
+ * sum; QG_HALF (int8 groups of 32, int4 groups of 64: two groups a chunk,
+ * lanes c = 0, 1 in the first) runs each MMA once per group; QG_AFFINE
+ * (int4 groups of 32): they do not, the weights carry them
+ * (q_dequant_affine). */
 enum { QG_ROW = 0, QG_CHUNK = 1, QG_HALF = 2, QG_AFFINE = 3 };
+
+/* One m16n8k16 step of a chunk, by GM: QG_ROW and QG_AFFINE into acc;
+ * QG_CHUNK into the chunk's partial sum t[0]; QG_HALF once per group into
+ * t[0] and t[1], lanes c = 0, 1 holding the chunk's first group, 2, 3 the
+ * second, the other group's lanes giving zeros. */
+template <typename T, int GM>
+__device__ __forceinline__ void q_mma_step(float acc[4], float (*t)[4], const uint32_t af[4],
+					   uint32_t b0, uint32_t b1, int c)
+{
+	if constexpr (GM == QG_ROW || GM == QG_AFFINE) {
+		kern_mma_m16n8k16<T>(acc, af, b0, b1);
+	} else if constexpr (GM == QG_CHUNK) {
+		kern_mma_m16n8k16<T>(t[0], af, b0, b1);
+	} else {
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			const bool mine = (c >> 1) == h;
+			const uint32_t ah[4] = {mine ? af[0] : 0u, mine ? af[1] : 0u, mine ? af[2] : 0u,
+						mine ? af[3] : 0u};
+			kern_mma_m16n8k16<T>(t[h], ah, b0, b1);
+		}
+	}
+}
+
+/* The split-K partials ([splits][count] fp32) summed in a fixed order
+ * into out, fp32 or T. */
+template <typename T>
+static inline int q_splitk_finish(void *out, bool out_f32, const void *part, int splits,
+				  size_t count, cudaStream_t stream)
+{
+	const float *p = (const float *)part;
+	if (out_f32)
+		CUDA_TRY(kern_splitk_reduce<float>((float *)out, p, splits, count, stream));
+	else
+		CUDA_TRY(kern_splitk_reduce<T>((T *)out, p, splits, count, stream));
+	return SL_OK;
+}
+
+/* A weight as the GEMV and the GEMM read it; each kernel's arguments
+ * extend it with their own. */
+struct q_layout {
+	const uint8_t *w;     /* [rows, row_bytes] codes */
+	const void *scales;   /* [rows, groups]; QG_AFFINE: [rows, groups] (d, m) fp16 pairs */
+	const uint8_t *zeros; /* int4: [rows, groups] or NULL (z = 8) */
+	int rows, cols, row_bytes, groups, group;
+	bool scale_f16;
+};
+
+static inline q_layout q_layout_of(const kern_qweight *w)
+{
+	q_layout l;
+	l.w = (const uint8_t *)w->data;
+	l.scales = w->scales;
+	l.zeros = (const uint8_t *)w->zeros;
+	l.rows = w->rows;
+	l.cols = w->cols;
+	l.row_bytes = w->format == KERN_Q_INT4 ? w->cols / 2 : w->cols;
+	l.groups = kern_qweight_groups(w);
+	l.group = w->group;
+	l.scale_f16 = w->scale_dt == SL_DT_F16;
+	return l;
+}
 
 /* What quant.cu's kern_qblas lends the GEMM (quant_gemm.cu) for one call. */
 typedef struct kern_qgemm_ctx {

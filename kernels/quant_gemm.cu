@@ -62,14 +62,12 @@
 #define QM_WARP_ROWS 32   /* two m16 tiles a warp */
 #define QM_MIN_CHUNKS 4   /* chunks a split-K part takes at least */
 
-typedef struct qgemm_args {
-	const uint8_t *w;     /* [rows, row_bytes] codes */
-	const void *scales;   /* [rows, groups]; QG_AFFINE: (d, m) fp16 pairs */
-	const uint8_t *zeros; /* int4: [rows, groups] or NULL (z = 8) */
-	void *out;            /* [n, rows] of T or fp32; partials [splits][n][rows] fp32 */
-	int rows, cols, row_bytes, groups, group, n, n_chunk, chunks_per_split;
-	bool scale_f16, out_f32;
-} qgemm_args;
+/* The weight (q_layout), and this call's. */
+struct qgemm_args : q_layout {
+	void *out; /* [n, rows] of T or fp32; partials [splits][n][rows] fp32 */
+	int n, n_chunk, chunks_per_split;
+	bool out_f32;
+};
 
 /* Where 16-byte unit u of token row t of an x stage lives (header). */
 __device__ __forceinline__ int q_swz(int u, int t) { return u ^ (t & 1) ^ ((u >> 2) & 2); }
@@ -207,14 +205,14 @@ __device__ __forceinline__ void qm_compute(const uint8_t *sw, const T *sx,
 	for (int nt = 0; nt < S::NT; nt++) {
 		const int t = wtok + 8 * nt + g;
 		const T *xr = sx + t * G::CK;
-		float tmp[NH][2][4];
+		float tmp[2][NH][4]; /* the chunk's partial sums (QG_CHUNK, QG_HALF) */
 #pragma unroll
-		for (int h = 0; h < NH; h++)
+		for (int mt = 0; mt < 2; mt++)
 #pragma unroll
-			for (int mt = 0; mt < 2; mt++)
+			for (int h = 0; h < NH; h++)
 #pragma unroll
 				for (int e = 0; e < 4; e++)
-					tmp[h][mt][e] = 0;
+					tmp[mt][h][e] = 0;
 #pragma unroll
 		for (int j = 0; j < G::NU; j++) {
 			/* x unit j of the lane: its pairs 4j .. 4j + 3, MMA steps 2j, 2j + 1 */
@@ -227,21 +225,8 @@ __device__ __forceinline__ void qm_compute(const uint8_t *sw, const T *sx,
 				for (int mt = 0; mt < 2; mt++) {
 					const uint32_t af[4] = {f[mt][0][2 * i], f[mt][1][2 * i],
 								f[mt][0][2 * i + 1], f[mt][1][2 * i + 1]};
-					if constexpr (GM == QG_ROW || GM == QG_AFFINE) {
-						kern_mma_m16n8k16<T>(acc[mt][nt], af, xb[2 * s2], xb[2 * s2 + 1]);
-					} else if constexpr (GM == QG_CHUNK) {
-						kern_mma_m16n8k16<T>(tmp[0][mt], af, xb[2 * s2], xb[2 * s2 + 1]);
-					} else {
-						/* lanes c = 0, 1 hold the first group, 2, 3 the second */
-#pragma unroll
-						for (int h = 0; h < 2; h++) {
-							const bool mine = (c >> 1) == h;
-							const uint32_t ah[4] = {mine ? af[0] : 0u, mine ? af[1] : 0u,
-										mine ? af[2] : 0u, mine ? af[3] : 0u};
-							kern_mma_m16n8k16<T>(tmp[h][mt], ah, xb[2 * s2],
-									     xb[2 * s2 + 1]);
-						}
-					}
+					q_mma_step<T, GM>(acc[mt][nt], tmp[mt], af, xb[2 * s2], xb[2 * s2 + 1],
+							  c);
 				}
 			}
 		}
@@ -251,10 +236,10 @@ __device__ __forceinline__ void qm_compute(const uint8_t *sw, const T *sx,
 #pragma unroll
 				for (int mt = 0; mt < 2; mt++) {
 					/* accumulator e: row g (e < 2) or g + 8 */
-					acc[mt][nt][0] += sc[mt][0][h] * tmp[h][mt][0];
-					acc[mt][nt][1] += sc[mt][0][h] * tmp[h][mt][1];
-					acc[mt][nt][2] += sc[mt][1][h] * tmp[h][mt][2];
-					acc[mt][nt][3] += sc[mt][1][h] * tmp[h][mt][3];
+					acc[mt][nt][0] += sc[mt][0][h] * tmp[mt][h][0];
+					acc[mt][nt][1] += sc[mt][0][h] * tmp[mt][h][1];
+					acc[mt][nt][2] += sc[mt][1][h] * tmp[mt][h][2];
+					acc[mt][nt][3] += sc[mt][1][h] * tmp[mt][h][3];
 				}
 	}
 }
@@ -411,11 +396,8 @@ static int qm_launch(const kern_qgemm_ctx *ctx, qgemm_args a, const T *x)
 {
 	constexpr int smem = S::STAGES * qm_stage_bytes<FMT, S>();
 	auto kernel = qgemm_kernel<T, FMT, GM, S>;
-	static bool sized; /* per instantiation: the dynamic shared memory it needs */
-	if (!sized) {
-		CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-		sized = true;
-	}
+	/* every call: a host-side attribute, per device, cheap next to a launch */
+	CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
 	const int tiles = (a.rows + S::BM - 1) / S::BM, ntiles = (a.n + S::BN - 1) / S::BN;
 	int splits = qm_splits(ctx, a, tiles * ntiles);
 	const int per = (a.n_chunk + splits - 1) / splits;
@@ -430,13 +412,8 @@ static int qm_launch(const kern_qgemm_ctx *ctx, qgemm_args a, const T *x)
 	p.out_f32 = true;
 	TRY(kern_launch_pdl_smem(ctx->pdl, "quant gemm", ctx->stream, kernel, grid, dim3(S::THREADS),
 				 smem, x, p));
-	const size_t count = (size_t)a.n * a.rows;
-	const float *part = (const float *)ctx->workspace;
-	if (a.out_f32)
-		CUDA_TRY(kern_splitk_reduce<float>((float *)a.out, part, splits, count, ctx->stream));
-	else
-		CUDA_TRY(kern_splitk_reduce<T>((T *)a.out, part, splits, count, ctx->stream));
-	return SL_OK;
+	return q_splitk_finish<T>(a.out, a.out_f32, ctx->workspace, splits, (size_t)a.n * a.rows,
+				  ctx->stream);
 }
 
 /* The block shape: the variant asked for, or by n (0). */
@@ -494,25 +471,17 @@ bool kern_qgemm_takes(const kern_qweight *w)
 	return false;
 }
 
-int kern_qgemm_run(const kern_qgemm_ctx *ctx, const kern_qweight *w, void *out,
-				bool out_f32, const void *x, sl_dtype x_dt, int n, int variant)
+int kern_qgemm_run(const kern_qgemm_ctx *ctx, const kern_qweight *w, void *out, bool out_f32,
+		    const void *x, sl_dtype x_dt, int n, int variant)
 {
 	if (!kern_qgemm_takes(w) || variant < 0 || variant > KERN_QGEMM_VARIANTS)
 		return SL_ENOTSUP;
 	qgemm_args a;
 	memset(&a, 0, sizeof a);
-	a.w = (const uint8_t *)w->data;
-	a.scales = w->scales;
-	a.zeros = (const uint8_t *)w->zeros;
+	static_cast<q_layout &>(a) = q_layout_of(w);
 	a.out = out;
-	a.rows = w->rows;
-	a.cols = w->cols;
-	a.row_bytes = w->format == KERN_Q_INT4 ? w->cols / 2 : w->cols;
-	a.groups = kern_qweight_groups(w);
-	a.group = w->group;
 	a.n = n;
 	a.n_chunk = (a.row_bytes + QM_CHUNK_BYTES - 1) / QM_CHUNK_BYTES;
-	a.scale_f16 = w->scale_dt == SL_DT_F16;
 	a.out_f32 = out_f32;
 	KERN_DISPATCH_DT(x_dt, qm_dispatch, ctx, a, x, w->format, variant);
 }
