@@ -1042,6 +1042,7 @@ static int qblas_init(kern_qblas *qb, void *stream, const kern_qblas_config *cfg
 	CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
 	CUDA_TRY(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
 	qb->cc = 10 * major + minor;
+	TRY(kern_qgemm_init());
 	CUDA_TRY(cudaMalloc(&qb->workspace, QB_WORKSPACE_BYTES));
 	CUDA_TRY(cudaMalloc(&qb->dequant, qb->dequant_bytes));
 	CUDA_TRY(cudaMalloc(&qb->counter, sizeof *qb->counter));

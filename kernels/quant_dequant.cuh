@@ -275,6 +275,9 @@ typedef struct kern_qgemm_ctx {
 	bool *pdl; /* launch as a programmatic dependent while set (cuda_util.cuh) */
 } kern_qgemm_ctx;
 
+/* Once per device before the GEMM's first launch (kern_qblas_create). */
+int kern_qgemm_init(void);
+
 /* Whether the GEMM takes this weight (format, group and shape). */
 bool kern_qgemm_takes(const kern_qweight *w);
 

@@ -278,7 +278,7 @@ __device__ __forceinline__ void qm_store(const qgemm_args &a, float (&acc)[2][S:
 }
 
 /*
- * One block: rows [BM blockIdx.x, +BM), tokens [BN blockIdx.y, +BN),
+ * One block: rows [BM blockIdx.y, +BM), tokens [BN blockIdx.x, +BN),
  * chunks [chunks_per_split blockIdx.z, +chunks_per_split). The pipeline:
  * STAGES - 1 chunks in flight while one computes; the barrier after each
  * wait both publishes the landed stage and retires the stage the next
@@ -294,7 +294,7 @@ __global__ void __launch_bounds__(S::THREADS, 1) qgemm_kernel(const T *x, qgemm_
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	const int g = lane >> 2, c = lane & 3;
 	const int wrow = (warp % S::WM) * QM_WARP_ROWS, wtok = (warp / S::WM) * (S::BN / S::WN);
-	const int row0 = blockIdx.x * S::BM, tok0 = blockIdx.y * S::BN;
+	const int row0 = blockIdx.y * S::BM, tok0 = blockIdx.x * S::BN;
 	const int ch_begin = blockIdx.z * a.chunks_per_split;
 	const int ch_end = min(a.n_chunk, ch_begin + a.chunks_per_split);
 	const int nk = ch_end - ch_begin;
@@ -375,13 +375,16 @@ const char *kern_qgemm_variant_name(int variant)
 	return variant >= 0 && variant <= KERN_QGEMM_VARIANTS ? names[variant] : "?";
 }
 
-/* Splits of the columns so the tiles fill the SMs: each at least
- * QM_MIN_CHUNKS chunks, the partials fitting the workspace. */
-static int qm_splits(const kern_qgemm_ctx *ctx, const qgemm_args &a, int blocks)
+/* Splits of the columns when the tiles fill less than one wave (slots:
+ * blocks resident at once): as many as fit in that wave, each at least
+ * QM_MIN_CHUNKS chunks, the partials fitting the workspace. Never more
+ * than a wave: the partials cost n x rows x 4 bytes a split, which only
+ * idle SMs repay. */
+static int qm_splits(const kern_qgemm_ctx *ctx, const qgemm_args &a, int blocks, int slots)
 {
-	if (blocks >= ctx->sm_count)
+	if (blocks >= slots)
 		return 1;
-	int splits = (ctx->sm_count + blocks - 1) / blocks;
+	int splits = slots / blocks;
 	const int most = a.n_chunk / QM_MIN_CHUNKS;
 	const size_t fit = ctx->workspace_bytes / (sizeof(float) * (size_t)a.n * a.rows);
 	if (splits > most)
@@ -391,19 +394,68 @@ static int qm_splits(const kern_qgemm_ctx *ctx, const qgemm_args &a, int blocks)
 	return splits < 1 ? 1 : splits;
 }
 
+/* Blocks of one instantiation resident on an SM, as kern_qgemm_init found
+ * (0 before it). */
+template <typename T, int FMT, int GM, typename S> struct qm_resident {
+	static int per_sm;
+};
+template <typename T, int FMT, int GM, typename S> int qm_resident<T, FMT, GM, S>::per_sm;
+
+template <typename T, int FMT, int GM, typename S> static int qm_init_one()
+{
+	constexpr int smem = S::STAGES * qm_stage_bytes<FMT, S>();
+	auto kernel = qgemm_kernel<T, FMT, GM, S>;
+	CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+	CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&qm_resident<T, FMT, GM, S>::per_sm,
+							       kernel, S::THREADS, smem));
+	return SL_OK;
+}
+
+template <typename T, int FMT, int GM>
+static int qm_init_shapes()
+{
+	TRY((qm_init_one<T, FMT, GM, qm_v1>()));
+	TRY((qm_init_one<T, FMT, GM, qm_v2>()));
+	TRY((qm_init_one<T, FMT, GM, qm_v3>()));
+	TRY((qm_init_one<T, FMT, GM, qm_v4>()));
+	TRY((qm_init_one<T, FMT, GM, qm_v5>()));
+	return qm_init_one<T, FMT, GM, qm_v6>();
+}
+
+template <typename T> static int qm_init_dt()
+{
+	TRY((qm_init_shapes<T, KERN_Q_INT8, QG_ROW>()));
+	TRY((qm_init_shapes<T, KERN_Q_INT8, QG_HALF>()));
+	TRY((qm_init_shapes<T, KERN_Q_INT8, QG_CHUNK>()));
+	TRY((qm_init_shapes<T, KERN_Q_FP8, QG_ROW>()));
+	TRY((qm_init_shapes<T, KERN_Q_INT4, QG_AFFINE>()));
+	TRY((qm_init_shapes<T, KERN_Q_INT4, QG_HALF>()));
+	return qm_init_shapes<T, KERN_Q_INT4, QG_CHUNK>();
+}
+
+/* Once per device, before any launch (not capturable: kern_qblas_create
+ * calls it): the shared memory every kernel asks for, and how many of its
+ * blocks an SM holds (the split-K choice). */
+int kern_qgemm_init(void)
+{
+	TRY(qm_init_dt<__half>());
+	return qm_init_dt<__nv_bfloat16>();
+}
+
 template <typename T, int FMT, int GM, typename S>
 static int qm_launch(const kern_qgemm_ctx *ctx, qgemm_args a, const T *x)
 {
 	constexpr int smem = S::STAGES * qm_stage_bytes<FMT, S>();
 	auto kernel = qgemm_kernel<T, FMT, GM, S>;
-	/* every call: a host-side attribute, per device, cheap next to a launch */
-	CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
 	const int tiles = (a.rows + S::BM - 1) / S::BM, ntiles = (a.n + S::BN - 1) / S::BN;
-	int splits = qm_splits(ctx, a, tiles * ntiles);
+	const int per_sm = qm_resident<T, FMT, GM, S>::per_sm;
+	int splits = qm_splits(ctx, a, tiles * ntiles, ctx->sm_count * (per_sm > 0 ? per_sm : 1));
 	const int per = (a.n_chunk + splits - 1) / splits;
 	splits = (a.n_chunk + per - 1) / per;
 	a.chunks_per_split = per;
-	const dim3 grid(tiles, ntiles, splits);
+	/* token tiles fastest: the blocks that read one W tile run together,
+	 * so W comes from DRAM once and from L2 for the other token tiles */
+	const dim3 grid(ntiles, tiles, splits);
 	if (splits == 1)
 		return kern_launch_pdl_smem(ctx->pdl, "quant gemm", ctx->stream, kernel, grid,
 					    dim3(S::THREADS), smem, x, a);
