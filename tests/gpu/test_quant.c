@@ -16,8 +16,8 @@
  * printed; SL_TEST_SEED replays it) rounded to the dtype first, outputs
  * are poisoned with NaN before each call.
  *
- * Also: every code of every format decoded exactly through the GEMV and
- * the dequantize path (one-hot activations pick single weights, so a
+ * Also: every code of every format decoded exactly through the GEMV, the
+ * GEMM and the dequantize path (one-hot activations pick single weights, so a
  * wrong column order or scale index shows as a wrong value, not as a
  * tolerance), the fp8 activation quantizer bit for bit against the CPU,
  * the norm and SiLU * up kernels that also make those activations (their
@@ -25,8 +25,10 @@
  * output), a W8A8 call on activations marked in the kern_qblas's slot,
  * and on the activations alone (x written from them before any other
  * path reads it),
- * the three paths captured in a CUDA graph and replayed to the same bits,
- * refused calls, and fp8 again with cuBLASLt's fast accumulation. One "worst rel err" line per case.
+ * the four paths captured in a CUDA graph and replayed to the same bits,
+ * AUTO's GEMM range (gemm_auto: its bounds, kern_qblas_set_gemm_range,
+ * SL_QGEMM and SL_QGEMM_MIN), refused calls, and fp8 again with
+ * cuBLASLt's fast accumulation. One "worst rel err" line per case.
  * Runs on a GPU host only (make test-gpu).
  */
 #include <check.h>
