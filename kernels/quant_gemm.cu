@@ -29,6 +29,8 @@
  * same permutation (token g's columns c KL .. c KL + KL - 1), so every
  * shared load is a 16-byte vector load and no shuffle is needed. A
  * permutation of k applied to both operands leaves the sum unchanged.
+ * lab/qgemm_map.py emulates this mapping on the CPU (run it after
+ * changing the layout).
  * Bank conflicts: a quarter warp (8 lanes: g = 2p, 2p + 1, c = 0..3)
  * reads W rows 64 bytes apart at 16c: 8 distinct 16-byte slots of a
  * 128-byte line, none. x rows are 128 (int8) or 256 (int4) bytes, so the
