@@ -190,7 +190,8 @@ static const char *path_label(int format, int path)
 {
 	if (format == KERN_Q_NONE)
 		return "matmul";
-	return path == KERN_QPATH_GEMV     ? "gemv"
+	return path == KERN_QPATH_AUTO     ? "auto"
+	       : path == KERN_QPATH_GEMV   ? "gemv"
 	       : path == KERN_QPATH_FP8_LT ? "w8a8-lt"
 	       : path == KERN_QPATH_GEMM   ? "gemm"
 					   : "dequant";
@@ -1093,8 +1094,7 @@ static void table_batch(void)
 				continue;
 			double layer[N_BATCH_NS] = {0};
 			batch_row(f, path, &layer);
-			printf("%-11s %-8s %-8s", f.name,
-			       path == KERN_QPATH_AUTO ? "auto" : path_label(f.format, path), "layer");
+			printf("%-11s %-8s %-8s", f.name, path_label(f.format, path), "layer");
 			for (int ni = 0; ni < N_BATCH_NS; ni++)
 				if (layer[ni] < 0 || f16[ni] <= 0)
 					printf(" %9s", "-");
