@@ -5,7 +5,10 @@
  * reference: kernels/quant.c). x and out are fp16 or bf16 (out may be
  * fp32); accumulation is fp32.
  *
- * Three paths (kern_qpath):
+ * Four paths (kern_qpath); the fourth, GEMM (a tiled tensor-core GEMM
+ * dequantizing in its main loop, AUTO's choice for int8 and int4 from 17
+ * to 256 tokens), is kernels/quant_gemm.cu, sharing this file's
+ * dequantization (kernels/quant_dequant.cuh):
  *
  * GEMV (n <= 64): decoding reads every weight byte once, so the kernel is
  *   matmul.cu's tensor-core GEMV with the dequantization in registers. A
@@ -41,7 +44,7 @@
  *   for a shape (older GPUs, odd shapes) the call goes to DEQUANT and the
  *   fallback is logged once.
  *
- * DEQUANT (int8/int4 large n, FP8 fallback): W dequantized to the run
+ * DEQUANT (int8/int4 above the GEMM's range, FP8 fallback): W dequantized to the run
  *   dtype (scale * code, rounded once) slab by slab into a scratch buffer
  *   sized at create, each slab a cuBLAS GEMM. Costs reading the codes and
  *   writing and re-reading 2 bytes per weight (mostly in L2 for a slab of
@@ -66,6 +69,7 @@
 #include "kernels/epilogue.cuh"
 #include "kernels/mma.cuh"
 #include "kernels/quant.h"
+#include "kernels/quant_dequant.cuh"
 
 /* cuBLAS, cuBLASLt and the GEMV's split-K partials, in stream order. */
 #define QB_WORKSPACE_BYTES ((size_t)32 << 20)
@@ -97,6 +101,8 @@ struct kern_qblas {
 	bool pdl;
 	bool lt_usable;                   /* fp8 tensor cores (sm_89+) and a cuBLASLt to ask */
 	int gemv_max[4];                  /* by kern_qformat */
+	int gemm_lo[4], gemm_hi[4];       /* AUTO's GEMM range by kern_qformat: lo < n <= hi */
+	int gemm_variant;                 /* the GEMM's block shape (0: by n; lab/qgemv.cu sets it) */
 	lt_plan plans[QB_LT_PLANS];
 	int next_plan;
 	bool warned_lt;
@@ -109,197 +115,18 @@ struct kern_qblas {
 	unsigned *counter;                /* the fused add + norm's blocks done (epilogue.cuh) */
 };
 
-/* ---- device helpers ---- */
-
-__device__ __forceinline__ float q_scale(const void *s, size_t i, bool f16)
-{
-	return f16 ? __half2float(__ldg(reinterpret_cast<const __half *>(s) + i))
-		   : __ldg(reinterpret_cast<const float *>(s) + i);
-}
-
-/* A scale's bits as stored (fp16 in the low half, or fp32), and their
- * value. The GEMV fetches the bits with its codes and converts them where
- * the chunk uses them: converted at the fetch, each conversion made the
- * warp wait there for its own load, several memory latencies a round
- * (on an H100 the 7B int4 batch-1 decode went from 428 to 448 tokens/s,
- * int8 with groups of 128 from 295 to 322: docs/cuda.md). */
-__device__ __forceinline__ uint32_t q_scale_bits(const void *s, size_t i, bool f16)
-{
-	return f16 ? (uint32_t)__ldg(reinterpret_cast<const unsigned short *>(s) + i)
-		   : __ldg(reinterpret_cast<const unsigned int *>(s) + i);
-}
-__device__ __forceinline__ float q_scale_of(uint32_t b, bool f16)
-{
-	return f16 ? __half2float(__ushort_as_half((unsigned short)b)) : __uint_as_float(b);
-}
-
-/* a - b on packed pairs of T. */
-template <typename T> __device__ __forceinline__ uint32_t q_sub2(uint32_t a, uint32_t b);
-template <> __device__ __forceinline__ uint32_t q_sub2<__half>(uint32_t a, uint32_t b)
-{
-	__half2 r = __hsub2(*reinterpret_cast<const __half2 *>(&a),
-			    *reinterpret_cast<const __half2 *>(&b));
-	return *reinterpret_cast<const uint32_t *>(&r);
-}
-template <> __device__ __forceinline__ uint32_t q_sub2<__nv_bfloat16>(uint32_t a, uint32_t b)
-{
-	__nv_bfloat162 r = __hsub2(*reinterpret_cast<const __nv_bfloat162 *>(&a),
-				   *reinterpret_cast<const __nv_bfloat162 *>(&b));
-	return *reinterpret_cast<const uint32_t *>(&r);
-}
-
-/* (a & b) | c in one instruction. */
-__device__ __forceinline__ uint32_t q_and_or(uint32_t a, uint32_t b, uint32_t c)
-{
-	uint32_t d;
-	asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-	return d;
-}
-
-/* a * b + c on packed fp16 pairs. */
-__device__ __forceinline__ uint32_t q_fma2(uint32_t a, uint32_t b, uint32_t c)
-{
-	__half2 r = __hfma2(*reinterpret_cast<const __half2 *>(&a), *reinterpret_cast<const __half2 *>(&b),
-			    *reinterpret_cast<const __half2 *>(&c));
-	return *reinterpret_cast<const uint32_t *>(&r);
-}
-
-/* Codes per 16-byte load: 16 bytes of int8/fp8, or 32 int4. */
-template <int FMT> struct q_geom {
-	static constexpr int KL = FMT == KERN_Q_INT4 ? 32 : 16;
-};
-
-/* int4 magic: a nibble OR-ed into the low mantissa bits of 1024.0 (fp16)
- * or 128.0 (bf16) gives 1024 + u / 128 + u exactly. */
-template <typename T> __device__ __forceinline__ constexpr uint32_t q_magic4()
-{
-	return std::is_same<T, __half>::value ? 0x64006400u : 0x43004300u;
-}
-
-/* The packed subtrahend that turns magic + u into u - z. */
-template <typename T> __device__ __forceinline__ uint32_t q_zsub(uint32_t z)
-{
-	return q_magic4<T>() | z | (z << 16);
-}
-
-/*
- * 16 bytes of codes -> KL / 2 packed pairs of T holding their exact values,
- * pair p = codes (2p, 2p + 1) in column order. zsub: int4 only (q_zsub).
- *   int8, fp16: byte ^ 0x80 = q + 128 as the low byte of fp16 0x64XX (1024 +
- *     q + 128), minus 1152: q. Two byte permutes and two subtracts per 4.
- *   int8, bf16: q + 128 as the low byte of fp32 0x4B0000XX (2^23 + q + 128),
- *     minus 2^23 + 128: q in fp32; an integer of at most 8 significant bits,
- *     so its top 16 bits are q as bf16 exactly.
- *   fp8: cvt.rn.f16x2.e4m3x2 (sm_89+; the header's exact software path
- *     before), for bf16 through fp32 and the top 16 bits (4 significant bits).
- *   int4: see quant.h's bit layout. Nibble pair j of word w is (w >> 4j)
- *     & 0x000F000F. bf16: OR-ed into the magic (1024 + u), minus magic + z,
- *     four instructions a pair. fp16 (the int4 GEMV's usual case): pairs 0
- *     and 2 the same from w and w >> 8 with the AND and OR in one LOP3;
- *     pairs 1 and 3 unshifted, so the nibble lands on 16 u: (1024 + 16 u) /
- *     16 - (64 + z) in one HFMA2, exact (small integers, a power-of-two
- *     scale). 9 instructions per 8 codes against 15: int4 batch-1 decode
- *     on an H100 went from 360.6 to 378.6 tokens/s.
- */
-template <typename T, int FMT>
-__device__ __forceinline__ void q_dequant16(uint4 raw, uint32_t *f, uint32_t zsub)
-{
-	constexpr bool H = std::is_same<T, __half>::value;
-	const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-	for (int i = 0; i < 4; i++) {
-		if constexpr (FMT == KERN_Q_INT8) {
-			const uint32_t u = w[i] ^ 0x80808080u;
-			if constexpr (H) {
-				f[2 * i] = q_sub2<__half>(__byte_perm(u, 0x64646464u, 0x4140), 0x64806480u);
-				f[2 * i + 1] =
-					q_sub2<__half>(__byte_perm(u, 0x64646464u, 0x4342), 0x64806480u);
-			} else {
-				float v[4];
-#pragma unroll
-				for (int b = 0; b < 4; b++)
-					v[b] = __uint_as_float(__byte_perm(u, 0x4B000000u, 0x7540 + b)) -
-					       8388736.0f;
-				f[2 * i] = __byte_perm(__float_as_uint(v[0]), __float_as_uint(v[1]), 0x7632);
-				f[2 * i + 1] =
-					__byte_perm(__float_as_uint(v[2]), __float_as_uint(v[3]), 0x7632);
-			}
-		} else if constexpr (FMT == KERN_Q_FP8) {
-#pragma unroll
-			for (int h = 0; h < 2; h++) {
-				__half2_raw p = __nv_cvt_fp8x2_to_halfraw2(
-					(__nv_fp8x2_storage_t)((w[i] >> (16 * h)) & 0xFFFFu), __NV_E4M3);
-				if constexpr (H) {
-					f[2 * i + h] = (uint32_t)p.x | ((uint32_t)p.y << 16);
-				} else {
-					float lo = __half2float(__ushort_as_half(p.x));
-					float hi = __half2float(__ushort_as_half(p.y));
-					f[2 * i + h] = __byte_perm(__float_as_uint(lo), __float_as_uint(hi),
-								   0x7632);
-				}
-			}
-		} else if constexpr (H) {
-			/* odd pairs unshifted: 1024 + 16 u, times 1/16 minus 64 + z */
-			const uint32_t zneg = 0xD400D400u + ((zsub & 0x000F000Fu) << 4);
-			const uint32_t w8 = w[i] >> 8;
-			f[4 * i] = q_sub2<T>(q_and_or(w[i], 0x000F000Fu, q_magic4<T>()), zsub);
-			f[4 * i + 1] = q_fma2(q_and_or(w[i], 0x00F000F0u, q_magic4<T>()), 0x2C002C00u, zneg);
-			f[4 * i + 2] = q_sub2<T>(q_and_or(w8, 0x000F000Fu, q_magic4<T>()), zsub);
-			f[4 * i + 3] = q_fma2(q_and_or(w8, 0x00F000F0u, q_magic4<T>()), 0x2C002C00u, zneg);
-		} else {
-#pragma unroll
-			for (int j = 0; j < 4; j++)
-				f[4 * i + j] =
-					q_sub2<T>(((w[i] >> (4 * j)) & 0x000F000Fu) | q_magic4<T>(), zsub);
-		}
-	}
-}
-
-/*
- * int4 with groups of 32: 16 bytes of codes (one group: a lane's share of
- * a chunk, or a dequant thread's) -> 16 packed pairs of T holding d * u +
- * m, dm the group's (d, m) fp16 pair as stored (d in the low half). fp16:
- * u exactly as q_dequant16 makes it (zero point 0), then one HFMA2 a pair,
- * rounded once. bf16: the same u, d * u + m in fp32, rounded to bf16.
- */
-template <typename T>
-__device__ __forceinline__ void q_dequant_affine(uint4 raw, uint32_t *f, uint32_t dm)
-{
-	q_dequant16<__half, KERN_Q_INT4>(raw, f, q_zsub<__half>(0));
-	if constexpr (std::is_same<T, __half>::value) {
-		const uint32_t dd = __byte_perm(dm, 0, 0x1010), mm = __byte_perm(dm, 0, 0x3232);
-#pragma unroll
-		for (int i = 0; i < 16; i++)
-			f[i] = q_fma2(f[i], dd, mm);
-	} else {
-		const float d = __half2float(__ushort_as_half((unsigned short)(dm & 0xFFFFu)));
-		const float m = __half2float(__ushort_as_half((unsigned short)(dm >> 16)));
-#pragma unroll
-		for (int i = 0; i < 16; i++) {
-			const float2 u = __half22float2(*reinterpret_cast<const __half2 *>(&f[i]));
-			__nv_bfloat162 r = __floats2bfloat162_rn(fmaf(d, u.x, m), fmaf(d, u.y, m));
-			f[i] = *reinterpret_cast<const uint32_t *>(&r);
-		}
-	}
-}
-
 /* ---- the GEMV ---- */
 
-/* How scales meet the accumulators; QG_AFFINE (int4 groups of 32): they
- * do not, the weights carry them (q_dequant_affine). */
-enum { QG_ROW = 0, QG_CHUNK = 1, QG_HALF = 2, QG_AFFINE = 3 };
 #define QG_ROWS 16        /* W rows per tile: the MMA's M */
 #define QG_CHUNK_BYTES 64 /* bytes of a row per warp chunk: 4 lanes x 16 */
 
-typedef struct qgemv_args {
-	const uint8_t *w;     /* [rows, row_bytes] codes */
-	const void *scales;   /* [rows, groups]; QG_AFFINE: [rows, groups] (d, m) fp16 pairs */
-	const uint8_t *zeros; /* int4: [rows, groups] or NULL (z = 8) */
+/* The weight (q_layout), and this call's. */
+struct qgemv_args : q_layout {
 	void *out;            /* [n, rows] of T or fp32; fp32 partials [splits][n][rows] */
-	int rows, cols, row_bytes, groups, group, n, chunks_per_split;
-	bool scale_f16, out_f32;
+	int n, chunks_per_split;
+	bool out_f32;
 	kern_epi_dev e;       /* what the product feeds (kernels/epilogue.h); out_f32: STORE */
-} qgemv_args;
+};
 
 /* Warp 0's accumulators, summed over the block: per-row scales, then out. */
 template <typename T, int GM, int NT, int EPI>
@@ -394,22 +221,7 @@ __device__ __forceinline__ void qg_chunk(const qgemv_args &a, const T *x, uint4 
 #pragma unroll
 		for (int i = 0; i < NP / 2; i++) {
 			const uint32_t af[4] = {fa[2 * i], fb[2 * i], fa[2 * i + 1], fb[2 * i + 1]};
-			if constexpr (GM == QG_ROW || GM == QG_AFFINE) {
-				kern_mma_m16n8k16<T>(acc[j], af, xr[2 * i], xr[2 * i + 1]);
-			} else if constexpr (GM == QG_CHUNK) {
-				kern_mma_m16n8k16<T>(t[0], af, xr[2 * i], xr[2 * i + 1]);
-			} else {
-				/* lanes c = 0, 1 hold the chunk's first group of 32,
-				 * lanes 2, 3 the second: one MMA per group, the other
-				 * group's lanes giving zeros */
-#pragma unroll
-				for (int h = 0; h < 2; h++) {
-					const bool mine = (c >> 1) == h;
-					const uint32_t ah[4] = {mine ? af[0] : 0u, mine ? af[1] : 0u,
-								mine ? af[2] : 0u, mine ? af[3] : 0u};
-					kern_mma_m16n8k16<T>(t[h], ah, xr[2 * i], xr[2 * i + 1]);
-				}
-			}
+			q_mma_step<T, GM>(acc[j], t, af, xr[2 * i], xr[2 * i + 1], c);
 		}
 		if constexpr (GM == QG_CHUNK || GM == QG_HALF) {
 			/* accumulator e: row a for e < 2, row b for e >= 2 */
@@ -725,13 +537,8 @@ static int qgemv_run(kern_qblas *qb, qgemv_args a, const T *x)
 	p.out_f32 = true;
 	TRY(QG_LAUNCH(KERN_EPI_STORE, p));
 #undef QG_LAUNCH
-	const size_t count = (size_t)a.n * a.rows;
-	const float *part = (const float *)qb->workspace;
-	if (a.out_f32)
-		CUDA_TRY(kern_splitk_reduce<float>((float *)a.out, part, splits, count, qb->stream));
-	else
-		CUDA_TRY(kern_splitk_reduce<T>((T *)a.out, part, splits, count, qb->stream));
-	return SL_OK;
+	return q_splitk_finish<T>(a.out, a.out_f32, qb->workspace, splits, (size_t)a.n * a.rows,
+				  qb->stream);
 }
 
 /*
@@ -800,17 +607,9 @@ static qgemv_args qgemv_args_of(const kern_qweight *w, void *out, bool out_f32, 
 {
 	qgemv_args a;
 	memset(&a, 0, sizeof a);
-	a.w = (const uint8_t *)w->data;
-	a.scales = w->scales;
-	a.zeros = (const uint8_t *)w->zeros;
+	static_cast<q_layout &>(a) = q_layout_of(w);
 	a.out = out;
-	a.rows = w->rows;
-	a.cols = w->cols;
-	a.row_bytes = w->format == KERN_Q_INT4 ? w->cols / 2 : w->cols;
-	a.groups = kern_qweight_groups(w);
-	a.group = w->group;
 	a.n = n;
-	a.scale_f16 = w->scale_dt == SL_DT_F16;
 	a.out_f32 = out_f32;
 	a.e = kern_epi_of(nullptr, w->rows, nullptr);
 	return a;
@@ -1199,6 +998,28 @@ static int lt_init(kern_qblas *qb, const kern_qblas_config *cfg)
 	return SL_OK;
 }
 
+/* AUTO's GEMM ranges (quant.h, kern_qblas_set_gemm_range): int8 and int4
+ * from 17 to 256 tokens, where the GEMV re-reads x per warp and DEQUANT
+ * writes and re-reads W; fp8 none (W8A8 on cuBLASLt above 32). The GEMV
+ * keeps n <= 16, where its fused epilogues (n <= 8) also live. The
+ * environment may move or switch them off (tuning without a rebuild). */
+static void gemm_defaults(kern_qblas *qb)
+{
+	int lo = KERN_QGEMM_MIN_TOKENS, hi = KERN_QGEMM_MAX_TOKENS;
+	const char *off = getenv("SL_QGEMM"), *elo = getenv("SL_QGEMM_MIN");
+	const char *ehi = getenv("SL_QGEMM_MAX");
+	if (elo && *elo)
+		lo = atoi(elo);
+	if (ehi && *ehi)
+		hi = atoi(ehi);
+	if (off && strcmp(off, "0") == 0)
+		hi = lo = 0;
+	for (int f = 0; f < 4; f++)
+		qb->gemm_lo[f] = qb->gemm_hi[f] = 0;
+	for (int f : {KERN_Q_INT8, KERN_Q_INT4})
+		kern_qblas_set_gemm_range(qb, f, lo, hi);
+}
+
 static int qblas_init(kern_qblas *qb, void *stream, const kern_qblas_config *cfg)
 {
 	int dev = 0, major = 0, minor = 0;
@@ -1215,11 +1036,13 @@ static int qblas_init(kern_qblas *qb, void *stream, const kern_qblas_config *cfg
 	 * copy bandwidth). int8 and int4 keep the GEMV to 64: their
 	 * alternative, dequantize + cuBLAS, reads at 8-20%. */
 	qb->gemv_max[KERN_Q_FP8] = KERN_QGEMV_FP8_MAX_TOKENS;
+	gemm_defaults(qb);
 	CUDA_TRY(cudaGetDevice(&dev));
 	CUDA_TRY(cudaDeviceGetAttribute(&qb->sm_count, cudaDevAttrMultiProcessorCount, dev));
 	CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
 	CUDA_TRY(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
 	qb->cc = 10 * major + minor;
+	TRY(kern_qgemm_init());
 	CUDA_TRY(cudaMalloc(&qb->workspace, QB_WORKSPACE_BYTES));
 	CUDA_TRY(cudaMalloc(&qb->dequant, qb->dequant_bytes));
 	CUDA_TRY(cudaMalloc(&qb->counter, sizeof *qb->counter));
@@ -1268,10 +1091,25 @@ extern "C" void kern_qblas_set_gemv_max(kern_qblas *qb, int format, int n)
 		qb->gemv_max[format] = n < 0 ? 0 : n > KERN_QGEMV_MAX_TOKENS ? KERN_QGEMV_MAX_TOKENS : n;
 }
 
+extern "C" void kern_qblas_set_gemm_range(kern_qblas *qb, int format, int lo, int hi)
+{
+	if (format >= KERN_Q_INT8 && format <= KERN_Q_INT4) {
+		qb->gemm_lo[format] = lo < 0 ? 0 : lo;
+		qb->gemm_hi[format] = hi < lo ? lo : hi;
+	}
+}
+
 /* ---- entry points ---- */
+
+static bool in_gemm_range(const kern_qblas *qb, int format, int n)
+{
+	return n > qb->gemm_lo[format] && n <= qb->gemm_hi[format];
+}
 
 static int choose_path(kern_qblas *qb, const kern_qweight *w, int n, sl_dtype out_dt)
 {
+	if (in_gemm_range(qb, w->format, n) && kern_qgemm_takes(w))
+		return KERN_QPATH_GEMM;
 	if (n <= qb->gemv_max[w->format])
 		return KERN_QPATH_GEMV;
 	if (w->format == KERN_Q_FP8 && n <= qb->max_tokens && w->cols <= qb->max_cols) {
@@ -1298,6 +1136,14 @@ static int gemv_path(kern_qblas *qb, const kern_qweight *w, void *out, sl_dtype 
 		     const void *x, sl_dtype x_dt, int n)
 {
 	return qgemv_call(qb, qgemv_args_of(w, out, out_dt == SL_DT_F32, n), x, x_dt, w->format);
+}
+
+static int gemm_path(kern_qblas *qb, const kern_qweight *w, void *out, sl_dtype out_dt,
+		     const void *x, sl_dtype x_dt, int n)
+{
+	const kern_qgemm_ctx ctx = {qb->stream, qb->workspace, QB_WORKSPACE_BYTES, qb->sm_count,
+				    &qb->pdl};
+	return kern_qgemm_run(&ctx, w, out, out_dt == SL_DT_F32, x, x_dt, n, qb->gemm_variant);
 }
 
 static int check_call(const kern_qweight *w, sl_dtype out_dt, const void *x, sl_dtype x_dt,
@@ -1343,6 +1189,7 @@ extern "C" kern_act_fp8 kern_qblas_act_slot(kern_qblas *qb, int n, int cols)
 {
 	kern_act_fp8 slot = {NULL, NULL};
 	if (qb && qb->lt_usable && n > qb->gemv_max[KERN_Q_FP8] && n <= qb->max_tokens &&
+	    !in_gemm_range(qb, KERN_Q_FP8, n) &&
 	    cols <= qb->max_cols && cols % 8 == 0)
 		slot = (kern_act_fp8){qb->xq, qb->xs};
 	return slot;
@@ -1408,6 +1255,8 @@ extern "C" int kern_qmatmul_cuda(kern_qblas *qb, int path, void *out, sl_dtype o
 			return rc;
 		break; /* refused at run time: dequantize instead */
 	}
+	case KERN_QPATH_GEMM:
+		return gemm_path(qb, w, out, out_dt, x, x_dt, n);
 	case KERN_QPATH_DEQUANT:
 		break;
 	default:

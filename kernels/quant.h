@@ -234,9 +234,14 @@ typedef enum {
 	KERN_QPATH_GEMV = 1,    /* n <= 64: fused dequantizing tensor-core GEMV */
 	KERN_QPATH_FP8_LT = 2,  /* FP8: per-token fp8 x + cuBLASLt fp8 GEMM (W8A8) */
 	KERN_QPATH_DEQUANT = 3, /* W dequantized to the run dtype slab by slab + cuBLAS */
+	KERN_QPATH_GEMM = 4,    /* tiled tensor-core GEMM dequantizing in its main loop
+				 * (quant_gemm.cu): every format and group, any n */
 } kern_qpath;
 
 #define KERN_QGEMV_MAX_TOKENS 64
+/* AUTO's default GEMM range for int8 and int4 (kern_qblas_set_gemm_range) */
+#define KERN_QGEMM_MIN_TOKENS 16
+#define KERN_QGEMM_MAX_TOKENS 256
 /* AUTO's default GEMV limit for FP8 weights: above it, W8A8 (quant.cu) */
 #define KERN_QGEMV_FP8_MAX_TOKENS 32
 
@@ -246,9 +251,18 @@ void kern_qblas_destroy(kern_qblas *qb);
 /* Launch the GEMV as a programmatic dependent (sm_90+), as kern_blas_set_pdl. */
 void kern_qblas_set_pdl(kern_qblas *qb, int on);
 /* Largest n that AUTO gives the GEMV for this format (default 64, fp8 32;
- * at most 64); above it FP8 takes KERN_QPATH_FP8_LT when cuBLASLt has an
- * algorithm, everything else KERN_QPATH_DEQUANT. */
+ * at most 64) outside the GEMM range below; above it FP8 takes
+ * KERN_QPATH_FP8_LT when cuBLASLt has an algorithm, everything else
+ * KERN_QPATH_DEQUANT. */
 void kern_qblas_set_gemv_max(kern_qblas *qb, int format, int n);
+/* AUTO's GEMM range for this format: lo < n <= hi takes KERN_QPATH_GEMM,
+ * checked before the GEMV's limit (so the GEMV keeps n <= lo, up to its
+ * own limit). Defaults: int8 and int4 16 < n <= 256 (KERN_QGEMM_*_TOKENS),
+ * fp8 none (its W8A8 cuBLASLt path above 32 tokens). hi <= lo: never.
+ * The environment sets the int8 and int4 defaults at kern_qblas_create:
+ * SL_QGEMM=0 no GEMM for AUTO (the paths before it), SL_QGEMM_MIN=N and
+ * SL_QGEMM_MAX=N its bounds. */
+void kern_qblas_set_gemm_range(kern_qblas *qb, int format, int lo, int hi);
 /* The path AUTO takes for this call (a kern_qpath). */
 int kern_qmatmul_path(kern_qblas *qb, const kern_qweight *w, int n, sl_dtype x_dt,
 		      sl_dtype out_dt);

@@ -6,7 +6,7 @@
  * bench/qgemv.cu, built as shardline-qbench.
  *
  *   make CUDA=1 lab-qgemv           -> build/bin/lab-qgemv
- *   build/bin/lab-qgemv [--out FILE.json] [--only 1-6] [--lt-n 2048,...]
+ *   build/bin/lab-qgemv [--out FILE.json] [--only 1-8] [--lt-n 2048,...]
  *                       [--check | --no-check]
  *
  * First, as in llm.c's dev/cuda, the check (table 0; --check: it alone,
@@ -20,11 +20,12 @@
  * per second by a 1 GiB device-to-device cudaMemcpy, as shardline-bench-decode):
  *   1. decode, n = 1, 8, 32, 64 tokens: GB/s of weight bytes read (codes,
  *      scales and zero points) and % of copy bandwidth, per format and
- *      path (the GEMV; at 32 and 64 also dequantize + cuBLAS, and fp8's
- *      W8A8 cuBLASLt GEMM, to place kern_qblas_set_gemv_max);
+ *      path (the GEMV; at 32 and 64 also dequantize + cuBLAS, fp8's
+ *      W8A8 cuBLASLt GEMM and the tiled GEMM, to place
+ *      kern_qblas_set_gemv_max and kern_qblas_set_gemm_range);
  *   2. the 7B decode step's projections at n = 1 (32 layers + the fp16 LM
  *      head): ms per token and the tokens/s they allow;
- *   3. prefill, n = 2048: TFLOP/s per format and path;
+ *   3. prefill, n = 2048: TFLOP/s per format and path (the GEMM too);
  *   4. the GEMV's block shapes at n = 1 (KSPLIT warps x UNROLL chunks,
  *      and resident blocks an SM), the library's marked;
  *   5. fp8 W8A8 at n = 32, 64, 128: every algorithm cuBLASLt's heuristic
@@ -34,7 +35,12 @@
  *      every algorithm the heuristic offers, then cuBLASLt's fast
  *      accumulation, per-tensor scales, and per-row scales on one operand
  *      only (what the library's choices cost), then every (algorithm id,
- *      tile, stages, cluster) it accepts, fastest first: TFLOP/s and us.
+ *      tile, stages, cluster) it accepts, fastest first: TFLOP/s and us;
+ *   7. batched decode, n = 16, 32, 64, 128, 256: us per call of every
+ *      path (GEMV to 64, GEMM, DEQUANT, fp8's W8A8, AUTO) against fp16,
+ *      and a 7B layer's four projections as a multiple of fp16's speed;
+ *   8. the GEMM's block shapes (kernels/quant_gemm.cu's variants) at the
+ *      same batches: us per call, the fastest marked.
  * Each timed call reads a different copy of W (copies rotate through more
  * than 2 GiB, so nothing is served from L2); every timing is the median of
  * CUDA-graph replays, as the engine's decode steps run. Runs in well under
@@ -184,7 +190,11 @@ static const char *path_label(int format, int path)
 {
 	if (format == KERN_Q_NONE)
 		return "matmul";
-	return path == KERN_QPATH_GEMV ? "gemv" : path == KERN_QPATH_FP8_LT ? "w8a8-lt" : "dequant";
+	return path == KERN_QPATH_AUTO     ? "auto"
+	       : path == KERN_QPATH_GEMV   ? "gemv"
+	       : path == KERN_QPATH_FP8_LT ? "w8a8-lt"
+	       : path == KERN_QPATH_GEMM   ? "gemm"
+					   : "dequant";
 }
 
 /* One measurement: ms per call of format f, shape s, n tokens on `path`
@@ -273,9 +283,10 @@ static void table_decode(void)
 	for (int fi = 0; fi < N_FMTS; fi++) {
 		const fmt &f = k_fmts[fi];
 		/* the library's choice, then the large-n paths at 32 and 64 */
-		int paths[2] = {KERN_QPATH_AUTO, f.format == KERN_Q_FP8 ? KERN_QPATH_FP8_LT
-									 : KERN_QPATH_DEQUANT};
-		int n_paths = f.format == KERN_Q_NONE ? 1 : 2;
+		int paths[3] = {KERN_QPATH_AUTO,
+				f.format == KERN_Q_FP8 ? KERN_QPATH_FP8_LT : KERN_QPATH_DEQUANT,
+				KERN_QPATH_GEMM};
+		int n_paths = f.format == KERN_Q_NONE ? 1 : 3;
 		for (int pi = 0; pi < n_paths; pi++)
 			for (int si = 0; si < N_SHAPES; si++) {
 				const shp &s = k_shapes[si];
@@ -283,7 +294,7 @@ static void table_decode(void)
 				char line[256];
 				int len = 0;
 				for (int n : ns) {
-					if (pi == 1 && n < 32) {
+					if (pi >= 1 && n < 32) {
 						len += snprintf(line + len, sizeof line - len, " %13s", "-");
 						continue;
 					}
@@ -359,9 +370,12 @@ static void table_prefill(void)
 	printf("\n");
 	for (int fi = 0; fi < N_FMTS; fi++) {
 		const fmt &f = k_fmts[fi];
-		int paths[2] = {KERN_QPATH_AUTO, KERN_QPATH_DEQUANT};
-		int n_paths = f.format == KERN_Q_FP8 ? 2 : 1; /* fp8: W8A8 and its fallback */
+		/* fp8: W8A8 and its fallback; every format: the GEMM too */
+		int paths[3] = {KERN_QPATH_AUTO, KERN_QPATH_DEQUANT, KERN_QPATH_GEMM};
+		int n_paths = f.format == KERN_Q_NONE ? 1 : 3;
 		for (int pi = 0; pi < n_paths; pi++) {
+			if (pi == 1 && f.format != KERN_Q_FP8)
+				continue;
 			int label = paths[pi];
 			char line[256];
 			int len = 0;
@@ -900,8 +914,10 @@ static double out_err(int rc, const float *ref, int n, int rows)
 }
 
 /*
- * Every quantized format's library paths (AUTO at 1, 3, 8 and 33 tokens,
- * DEQUANT at 33) and every table-4 block shape (int8/row, fp8/row,
+ * Every quantized format's library paths (AUTO at 1, 3, 8, 33 and 100
+ * tokens, DEQUANT and GEMM at 33), the GEMM's block shapes (variants 1..
+ * KERN_QGEMM_VARIANTS, kernels/quant_gemm.cu) at 100 tokens, and every
+ * table-4 block shape (int8/row, fp8/row,
  * int4/g128 at one token) against the CPU reference (kern_qmatmul_cpu;
  * fp8's W8A8 path: kern_qmatmul_w8a8_cpu) on random weights and fp16 x of
  * magnitude 0.05..1, never zero. The measure and the bound are
@@ -915,8 +931,8 @@ static int check_all(void)
 {
 	static const shp k_check_shapes[] = {
 		{"o", 4096, 4096}, {"down", 4096, 11008}, {"qkv/tp8", 1536, 4096}};
-	static const int ns[] = {1, 3, 8, 33};
-	const int max_n = 33;
+	static const int ns[] = {1, 3, 8, 33, 100}; /* the last: the GEMM's shapes */
+	const int max_n = 100;
 	const double tol = 5e-3;
 	int failed = 0;
 	printf("\n0. check against kernels/quant.c (kern_qmatmul_cpu), random W and fp16 x: "
@@ -948,8 +964,8 @@ static int check_all(void)
 			for (int n : ns) {
 				kern_qmatmul_cpu(ref.data(), x.data(), &h, n);
 				bool have_w8a8 = false;
-				for (int path : {KERN_QPATH_AUTO, KERN_QPATH_DEQUANT}) {
-					if (path == KERN_QPATH_DEQUANT && n != 33)
+				for (int path : {KERN_QPATH_AUTO, KERN_QPATH_DEQUANT, KERN_QPATH_GEMM}) {
+					if (path != KERN_QPATH_AUTO && n != 33)
 						continue;
 					int taken = path == KERN_QPATH_AUTO
 							    ? kern_qmatmul_path(g_qb, &d, n, SL_DT_F16, SL_DT_F16)
@@ -978,6 +994,24 @@ static int check_all(void)
 			}
 			printf("%-11s %-8s%s%s\n", f.name, s.name, line, bad ? "  FAIL" : "");
 			failed += bad;
+			/* the GEMM's block shapes on the last n (ref holds its reference) */
+			len = 0;
+			bad = false;
+			for (int v = 1; v <= KERN_QGEMM_VARIANTS; v++) {
+				const int n = max_n;
+				CK(cudaMemsetAsync(g_out, 0xff, sizeof(__half) * n * s.rows, g_st));
+				g_qb->gemm_variant = v;
+				int rc = kern_qmatmul_cuda(g_qb, KERN_QPATH_GEMM, g_out, SL_DT_F16, g_x,
+							   SL_DT_F16, &d, n);
+				g_qb->gemm_variant = 0;
+				double e = out_err(rc, ref.data(), n, s.rows);
+				bad |= !(e <= tol);
+				len += snprintf(line + len, sizeof line - len, " %d %.1e%s", v, e,
+						e <= tol ? "" : "!");
+			}
+			printf("%-11s %-8s n%d gemm shapes%s%s\n", f.name, s.name, max_n, line,
+			       bad ? "  FAIL" : "");
+			failed += bad;
 			/* table 4's block shapes, one token */
 			for (int k = 0; k < 3; k++) {
 				if (fi != k_qvariant_fmt[k])
@@ -1002,6 +1036,122 @@ static int check_all(void)
 	}
 	printf("check: %s\n", failed ? "FAILED" : "all within tolerance");
 	return failed;
+}
+
+/* ---- 7. batched decode: every path against fp16 ---- */
+
+static const int k_batch_ns[] = {16, 32, 64, 128, 256};
+#define N_BATCH_NS 5
+
+/* us per call of format f on each 7B shape at each batch n on `path`
+ * (GEMV only to 64 tokens), and the 7B layer's sum; -1 where refused. */
+static void batch_row(const fmt &f, int path, double (*layer)[N_BATCH_NS])
+{
+	for (int si = 0; si < N_SHAPES; si++) {
+		const shp &s = k_shapes[si];
+		char line[256];
+		int len = 0;
+		for (int ni = 0; ni < N_BATCH_NS; ni++) {
+			const int n = k_batch_ns[ni];
+			int taken = path;
+			double ms = -1;
+			if (path != KERN_QPATH_GEMV || n <= KERN_QGEMV_MAX_TOKENS)
+				ms = measure(f, s, n, path, &taken);
+			if (ms < 0 || (*layer)[ni] < 0) {
+				(*layer)[ni] = -1;
+			} else {
+				(*layer)[ni] += ms;
+				record(f, s, n, taken, ms, "batch");
+			}
+			len += ms < 0 ? snprintf(line + len, sizeof line - len, " %9s", "-")
+				      : snprintf(line + len, sizeof line - len, " %9.1f", ms * 1e3);
+		}
+		printf("%-11s %-8s %-8s%s\n", f.name, path_label(f.format, path), s.name, line);
+	}
+}
+
+/*
+ * The 7B projections at batch 16..256 on every path: us per call, and a
+ * layer (qkv + o + gate_up + down) against fp16's: where the GEMM must be
+ * at least as fast as fp16 (issue 38), and where AUTO should switch
+ * (kern_qblas_set_gemm_range, SL_QGEMM_MIN / SL_QGEMM_MAX).
+ */
+static void table_batch(void)
+{
+	printf("\n7. batched decode: us per call, cold W, fp16 x; 'layer' = the four shapes, "
+	       "x fp16's layer time\n%-11s %-8s %-8s", "format", "path", "shape");
+	for (int n : k_batch_ns)
+		printf(" %9d", n);
+	printf("\n");
+	double f16[N_BATCH_NS] = {0};
+	batch_row(k_fmts[0], KERN_QPATH_AUTO, &f16);
+	for (int fi = 1; fi < N_FMTS; fi++) {
+		const fmt &f = k_fmts[fi];
+		const int paths[] = {KERN_QPATH_GEMV, KERN_QPATH_GEMM, KERN_QPATH_DEQUANT,
+				     KERN_QPATH_FP8_LT, KERN_QPATH_AUTO};
+		for (int path : paths) {
+			if (path == KERN_QPATH_FP8_LT && f.format != KERN_Q_FP8)
+				continue;
+			double layer[N_BATCH_NS] = {0};
+			batch_row(f, path, &layer);
+			printf("%-11s %-8s %-8s", f.name, path_label(f.format, path), "layer");
+			for (int ni = 0; ni < N_BATCH_NS; ni++)
+				if (layer[ni] < 0 || f16[ni] <= 0)
+					printf(" %9s", "-");
+				else
+					printf(" %8.2fx", f16[ni] / layer[ni]);
+			printf("\n");
+			fflush(stdout);
+		}
+	}
+	printf("(layer: fp16's time / this path's; >= 1.00x is at least as fast as fp16)\n");
+}
+
+/* ---- 8. the GEMM's block shapes ---- */
+
+/* Each variant (kernels/quant_gemm.cu, kern_qgemm_variant_name) at each
+ * batch: us per call, the fastest marked '*'; 0 is the library's choice. */
+static void table_gemm_variants(void)
+{
+	static const int fmts[] = {1, 2, 4, 5, 6, 7}; /* every quantized k_fmts entry but g32 int8 */
+	printf("\n8. GEMM block shapes: us per call (cold W, fp16 x), '*' the fastest\n");
+	for (int v = 0; v <= KERN_QGEMM_VARIANTS; v++)
+		printf("   %d: %s\n", v, kern_qgemm_variant_name(v));
+	printf("%-11s %-8s %5s", "format", "shape", "n");
+	for (int v = 0; v <= KERN_QGEMM_VARIANTS; v++)
+		printf(" %9d", v);
+	printf("\n");
+	for (int fi : fmts) {
+		const fmt &f = k_fmts[fi];
+		for (int si = 0; si < N_SHAPES; si++)
+			for (int n : k_batch_ns) {
+				double us[KERN_QGEMM_VARIANTS + 1];
+				int best = -1;
+				for (int v = 0; v <= KERN_QGEMM_VARIANTS; v++) {
+					int taken;
+					g_qb->gemm_variant = v;
+					const double ms = measure(f, k_shapes[si], n, KERN_QPATH_GEMM, &taken);
+					g_qb->gemm_variant = 0;
+					us[v] = ms * 1e3;
+					if (ms >= 0 && (best < 0 || us[v] < us[best]))
+						best = v;
+					if (ms >= 0) {
+						record(f, k_shapes[si], n, taken, ms, "gemm_variants");
+						cJSON_AddNumberToObject(
+							cJSON_GetArrayItem(g_rows, cJSON_GetArraySize(g_rows) - 1),
+							"variant", v);
+					}
+				}
+				printf("%-11s %-8s %5d", f.name, k_shapes[si].name, n);
+				for (int v = 0; v <= KERN_QGEMM_VARIANTS; v++)
+					if (us[v] < 0)
+						printf(" %9s", "n/a");
+					else
+						printf(" %8.1f%c", us[v], v == best ? '*' : ' ');
+				printf("\n");
+				fflush(stdout);
+			}
+	}
 }
 
 /* "2048,512": token counts 33..2048 (W8A8's range here); 1 if valid */
@@ -1029,7 +1179,7 @@ int main(int argc, char **argv)
 		if (!strcmp(argv[i], "--out") && i + 1 < argc) {
 			out = argv[++i];
 		} else if (!strcmp(argv[i], "--only") && i + 1 < argc && atoi(argv[i + 1]) >= 1 &&
-			   atoi(argv[i + 1]) <= 6) {
+			   atoi(argv[i + 1]) <= 8) {
 			only = atoi(argv[++i]);
 		} else if (!strcmp(argv[i], "--lt-n") && i + 1 < argc && parse_ns(argv[++i], lt_ns)) {
 		} else if (!strcmp(argv[i], "--check")) {
@@ -1038,7 +1188,7 @@ int main(int argc, char **argv)
 			check = 0;
 		} else {
 			fprintf(stderr,
-				"usage: %s [--out FILE.json] [--only 1-6] [--lt-n 2048,...] "
+				"usage: %s [--out FILE.json] [--only 1-8] [--lt-n 2048,...] "
 				"[--check | --no-check]\n",
 				argv[0]);
 			return 2;
@@ -1100,6 +1250,10 @@ int main(int argc, char **argv)
 		table_lt_algos();
 	if (!only || only == 6)
 		table_lt_prefill(lt_ns);
+	if (!only || only == 7)
+		table_batch();
+	if (!only || only == 8)
+		table_gemm_variants();
 	printf("\n%.0f s\n", sl_now() - t0);
 
 	if (out) {

@@ -6,16 +6,18 @@
  * of 64 asymmetric and symmetric, int4 groups of 32 with (d, m) pairs as
  * GGUF Q4_1 stores them), fp16 and
  * bf16 activations, run-dtype and fp32 outputs, every path (the GEMV at
- * 1..64 tokens, dequantize + cuBLAS, fp8 W8A8 through cuBLASLt), token
- * counts 1, 2, 3, 5, 8, 13, 32, 64, 65, 70, 200, 2048, and shapes off the
- * tile widths (rows 16k + 7; columns a multiple of the group but not of
- * the 64/128-column chunk; few rows and many columns, which splits the
- * columns across blocks). Inputs are fresh random values (the seed is
+ * 1..64 tokens, the tiled GEMM at any count, dequantize + cuBLAS, fp8
+ * W8A8 through cuBLASLt), token counts 1, 2, 3, 5, 8, 13, 32, 64, 65, 70,
+ * 200, 2048 (the GEMM forced at 1, 7, 17, 33, 64, 65, 100, 129, 256), and
+ * shapes off the tile widths (rows 16k + 7 and not a multiple of the
+ * GEMM's 64/128-row tiles; columns a multiple of the group but not of the
+ * 64/128-column chunk, and the smallest legal; SmolLM2's 576; few rows and
+ * many columns, which splits the columns across blocks). Inputs are fresh random values (the seed is
  * printed; SL_TEST_SEED replays it) rounded to the dtype first, outputs
  * are poisoned with NaN before each call.
  *
- * Also: every code of every format decoded exactly through the GEMV and
- * the dequantize path (one-hot activations pick single weights, so a
+ * Also: every code of every format decoded exactly through the GEMV, the
+ * GEMM and the dequantize path (one-hot activations pick single weights, so a
  * wrong column order or scale index shows as a wrong value, not as a
  * tolerance), the fp8 activation quantizer bit for bit against the CPU,
  * the norm and SiLU * up kernels that also make those activations (their
@@ -23,8 +25,10 @@
  * output), a W8A8 call on activations marked in the kern_qblas's slot,
  * and on the activations alone (x written from them before any other
  * path reads it),
- * the three paths captured in a CUDA graph and replayed to the same bits,
- * refused calls, and fp8 again with cuBLASLt's fast accumulation. One "worst rel err" line per case.
+ * the four paths captured in a CUDA graph and replayed to the same bits,
+ * AUTO's GEMM range (gemm_auto: its bounds, kern_qblas_set_gemm_range,
+ * SL_QGEMM and SL_QGEMM_MIN), refused calls, and fp8 again with
+ * cuBLASLt's fast accumulation. One "worst rel err" line per case.
  * Runs on a GPU host only (make test-gpu).
  */
 #include <check.h>
@@ -45,7 +49,7 @@
 /*
  * Tolerances, as worst |gpu - ref| / max |ref| over an output.
  *
- * GEMV: the products of exact codes and dtype-rounded x are the reference's
+ * GEMV and GEMM: the products of exact codes and dtype-rounded x are the reference's
  * (the scales are applied to fp32 sums, never rounded into the weights);
  * only the fp32 summation order differs (~sqrt(K) 2^-24), plus the output's
  * rounding to the dtype (2^-11 f16, 2^-8 bf16, relative to the element).
@@ -124,7 +128,10 @@ static kern_qblas *qblas_make(void *stream)
 
 static const char *path_name(int p)
 {
-	return p == KERN_QPATH_GEMV ? "gemv" : p == KERN_QPATH_FP8_LT ? "fp8-lt" : "dequant";
+	return p == KERN_QPATH_GEMV     ? "gemv"
+	       : p == KERN_QPATH_FP8_LT ? "fp8-lt"
+	       : p == KERN_QPATH_GEMM   ? "gemm"
+					: "dequant";
 }
 
 /* ---- random inputs against the reference ---- */
@@ -149,8 +156,8 @@ static int odd_cols(const qcfg *c)
 
 /* Worst errors of one (format, dtype) by path and output kind. */
 typedef struct worst {
-	double v[3][2]; /* [path - 1][out f32] */
-	int runs[3][2];
+	double v[4][2]; /* [path - 1][out f32] */
+	int runs[4][2];
 	int w8a8_calls, w8a8_lt; /* fp8 calls meant for cuBLASLt, and those it ran */
 } worst;
 
@@ -191,7 +198,8 @@ static int run_path(kern_qblas *qb, int path, const qcfg *c, const qw *q, const 
 		/* after the call: an fp8 call cuBLASLt refused went to DEQUANT */
 		int taken = path == KERN_QPATH_AUTO ? kern_qmatmul_path(qb, &q->d, n, dt, ot) : path;
 		if (c->format == KERN_Q_FP8 &&
-		    (path == KERN_QPATH_FP8_LT || n > KERN_QGEMV_FP8_MAX_TOKENS)) {
+		    (path == KERN_QPATH_FP8_LT ||
+		     (path == KERN_QPATH_AUTO && n > KERN_QGEMV_FP8_MAX_TOKENS))) {
 			w->w8a8_calls++;
 			w->w8a8_lt += rc == 0 && taken == KERN_QPATH_FP8_LT;
 		}
@@ -220,7 +228,9 @@ static int run_path(kern_qblas *qb, int path, const qcfg *c, const qw *q, const 
 	return 0;
 }
 
-static void run_shape(kern_qblas *qb, const qcfg *c, const shape *s, worst *ws)
+/* Every token count of a shape on AUTO (and some on the other paths), or
+ * on the path `forced` alone. */
+static void run_shape(kern_qblas *qb, const qcfg *c, const shape *s, worst *ws, int forced)
 {
 	qw q;
 	qw_random(&q, c, s->rows, s->cols);
@@ -234,16 +244,17 @@ static void run_shape(kern_qblas *qb, const qcfg *c, const shape *s, worst *ws)
 			gt_fill(x, nx, -1, 1);
 			gt_round(x, nx, dt);
 			kern_qmatmul_cpu(ref, x, &q.h, n);
-			if (c->format == KERN_Q_FP8) {
+			if (c->format == KERN_Q_FP8 && !forced) {
 				ref8 = gt_malloc(sizeof(float) * no);
 				kern_qmatmul_w8a8_cpu(ref8, x, &q.h, n);
 			}
 			void *d_x = gt_upload(x, nx, dt);
-			run_path(qb, KERN_QPATH_AUTO, c, &q, s, n, dt, d_x, ref, ref8, &ws[di]);
+			run_path(qb, forced ? forced : KERN_QPATH_AUTO, c, &q, s, n, dt, d_x, ref, ref8,
+				 &ws[di]);
 			/* the other paths on some token counts of each shape */
-			if (i == 1 || (n > 64 && c->format == KERN_Q_FP8))
+			if (!forced && (i == 1 || (n > 64 && c->format == KERN_Q_FP8)))
 				run_path(qb, KERN_QPATH_DEQUANT, c, &q, s, n, dt, d_x, ref, ref8, &ws[di]);
-			if (c->format == KERN_Q_FP8 && (i == 0 || n > 64) &&
+			if (!forced && c->format == KERN_Q_FP8 && (i == 0 || n > 64) &&
 			    run_path(qb, KERN_QPATH_FP8_LT, c, &q, s, n, dt, d_x, ref, ref8, &ws[di]))
 				printf("  note: no cuBLASLt fp8 algorithm for %s rows %d cols %d n %d %s\n",
 				       s->name, s->rows, s->cols, n, gt_dt_name(dt));
@@ -256,10 +267,34 @@ static void run_shape(kern_qblas *qb, const qcfg *c, const shape *s, worst *ws)
 	qw_free(&q);
 }
 
+/* The smallest columns the format takes: one group, or 16 (per row). */
+static int least_cols(const qcfg *c)
+{
+	return c->group ? c->group : 16;
+}
+
+/* The GEMM forced on every token count around its tiles (32, 64 and 128
+ * tokens), on rows that are no multiple of its 64/128-row tiles. */
+static void run_gemm_shapes(kern_qblas *qb, const qcfg *c, worst *ws)
+{
+	const shape shapes[] = {
+		{"gemm", 263, odd_cols(c), {1, 7, 17, 33, 64, 65, 100, 129}, 8},
+		{"gemm-256", 135, 1024, {256}, 1},
+		{"gemm-least-cols", 135, least_cols(c), {1, 17, 65, 256}, 4},
+		/* SmolLM2's in_dim: int4 groups of 64, a half chunk at the end */
+		{"gemm-576", 577, 576, {17, 64, 129}, 576 % (c->group ? c->group : 16) ? 0 : 3},
+		/* two row tiles: split across blocks, then kern_splitk_reduce */
+		{"gemm-split-k", 135, 11008, {33, 256}, 2},
+	};
+	for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
+		if (shapes[i].n_ns)
+			run_shape(qb, c, &shapes[i], ws, KERN_QPATH_GEMM);
+}
+
 static void report(const qcfg *c, const worst *ws)
 {
 	for (int di = 0; di < 2; di++)
-		for (int p = 1; p <= 3; p++)
+		for (int p = 1; p <= 4; p++)
 			for (int f32 = 0; f32 < 2; f32++) {
 				if (!ws[di].runs[p - 1][f32])
 					continue;
@@ -301,7 +336,8 @@ static void test_format(int ci)
 	memset(ws, 0, sizeof ws);
 	for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
 		if (shapes[i].n_ns)
-			run_shape(qb, c, &shapes[i], ws);
+			run_shape(qb, c, &shapes[i], ws, 0);
+	run_gemm_shapes(qb, c, ws);
 	report(c, ws);
 	if (c->format == KERN_Q_FP8) {
 		/* not a failure when 0: those calls were dequantized and checked as such */
@@ -357,7 +393,7 @@ static void set_code(kern_qweight *w, int r, int k, int code)
 START_TEST(test_decode_exact)
 {
 	const int rows = 263, cols = 8192; /* 8192 columns: split-K on 17 tiles */
-	static const int ns[] = {1, 8, 16, 40, 64};
+	static const int ns[] = {1, 8, 16, 40, 64, 129};
 	gt_reseed(g_seed, 2000);
 	kern_qblas *qb = qblas_make(NULL);
 	for (int ci = 0; ci < N_CFGS; ci++) {
@@ -406,9 +442,12 @@ START_TEST(test_decode_exact)
 						want[(size_t)t * rows + r] = deq[(size_t)r * cols + kt];
 				}
 				void *d_x = gt_upload(x, (size_t)n * cols, dt);
-				static const int paths[] = {KERN_QPATH_GEMV, KERN_QPATH_DEQUANT};
-				for (int pi = 0; pi < 2; pi++)
+				static const int paths[] = {KERN_QPATH_GEMV, KERN_QPATH_DEQUANT,
+							    KERN_QPATH_GEMM};
+				for (int pi = 0; pi < 3; pi++)
 					for (int f32 = 0; f32 < 2; f32++) {
+						if (paths[pi] == KERN_QPATH_GEMV && n > KERN_QGEMV_MAX_TOKENS)
+							continue;
 						sl_dtype ot = f32 ? SL_DT_F32 : dt;
 						/* dequantize (and int4 groups of 32 on any path)
 						 * rounds each weight to the dtype once; so does a
@@ -819,8 +858,10 @@ START_TEST(test_graph)
 		int cfg, rows, cols, n;
 	} calls[] = {
 		{4, 135, 11008, 3},  /* int8 g128 GEMV, split across blocks + reduce */
-		{6, 519, 4224, 40},  /* int4 GEMV, 5 token tiles */
-		{7, 263, 1024, 100}, /* int4 dequantize + cuBLAS */
+		{6, 519, 4224, 13},  /* int4 GEMV, 2 token tiles */
+		{6, 519, 4224, 40},  /* int4 GEMM (AUTO from 17 tokens) */
+		{4, 135, 11008, 64}, /* int8 g128 GEMM, split across blocks + reduce */
+		{7, 263, 1024, 300}, /* int4 dequantize + cuBLAS (above the GEMM's 256) */
 		{5, 512, 2048, 100}, /* fp8 W8A8 through cuBLASLt (or its fallback) */
 		{2, 2055, 4096, 8},  /* int8 groups of 32 */
 		{9, 519, 4160, 13},  /* int4 groups of 64, half a chunk at the end */
@@ -885,6 +926,49 @@ END_TEST
 
 /* ---- refused calls ---- */
 
+/* AUTO takes the GEMM in its range (KERN_QGEMM_MIN_TOKENS, KERN_QGEMM_MAX_TOKENS]
+ * for int8 and int4, none for fp8 until asked; the environment moves it. */
+START_TEST(test_gemm_auto)
+{
+	kern_qblas *qb = qblas_make(NULL);
+	static const int cfgs[] = {0, 2, 4, 6, 7, 9, 11};
+	for (size_t i = 0; i < sizeof cfgs / sizeof *cfgs; i++) {
+		const qcfg *c = &k_cfgs[cfgs[i]];
+		kern_qweight w = {c->format, 4096, 4096, c->group, c->scale_dt, NULL, NULL, NULL};
+		const int lo = KERN_QGEMM_MIN_TOKENS, hi = KERN_QGEMM_MAX_TOKENS;
+		ck_assert_int_eq(kern_qmatmul_path(qb, &w, lo, SL_DT_F16, SL_DT_F16), KERN_QPATH_GEMV);
+		ck_assert_int_eq(kern_qmatmul_path(qb, &w, lo + 1, SL_DT_F16, SL_DT_F16),
+				 KERN_QPATH_GEMM);
+		ck_assert_int_eq(kern_qmatmul_path(qb, &w, 64, SL_DT_BF16, SL_DT_F32), KERN_QPATH_GEMM);
+		ck_assert_int_eq(kern_qmatmul_path(qb, &w, hi, SL_DT_F16, SL_DT_F16), KERN_QPATH_GEMM);
+		ck_assert_int_eq(kern_qmatmul_path(qb, &w, hi + 1, SL_DT_F16, SL_DT_F16),
+				 KERN_QPATH_DEQUANT);
+		printf("kernel qgemm auto %s: gemv to %d tokens, gemm %d..%d, dequant above\n",
+		       c->name, lo, lo + 1, hi);
+	}
+	kern_qweight f8 = {KERN_Q_FP8, 4096, 4096, 0, SL_DT_F32, NULL, NULL, NULL};
+	ck_assert_int_ne(kern_qmatmul_path(qb, &f8, 64, SL_DT_F16, SL_DT_F16), KERN_QPATH_GEMM);
+	kern_qblas_set_gemm_range(qb, KERN_Q_FP8, 32, 256);
+	ck_assert_int_eq(kern_qmatmul_path(qb, &f8, 64, SL_DT_F16, SL_DT_F16), KERN_QPATH_GEMM);
+	ck_assert_int_eq(kern_qmatmul_path(qb, &f8, 32, SL_DT_F16, SL_DT_F16), KERN_QPATH_GEMV);
+	kern_qblas_destroy(qb);
+	/* the environment, read at create (Check forks per test: this child only) */
+	kern_qweight w = {KERN_Q_INT4, 4096, 4096, 128, SL_DT_F16, NULL, NULL, NULL};
+	setenv("SL_QGEMM_MIN", "32", 1);
+	qb = qblas_make(NULL);
+	ck_assert_int_eq(kern_qmatmul_path(qb, &w, 32, SL_DT_F16, SL_DT_F16), KERN_QPATH_GEMV);
+	ck_assert_int_eq(kern_qmatmul_path(qb, &w, 33, SL_DT_F16, SL_DT_F16), KERN_QPATH_GEMM);
+	kern_qblas_destroy(qb);
+	setenv("SL_QGEMM", "0", 1);
+	qb = qblas_make(NULL);
+	ck_assert_int_eq(kern_qmatmul_path(qb, &w, 64, SL_DT_F16, SL_DT_F16), KERN_QPATH_GEMV);
+	ck_assert_int_eq(kern_qmatmul_path(qb, &w, 65, SL_DT_F16, SL_DT_F16), KERN_QPATH_DEQUANT);
+	kern_qblas_destroy(qb);
+	unsetenv("SL_QGEMM");
+	unsetenv("SL_QGEMM_MIN");
+}
+END_TEST
+
 START_TEST(test_refused)
 {
 	gt_reseed(g_seed, 5000);
@@ -912,7 +996,9 @@ START_TEST(test_refused)
 	/* nothing to do is no error */
 	ck_assert_int_eq(kern_qmatmul_cuda(qb, KERN_QPATH_AUTO, d_out, SL_DT_F16, d_x, SL_DT_F16,
 					   &q.d, 0), 0);
-	/* the AUTO choice follows kern_qblas_set_gemv_max */
+	/* the AUTO choice follows kern_qblas_set_gemm_range, then
+	 * kern_qblas_set_gemv_max */
+	kern_qblas_set_gemm_range(qb, KERN_Q_INT8, 0, 0);
 	ck_assert_int_eq(kern_qmatmul_path(qb, &q.d, 64, SL_DT_F16, SL_DT_F16), KERN_QPATH_GEMV);
 	kern_qblas_set_gemv_max(qb, KERN_Q_INT8, 8);
 	ck_assert_int_eq(kern_qmatmul_path(qb, &q.d, 9, SL_DT_F16, SL_DT_F16), KERN_QPATH_DEQUANT);
@@ -953,6 +1039,7 @@ int main(void)
 	add_case(s, "int4_g64", test_int4_g64);
 	add_case(s, "int4_g32", test_int4_g32);
 	add_case(s, "graph", test_graph);
+	add_case(s, "gemm_auto", test_gemm_auto);
 	add_case(s, "refused", test_refused);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -1,0 +1,541 @@
+/*
+ * quant_gemm.cu — the quantized linear layer's tiled GEMM (KERN_QPATH_GEMM,
+ * kernels/quant.h) for batches of tens to hundreds of tokens: W int8 /
+ * fp8 / int4 codes dequantized in the main loop and fed to the tensor
+ * cores (W4A16 / W8A16, as Marlin does). The GEMV (quant.cu) re-reads x
+ * from global memory per warp and reuses a W fragment only across the
+ * tokens; DEQUANT writes and re-reads 2 bytes a weight. Here a block
+ * stages a tile of W codes and of x in shared memory and reuses both.
+ *
+ * Numerics: the GEMV's contract. Codes become exact fp16/bf16 values in
+ * registers (quant_dequant.cuh), products are exact on the tensor cores
+ * with fp32 accumulation, group scales are applied to each chunk's fp32
+ * partial sums (per-row scales once at the end), int4 groups of 32 make
+ * d * u + m rounded once to the run dtype. Results differ from
+ * kern_qmatmul_cpu only in fp32 summation order. Split-K partials are
+ * reduced by kern_splitk_reduce in a fixed order: deterministic.
+ *
+ * Tiling. A block owns BM = 32 WM rows of W and BN tokens; each of its
+ * WM x WN warps 32 rows (two m16 tiles) x BN / WN tokens (NT n8 tiles).
+ * The k step is a chunk: 64 bytes of a W row (64 int8/fp8 or 128 int4
+ * columns), the GEMV's chunk, so group scales and zero points change at
+ * most once (twice for int8 groups of 32 and int4 groups of 64) a step.
+ * A STAGES-deep cp.async pipeline (16-byte cp.async.cg, zero-filled past
+ * the ends) stages W [BM x 64 bytes] and x [BN x chunk columns] per step.
+ *
+ * k order: the GEMV's (quant.cu's qg_chunk). Lane (g, c) of a warp takes
+ * 16 code bytes of rows g and g + 8 at byte 16c of the chunk and feeds
+ * them to its column of the A fragment over KL / 8 MMA pairs; x gets the
+ * same permutation (token g's columns c KL .. c KL + KL - 1), so every
+ * shared load is a 16-byte vector load and no shuffle is needed. A
+ * permutation of k applied to both operands leaves the sum unchanged.
+ * lab/qgemm_map.py emulates this mapping on the CPU (run it after
+ * changing the layout).
+ * Bank conflicts: a quarter warp (8 lanes: g = 2p, 2p + 1, c = 0..3)
+ * reads W rows 64 bytes apart at 16c: 8 distinct 16-byte slots of a
+ * 128-byte line, none. x rows are 128 (int8) or 256 (int4) bytes, so the
+ * same lanes would collide; unit u (16 bytes) of token t is stored at
+ * u ^ (t & 1) ^ ((u >> 2) & 2) (q_swz), which spreads them over all 8.
+ *
+ * Why these choices: a warp's two m16 tiles reuse each x fragment twice
+ * and each dequantized W fragment NT times; the dequantization (about one
+ * instruction per 2 int4 codes) is done once per warp row pair per chunk
+ * (WN warps along the tokens repeat it: WN = 1 for small n). Group scales
+ * need the chunk's partial sums apart, so tokens are the outer loop of a
+ * chunk (one temporary per m tile) and the chunk's W fragments stay in
+ * registers (int4: 64 a lane). Two groups per chunk run each MMA once per
+ * group with the other group's lanes giving zeros, as the GEMV: double
+ * the tensor work for int8 groups of 32 and int4 groups of 64 (a
+ * different lane-to-byte map would avoid it; not done). Scale and zero
+ * bits for the next chunk are fetched while this one computes.
+ * Block shapes (kern_qgemm_variant_name) are template arguments chosen by
+ * n; lab/qgemv.cu times each by number. Where the tiles alone leave SMs
+ * idle (tensor-parallel shards, few rows), the columns split across
+ * blocks into the workspace (split-K), at least 4 chunks a split.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda_util.cuh"
+#include "kernels/mma.cuh"
+#include "kernels/quant_dequant.cuh"
+
+#define QM_CHUNK_BYTES 64 /* bytes of a W row per k step: 4 lanes x 16 */
+#define QM_WARP_ROWS 32   /* two m16 tiles a warp */
+#define QM_MIN_CHUNKS 4   /* chunks a split-K part takes at least */
+
+/* The weight (q_layout), and this call's. */
+struct qgemm_args : q_layout {
+	void *out; /* [n, rows] of T or fp32; partials [splits][n][rows] fp32 */
+	int n, n_chunk, chunks_per_split;
+	bool out_f32;
+};
+
+/* Where 16-byte unit u of token row t of an x stage lives (header). */
+__device__ __forceinline__ int q_swz(int u, int t) { return u ^ (t & 1) ^ ((u >> 2) & 2); }
+
+/* Block shape: WM x WN warps, BN tokens, STAGES buffers. */
+template <int BN_, int WM_, int WN_, int STAGES_> struct qm_shape {
+	static constexpr int BN = BN_, WM = WM_, WN = WN_, STAGES = STAGES_;
+	static constexpr int BM = WM * QM_WARP_ROWS, NT = BN / (8 * WN), THREADS = 32 * WM * WN;
+	static_assert(BN % (8 * WN) == 0, "whole n8 tiles a warp");
+};
+
+/* Per format: columns per lane per row per chunk (KL), per chunk (CK),
+ * and 16-byte x units per lane (NU) and per token row (XU). */
+template <int FMT> struct qm_geom {
+	static constexpr int KL = q_geom<FMT>::KL, CK = 4 * KL, NU = KL / 8, XU = CK / 8;
+};
+
+template <int FMT, typename S> constexpr int qm_stage_bytes()
+{
+	return S::BM * QM_CHUNK_BYTES + S::BN * qm_geom<FMT>::CK * 2;
+}
+
+/* Chunk cu of W and x into stage buffers sw, sx (zeros past the ends). */
+template <typename T, int FMT, typename S, bool W_PART, bool X_PART>
+__device__ __forceinline__ void qm_load(const qgemm_args &a, const T *x, uint8_t *sw, T *sx,
+					int cu, int row0, int tok0)
+{
+	using G = qm_geom<FMT>;
+	if constexpr (W_PART) {
+		static_assert(S::BM * 4 % S::THREADS == 0, "whole W rounds");
+#pragma unroll
+		for (int k = 0; k < S::BM * 4 / S::THREADS; k++) {
+			const int i = threadIdx.x + k * S::THREADS;
+			const int r = i >> 2, u = i & 3, row = row0 + r;
+			const int byte = cu * QM_CHUNK_BYTES + 16 * u;
+			const bool ok = row < a.rows && byte < a.row_bytes;
+			const uint8_t *src = ok ? a.w + (size_t)row * a.row_bytes + byte : a.w;
+			cp_async16(sw + r * QM_CHUNK_BYTES + 16 * u, src, ok);
+		}
+	}
+	if constexpr (X_PART) {
+		static_assert(S::BN * G::XU % S::THREADS == 0, "whole x rounds");
+#pragma unroll
+		for (int k = 0; k < S::BN * G::XU / S::THREADS; k++) {
+			const int i = threadIdx.x + k * S::THREADS;
+			const int t = i / G::XU, u = i % G::XU, tok = tok0 + t;
+			const int col = cu * G::CK + 8 * u;
+			const bool ok = tok < a.n && col < a.cols;
+			const T *src = ok ? x + (size_t)tok * a.cols + col : x;
+			cp_async16(sx + t * G::CK + 8 * q_swz(u, t), src, ok);
+		}
+	}
+}
+
+/* A chunk's group scale bits (QG_CHUNK, QG_HALF) and int4 zero points or
+ * (d, m) pairs (QG_AFFINE) for the lane's 4 rows: [m tile][row g, g + 8]. */
+template <int FMT, int GM> struct qm_meta {
+	static constexpr int NH = GM == QG_HALF ? 2 : 1;
+	uint32_t s[2][2][NH];
+	uint32_t z[2][2];
+};
+
+template <int FMT, int GM>
+__device__ __forceinline__ void qm_fetch_meta(const qgemm_args &a, qm_meta<FMT, GM> &m, int cu,
+					      int ch_end, const int (&rr)[2][2], int c, unsigned lg)
+{
+	constexpr int NH = qm_meta<FMT, GM>::NH;
+	const bool in = cu < ch_end;
+	const int grp0 = GM == QG_HALF ? 2 * cu : GM == QG_CHUNK ? (int)((unsigned)cu >> lg) : 0;
+#pragma unroll
+	for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+		for (int h2 = 0; h2 < 2; h2++) {
+			const size_t base = (size_t)rr[mt][h2] * a.groups;
+			if constexpr (GM == QG_CHUNK || GM == QG_HALF) {
+				/* a group past the row: group 0's (finite) scale on
+				 * products that are 0 */
+#pragma unroll
+				for (int h = 0; h < NH; h++) {
+					const int gr = in && grp0 + h < a.groups ? grp0 + h : 0;
+					m.s[mt][h2][h] = q_scale_bits(a.scales, base + gr, a.scale_f16);
+				}
+			}
+			if constexpr (GM == QG_AFFINE) {
+				/* the lane's 32 codes are group 4 cu + c; past the
+				 * row (0, 0): weights 0 */
+				const bool ok = in && cu * QM_CHUNK_BYTES + 16 * c < a.row_bytes;
+				const uint32_t *pr = reinterpret_cast<const uint32_t *>(a.scales);
+				m.z[mt][h2] = ok ? __ldg(pr + base + 4 * cu + c) : 0u;
+			} else if constexpr (FMT == KERN_Q_INT4) {
+				int zg = grp0 + (GM == QG_HALF ? (c >> 1) : 0);
+				zg = in && zg < a.groups ? zg : 0;
+				m.z[mt][h2] = a.zeros ? __ldg(a.zeros + base + zg) : 8u;
+			} else {
+				m.z[mt][h2] = 0;
+			}
+		}
+}
+
+/* One stage: the lane's W codes dequantized (rows g, g + 8 of both m
+ * tiles), then per n tile the MMAs over the chunk's k, scaled into acc
+ * (QG_CHUNK, QG_HALF) or accumulated there directly. */
+template <typename T, int FMT, int GM, typename S>
+__device__ __forceinline__ void qm_compute(const uint8_t *sw, const T *sx,
+					   const qm_meta<FMT, GM> &m, bool f16, int wrow, int wtok,
+					   int g, int c, float (&acc)[2][S::NT][4])
+{
+	using G = qm_geom<FMT>;
+	constexpr int NP = G::KL / 2; /* packed pairs a lane a row */
+	constexpr int NH = qm_meta<FMT, GM>::NH;
+	uint32_t f[2][2][NP];
+#pragma unroll
+	for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+		for (int h2 = 0; h2 < 2; h2++) {
+			const int r = wrow + 16 * mt + 8 * h2 + g;
+			const uint4 raw = *reinterpret_cast<const uint4 *>(sw + r * QM_CHUNK_BYTES + 16 * c);
+			if constexpr (GM == QG_AFFINE)
+				q_dequant_affine<T>(raw, f[mt][h2], m.z[mt][h2]);
+			else if constexpr (FMT == KERN_Q_INT4)
+				q_dequant16<T, FMT>(raw, f[mt][h2], q_zsub<T>(m.z[mt][h2]));
+			else
+				q_dequant16<T, FMT>(raw, f[mt][h2], 0);
+		}
+	float sc[2][2][NH];
+	if constexpr (GM == QG_CHUNK || GM == QG_HALF)
+#pragma unroll
+		for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+			for (int h2 = 0; h2 < 2; h2++)
+#pragma unroll
+				for (int h = 0; h < NH; h++)
+					sc[mt][h2][h] = q_scale_of(m.s[mt][h2][h], f16);
+#pragma unroll
+	for (int nt = 0; nt < S::NT; nt++) {
+		const int t = wtok + 8 * nt + g;
+		const T *xr = sx + t * G::CK;
+		float tmp[2][NH][4]; /* the chunk's partial sums (QG_CHUNK, QG_HALF) */
+#pragma unroll
+		for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+			for (int h = 0; h < NH; h++)
+#pragma unroll
+				for (int e = 0; e < 4; e++)
+					tmp[mt][h][e] = 0;
+#pragma unroll
+		for (int j = 0; j < G::NU; j++) {
+			/* x unit j of the lane: its pairs 4j .. 4j + 3, MMA steps 2j, 2j + 1 */
+			const uint4 xv = *reinterpret_cast<const uint4 *>(xr + 8 * q_swz(c * G::NU + j, t));
+			const uint32_t xb[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+			for (int s2 = 0; s2 < 2; s2++) {
+				const int i = 2 * j + s2;
+#pragma unroll
+				for (int mt = 0; mt < 2; mt++) {
+					const uint32_t af[4] = {f[mt][0][2 * i], f[mt][1][2 * i],
+								f[mt][0][2 * i + 1], f[mt][1][2 * i + 1]};
+					q_mma_step<T, GM>(acc[mt][nt], tmp[mt], af, xb[2 * s2], xb[2 * s2 + 1],
+							  c);
+				}
+			}
+		}
+		if constexpr (GM == QG_CHUNK || GM == QG_HALF)
+#pragma unroll
+			for (int h = 0; h < NH; h++)
+#pragma unroll
+				for (int mt = 0; mt < 2; mt++) {
+					/* accumulator e: row g (e < 2) or g + 8 */
+					acc[mt][nt][0] += sc[mt][0][h] * tmp[mt][h][0];
+					acc[mt][nt][1] += sc[mt][0][h] * tmp[mt][h][1];
+					acc[mt][nt][2] += sc[mt][1][h] * tmp[mt][h][2];
+					acc[mt][nt][3] += sc[mt][1][h] * tmp[mt][h][3];
+				}
+	}
+}
+
+/* The lane's accumulators to out (or the split's partials): per-row
+ * scales first (QG_ROW); rows and tokens past the ends are not stored. */
+template <typename T, int GM, typename S>
+__device__ __forceinline__ void qm_store(const qgemm_args &a, float (&acc)[2][S::NT][4],
+					 int row_w, int tok_w, int g, int c)
+{
+	float *of = reinterpret_cast<float *>(a.out) + (size_t)blockIdx.z * a.n * a.rows;
+	T *ot = reinterpret_cast<T *>(a.out);
+#pragma unroll
+	for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+		for (int h2 = 0; h2 < 2; h2++) {
+			const int row = row_w + 16 * mt + 8 * h2 + g;
+			if (row >= a.rows)
+				continue;
+			const float s = GM == QG_ROW ? q_scale(a.scales, row, a.scale_f16) : 1.0f;
+#pragma unroll
+			for (int nt = 0; nt < S::NT; nt++)
+#pragma unroll
+				for (int e = 0; e < 2; e++) {
+					const int tok = tok_w + 8 * nt + 2 * c + e;
+					if (tok >= a.n)
+						continue;
+					const float v = s * acc[mt][nt][2 * h2 + e];
+					const size_t o = (size_t)tok * a.rows + row;
+					if (a.out_f32)
+						of[o] = v;
+					else
+						ot[o] = kern_from_f32<T>(v);
+				}
+		}
+}
+
+/*
+ * One block: rows [BM blockIdx.y, +BM), tokens [BN blockIdx.x, +BN),
+ * chunks [chunks_per_split blockIdx.z, +chunks_per_split). The pipeline:
+ * STAGES - 1 chunks in flight while one computes; the barrier after each
+ * wait both publishes the landed stage and retires the stage the next
+ * load overwrites (computed in the previous iteration).
+ */
+template <typename T, int FMT, int GM, typename S>
+__global__ void __launch_bounds__(S::THREADS, 1) qgemm_kernel(const T *x, qgemm_args a)
+{
+	using G = qm_geom<FMT>;
+	extern __shared__ uint4 q_smem[];
+	uint8_t *sw = reinterpret_cast<uint8_t *>(q_smem);
+	T *sx = reinterpret_cast<T *>(sw + S::STAGES * S::BM * QM_CHUNK_BYTES);
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	const int g = lane >> 2, c = lane & 3;
+	const int wrow = (warp % S::WM) * QM_WARP_ROWS, wtok = (warp / S::WM) * (S::BN / S::WN);
+	const int row0 = blockIdx.y * S::BM, tok0 = blockIdx.x * S::BN;
+	const int ch_begin = blockIdx.z * a.chunks_per_split;
+	const int ch_end = min(a.n_chunk, ch_begin + a.chunks_per_split);
+	const int nk = ch_end - ch_begin;
+	/* QG_CHUNK: chunk cu lies in group cu >> lg (a group is 1 or 2 chunks) */
+	const unsigned lg = GM == QG_CHUNK ? __ffs(a.group / G::CK) - 1 : 0;
+	int rr[2][2]; /* the lane's rows, clamped: rows past the end read row 0 */
+#pragma unroll
+	for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+		for (int h2 = 0; h2 < 2; h2++) {
+			const int row = row0 + wrow + 16 * mt + 8 * h2 + g;
+			rr[mt][h2] = row < a.rows ? row : 0;
+		}
+	auto stage_w = [&](int s) { return sw + s * S::BM * QM_CHUNK_BYTES; };
+	auto stage_x = [&](int s) { return sx + s * S::BN * G::CK; };
+
+	/* W is constant: its first stages go before waiting for x's writer */
+#pragma unroll
+	for (int s = 0; s < S::STAGES - 1; s++)
+		if (s < nk)
+			qm_load<T, FMT, S, true, false>(a, x, stage_w(s), stage_x(s), ch_begin + s, row0, tok0);
+	qm_meta<FMT, GM> meta, next;
+	qm_fetch_meta<FMT, GM>(a, next, ch_begin, ch_end, rr, c, lg);
+	kern_pdl_wait();
+#pragma unroll
+	for (int s = 0; s < S::STAGES - 1; s++) {
+		if (s < nk)
+			qm_load<T, FMT, S, false, true>(a, x, stage_w(s), stage_x(s), ch_begin + s, row0, tok0);
+		cp_async_commit(); /* empty groups keep the wait count uniform */
+	}
+	float acc[2][S::NT][4];
+#pragma unroll
+	for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+		for (int nt = 0; nt < S::NT; nt++)
+#pragma unroll
+			for (int e = 0; e < 4; e++)
+				acc[mt][nt][e] = 0;
+	for (int k = 0; k < nk; k++) {
+		cp_async_wait<S::STAGES - 2>();
+		__syncthreads();
+		const int ld = k + S::STAGES - 1;
+		if (ld < nk)
+			qm_load<T, FMT, S, true, true>(a, x, stage_w(ld % S::STAGES), stage_x(ld % S::STAGES),
+						       ch_begin + ld, row0, tok0);
+		cp_async_commit();
+		meta = next;
+		if (k + 1 < nk)
+			qm_fetch_meta<FMT, GM>(a, next, ch_begin + k + 1, ch_end, rr, c, lg);
+		const int s = k % S::STAGES;
+		qm_compute<T, FMT, GM, S>(stage_w(s), stage_x(s), meta, a.scale_f16, wrow, wtok, g, c,
+					  acc);
+	}
+	cp_async_wait<0>();
+	kern_pdl_launch_next();
+	qm_store<T, GM, S>(a, acc, row0 + wrow, tok0 + wtok, g, c);
+}
+
+/* ---- launch ---- */
+
+/* The block shapes by variant number (lab/qgemv.cu names them):
+ * 1: 32 tokens, 4 x 1 warps (n <= 32); 2: 64 tokens, 4 x 2 warps;
+ * 3: 128 tokens, 4 x 2 warps; 4: 64 tokens, 4 x 1 warps (NT 8: half
+ * the dequantization of 2); 5: 64 tokens, 2 x 2 warps (BM 64: twice
+ * the row tiles for narrow layers); 6: 128 tokens, 4 x 2 warps, 3 stages. */
+typedef qm_shape<32, 4, 1, 4> qm_v1;
+typedef qm_shape<64, 4, 2, 4> qm_v2;
+typedef qm_shape<128, 4, 2, 4> qm_v3;
+typedef qm_shape<64, 4, 1, 4> qm_v4;
+typedef qm_shape<64, 2, 2, 4> qm_v5;
+typedef qm_shape<128, 4, 2, 3> qm_v6;
+
+const char *kern_qgemm_variant_name(int variant)
+{
+	static const char *const names[KERN_QGEMM_VARIANTS + 1] = {
+		"auto",        "32t 4x1w 4st", "64t 4x2w 4st", "128t 4x2w 4st",
+		"64t 4x1w 4st", "64t 2x2w 4st", "128t 4x2w 3st"};
+	return variant >= 0 && variant <= KERN_QGEMM_VARIANTS ? names[variant] : "?";
+}
+
+/* Splits of the columns when the tiles fill less than one wave (slots:
+ * blocks resident at once): as many as fit in that wave, each at least
+ * QM_MIN_CHUNKS chunks, the partials fitting the workspace. Never more
+ * than a wave: the partials cost n x rows x 4 bytes a split, which only
+ * idle SMs repay. */
+static int qm_splits(const kern_qgemm_ctx *ctx, const qgemm_args &a, int blocks, int slots)
+{
+	if (blocks >= slots)
+		return 1;
+	int splits = slots / blocks;
+	const int most = a.n_chunk / QM_MIN_CHUNKS;
+	const size_t fit = ctx->workspace_bytes / (sizeof(float) * (size_t)a.n * a.rows);
+	if (splits > most)
+		splits = most;
+	if ((size_t)splits > fit)
+		splits = (int)fit;
+	return splits < 1 ? 1 : splits;
+}
+
+/* Blocks of one instantiation resident on an SM, as kern_qgemm_init found
+ * (0 before it). */
+template <typename T, int FMT, int GM, typename S> struct qm_resident {
+	static int per_sm;
+};
+template <typename T, int FMT, int GM, typename S> int qm_resident<T, FMT, GM, S>::per_sm;
+
+template <typename T, int FMT, int GM, typename S> static int qm_init_one()
+{
+	constexpr int smem = S::STAGES * qm_stage_bytes<FMT, S>();
+	auto kernel = qgemm_kernel<T, FMT, GM, S>;
+	CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+	CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&qm_resident<T, FMT, GM, S>::per_sm,
+							       kernel, S::THREADS, smem));
+	return SL_OK;
+}
+
+template <typename T, int FMT, int GM>
+static int qm_init_shapes()
+{
+	TRY((qm_init_one<T, FMT, GM, qm_v1>()));
+	TRY((qm_init_one<T, FMT, GM, qm_v2>()));
+	TRY((qm_init_one<T, FMT, GM, qm_v3>()));
+	TRY((qm_init_one<T, FMT, GM, qm_v4>()));
+	TRY((qm_init_one<T, FMT, GM, qm_v5>()));
+	return qm_init_one<T, FMT, GM, qm_v6>();
+}
+
+template <typename T> static int qm_init_dt()
+{
+	TRY((qm_init_shapes<T, KERN_Q_INT8, QG_ROW>()));
+	TRY((qm_init_shapes<T, KERN_Q_INT8, QG_HALF>()));
+	TRY((qm_init_shapes<T, KERN_Q_INT8, QG_CHUNK>()));
+	TRY((qm_init_shapes<T, KERN_Q_FP8, QG_ROW>()));
+	TRY((qm_init_shapes<T, KERN_Q_INT4, QG_AFFINE>()));
+	TRY((qm_init_shapes<T, KERN_Q_INT4, QG_HALF>()));
+	return qm_init_shapes<T, KERN_Q_INT4, QG_CHUNK>();
+}
+
+/* Once per device, before any launch (not capturable: kern_qblas_create
+ * calls it): the shared memory every kernel asks for, and how many of its
+ * blocks an SM holds (the split-K choice). */
+int kern_qgemm_init(void)
+{
+	TRY(qm_init_dt<__half>());
+	return qm_init_dt<__nv_bfloat16>();
+}
+
+template <typename T, int FMT, int GM, typename S>
+static int qm_launch(const kern_qgemm_ctx *ctx, qgemm_args a, const T *x)
+{
+	constexpr int smem = S::STAGES * qm_stage_bytes<FMT, S>();
+	auto kernel = qgemm_kernel<T, FMT, GM, S>;
+	const int tiles = (a.rows + S::BM - 1) / S::BM, ntiles = (a.n + S::BN - 1) / S::BN;
+	const int per_sm = qm_resident<T, FMT, GM, S>::per_sm;
+	int splits = qm_splits(ctx, a, tiles * ntiles, ctx->sm_count * (per_sm > 0 ? per_sm : 1));
+	const int per = (a.n_chunk + splits - 1) / splits;
+	splits = (a.n_chunk + per - 1) / per;
+	a.chunks_per_split = per;
+	/* token tiles fastest: the blocks that read one W tile run together,
+	 * so W comes from DRAM once and from L2 for the other token tiles */
+	const dim3 grid(ntiles, tiles, splits);
+	if (splits == 1)
+		return kern_launch_pdl_smem(ctx->pdl, "quant gemm", ctx->stream, kernel, grid,
+					    dim3(S::THREADS), smem, x, a);
+	qgemm_args p = a;
+	p.out = ctx->workspace;
+	p.out_f32 = true;
+	TRY(kern_launch_pdl_smem(ctx->pdl, "quant gemm", ctx->stream, kernel, grid, dim3(S::THREADS),
+				 smem, x, p));
+	return q_splitk_finish<T>(a.out, a.out_f32, ctx->workspace, splits, (size_t)a.n * a.rows,
+				  ctx->stream);
+}
+
+/* The block shape: the variant asked for, or by n (0). */
+template <typename T, int FMT, int GM>
+static int qm_shapes(const kern_qgemm_ctx *ctx, const qgemm_args &a, const T *x, int variant)
+{
+	if (variant == 0)
+		variant = a.n <= 32 ? 1 : a.n <= 64 ? 2 : 3;
+	switch (variant) {
+	case 1: return qm_launch<T, FMT, GM, qm_v1>(ctx, a, x);
+	case 2: return qm_launch<T, FMT, GM, qm_v2>(ctx, a, x);
+	case 3: return qm_launch<T, FMT, GM, qm_v3>(ctx, a, x);
+	case 4: return qm_launch<T, FMT, GM, qm_v4>(ctx, a, x);
+	case 5: return qm_launch<T, FMT, GM, qm_v5>(ctx, a, x);
+	case 6: return qm_launch<T, FMT, GM, qm_v6>(ctx, a, x);
+	}
+	return SL_ENOTSUP;
+}
+
+template <typename T>
+static int qm_dispatch(const kern_qgemm_ctx *ctx, const qgemm_args &a, const void *x, int format,
+		       int variant)
+{
+	const T *xt = (const T *)x;
+	switch (format) {
+	case KERN_Q_INT8:
+		if (a.group == 0)
+			return qm_shapes<T, KERN_Q_INT8, QG_ROW>(ctx, a, xt, variant);
+		if (a.group == 32)
+			return qm_shapes<T, KERN_Q_INT8, QG_HALF>(ctx, a, xt, variant);
+		return qm_shapes<T, KERN_Q_INT8, QG_CHUNK>(ctx, a, xt, variant);
+	case KERN_Q_FP8:
+		return qm_shapes<T, KERN_Q_FP8, QG_ROW>(ctx, a, xt, variant);
+	case KERN_Q_INT4:
+		if (a.group == KERN_Q_INT4_GROUP_AFFINE)
+			return qm_shapes<T, KERN_Q_INT4, QG_AFFINE>(ctx, a, xt, variant);
+		if (a.group == KERN_Q_INT4_GROUP_SMALL)
+			return qm_shapes<T, KERN_Q_INT4, QG_HALF>(ctx, a, xt, variant);
+		return qm_shapes<T, KERN_Q_INT4, QG_CHUNK>(ctx, a, xt, variant);
+	}
+	return SL_ENOTSUP;
+}
+
+bool kern_qgemm_takes(const kern_qweight *w)
+{
+	switch (w->format) {
+	case KERN_Q_INT8:
+		return w->group == 0 || w->group == 32 || w->group == 64 || w->group == 128;
+	case KERN_Q_FP8:
+		return w->group == 0;
+	case KERN_Q_INT4:
+		return w->group == KERN_Q_INT4_GROUP || w->group == KERN_Q_INT4_GROUP_SMALL ||
+		       w->group == KERN_Q_INT4_GROUP_AFFINE;
+	}
+	return false;
+}
+
+int kern_qgemm_run(const kern_qgemm_ctx *ctx, const kern_qweight *w, void *out, bool out_f32,
+		    const void *x, sl_dtype x_dt, int n, int variant)
+{
+	if (!kern_qgemm_takes(w) || variant < 0 || variant > KERN_QGEMM_VARIANTS)
+		return SL_ENOTSUP;
+	qgemm_args a;
+	memset(&a, 0, sizeof a);
+	static_cast<q_layout &>(a) = q_layout_of(w);
+	a.out = out;
+	a.n = n;
+	a.n_chunk = (a.row_bytes + QM_CHUNK_BYTES - 1) / QM_CHUNK_BYTES;
+	a.out_f32 = out_f32;
+	KERN_DISPATCH_DT(x_dt, qm_dispatch, ctx, a, x, w->format, variant);
+}
