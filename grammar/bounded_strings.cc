@@ -32,9 +32,11 @@
  */
 #include "grammar/bounded_strings.h"
 
+#include <cctype>
 #include <cstdlib>
 #include <set>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -134,14 +136,15 @@ std::string bounded_strings_as_chains(const std::string &ebnf, bool compact, int
 {
 	*n_rewritten = 0;
 	std::vector<std::string> lines = split_lines(ebnf);
-	std::vector<std::string> char_rules, names;
+	std::vector<std::string> names;
+	std::unordered_set<std::string> char_rules;
 	for (const std::string &l : lines) {
 		size_t def = l.find(" ::= ");
 		if (def == std::string::npos)
 			continue;
 		names.push_back(l.substr(0, def));
 		if (ends_with(l, CHAR_RULE_BODY) && l.size() == def + sizeof CHAR_RULE_BODY - 1)
-			char_rules.push_back(names.back());
+			char_rules.insert(names.back());
 	}
 	if (char_rules.empty())
 		return ebnf;
@@ -156,34 +159,40 @@ std::string bounded_strings_as_chains(const std::string &ebnf, bool compact, int
 			prefix += "_";
 	}
 
+	/* One pass over each line: a quote, a name, bounds, a quote. The cost
+	 * is linear in the text, whatever a hostile schema holds. */
 	std::set<chain_state> have;
 	std::vector<chain_state> order;
 	for (std::string &l : lines) {
 		size_t def = l.find(" ::= ");
 		if (def == std::string::npos)
 			continue;
-		for (const std::string &x : char_rules) {
-			std::string ref = OPEN_QUOTE + x;
-			for (size_t at = l.find(ref, def); at != std::string::npos; at = l.find(ref, at + 1)) {
-				size_t x_at = at + sizeof OPEN_QUOTE - 1, end;
-				long m, n;
-				if (!parse_bounds(l, x_at + x.size(), &m, &n, &end) ||
-				    l.compare(end, sizeof CLOSE_QUOTE - 1, CLOSE_QUOTE) != 0)
-					continue;
-				std::vector<chain_state> need;
-				for (chain_state s : chain_of(m, n))
-					if (!have.count(s))
-						need.push_back(s);
-				if ((long)(order.size() + need.size()) > (long)max_rules)
-					continue;
-				for (chain_state s : need) {
-					have.insert(s);
-					order.push_back(s);
-				}
-				l.replace(x_at, end + sizeof CLOSE_QUOTE - 1 - x_at,
-					  state_name(prefix, {m, n}));
-				++*n_rewritten;
+		for (size_t at = l.find(OPEN_QUOTE, def); at != std::string::npos;
+		     at = l.find(OPEN_QUOTE, at + 1)) {
+			size_t x_at = at + sizeof OPEN_QUOTE - 1, x_end = x_at, end = 0;
+			while (x_end < l.size() && (isalnum((unsigned char)l[x_end]) || l[x_end] == '_'))
+				x_end++;
+			long m = 0, n = 0;
+			if (x_end == x_at || !char_rules.count(l.substr(x_at, x_end - x_at)) ||
+			    !parse_bounds(l, x_end, &m, &n, &end) ||
+			    l.compare(end, sizeof CLOSE_QUOTE - 1, CLOSE_QUOTE) != 0)
+				continue;
+			/* the chain has n + 1 states (m + 1 unbounded): past the
+			 * limit before any is made */
+			if ((n < 0 ? m : n) + 1 > (long)max_rules)
+				continue;
+			std::vector<chain_state> need;
+			for (chain_state st : chain_of(m, n))
+				if (!have.count(st))
+					need.push_back(st);
+			if ((long)(order.size() + need.size()) > (long)max_rules)
+				continue;
+			for (chain_state st : need) {
+				have.insert(st);
+				order.push_back(st);
 			}
+			l.replace(x_at, end + sizeof CLOSE_QUOTE - 1 - x_at, state_name(prefix, {m, n}));
+			++*n_rewritten;
 		}
 	}
 	if (*n_rewritten == 0)

@@ -12,7 +12,8 @@
  * form allows; 2-, 3- and 4-byte UTF-8), two-character pieces, and pieces
  * that cross the closing quote (`"}`, `",`, `a"]`, `" `...), the ones the
  * chain's lookahead decides at compile time. Then the 50 test schemas
- * (tests/data/schemas) walked the same way with the chains on and off.
+ * (tests/data/schemas), and bounds past the chain limit beside one under
+ * it, walked the same way with the chains on and off.
  */
 #include <check.h>
 #include <dirent.h>
@@ -346,6 +347,15 @@ START_TEST(test_schemas_walk_the_same_with_chains)
 	}
 	closedir(d);
 	ck_assert_int_ge(n_schemas, 50);
+	/* past GRAMMAR_MAX_CHAIN_RULES: "a" and "c" keep xgrammar's form,
+	 * "b" beside them is a chain */
+	static const char mixed[] =
+		"{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"string\", "
+		"\"maxLength\": 100}, \"b\": {\"type\": \"string\", \"minLength\": 1, "
+		"\"maxLength\": 3}, \"c\": {\"type\": \"string\", \"minLength\": 70}}, "
+		"\"required\": [\"a\", \"b\", \"c\"]}";
+	for (unsigned seed = 1; seed <= 4; seed++)
+		walk_schema_both_ways(v, n, toks, on, off, mixed, "over the chain limit", seed);
 	grammar_compiler_destroy(on);
 	grammar_compiler_destroy(off);
 	grammar_vocab_destroy(v);
