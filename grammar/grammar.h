@@ -114,6 +114,12 @@ void grammar_compiler_destroy(grammar_compiler *c);
 /* The slow-grammar guard's limit for this compiler's compiles, in percent
  * of the vocabulary (default GRAMMAR_MAX_UNCERTAIN_PCT; <= 0: no limit). */
 void grammar_compiler_set_max_uncertain(grammar_compiler *c, int pct);
+/* Whether this compiler writes a schema's maxLength/minLength strings as
+ * chains of rules (grammar/bounded_strings.cc: the same strings, under
+ * half the mask cost on Llama 3's vocabulary; default on). Off, a schema
+ * compiles as xgrammar's converter writes it: the reference the tests
+ * compare the chains' masks with. */
+void grammar_compiler_set_string_chains(grammar_compiler *c, int on);
 /* kind JSON takes any JSON object (text ignored); NONE is refused. A
  * constraint whose worst position leaves more tokens uncertain than the
  * compiler's limit is refused with SL_EINVAL ("... too slow to enforce":
