@@ -289,7 +289,7 @@ int kern_qgemm_run(const kern_qgemm_ctx *ctx, const kern_qweight *w, void *out, 
 		   const void *x, sl_dtype x_dt, int n, int variant);
 
 /* Block shapes kern_qgemm_run's variant numbers (1..KERN_QGEMM_VARIANTS). */
-#define KERN_QGEMM_VARIANTS 6
+#define KERN_QGEMM_VARIANTS 10
 const char *kern_qgemm_variant_name(int variant);
 
 #endif

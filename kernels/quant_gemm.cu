@@ -74,9 +74,10 @@ struct qgemm_args : q_layout {
 /* Where 16-byte unit u of token row t of an x stage lives (header). */
 __device__ __forceinline__ int q_swz(int u, int t) { return u ^ (t & 1) ^ ((u >> 2) & 2); }
 
-/* Block shape: WM x WN warps, BN tokens, STAGES buffers. */
-template <int BN_, int WM_, int WN_, int STAGES_> struct qm_shape {
-	static constexpr int BN = BN_, WM = WM_, WN = WN_, STAGES = STAGES_;
+/* Block shape: WM x WN warps, BN tokens, STAGES buffers; MINB blocks an
+ * SM the registers are sized for (__launch_bounds__). */
+template <int BN_, int WM_, int WN_, int STAGES_, int MINB_ = 1> struct qm_shape {
+	static constexpr int BN = BN_, WM = WM_, WN = WN_, STAGES = STAGES_, MINB = MINB_;
 	static constexpr int BM = WM * QM_WARP_ROWS, NT = BN / (8 * WN), THREADS = 32 * WM * WN;
 	static_assert(BN % (8 * WN) == 0, "whole n8 tiles a warp");
 };
@@ -287,7 +288,7 @@ __device__ __forceinline__ void qm_store(const qgemm_args &a, float (&acc)[2][S:
  * load overwrites (computed in the previous iteration).
  */
 template <typename T, int FMT, int GM, typename S>
-__global__ void __launch_bounds__(S::THREADS, 1) qgemm_kernel(const T *x, qgemm_args a)
+__global__ void __launch_bounds__(S::THREADS, S::MINB) qgemm_kernel(const T *x, qgemm_args a)
 {
 	using G = qm_geom<FMT>;
 	extern __shared__ uint4 q_smem[];
@@ -357,23 +358,30 @@ __global__ void __launch_bounds__(S::THREADS, 1) qgemm_kernel(const T *x, qgemm_
 
 /* ---- launch ---- */
 
-/* The block shapes by variant number (lab/qgemv.cu names them):
- * 1: 32 tokens, 4 x 1 warps (n <= 32); 2: 64 tokens, 4 x 2 warps;
- * 3: 128 tokens, 4 x 2 warps; 4: 64 tokens, 4 x 1 warps (NT 8: half
- * the dequantization of 2); 5: 64 tokens, 2 x 2 warps (BM 64: twice
- * the row tiles for narrow layers); 6: 128 tokens, 4 x 2 warps, 3 stages. */
+/* The block shapes by variant number (lab/qgemv.cu names them; "bN":
+ * registers sized for N blocks an SM): 1: 32 tokens, 4 x 1 warps;
+ * 2, 3: 64 tokens, 4 x 1 warps, 3 stages, b3 / b4; 4: 64 tokens, 4 x 1
+ * warps (NT 8); 5: 64 tokens, 2 x 2 warps (BM 64: twice the row tiles);
+ * 6, 7: 5 at b3, and with 3 stages at b4; 8: 4 with 6 stages; 9: 1 at
+ * b4; 10: 128 tokens, 4 x 2 warps, 3 stages, b2. qm_auto says which AUTO
+ * takes and why. */
 typedef qm_shape<32, 4, 1, 4> qm_v1;
-typedef qm_shape<64, 4, 2, 4> qm_v2;
-typedef qm_shape<128, 4, 2, 4> qm_v3;
+typedef qm_shape<64, 4, 1, 3, 3> qm_v2;
+typedef qm_shape<64, 4, 1, 3, 4> qm_v3;
 typedef qm_shape<64, 4, 1, 4> qm_v4;
 typedef qm_shape<64, 2, 2, 4> qm_v5;
-typedef qm_shape<128, 4, 2, 3> qm_v6;
+typedef qm_shape<64, 2, 2, 4, 3> qm_v6;
+typedef qm_shape<64, 2, 2, 3, 4> qm_v7;
+typedef qm_shape<64, 4, 1, 6> qm_v8;
+typedef qm_shape<32, 4, 1, 4, 4> qm_v9;
+typedef qm_shape<128, 4, 2, 3, 2> qm_v10;
 
 const char *kern_qgemm_variant_name(int variant)
 {
 	static const char *const names[KERN_QGEMM_VARIANTS + 1] = {
-		"auto",        "32t 4x1w 4st", "64t 4x2w 4st", "128t 4x2w 4st",
-		"64t 4x1w 4st", "64t 2x2w 4st", "128t 4x2w 3st"};
+		"auto",           "32t 4x1w 4st",   "64t 4x1w 3st b3", "64t 4x1w 3st b4",
+		"64t 4x1w 4st",   "64t 2x2w 4st",   "64t 2x2w 4st b3", "64t 2x2w 3st b4",
+		"64t 4x1w 6st",   "32t 4x1w 4st b4", "128t 4x2w 3st b2"};
 	return variant >= 0 && variant <= KERN_QGEMM_VARIANTS ? names[variant] : "?";
 }
 
@@ -421,7 +429,11 @@ static int qm_init_shapes()
 	TRY((qm_init_one<T, FMT, GM, qm_v3>()));
 	TRY((qm_init_one<T, FMT, GM, qm_v4>()));
 	TRY((qm_init_one<T, FMT, GM, qm_v5>()));
-	return qm_init_one<T, FMT, GM, qm_v6>();
+	TRY((qm_init_one<T, FMT, GM, qm_v6>()));
+	TRY((qm_init_one<T, FMT, GM, qm_v7>()));
+	TRY((qm_init_one<T, FMT, GM, qm_v8>()));
+	TRY((qm_init_one<T, FMT, GM, qm_v9>()));
+	return qm_init_one<T, FMT, GM, qm_v10>();
 }
 
 template <typename T> static int qm_init_dt()
@@ -470,12 +482,33 @@ static int qm_launch(const kern_qgemm_ctx *ctx, qgemm_args a, const T *x)
 				  ctx->stream);
 }
 
-/* The block shape: the variant asked for, or by n (0). */
+/*
+ * AUTO's block shape, from lab-qgemv table 8 on an H200 (7B rows, cold W,
+ * bench/results/2026-11-29-nvidia-h200-qgemm/): up to 32 tokens 1 (the
+ * others within 5% or slower); int4 above that 4, fastest on every
+ * shape from 64 tokens (qkv at 64: 37.4 us against 38.9-114.5). int8
+ * and fp8 above 32 tokens: the narrow rows (o and down, under 8192
+ * rows) 4 too; the wide ones (qkv, gate_up) 5 up to 64 tokens with
+ * per-row scales (gate_up 52.6 us against 53.5 for 2 and 53.5 for 4),
+ * else 2, whose registers for 3 blocks an SM hide the dequantization
+ * (int8 gate_up at 128 tokens 83.0 us against 103.1 for 4; at 64 with
+ * groups of 128, 61.8 against 67.5).
+ */
+template <int FMT, int GM> static int qm_auto(const qgemm_args &a)
+{
+	if (a.n <= 32)
+		return 1;
+	if (FMT == KERN_Q_INT4 || a.rows < 8192)
+		return 4;
+	return a.n <= 64 && GM == QG_ROW ? 5 : 2;
+}
+
+/* The block shape: the variant asked for, or qm_auto's (0). */
 template <typename T, int FMT, int GM>
 static int qm_shapes(const kern_qgemm_ctx *ctx, const qgemm_args &a, const T *x, int variant)
 {
 	if (variant == 0)
-		variant = a.n <= 32 ? 1 : a.n <= 64 ? 2 : 3;
+		variant = qm_auto<FMT, GM>(a);
 	switch (variant) {
 	case 1: return qm_launch<T, FMT, GM, qm_v1>(ctx, a, x);
 	case 2: return qm_launch<T, FMT, GM, qm_v2>(ctx, a, x);
@@ -483,6 +516,10 @@ static int qm_shapes(const kern_qgemm_ctx *ctx, const qgemm_args &a, const T *x,
 	case 4: return qm_launch<T, FMT, GM, qm_v4>(ctx, a, x);
 	case 5: return qm_launch<T, FMT, GM, qm_v5>(ctx, a, x);
 	case 6: return qm_launch<T, FMT, GM, qm_v6>(ctx, a, x);
+	case 7: return qm_launch<T, FMT, GM, qm_v7>(ctx, a, x);
+	case 8: return qm_launch<T, FMT, GM, qm_v8>(ctx, a, x);
+	case 9: return qm_launch<T, FMT, GM, qm_v9>(ctx, a, x);
+	case 10: return qm_launch<T, FMT, GM, qm_v10>(ctx, a, x);
 	}
 	return SL_ENOTSUP;
 }
