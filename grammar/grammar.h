@@ -120,6 +120,13 @@ void grammar_compiler_set_max_uncertain(grammar_compiler *c, int pct);
  * compiles as xgrammar's converter writes it: the reference the tests
  * compare the chains' masks with. */
 void grammar_compiler_set_string_chains(grammar_compiler *c, int on);
+/* Whether this compiler gives a schema's number rules (bounded integers
+ * and numbers: xgrammar writes 0..99 as "0" | [1-9] | [1-9] [0-9]) a
+ * lookahead of the characters that may follow them where they are used
+ * (grammar/number_lookahead.cc: the same language, the digit pieces that
+ * run past a number rejected at compile time; default on). Off: the
+ * reference the tests compare with. */
+void grammar_compiler_set_number_lookahead(grammar_compiler *c, int on);
 /* kind JSON takes any JSON object (text ignored); NONE is refused. A
  * constraint whose worst position leaves more tokens uncertain than the
  * compiler's limit is refused with SL_EINVAL ("... too slow to enforce":

@@ -5,6 +5,7 @@
  */
 #include "grammar/grammar.h"
 #include "grammar/bounded_strings.h"
+#include "grammar/number_lookahead.h"
 
 #include <dlpack/dlpack.h>
 #include <picojson.h>
@@ -40,6 +41,7 @@ struct grammar_compiler {
 	std::vector<int32_t> stop;
 	int max_uncertain_pct; /* grammar_compiler_set_max_uncertain; 0: no limit */
 	bool string_chains;    /* grammar_compiler_set_string_chains */
+	bool number_lookahead; /* grammar_compiler_set_number_lookahead */
 };
 struct grammar_compiled {
 	CompiledGrammar g;
@@ -120,7 +122,7 @@ extern "C" int grammar_compiler_create(const grammar_vocab *v, int threads, long
 		*out = new grammar_compiler{
 			GrammarCompiler(v->info, threads > 0 ? threads : 1, cache_bytes > 0,
 					cache_bytes > 0 ? (int64_t)cache_bytes : -1),
-			v->info.GetVocabSize(), v->stop, GRAMMAR_MAX_UNCERTAIN_PCT, true};
+			v->info.GetVocabSize(), v->stop, GRAMMAR_MAX_UNCERTAIN_PCT, true, true};
 		return SL_OK;
 	});
 }
@@ -135,6 +137,11 @@ extern "C" void grammar_compiler_set_max_uncertain(grammar_compiler *c, int pct)
 extern "C" void grammar_compiler_set_string_chains(grammar_compiler *c, int on)
 {
 	c->string_chains = on != 0;
+}
+
+extern "C" void grammar_compiler_set_number_lookahead(grammar_compiler *c, int on)
+{
+	c->number_lookahead = on != 0;
 }
 
 /* The most tokens a mask fill may run through the parser one by one: at
@@ -477,17 +484,24 @@ static std::string formats_as_patterns(const std::string &schema)
 /* A schema as xgrammar converts it, with its length-bounded strings as
  * chains of rules (bounded_strings.cc: the same strings, under half the
  * mask cost on Llama 3's vocabulary, compiled compact: no blank space, as
- * parse() has it); one without any compiles as before. */
+ * parse() has it) and its number rules given the lookahead of what may
+ * follow them (number_lookahead.cc: the same language, the digit pieces
+ * that run past a number decided at compile time); one with neither
+ * compiles as before. */
 static CompiledGrammar compile_schema(grammar_compiler *c, const std::string &schema)
 {
 	Grammar g = Grammar::FromJSONSchema(schema, false, std::nullopt, std::nullopt, true);
-	int n = 0;
-	std::string chained = c->string_chains
-		? bounded_strings_as_chains(g.ToString(), true, GRAMMAR_MAX_CHAIN_RULES, &n)
-		: std::string();
-	if (n == 0)
+	if (!c->string_chains && !c->number_lookahead)
 		return c->c.CompileGrammar(g);
-	return c->c.CompileGrammar(chained, g->GetRootRule().name);
+	std::string root = g->GetRootRule().name, text = g.ToString();
+	int chains = 0, numbers = 0;
+	if (c->string_chains)
+		text = bounded_strings_as_chains(text, true, GRAMMAR_MAX_CHAIN_RULES, &chains);
+	if (c->number_lookahead)
+		text = numbers_with_lookahead(text, root, GRAMMAR_MAX_LOOKAHEAD_RULES, &numbers);
+	if (chains == 0 && numbers == 0)
+		return c->c.CompileGrammar(g);
+	return c->c.CompileGrammar(text, root);
 }
 
 extern "C" int grammar_check(sl_constraint_kind kind, const char *text, size_t len, char *err,
