@@ -16,13 +16,13 @@
  * it, walked the same way with the chains on and off.
  */
 #include <check.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/sl.h"
 #include "grammar/grammar.h"
+#include "unit/grammar/lockstep.h"
 
 /* Pieces a string body is made of: characters they count, and whether a
  * bounded string may hold them. */
@@ -225,80 +225,6 @@ START_TEST(array_items_match_counted_form)
 }
 END_TEST
 
-/* A walk through a schema with the chains on and one with them off, in
- * step over a vocabulary of printable characters, the pieces above and a
- * few words: random allowed tokens for 24 steps, then towards the end
- * (stop, else a closing piece, else the lowest allowed id); the masks
- * equal at every step. */
-static void walk_schema_both_ways(grammar_vocab *v, int n_tok, const char *const *toks,
-				  grammar_compiler *on, grammar_compiler *off, const char *schema,
-				  const char *what, unsigned seed)
-{
-	char err[SL_ERRLEN] = "";
-	unsigned first = seed;
-	grammar_compiled *ga = NULL, *gb = NULL;
-	grammar_matcher *a = NULL, *b = NULL;
-	ck_assert_msg(grammar_compile(on, SL_CONSTRAINT_JSON_SCHEMA, schema, strlen(schema), &ga, err,
-				      sizeof err) == SL_OK, "%s: %s", what, err);
-	ck_assert_msg(grammar_compile(off, SL_CONSTRAINT_JSON_SCHEMA, schema, strlen(schema), &gb,
-				      err, sizeof err) == SL_OK, "%s: %s", what, err);
-	ck_assert_int_eq(grammar_matcher_create(ga, &a, err, sizeof err), SL_OK);
-	ck_assert_int_eq(grammar_matcher_create(gb, &b, err, sizeof err), SL_OK);
-	int words = grammar_mask_words(n_tok);
-	uint32_t *ma = calloc((size_t)words, 4), *mb = calloc((size_t)words, 4);
-	for (int step = 0; step < 400 && !grammar_matcher_is_terminated(a); step++) {
-		ck_assert_int_eq(grammar_matcher_fill_mask(a, ma, words), SL_OK);
-		ck_assert_int_eq(grammar_matcher_fill_mask(b, mb, words), SL_OK);
-		int n_allowed = 0, pick = -1;
-		for (int t = 0; t < n_tok; t++) {
-			int ya = (ma[t / 32] >> (t % 32)) & 1, yb = (mb[t / 32] >> (t % 32)) & 1;
-			ck_assert_msg(ya == yb, "%s, seed %u, step %d: token %d (%s) allowed by %s only",
-				      what, first, step, t, toks[t] ? toks[t] : "",
-				      ya ? "the chains" : "xgrammar");
-			n_allowed += ya;
-		}
-		ck_assert_msg(n_allowed > 0, "%s: no token allowed at step %d", what, step);
-		if (step < 24) {
-			for (int k = rand_r(&seed) % n_allowed; pick < 0 || k >= 0; pick++)
-				if ((ma[(pick + 1) / 32] >> ((pick + 1) % 32)) & 1)
-					k--;
-		} else {
-			static const char *close[] = {"</s>", "\"", "}", "]", "\"}", "\"]"};
-			for (int c = 0; pick < 0 && c < 6; c++)
-				for (int t = 0; t < n_tok; t++)
-					if (toks[t] && !strcmp(toks[t], close[c]) &&
-					    ((ma[t / 32] >> (t % 32)) & 1)) {
-						pick = t;
-						break;
-					}
-			for (int t = 0; pick < 0 && t < n_tok; t++)
-				if ((ma[t / 32] >> (t % 32)) & 1)
-					pick = t;
-		}
-		ck_assert_int_eq(grammar_matcher_accept(a, pick), SL_OK);
-		ck_assert_int_eq(grammar_matcher_accept(b, pick), SL_OK);
-	}
-	ck_assert_msg(grammar_matcher_is_terminated(a) && grammar_matcher_is_terminated(b),
-		      "%s, seed %u: the walk did not end", what, first);
-	free(ma);
-	free(mb);
-	grammar_matcher_destroy(a);
-	grammar_matcher_destroy(b);
-	grammar_compiled_destroy(ga);
-	grammar_compiled_destroy(gb);
-}
-
-static char *read_file(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	ck_assert_msg(f != NULL, "cannot open %s", path);
-	static char buf[1 << 16];
-	size_t n = fread(buf, 1, sizeof buf - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	return strdup(buf);
-}
-
 START_TEST(test_schemas_walk_the_same_with_chains)
 {
 	enum { N_WORDS = 6, N2 = 95 + N_BODY + N_FRAME + N_WORDS + 1 };
@@ -330,22 +256,9 @@ START_TEST(test_schemas_walk_the_same_with_chains)
 	ck_assert_int_eq(grammar_compiler_create(v, 1, 0, &off, err, sizeof err), SL_OK);
 	grammar_compiler_set_string_chains(off, 0);
 
-	DIR *d = opendir("tests/data/schemas");
-	ck_assert_msg(d != NULL, "tests/data/schemas: run from the repository root");
-	int n_schemas = 0;
-	for (struct dirent *e; (e = readdir(d));) {
-		size_t len = strlen(e->d_name);
-		if (len < 6 || strcmp(e->d_name + len - 5, ".json"))
-			continue;
-		char path[512];
-		snprintf(path, sizeof path, "tests/data/schemas/%s", e->d_name);
-		char *schema = read_file(path);
-		for (unsigned seed = 1; seed <= 4; seed++)
-			walk_schema_both_ways(v, n, toks, on, off, schema, e->d_name, seed);
-		free(schema);
-		n_schemas++;
-	}
-	closedir(d);
+	static const char *close[] = {"</s>", "\"", "}", "]", "\"}", "\"]"};
+	const lockstep_walk w = {n, toks, on, off, "by the chains", "by xgrammar", close, 6};
+	const int n_schemas = lockstep_walk_schema_files(&w, 4);
 	ck_assert_int_ge(n_schemas, 50);
 	/* past GRAMMAR_MAX_CHAIN_RULES: "a" and "c" keep xgrammar's form,
 	 * "b" beside them is a chain */
@@ -355,7 +268,7 @@ START_TEST(test_schemas_walk_the_same_with_chains)
 		"\"maxLength\": 3}, \"c\": {\"type\": \"string\", \"minLength\": 70}}, "
 		"\"required\": [\"a\", \"b\", \"c\"]}";
 	for (unsigned seed = 1; seed <= 4; seed++)
-		walk_schema_both_ways(v, n, toks, on, off, mixed, "over the chain limit", seed);
+		lockstep_walk_schema(&w, mixed, "over the chain limit", seed);
 	grammar_compiler_destroy(on);
 	grammar_compiler_destroy(off);
 	grammar_vocab_destroy(v);

@@ -17,13 +17,13 @@
  * and a check that the lookahead is there at all (fewer undecided tokens).
  */
 #include <check.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/sl.h"
 #include "grammar/grammar.h"
+#include "unit/grammar/lockstep.h"
 
 /* Every printable character is a piece of its own, so any text can be
  * cut; the longer pieces are what a real vocabulary has around numbers. */
@@ -38,6 +38,7 @@ enum { N_ASCII = 95, N_LONGER = sizeof LONGER / sizeof LONGER[0] };
 enum { N_PIECES = N_ASCII + N_LONGER, N_TOK = N_PIECES + 1, MAX_STEPS = 96 };
 static char ascii[N_ASCII][2];
 static const char *PIECES[N_PIECES];
+static const char *NAMES[N_TOK]; /* PIECES, then the stop id's "</s>" */
 
 static grammar_vocab *vocab;
 static grammar_compiler *with, *without;
@@ -57,6 +58,8 @@ static void setup(void)
 		toks[i] = PIECES[i], lens[i] = strlen(PIECES[i]);
 	STOP_ID = N_PIECES;
 	toks[STOP_ID] = "</s>", lens[STOP_ID] = 4;
+	for (int i = 0; i < N_TOK; i++)
+		NAMES[i] = toks[i];
 	int32_t stop = STOP_ID;
 	char err[SL_ERRLEN] = "";
 	ck_assert_msg(grammar_vocab_create(toks, lens, N_TOK, N_TOK, GRAMMAR_VOCAB_RAW, &stop, 1,
@@ -73,15 +76,6 @@ static void teardown(void)
 	grammar_compiler_destroy(with);
 	grammar_compiler_destroy(without);
 	grammar_vocab_destroy(vocab);
-}
-
-static grammar_compiled *compile(grammar_compiler *c, const char *schema)
-{
-	char err[SL_ERRLEN] = "";
-	grammar_compiled *g = NULL;
-	ck_assert_msg(grammar_compile(c, SL_CONSTRAINT_JSON_SCHEMA, schema, strlen(schema), &g, err,
-				      sizeof err) == SL_OK, "%s: %s", schema, err);
-	return g;
 }
 
 /* text cut into pieces at random: at each place one of the pieces it
@@ -204,8 +198,8 @@ static void check_integer(const char *bounds, long lo, long hi)
 	grammar_compiled *ga[N_PLACES], *gb[N_PLACES];
 	for (int p = 0; p < N_PLACES; p++) {
 		snprintf(schema, sizeof schema, PLACES[p].schema, number, number);
-		ga[p] = compile(with, schema);
-		gb[p] = compile(without, schema);
+		ga[p] = lockstep_compile(with, schema, schema);
+		gb[p] = lockstep_compile(without, schema, schema);
 	}
 	/* a value every bound below takes, for the array's other item; the
 	 * values: each finite bound and two either side, and a few fixed */
@@ -262,8 +256,8 @@ START_TEST(bounded_numbers_match_the_converter_form)
 		grammar_compiled *ga[N_PLACES], *gb[N_PLACES];
 		for (int p = 0; p < N_PLACES; p++) {
 			snprintf(schema, sizeof schema, PLACES[p].schema, number, number);
-			ga[p] = compile(with, schema);
-			gb[p] = compile(without, schema);
+			ga[p] = lockstep_compile(with, schema, schema);
+			gb[p] = lockstep_compile(without, schema, schema);
 		}
 		for (size_t v = 0; v < sizeof values / sizeof values[0]; v++)
 			check_value(number, values[v], "1", -1, ga, gb);
@@ -282,7 +276,7 @@ START_TEST(lookahead_decides_the_pieces_past_a_number)
 {
 	const char *s = "{\"type\": \"array\", \"items\": {\"type\": \"integer\", \"minimum\": 0, "
 			"\"maximum\": 99}}";
-	grammar_compiled *ga = compile(with, s), *gb = compile(without, s);
+	grammar_compiled *ga = lockstep_compile(with, s, s), *gb = lockstep_compile(without, s, s);
 	long a = grammar_compiled_worst_uncertain(ga), b = grammar_compiled_worst_uncertain(gb);
 	ck_assert_msg(a < b, "worst undecided: %ld with the lookahead, %ld without", a, b);
 	grammar_compiled_destroy(ga);
@@ -290,87 +284,12 @@ START_TEST(lookahead_decides_the_pieces_past_a_number)
 }
 END_TEST
 
-/* A random walk through a schema compiled with and without, in step:
- * random allowed tokens for 24 steps, then towards the end (stop, else a
- * closing piece, else the lowest allowed id); the masks equal at every
- * step. */
-static void walk_schema(const char *schema, const char *what, unsigned seed)
-{
-	char err[SL_ERRLEN] = "";
-	unsigned first = seed;
-	grammar_compiled *ga = compile(with, schema), *gb = compile(without, schema);
-	grammar_matcher *a = NULL, *b = NULL;
-	ck_assert_int_eq(grammar_matcher_create(ga, &a, err, sizeof err), SL_OK);
-	ck_assert_int_eq(grammar_matcher_create(gb, &b, err, sizeof err), SL_OK);
-	int words = grammar_mask_words(N_TOK);
-	uint32_t ma[grammar_mask_words(N_TOK)], mb[grammar_mask_words(N_TOK)];
-	for (int step = 0; step < 400 && !grammar_matcher_is_terminated(a); step++) {
-		ck_assert_int_eq(grammar_matcher_fill_mask(a, ma, words), SL_OK);
-		ck_assert_int_eq(grammar_matcher_fill_mask(b, mb, words), SL_OK);
-		int allowed[N_TOK], n_allowed = 0, pick = -1;
-		for (int t = 0; t < N_TOK; t++) {
-			int ya = (ma[t / 32] >> (t % 32)) & 1, yb = (mb[t / 32] >> (t % 32)) & 1;
-			ck_assert_msg(ya == yb, "%s, seed %u, step %d: token %d (%s) allowed %s only",
-				      what, first, step, t, t < N_PIECES ? PIECES[t] : "</s>",
-				      ya ? "with the lookahead" : "without");
-			if (ya)
-				allowed[n_allowed++] = t;
-		}
-		ck_assert_msg(n_allowed > 0, "%s: no token allowed at step %d", what, step);
-		if (step < 24) {
-			pick = allowed[rand_r(&seed) % n_allowed];
-		} else {
-			static const char *close[] = {"\"", "}", "]", "0}", "0]", "9]", "]}", "}]"};
-			if ((ma[STOP_ID / 32] >> (STOP_ID % 32)) & 1)
-				pick = STOP_ID;
-			for (int c = 0; pick < 0 && c < 8; c++)
-				for (int k = 0; k < n_allowed; k++)
-					if (allowed[k] < N_PIECES && !strcmp(PIECES[allowed[k]], close[c]))
-						pick = allowed[k];
-			if (pick < 0)
-				pick = allowed[0];
-		}
-		ck_assert_int_eq(grammar_matcher_accept(a, pick), SL_OK);
-		ck_assert_int_eq(grammar_matcher_accept(b, pick), SL_OK);
-	}
-	ck_assert_msg(grammar_matcher_is_terminated(a) && grammar_matcher_is_terminated(b),
-		      "%s, seed %u: the walk did not end", what, first);
-	grammar_matcher_destroy(a);
-	grammar_matcher_destroy(b);
-	grammar_compiled_destroy(ga);
-	grammar_compiled_destroy(gb);
-}
-
-static char *read_file(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	ck_assert_msg(f != NULL, "cannot open %s", path);
-	static char buf[1 << 16];
-	size_t n = fread(buf, 1, sizeof buf - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	return strdup(buf);
-}
-
 START_TEST(test_schemas_walk_the_same_with_lookahead)
 {
-	DIR *d = opendir("tests/data/schemas");
-	ck_assert_msg(d != NULL, "tests/data/schemas: run from the repository root");
-	int n_schemas = 0;
-	for (struct dirent *e; (e = readdir(d));) {
-		size_t len = strlen(e->d_name);
-		if (len < 6 || strcmp(e->d_name + len - 5, ".json"))
-			continue;
-		char path[512];
-		snprintf(path, sizeof path, "tests/data/schemas/%s", e->d_name);
-		char *schema = read_file(path);
-		for (unsigned seed = 1; seed <= 6; seed++)
-			walk_schema(schema, e->d_name, seed);
-		free(schema);
-		n_schemas++;
-	}
-	closedir(d);
-	ck_assert_int_ge(n_schemas, 50);
+	static const char *close[] = {"</s>", "\"", "}", "]", "0}", "0]", "9]", "]}", "}]"};
+	const lockstep_walk w = {N_TOK, NAMES, with, without, "with the lookahead", "without",
+				 close, 9};
+	ck_assert_int_ge(lockstep_walk_schema_files(&w, 6), 50);
 }
 END_TEST
 
