@@ -18,7 +18,8 @@
 #include "common/sl.h"
 #include "grammar/grammar.h"
 
-/* One walk: the vocabulary's n_tok ids and their texts (NULL: none),
+/* One walk: the vocabulary's n_tok ids and their texts (NULL, or an
+ * entry NULL: none),
  * the compilers with the rewrite on and off and what to call each in a
  * failure, and the pieces that close a value, tried in order once the
  * walk heads for its end. */
@@ -42,6 +43,50 @@ static grammar_compiled *lockstep_compile(grammar_compiler *c, const char *schem
 }
 
 static int lockstep_allowed(const uint32_t *m, int t) { return (m[t / 32] >> (t % 32)) & 1; }
+
+static const char *lockstep_name(const lockstep_walk *w, int t)
+{
+	return w->toks && w->toks[t] ? w->toks[t] : "";
+}
+
+/* Two compiles walked in step over the given ids: at every step the two
+ * masks are equal, and a token one takes the other takes. Returns
+ * whether both took every id and may stop after them (stop_id allowed). */
+static int lockstep_walk_ids(const lockstep_walk *w, grammar_compiled *ga, grammar_compiled *gb,
+			     int stop_id, const int *ids, int n, const char *what)
+{
+	char err[SL_ERRLEN] = "";
+	grammar_matcher *a = NULL, *b = NULL;
+	ck_assert_msg(grammar_matcher_create(ga, &a, err, sizeof err) == SL_OK, "%s", err);
+	ck_assert_msg(grammar_matcher_create(gb, &b, err, sizeof err) == SL_OK, "%s", err);
+	const int words = grammar_mask_words(w->n_tok);
+	uint32_t *ma = calloc((size_t)words, 4), *mb = calloc((size_t)words, 4);
+	int ok = 1;
+	for (int i = 0; i <= n; i++) {
+		ck_assert_int_eq(grammar_matcher_fill_mask(a, ma, words), SL_OK);
+		ck_assert_int_eq(grammar_matcher_fill_mask(b, mb, words), SL_OK);
+		for (int t = 0; t < w->n_tok; t++)
+			ck_assert_msg(lockstep_allowed(ma, t) == lockstep_allowed(mb, t),
+				      "%s, step %d: token %d (%s) allowed %s only", what, i, t,
+				      lockstep_name(w, t),
+				      lockstep_allowed(ma, t) ? w->on_name : w->off_name);
+		if (i == n) {
+			ok = lockstep_allowed(ma, stop_id);
+			break;
+		}
+		int ra = grammar_matcher_accept(a, ids[i]), rb = grammar_matcher_accept(b, ids[i]);
+		ck_assert_msg(ra == rb, "%s, step %d: accept %d vs %d", what, i, ra, rb);
+		if (ra != SL_OK) {
+			ok = 0;
+			break;
+		}
+	}
+	free(ma);
+	free(mb);
+	grammar_matcher_destroy(a);
+	grammar_matcher_destroy(b);
+	return ok;
+}
 
 /* The token after `step` steps: a random allowed one for 24 steps, then
  * towards the end (a closing piece in w->close's order, else the lowest
@@ -86,7 +131,7 @@ static void lockstep_walk_schema(const lockstep_walk *w, const char *schema, con
 		for (int t = 0; t < w->n_tok; t++) {
 			const int ya = lockstep_allowed(ma, t), yb = lockstep_allowed(mb, t);
 			ck_assert_msg(ya == yb, "%s, seed %u, step %d: token %d (%s) allowed %s only",
-				      what, first, step, t, w->toks[t] ? w->toks[t] : "",
+				      what, first, step, t, lockstep_name(w, t),
 				      ya ? w->on_name : w->off_name);
 			n_allowed += ya;
 		}

@@ -81,6 +81,11 @@ static int frame_id(const char *text)
 	return -1;
 }
 
+/* The id walks (lockstep_walk_ids): the schema's compile against its
+ * reference */
+static const lockstep_walk IDS = {N_TOK, NULL, NULL, NULL, "by the chain", "by the reference",
+				  NULL, 0};
+
 static grammar_compiled *compile(sl_constraint_kind kind, const char *text)
 {
 	char err[SL_ERRLEN] = "";
@@ -88,41 +93,6 @@ static grammar_compiled *compile(sl_constraint_kind kind, const char *text)
 	ck_assert_msg(grammar_compile(compiler, kind, text, strlen(text), &g, err, sizeof err) ==
 		      SL_OK, "%s: %s", text, err);
 	return g;
-}
-
-/* The schema and its reference walked in step over ids: at every step the
- * two masks are equal, and a token one takes the other takes. Returns
- * whether both took every id and may stop after them. */
-static int walk_both(grammar_compiled *schema, grammar_compiled *ref, const int *ids, int n,
-		     const char *what)
-{
-	char err[SL_ERRLEN] = "";
-	grammar_matcher *a = NULL, *b = NULL;
-	ck_assert_msg(grammar_matcher_create(schema, &a, err, sizeof err) == SL_OK, "%s", err);
-	ck_assert_msg(grammar_matcher_create(ref, &b, err, sizeof err) == SL_OK, "%s", err);
-	int words = grammar_mask_words(N_TOK), ok = 1;
-	uint32_t ma[grammar_mask_words(N_TOK)], mb[grammar_mask_words(N_TOK)];
-	for (int i = 0; i <= n; i++) {
-		ck_assert_int_eq(grammar_matcher_fill_mask(a, ma, words), SL_OK);
-		ck_assert_int_eq(grammar_matcher_fill_mask(b, mb, words), SL_OK);
-		for (int t = 0; t < N_TOK; t++)
-			ck_assert_msg(((ma[t / 32] ^ mb[t / 32]) >> (t % 32) & 1) == 0,
-				      "%s, step %d: token %d allowed by %s only", what, i, t,
-				      (ma[t / 32] >> (t % 32) & 1) ? "the chain" : "the reference");
-		if (i == n) {
-			ok = (ma[STOP_ID / 32] >> (STOP_ID % 32)) & 1;
-			break;
-		}
-		int ra = grammar_matcher_accept(a, ids[i]), rb = grammar_matcher_accept(b, ids[i]);
-		ck_assert_msg(ra == rb, "%s, step %d: accept %d vs %d", what, i, ra, rb);
-		if (ra != SL_OK) {
-			ok = 0;
-			break;
-		}
-	}
-	grammar_matcher_destroy(a);
-	grammar_matcher_destroy(b);
-	return ok;
 }
 
 /* A body of pieces holding `chars` characters; *valid whether every piece
@@ -177,8 +147,8 @@ static void check_bounds(const struct shape *sh, int lo, int hi)
 			char what[640];
 			snprintf(what, sizeof what, "%s, %d characters, try %d", schema, len, rep);
 			int want = valid && len >= lo && (hi < 0 || len <= hi);
-			ck_assert_msg(walk_both(gs, gr, ids, n, what) == want, "%s: %s", what,
-				      want ? "refused" : "taken");
+			const int got = lockstep_walk_ids(&IDS, gs, gr, STOP_ID, ids, n, what);
+			ck_assert_msg(got == want, "%s: %s", what, want ? "refused" : "taken");
 		}
 	grammar_compiled_destroy(gs);
 	grammar_compiled_destroy(gr);

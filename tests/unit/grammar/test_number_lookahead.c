@@ -39,6 +39,9 @@ enum { N_PIECES = N_ASCII + N_LONGER, N_TOK = N_PIECES + 1, MAX_STEPS = 96 };
 static char ascii[N_ASCII][2];
 static const char *PIECES[N_PIECES];
 static const char *NAMES[N_TOK]; /* PIECES, then the stop id's "</s>" */
+/* The id walks (lockstep_walk_ids): with the lookahead against without */
+static const lockstep_walk IDS = {N_TOK, NAMES, NULL, NULL, "with the lookahead",
+				  "without the lookahead", NULL, 0};
 
 static grammar_vocab *vocab;
 static grammar_compiler *with, *without;
@@ -96,42 +99,6 @@ static int cut(const char *text, unsigned *seed, int *ids)
 	return n;
 }
 
-/* Both compiles walked in step over ids: at every step the two masks are
- * equal, and a token one takes the other takes. Returns whether both took
- * every id and may stop after them. */
-static int walk_both(grammar_compiled *ga, grammar_compiled *gb, const int *ids, int n,
-		     const char *what)
-{
-	char err[SL_ERRLEN] = "";
-	grammar_matcher *a = NULL, *b = NULL;
-	ck_assert_msg(grammar_matcher_create(ga, &a, err, sizeof err) == SL_OK, "%s", err);
-	ck_assert_msg(grammar_matcher_create(gb, &b, err, sizeof err) == SL_OK, "%s", err);
-	int words = grammar_mask_words(N_TOK), ok = 1;
-	uint32_t ma[grammar_mask_words(N_TOK)], mb[grammar_mask_words(N_TOK)];
-	for (int i = 0; i <= n; i++) {
-		ck_assert_int_eq(grammar_matcher_fill_mask(a, ma, words), SL_OK);
-		ck_assert_int_eq(grammar_matcher_fill_mask(b, mb, words), SL_OK);
-		for (int t = 0; t < N_TOK; t++)
-			ck_assert_msg(((ma[t / 32] ^ mb[t / 32]) >> (t % 32) & 1) == 0,
-				      "%s, step %d: token %d (%s) allowed %s the lookahead only", what,
-				      i, t, t < N_PIECES ? PIECES[t] : "</s>",
-				      (ma[t / 32] >> (t % 32) & 1) ? "with" : "without");
-		if (i == n) {
-			ok = (ma[STOP_ID / 32] >> (STOP_ID % 32)) & 1;
-			break;
-		}
-		int ra = grammar_matcher_accept(a, ids[i]), rb = grammar_matcher_accept(b, ids[i]);
-		ck_assert_msg(ra == rb, "%s, step %d: accept %d vs %d", what, i, ra, rb);
-		if (ra != SL_OK) {
-			ok = 0;
-			break;
-		}
-	}
-	grammar_matcher_destroy(a);
-	grammar_matcher_destroy(b);
-	return ok;
-}
-
 /* One place for the number: a schema around it (%s: the number's schema),
  * and the text around it (%s: the number's text). */
 struct place {
@@ -184,7 +151,7 @@ static void check_value(const char *number_schema, const char *value, const char
 			char what[768];
 			snprintf(what, sizeof what, "%s at place %d, text %s, cut %u", number_schema, p,
 				 text, seed);
-			int got = walk_both(ga[p], gb[p], ids, n, what);
+			int got = lockstep_walk_ids(&IDS, ga[p], gb[p], STOP_ID, ids, n, what);
 			if (want >= 0)
 				ck_assert_msg(got == want, "%s: %s", what, want ? "refused" : "taken");
 		}
