@@ -1,8 +1,7 @@
 /*
  * mma.cuh — the tensor-core instructions, written once for every kernel
  * that uses them (attention_decode.cu, attention_prefill.cu, matmul.cu):
- * mma.sync m16n8k16 with fp16 or bf16 inputs and fp32 accumulators,
- * m16n8k32 with e4m3 inputs (sm_89+), and
+ * mma.sync m16n8k16 with fp16 or bf16 inputs and fp32 accumulators, and
  * the ldmatrix fragment loads from shared memory. Inline PTX, sm_80 and
  * later. Header-only, included by .cu files only.
  *
@@ -46,24 +45,6 @@ __device__ __forceinline__ void kern_mma_m16n8k16<__nv_bfloat16>(float c[4], con
 	    "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
 	    : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
 	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-/* c[16 x 8] += a[16 x 32] * b[32 x 8] with e4m3 inputs (sm_89 and later;
- * kernels/quant_w8a8.cu). Each register holds four 8-bit elements, the
- * lowest byte first: a0 = row g, k 4t..4t+3; a1 = row g+8, same k;
- * a2 = row g, k 4t+16..4t+19; a3 = row g+8, same k; b0 = col g,
- * k 4t..4t+3; b1 = col g, k 4t+16..4t+19; C as m16n8k16's. */
-__device__ __forceinline__ void kern_mma_m16n8k32_e4m3(float c[4], const uint32_t a[4],
-						       uint32_t b0, uint32_t b1)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-	asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 "
-	    "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-	    : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#else
-	__trap(); /* no fp8 tensor cores: callers check the device first */
-#endif
 }
 
 /* Four 8x8 matrices of 16-bit elements from shared memory: lanes 8j .. 8j+7

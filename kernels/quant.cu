@@ -40,12 +40,8 @@
  *   e4m3 with scale max|x| / 448, then one cuBLASLt fp8 GEMM scales the
  *   product by the weight's per-row and the activation's per-token scale
  *   (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F on A and B). Hopper fp8
- *   tensor cores: twice the fp16 rate. Up to KERN_W8A8_MMA_MAX_TOKENS
- *   tokens the same product runs on our own GEMM instead (quant_w8a8.cu:
- *   mma.sync on the fp8 codes, split-K where the row tiles leave SMs
- *   idle), since cuBLASLt's one algorithm at those sizes runs the
- *   4096-row projections on a quarter of the SMs. Where neither takes a
- *   shape (older GPUs, odd shapes) the call goes to DEQUANT and the
+ *   tensor cores: twice the fp16 rate. Where cuBLASLt has no algorithm
+ *   for a shape (older GPUs, odd shapes) the call goes to DEQUANT and the
  *   fallback is logged once.
  *
  * DEQUANT (int8/int4 above the GEMM's range, FP8 fallback): W dequantized to the run
@@ -107,9 +103,6 @@ struct kern_qblas {
 	int gemv_max[4];                  /* by kern_qformat */
 	int gemm_lo[4], gemm_hi[4];       /* AUTO's GEMM range by kern_qformat: lo < n <= hi */
 	int gemm_variant;                 /* the GEMM's block shape (0: by n; lab/qgemv.cu sets it) */
-	bool fp8_mma;                     /* fp8 tensor cores for quant_w8a8.cu (sm_89+) */
-	int w8a8_engine, w8a8_variant;    /* kern_qblas_set_w8a8 */
-	int w8a8_mma_max;                 /* AUTO engine: the MMA up to this many tokens */
 	lt_plan plans[QB_LT_PLANS];
 	int next_plan;
 	bool warned_lt;
@@ -897,31 +890,14 @@ static void lt_warn(kern_qblas *qb, const kern_qweight *w, int n, sl_dtype out_d
 	       w->rows, n, w->cols, sl_dtype_name(out_dt), why);
 }
 
-/* Whether a W8A8 call of n tokens runs on quant_w8a8.cu's GEMM (else on
- * cuBLASLt). */
-static bool w8a8_on_mma(const kern_qblas *qb, const kern_qweight *w, int n)
-{
-	if (!qb->fp8_mma || !kern_w8a8_takes(w) || qb->w8a8_engine == KERN_W8A8_LT)
-		return false;
-	return qb->w8a8_engine == KERN_W8A8_MMA || n <= qb->w8a8_mma_max;
-}
-
 /* W8A8: x -> e4m3 per token (unless act_ready: xq / xs hold x's), then
- * our fp8 GEMM or cuBLASLt's. SL_ENOTSUP when neither takes the call or
- * cuBLASLt refuses it (nothing was written to out then). */
+ * the cuBLASLt GEMM. SL_ENOTSUP when cuBLASLt has no algorithm or refuses
+ * the call (nothing was written to out then). */
 static int fp8_lt(kern_qblas *qb, const kern_qweight *w, void *out, sl_dtype out_dt,
 		  const void *x, sl_dtype x_dt, int n, bool act_ready)
 {
 	if (n > qb->max_tokens || w->cols > qb->max_cols)
 		return SL_ENOTSUP;
-	if (w8a8_on_mma(qb, w, n)) {
-		if (!act_ready)
-			TRY(kern_quantize_act_fp8_cuda(qb->xq, qb->xs, x, x_dt, n, w->cols,
-						       qb->stream));
-		const kern_qgemm_ctx ctx = {qb->stream, qb->workspace, QB_WORKSPACE_BYTES,
-					    qb->sm_count, &qb->pdl};
-		return kern_w8a8_run(&ctx, w, out, out_dt, qb->xq, qb->xs, n, qb->w8a8_variant);
-	}
 	lt_plan *p = lt_plan_get(qb, w->rows, n, w->cols, out_dt);
 	if (!p)
 		return SL_ENOTSUP;
@@ -1044,19 +1020,6 @@ static void gemm_defaults(kern_qblas *qb)
 		kern_qblas_set_gemm_range(qb, f, lo, hi);
 }
 
-/* SL_W8A8=lt: cuBLASLt for every W8A8 call; =mma: our GEMM for all */
-static void w8a8_defaults(kern_qblas *qb)
-{
-	const char *e = getenv("SL_W8A8");
-	int engine = KERN_W8A8_AUTO;
-	if (e && strcmp(e, "lt") == 0)
-		engine = KERN_W8A8_LT;
-	else if (e && strcmp(e, "mma") == 0)
-		engine = KERN_W8A8_MMA;
-	kern_qblas_set_w8a8(qb, engine, 0);
-	qb->w8a8_mma_max = KERN_W8A8_MMA_MAX_TOKENS;
-}
-
 static int qblas_init(kern_qblas *qb, void *stream, const kern_qblas_config *cfg)
 {
 	int dev = 0, major = 0, minor = 0;
@@ -1074,16 +1037,12 @@ static int qblas_init(kern_qblas *qb, void *stream, const kern_qblas_config *cfg
 	 * alternative, dequantize + cuBLAS, reads at 8-20%. */
 	qb->gemv_max[KERN_Q_FP8] = KERN_QGEMV_FP8_MAX_TOKENS;
 	gemm_defaults(qb);
-	w8a8_defaults(qb);
 	CUDA_TRY(cudaGetDevice(&dev));
 	CUDA_TRY(cudaDeviceGetAttribute(&qb->sm_count, cudaDevAttrMultiProcessorCount, dev));
 	CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
 	CUDA_TRY(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
 	qb->cc = 10 * major + minor;
 	TRY(kern_qgemm_init());
-	qb->fp8_mma = qb->cc >= 89;
-	if (qb->fp8_mma)
-		TRY(kern_w8a8_init());
 	CUDA_TRY(cudaMalloc(&qb->workspace, QB_WORKSPACE_BYTES));
 	CUDA_TRY(cudaMalloc(&qb->dequant, qb->dequant_bytes));
 	CUDA_TRY(cudaMalloc(&qb->counter, sizeof *qb->counter));
@@ -1132,14 +1091,6 @@ extern "C" void kern_qblas_set_gemv_max(kern_qblas *qb, int format, int n)
 		qb->gemv_max[format] = n < 0 ? 0 : n > KERN_QGEMV_MAX_TOKENS ? KERN_QGEMV_MAX_TOKENS : n;
 }
 
-extern "C" void kern_qblas_set_w8a8(kern_qblas *qb, int engine, int variant)
-{
-	if (engine >= KERN_W8A8_AUTO && engine <= KERN_W8A8_MMA)
-		qb->w8a8_engine = engine;
-	if (variant >= 0 && variant <= KERN_W8A8_VARIANTS)
-		qb->w8a8_variant = variant;
-}
-
 extern "C" void kern_qblas_set_gemm_range(kern_qblas *qb, int format, int lo, int hi)
 {
 	if (format >= KERN_Q_INT8 && format <= KERN_Q_INT4) {
@@ -1162,7 +1113,7 @@ static int choose_path(kern_qblas *qb, const kern_qweight *w, int n, sl_dtype ou
 	if (n <= qb->gemv_max[w->format])
 		return KERN_QPATH_GEMV;
 	if (w->format == KERN_Q_FP8 && n <= qb->max_tokens && w->cols <= qb->max_cols) {
-		if (w8a8_on_mma(qb, w, n) || lt_plan_get(qb, w->rows, n, w->cols, out_dt))
+		if (lt_plan_get(qb, w->rows, n, w->cols, out_dt))
 			return KERN_QPATH_FP8_LT;
 		lt_warn(qb, w, n, out_dt, qb->lt_usable ? "no algorithm" : "no fp8 tensor cores");
 	}
@@ -1237,8 +1188,7 @@ static int take_act(kern_qblas *qb, const void *x, int n, int cols, bool *ready,
 extern "C" kern_act_fp8 kern_qblas_act_slot(kern_qblas *qb, int n, int cols)
 {
 	kern_act_fp8 slot = {NULL, NULL};
-	if (qb && (qb->lt_usable || qb->fp8_mma) && n > qb->gemv_max[KERN_Q_FP8] &&
-	    n <= qb->max_tokens &&
+	if (qb && qb->lt_usable && n > qb->gemv_max[KERN_Q_FP8] && n <= qb->max_tokens &&
 	    !in_gemm_range(qb, KERN_Q_FP8, n) &&
 	    cols <= qb->max_cols && cols % 8 == 0)
 		slot = (kern_act_fp8){qb->xq, qb->xs};

@@ -232,7 +232,7 @@ typedef struct kern_qblas_config {
 typedef enum {
 	KERN_QPATH_AUTO = 0,
 	KERN_QPATH_GEMV = 1,    /* n <= 64: fused dequantizing tensor-core GEMV */
-	KERN_QPATH_FP8_LT = 2,  /* FP8: per-token fp8 x + an fp8 GEMM, ours or cuBLASLt's (W8A8) */
+	KERN_QPATH_FP8_LT = 2,  /* FP8: per-token fp8 x + cuBLASLt fp8 GEMM (W8A8) */
 	KERN_QPATH_DEQUANT = 3, /* W dequantized to the run dtype slab by slab + cuBLAS */
 	KERN_QPATH_GEMM = 4,    /* tiled tensor-core GEMM dequantizing in its main loop
 				 * (quant_gemm.cu): every format and group, any n */
@@ -244,13 +244,6 @@ typedef enum {
 #define KERN_QGEMM_MAX_TOKENS 256
 /* AUTO's default GEMV limit for FP8 weights: above it, W8A8 (quant.cu) */
 #define KERN_QGEMV_FP8_MAX_TOKENS 32
-
-/* The W8A8 path's engines (kern_qblas_set_w8a8): AUTO takes our fp8 GEMM
- * (kernels/quant_w8a8.cu, sm_89+) up to KERN_W8A8_MMA_MAX_TOKENS tokens
- * and cuBLASLt above. */
-enum { KERN_W8A8_AUTO = 0, KERN_W8A8_LT = 1, KERN_W8A8_MMA = 2 };
-#define KERN_W8A8_MMA_MAX_TOKENS 256
-#define KERN_W8A8_VARIANTS 8 /* our fp8 GEMM's block shapes (quant_w8a8.cu) */
 
 size_t kern_qblas_device_bytes(const kern_qblas_config *cfg);
 int kern_qblas_create(void *stream, const kern_qblas_config *cfg, kern_qblas **out);
@@ -270,13 +263,6 @@ void kern_qblas_set_gemv_max(kern_qblas *qb, int format, int n);
  * SL_QGEMM=0 no GEMM for AUTO (the paths before it), SL_QGEMM_MIN=N and
  * SL_QGEMM_MAX=N its bounds. */
 void kern_qblas_set_gemm_range(kern_qblas *qb, int format, int lo, int hi);
-/* Which engine runs KERN_QPATH_FP8_LT (W8A8) calls, and our GEMM's block
- * shape (variant 0: by n; 1..KERN_W8A8_VARIANTS force one, for tests and
- * lab/qgemv.cu); an engine or variant out of range leaves that setting.
- * The environment sets the engine at kern_qblas_create: SL_W8A8=lt
- * cuBLASLt for every call, SL_W8A8=mma our GEMM for every call it takes
- * (fp8 with per-row scales, cols % 16 == 0; others go to cuBLASLt). */
-void kern_qblas_set_w8a8(kern_qblas *qb, int engine, int variant);
 /* The path AUTO takes for this call (a kern_qpath). */
 int kern_qmatmul_path(kern_qblas *qb, const kern_qweight *w, int n, sl_dtype x_dt,
 		      sl_dtype out_dt);

@@ -5,10 +5,8 @@
  * and the ways group scales meet the fp32 accumulators. Formats and bit
  * layouts: kernels/quant.h. Header-only, included by .cu files only.
  *
- * Also the GEMMs' entries for quant.cu (kern_qgemm_run, kern_w8a8_run)
- * and what both GEMMs share (block shapes, the split-K rule): the
- * kern_qblas struct stays private to quant.cu, which passes what the
- * GEMMs need.
+ * Also the GEMM's entry for quant.cu (kern_qgemm_run): the kern_qblas
+ * struct stays private to quant.cu, which passes what the GEMM needs.
  */
 #ifndef KERN_QUANT_DEQUANT_CUH
 #define KERN_QUANT_DEQUANT_CUH
@@ -277,40 +275,6 @@ typedef struct kern_qgemm_ctx {
 	bool *pdl; /* launch as a programmatic dependent while set (cuda_util.cuh) */
 } kern_qgemm_ctx;
 
-/* ---- what the tiled GEMMs share (quant_gemm.cu, quant_w8a8.cu) ---- */
-
-#define QM_CHUNK_BYTES 64 /* bytes of a W row per k step: 4 lanes x 16 */
-#define QM_WARP_ROWS 32   /* two m16 tiles a warp */
-#define QM_MIN_CHUNKS 4   /* chunks a split-K part takes at least */
-
-/* Block shape: WM x WN warps, BN tokens, STAGES buffers; MINB blocks an
- * SM the registers are sized for (__launch_bounds__). */
-template <int BN_, int WM_, int WN_, int STAGES_, int MINB_ = 1> struct qm_shape {
-	static constexpr int BN = BN_, WM = WM_, WN = WN_, STAGES = STAGES_, MINB = MINB_;
-	static constexpr int BM = WM * QM_WARP_ROWS, NT = BN / (8 * WN), THREADS = 32 * WM * WN;
-	static_assert(BN % (8 * WN) == 0, "whole n8 tiles a warp");
-};
-
-/* Splits of the n_chunk columns chunks when the tiles fill less than one
- * wave (slots: blocks resident at once): as many as fit in that wave,
- * each at least QM_MIN_CHUNKS chunks, the partials fitting the
- * workspace. Never more than a wave: the partials cost n x rows x 4
- * bytes a split, which only idle SMs repay. */
-static inline int qm_splits(const kern_qgemm_ctx *ctx, int n, int rows, int n_chunk, int blocks,
-			    int slots)
-{
-	if (blocks >= slots)
-		return 1;
-	int splits = slots / blocks;
-	const int most = n_chunk / QM_MIN_CHUNKS;
-	const size_t fit = ctx->workspace_bytes / (sizeof(float) * (size_t)n * rows);
-	if (splits > most)
-		splits = most;
-	if ((size_t)splits > fit)
-		splits = (int)fit;
-	return splits < 1 ? 1 : splits;
-}
-
 /* Once per device before the GEMM's first launch (kern_qblas_create). */
 int kern_qgemm_init(void);
 
@@ -327,18 +291,5 @@ int kern_qgemm_run(const kern_qgemm_ctx *ctx, const kern_qweight *w, void *out, 
 /* Block shapes kern_qgemm_run's variant numbers (1..KERN_QGEMM_VARIANTS). */
 #define KERN_QGEMM_VARIANTS 10
 const char *kern_qgemm_variant_name(int variant);
-
-/* The W8A8 path's own GEMM (quant_w8a8.cu), sm_89 and later: fp8 codes
- * times the per-token fp8 activations xq [n, cols] with scales xs [n]
- * (kern_quantize_act_fp8_cuda's), on the fp8 tensor cores. out [n, rows]
- * of out_dt (F16, BF16 or F32). kern_w8a8_init once per device before
- * the first launch; kern_w8a8_takes: fp8 with per-row scales, cols a
- * multiple of 16. variant 0 picks the block shape; 1.. force one.
- * SL_ENOTSUP when it does not take the call. */
-int kern_w8a8_init(void);
-bool kern_w8a8_takes(const kern_qweight *w);
-int kern_w8a8_run(const kern_qgemm_ctx *ctx, const kern_qweight *w, void *out, sl_dtype out_dt,
-		  const uint8_t *xq, const float *xs, int n, int variant);
-const char *kern_w8a8_variant_name(int variant); /* 0..KERN_W8A8_VARIANTS (quant.h) */
 
 #endif

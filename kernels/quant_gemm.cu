@@ -60,6 +60,9 @@
 #include "kernels/mma.cuh"
 #include "kernels/quant_dequant.cuh"
 
+#define QM_CHUNK_BYTES 64 /* bytes of a W row per k step: 4 lanes x 16 */
+#define QM_WARP_ROWS 32   /* two m16 tiles a warp */
+#define QM_MIN_CHUNKS 4   /* chunks a split-K part takes at least */
 
 /* The weight (q_layout), and this call's. */
 struct qgemm_args : q_layout {
@@ -70,6 +73,14 @@ struct qgemm_args : q_layout {
 
 /* Where 16-byte unit u of token row t of an x stage lives (header). */
 __device__ __forceinline__ int q_swz(int u, int t) { return u ^ (t & 1) ^ ((u >> 2) & 2); }
+
+/* Block shape: WM x WN warps, BN tokens, STAGES buffers; MINB blocks an
+ * SM the registers are sized for (__launch_bounds__). */
+template <int BN_, int WM_, int WN_, int STAGES_, int MINB_ = 1> struct qm_shape {
+	static constexpr int BN = BN_, WM = WM_, WN = WN_, STAGES = STAGES_, MINB = MINB_;
+	static constexpr int BM = WM * QM_WARP_ROWS, NT = BN / (8 * WN), THREADS = 32 * WM * WN;
+	static_assert(BN % (8 * WN) == 0, "whole n8 tiles a warp");
+};
 
 /* Per format: columns per lane per row per chunk (KL), per chunk (CK),
  * and 16-byte x units per lane (NU) and per token row (XU). */
@@ -374,6 +385,25 @@ const char *kern_qgemm_variant_name(int variant)
 	return variant >= 0 && variant <= KERN_QGEMM_VARIANTS ? names[variant] : "?";
 }
 
+/* Splits of the columns when the tiles fill less than one wave (slots:
+ * blocks resident at once): as many as fit in that wave, each at least
+ * QM_MIN_CHUNKS chunks, the partials fitting the workspace. Never more
+ * than a wave: the partials cost n x rows x 4 bytes a split, which only
+ * idle SMs repay. */
+static int qm_splits(const kern_qgemm_ctx *ctx, const qgemm_args &a, int blocks, int slots)
+{
+	if (blocks >= slots)
+		return 1;
+	int splits = slots / blocks;
+	const int most = a.n_chunk / QM_MIN_CHUNKS;
+	const size_t fit = ctx->workspace_bytes / (sizeof(float) * (size_t)a.n * a.rows);
+	if (splits > most)
+		splits = most;
+	if ((size_t)splits > fit)
+		splits = (int)fit;
+	return splits < 1 ? 1 : splits;
+}
+
 /* Blocks of one instantiation resident on an SM, as kern_qgemm_init found
  * (0 before it). */
 template <typename T, int FMT, int GM, typename S> struct qm_resident {
@@ -433,8 +463,7 @@ static int qm_launch(const kern_qgemm_ctx *ctx, qgemm_args a, const T *x)
 	auto kernel = qgemm_kernel<T, FMT, GM, S>;
 	const int tiles = (a.rows + S::BM - 1) / S::BM, ntiles = (a.n + S::BN - 1) / S::BN;
 	const int per_sm = qm_resident<T, FMT, GM, S>::per_sm;
-	int splits = qm_splits(ctx, a.n, a.rows, a.n_chunk, tiles * ntiles,
-			       ctx->sm_count * (per_sm > 0 ? per_sm : 1));
+	int splits = qm_splits(ctx, a, tiles * ntiles, ctx->sm_count * (per_sm > 0 ? per_sm : 1));
 	const int per = (a.n_chunk + splits - 1) / splits;
 	splits = (a.n_chunk + per - 1) / per;
 	a.chunks_per_split = per;

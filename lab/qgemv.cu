@@ -6,7 +6,7 @@
  * bench/qgemv.cu, built as shardline-qbench.
  *
  *   make CUDA=1 lab-qgemv           -> build/bin/lab-qgemv
- *   build/bin/lab-qgemv [--out FILE.json] [--only 1-9] [--lt-n 2048,...]
+ *   build/bin/lab-qgemv [--out FILE.json] [--only 1-8] [--lt-n 2048,...]
  *                       [--check | --no-check]
  *
  * First, as in llm.c's dev/cuda, the check (table 0; --check: it alone,
@@ -37,14 +37,10 @@
  *      only (what the library's choices cost), then every (algorithm id,
  *      tile, stages, cluster) it accepts, fastest first: TFLOP/s and us;
  *   7. batched decode, n = 16, 32, 64, 128, 256: us per call of every
- *      path (GEMV to 64, GEMM, DEQUANT, fp8's W8A8 on cuBLASLt and on
- *      our fp8 GEMM, AUTO) against fp16,
+ *      path (GEMV to 64, GEMM, DEQUANT, fp8's W8A8, AUTO) against fp16,
  *      and a 7B layer's four projections as a multiple of fp16's speed;
  *   8. the GEMM's block shapes (kernels/quant_gemm.cu's variants) at the
- *      same batches: us per call, the fastest marked;
- *   9. fp8's W8A8 engines at 33..256 tokens: cuBLASLt and every block
- *      shape of our fp8 GEMM (kernels/quant_w8a8.cu), us per call, the
- *      fastest marked with its share of copy bandwidth.
+ *      same batches: us per call, the fastest marked.
  * Each timed call reads a different copy of W (copies rotate through more
  * than 2 GiB, so nothing is served from L2); every timing is the median of
  * CUDA-graph replays, as the engine's decode steps run. Runs in well under
@@ -196,9 +192,7 @@ static const char *path_label(int format, int path)
 		return "matmul";
 	return path == KERN_QPATH_AUTO     ? "auto"
 	       : path == KERN_QPATH_GEMV   ? "gemv"
-	       : path == KERN_QPATH_FP8_LT ? (g_qb->w8a8_engine == KERN_W8A8_LT    ? "w8a8-lt"
-					      : g_qb->w8a8_engine == KERN_W8A8_MMA ? "w8a8-mma"
-										   : "w8a8")
+	       : path == KERN_QPATH_FP8_LT ? "w8a8-lt"
 	       : path == KERN_QPATH_GEMM   ? "gemm"
 					   : "dequant";
 }
@@ -1095,26 +1089,20 @@ static void table_batch(void)
 		const fmt &f = k_fmts[fi];
 		const int paths[] = {KERN_QPATH_GEMV, KERN_QPATH_GEMM, KERN_QPATH_DEQUANT,
 				     KERN_QPATH_FP8_LT, KERN_QPATH_AUTO};
-		for (int path : paths)
-			for (int engine : {KERN_W8A8_LT, KERN_W8A8_MMA}) {
-				if (path == KERN_QPATH_FP8_LT && f.format != KERN_Q_FP8)
-					continue;
-				if (path != KERN_QPATH_FP8_LT && engine != KERN_W8A8_LT)
-					continue;
-				if (path == KERN_QPATH_FP8_LT)
-					kern_qblas_set_w8a8(g_qb, engine, 0);
-				double layer[N_BATCH_NS] = {0};
-				batch_row(f, path, &layer);
-				kern_qblas_set_w8a8(g_qb, KERN_W8A8_AUTO, 0);
-				printf("%-11s %-8s %-8s", f.name, path_label(f.format, path), "layer");
-				for (int ni = 0; ni < N_BATCH_NS; ni++)
-					if (layer[ni] < 0 || f16[ni] <= 0)
-						printf(" %9s", "-");
-					else
-						printf(" %8.2fx", f16[ni] / layer[ni]);
-				printf("\n");
-				fflush(stdout);
-			}
+		for (int path : paths) {
+			if (path == KERN_QPATH_FP8_LT && f.format != KERN_Q_FP8)
+				continue;
+			double layer[N_BATCH_NS] = {0};
+			batch_row(f, path, &layer);
+			printf("%-11s %-8s %-8s", f.name, path_label(f.format, path), "layer");
+			for (int ni = 0; ni < N_BATCH_NS; ni++)
+				if (layer[ni] < 0 || f16[ni] <= 0)
+					printf(" %9s", "-");
+				else
+					printf(" %8.2fx", f16[ni] / layer[ni]);
+			printf("\n");
+			fflush(stdout);
+		}
 	}
 	printf("(layer: fp16's time / this path's; >= 1.00x is at least as fast as fp16)\n");
 }
@@ -1166,57 +1154,6 @@ static void table_gemm_variants(void)
 	}
 }
 
-/* ---- 9. the W8A8 engines: cuBLASLt and our fp8 GEMM's block shapes ---- */
-
-/* fp8/row on each 7B shape at decode batches: us per call of the W8A8
- * path (activation quantization included) with cuBLASLt, then with each
- * block shape of kernels/quant_w8a8.cu (0: the library's choice), the
- * fastest marked '*', and its share of copy bandwidth. */
-static void table_w8a8(void)
-{
-	static const int ns[] = {33, 48, 64, 96, 128, 192, 256};
-	const fmt &f = k_fmts[4];
-	printf("\n9. W8A8 engines, fp8/row: us per call (cold W, fp16 x, x quantized in the call), "
-	       "'*' the fastest; lt = cuBLASLt, 0..%d our GEMM (0: AUTO's shape)\n",
-	       KERN_W8A8_VARIANTS);
-	for (int v = 0; v <= KERN_W8A8_VARIANTS; v++)
-		printf("   %d: %s\n", v, kern_w8a8_variant_name(v));
-	printf("%-8s %5s %9s", "shape", "n", "lt");
-	for (int v = 0; v <= KERN_W8A8_VARIANTS; v++)
-		printf(" %9d", v);
-	printf(" %8s\n", "best bw");
-	for (int si = 0; si < N_SHAPES; si++)
-		for (int n : ns) {
-			double us[KERN_W8A8_VARIANTS + 2]; /* [0] lt, [1 + v] variant v */
-			int best = -1, taken;
-			for (int k = 0; k <= KERN_W8A8_VARIANTS + 1; k++) {
-				kern_qblas_set_w8a8(g_qb, k ? KERN_W8A8_MMA : KERN_W8A8_LT, k ? k - 1 : 0);
-				const double ms = measure(f, k_shapes[si], n, KERN_QPATH_FP8_LT, &taken);
-				us[k] = ms * 1e3;
-				if (ms >= 0 && (best < 0 || us[k] < us[best]))
-					best = k;
-				if (ms >= 0) {
-					record(f, k_shapes[si], n, taken, ms, "w8a8");
-					cJSON *r = cJSON_GetArrayItem(g_rows, cJSON_GetArraySize(g_rows) - 1);
-					cJSON_AddStringToObject(r, "engine", k ? "mma" : "lt");
-					cJSON_AddNumberToObject(r, "variant", k ? k - 1 : 0);
-				}
-			}
-			kern_qblas_set_w8a8(g_qb, KERN_W8A8_AUTO, 0);
-			printf("%-8s %5d", k_shapes[si].name, n);
-			for (int k = 0; k <= KERN_W8A8_VARIANTS + 1; k++)
-				if (us[k] < 0)
-					printf(" %9s", "n/a");
-				else
-					printf(" %8.1f%c", us[k], k == best ? '*' : ' ');
-			if (best >= 0)
-				printf(" %7.1f%%", 100.0 * weight_bytes(f, k_shapes[si]) /
-							   (us[best] * 1e-6) / g_copy_bw);
-			printf("\n");
-			fflush(stdout);
-		}
-}
-
 /* "2048,512": token counts 33..2048 (W8A8's range here); 1 if valid */
 static int parse_ns(const char *arg, std::vector<int> &ns)
 {
@@ -1242,7 +1179,7 @@ int main(int argc, char **argv)
 		if (!strcmp(argv[i], "--out") && i + 1 < argc) {
 			out = argv[++i];
 		} else if (!strcmp(argv[i], "--only") && i + 1 < argc && atoi(argv[i + 1]) >= 1 &&
-			   atoi(argv[i + 1]) <= 9) {
+			   atoi(argv[i + 1]) <= 8) {
 			only = atoi(argv[++i]);
 		} else if (!strcmp(argv[i], "--lt-n") && i + 1 < argc && parse_ns(argv[++i], lt_ns)) {
 		} else if (!strcmp(argv[i], "--check")) {
@@ -1251,7 +1188,7 @@ int main(int argc, char **argv)
 			check = 0;
 		} else {
 			fprintf(stderr,
-				"usage: %s [--out FILE.json] [--only 1-9] [--lt-n 2048,...] "
+				"usage: %s [--out FILE.json] [--only 1-8] [--lt-n 2048,...] "
 				"[--check | --no-check]\n",
 				argv[0]);
 			return 2;
@@ -1317,8 +1254,6 @@ int main(int argc, char **argv)
 		table_batch();
 	if (!only || only == 8)
 		table_gemm_variants();
-	if (!only || only == 9)
-		table_w8a8();
 	printf("\n%.0f s\n", sl_now() - t0);
 
 	if (out) {
