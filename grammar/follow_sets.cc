@@ -22,6 +22,7 @@
 
 #include <cctype>
 #include <cstdlib>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -376,6 +377,153 @@ static int follow_of(grammar_text &g, int r, int depth)
 }
 
 
+/* ---- follow strings of up to FOLLOW_K characters ----
+ *
+ * The same trace as follow_of, with strings for characters: what follows
+ * a use is the first strings of the rest of its sequence, each one
+ * shorter than FOLLOW_K (not ended) extended by the follow strings of the
+ * rule using it. */
+
+typedef follow_strings strings;
+
+static bool ended(const std::string &x)
+{
+	return x.size() >= FOLLOW_K || (!x.empty() && x.back() == FOLLOW_TEXT_END);
+}
+
+/* a then b, cut to FOLLOW_K characters */
+static strings concat(const strings &a, const strings &b)
+{
+	strings r{a.other, {}};
+	for (const std::string &x : a.s) {
+		if (ended(x)) {
+			r.s.insert(x);
+			continue;
+		}
+		r.other = r.other || b.other;
+		for (const std::string &y : b.s)
+			r.s.insert((x + y).substr(0, FOLLOW_K));
+	}
+	return r;
+}
+
+static void add(strings *to, const strings &from)
+{
+	to->other = to->other || from.other;
+	to->s.insert(from.s.begin(), from.s.end());
+}
+
+/* A literal as printed, unescaped: only \" and \\ are read (any other
+ * escape: "cannot tell"). */
+static strings first2_of_literal(const std::string &text)
+{
+	std::string out;
+	for (size_t i = 0; i < text.size() && out.size() < FOLLOW_K; i++) {
+		if (text[i] == '\\') {
+			if (i + 1 >= text.size() || (text[i + 1] != '"' && text[i + 1] != '\\'))
+				return strings{true, {}};
+			i++;
+		}
+		out += text[i];
+	}
+	return strings{false, {out}};
+}
+
+static const strings &first2_of_rule(grammar_text &g, int r, int depth);
+
+static strings first2_of_elem(grammar_text &g, const elem &e, int depth)
+{
+	strings f;
+	if (e.kind == 'l')
+		f = first2_of_literal(e.text);
+	else if (e.kind == 'c')
+		f = strings{true, {}};
+	else
+		f = first2_of_rule(g, e.ref, depth + 1);
+	if (e.quantified) /* once, or twice and more: FOLLOW_K = 2 needs no more */
+		add(&f, concat(f, f));
+	if (e.optional)
+		f.s.insert("");
+	return f;
+}
+
+/* first strings of elements k.. of a sequence */
+static strings first2_of_rest(grammar_text &g, const sequence &s, size_t k, int depth)
+{
+	strings f{false, {""}};
+	for (; k < s.size(); k++) {
+		bool open = false;
+		for (const std::string &x : f.s)
+			open = open || !ended(x);
+		if (!open)
+			break;
+		f = concat(f, first2_of_elem(g, s[k], depth));
+	}
+	return f;
+}
+
+static const strings &first2_of_rule(grammar_text &g, int r, int depth)
+{
+	static const strings other{true, {}};
+	rule &ru = g.rules[r];
+	if (ru.first2_state == 2)
+		return ru.first2;
+	if (ru.first2_state == 1 || depth > MAX_DEPTH || ru.opaque)
+		return other;
+	ru.first2_state = 1;
+	strings f{false, {}};
+	for (const sequence &s : ru.choices)
+		add(&f, first2_of_rest(g, s, 0, depth));
+	ru.first2 = f;
+	ru.first2_state = 2;
+	return ru.first2;
+}
+
+static const strings &follow2_of(grammar_text &g, int r, int depth)
+{
+	static const strings other{true, {}};
+	rule &ru = g.rules[r];
+	if (ru.follow2_state == 2)
+		return ru.follow2;
+	if (ru.follow2_state == 1 || depth > MAX_DEPTH || ru.in_lookahead)
+		return other;
+	ru.follow2_state = 1;
+	strings f{false, {}};
+	if (r == g.root)
+		f.s.insert(std::string(1, FOLLOW_TEXT_END));
+	for (const use &u : g.uses[r]) {
+		if (f.other)
+			break;
+		const rule &p = g.rules[u.rule];
+		if (!p.reachable)
+			continue;
+		const sequence &seq = p.choices[u.choice];
+		strings rest = first2_of_rest(g, seq, u.pos + 1, 0);
+		if (seq[u.pos].quantified) {
+			strings again = first2_of_elem(g, seq[u.pos], 0);
+			again.s.insert("");
+			rest = concat(again, rest);
+		}
+		for (const std::string &x : rest.s) {
+			if (ended(x)) {
+				f.s.insert(x);
+			} else if (u.rule == r) {
+				/* at its own end: followed by this very set, which
+				 * adds nothing after nothing, and is not known yet
+				 * after something */
+				f.other = f.other || !x.empty();
+			} else {
+				strings one{false, {x}};
+				add(&f, concat(one, follow2_of(g, u.rule, depth + 1)));
+			}
+		}
+		f.other = f.other || rest.other;
+	}
+	ru.follow2 = f;
+	ru.follow2_state = 2;
+	return ru.follow2;
+}
+
 static void mark_reachable(grammar_text &g)
 {
 	std::vector<int> todo{g.root};
@@ -437,4 +585,67 @@ std::string follow_grammar_text(const follow_grammar &g)
 	for (const std::string &l : g.lines)
 		out += l + "\n";
 	return out;
+}
+
+const follow_strings &follow_strings_of(follow_grammar &g, int r)
+{
+	return follow2_of(g, r, 0);
+}
+
+/* xgrammar's RuleInliner copies a rule that refers to no other into the
+ * sequences it starts, and that use is gone: only a use past the first
+ * element, or of a rule that refers to others, is sure to stay. */
+static bool refers_to_rules(const follow_rule &ru)
+{
+	for (const sequence &s : ru.choices)
+		for (const elem &e : s)
+			if (e.kind == 'r')
+				return true;
+	return false;
+}
+
+bool follow_may_be_exact(const follow_grammar &g, int r)
+{
+	bool stays_first = refers_to_rules(g.rules[r]);
+	for (const use &u : g.uses[r]) {
+		const sequence &s = g.rules[u.rule].choices[u.choice];
+		if (u.rule != r && g.rules[u.rule].reachable && u.pos + 1 == (int)s.size() &&
+		    !s[u.pos].quantified && (u.pos > 0 || stays_first))
+			return false;
+	}
+	return true;
+}
+
+/* chars as a character class; empty for a character it does not print */
+static std::string char_class(const std::set<char> &chars)
+{
+	std::string cls = "[";
+	for (char c : chars) {
+		if (c < 0x20 || c > 0x7e)
+			return "";
+		if (c == ']' || c == '\\' || c == '^' || c == '-' || c == '"')
+			cls += '\\';
+		cls += c;
+	}
+	return cls + "]";
+}
+
+std::string follow_lookahead_strings(const follow_strings &f)
+{
+	if (f.other)
+		return "";
+	std::set<char> first, second;
+	for (const std::string &x : f.s) {
+		if (x.empty() || x[0] == FOLLOW_TEXT_END)
+			continue; /* the end of the text: nothing goes on past it */
+		if (x[0] != ',' && x[0] != '}' && x[0] != ']')
+			return "";
+		first.insert(x[0]);
+		if (x.size() > 1 && x[1] != FOLLOW_TEXT_END)
+			second.insert(x[1]);
+	}
+	if (first.empty() || second.empty())
+		return "";
+	std::string a = char_class(first), b = char_class(second);
+	return a.empty() || b.empty() ? "" : " (=(" + a + " " + b + "))";
 }

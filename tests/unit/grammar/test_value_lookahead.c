@@ -9,12 +9,15 @@
  * equal token for token at every step. The value schemas sit in every
  * place: an object's last and middle property, an optional property (what
  * follows is , or }), an array item, an object inside an array, an anyOf
- * inside an array inside an object, and the root. Each is walked over
- * texts the value takes and texts it does not (a literal cut short or run
- * on, a string one past its bound, a value of another type), cut into
- * pieces at random, among them the pieces that run past a value (`e,`,
- * `e}`, `l]`, `",`, `":`, `"},`, `","`...: what the lookahead decides at
- * compile time); a text must be taken exactly when its value is valid.
+ * inside an array inside an object, a property before another whose rule
+ * is also an anyOf's alternative (where xgrammar would take a two-character
+ * lookahead as exact), and the root. Each is walked over texts the value
+ * takes and texts it does not (a literal cut short or run on, a string one
+ * past its bound, a value of another type), cut into pieces at random,
+ * among them the pieces that run past a value (`e,`, `e}`, `l]`, `",`,
+ * `":`, `"},`, `","`, `", `, `"]]`...: what the lookahead decides at
+ * compile time, on its first character or its second); a text must be
+ * taken exactly when its value is valid.
  * Then random walks of every (value, place) schema and of the 50 test
  * schemas (tests/data/schemas), and a check that the lookahead is there at
  * all (fewer undecided tokens than with the value lookahead off).
@@ -40,7 +43,8 @@ static const char *LONGER[] = {
 	"n\"", "n\"]", "\"red", "red", "red\"", "ed\"]", "green", "ab", "ab\"", "abc", "cd\",",
 	"de\"", "x\"]", "\"x", "\\\"", "{\"n\": ", "\"n\"", ", \"m\": ", "\", ", ", ", "]}", "}]",
 	"}}", "{}", "[]", "5}", "5,", "1]", "[{", "}, {", "\"a\": ", ", true,", ", true]", ", null,",
-	", \"ab\",", ", \"red\"]", ", 1,", ", 1]", "[true,", "[\"x\",",
+	", \"ab\",", ", \"red\"]", ", 1,", ", 1]", "[true,", "[\"x\",", "\", ", "\"]}", "\"]]",
+	"\",x", "\"}}", "\"} ", "e, ", "e]]", "l, ", "l]}", "e,\"", "e}}",
 };
 enum { N_ASCII = 95, N_LONGER = sizeof LONGER / sizeof LONGER[0] };
 enum { N_PIECES = N_ASCII + N_LONGER, N_TOK = N_PIECES + 1, MAX_STEPS = 128 };
@@ -237,15 +241,21 @@ static const struct place PLACES[] = {
 	{"{\"type\": \"object\", \"properties\": {\"n\": {\"type\": \"array\", \"items\": {\"anyOf\": "
 	 "[%s, {\"type\": \"integer\"}]}}}, \"required\": [\"n\"]}",
 	 "{\"n\": [%s, 1, %s]}", integer},
+	/* the value's rule used once before another property (xgrammar takes
+	 * a lookahead of such a rule as exact, a token ending inside it
+	 * unchecked) and as an anyOf's alternative last (inlined there) */
+	{"{\"type\": \"object\", \"properties\": {\"n\": %s, \"m\": {\"type\": \"integer\"}, "
+	 "\"a\": {\"anyOf\": [%s, {\"type\": \"null\"}]}}, \"required\": [\"n\", \"m\", \"a\"]}",
+	 "{\"n\": %s, \"m\": 5, \"a\": null}", NULL},
 	{"%s", "%s", NULL},
 };
 #define N_PLACES ((int)(sizeof PLACES / sizeof PLACES[0]))
 
 static void compile_places(const struct value *v, grammar_compiler *c, grammar_compiled **out)
 {
-	char schema[1024];
+	char schema[2048];
 	for (int p = 0; p < N_PLACES; p++) {
-		snprintf(schema, sizeof schema, PLACES[p].schema, v->schema);
+		snprintf(schema, sizeof schema, PLACES[p].schema, v->schema, v->schema);
 		out[p] = lockstep_compile(c, schema, schema);
 	}
 }
@@ -320,10 +330,11 @@ START_TEST(values_walk_the_same_at_every_place)
 	static const char *close[] = {"</s>", "\"", "}", "]", "e}", "e]", "l]", "\"]", "]}", "}]"};
 	const lockstep_walk w = {N_TOK, NAMES, with, without, "with the rewrites",
 				 "in the converter's form", close, 10};
-	char schema[1024], what[1200];
+	char schema[2048], what[2200];
 	for (int v = 0; v < N_VALUES; v++)
 		for (int p = 0; p < N_PLACES; p++) {
-			snprintf(schema, sizeof schema, PLACES[p].schema, VALUES[v].schema);
+			snprintf(schema, sizeof schema, PLACES[p].schema, VALUES[v].schema,
+				 VALUES[v].schema);
 			snprintf(what, sizeof what, "%s at place %d", VALUES[v].name, p);
 			for (unsigned seed = 1; seed <= 4; seed++)
 				lockstep_walk_schema(&w, schema, what, seed);
