@@ -127,6 +127,13 @@ void grammar_compiler_set_string_chains(grammar_compiler *c, int on);
  * run past a number rejected at compile time; default on). Off: the
  * reference the tests compare with. */
 void grammar_compiler_set_number_lookahead(grammar_compiler *c, int on);
+/* Whether this compiler gives a schema's other value rules (literals such
+ * as true, false, null and enums, strings, anyOf alternatives, objects,
+ * arrays) the lookahead of the characters that may follow them where they
+ * are used (grammar/value_lookahead.cc: the same language, the pieces that
+ * run past a value rejected at compile time; default on). Off: the
+ * reference the tests compare with. */
+void grammar_compiler_set_value_lookahead(grammar_compiler *c, int on);
 /* kind JSON takes any JSON object (text ignored); NONE is refused. A
  * constraint whose worst position leaves more tokens uncertain than the
  * compiler's limit is refused with SL_EINVAL ("... too slow to enforce":

@@ -1,18 +1,21 @@
 /*
  * number_lookahead.h — bounded integers and numbers of a JSON schema
  * given the follow set of their place in the grammar as a lookahead
- * (number_lookahead.cc). C++ only: for xgrammar_shim.cc, never included
- * from C.
+ * (number_lookahead.cc; the tracing in follow_sets.cc). C++ only: for
+ * xgrammar_shim.cc and value_lookahead.cc, never included from C.
  */
 #ifndef SL_GRAMMAR_NUMBER_LOOKAHEAD_H
 #define SL_GRAMMAR_NUMBER_LOOKAHEAD_H
 
 #include <string>
+#include <vector>
 
-/* At most this many rules get a lookahead in one grammar, and a follow
- * set is traced through at most this many rules referring to one another
- * (past it the rule keeps xgrammar's form). A lookahead adds no parser
- * state, only a check of each state's undecided tokens at compile time. */
+struct follow_grammar;
+
+/* At most this many rules get a lookahead in one grammar, numbers and
+ * other values together (past it a rule keeps xgrammar's form). A
+ * lookahead adds no parser state, only a check of each state's undecided
+ * tokens at compile time. */
 #define GRAMMAR_MAX_LOOKAHEAD_RULES 64
 
 /* ebnf: a grammar as xgrammar's Grammar::ToString prints it (from its
@@ -26,5 +29,11 @@
  * was). Throws nothing but std::bad_alloc. */
 std::string numbers_with_lookahead(const std::string &ebnf, const std::string &root,
 				   int max_rules, int *n_rewritten);
+
+/* Whether rule r of g (follow_sets.h) is made only of number pieces, as
+ * numbers_with_lookahead tells them: the rules it rewrites, which
+ * value_lookahead.cc leaves to it. state: scratch the calls on one g
+ * share (empty at first). */
+bool number_rule(const follow_grammar &g, int r, std::vector<char> &state);
 
 #endif

@@ -6,6 +6,7 @@
 #include "grammar/grammar.h"
 #include "grammar/bounded_strings.h"
 #include "grammar/number_lookahead.h"
+#include "grammar/value_lookahead.h"
 
 #include <dlpack/dlpack.h>
 #include <picojson.h>
@@ -42,6 +43,7 @@ struct grammar_compiler {
 	int max_uncertain_pct; /* grammar_compiler_set_max_uncertain; 0: no limit */
 	bool string_chains;    /* grammar_compiler_set_string_chains */
 	bool number_lookahead; /* grammar_compiler_set_number_lookahead */
+	bool value_lookahead;  /* grammar_compiler_set_value_lookahead */
 };
 struct grammar_compiled {
 	CompiledGrammar g;
@@ -122,7 +124,7 @@ extern "C" int grammar_compiler_create(const grammar_vocab *v, int threads, long
 		*out = new grammar_compiler{
 			GrammarCompiler(v->info, threads > 0 ? threads : 1, cache_bytes > 0,
 					cache_bytes > 0 ? (int64_t)cache_bytes : -1),
-			v->info.GetVocabSize(), v->stop, GRAMMAR_MAX_UNCERTAIN_PCT, true, true};
+			v->info.GetVocabSize(), v->stop, GRAMMAR_MAX_UNCERTAIN_PCT, true, true, true};
 		return SL_OK;
 	});
 }
@@ -142,6 +144,11 @@ extern "C" void grammar_compiler_set_string_chains(grammar_compiler *c, int on)
 extern "C" void grammar_compiler_set_number_lookahead(grammar_compiler *c, int on)
 {
 	c->number_lookahead = on != 0;
+}
+
+extern "C" void grammar_compiler_set_value_lookahead(grammar_compiler *c, int on)
+{
+	c->value_lookahead = on != 0;
 }
 
 /* The most tokens a mask fill may run through the parser one by one: at
@@ -484,22 +491,26 @@ static std::string formats_as_patterns(const std::string &schema)
 /* A schema as xgrammar converts it, with its length-bounded strings as
  * chains of rules (bounded_strings.cc: the same strings, under half the
  * mask cost on Llama 3's vocabulary, compiled compact: no blank space, as
- * parse() has it) and its number rules given the lookahead of what may
- * follow them (number_lookahead.cc: the same language, the digit pieces
- * that run past a number decided at compile time); one with neither
- * compiles as before. */
+ * parse() has it), and its number rules (number_lookahead.cc) and other
+ * value rules (value_lookahead.cc) given the lookahead of what may follow
+ * them where they are used (the same language, the pieces that run past a
+ * value decided at compile time); one none of them rewrites compiles as
+ * before. */
 static CompiledGrammar compile_schema(grammar_compiler *c, const std::string &schema)
 {
 	Grammar g = Grammar::FromJSONSchema(schema, false, std::nullopt, std::nullopt, true);
-	if (!c->string_chains && !c->number_lookahead)
+	if (!c->string_chains && !c->number_lookahead && !c->value_lookahead)
 		return c->c.CompileGrammar(g);
 	std::string root = g->GetRootRule().name, text = g.ToString();
-	int chains = 0, numbers = 0;
+	int chains = 0, numbers = 0, values = 0;
 	if (c->string_chains)
 		text = bounded_strings_as_chains(text, true, GRAMMAR_MAX_CHAIN_RULES, &chains);
 	if (c->number_lookahead)
 		text = numbers_with_lookahead(text, root, GRAMMAR_MAX_LOOKAHEAD_RULES, &numbers);
-	if (chains == 0 && numbers == 0)
+	if (c->value_lookahead)
+		text = values_with_lookahead(text, root, GRAMMAR_MAX_LOOKAHEAD_RULES - numbers,
+					     &values);
+	if (chains == 0 && numbers == 0 && values == 0)
 		return c->c.CompileGrammar(g);
 	return c->c.CompileGrammar(text, root);
 }
