@@ -76,9 +76,12 @@
 #define QB_DEQUANT_DEFAULT_BYTES ((size_t)32 << 20)
 #define QB_LT_PLANS 32
 
-/* One cuBLASLt fp8 problem shape, its layouts and chosen algorithm. */
+/* One cuBLASLt fp8 problem shape, its layouts and chosen algorithm;
+ * splits > 1: K cut into that many slices, the layouts and algorithm
+ * those of one slice (lt_split_count). */
 typedef struct lt_plan {
-	int m, n, k;
+	int m, n, k, asked; /* asked: the kern_qblas's lt_splits when made */
+	int splits;
 	sl_dtype out_dt;
 	int state; /* 0 empty, 1 ready, -1 no algorithm (use DEQUANT) */
 	cublasLtMatrixLayout_t la, lb, ld;
@@ -91,6 +94,9 @@ struct kern_qblas {
 	cublasLtHandle_t lt;
 	cublasLtMatmulDesc_t lt_op;       /* fp8 x fp8, fp32 compute, outer-vector scales */
 	cublasLtMatmulPreference_t lt_pref;
+	cublasLtMatmulPreference_t lt_pref_slice; /* a K slice's: its share of the workspace */
+	cudaStream_t side[KERN_LT_MAX_SPLITS - 1]; /* K slices 1.. run here, concurrently */
+	cudaEvent_t fork, join[KERN_LT_MAX_SPLITS - 1];
 	void *workspace;                  /* QB_WORKSPACE_BYTES */
 	void *dequant;                    /* dequant_bytes: one slab of W in the run dtype */
 	size_t dequant_bytes;
@@ -105,6 +111,7 @@ struct kern_qblas {
 	int gemm_variant;                 /* the GEMM's block shape (0: by n; lab/qgemv.cu sets it) */
 	lt_plan plans[QB_LT_PLANS];
 	int next_plan;
+	int lt_splits;                    /* kern_qblas_set_lt_splits: 0 by rule, 1 never, N */
 	bool warned_lt;
 	/* xq / xs hold the activations of act_x (act_n rows of act_cols), made
 	 * by the kernel that wrote it (kern_qblas_act_mark); NULL: nothing */
@@ -845,38 +852,111 @@ static void plan_release(lt_plan *p)
 	memset(p, 0, sizeof *p);
 }
 
+/* Column-major views of one product, or of one of its K slices (k of
+ * the row length ld_k): A = W as [k, m] (op T), B = xq as [k, n], D = out
+ * as [m, n] of d_type (fp32 partials for a slice). */
+static int lt_layouts(lt_plan *p, int m, int n, int k, int ld_k, cudaDataType d_type)
+{
+	if (cublasLtMatrixLayoutCreate(&p->la, CUDA_R_8F_E4M3, k, m, ld_k) ||
+	    cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_8F_E4M3, k, n, ld_k) ||
+	    cublasLtMatrixLayoutCreate(&p->ld, d_type, m, n, m))
+		return SL_EINVAL;
+	return SL_OK;
+}
+
+/* The heuristic's algorithm for p's layouts within pref's workspace, and
+ * its waves estimate; SL_ENOTSUP when it has none. */
+static int lt_pick(kern_qblas *qb, lt_plan *p, cublasLtMatmulPreference_t pref, float *waves)
+{
+	cublasLtMatmulHeuristicResult_t res;
+	int found = 0;
+	if (cublasLtMatmulAlgoGetHeuristic(qb->lt, qb->lt_op, p->la, p->lb, p->ld, p->ld, pref, 1,
+					   &res, &found) ||
+	    found < 1)
+		return SL_ENOTSUP;
+	p->algo = res.algo;
+	*waves = res.wavesCount;
+	return SL_OK;
+}
+
+/*
+ * How many K slices a product whose unsplit algorithm fills `waves` of a
+ * wave takes. cuBLASLt's fp8 GEMM with per-row scales has one algorithm at
+ * decode sizes, a 128-row tile without split-K: the 4096-row projections
+ * (o, down) get 0.24 waves and read W at a quarter to a third of copy
+ * bandwidth (bench/results/2026-11-29-nvidia-h200-qgemm). By rule: the
+ * most of 8, 4, 2 that keeps slices x waves within one wave, when under a
+ * third of a wave is filled. Measured on an H200 (lab-qgemv table 9,
+ * bench/results/2026-11-29-nvidia-h200-lt-splits): at 33-128 tokens
+ * (0.24 waves) 4 slices take o from 15.5 to 14.5 us and down from 33.1
+ * to 26.7 at 64 tokens, 8 are slower than 4; at 192 and 256 tokens (0.48
+ * waves) 2 slices cost o 3-4 us, so those stay whole. Every slice a
+ * multiple of 16 columns and its partials 16-byte aligned (what the
+ * heuristic was promised), slices at least 512 columns, the fp32
+ * partials within the dequantization scratch, which no W8A8 call
+ * otherwise uses.
+ */
+static int lt_split_count(const kern_qblas *qb, int m, int n, int k, float waves)
+{
+	if (qb->lt_splits == 1)
+		return 1;
+	for (int s = qb->lt_splits ? qb->lt_splits : 8; s >= 2; s = qb->lt_splits ? 1 : s / 2) {
+		const bool fits = k % (16 * s) == 0 && k / s >= 512 && (size_t)m * n % 4 == 0 &&
+				  sizeof(float) * (size_t)s * m * n <= qb->dequant_bytes;
+		if (fits && (qb->lt_splits || (waves < 1.0f / 3 && s * waves <= 1.0f)))
+			return s;
+	}
+	return 1;
+}
+
+static lt_plan *lt_plan_find(kern_qblas *qb, int m, int n, int k, sl_dtype out_dt)
+{
+	for (int i = 0; i < QB_LT_PLANS; i++) {
+		lt_plan *p = &qb->plans[i];
+		if (p->state && p->m == m && p->n == n && p->k == k && p->out_dt == out_dt &&
+		    p->asked == qb->lt_splits)
+			return p;
+	}
+	return NULL;
+}
+
 /* The cuBLASLt plan for an m x n x k fp8 problem with out_dt output:
  * cached (host memory only; heuristics are a host call, so this is safe
- * during graph capture too), NULL when cuBLASLt has no algorithm. */
+ * during graph capture too), NULL when cuBLASLt has no algorithm. The
+ * split plan when lt_split_count asks for one and cuBLASLt has an
+ * algorithm for it, else the plain one. */
 static lt_plan *lt_plan_get(kern_qblas *qb, int m, int n, int k, sl_dtype out_dt)
 {
 	if (!qb->lt_usable)
 		return NULL;
-	for (int i = 0; i < QB_LT_PLANS; i++) {
-		lt_plan *p = &qb->plans[i];
-		if (p->state && p->m == m && p->n == n && p->k == k && p->out_dt == out_dt)
-			return p->state > 0 ? p : NULL;
-	}
-	lt_plan *p = &qb->plans[qb->next_plan];
+	lt_plan *p = lt_plan_find(qb, m, n, k, out_dt);
+	if (p)
+		return p->state > 0 ? p : NULL;
+	p = &qb->plans[qb->next_plan];
 	qb->next_plan = (qb->next_plan + 1) % QB_LT_PLANS;
 	plan_release(p);
-	p->m = m, p->n = n, p->k = k, p->out_dt = out_dt, p->state = -1;
-	/* column-major views: A = W as [k, m] (op T), B = xq as [k, n], D = out as [m, n] */
-	cublasLtMatmulHeuristicResult_t res;
-	int found = 0;
-	if (cublasLtMatrixLayoutCreate(&p->la, CUDA_R_8F_E4M3, k, m, k) ||
-	    cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_8F_E4M3, k, n, k) ||
-	    cublasLtMatrixLayoutCreate(&p->ld, cuda_type(out_dt), m, n, m) ||
-	    cublasLtMatmulAlgoGetHeuristic(qb->lt, qb->lt_op, p->la, p->lb, p->ld, p->ld,
-					   qb->lt_pref, 1, &res, &found) ||
-	    found < 1) {
-		plan_release(p);
-		p->m = m, p->n = n, p->k = k, p->out_dt = out_dt, p->state = -1;
-		return NULL;
+	float waves = 0;
+	int splits = 1;
+	if (!lt_layouts(p, m, n, k, k, cuda_type(out_dt)) && !lt_pick(qb, p, qb->lt_pref, &waves))
+		splits = lt_split_count(qb, m, n, k, waves);
+	else
+		plan_release(p), splits = 0;
+	if (splits > 1) {
+		lt_plan split;
+		memset(&split, 0, sizeof split);
+		if (!lt_layouts(&split, m, n, k / splits, k, CUDA_R_32F) &&
+		    !lt_pick(qb, &split, qb->lt_pref_slice, &waves)) {
+			plan_release(p);
+			*p = split;
+		} else {
+			plan_release(&split);
+			splits = 1;
+		}
 	}
-	p->algo = res.algo;
-	p->state = 1;
-	return p;
+	p->m = m, p->n = n, p->k = k, p->out_dt = out_dt, p->asked = qb->lt_splits;
+	p->splits = splits;
+	p->state = splits ? 1 : -1;
+	return splits ? p : NULL;
 }
 
 static void lt_warn(kern_qblas *qb, const kern_qweight *w, int n, sl_dtype out_dt, const char *why)
@@ -888,6 +968,46 @@ static void lt_warn(kern_qblas *qb, const kern_qweight *w, int n, sl_dtype out_d
 	       "quant: no cuBLASLt fp8 GEMM for %d x %d x %d (%s out: %s); such calls dequantize "
 	       "the fp8 weight and use cuBLAS (logged once)",
 	       w->rows, n, w->cols, sl_dtype_name(out_dt), why);
+}
+
+static cublasStatus_t lt_matmul(kern_qblas *qb, const lt_plan *p, const void *a, const void *b,
+				 void *d, void *ws, size_t ws_bytes, cudaStream_t stream)
+{
+	const float one = 1.0f, zero = 0.0f;
+	return cublasLtMatmul(qb->lt, qb->lt_op, &one, a, p->la, b, p->lb, &zero, d, p->ld, d, p->ld,
+			      &p->algo, ws, ws_bytes, stream);
+}
+
+/*
+ * p's K slices at once: slice 0 on the kern_qblas's stream, slice i on
+ * side stream i - 1 after an event fork, each into its fp32 partials
+ * ([splits][n][m] in the dequantization scratch) with its share of the
+ * workspace, joined back by events (graph capture turns these into
+ * parallel branches). Each slice alone fills the SMs no better than the
+ * whole product did; together they do.
+ */
+static cublasStatus_t lt_sliced(kern_qblas *qb, const lt_plan *p, const kern_qweight *w)
+{
+	const int ks = p->k / p->splits;
+	const size_t part = (size_t)p->m * p->n, ws = QB_WORKSPACE_BYTES / KERN_LT_MAX_SPLITS;
+	if (cudaEventRecord(qb->fork, qb->stream) != cudaSuccess)
+		return CUBLAS_STATUS_EXECUTION_FAILED;
+	for (int i = 0; i < p->splits; i++) {
+		cudaStream_t st = i ? qb->side[i - 1] : qb->stream;
+		if (i && cudaStreamWaitEvent(st, qb->fork, 0) != cudaSuccess)
+			return CUBLAS_STATUS_EXECUTION_FAILED;
+		cublasStatus_t rc = lt_matmul(qb, p, (const uint8_t *)w->data + (size_t)i * ks,
+					      qb->xq + (size_t)i * ks, (float *)qb->dequant + i * part,
+					      (char *)qb->workspace + i * ws, ws, st);
+		if (rc != CUBLAS_STATUS_SUCCESS)
+			return rc;
+		if (i && cudaEventRecord(qb->join[i - 1], st) != cudaSuccess)
+			return CUBLAS_STATUS_EXECUTION_FAILED;
+	}
+	for (int i = 1; i < p->splits; i++)
+		if (cudaStreamWaitEvent(qb->stream, qb->join[i - 1], 0) != cudaSuccess)
+			return CUBLAS_STATUS_EXECUTION_FAILED;
+	return CUBLAS_STATUS_SUCCESS;
 }
 
 /* W8A8: x -> e4m3 per token (unless act_ready: xq / xs hold x's), then
@@ -908,16 +1028,18 @@ static int fp8_lt(kern_qblas *qb, const kern_qweight *w, void *out, sl_dtype out
 						  &sa, sizeof sa));
 	CUBLAS_TRY(cublasLtMatmulDescSetAttribute(qb->lt_op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
 						  &sb, sizeof sb));
-	const float one = 1.0f, zero = 0.0f;
-	cublasStatus_t st = cublasLtMatmul(qb->lt, qb->lt_op, &one, w->data, p->la, qb->xq, p->lb,
-					   &zero, out, p->ld, out, p->ld, &p->algo, qb->workspace,
-					   QB_WORKSPACE_BYTES, qb->stream);
+	cublasStatus_t st = p->splits > 1 ? lt_sliced(qb, p, w)
+					  : lt_matmul(qb, p, w->data, qb->xq, out, qb->workspace,
+						      QB_WORKSPACE_BYTES, qb->stream);
 	if (st != CUBLAS_STATUS_SUCCESS) {
 		p->state = -1;
 		lt_warn(qb, w, n, out_dt, cublasGetStatusString(st));
 		return SL_ENOTSUP;
 	}
-	return SL_OK;
+	if (p->splits == 1)
+		return SL_OK;
+	KERN_DISPATCH_DT(out_dt == SL_DT_F32 ? x_dt : out_dt, q_splitk_finish, out,
+			 out_dt == SL_DT_F32, qb->dequant, p->splits, (size_t)n * w->rows, qb->stream);
 }
 
 /* ---- kern_qblas ---- */
@@ -946,6 +1068,16 @@ extern "C" void kern_qblas_destroy(kern_qblas *qb)
 		plan_release(&qb->plans[i]);
 	if (qb->lt_pref)
 		cublasLtMatmulPreferenceDestroy(qb->lt_pref);
+	if (qb->lt_pref_slice)
+		cublasLtMatmulPreferenceDestroy(qb->lt_pref_slice);
+	for (int i = 0; i < KERN_LT_MAX_SPLITS - 1; i++) {
+		if (qb->side[i])
+			cudaStreamDestroy(qb->side[i]);
+		if (qb->join[i])
+			cudaEventDestroy(qb->join[i]);
+	}
+	if (qb->fork)
+		cudaEventDestroy(qb->fork);
 	if (qb->lt_op)
 		cublasLtMatmulDescDestroy(qb->lt_op);
 	if (qb->lt)
@@ -959,13 +1091,27 @@ extern "C" void kern_qblas_destroy(kern_qblas *qb)
 	free(qb);
 }
 
+/* A heuristic preference: at most ws bytes of workspace, the 16-byte
+ * alignment kern_qmatmul_cuda promises of its pointers. */
+static int lt_pref_make(cublasLtMatmulPreference_t *pref, uint64_t ws)
+{
+	const uint32_t align = 16;
+	const cublasLtMatmulPreferenceAttributes_t al[4] = {
+		CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+		CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+	CUBLAS_TRY(cublasLtMatmulPreferenceCreate(pref));
+	CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(
+		*pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+	for (int i = 0; i < 4; i++)
+		CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(*pref, al[i], &align, sizeof align));
+	return SL_OK;
+}
+
 static int lt_init(kern_qblas *qb, const kern_qblas_config *cfg)
 {
 	const int8_t fast = cfg->fp8_fast_accum != 0;
 	const cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
 	const int32_t outer = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-	const uint64_t ws = QB_WORKSPACE_BYTES;
-	const uint32_t align = 16; /* what kern_qmatmul_cuda promises of its pointers */
 	CUBLAS_TRY(cublasLtCreate(&qb->lt));
 	CUBLAS_TRY(cublasLtMatmulDescCreate(&qb->lt_op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
 	CUBLAS_TRY(cublasLtMatmulDescSetAttribute(qb->lt_op, CUBLASLT_MATMUL_DESC_TRANSA, &opT,
@@ -984,17 +1130,14 @@ static int lt_init(kern_qblas *qb, const kern_qblas_config *cfg)
 						  &sp, sizeof sp));
 	CUBLAS_TRY(cublasLtMatmulDescSetAttribute(qb->lt_op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
 						  &sp, sizeof sp));
-	CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&qb->lt_pref));
-	CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(
-		qb->lt_pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-	CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(
-		qb->lt_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align, sizeof align));
-	CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(
-		qb->lt_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align, sizeof align));
-	CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(
-		qb->lt_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align, sizeof align));
-	CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(
-		qb->lt_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align, sizeof align));
+	TRY(lt_pref_make(&qb->lt_pref, QB_WORKSPACE_BYTES));
+	TRY(lt_pref_make(&qb->lt_pref_slice, QB_WORKSPACE_BYTES / KERN_LT_MAX_SPLITS));
+	/* the K slices' side streams and the events that fork and join them */
+	CUDA_TRY(cudaEventCreateWithFlags(&qb->fork, cudaEventDisableTiming));
+	for (int i = 0; i < KERN_LT_MAX_SPLITS - 1; i++) {
+		CUDA_TRY(cudaStreamCreateWithFlags(&qb->side[i], cudaStreamNonBlocking));
+		CUDA_TRY(cudaEventCreateWithFlags(&qb->join[i], cudaEventDisableTiming));
+	}
 	return SL_OK;
 }
 
@@ -1037,6 +1180,8 @@ static int qblas_init(kern_qblas *qb, void *stream, const kern_qblas_config *cfg
 	 * alternative, dequantize + cuBLAS, reads at 8-20%. */
 	qb->gemv_max[KERN_Q_FP8] = KERN_QGEMV_FP8_MAX_TOKENS;
 	gemm_defaults(qb);
+	const char *split = getenv("SL_LT_SPLITK");
+	kern_qblas_set_lt_splits(qb, split && *split ? atoi(split) : 0);
 	CUDA_TRY(cudaGetDevice(&dev));
 	CUDA_TRY(cudaDeviceGetAttribute(&qb->sm_count, cudaDevAttrMultiProcessorCount, dev));
 	CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
@@ -1089,6 +1234,21 @@ extern "C" void kern_qblas_set_gemv_max(kern_qblas *qb, int format, int n)
 {
 	if (format >= KERN_Q_INT8 && format <= KERN_Q_INT4)
 		qb->gemv_max[format] = n < 0 ? 0 : n > KERN_QGEMV_MAX_TOKENS ? KERN_QGEMV_MAX_TOKENS : n;
+}
+
+extern "C" void kern_qblas_set_lt_splits(kern_qblas *qb, int splits)
+{
+	if (splits >= 0 && splits <= KERN_LT_MAX_SPLITS)
+		qb->lt_splits = splits;
+}
+
+extern "C" int kern_qmatmul_lt_splits(kern_qblas *qb, const kern_qweight *w, int n,
+				      sl_dtype out_dt)
+{
+	if (w->format != KERN_Q_FP8 || n > qb->max_tokens || w->cols > qb->max_cols)
+		return 0;
+	const lt_plan *p = lt_plan_get(qb, w->rows, n, w->cols, out_dt);
+	return p ? p->splits : 0;
 }
 
 extern "C" void kern_qblas_set_gemm_range(kern_qblas *qb, int format, int lo, int hi)

@@ -263,6 +263,17 @@ void kern_qblas_set_gemv_max(kern_qblas *qb, int format, int n);
  * SL_QGEMM=0 no GEMM for AUTO (the paths before it), SL_QGEMM_MIN=N and
  * SL_QGEMM_MAX=N its bounds. */
 void kern_qblas_set_gemm_range(kern_qblas *qb, int format, int lo, int hi);
+/* W8A8 on cuBLASLt cuts K into slices run at once on side streams (fp32
+ * partials in the dequantization scratch, summed in a fixed order:
+ * deterministic) when its algorithm fills under a third of a wave,
+ * as the 4096-row projections do at decode sizes. kern_qblas_set_lt_splits: 0 that rule
+ * (the default; SL_LT_SPLITK=N in the environment at create sets N),
+ * 1 never, 2..KERN_LT_MAX_SPLITS that many wherever the columns allow;
+ * kern_qmatmul_lt_splits: the slices a W8A8 call of n tokens takes (0:
+ * no cuBLASLt algorithm for it). */
+#define KERN_LT_MAX_SPLITS 8
+void kern_qblas_set_lt_splits(kern_qblas *qb, int splits);
+int kern_qmatmul_lt_splits(kern_qblas *qb, const kern_qweight *w, int n, sl_dtype out_dt);
 /* The path AUTO takes for this call (a kern_qpath). */
 int kern_qmatmul_path(kern_qblas *qb, const kern_qweight *w, int n, sl_dtype x_dt,
 		      sl_dtype out_dt);

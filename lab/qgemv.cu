@@ -6,7 +6,7 @@
  * bench/qgemv.cu, built as shardline-qbench.
  *
  *   make CUDA=1 lab-qgemv           -> build/bin/lab-qgemv
- *   build/bin/lab-qgemv [--out FILE.json] [--only 1-8] [--lt-n 2048,...]
+ *   build/bin/lab-qgemv [--out FILE.json] [--only 1-9] [--lt-n 2048,...]
  *                       [--check | --no-check]
  *
  * First, as in llm.c's dev/cuda, the check (table 0; --check: it alone,
@@ -40,7 +40,10 @@
  *      path (GEMV to 64, GEMM, DEQUANT, fp8's W8A8, AUTO) against fp16,
  *      and a 7B layer's four projections as a multiple of fp16's speed;
  *   8. the GEMM's block shapes (kernels/quant_gemm.cu's variants) at the
- *      same batches: us per call, the fastest marked.
+ *      same batches: us per call, the fastest marked;
+ *   9. fp8's W8A8 on cuBLASLt at 33..256 tokens with K in 1, 2, 4 and 8
+ *      slices run at once, and the library's rule (kern_qblas_set_lt_splits):
+ *      us per call, the fastest marked with its share of copy bandwidth.
  * Each timed call reads a different copy of W (copies rotate through more
  * than 2 GiB, so nothing is served from L2); every timing is the median of
  * CUDA-graph replays, as the engine's decode steps run. Runs in well under
@@ -1154,6 +1157,64 @@ static void table_gemm_variants(void)
 	}
 }
 
+/* ---- 9. W8A8 on cuBLASLt with K cut into slices run at once ---- */
+
+/* fp8/row on each 7B shape at decode batches: us per call of the W8A8
+ * path (activation quantization included) with K in 1, 2, 4 and 8
+ * slices (kern_qblas_set_lt_splits), then the library's rule (its choice
+ * in brackets); '*' the fastest, with its share of copy bandwidth. */
+static void table_lt_splits(void)
+{
+	static const int ns[] = {33, 64, 96, 128, 192, 256};
+	static const int forced[] = {1, 2, 4, 8, 0};
+	const fmt &f = k_fmts[4];
+	printf("\n9. W8A8 (cuBLASLt) with K in slices: us per call (cold W, fp16 x, x quantized "
+	       "in the call), '*' the fastest\n%-8s %5s %9s %9s %9s %9s %12s %8s\n", "shape", "n",
+	       "1", "2", "4", "8", "rule", "best bw");
+	for (int si = 0; si < N_SHAPES; si++)
+		for (int n : ns) {
+			double us[5];
+			int best = -1, taken, rule = 0;
+			for (int k = 0; k < 5; k++) {
+				kern_qblas_set_lt_splits(g_qb, forced[k]);
+				kern_qweight w0 = copy_at(f, k_shapes[si], 0);
+				const int got = kern_qmatmul_lt_splits(g_qb, &w0, n, SL_DT_F16);
+				if (forced[k] == 0)
+					rule = got;
+				const bool ran = forced[k] == 0 || got == forced[k];
+				const double ms = ran ? measure(f, k_shapes[si], n, KERN_QPATH_FP8_LT, &taken)
+						      : -1;
+				us[k] = ms * 1e3;
+				if (ms >= 0 && (best < 0 || us[k] < us[best]))
+					best = k;
+				if (ms >= 0) {
+					record(f, k_shapes[si], n, taken, ms, "lt_splits");
+					cJSON *r = cJSON_GetArrayItem(g_rows, cJSON_GetArraySize(g_rows) - 1);
+					cJSON_AddNumberToObject(r, "splits", got);
+					cJSON_AddBoolToObject(r, "rule", forced[k] == 0);
+				}
+			}
+			kern_qblas_set_lt_splits(g_qb, 0);
+			printf("%-8s %5d", k_shapes[si].name, n);
+			for (int k = 0; k < 5; k++) {
+				char cell[16];
+				if (us[k] < 0)
+					snprintf(cell, sizeof cell, "-");
+				else if (k == 4)
+					snprintf(cell, sizeof cell, "%.1f [%d]%c", us[k], rule,
+						 k == best ? '*' : ' ');
+				else
+					snprintf(cell, sizeof cell, "%.1f%c", us[k], k == best ? '*' : ' ');
+				printf(" %*s", k == 4 ? 12 : 9, cell);
+			}
+			if (best >= 0)
+				printf(" %7.1f%%", 100.0 * weight_bytes(f, k_shapes[si]) /
+							   (us[best] * 1e-6) / g_copy_bw);
+			printf("\n");
+			fflush(stdout);
+		}
+}
+
 /* "2048,512": token counts 33..2048 (W8A8's range here); 1 if valid */
 static int parse_ns(const char *arg, std::vector<int> &ns)
 {
@@ -1179,7 +1240,7 @@ int main(int argc, char **argv)
 		if (!strcmp(argv[i], "--out") && i + 1 < argc) {
 			out = argv[++i];
 		} else if (!strcmp(argv[i], "--only") && i + 1 < argc && atoi(argv[i + 1]) >= 1 &&
-			   atoi(argv[i + 1]) <= 8) {
+			   atoi(argv[i + 1]) <= 9) {
 			only = atoi(argv[++i]);
 		} else if (!strcmp(argv[i], "--lt-n") && i + 1 < argc && parse_ns(argv[++i], lt_ns)) {
 		} else if (!strcmp(argv[i], "--check")) {
@@ -1188,7 +1249,7 @@ int main(int argc, char **argv)
 			check = 0;
 		} else {
 			fprintf(stderr,
-				"usage: %s [--out FILE.json] [--only 1-8] [--lt-n 2048,...] "
+				"usage: %s [--out FILE.json] [--only 1-9] [--lt-n 2048,...] "
 				"[--check | --no-check]\n",
 				argv[0]);
 			return 2;
@@ -1254,6 +1315,8 @@ int main(int argc, char **argv)
 		table_batch();
 	if (!only || only == 8)
 		table_gemm_variants();
+	if (!only || only == 9)
+		table_lt_splits();
 	printf("\n%.0f s\n", sl_now() - t0);
 
 	if (out) {

@@ -28,7 +28,8 @@
  * the four paths captured in a CUDA graph and replayed to the same bits,
  * AUTO's GEMM range (gemm_auto: its bounds, kern_qblas_set_gemm_range,
  * SL_QGEMM and SL_QGEMM_MIN), refused calls, and fp8 again with
- * cuBLASLt's fast accumulation. One "worst rel err" line per case.
+ * cuBLASLt's fast accumulation, and W8A8 with K cut into slices run at once
+ * (forced and by rule). One "worst rel err" line per case.
  * Runs on a GPU host only (make test-gpu).
  */
 #include <check.h>
@@ -244,7 +245,7 @@ static void run_shape(kern_qblas *qb, const qcfg *c, const shape *s, worst *ws, 
 			gt_fill(x, nx, -1, 1);
 			gt_round(x, nx, dt);
 			kern_qmatmul_cpu(ref, x, &q.h, n);
-			if (c->format == KERN_Q_FP8 && !forced) {
+			if (c->format == KERN_Q_FP8 && (!forced || forced == KERN_QPATH_FP8_LT)) {
 				ref8 = gt_malloc(sizeof(float) * no);
 				kern_qmatmul_w8a8_cpu(ref8, x, &q.h, n);
 			}
@@ -359,6 +360,53 @@ START_TEST(test_fp8_fast)
 	g_fp8_fast = 1;
 	test_format(5);
 	g_fp8_fast = 0;
+}
+END_TEST
+/*
+ * W8A8 on cuBLASLt with K cut into 2, 4 and 8 slices run at once (fp32
+ * partials summed by kern_splitk_reduce), forced, and by the library's
+ * rule: against the W8A8 reference on 2048 columns (slices of 1024, 512;
+ * 8 would be 256, under the 512 the rule allows: not split) and on
+ * down's 11008 (slices of 5504, 2752, 1376). A forced count the columns
+ * allow must be the one the call takes, unless cuBLASLt has no fp8
+ * algorithm at all (noted).
+ */
+START_TEST(test_fp8_lt_splits)
+{
+	const qcfg *c = &k_cfgs[5];
+	gt_reseed(g_seed, 3000);
+	kern_qblas *qb = qblas_make(NULL);
+	const shape shapes[] = {
+		{"lt-split", 512, 2048, {33, 64, 200}, 3},
+		{"lt-split-down", 1024, 11008, {33, 129}, 2},
+	};
+	static const int counts[] = {2, 4, 8, 0};
+	worst ws[2];
+	memset(ws, 0, sizeof ws);
+	for (int ci = 0; ci < 4; ci++) {
+		kern_qblas_set_lt_splits(qb, counts[ci]);
+		for (int i = 0; i < 2; i++) {
+			const shape *sh = &shapes[i];
+			qw q;
+			qw_random(&q, c, sh->rows, sh->cols);
+			const int want = counts[ci] && sh->cols / counts[ci] >= 512 ? counts[ci] : 1;
+			for (int j = 0; j < sh->n_ns; j++) {
+				const int got = kern_qmatmul_lt_splits(qb, &q.d, sh->ns[j], SL_DT_F16);
+				printf("  %s n %d: asked %d K slices, took %d\n", sh->name, sh->ns[j],
+				       counts[ci], got);
+				if (got == 0) {
+					printf("  note: no cuBLASLt fp8 algorithm\n");
+					continue;
+				}
+				if (counts[ci])
+					ck_assert_int_eq(got, want);
+			}
+			qw_free(&q);
+			run_shape(qb, c, sh, ws, KERN_QPATH_FP8_LT);
+		}
+	}
+	report(c, ws);
+	kern_qblas_destroy(qb);
 }
 END_TEST
 START_TEST(test_int4) { test_format(6); test_format(7); test_format(8); }
@@ -1027,6 +1075,7 @@ int main(void)
 	g_seed = gt_seed_from_env();
 	Suite *s = suite_create("gpu_quant");
 	add_case(s, "decode_exact", test_decode_exact);
+	add_case(s, "fp8_lt_splits", test_fp8_lt_splits);
 	add_case(s, "act_fp8", test_act_fp8);
 	add_case(s, "act_fp8_fused", test_act_fp8_fused);
 	add_case(s, "act_mark", test_act_mark);
