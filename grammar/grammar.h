@@ -134,6 +134,13 @@ void grammar_compiler_set_number_lookahead(grammar_compiler *c, int on);
  * run past a value rejected at compile time; default on). Off: the
  * reference the tests compare with. */
 void grammar_compiler_set_value_lookahead(grammar_compiler *c, int on);
+/* Whether this compiler writes a schema's "time" and "date-time" string
+ * formats as the "pattern" of the same regex xgrammar expands them from
+ * (grammar/xgrammar_shim.cc, FORMAT_PATTERNS: one automaton, the digit
+ * pieces that run past the seconds decided at compile time, not checked
+ * one by one at every mask; default on). Off: the reference the tests
+ * compare with. */
+void grammar_compiler_set_time_patterns(grammar_compiler *c, int on);
 /* kind JSON takes any JSON object (text ignored); NONE is refused. A
  * constraint whose worst position leaves more tokens uncertain than the
  * compiler's limit is refused with SL_EINVAL ("... too slow to enforce":

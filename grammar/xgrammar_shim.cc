@@ -44,6 +44,7 @@ struct grammar_compiler {
 	bool string_chains;    /* grammar_compiler_set_string_chains */
 	bool number_lookahead; /* grammar_compiler_set_number_lookahead */
 	bool value_lookahead;  /* grammar_compiler_set_value_lookahead */
+	bool time_patterns;    /* grammar_compiler_set_time_patterns */
 };
 struct grammar_compiled {
 	CompiledGrammar g;
@@ -124,7 +125,8 @@ extern "C" int grammar_compiler_create(const grammar_vocab *v, int threads, long
 		*out = new grammar_compiler{
 			GrammarCompiler(v->info, threads > 0 ? threads : 1, cache_bytes > 0,
 					cache_bytes > 0 ? (int64_t)cache_bytes : -1),
-			v->info.GetVocabSize(), v->stop, GRAMMAR_MAX_UNCERTAIN_PCT, true, true, true};
+			v->info.GetVocabSize(), v->stop, GRAMMAR_MAX_UNCERTAIN_PCT, true, true, true,
+			true};
 		return SL_OK;
 	});
 }
@@ -149,6 +151,11 @@ extern "C" void grammar_compiler_set_number_lookahead(grammar_compiler *c, int o
 extern "C" void grammar_compiler_set_value_lookahead(grammar_compiler *c, int on)
 {
 	c->value_lookahead = on != 0;
+}
+
+extern "C" void grammar_compiler_set_time_patterns(grammar_compiler *c, int on)
+{
+	c->time_patterns = on != 0;
 }
 
 /* The most tokens a mask fill may run through the parser one by one: at
@@ -345,15 +352,41 @@ static int check_limits(sl_constraint_kind kind, const char *text, size_t len, c
  * 3339 full-date). A label is written [a-z0-9]+(-+[a-z0-9]+)*, not
  * [a-z0-9]([a-z0-9-]*[a-z0-9])?: xgrammar's regex automaton takes "ab-"
  * for the latter (an optional group holding a star: it takes ^a(b*c)?$
- * for "ab"). */
+ * for "ab").
+ *
+ * "time" and "date-time" (exact: grammar_compiler_set_time_patterns) are
+ * xgrammar's own regexes for them (json_schema_converter.cc, RFC 3339's
+ * partial-time and zone, upper-case T and Z only, second 60 allowed), \d
+ * written [0-9]. Expanded, the seconds ([0-5]\d|60) are a rule of their
+ * own followed by an optional fraction, for which xgrammar derives no
+ * lookahead: right after the minutes every digit piece that completes the
+ * seconds and runs on ("035", "0360") is left to the parser at every mask,
+ * ~1,100 of Llama 3's pieces, 64 us a token at p99 on the GPU host's CPU
+ * (bench/results/2026-11-29-nvidia-h200-grammar-masks). As one automaton
+ * those are decided at compile time. Digits, + - : . T and Z are all
+ * plain JSON string characters, so the pattern's
+ * string-character restriction (no quote, backslash or control character)
+ * takes nothing away. The fraction is written distributed over the zone,
+ * (Z|zone|\.[0-9]+(Z|zone)), not (\.[0-9]+)?(Z|zone): the automaton's
+ * trouble above, an optional group holding a repetition (written as the
+ * converter has it, it takes a digit right after the seconds, "04:47:030Z":
+ * tests/unit/grammar/test_time_patterns.c fails on it). */
+#define TIME_ZONE "(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
+#define PARTIAL_TIME "([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)"
+#define TIME_PATTERN PARTIAL_TIME "(" TIME_ZONE "|\\\\.[0-9]+" TIME_ZONE ")"
+#define FULL_DATE "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
 static const struct {
 	const char *format, *pattern; /* pattern as JSON string text */
+	bool time;		      /* only under grammar_compiler_set_time_patterns */
 } FORMAT_PATTERNS[] = {
-	{"hostname", "^[a-z0-9]+(-+[a-z0-9]+)*(\\\\.[a-z0-9]+(-+[a-z0-9]+)*)*$"},
-	{"uuid", "^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$"},
+	{"hostname", "^[a-z0-9]+(-+[a-z0-9]+)*(\\\\.[a-z0-9]+(-+[a-z0-9]+)*)*$", false},
+	{"uuid", "^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$",
+	 false},
 	{"ipv4", "^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\\\\.){3}"
-		 "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$"},
-	{"date", "^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$"},
+		 "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$", false},
+	{"date", "^" FULL_DATE "$", false},
+	{"time", "^" TIME_PATTERN "$", true},
+	{"date-time", "^" FULL_DATE "T" TIME_PATTERN "$", true},
 };
 
 /* A scan over JSON text that check_limits has already parsed, so it can
@@ -400,9 +433,11 @@ static bool is_data_keyword(const std::string &k)
 	return k == "\"const\"" || k == "\"enum\"" || k == "\"default\"" || k == "\"examples\"";
 }
 
-static void scan_value(json_scan &j, bool data, std::vector<json_edit> *edits, int depth);
+static void scan_value(json_scan &j, bool data, std::vector<json_edit> *edits, int depth,
+		       bool time);
 
-static void scan_object(json_scan &j, bool data, std::vector<json_edit> *edits, int depth)
+static void scan_object(json_scan &j, bool data, std::vector<json_edit> *edits, int depth,
+			bool time)
 {
 	size_t format_at = 0, format_end = 0;
 	const char *pattern = NULL;
@@ -421,7 +456,7 @@ static void scan_object(json_scan &j, bool data, std::vector<json_edit> *edits, 
 			j.i++; /* : */
 		scan_ws(j);
 		size_t value_at = j.i;
-		scan_value(j, data || is_data_keyword(key), edits, depth + 1);
+		scan_value(j, data || is_data_keyword(key), edits, depth + 1, time);
 		std::string value(j.s + value_at, j.i - value_at);
 		if (key == "\"pattern\"")
 			has_pattern = true;
@@ -429,7 +464,7 @@ static void scan_object(json_scan &j, bool data, std::vector<json_edit> *edits, 
 			is_string = value == "\"string\"";
 		if (key == "\"format\"")
 			for (const auto &f : FORMAT_PATTERNS)
-				if (value == std::string("\"") + f.format + "\"")
+				if ((time || !f.time) && value == std::string("\"") + f.format + "\"")
 					format_at = key_at, format_end = j.i, pattern = f.pattern;
 		scan_ws(j);
 		if (j.i < j.n && j.s[j.i] == ',')
@@ -442,17 +477,18 @@ static void scan_object(json_scan &j, bool data, std::vector<json_edit> *edits, 
 				  std::string("\"pattern\": \"") + pattern + "\""});
 }
 
-static void scan_value(json_scan &j, bool data, std::vector<json_edit> *edits, int depth)
+static void scan_value(json_scan &j, bool data, std::vector<json_edit> *edits, int depth,
+		       bool time)
 {
 	scan_ws(j);
 	if (j.i >= j.n || depth > 2 * GRAMMAR_MAX_SCHEMA_DEPTH + 2) {
 		j.i = j.n;
 	} else if (j.s[j.i] == '{') {
-		scan_object(j, data, edits, depth);
+		scan_object(j, data, edits, depth, time);
 	} else if (j.s[j.i] == '[') {
 		for (j.i++, scan_ws(j); j.i < j.n && j.s[j.i] != ']'; scan_ws(j)) {
 			size_t at = j.i;
-			scan_value(j, data, edits, depth + 1);
+			scan_value(j, data, edits, depth + 1, time);
 			scan_ws(j);
 			if (j.i < j.n && j.s[j.i] == ',')
 				j.i++;
@@ -472,12 +508,13 @@ static void scan_value(json_scan &j, bool data, std::vector<json_edit> *edits, i
 
 /* The schema with the formats above written as their patterns (where the
  * sub-schema is a string with no pattern of its own: xgrammar takes the
- * format over a pattern, so one with both keeps its format). */
-static std::string formats_as_patterns(const std::string &schema)
+ * format over a pattern, so one with both keeps its format); time: the
+ * time formats too. */
+static std::string formats_as_patterns(const std::string &schema, bool time)
 {
 	json_scan j{schema.data(), schema.size(), 0};
 	std::vector<json_edit> edits;
-	scan_value(j, false, &edits, 0);
+	scan_value(j, false, &edits, 0, time);
 	/* last first, so each edit's offset still holds (they never overlap:
 	 * each is one string member) */
 	std::sort(edits.begin(), edits.end(),
@@ -535,7 +572,7 @@ extern "C" int grammar_compile(grammar_compiler *c, sl_constraint_kind kind, con
 		CompiledGrammar g = kind == SL_CONSTRAINT_JSON
 			? c->c.CompileJSONSchema(ANY_OBJECT, false, std::nullopt, std::nullopt, false)
 		      : kind == SL_CONSTRAINT_JSON_SCHEMA
-			? compile_schema(c, formats_as_patterns(s))
+			? compile_schema(c, formats_as_patterns(s, c->time_patterns))
 		      : kind == SL_CONSTRAINT_REGEX ? c->c.CompileRegex(s)
 		      : kind == SL_CONSTRAINT_STRUCTURAL_TAG ? c->c.CompileStructuralTag(s)
 							     : c->c.CompileGrammar(s, "root");

@@ -3,9 +3,11 @@
  * with a rewrite on and off, walked in step, the two masks equal token
  * for token at every step (grammar/bounded_strings.cc,
  * grammar/number_lookahead.cc and grammar/value_lookahead.cc promise
- * exactly that), and the schema files they walk. Included by
- * tests/unit/grammar/test_bounded_strings.c, test_number_lookahead.c and
- * test_value_lookahead.c only (static functions).
+ * exactly that, as does grammar/xgrammar_shim.cc's time patterns), and
+ * the schema files they walk. Included by
+ * tests/unit/grammar/test_bounded_strings.c, test_number_lookahead.c,
+ * test_value_lookahead.c and test_time_patterns.c only (static
+ * functions).
  */
 #ifndef TESTS_GRAMMAR_LOCKSTEP_H
 #define TESTS_GRAMMAR_LOCKSTEP_H

@@ -4,9 +4,9 @@
  * rules grammar_compile gives a lookahead of what may follow them
  * (grammar/value_lookahead.cc), take exactly what xgrammar's converter
  * form takes: each schema is compiled with every rewrite (the default) and
- * with none (chains, number and value lookaheads off: xgrammar's grammar
- * as its converter writes it), and both are walked in step, the two masks
- * equal token for token at every step. The value schemas sit in every
+ * with none (chains, number and value lookaheads and time patterns off:
+ * xgrammar's grammar as its converter writes it), and both are walked in
+ * step, the two masks equal token for token at every step. The value schemas sit in every
  * place: an object's last and middle property, an optional property (what
  * follows is , or }), an array item, an object inside an array, an anyOf
  * inside an array inside an object, a property before another whose rule
@@ -91,6 +91,7 @@ static void setup(void)
 	grammar_compiler_set_string_chains(without, 0);
 	grammar_compiler_set_number_lookahead(without, 0);
 	grammar_compiler_set_value_lookahead(without, 0);
+	grammar_compiler_set_time_patterns(without, 0);
 	no_values = new_compiler();
 	grammar_compiler_set_value_lookahead(no_values, 0);
 }
