@@ -81,7 +81,9 @@
  * those of one slice (lt_split_count). */
 typedef struct lt_plan {
 	int m, n, k, asked; /* asked: the kern_qblas's lt_splits when made */
+	int asked_unit;     /* and its lt_unit_max */
 	int splits;
+	bool unit; /* unit scalar scales, fp32 product; the scales applied after (lt_unit_scale) */
 	sl_dtype out_dt;
 	int state; /* 0 empty, 1 ready, -1 no algorithm (use DEQUANT) */
 	cublasLtMatrixLayout_t la, lb, ld;
@@ -93,6 +95,9 @@ struct kern_qblas {
 	cublasHandle_t blas;
 	cublasLtHandle_t lt;
 	cublasLtMatmulDesc_t lt_op;       /* fp8 x fp8, fp32 compute, outer-vector scales */
+	cublasLtMatmulDesc_t lt_unit_op;  /* the same with unit scalar scales (lt_unit_takes) */
+	float *one;                       /* the device 1.0f those scales point to */
+	int lt_unit_max;                  /* kern_qblas_set_lt_unit */
 	cublasLtMatmulPreference_t lt_pref;
 	cublasLtMatmulPreference_t lt_pref_slice; /* a K slice's: its share of the workspace */
 	cudaStream_t side[KERN_LT_MAX_SPLITS - 1]; /* K slices 1.. run here, concurrently */
@@ -870,8 +875,8 @@ static int lt_pick(kern_qblas *qb, lt_plan *p, cublasLtMatmulPreference_t pref, 
 {
 	cublasLtMatmulHeuristicResult_t res;
 	int found = 0;
-	if (cublasLtMatmulAlgoGetHeuristic(qb->lt, qb->lt_op, p->la, p->lb, p->ld, p->ld, pref, 1,
-					   &res, &found) ||
+	if (cublasLtMatmulAlgoGetHeuristic(qb->lt, p->unit ? qb->lt_unit_op : qb->lt_op, p->la, p->lb,
+					   p->ld, p->ld, pref, 1, &res, &found) ||
 	    found < 1)
 		return SL_ENOTSUP;
 	p->algo = res.algo;
@@ -914,10 +919,31 @@ static lt_plan *lt_plan_find(kern_qblas *qb, int m, int n, int k, sl_dtype out_d
 	for (int i = 0; i < QB_LT_PLANS; i++) {
 		lt_plan *p = &qb->plans[i];
 		if (p->state && p->m == m && p->n == n && p->k == k && p->out_dt == out_dt &&
-		    p->asked == qb->lt_splits)
+		    p->asked == qb->lt_splits && p->asked_unit == qb->lt_unit_max)
 			return p;
 	}
 	return NULL;
+}
+
+/*
+ * Whether an m x n product takes unit scalar scales: an fp32 product in
+ * the dequantization scratch, then lt_unit_scale applies the weight's
+ * per-row and the token's scale. With scalar scales cuBLASLt picks other
+ * kernels at decode sizes, about twice as fast on the 4096-row o and
+ * down projections as its one per-row-scale algorithm (lab-qgemv table 6
+ * on an H200 at 64 tokens, warm W: o 6.5 against 13.1 us, down 14.7
+ * against 29.1; bench/results/2026-11-29-nvidia-h200-lt-splits/final).
+ * With the pass over the fp32 product (n x m x 6 bytes), cold W, table 9
+ * (bench/results/2026-11-29-nvidia-h200-lt-unit): at 33 and 64 tokens
+ * every 7B shape is as fast or faster (o 15.4 -> 11.8 us, down 32.3 ->
+ * 23.6 at 64, against 14.5 and 26.7 with K slices); from 96 tokens qkv
+ * and gate_up lose up to 40%, at 128 the decode step 12%. So up to
+ * lt_unit_max = KERN_LT_UNIT_MAX_TOKENS (64) tokens; above, per-row
+ * scales and K slices.
+ */
+static bool lt_unit_takes(const kern_qblas *qb, int m, int n)
+{
+	return n <= qb->lt_unit_max && sizeof(float) * (size_t)m * n <= qb->dequant_bytes;
 }
 
 /* The cuBLASLt plan for an m x n x k fp8 problem with out_dt output:
@@ -937,6 +963,17 @@ static lt_plan *lt_plan_get(kern_qblas *qb, int m, int n, int k, sl_dtype out_dt
 	plan_release(p);
 	float waves = 0;
 	int splits = 1;
+	p->m = m, p->n = n, p->k = k, p->out_dt = out_dt, p->asked = qb->lt_splits;
+	p->asked_unit = qb->lt_unit_max;
+	if (lt_unit_takes(qb, m, n)) {
+		p->unit = true;
+		if (!lt_layouts(p, m, n, k, k, CUDA_R_32F) && !lt_pick(qb, p, qb->lt_pref, &waves)) {
+			p->splits = 1;
+			p->state = 1;
+			return p;
+		}
+		plan_release(p);
+	}
 	if (!lt_layouts(p, m, n, k, k, cuda_type(out_dt)) && !lt_pick(qb, p, qb->lt_pref, &waves))
 		splits = lt_split_count(qb, m, n, k, waves);
 	else
@@ -954,6 +991,7 @@ static lt_plan *lt_plan_get(kern_qblas *qb, int m, int n, int k, sl_dtype out_dt
 		}
 	}
 	p->m = m, p->n = n, p->k = k, p->out_dt = out_dt, p->asked = qb->lt_splits;
+	p->asked_unit = qb->lt_unit_max;
 	p->splits = splits;
 	p->state = splits ? 1 : -1;
 	return splits ? p : NULL;
@@ -974,8 +1012,39 @@ static cublasStatus_t lt_matmul(kern_qblas *qb, const lt_plan *p, const void *a,
 				 void *d, void *ws, size_t ws_bytes, cudaStream_t stream)
 {
 	const float one = 1.0f, zero = 0.0f;
-	return cublasLtMatmul(qb->lt, qb->lt_op, &one, a, p->la, b, p->lb, &zero, d, p->ld, d, p->ld,
-			      &p->algo, ws, ws_bytes, stream);
+	return cublasLtMatmul(qb->lt, p->unit ? qb->lt_unit_op : qb->lt_op, &one, a, p->la, b, p->lb,
+			      &zero, d, p->ld, d, p->ld, &p->algo, ws, ws_bytes, stream);
+}
+
+/* out[t, r] = d[t, r] s_w[r] s_x[t]: a unit-scale product's scales
+ * (lt_unit_takes), out fp32 or T. */
+template <typename T>
+__global__ void lt_unit_scale_kernel(void *out, bool out_f32, const float *__restrict__ d,
+				     const void *sw, bool sw_f16, const float *__restrict__ sx,
+				     int m, size_t count)
+{
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
+	     i += (size_t)gridDim.x * blockDim.x) {
+		const size_t t = i / (size_t)m;
+		const float v = d[i] * q_scale(sw, i - t * m, sw_f16) * sx[t];
+		if (out_f32)
+			reinterpret_cast<float *>(out)[i] = v;
+		else
+			reinterpret_cast<T *>(out)[i] = kern_from_f32<T>(v);
+	}
+}
+
+template <typename T>
+static int lt_unit_scale(void *out, bool out_f32, const float *d, const kern_qweight *w,
+			 const float *sx, int n, cudaStream_t stream)
+{
+	const size_t count = (size_t)n * w->rows;
+	const unsigned blocks = (unsigned)((count + 255) / 256 < 65535 ? (count + 255) / 256 : 65535);
+	lt_unit_scale_kernel<T><<<blocks, 256, 0, stream>>>(out, out_f32, d, w->scales,
+							  w->scale_dt == SL_DT_F16, sx, w->rows,
+							  count);
+	CUDA_TRY_LAUNCH();
+	return SL_OK;
 }
 
 /*
@@ -1028,14 +1097,18 @@ static int fp8_lt(kern_qblas *qb, const kern_qweight *w, void *out, sl_dtype out
 						  &sa, sizeof sa));
 	CUBLAS_TRY(cublasLtMatmulDescSetAttribute(qb->lt_op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
 						  &sb, sizeof sb));
+	void *d = p->unit ? qb->dequant : out;
 	cublasStatus_t st = p->splits > 1 ? lt_sliced(qb, p, w)
-					  : lt_matmul(qb, p, w->data, qb->xq, out, qb->workspace,
+					  : lt_matmul(qb, p, w->data, qb->xq, d, qb->workspace,
 						      QB_WORKSPACE_BYTES, qb->stream);
 	if (st != CUBLAS_STATUS_SUCCESS) {
 		p->state = -1;
 		lt_warn(qb, w, n, out_dt, cublasGetStatusString(st));
 		return SL_ENOTSUP;
 	}
+	if (p->unit)
+		KERN_DISPATCH_DT(out_dt == SL_DT_F32 ? x_dt : out_dt, lt_unit_scale, out,
+				 out_dt == SL_DT_F32, (const float *)d, w, qb->xs, n, qb->stream);
 	if (p->splits == 1)
 		return SL_OK;
 	KERN_DISPATCH_DT(out_dt == SL_DT_F32 ? x_dt : out_dt, q_splitk_finish, out,
@@ -1080,6 +1153,9 @@ extern "C" void kern_qblas_destroy(kern_qblas *qb)
 		cudaEventDestroy(qb->fork);
 	if (qb->lt_op)
 		cublasLtMatmulDescDestroy(qb->lt_op);
+	if (qb->lt_unit_op)
+		cublasLtMatmulDescDestroy(qb->lt_unit_op);
+	cudaFree(qb->one);
 	if (qb->lt)
 		cublasLtDestroy(qb->lt);
 	if (qb->blas)
@@ -1107,29 +1183,37 @@ static int lt_pref_make(cublasLtMatmulPreference_t *pref, uint64_t ws)
 	return SL_OK;
 }
 
+/* W (op T) x xq, fp32 compute, scales of `mode` on both sides pointing
+ * at sp (per-row / per-token ones are set per call; heuristics see valid
+ * pointers), fp32 promotion unless fast. */
+static int lt_desc_make(cublasLtMatmulDesc_t *d, int32_t mode, const void *sp, int8_t fast)
+{
+	const cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
+	CUBLAS_TRY(cublasLtMatmulDescCreate(d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+	CUBLAS_TRY(cublasLtMatmulDescSetAttribute(*d, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof opT));
+	CUBLAS_TRY(cublasLtMatmulDescSetAttribute(*d, CUBLASLT_MATMUL_DESC_TRANSB, &opN, sizeof opN));
+	CUBLAS_TRY(cublasLtMatmulDescSetAttribute(*d, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode,
+						  sizeof mode));
+	CUBLAS_TRY(cublasLtMatmulDescSetAttribute(*d, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode,
+						  sizeof mode));
+	CUBLAS_TRY(cublasLtMatmulDescSetAttribute(*d, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast,
+						  sizeof fast));
+	CUBLAS_TRY(cublasLtMatmulDescSetAttribute(*d, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sp,
+						  sizeof sp));
+	CUBLAS_TRY(cublasLtMatmulDescSetAttribute(*d, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sp,
+						  sizeof sp));
+	return SL_OK;
+}
+
 static int lt_init(kern_qblas *qb, const kern_qblas_config *cfg)
 {
 	const int8_t fast = cfg->fp8_fast_accum != 0;
-	const cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
-	const int32_t outer = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+	const float one = 1.0f;
 	CUBLAS_TRY(cublasLtCreate(&qb->lt));
-	CUBLAS_TRY(cublasLtMatmulDescCreate(&qb->lt_op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-	CUBLAS_TRY(cublasLtMatmulDescSetAttribute(qb->lt_op, CUBLASLT_MATMUL_DESC_TRANSA, &opT,
-						  sizeof opT));
-	CUBLAS_TRY(cublasLtMatmulDescSetAttribute(qb->lt_op, CUBLASLT_MATMUL_DESC_TRANSB, &opN,
-						  sizeof opN));
-	CUBLAS_TRY(cublasLtMatmulDescSetAttribute(qb->lt_op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE,
-						  &outer, sizeof outer));
-	CUBLAS_TRY(cublasLtMatmulDescSetAttribute(qb->lt_op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE,
-						  &outer, sizeof outer));
-	CUBLAS_TRY(cublasLtMatmulDescSetAttribute(qb->lt_op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast,
-						  sizeof fast));
-	/* scale pointers are set per call; heuristics see valid ones */
-	const void *sp = qb->xs;
-	CUBLAS_TRY(cublasLtMatmulDescSetAttribute(qb->lt_op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
-						  &sp, sizeof sp));
-	CUBLAS_TRY(cublasLtMatmulDescSetAttribute(qb->lt_op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
-						  &sp, sizeof sp));
+	TRY(lt_desc_make(&qb->lt_op, CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, qb->xs, fast));
+	CUDA_TRY(cudaMalloc((void **)&qb->one, sizeof one));
+	CUDA_TRY(cudaMemcpy(qb->one, &one, sizeof one, cudaMemcpyHostToDevice));
+	TRY(lt_desc_make(&qb->lt_unit_op, CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F, qb->one, fast));
 	TRY(lt_pref_make(&qb->lt_pref, QB_WORKSPACE_BYTES));
 	TRY(lt_pref_make(&qb->lt_pref_slice, QB_WORKSPACE_BYTES / KERN_LT_MAX_SPLITS));
 	/* the K slices' side streams and the events that fork and join them */
@@ -1180,8 +1264,9 @@ static int qblas_init(kern_qblas *qb, void *stream, const kern_qblas_config *cfg
 	 * alternative, dequantize + cuBLAS, reads at 8-20%. */
 	qb->gemv_max[KERN_Q_FP8] = KERN_QGEMV_FP8_MAX_TOKENS;
 	gemm_defaults(qb);
-	const char *split = getenv("SL_LT_SPLITK");
+	const char *split = getenv("SL_LT_SPLITK"), *unit = getenv("SL_LT_UNIT");
 	kern_qblas_set_lt_splits(qb, split && *split ? atoi(split) : 0);
+	kern_qblas_set_lt_unit(qb, unit && *unit ? atoi(unit) : KERN_LT_UNIT_MAX_TOKENS);
 	CUDA_TRY(cudaGetDevice(&dev));
 	CUDA_TRY(cudaDeviceGetAttribute(&qb->sm_count, cudaDevAttrMultiProcessorCount, dev));
 	CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
@@ -1242,13 +1327,29 @@ extern "C" void kern_qblas_set_lt_splits(kern_qblas *qb, int splits)
 		qb->lt_splits = splits;
 }
 
+extern "C" void kern_qblas_set_lt_unit(kern_qblas *qb, int max_tokens)
+{
+	qb->lt_unit_max = max_tokens < 0 ? 0 : max_tokens;
+}
+
+static const lt_plan *lt_plan_of(kern_qblas *qb, const kern_qweight *w, int n, sl_dtype out_dt)
+{
+	if (w->format != KERN_Q_FP8 || n > qb->max_tokens || w->cols > qb->max_cols)
+		return NULL;
+	return lt_plan_get(qb, w->rows, n, w->cols, out_dt);
+}
+
 extern "C" int kern_qmatmul_lt_splits(kern_qblas *qb, const kern_qweight *w, int n,
 				      sl_dtype out_dt)
 {
-	if (w->format != KERN_Q_FP8 || n > qb->max_tokens || w->cols > qb->max_cols)
-		return 0;
-	const lt_plan *p = lt_plan_get(qb, w->rows, n, w->cols, out_dt);
+	const lt_plan *p = lt_plan_of(qb, w, n, out_dt);
 	return p ? p->splits : 0;
+}
+
+extern "C" int kern_qmatmul_lt_unit(kern_qblas *qb, const kern_qweight *w, int n, sl_dtype out_dt)
+{
+	const lt_plan *p = lt_plan_of(qb, w, n, out_dt);
+	return p && p->unit;
 }
 
 extern "C" void kern_qblas_set_gemm_range(kern_qblas *qb, int format, int lo, int hi)

@@ -274,6 +274,15 @@ void kern_qblas_set_gemm_range(kern_qblas *qb, int format, int lo, int hi);
 #define KERN_LT_MAX_SPLITS 8
 void kern_qblas_set_lt_splits(kern_qblas *qb, int splits);
 int kern_qmatmul_lt_splits(kern_qblas *qb, const kern_qweight *w, int n, sl_dtype out_dt);
+/* Up to max_tokens (default KERN_LT_UNIT_MAX_TOKENS; SL_LT_UNIT=N in the
+ * environment at create; 0: never), W8A8 on cuBLASLt runs with unit
+ * scalar scales into an fp32 product, then a pass applies the weight's
+ * per-row and the token's scale: cuBLASLt has faster kernels for scalar
+ * scales at decode sizes. kern_qmatmul_lt_unit: whether a W8A8 call of n
+ * tokens does (K slices, above, only apply to calls that do not). */
+#define KERN_LT_UNIT_MAX_TOKENS 64
+void kern_qblas_set_lt_unit(kern_qblas *qb, int max_tokens);
+int kern_qmatmul_lt_unit(kern_qblas *qb, const kern_qweight *w, int n, sl_dtype out_dt);
 /* The path AUTO takes for this call (a kern_qpath). */
 int kern_qmatmul_path(kern_qblas *qb, const kern_qweight *w, int n, sl_dtype x_dt,
 		      sl_dtype out_dt);

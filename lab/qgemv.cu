@@ -1160,26 +1160,30 @@ static void table_gemm_variants(void)
 /* ---- 9. W8A8 on cuBLASLt with K cut into slices run at once ---- */
 
 /* fp8/row on each 7B shape at decode batches: us per call of the W8A8
- * path (activation quantization included) with K in 1, 2, 4 and 8
- * slices (kern_qblas_set_lt_splits), then the library's rule (its choice
- * in brackets); '*' the fastest, with its share of copy bandwidth. */
+ * path (activation quantization included) with per-row scales and K in
+ * 1, 2, 4 and 8 slices (kern_qblas_set_lt_splits), then the slicing
+ * rule (its choice in brackets), then unit scalar scales with the scales
+ * applied after (kern_qblas_set_lt_unit); '*' the fastest, with its share
+ * of copy bandwidth. */
 static void table_lt_splits(void)
 {
 	static const int ns[] = {33, 64, 96, 128, 192, 256};
-	static const int forced[] = {1, 2, 4, 8, 0};
+	static const int forced[] = {1, 2, 4, 8, 0, 0};
 	const fmt &f = k_fmts[4];
-	printf("\n9. W8A8 (cuBLASLt) with K in slices: us per call (cold W, fp16 x, x quantized "
-	       "in the call), '*' the fastest\n%-8s %5s %9s %9s %9s %9s %12s %8s\n", "shape", "n",
-	       "1", "2", "4", "8", "rule", "best bw");
+	printf("\n9. W8A8 (cuBLASLt) with K in slices, and with unit scales: us per call (cold W, "
+	       "fp16 x, x quantized in the call), '*' the fastest\n%-8s %5s %9s %9s %9s %9s %12s "
+	       "%9s %8s\n", "shape", "n", "1", "2", "4", "8", "rule", "unit", "best bw");
 	for (int si = 0; si < N_SHAPES; si++)
 		for (int n : ns) {
-			double us[5];
+			double us[6];
 			int best = -1, taken, rule = 0;
-			for (int k = 0; k < 5; k++) {
+			for (int k = 0; k < 6; k++) {
 				kern_qblas_set_lt_splits(g_qb, forced[k]);
+				/* the unit column at every n, beyond the library's limit */
+				kern_qblas_set_lt_unit(g_qb, k == 5 ? g_qb->max_tokens : 0);
 				kern_qweight w0 = copy_at(f, k_shapes[si], 0);
 				const int got = kern_qmatmul_lt_splits(g_qb, &w0, n, SL_DT_F16);
-				if (forced[k] == 0)
+				if (k == 4)
 					rule = got;
 				const bool ran = forced[k] == 0 || got == forced[k];
 				const double ms = ran ? measure(f, k_shapes[si], n, KERN_QPATH_FP8_LT, &taken)
@@ -1191,12 +1195,15 @@ static void table_lt_splits(void)
 					record(f, k_shapes[si], n, taken, ms, "lt_splits");
 					cJSON *r = cJSON_GetArrayItem(g_rows, cJSON_GetArraySize(g_rows) - 1);
 					cJSON_AddNumberToObject(r, "splits", got);
-					cJSON_AddBoolToObject(r, "rule", forced[k] == 0);
+					cJSON_AddBoolToObject(r, "rule", k == 4);
+					cJSON_AddBoolToObject(r, "unit",
+							      kern_qmatmul_lt_unit(g_qb, &w0, n, SL_DT_F16));
 				}
 			}
 			kern_qblas_set_lt_splits(g_qb, 0);
+			kern_qblas_set_lt_unit(g_qb, KERN_LT_UNIT_MAX_TOKENS);
 			printf("%-8s %5d", k_shapes[si].name, n);
-			for (int k = 0; k < 5; k++) {
+			for (int k = 0; k < 6; k++) {
 				char cell[16];
 				if (us[k] < 0)
 					snprintf(cell, sizeof cell, "-");

@@ -28,8 +28,9 @@
  * the four paths captured in a CUDA graph and replayed to the same bits,
  * AUTO's GEMM range (gemm_auto: its bounds, kern_qblas_set_gemm_range,
  * SL_QGEMM and SL_QGEMM_MIN), refused calls, and fp8 again with
- * cuBLASLt's fast accumulation, and W8A8 with K cut into slices run at once
- * (forced and by rule). One "worst rel err" line per case.
+ * cuBLASLt's fast accumulation, W8A8 with K cut into slices run at once
+ * (forced and by rule), and W8A8 with unit scales and the scales applied
+ * after. One "worst rel err" line per case.
  * Runs on a GPU host only (make test-gpu).
  */
 #include <check.h>
@@ -383,6 +384,7 @@ START_TEST(test_fp8_lt_splits)
 	static const int counts[] = {2, 4, 8, 0};
 	worst ws[2];
 	memset(ws, 0, sizeof ws);
+	kern_qblas_set_lt_unit(qb, 0); /* slices are for per-row-scale calls */
 	for (int ci = 0; ci < 4; ci++) {
 		kern_qblas_set_lt_splits(qb, counts[ci]);
 		for (int i = 0; i < 2; i++) {
@@ -405,6 +407,50 @@ START_TEST(test_fp8_lt_splits)
 			run_shape(qb, c, sh, ws, KERN_QPATH_FP8_LT);
 		}
 	}
+	report(c, ws);
+	kern_qblas_destroy(qb);
+}
+END_TEST
+/*
+ * W8A8 on cuBLASLt with unit scalar scales and the per-row and per-token
+ * scales applied after (the default up to KERN_LT_UNIT_MAX_TOKENS): every
+ * call of an aligned shape up to that many tokens must take it, one token
+ * more must not, and every output is checked against the W8A8 reference
+ * (odd rows included, where cuBLASLt may have no algorithm: noted).
+ */
+START_TEST(test_fp8_lt_unit)
+{
+	const qcfg *c = &k_cfgs[5];
+	gt_reseed(g_seed, 4000);
+	kern_qblas *qb = qblas_make(NULL);
+	const shape shapes[] = {
+		{"lt-unit", 512, 2048, {33, 48, 200, KERN_LT_UNIT_MAX_TOKENS,
+					KERN_LT_UNIT_MAX_TOKENS + 1}, 5},
+		{"lt-unit-down", 1024, 11008, {33, 129}, 2},
+		{"lt-unit-odd", 519, odd_cols(c), {64}, 1},
+	};
+	worst ws[2];
+	memset(ws, 0, sizeof ws);
+	for (int i = 0; i < 3; i++) {
+		const shape *sh = &shapes[i];
+		qw q;
+		qw_random(&q, c, sh->rows, sh->cols);
+		for (int j = 0; j < sh->n_ns && i < 2; j++) {
+			const int n = sh->ns[j];
+			if (!kern_qmatmul_lt_splits(qb, &q.d, n, SL_DT_F16)) {
+				printf("  note: no cuBLASLt fp8 algorithm for %s n %d\n", sh->name, n);
+				continue;
+			}
+			ck_assert_int_eq(kern_qmatmul_lt_unit(qb, &q.d, n, SL_DT_F16),
+					 n <= KERN_LT_UNIT_MAX_TOKENS);
+			ck_assert_int_eq(kern_qmatmul_lt_unit(qb, &q.d, n, SL_DT_F32),
+					 n <= KERN_LT_UNIT_MAX_TOKENS);
+		}
+		qw_free(&q);
+		run_shape(qb, c, sh, ws, KERN_QPATH_FP8_LT);
+	}
+	printf("kernel qmatmul %s: cuBLASLt ran %d of %d W8A8 calls (unit scales)\n", c->name,
+	       ws[0].w8a8_lt + ws[1].w8a8_lt, ws[0].w8a8_calls + ws[1].w8a8_calls);
 	report(c, ws);
 	kern_qblas_destroy(qb);
 }
@@ -1076,6 +1122,7 @@ int main(void)
 	Suite *s = suite_create("gpu_quant");
 	add_case(s, "decode_exact", test_decode_exact);
 	add_case(s, "fp8_lt_splits", test_fp8_lt_splits);
+	add_case(s, "fp8_lt_unit", test_fp8_lt_unit);
 	add_case(s, "act_fp8", test_act_fp8);
 	add_case(s, "act_fp8_fused", test_act_fp8_fused);
 	add_case(s, "act_mark", test_act_mark);
