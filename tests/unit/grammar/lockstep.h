@@ -4,7 +4,7 @@
  * for token at every step (grammar/bounded_strings.cc,
  * grammar/number_lookahead.cc and grammar/value_lookahead.cc promise
  * exactly that, as does grammar/xgrammar_shim.cc's time patterns), and
- * the schema files they walk. Included by
+ * the schema files they walk, and texts cut into random pieces. Included by
  * tests/unit/grammar/test_bounded_strings.c, test_number_lookahead.c,
  * test_value_lookahead.c and test_time_patterns.c only (static
  * functions).
@@ -154,6 +154,28 @@ static void lockstep_walk_schema(const lockstep_walk *w, const char *schema, con
 }
 
 /* A schema file's text (tests/data/schemas: all under 64 KiB). */
+/* text cut into pieces at random: at each place one of the n_pieces
+ * pieces it starts with (a one-character piece always does), their
+ * indices into ids (at most max_steps). */
+static inline int lockstep_cut(const char *text, const char *const *pieces, int n_pieces, int max_steps,
+			unsigned *seed, int *ids)
+{
+	int n = 0, *fits = malloc(sizeof(int) * (size_t)n_pieces);
+	ck_assert_ptr_nonnull(fits);
+	for (size_t at = 0; text[at];) {
+		int n_fits = 0;
+		for (int p = 0; p < n_pieces; p++)
+			if (!strncmp(text + at, pieces[p], strlen(pieces[p])))
+				fits[n_fits++] = p;
+		ck_assert_msg(n_fits > 0 && n < max_steps, "cannot cut %s at %zu", text, at);
+		int p = fits[rand_r(seed) % n_fits];
+		ids[n++] = p;
+		at += strlen(pieces[p]);
+	}
+	free(fits);
+	return n;
+}
+
 static char *lockstep_read_file(const char *path)
 {
 	FILE *f = fopen(path, "rb");

@@ -81,23 +81,6 @@ static void teardown(void)
 	grammar_vocab_destroy(vocab);
 }
 
-/* text cut into pieces at random: at each place one of the pieces it
- * starts with (a one-character piece always does). */
-static int cut(const char *text, unsigned *seed, int *ids)
-{
-	int n = 0;
-	for (size_t at = 0; text[at];) {
-		int fits[N_PIECES], n_fits = 0;
-		for (int p = 0; p < N_PIECES; p++)
-			if (!strncmp(text + at, PIECES[p], strlen(PIECES[p])))
-				fits[n_fits++] = p;
-		ck_assert_msg(n_fits > 0 && n < MAX_STEPS, "cannot cut %s at %zu", text, at);
-		int p = fits[rand_r(seed) % n_fits];
-		ids[n++] = p;
-		at += strlen(PIECES[p]);
-	}
-	return n;
-}
 
 /* One place for the number: a schema around it (%s: the number's schema),
  * and the text around it (%s: the number's text). */
@@ -147,7 +130,7 @@ static void check_value(const char *number_schema, const char *value, const char
 		for (unsigned seed = 1; seed <= 4; seed++) {
 			int ids[MAX_STEPS];
 			unsigned s = seed * 7919u + (unsigned)p;
-			int n = cut(text, &s, ids);
+			int n = lockstep_cut(text, PIECES, N_PIECES, MAX_STEPS, &s, ids);
 			char what[768];
 			snprintf(what, sizeof what, "%s at place %d, text %s, cut %u", number_schema, p,
 				 text, seed);

@@ -93,23 +93,6 @@ static void teardown(void)
 	grammar_vocab_destroy(vocab);
 }
 
-/* text cut into pieces at random: at each place one of the pieces it
- * starts with (a one-character piece always does). */
-static int cut(const char *text, unsigned *seed, int *ids)
-{
-	int n = 0;
-	for (size_t at = 0; text[at];) {
-		int fits[N_PIECES], n_fits = 0;
-		for (int p = 0; p < N_PIECES; p++)
-			if (!strncmp(text + at, PIECES[p], strlen(PIECES[p])))
-				fits[n_fits++] = p;
-		ck_assert_msg(n_fits > 0 && n < MAX_STEPS, "cannot cut %s at %zu", text, at);
-		int p = fits[rand_r(seed) % n_fits];
-		ids[n++] = p;
-		at += strlen(PIECES[p]);
-	}
-	return n;
-}
 
 /* ---- the format's regex, read by hand (xgrammar's
  * json_schema_converter.cc): ([01]\d|2[0-3]):[0-5]\d:([0-5]\d|60)(\.\d+)?
@@ -251,7 +234,7 @@ static void check_format(const struct format *f)
 			for (unsigned seed = 1; seed <= 4; seed++) {
 				int ids[MAX_STEPS];
 				unsigned s = seed * 7919u + (unsigned)(p * 131 + t);
-				int n = cut(text, &s, ids);
+				int n = lockstep_cut(text, PIECES, N_PIECES, MAX_STEPS, &s, ids);
 				char what[512];
 				snprintf(what, sizeof what, "%s at place %d, text %s, cut %u", f->name,
 					 p, text, seed);
