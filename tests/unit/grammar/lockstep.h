@@ -153,12 +153,11 @@ static void lockstep_walk_schema(const lockstep_walk *w, const char *schema, con
 	grammar_compiled_destroy(gb);
 }
 
-/* A schema file's text (tests/data/schemas: all under 64 KiB). */
 /* text cut into pieces at random: at each place one of the n_pieces
  * pieces it starts with (a one-character piece always does), their
  * indices into ids (at most max_steps). */
-static inline int lockstep_cut(const char *text, const char *const *pieces, int n_pieces, int max_steps,
-			unsigned *seed, int *ids)
+static inline int lockstep_cut(const char *text, const char *const *pieces, int n_pieces,
+			       int max_steps, unsigned *seed, int *ids)
 {
 	int n = 0, *fits = malloc(sizeof(int) * (size_t)n_pieces);
 	ck_assert_ptr_nonnull(fits);
@@ -176,6 +175,7 @@ static inline int lockstep_cut(const char *text, const char *const *pieces, int 
 	return n;
 }
 
+/* A schema file's text (tests/data/schemas: all under 64 KiB). */
 static char *lockstep_read_file(const char *path)
 {
 	FILE *f = fopen(path, "rb");
