@@ -153,6 +153,30 @@ static void lockstep_walk_schema(const lockstep_walk *w, const char *schema, con
 	grammar_compiled_destroy(gb);
 }
 
+/* The tests' vocabulary: pieces[0..n_pieces) one token each, then
+ * "</s>" (id n_pieces, the stop token); names[0..n_pieces] get the
+ * tokens' texts (the vocabulary keeps its own copies). */
+static inline grammar_vocab *lockstep_vocab(const char *const *pieces, int n_pieces,
+					    const char **names)
+{
+	const char **toks = malloc(sizeof *toks * (size_t)(n_pieces + 1));
+	size_t *lens = malloc(sizeof *lens * (size_t)(n_pieces + 1));
+	ck_assert(toks && lens);
+	for (int i = 0; i < n_pieces; i++)
+		toks[i] = pieces[i], lens[i] = strlen(pieces[i]);
+	toks[n_pieces] = "</s>", lens[n_pieces] = 4;
+	for (int i = 0; i <= n_pieces; i++)
+		names[i] = toks[i];
+	int32_t stop = n_pieces;
+	char err[SL_ERRLEN] = "";
+	grammar_vocab *v = NULL;
+	ck_assert_msg(grammar_vocab_create(toks, lens, n_pieces + 1, n_pieces + 1, GRAMMAR_VOCAB_RAW,
+					   &stop, 1, &v, err, sizeof err) == SL_OK, "%s", err);
+	free(toks);
+	free(lens);
+	return v;
+}
+
 /* text cut into pieces at random: at each place one of the n_pieces
  * pieces it starts with (a one-character piece always does), their
  * indices into ids (at most max_steps). */

@@ -68,24 +68,14 @@ static grammar_compiler *new_compiler(void)
 
 static void setup(void)
 {
-	const char *toks[N_TOK];
-	size_t lens[N_TOK];
 	for (int i = 0; i < N_ASCII; i++) {
 		ascii[i][0] = (char)(32 + i);
 		PIECES[i] = ascii[i];
 	}
 	for (int i = 0; i < N_LONGER; i++)
 		PIECES[N_ASCII + i] = LONGER[i];
-	for (int i = 0; i < N_PIECES; i++)
-		toks[i] = PIECES[i], lens[i] = strlen(PIECES[i]);
+	vocab = lockstep_vocab(PIECES, N_PIECES, NAMES);
 	STOP_ID = N_PIECES;
-	toks[STOP_ID] = "</s>", lens[STOP_ID] = 4;
-	for (int i = 0; i < N_TOK; i++)
-		NAMES[i] = toks[i];
-	int32_t stop = STOP_ID;
-	char err[SL_ERRLEN] = "";
-	ck_assert_msg(grammar_vocab_create(toks, lens, N_TOK, N_TOK, GRAMMAR_VOCAB_RAW, &stop, 1,
-					   &vocab, err, sizeof err) == SL_OK, "%s", err);
 	with = new_compiler();
 	without = new_compiler();
 	grammar_compiler_set_string_chains(without, 0);
