@@ -157,6 +157,9 @@ else
 	fi
 	model_flags="--model $ckpt --device cpu"; shape="tiny random f32 (dim 64, 2 layers)"
 fi
+# the node's own flags change what runs (--quant fp8, --kv-dtype fp8):
+# the report's "Model:" line names them
+[ -n "${NODE_FLAGS:-}" ] && shape="$shape, node flags: $NODE_FLAGS"
 say "model: $shape"
 modes=${MODES:-native http}
 if ! "$bin/shardline-bench-serve" --help 2>&1 | grep -q -- '--http'; then

@@ -21,10 +21,13 @@ export OMP_NUM_THREADS=1
 out=$tmp/out
 STREAMS=4 REQUESTS=12 PLEN=64 SHARED=48
 shape="fixed:$STREAMS:$PLEN:4:$REQUESTS"
-BIN=$bin DEVICE=cpu CKPT_DIR="$tmp/m" BATCHING=continuous \
+# NODE_FLAGS: the node's default, named in the report's model
+BIN=$bin DEVICE=cpu CKPT_DIR="$tmp/m" BATCHING=continuous NODE_FLAGS="--min-step-ms 0" \
 	CASES="fixed-a:$shape fixed-b:$shape prefix-s4:$shape:$SHARED reuse-seeded-a:$shape:seeded reuse-seeded-b:$shape:seeded" \
 	sh bench/serve.sh "$out" >"$tmp/serve.log" 2>&1 && ok ||
 	{ bad "bench/serve.sh failed"; tail -20 "$tmp/serve.log"; }
+grep -q '"model":.*node flags: --min-step-ms 0' "$out/tp1-continuous-fixed-a.json" && ok ||
+	bad "the run's model does not name the node flags it ran with"
 
 # RUN: "hit queried prompt_tokens enabled prompts shared_prefix" from its JSON
 stats() {
