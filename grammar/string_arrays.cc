@@ -28,7 +28,9 @@
  *   T_k ::= "]"                     once k >= 1 + a (minItems)
  *         | ", " "\"" B_(k+1)       while k < 1 + b (maxItems)
  *
- * (unbounded: the last position, k = 1 + a, goes on with B_k itself), a
+ * (unbounded: the last position, k = 1 + a, goes on with B_k itself;
+ * minItems = maxItems = 2, which the converter writes "[" I ", " I "]",
+ * is read as a = b = 1), a
  * piece that closes item k and goes on is inside B_k's own rules, decided
  * at compile time; only pieces that run past the array's closing bracket
  * leave B_k, and those meet the lookahead of what follows the array. Each
@@ -38,11 +40,12 @@
  * may be empty keeps its ("[" "]") choice as it was.
  *
  * The cost is in the compile: each copy is a parser state whose masks are
- * built over the vocabulary, hence max_rules.
+ * built over the vocabulary, hence max_rules. The grammar is read as
+ * follow_sets.cc reads it (no regular expressions: linear in the text).
  */
 #include "grammar/string_arrays.h"
 
-#include <regex>
+#include <cstdlib>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -51,27 +54,119 @@
 
 namespace {
 
-/* One array as the converter writes it: A's first choice is "[" item
- * rep "]", rep R{min, max} (max -1: unbounded). */
+/* One array as the converter writes it: A's first choice is "[" I, then
+ * items written out (SEP I), then R{m, n}, R optional, or no R, then
+ * "]"; its others "[" "]" (may be empty). */
 struct array_form {
-	int rule;		 /* A */
-	std::string rest;	 /* A's other choices, as printed (" | (...)"), or empty */
-	int body;		 /* B */
-	std::string separator;	 /* R's literal before the item, as printed: "\", \"" */
+	std::string rest;	   /* A's other choices, as printed (" | (...)"), or empty */
+	int body;		   /* B, I's body */
+	std::string separator;	   /* R's literal before the item, as printed: "\", \"" */
 	long min_items, max_items; /* max -1: unbounded */
 };
 
-const std::regex ARRAY_LINE(
-	"(\\w+) ::= \\(\\(\"\\[\" (\\w+)(?: (\\w+)(?:\\{(\\d+), (-?\\d+)\\})?)? \"\\]\"\\)"
-	"((?: \\| \\([^()]*\\))*)\\)");
-/* ((SEP I)) or ("" | (SEP I)): group 2 is "(" for the first */
-const std::regex REP_LINE(
-	"(\\w+) ::= \\((\\(|\"\" \\| \\()(\"(?:[^\"\\\\]|\\\\.)*\") (\\w+)\\)\\)");
-const std::regex ITEM_LINE("(\\w+) ::= \\(\\(\"\\\\\"\" (\\w+)\\)\\)");
+bool plain(const follow_elem &e)
+{
+	return !e.quantified && !e.optional;
+}
+
+bool literal(const follow_elem &e, const char *text)
+{
+	return e.kind == 'l' && e.text == text && plain(e);
+}
 
 bool close_quote(const follow_sequence &s)
 {
-	return s.size() == 1 && s[0].kind == 'l' && s[0].text == "\\\"" && !s[0].quantified;
+	return s.size() == 1 && literal(s[0], "\\\"");
+}
+
+/* "NAME{M, N}" in A's line: R's bounds (N -1: unbounded). */
+bool rep_bounds(const std::string &line, const std::string &name, long *m, long *n)
+{
+	size_t at = line.find(" " + name + "{", line.find(" ::= ") + 4);
+	if (at == std::string::npos)
+		return false;
+	const char *p = line.c_str() + at + name.size() + 2;
+	char *q;
+	*m = strtol(p, &q, 10);
+	if (q == p || q[0] != ',' || q[1] != ' ')
+		return false;
+	p = q + 2;
+	*n = strtol(p, &q, 10);
+	/* past 2^20 items no array is unrolled: no sum below overflows */
+	return q != p && *q == '}' && *m >= 0 && *m <= 1 << 20 && *n >= -1 && *n <= 1 << 20 &&
+	       (*n < 0 || *n >= *m);
+}
+
+/* R's choice (SEP I): its separator, as printed. */
+bool separator_item(const follow_sequence &s, int item, std::string *sep)
+{
+	if (s.size() != 2 || s[0].kind != 'l' || s[0].text.empty() || !plain(s[0]) ||
+	    s[1].kind != 'r' || s[1].ref != item || !plain(s[1]))
+		return false;
+	*sep = "\"" + s[0].text + "\"";
+	return true;
+}
+
+/* Whether rule r is an array of strings in the converter's form. */
+bool read_array(const follow_grammar &g, int r, array_form *a)
+{
+	const follow_rule &ru = g.rules[r];
+	if (ru.opaque || ru.choices.empty())
+		return false;
+	const follow_sequence &s = ru.choices[0];
+	if (s.size() < 3 || !literal(s[0], "[") || !literal(s.back(), "]") || s[1].kind != 'r' ||
+	    !plain(s[1]))
+		return false;
+	for (size_t c = 1; c < ru.choices.size(); c++) {
+		const follow_sequence &e = ru.choices[c];
+		if (e.size() != 2 || !literal(e[0], "[") || !literal(e[1], "]"))
+			return false;
+		a->rest += " | (\"[\" \"]\")";
+	}
+	const int item = s[1].ref;
+	const follow_rule &ir = g.rules[item];
+	if (ir.opaque || ir.choices.size() != 1 || ir.choices[0].size() != 2 ||
+	    !literal(ir.choices[0][0], "\\\"") || ir.choices[0][1].kind != 'r' ||
+	    !plain(ir.choices[0][1]))
+		return false;
+	a->body = ir.choices[0][1].ref;
+	a->min_items = a->max_items = 1;
+	/* items written out in the sequence (a fixed count: "[" I SEP I "]") */
+	size_t k = 2;
+	for (; k + 2 < s.size() && s[k].kind == 'l'; k += 2) {
+		std::string sep;
+		follow_sequence pair(s.begin() + (long)k, s.begin() + (long)k + 2);
+		if (!separator_item(pair, item, &sep) || (!a->separator.empty() && sep != a->separator))
+			return false;
+		a->separator = sep;
+		a->min_items++, a->max_items++;
+	}
+	if (k + 1 == s.size())
+		return true;
+	if (k + 2 != s.size())
+		return false;
+	const follow_elem &rep = s[k];
+	if (rep.kind != 'r')
+		return false;
+	const follow_rule &rr = g.rules[rep.ref];
+	std::string sep;
+	if (rep.quantified) { /* R{m, n}, R ::= SEP I */
+		long m, n;
+		if (rr.opaque || !rep_bounds(g.lines[ru.line], rep.text, &m, &n) ||
+		    rr.choices.size() != 1 || !separator_item(rr.choices[0], item, &sep))
+			return false;
+		a->min_items += m;
+		a->max_items = n < 0 ? -1 : a->max_items + n;
+	} else { /* R ::= "" | SEP I: one more item at most */
+		if (rr.opaque || rr.choices.size() != 2 || rr.choices[0].size() != 1 ||
+		    !literal(rr.choices[0][0], "") || !separator_item(rr.choices[1], item, &sep))
+			return false;
+		a->max_items++;
+	}
+	if (!a->separator.empty() && sep != a->separator)
+		return false;
+	a->separator = sep;
+	return true;
 }
 
 /* The rules B reaches through its choices' last elements, B first; false
@@ -195,9 +290,6 @@ std::string string_arrays_unrolled(const std::string &ebnf, const std::string &r
 	follow_grammar g;
 	if (!follow_grammar_read(ebnf, root, &g))
 		return ebnf;
-	std::unordered_map<std::string, int> index;
-	for (int r = 0; r < (int)g.rules.size(); r++)
-		index[g.rules[r].name] = r;
 	/* A prefix no rule of the grammar starts with, so no name collides. */
 	namer nm{"sl_string_array"};
 	for (bool clash = true; clash;) {
@@ -213,38 +305,15 @@ std::string string_arrays_unrolled(const std::string &ebnf, const std::string &r
 	int n_added = 0;
 	for (int r = 0; r < (int)g.rules.size(); r++) {
 		const follow_rule &ru = g.rules[r];
-		std::smatch m, mi, mr;
-		const std::string &line = g.lines[ru.line];
-		if (!ru.reachable || !ru.lookahead.empty() || !std::regex_match(line, m, ARRAY_LINE))
-			continue;
-		auto item = index.find(m[2].str());
-		if (item == index.end() ||
-		    !std::regex_match(g.lines[g.rules[item->second].line], mi, ITEM_LINE))
-			continue;
-		array_form a{r, m[6].str(), -1, "", 1, 1};
-		if (m[3].matched) {
-			auto rep = index.find(m[3].str());
-			if (rep == index.end() ||
-			    !std::regex_match(g.lines[g.rules[rep->second].line], mr, REP_LINE) ||
-			    mr[4].str() != m[2].str() || (mr[2].str() == "(") != m[4].matched)
-				continue;
-			a.separator = mr[3].str();
-			long lo = m[4].matched ? std::stol(m[4].str()) : 0;
-			long hi = m[4].matched ? std::stol(m[5].str()) : 1;
-			if (lo < 0 || hi < -1 || (hi >= 0 && hi < lo) || lo >= max_rules)
-				continue;
-			a.min_items = 1 + lo;
-			a.max_items = hi < 0 ? -1 : 1 + hi;
-		}
-		auto b = index.find(mi[2].str());
+		array_form a{};
 		std::vector<int> body;
-		if (b == index.end() || !body_rules(g, b->second, max_rules, &body))
+		if (!ru.reachable || !ru.lookahead.empty() || !read_array(g, r, &a) ||
+		    a.min_items > max_rules || !body_rules(g, a.body, max_rules, &body))
 			continue;
 		long positions = a.max_items < 0 ? a.min_items : a.max_items;
 		if (positions > max_rules ||
 		    n_added + positions * (long)(body.size() + 1) > (long)max_rules)
 			continue;
-		a.body = b->second;
 		std::string lookahead = array_lookahead(g, r);
 		int array = *n_rewritten;
 		for (long k = 1; k <= positions; k++)

@@ -20,8 +20,8 @@
  * JSON-schema converter, possibly after bounded_strings_as_chains), root
  * its root rule's name. Returns the same grammar where each array whose
  * items are strings (`"[" I R{a, b} "]"`, `"[" I R "]"` with R optional,
- * or `"[" I "]"`, I `"\"" B` with B a string body: basic_string_sub or a
- * chain) is written as one copy of the string body per item position
+ * `"[" I "]"`, or the items written out, `"[" I ", " I "]"`; I `"\"" B`
+ * with B a string body: basic_string_sub or a chain) is written as one copy of the string body per item position
  * whose closing quote goes on with what may follow that item there (", "
  * and the next item's body while fewer than maxItems, "]" once minItems
  * are there), while at most max_rules rules are added. The copies carry
