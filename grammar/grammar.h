@@ -141,6 +141,13 @@ void grammar_compiler_set_value_lookahead(grammar_compiler *c, int on);
  * one by one at every mask; default on). Off: the reference the tests
  * compare with. */
 void grammar_compiler_set_time_patterns(grammar_compiler *c, int on);
+/* Whether this compiler writes a schema's arrays of strings with one copy
+ * of the string's rules per item position, each going on with what may
+ * follow that item (grammar/string_arrays.cc: the same language, the
+ * pieces that close an item and go on with ", " or "]" decided at compile
+ * time, not checked one by one at every mask; default on). Off: the
+ * reference the tests compare with. */
+void grammar_compiler_set_string_arrays(grammar_compiler *c, int on);
 /* kind JSON takes any JSON object (text ignored); NONE is refused. A
  * constraint whose worst position leaves more tokens uncertain than the
  * compiler's limit is refused with SL_EINVAL ("... too slow to enforce":

@@ -6,6 +6,7 @@
 #include "grammar/grammar.h"
 #include "grammar/bounded_strings.h"
 #include "grammar/number_lookahead.h"
+#include "grammar/string_arrays.h"
 #include "grammar/value_lookahead.h"
 
 #include <dlpack/dlpack.h>
@@ -45,6 +46,7 @@ struct grammar_compiler {
 	bool number_lookahead; /* grammar_compiler_set_number_lookahead */
 	bool value_lookahead;  /* grammar_compiler_set_value_lookahead */
 	bool time_patterns;    /* grammar_compiler_set_time_patterns */
+	bool string_arrays;    /* grammar_compiler_set_string_arrays */
 };
 struct grammar_compiled {
 	CompiledGrammar g;
@@ -126,7 +128,7 @@ extern "C" int grammar_compiler_create(const grammar_vocab *v, int threads, long
 			GrammarCompiler(v->info, threads > 0 ? threads : 1, cache_bytes > 0,
 					cache_bytes > 0 ? (int64_t)cache_bytes : -1),
 			v->info.GetVocabSize(), v->stop, GRAMMAR_MAX_UNCERTAIN_PCT, true, true, true,
-			true};
+			true, true};
 		return SL_OK;
 	});
 }
@@ -156,6 +158,11 @@ extern "C" void grammar_compiler_set_value_lookahead(grammar_compiler *c, int on
 extern "C" void grammar_compiler_set_time_patterns(grammar_compiler *c, int on)
 {
 	c->time_patterns = on != 0;
+}
+
+extern "C" void grammar_compiler_set_string_arrays(grammar_compiler *c, int on)
+{
+	c->string_arrays = on != 0;
 }
 
 /* The most tokens a mask fill may run through the parser one by one: at
@@ -531,23 +538,27 @@ static std::string formats_as_patterns(const std::string &schema, bool time)
  * parse() has it), and its number rules (number_lookahead.cc) and other
  * value rules (value_lookahead.cc) given the lookahead of what may follow
  * them where they are used (the same language, the pieces that run past a
- * value decided at compile time); one none of them rewrites compiles as
- * before. */
+ * value decided at compile time), and its arrays of strings written with
+ * one string body per item position (string_arrays.cc: a piece that
+ * closes an item and goes on decided at compile time); one none of them
+ * rewrites compiles as before. */
 static CompiledGrammar compile_schema(grammar_compiler *c, const std::string &schema)
 {
 	Grammar g = Grammar::FromJSONSchema(schema, false, std::nullopt, std::nullopt, true);
-	if (!c->string_chains && !c->number_lookahead && !c->value_lookahead)
+	if (!c->string_chains && !c->number_lookahead && !c->value_lookahead && !c->string_arrays)
 		return c->c.CompileGrammar(g);
 	std::string root = g->GetRootRule().name, text = g.ToString();
-	int chains = 0, numbers = 0, values = 0;
+	int chains = 0, arrays = 0, numbers = 0, values = 0;
 	if (c->string_chains)
 		text = bounded_strings_as_chains(text, true, GRAMMAR_MAX_CHAIN_RULES, &chains);
+	if (c->string_arrays)
+		text = string_arrays_unrolled(text, root, GRAMMAR_MAX_ARRAY_RULES, &arrays);
 	if (c->number_lookahead)
 		text = numbers_with_lookahead(text, root, GRAMMAR_MAX_LOOKAHEAD_RULES, &numbers);
 	if (c->value_lookahead)
 		text = values_with_lookahead(text, root, GRAMMAR_MAX_LOOKAHEAD_RULES - numbers,
 					     &values);
-	if (chains == 0 && numbers == 0 && values == 0)
+	if (chains == 0 && arrays == 0 && numbers == 0 && values == 0)
 		return c->c.CompileGrammar(g);
 	return c->c.CompileGrammar(text, root);
 }

@@ -2,12 +2,13 @@
  * lockstep.h — what the grammar rewrites' tests share: a schema compiled
  * with a rewrite on and off, walked in step, the two masks equal token
  * for token at every step (grammar/bounded_strings.cc,
- * grammar/number_lookahead.cc and grammar/value_lookahead.cc promise
- * exactly that, as does grammar/xgrammar_shim.cc's time patterns), and
- * the schema files they walk, and texts cut into random pieces. Included by
+ * grammar/number_lookahead.cc, grammar/value_lookahead.cc and
+ * grammar/string_arrays.cc promise exactly that, as does
+ * grammar/xgrammar_shim.cc's time patterns), and the schema files they
+ * walk, and texts cut into random pieces. Included by
  * tests/unit/grammar/test_bounded_strings.c, test_number_lookahead.c,
- * test_value_lookahead.c and test_time_patterns.c only (static
- * functions).
+ * test_value_lookahead.c, test_time_patterns.c and test_string_arrays.c
+ * only (static functions).
  */
 #ifndef TESTS_GRAMMAR_LOCKSTEP_H
 #define TESTS_GRAMMAR_LOCKSTEP_H

@@ -78,6 +78,7 @@ static void setup(void)
 	STOP_ID = N_PIECES;
 	with = new_compiler();
 	without = new_compiler();
+	grammar_compiler_set_string_arrays(without, 0);
 	grammar_compiler_set_string_chains(without, 0);
 	grammar_compiler_set_number_lookahead(without, 0);
 	grammar_compiler_set_value_lookahead(without, 0);
