@@ -31,6 +31,7 @@
 #include "kernels/cuda_util.cuh"
 #include "kernels/epilogue.h"
 #include "kernels/rope.cuh"
+#include "kernels/xchg.cuh"
 
 /* silu(g) * u, kernels/swiglu.c's formula (expf, not __expf). */
 __device__ __forceinline__ float kern_silu_mul(float g, float u)
@@ -51,6 +52,11 @@ static inline bool kern_epi_takes(const kern_epi *e, int rows, int n)
 	case KERN_EPI_SWIGLU: return rows % 2 == 0;
 	case KERN_EPI_ADD_NORM: return n <= KERN_EPI_NORM_MAX_TOKENS;
 	case KERN_EPI_ADD: return e->residual != NULL && (!e->norm_out || e->norm_w);
+	case KERN_EPI_ALLREDUCE_ADD: /* the exchange holds 2 tokens of each tile */
+		return e->residual != NULL && (!e->norm_out || e->norm_w) && n <= 2 &&
+		       e->xchg.tp >= 2 && e->xchg.tp <= KERN_XCHG_MAX_RANKS && e->xchg.rank >= 0 &&
+		       e->xchg.rank < e->xchg.tp && e->xchg.epoch &&
+		       (rows + 15) / 16 <= KERN_XCHG_MAX_TILES;
 	case KERN_EPI_ROPE:
 		return e->head_dim > 0 && e->head_dim % 16 == 0 && e->n_heads > 0 &&
 		       e->n_kv_heads > 0 && rows == (e->n_heads + 2 * e->n_kv_heads) * e->head_dim;
@@ -165,7 +171,8 @@ template <typename T, int EPI>
 __device__ __forceinline__ void kern_epi_prefetch(const kern_epi_dev &e, int rows, int n, int ra,
 						  int rb, bool ok_a, bool ok_b, int tok0, float r[6])
 {
-	const bool w0 = EPI == KERN_EPI_ADD && (threadIdx.x >> 5) == 0;
+	const bool w0 = (EPI == KERN_EPI_ADD || EPI == KERN_EPI_ALLREDUCE_ADD) &&
+			(threadIdx.x >> 5) == 0;
 #pragma unroll
 	for (int i = 0; i < 4; i++) {
 		const int row = i < 2 ? ra : rb, tok = tok0 + (i & 1);

@@ -35,6 +35,18 @@
  * the product residual * weight must stay below 65504, as an fp16
  * residual stream would (a larger one saturates there).
  *
+ *   KERN_EPI_ALLREDUCE_ADD: ADD at tp > 1, the row-parallel projection's
+ *     all-reduce folded in (xchg below): each block rounds its tile of
+ *     this rank's partial product to the run dtype, stores it into every
+ *     peer's exchange area over peer memory, waits for every peer's
+ *     partial of the same tile to arrive in its own, sums the ranks'
+ *     partials in rank order in fp32, rounds once, and does ADD's work
+ *     with that sum: bit for bit the one-shot all-reduce followed by the
+ *     add (parallel/allreduce.h's par_car_allreduce_add_prenorm), with
+ *     the sums of squares in parts of 16 rows as ADD leaves them. The
+ *     blocks of one rank wait on the other ranks' blocks, so the grid must
+ *     be resident at once: a call whose grid is not says so (below).
+ *
  * A call that cannot fuse (too many tokens for the GEMV, a shape that
  * splits the columns across blocks) says so and launches nothing; the
  * caller then runs the unfused pair (node/backend_cuda.c).
@@ -54,12 +66,54 @@
 #define KERN_PRE_MAX_TOKENS 2
 #define KERN_PRE_MAX_PARTS 512
 
+/*
+ * The exchange a KERN_EPI_ALLREDUCE_ADD GEMV talks through: every rank of
+ * the tp group owns one area of KERN_XCHG_BYTES in device memory, mapped
+ * into every peer (parallel/allreduce.c makes them with CUDA IPC):
+ *
+ *   [2 slots][KERN_XCHG_MAX_RANKS senders][KERN_XCHG_MAX_TILES][2 tokens][8]
+ *   64-bit words: word g of tile t, token k, from rank p holds p's rounded
+ *   partial of the tile's rows g (low 16 bits) and g + 8 (next 16), and
+ *   in its high 32 bits the call's number. The data carries its own flag
+ *   (NCCL's "LL" protocol): a reader polls the word until the number is
+ *   the call's, and an aligned 64-bit store is seen whole or not at all,
+ *   so no fence orders data before a flag.
+ *
+ * Call e of tile t writes slot e & 1; epoch[t] counts this rank's calls of
+ * tile t (advanced by the kernel, so a replayed CUDA graph counts too).
+ * The reasoning that two slots need no barrier at the end of a call is the
+ * custom all-reduce's (parallel/allreduce.cu), per tile.
+ */
+#define KERN_XCHG_MAX_RANKS 8
+#define KERN_XCHG_MAX_TILES 1024 /* projections of up to 16384 rows */
+#define KERN_XCHG_BYTES ((size_t)2 * KERN_XCHG_MAX_RANKS * KERN_XCHG_MAX_TILES * 2 * 8 * 8)
+
+/* A block that waits this long for a peer gives up: it records who it was
+ * waiting for (kern_xchg_diag) and traps, so a broken group fails with a
+ * reason instead of hanging. No correct run waits anywhere near this:
+ * every rank enqueues the same calls within a step. */
+#define KERN_XCHG_TIMEOUT_NS 20000000000ull
+
+/* What a wait that timed out leaves (in mapped host memory, readable once
+ * the trap has killed the context): who waited for whom, for what. */
+typedef struct kern_xchg_diag {
+	volatile uint32_t fired, rank, block, peer, seen, want;
+} kern_xchg_diag;
+
+typedef struct kern_xchg {
+	char *area[KERN_XCHG_MAX_RANKS]; /* rank p's area as mapped in this process */
+	uint32_t *epoch;                 /* [KERN_XCHG_MAX_TILES] this rank's calls, per tile */
+	kern_xchg_diag *diag;            /* device view of the timeout record, or NULL */
+	int rank, tp;                    /* tp 2..KERN_XCHG_MAX_RANKS */
+} kern_xchg;
+
 typedef enum {
 	KERN_EPI_STORE = 0,    /* out = the product (no fusion) */
 	KERN_EPI_SWIGLU = 1,
 	KERN_EPI_ADD_NORM = 2,
 	KERN_EPI_ROPE = 3,
 	KERN_EPI_ADD = 4, /* residual += the product; sumsq: its parts (below) */
+	KERN_EPI_ALLREDUCE_ADD = 5, /* ADD of the tp group's sum (xchg) */
 } kern_epi_kind;
 
 typedef struct kern_epi {
@@ -79,6 +133,7 @@ typedef struct kern_epi {
 	const float *pre_ss; /* [pre_parts, n]: parts of each row's sum of squares, or NULL */
 	int pre_parts;
 	float pre_eps;
+	kern_xchg xchg; /* ALLREDUCE_ADD: the group's exchange */
 } kern_epi;
 
 /* Whether n tokens of `parts` parts each fit the GEMV's input not yet

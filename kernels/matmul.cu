@@ -280,9 +280,17 @@ __global__ void __launch_bounds__(KSPLIT * 32)
 		if constexpr (PRE)
 			if (warp == 0)
 				kern_pre_scale<KSPLIT>(e, n, in_dim, 2 * c, pss, acc);
-		if (warp == 0)
+		if constexpr (EPI == KERN_EPI_ALLREDUCE_ADD) {
+			if (warp == 0) {
+				kern_xchg_sum<T>(e.h.xchg, n, 2 * c, acc);
+				kern_epi_store<T, KERN_EPI_ADD>(e, reinterpret_cast<T *>(out),
+								out_dim, n, row_a, row_b, ok_a,
+								ok_b, 2 * c, acc, pre_r);
+			}
+		} else if (warp == 0) {
 			kern_epi_store<T, EPI>(e, reinterpret_cast<T *>(out), out_dim, n, row_a, row_b,
 					       ok_a, ok_b, 2 * c, acc, pre_r);
+		}
 		if constexpr (EPI == KERN_EPI_ADD_NORM)
 			kern_epi_finish<T, KERN_EPI_NORM_VECS_FOR(KSPLIT)>(e, out_dim, n);
 	}
@@ -318,6 +326,27 @@ static int gemv_launch_epi(kern_blas *b, dim3 grid, dim3 block, T *out, const T 
 			   in_dim, out_dim, per, e);
 }
 
+/* ALLREDUCE_ADD: one split (each block must hold its tile's whole product
+ * to exchange it), and only where every block of the grid can be resident
+ * at once: a block waits for its peers' block of the same tile, and a
+ * peer's may wait in turn for one of ours that has no SM yet. Every rank
+ * decides alike (same shapes, same kind of GPU). */
+template <typename T, int KSPLIT, int UNROLL>
+static int gemv_launch_allreduce(kern_blas *b, T *out, const T *x, const T *w, int n, int in_dim,
+				 int out_dim, const kern_epi_dev &e)
+{
+	auto kernel = gemv_kernel<T, T, KSPLIT, UNROLL, KERN_EPI_ALLREDUCE_ADD>;
+	const int tiles = kern_epi_tiles(e, out_dim), threads = KSPLIT * 32;
+	const int n_chunk = (in_dim / KERN_VEC + 3) / 4;
+	int per_sm = 0;
+	kern_gemv_l1((const void *)kernel, threads);
+	CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
+	if ((long)per_sm * b->sm_count < tiles)
+		return GEMV_UNFUSED;
+	return gemv_launch(b, kernel, dim3(tiles, 1), dim3(threads), out, x, w, n, in_dim, out_dim,
+			   n_chunk, e);
+}
+
 /* The GEMV with a given block shape. Splits in_dim across blocks only when
  * the 16-row tiles alone leave SMs idle (out_dim < 16 * sm_count: tensor-
  * parallel shards, small test shapes), keeping every split at least one
@@ -326,6 +355,12 @@ template <typename T, typename OutT, int KSPLIT, int UNROLL>
 static int gemv_run(kern_blas *b, OutT *out, const T *x, const T *w, int n, int in_dim, int out_dim,
 		    const kern_epi_dev &e)
 {
+	if (e.kind == KERN_EPI_ALLREDUCE_ADD) {
+		if constexpr (std::is_same<OutT, T>::value)
+			return gemv_launch_allreduce<T, KSPLIT, UNROLL>(b, out, x, w, n, in_dim,
+									 out_dim, e);
+		return GEMV_UNFUSED;
+	}
 	int tiles = kern_epi_tiles(e, out_dim);
 	int n_chunk = (in_dim / KERN_VEC + 3) / 4;
 	int splits = 1;
@@ -402,7 +437,9 @@ template <typename T>
 static int gemv_dispatch(kern_blas *b, void *out, bool f32_out, const void *x, const void *w,
 			 int n, int in_dim, int out_dim, const kern_epi_dev &e)
 {
-	if (b->gemv_warps == GEMV_KSPLIT_OLD) {
+	/* the all-reduce's grid must be resident: 8 warps a tile fit 2 blocks
+	 * an SM (128 registers a thread), too few for 8192 rows */
+	if (b->gemv_warps == GEMV_KSPLIT_OLD && e.kind != KERN_EPI_ALLREDUCE_ADD) {
 		if (f32_out)
 			return gemv_run<T, float, GEMV_KSPLIT_OLD, GEMV_UNROLL>(
 				b, (float *)out, (const T *)x, (const T *)w, n, in_dim, out_dim, e);

@@ -1536,6 +1536,7 @@ extern "C" int kern_qmatmul_epi_cuda(kern_qblas *qb, void *out, sl_dtype dt, con
 	*fused = 0;
 	TRY(check_call(w, dt, x, dt, n));
 	if (n == 0 || n > 8 || w->rows == 0 || !kern_epi_takes(epi, w->rows, n) ||
+	    epi->kind == KERN_EPI_ALLREDUCE_ADD /* the fp16/bf16 GEMV's alone */ ||
 	    choose_path(qb, w, n, dt) != KERN_QPATH_GEMV)
 		return SL_OK; /* the caller's kern_qmatmul_cuda takes any activations marked */
 	TRY(act_settle(qb)); /* a call that runs spends the mark, as take_act */

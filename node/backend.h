@@ -102,6 +102,18 @@ typedef struct node_backend_ops {
 	 * switched off, int4 weights, too many tokens). Enqueues nothing. */
 	int (*prenorm_sumsq)(node_backend *be, const kern_qweight *w, int n, float **ss,
 			     size_t *cap);
+	/* matmul_allreduce_add, optional (NULL: never): at tp > 1, x [n,
+	 * w->rows] fp32 += the tp group's sum of in @ W^T (each rank's product
+	 * rounded to the run dtype, summed in rank order as the all-reduce
+	 * sums, rounded again), out = x * norm_w with the norm left in *defer,
+	 * all in the projection's own kernel through xg (parallel/comm.h's
+	 * par_tp_gemv_xchg). *done 0 when it cannot (the same rules as
+	 * prenorm_sumsq, run-dtype weights only, the GEMV's sizes): nothing
+	 * enqueued, the caller runs the other paths. Every rank of the group
+	 * must decide alike; it does, from the shapes and switches alone. */
+	int (*matmul_allreduce_add)(node_backend *be, const kern_xchg *xg, float *x, void *out,
+				    const void *in, const kern_qweight *w, const void *norm_w,
+				    int n, float eps, node_prenorm *defer, int *done);
 	/* matmul_rope: qkv [n, w->rows] = x @ W^T, then rope_kv_write's work
 	 * on it (q and k turned, k and v into the caches); pre as above. */
 	int (*matmul_rope)(node_backend *be, void *qkv, void *x, const node_prenorm *pre,

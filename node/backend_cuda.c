@@ -509,6 +509,39 @@ static int cu_prenorm_sumsq(node_backend *be, const kern_qweight *w, int n, floa
 	return SL_OK;
 }
 
+/* add_defer at tp > 1 with the group's all-reduce in the GEMV itself
+ * (KERN_EPI_ALLREDUCE_ADD): the projection, the exchange and the add in
+ * one kernel, where the model would otherwise run the GEMV and then the
+ * communicator's all-reduce + add. Its switch is FUSE_PRENORM's, and
+ * cu_prenorm_sumsq's rules, so every rank decides alike. */
+static int matmul_allreduce_add(node_backend *be, const kern_xchg *xg, float *x, void *out,
+				const void *in, const kern_qweight *w, const void *norm_w, int n,
+				float eps, node_prenorm *defer, int *done)
+{
+	cuda_impl *c = I(be);
+	const int parts = (w->rows + 15) / 16; /* the GEMV's 16-row tiles */
+	kern_epi e = {.kind = KERN_EPI_ALLREDUCE_ADD, .residual = x, .sumsq = c->sumsq,
+		      .norm_w = norm_w, .norm_out = out, .xchg = *xg};
+	*done = 0;
+	if (!(c->fuse & FUSE_PRENORM) || !c->sumsq || !norm_w || !defer ||
+	    w->format != KERN_Q_NONE || !kern_pre_fits(n, parts) || parts * n > SUMSQ_PARTS)
+		return SL_OK;
+	kern_qblas_act_mark(c->qblas, NULL, 0, 0);
+	TRY(kern_matmul_epi_cuda(c->blas, NULL, in, w->data, n, w->cols, w->rows, be->dtype, &e,
+				 done));
+	if (*done)
+		*defer = (node_prenorm){x, norm_w, eps, c->sumsq, parts};
+	return SL_OK;
+}
+
+static int cu_matmul_allreduce_add(node_backend *be, const kern_xchg *xg, float *x, void *out,
+				   const void *in, const kern_qweight *w, const void *norm_w,
+				   int n, float eps, node_prenorm *defer, int *done)
+{
+	RANGED("matmul_allreduce_add",
+	       matmul_allreduce_add(be, xg, x, out, in, w, norm_w, n, eps, defer, done));
+}
+
 /* Run-dtype weights above the GEMV: the cuBLAS GEMM adds its product into
  * the fp32 residual x itself (beta 1), and the norm reads x alone, so the
  * product's run-dtype copy is neither written nor read back (the add +
@@ -960,6 +993,7 @@ static const node_backend_ops cuda_ops = {
 	.rope_kv_write = cu_rope_kv_write, .attention = cu_attention, .silu_mul = cu_silu_mul,
 	.matmul_swiglu = cu_matmul_swiglu, .matmul_add_rmsnorm = cu_matmul_add_rmsnorm,
 	.matmul_rope = cu_matmul_rope, .prenorm_sumsq = cu_prenorm_sumsq,
+	.matmul_allreduce_add = cu_matmul_allreduce_add,
 	.gather_rows = cu_gather_rows, .copy2d = cu_copy2d, .sample = cu_sample,
 	.mask_logits = cu_mask_logits,
 	.reserve = cu_reserve, .run_cached = cu_run_cached, .fill_random = cu_fill_random,

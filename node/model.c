@@ -9,7 +9,8 @@
  * gate/up with silu*up, and at tp 1 a projection with the residual add
  * that follows it (node/backend.h's optional fused ops); at tp > 1 the
  * communicator may fuse the all-reduce with that add
- * (par_tp_allreduce_add_prenorm). Either leaves the norm for the next
+ * (par_tp_allreduce_add_prenorm), or the projection itself may do both
+ * (the backend's matmul_allreduce_add). Each leaves the norm for the next
  * projection to finish (node_prenorm). The projections may be
  * quantized (--quant): the backend's matmul takes their descriptors as
  * they are. Loading lives in model_load.c, the stage-to-stage
@@ -54,6 +55,25 @@ static int tp_all_reduce_add_defer(model *m, const void *part, const kern_qweigh
 	return rc;
 }
 
+/* x += the group's sum of in @ W^T and xb = x * norm_w, the norm left in
+ * pend, all in the projection's own kernel (the backend's
+ * matmul_allreduce_add through the communicator's exchange), where both
+ * have one for this call; SL_ENOTSUP otherwise, nothing done (every rank
+ * of the group answers alike). */
+static int tp_matmul_all_reduce_add(model *m, const void *in, const kern_qweight *w,
+				    const void *norm_w, int n, node_prenorm *pend)
+{
+	node_backend *be = m->be;
+	kern_xchg xg;
+	int done = 0;
+	if (!pend || !norm_w || !m->comm || m->opts.skip_tp_comm ||
+	    !be->ops->matmul_allreduce_add || par_tp_gemv_xchg(m->comm, &xg))
+		return SL_ENOTSUP;
+	TRY(be->ops->matmul_allreduce_add(be, &xg, m->a.x, m->a.xb, in, w, norm_w, n,
+					  m->cfg.norm_eps, pend, &done));
+	return done ? SL_OK : SL_ENOTSUP;
+}
+
 /* The norm that follows layer l's FFN: the next layer's input norm, the
  * final norm after the model's last layer, or none (plain residual add)
  * at the end of a pipeline stage that hands x to the next stage. */
@@ -81,8 +101,11 @@ static int proj_add_norm(model *m, const void *in, const kern_qweight *w, const 
 		return op->matmul_add_rmsnorm(be, a->x, a->xb, a->proj, in, w, norm_w, n, eps, pend);
 	if (pend)
 		pend->x = NULL;
+	int rc = tp_matmul_all_reduce_add(m, in, w, norm_w, n, pend);
+	if (rc != SL_ENOTSUP)
+		return rc;
 	TRY(op->matmul(be, a->proj, in, w, n));
-	int rc = tp_all_reduce_add_defer(m, a->proj, w, norm_w, n, pend);
+	rc = tp_all_reduce_add_defer(m, a->proj, w, norm_w, n, pend);
 	if (rc != SL_ENOTSUP)
 		return rc;
 	TRY(tp_all_reduce(m, a->proj, (size_t)n * dim, be->dtype));

@@ -60,6 +60,7 @@ void par_car_default_limits(int tp, par_car_limits *l)
 	l->blocks = PAR_CAR_BLOCKS_DEFAULT;
 	l->block_bytes = PAR_CAR_BLOCK_BYTES_DEFAULT;
 	l->fused = 1;
+	l->gemv = 0; /* SL_GEMV_AR=1: not yet measured faster (docs/parallel.md) */
 }
 
 par_ar_algo par_car_choose(const par_car_limits *l, size_t bytes)
@@ -169,6 +170,13 @@ int par_car_limits_from_env(int tp, par_car_limits *l, char *err, size_t errlen)
 			return rc;
 		l->fused = (int)f;
 	}
+	if ((s = getenv("SL_GEMV_AR")) && *s) {
+		long f;
+		int rc = sl_parse_int("SL_GEMV_AR", s, 0, 1, &f, err, errlen);
+		if (rc)
+			return rc;
+		l->gemv = (int)f;
+	}
 	return SL_OK;
 }
 
@@ -188,9 +196,11 @@ struct par_car {
 	int shared_gpu;           /* some ranks share a GPU */
 	par_car_limits lim;       /* rank 0's, as agreed */
 	par_car_dev dev;          /* what the kernels see */
-	void *base;               /* this rank's exchange buffer: flags | slot 0 | slot 1 */
+	void *base;               /* this rank's exchange buffer: flags | slot 0 | slot 1 |
+				   * the GEMVs' area (kern_xchg, KERN_XCHG_BYTES) */
 	void *peer_base[CAR_MAX_RANKS]; /* peers' buffers mapped here; NULL for this rank */
-	uint32_t *epoch;          /* [CAR_MAX_BLOCKS] call counters, device memory */
+	uint32_t *epoch;          /* [CAR_MAX_BLOCKS + KERN_XCHG_MAX_TILES] call counters:
+				   * the kernels' blocks, then the GEMV tiles' (kern_xchg) */
 	par_car_diag *diag;       /* mapped host record of a timed-out wait */
 };
 
@@ -285,12 +295,19 @@ static int check_peers(const char *ids, int tp, int rank, int *shared, char *why
 	return 1;
 }
 
+/* Where the GEMVs' exchange area starts in a rank's buffer. */
+static size_t car_xchg_offset(const par_car *c)
+{
+	return CAR_FLAGS_BYTES + 2 * c->dev.slot_bytes;
+}
+
 /* This rank's exchange buffer (flags zeroed), counters and diagnostic
  * record, and its IPC handle. Synchronises the device so the zeroed flags
  * are in place before any peer can learn the handle. */
 static int alloc_local(par_car *c, cudaIpcMemHandle_t *h, char *why, size_t n)
 {
-	size_t bytes = CAR_FLAGS_BYTES + 2 * c->dev.slot_bytes, counters = CAR_MAX_BLOCKS * 4;
+	size_t bytes = car_xchg_offset(c) + KERN_XCHG_BYTES;
+	size_t counters = (CAR_MAX_BLOCKS + KERN_XCHG_MAX_TILES) * 4;
 	const char *step = NULL;
 	cudaError_t e;
 	if ((e = cudaMalloc(&c->base, bytes)))
@@ -517,6 +534,20 @@ int par_car_allreduce(par_car *c, void *buf, size_t count, sl_dtype dt, par_ar_a
 }
 
 int par_car_prenorm_parts(const par_car *c) { return c->dev.blocks; }
+
+int par_car_gemv_xchg(const par_car *c, kern_xchg *x)
+{
+	if (!c->lim.gemv || !c->lim.fused)
+		return SL_ENOTSUP;
+	memset(x, 0, sizeof *x);
+	for (int p = 0; p < c->dev.tp; p++)
+		x->area[p] = (char *)(p == c->dev.rank ? c->base : c->peer_base[p]) +
+			     car_xchg_offset(c);
+	x->epoch = c->epoch + CAR_MAX_BLOCKS;
+	x->diag = c->dev.diag;
+	x->rank = c->dev.rank, x->tp = c->dev.tp;
+	return SL_OK;
+}
 
 int par_car_allreduce_add_prenorm(par_car *c, const void *part, float *x, const void *w,
 				  void *out, float *sumsq, int n, int dim, sl_dtype dt)

@@ -67,63 +67,9 @@
 #include "kernels/cuda_util.cuh"
 #include "kernels/epilogue.cuh"
 #include "kernels/pdl.h"
+#include "kernels/xchg.cuh"
 
-/* ---- flags: the only cross-GPU synchronisation ---- */
-
-/* Release store at system scope: peers are other processes, possibly on
- * other GPUs, so gpu-scope ordering would not be enough (on one GPU it
- * would, but the same code serves both). */
-__device__ __forceinline__ void car_flag_store(uint32_t *p, uint32_t v)
-{
-	asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-
-/* Acquire load at system scope: once it returns the peer's value, the
- * peer's writes before its release are visible to this thread (and,
- * through the __syncthreads after the wait, to the whole block). */
-__device__ __forceinline__ uint32_t car_flag_load(const uint32_t *p)
-{
-	uint32_t v;
-	asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-	return v;
-}
-
-__device__ __forceinline__ uint64_t car_now_ns(void)
-{
-	uint64_t t;
-	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-	return t;
-}
-
-/* Spin until flag >= want (wrap-safe: values of live calls are never 2^31
- * apart). After CAR_TIMEOUT_NS, record the wait and trap. Scalars, not
- * the kernel's parameter struct: taking that struct's address in a
- * non-inlined call would copy it to local memory for the whole kernel. */
-__device__ __noinline__ void car_wait(const uint32_t *flag, uint32_t want, par_car_diag *diag,
-				      int rank, int peer)
-{
-	uint64_t t0 = 0;
-	for (uint32_t spins = 1;; spins++) {
-		uint32_t v = car_flag_load(flag);
-		if ((int32_t)(v - want) >= 0)
-			return;
-		if ((spins & 4095) == 0) {
-			uint64_t t = car_now_ns();
-			if (!t0) {
-				t0 = t;
-			} else if (t - t0 > CAR_TIMEOUT_NS) {
-				if (diag) {
-					diag->rank = rank, diag->block = blockIdx.x;
-					diag->peer = peer, diag->seen = v, diag->want = want;
-					__threadfence_system();
-					diag->fired = 1;
-					__threadfence_system();
-				}
-				__trap();
-			}
-		}
-	}
-}
+/* ---- flags: the only cross-GPU synchronisation (kernels/xchg.cuh) ---- */
 
 /*
  * Block b tells every peer that its writes so far (this call's data in
@@ -140,8 +86,8 @@ __device__ __forceinline__ void car_barrier(const par_car_dev &d, uint32_t v)
 		/* a release is cumulative: the block's writes, ordered before it
 		 * by the bar.sync above, become visible to the peer before the
 		 * flag does, at system scope */
-		car_flag_store(d.flags[p] + blockIdx.x * CAR_FLAG_STRIDE + d.rank, v);
-		car_wait(d.flags[d.rank] + blockIdx.x * CAR_FLAG_STRIDE + p, v, d.diag, d.rank, p);
+		kern_flag_store(d.flags[p] + blockIdx.x * CAR_FLAG_STRIDE + d.rank, v);
+		kern_flag_wait(d.flags[d.rank] + blockIdx.x * CAR_FLAG_STRIDE + p, v, d.diag, d.rank, p);
 	}
 	/* the acquiring threads' view passes to every thread of the block */
 	__syncthreads();

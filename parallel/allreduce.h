@@ -18,6 +18,7 @@
 
 #include "parallel/comm.h"
 #include "common/dtype.h"
+#include "kernels/epilogue.h"
 
 typedef enum {
 	PAR_AR_AUTO = 0,   /* par_car_allreduce: one-shot or two-shot by size */
@@ -36,6 +37,9 @@ typedef struct par_car_limits {
 			     * blocks only count the call (0: every block, always) */
 	int fused;          /* 1: the communicator fuses the all-reduce with the residual add
 			     * after it where it can (par_tp_allreduce_add_prenorm) */
+	int gemv;           /* 1 (and fused): the row-parallel GEMV itself sums the group's
+			     * products and adds them where it can (par_tp_gemv_xchg);
+			     * default 0 (docs/parallel.md says why) */
 } par_car_limits;
 
 /* Defaults per tp size, from the table in allreduce.c (measured on H200s
@@ -52,8 +56,8 @@ typedef struct par_car_limits {
 #define PAR_CAR_MIN_ACTIVE 4
 void par_car_default_limits(int tp, par_car_limits *l);
 /* Defaults overridden by SL_CUSTOM_AR_ONESHOT_MAX, SL_CUSTOM_AR_MAX,
- * SL_CUSTOM_AR_BLOCK_BYTES (bytes, K/M/G suffixes), SL_CUSTOM_AR_BLOCKS and
- * SL_FUSED_AR (0 or 1); errors name the variable. */
+ * SL_CUSTOM_AR_BLOCK_BYTES (bytes, K/M/G suffixes), SL_CUSTOM_AR_BLOCKS,
+ * SL_FUSED_AR and SL_GEMV_AR (0 or 1); errors name the variable. */
 int par_car_limits_from_env(int tp, par_car_limits *l, char *err, size_t errlen);
 /* Custom one-shot, two-shot, or NCCL for a message of `bytes`. */
 par_ar_algo par_car_choose(const par_car_limits *l, size_t bytes);
@@ -121,6 +125,11 @@ int par_car_allreduce_add_prenorm(par_car *c, const void *part, float *x, const 
 /* Parts of the sums of squares par_car_allreduce_add_prenorm leaves per
  * token: its blocks. */
 int par_car_prenorm_parts(const par_car *c);
+/* The exchange a GEMV with the KERN_EPI_ALLREDUCE_ADD epilogue runs
+ * through (kernels/epilogue.h): every rank's area of this group's buffer,
+ * the tiles' call counters, the timeout record. SL_ENOTSUP when the
+ * group's limits turn it off (gemv or fused 0). */
+int par_car_gemv_xchg(const par_car *c, kern_xchg *x);
 /* recv [tp][count] gets every rank's `count` elements of send, rank order. */
 int par_car_allgather(par_car *c, const void *send, void *recv, size_t count, sl_dtype dt);
 /* SL_EDEVICE with the reason when a kernel of this group timed out

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "common/dtype.h"
+#include "kernels/epilogue.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -31,17 +32,14 @@ extern "C" {
 #define CAR_FLAG_STRIDE 32 /* u32 per block: one 128-byte line */
 #define CAR_FLAGS_BYTES ((size_t)CAR_MAX_BLOCKS * CAR_FLAG_STRIDE * 4)
 #define CAR_THREADS 512
-/* A block that waits this long for a peer gives up: it records who it was
- * waiting for (par_car_diag) and traps, so a broken group fails with a
- * reason instead of hanging. No correct run waits anywhere near this:
- * every rank enqueues the same all-reduces within a step. */
-#define CAR_TIMEOUT_NS 20000000000ull
+/* A block that waits this long for a peer gives up and traps, leaving a
+ * par_car_diag (kernels/xchg.cuh's wait, shared with the GEMVs that
+ * exchange their tiles through the same group: kern_xchg). */
+#define CAR_TIMEOUT_NS KERN_XCHG_TIMEOUT_NS
 
 /* Written by a block that timed out, in mapped host memory: readable after
  * the trap has killed the CUDA context. */
-typedef struct par_car_diag {
-	volatile uint32_t fired, rank, block, peer, seen, want;
-} par_car_diag;
+typedef kern_xchg_diag par_car_diag;
 
 /* Passed by value to every kernel: fixed for the life of the group, so a
  * captured CUDA graph replays with the same arguments. */

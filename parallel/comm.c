@@ -116,6 +116,13 @@ int par_tp_allreduce_add_prenorm(par_comm *c, const void *part, float *x, const 
 					     parts);
 }
 
+int par_tp_gemv_xchg(par_comm *c, kern_xchg *x)
+{
+	if (c->tp_size == 1 || !c->ops->gemv_xchg)
+		return SL_ENOTSUP;
+	return c->ops->gemv_xchg(c, x);
+}
+
 int par_tp_allgather(par_comm *c, const void *send, void *recv, size_t count, sl_dtype dt)
 {
 	return c->ops->allgather(c, send, recv, count, dt);

@@ -17,6 +17,7 @@
 #include <stddef.h>
 
 #include "common/dtype.h"
+#include "kernels/epilogue.h"
 #include "parallel/grid.h"
 
 typedef struct par_comm par_comm;
@@ -61,6 +62,13 @@ int par_tp_allreduce(par_comm *c, void *buf, size_t count, sl_dtype dt);
 int par_tp_allreduce_add_prenorm(par_comm *c, const void *part, float *x, const void *w,
 				 void *out, float *sumsq, size_t sumsq_cap, int n, int dim,
 				 sl_dtype dt, int *parts);
+/* The exchange through which a row-parallel GEMV does the tp all-reduce
+ * and the residual add itself (the KERN_EPI_ALLREDUCE_ADD epilogue,
+ * kernels/epilogue.h): *x filled and SL_OK where the group has one (the
+ * custom all-reduce's ranks, fused and GEMV fusion on: SL_FUSED_AR,
+ * SL_GEMV_AR), SL_ENOTSUP otherwise (tp 1, MPI, NCCL only). Every rank of
+ * the group gets the same answer. */
+int par_tp_gemv_xchg(par_comm *c, kern_xchg *x);
 /* Gather `count` elements from each tp rank: recv is [tp][count], rank order. */
 int par_tp_allgather(par_comm *c, const void *send, void *recv, size_t count, sl_dtype dt);
 /* Activations to the same tp rank of the next stage / from the previous one. */

@@ -15,6 +15,8 @@ typedef struct par_comm_ops {
 	int (*allreduce_add_prenorm)(par_comm *c, const void *part, float *x, const void *w,
 				     void *out, float *sumsq, size_t sumsq_cap, int n, int dim,
 				     sl_dtype dt, int *parts);
+	/* optional (NULL: SL_ENOTSUP): par_tp_gemv_xchg */
+	int (*gemv_xchg)(par_comm *c, kern_xchg *x);
 	int (*allgather)(par_comm *c, const void *send, void *recv, size_t count, sl_dtype dt);
 	int (*send_next)(par_comm *c, const void *buf, size_t count, sl_dtype dt);
 	int (*recv_prev)(par_comm *c, void *buf, size_t count, sl_dtype dt);

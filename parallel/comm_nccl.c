@@ -68,6 +68,12 @@ static int n_allreduce_add_prenorm(par_comm *c, const void *part, float *x, cons
 	return SL_OK;
 }
 
+static int n_gemv_xchg(par_comm *c, kern_xchg *x)
+{
+	nccl_state *s = S(c);
+	return s->car ? par_car_gemv_xchg(s->car, x) : SL_ENOTSUP;
+}
+
 static int n_allgather(par_comm *c, const void *send, void *recv, size_t count, sl_dtype dt)
 {
 	if (S(c)->car_only)
@@ -105,6 +111,7 @@ static void n_destroy(par_comm *c)
 static const par_comm_ops nccl_ops = {
 	.allreduce = n_allreduce,
 	.allreduce_add_prenorm = n_allreduce_add_prenorm,
+	.gemv_xchg = n_gemv_xchg,
 	.allgather = n_allgather,
 	.send_next = n_send_next,
 	.recv_prev = n_recv_prev,
@@ -169,10 +176,11 @@ static void log_choice(const par_comm *c, const nccl_state *s, const char *why)
 	else
 		SL_INFO("comm", "tp all-reduce: custom one-shot up to %zu KiB, two-shot up to %zu "
 			"KiB, NCCL above (%d blocks, one per %zu KiB moving a call, at least %d); "
-			"one-shot fused with the residual add: %s",
+			"one-shot fused with the residual add: %s; in the row-parallel GEMV at "
+			"1-2 tokens: %s",
 			l->oneshot_max >> 10, l->custom_max >> 10, l->blocks, l->block_bytes >> 10,
-			PAR_CAR_MIN_ACTIVE,
-			l->fused ? "on" : "off (SL_FUSED_AR=0)");
+			PAR_CAR_MIN_ACTIVE, l->fused ? "on" : "off (SL_FUSED_AR=0)",
+			!l->fused ? "off (SL_FUSED_AR=0)" : l->gemv ? "on (SL_GEMV_AR=1)" : "off");
 }
 
 /* The custom all-reduce as the flag, SL_CUSTOM_AR and the GPUs allow.

@@ -30,6 +30,11 @@
  * sums untouched; calls it refuses refused by every rank with nothing
  * written; a graph replaying it with eager calls between.
  *
+ * The all-reduce inside the row-parallel GEMV (KERN_EPI_ALLREDUCE_ADD):
+ * 13B and 70B o/down slices at tp 2 and 4 and smaller ones, f16 and bf16,
+ * 1 and 2 tokens, three calls back to back, against the GEMV followed by
+ * the fused all-reduce above (bit for bit) or the host; 3 tokens refused.
+ *
  * On sm_90 and later the burst, the graphs and the fused add run a second
  * time with programmatic dependent launch on (as the CUDA backend runs
  * them), and one more group puts a dependent writer before each call: a
@@ -51,6 +56,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kernels/matmul.h"
 #include "kernels/pdl.h"
 #include "parallel/allreduce.h"
 #include "common/dtype.h"
@@ -64,7 +70,7 @@ static int g_rank, g_tp, g_quick, g_distinct;
 static int g_pass, g_fail;
 static cudaStream_t g_stream;
 static ncclComm_t g_nccl;
-static par_car *g_car, *g_small; /* default limits; 64 KiB slots, 3 blocks */
+static par_car *g_car, *g_small; /* default limits (GEMV all-reduce on); 64 KiB slots, 3 blocks */
 
 static const sl_dtype k_dts[] = {SL_DT_F32, SL_DT_F16, SL_DT_BF16};
 static const char *dt_name(sl_dtype dt)
@@ -921,6 +927,252 @@ static void test_prenorm_graph(void)
 	group_end(&g);
 }
 
+/* ---- the all-reduce inside the row-parallel GEMV ---- */
+
+/* A GEMV whose epilogue sums the group's products and adds them
+ * (KERN_EPI_ALLREDUCE_ADD through par_car_gemv_xchg) against the pair it
+ * replaces: this rank's plain GEMV (the same kernel, so the same product
+ * bits where neither splits the columns: rows >= 16 x the SMs), then
+ * par_car_allreduce_add_prenorm. Residual and x * w bit for bit where the
+ * GEMVs agree, else within GEMV_HOST_TOL of the host's double sums;
+ * the parts of the sums of squares (one per 16-row tile) against the
+ * host; the same bits on every rank; K calls back to back (the slots and
+ * per-tile counters), the residual growing from call to call. */
+#define GEMV_CALLS 3
+
+typedef struct gemv_case {
+	sl_dtype dt;
+	int n, rows, cols;
+	uint64_t seed;
+} gemv_case;
+
+static kern_blas *g_blas;
+
+/* Rank r's weight slice and input, in dt, [-1, 1) not near 0. */
+static float gemv_w(int r, uint64_t seed, size_t i, sl_dtype dt)
+{
+	return input_value(200 + r, seed, i, dt);
+}
+
+static float gemv_x(int r, uint64_t seed, size_t i, sl_dtype dt)
+{
+	return input_value(300 + r, seed, i, dt);
+}
+
+static void *gemv_upload(size_t count, sl_dtype dt, float (*f)(int, uint64_t, size_t, sl_dtype),
+			 int r, uint64_t seed)
+{
+	void *h = xmalloc(count * 2), *d;
+	for (size_t i = 0; i < count; i++)
+		store_elem(h, i, f(r, seed, i, dt), dt);
+	CK(cudaMalloc(&d, count * 2));
+	CK(cudaMemcpy(d, h, count * 2, cudaMemcpyHostToDevice));
+	free(h);
+	return d;
+}
+
+/* The host's residual after k calls: x0 + k x (the group's sum of
+ * products, in double). A GEMV rounds its product to dt and the sum is
+ * rounded again, so each call is within a few units of dt's last place of
+ * the largest product: GEMV_HOST_TOL of them. */
+#define GEMV_HOST_TOL 4.0
+static double gemv_host_sum(const gemv_case *gc, int tok, int row, double *mag)
+{
+	double s = 0;
+	*mag = 0;
+	for (int r = 0; r < g_tp; r++) {
+		double p = 0;
+		for (int k = 0; k < gc->cols; k++)
+			p += (double)gemv_w(r, gc->seed, (size_t)row * gc->cols + k, gc->dt) *
+			     gemv_x(r, gc->seed + 1, (size_t)tok * gc->cols + k, gc->dt);
+		s += p;
+		*mag = fmax(*mag, fmax(fabs(p), fabs(s)));
+	}
+	return s;
+}
+
+static int gemv_host_ok(const char *what, const gemv_case *gc, const float *x0, const float *x,
+			int calls)
+{
+	const double ulp = gc->dt == SL_DT_F16 ? 1.0 / 1024 : 1.0 / 128;
+	for (int t = 0; t < gc->n; t++)
+		for (int row = 0; row < gc->rows; row += 1 + row % 7) { /* a spread of rows */
+			double mag, s = gemv_host_sum(gc, t, row, &mag);
+			size_t i = (size_t)t * gc->rows + row;
+			double want = x0[i] + calls * s, tol = calls * GEMV_HOST_TOL * ulp * (mag + 1);
+			if (!(fabs(x[i] - want) <= tol)) {
+				printf("rank %d: FAIL %s: token %d row %d residual %.9g, host %.9g "
+				       "(tolerance %.3g)\n", g_rank, what, t, row, x[i], want, tol);
+				return 0;
+			}
+		}
+	return 1;
+}
+
+/* Device state of one case: the weights and input, and for each path
+ * (0: GEMV then par_car_allreduce_add_prenorm; 1: the fused GEMV) the
+ * residual, x * w and the parts. */
+typedef struct gemv_bufs {
+	void *w, *x, *nw, *part;
+	float *res[2], *ss[2];
+	void *out[2];
+} gemv_bufs;
+
+static void gemv_setup(gemv_bufs *b, const gemv_case *gc, const float *x0, int tiles)
+{
+	size_t cnt = (size_t)gc->n * gc->rows, ssn = (size_t)(tiles > 64 ? tiles : 64) * gc->n;
+	b->w = gemv_upload((size_t)gc->rows * gc->cols, gc->dt, gemv_w, g_rank, gc->seed);
+	b->x = gemv_upload((size_t)gc->n * gc->cols, gc->dt, gemv_x, g_rank, gc->seed + 1);
+	b->nw = gemv_upload(gc->rows, gc->dt, gemv_w, CAR_TEST_WEIGHT_RANK, gc->seed + 2);
+	CK(cudaMalloc(&b->part, cnt * 2));
+	for (int p = 0; p < 2; p++) {
+		CK(cudaMalloc((void **)&b->res[p], cnt * 4));
+		CK(cudaMemcpy(b->res[p], x0, cnt * 4, cudaMemcpyHostToDevice));
+		CK(cudaMalloc(&b->out[p], cnt * 2));
+		CK(cudaMemset(b->out[p], 0xFF, cnt * 2)); /* NaN in f16 and bf16 */
+		CK(cudaMalloc((void **)&b->ss[p], ssn * 4));
+		CK(cudaMemset(b->ss[p], 0xFF, ssn * 4));
+	}
+	CK(cudaDeviceSynchronize());
+}
+
+static void gemv_free(gemv_bufs *b)
+{
+	void *all[] = {b->w, b->x, b->nw, b->part, b->res[0], b->res[1], b->out[0], b->out[1],
+		       b->ss[0], b->ss[1]};
+	for (int i = 0; i < 10; i++)
+		CK(cudaFree(all[i]));
+}
+
+/* GEMV_CALLS fused calls; 1 when every one ran fused. */
+static int gemv_run_fused(const gemv_case *gc, gemv_bufs *b)
+{
+	kern_epi e = {.kind = KERN_EPI_ALLREDUCE_ADD, .residual = b->res[1], .sumsq = b->ss[1],
+		      .norm_w = b->nw, .norm_out = b->out[1]};
+	CK_SL(par_car_gemv_xchg(g_car, &e.xchg));
+	int all = 1;
+	for (int k = 0; k < GEMV_CALLS; k++) {
+		int fused = 0;
+		CK_SL(kern_matmul_epi_cuda(g_blas, NULL, b->x, b->w, gc->n, gc->cols, gc->rows, gc->dt,
+					   &e, &fused));
+		all &= fused;
+	}
+	return all;
+}
+
+static void gemv_run_pair(const gemv_case *gc, gemv_bufs *b)
+{
+	for (int k = 0; k < GEMV_CALLS; k++) {
+		CK_SL(kern_matmul_cuda(g_blas, b->part, b->x, b->w, gc->n, gc->cols, gc->rows, gc->dt));
+		CK_SL(par_car_allreduce_add_prenorm(g_car, b->part, b->res[0], b->nw, b->out[0],
+						    b->ss[0], gc->n, gc->rows, gc->dt));
+	}
+}
+
+static void *gemv_down(const void *d, size_t bytes)
+{
+	void *h = xmalloc(bytes);
+	CK(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost));
+	return h;
+}
+
+/* The fused path's results against the pair's (exact: 1) or the host's. */
+static int gemv_compare(const char *what, const gemv_case *gc, const gemv_bufs *b,
+			const float *x0, int tiles, int exact)
+{
+	size_t cnt = (size_t)gc->n * gc->rows;
+	float *x[2], *ss = gemv_down(b->ss[1], (size_t)tiles * gc->n * 4);
+	void *o[2];
+	for (int p = 0; p < 2; p++)
+		x[p] = gemv_down(b->res[p], cnt * 4), o[p] = gemv_down(b->out[p], cnt * 2);
+	int ok = exact ? same_bits(what, x[1], x[0], cnt, SL_DT_F32) &&
+				 same_bits(what, o[1], o[0], cnt, gc->dt)
+		       : gemv_host_ok(what, gc, x0, x[1], GEMV_CALLS);
+	ok = ok && sumsq_ok(what, ss, tiles, gc->n, gc->rows, x[1]);
+	/* collective: every rank calls them, whatever failed before */
+	int same = same_on_every_rank(what, x[1], cnt * 4);
+	same &= same_on_every_rank(what, o[1], cnt * 2);
+	same &= same_on_every_rank(what, ss, (size_t)tiles * gc->n * 4);
+	for (int p = 0; p < 2; p++)
+		free(x[p]), free(o[p]);
+	free(ss);
+	return ok && same;
+}
+
+static int check_gemv(const gemv_case *gc, int exact)
+{
+	size_t cnt = (size_t)gc->n * gc->rows;
+	int tiles = (gc->rows + 15) / 16;
+	char what[160];
+	snprintf(what, sizeof what, "gemv+all-reduce+add %s n %d rows %d cols %d seed %llu",
+		 dt_name(gc->dt), gc->n, gc->rows, gc->cols, (unsigned long long)gc->seed);
+	float *x0 = xmalloc(cnt * 4);
+	for (size_t i = 0; i < cnt; i++)
+		x0[i] = residual_value(gc->seed, i);
+	gemv_bufs b;
+	gemv_setup(&b, gc, x0, tiles);
+	MPI_Barrier(MPI_COMM_WORLD);
+	int fused = gemv_run_fused(gc, &b);
+	if (exact)
+		gemv_run_pair(gc, &b);
+	CK(cudaStreamSynchronize(g_stream));
+	if (!fused)
+		printf("rank %d: FAIL %s: the GEMV did not take the all-reduce\n", g_rank, what);
+	int ok = gemv_compare(what, gc, &b, x0, tiles, exact) && fused;
+	gemv_free(&b);
+	free(x0);
+	return ok;
+}
+
+/* 3 tokens: refused by every rank, nothing enqueued, later calls pair. */
+static int check_gemv_refusal(void)
+{
+	gemv_case gc = {SL_DT_F16, 3, 4096, 2560, 7100};
+	float *x0 = xmalloc((size_t)3 * 4096 * 4);
+	for (size_t i = 0; i < (size_t)3 * 4096; i++)
+		x0[i] = residual_value(gc.seed, i);
+	gemv_bufs b;
+	gemv_setup(&b, &gc, x0, 256);
+	int fused = gemv_run_fused(&gc, &b);
+	CK(cudaStreamSynchronize(g_stream));
+	float *x = gemv_down(b.res[1], (size_t)3 * 4096 * 4);
+	int ok = !fused && !memcmp(x, x0, (size_t)3 * 4096 * 4);
+	if (!ok)
+		printf("rank %d: FAIL gemv+all-reduce: 3 tokens %s\n", g_rank,
+		       fused ? "taken" : "left the residual changed");
+	gemv_free(&b);
+	free(x), free(x0);
+	return ok;
+}
+
+static void test_gemv_allreduce(void)
+{
+	/* rows x cols: 13B's o and down at tp 2 and 4, 70B's at tp 2, and
+	 * shapes whose plain GEMV splits the columns (host comparison) */
+	static const int shapes[][3] = {{5120, 2560, 1}, {5120, 6912, 1}, {8192, 14336, 1},
+					{5120, 1280, 1}, {4096, 2048, 1}, {1000, 2048, 0},
+					{2056, 1024, 0}};
+	static const sl_dtype dts[] = {SL_DT_F16, SL_DT_BF16};
+	group g;
+	group_begin(&g, "all-reduce inside the GEMV, then the add%s%s", kern_pdl_enabled() ? ", PDL" : "",
+		    "");
+	for (int d = 0; d < 2; d++)
+		for (int s = 0; s < 7; s++)
+			for (int n = 1; n <= 2; n++) {
+				if (g_quick && (s % 2 || n == 2))
+					continue;
+				gemv_case gc = {dts[d], n, shapes[s][0], shapes[s][1],
+						700000 + 1000 * d + 10 * s + n};
+				group_case(&g, check_gemv(&gc, shapes[s][2]));
+			}
+	group_case(&g, check_gemv_refusal());
+	kern_xchg off; /* a group whose limits leave it off (gemv 0) has none */
+	group_case(&g, par_car_gemv_xchg(g_small, &off) == SL_ENOTSUP);
+	gemv_case after = {SL_DT_BF16, 1, 5120, 2560, 7200};
+	group_case(&g, check_gemv(&after, 1));
+	group_end(&g);
+}
+
 /* ---- set-up ---- */
 
 static int local_rank(void)
@@ -977,9 +1229,13 @@ int main(int argc, char **argv)
 	if (g_distinct)
 		open_nccl();
 	par_car_limits small = {.oneshot_max = 8 << 10, .custom_max = 64 << 10, .blocks = 3};
-	if (par_car_create(MPI_COMM_WORLD, g_stream, PAR_CAR_ON, NULL, &g_car, err, sizeof err) ||
+	par_car_limits dflt; /* the defaults, the all-reduce in the GEMV (opt-in) on */
+	par_car_default_limits(g_tp, &dflt);
+	dflt.gemv = 1;
+	if (par_car_create(MPI_COMM_WORLD, g_stream, PAR_CAR_ON, &dflt, &g_car, err, sizeof err) ||
 	    par_car_create(MPI_COMM_WORLD, g_stream, PAR_CAR_ON, &small, &g_small, err, sizeof err))
 		fatal("par_car_create", err);
+	CK_SL(kern_blas_create(g_stream, &g_blas));
 
 	test_sweep(g_car, "default", !g_quick);
 	test_sweep(g_small, "small", 0);
@@ -990,6 +1246,7 @@ int main(int argc, char **argv)
 	test_prenorm(g_small, "small");
 	test_prenorm_refusals();
 	test_prenorm_graph();
+	test_gemv_allreduce();
 	if (g_distinct)
 		test_nccl();
 	if (prop.major >= 9) { /* again as the backend launches them */
@@ -1000,12 +1257,16 @@ int main(int argc, char **argv)
 		test_graph();
 		test_prenorm(g_car, "default");
 		test_prenorm_graph();
+		kern_blas_set_pdl(g_blas, 1);
+		test_gemv_allreduce();
+		kern_blas_set_pdl(g_blas, 0);
 		test_pdl_order();
 		kern_pdl_enable(0);
 	}
 
 	if (par_car_check(g_car, err, sizeof err) || par_car_check(g_small, err, sizeof err))
 		fatal("par_car_check", err);
+	kern_blas_destroy(g_blas);
 	par_car_destroy(g_small);
 	par_car_destroy(g_car);
 	g_car = g_small = NULL;
