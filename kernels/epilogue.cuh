@@ -30,7 +30,6 @@
 
 #include "kernels/cuda_util.cuh"
 #include "kernels/epilogue.h"
-#include "kernels/pdl.h"
 #include "kernels/rope.cuh"
 #include "kernels/xchg.cuh"
 
@@ -68,8 +67,6 @@ static inline bool kern_epi_takes(const kern_epi *e, int rows, int n)
 /* kern_epi as a kernel argument, with what the GEMV's owner adds. */
 struct kern_epi_dev {
 	int kind;
-	int early;         /* let the next kernel launch right after the PDL wait
-			    * (kern_gemv_early_next, pdl.h) */
 	int half;          /* SWIGLU: hidden, the rows of each of gate and up */
 	unsigned *counter; /* ADD_NORM: blocks done, back to 0 after each call */
 	kern_epi h;        /* the caller's description (kernels/epilogue.h) */
@@ -81,7 +78,6 @@ static inline kern_epi_dev kern_epi_of(const kern_epi *e, int rows, unsigned *co
 	d.kind = e ? e->kind : KERN_EPI_STORE;
 	d.half = e && e->kind == KERN_EPI_SWIGLU ? rows / 2 : 0;
 	d.counter = counter;
-	d.early = kern_gemv_early_next();
 	if (e)
 		d.h = *e;
 	return d;

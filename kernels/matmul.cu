@@ -210,8 +210,6 @@ __global__ void __launch_bounds__(KSPLIT * 32)
 		vb[u] = ok && ok_b ? kern_ld_stream(wb + off) : zero;
 	}
 	kern_pdl_wait(); /* x is the previous kernel's output */
-	if (e.early)
-		kern_pdl_launch_next();
 	constexpr int PQ = KERN_PRE_WORDS(KSPLIT);
 	float pre_r[6], pre_p[PQ];
 	kern_epi_prefetch<T, EPI>(e, out_dim, n, row_a, row_b, ok_a, ok_b, 2 * c, pre_r);

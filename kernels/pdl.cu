@@ -25,10 +25,6 @@ static bool g_l1_on = true;
 
 extern "C" void kern_gemv_l1_enable(int on) { g_l1_on = on != 0; }
 
-static int g_early_next;
-extern "C" void kern_gemv_early_next_enable(int on) { g_early_next = on != 0; }
-extern "C" int kern_gemv_early_next(void) { return g_early_next; }
-
 /* The carveout, in percent of the SM's most shared memory, that holds
  * `blocks` blocks of kernel with `dyn` bytes of dynamic shared memory each;
  * -1 when it cannot be worked out. */

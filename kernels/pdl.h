@@ -37,15 +37,6 @@ int kern_pdl_enabled(void);
  * off (node/backend_cuda.c). */
 void kern_gemv_l1_enable(int on);
 
-/* Where the decode GEMVs let the next kernel launch: after their main
- * loop (0, the default), or as soon as they have waited for the kernel
- * before them (1), so the next one's blocks take the SMs' free slots and
- * fetch their first weights while this one still streams (its dependents
- * launch once every block of this grid has started; SL_GEMV_EARLY_NEXT=1,
- * node/backend_cuda.c, for comparisons). */
-void kern_gemv_early_next_enable(int on);
-int kern_gemv_early_next(void);
-
 /* For tests of kernels that run as programmatic dependents: copy `bytes`
  * from src to dst (device, 16-byte aligned, bytes % 16 == 0) in a kernel
  * launched as the small kernels are, which lets the next kernel launch at

@@ -410,8 +410,6 @@ __global__ void __launch_bounds__(KSPLIT * 32, MINB) qgemv_kernel(const T *x, qg
 
 	fetch(ch);
 	kern_pdl_wait(); /* x is the previous kernel's output */
-	if (a.e.early)
-		kern_pdl_launch_next();
 	float pre_r[6], pre_p[2];
 	kern_epi_prefetch<T, EPI>(a.e, a.rows, a.n, row_a, row_b, ok_a, ok_b, 2 * c, pre_r);
 	if constexpr (PRE)

@@ -1018,9 +1018,7 @@ static const node_backend_ops cuda_ops = {
  * sampler (uploads, sort, pick) instead of the argmax alone, for
  * comparisons. SL_ACT_CODES=0: the norm and SiLU * up kernels store
  * their values as well as the next projection's fp8 activations (norm,
- * silu_mul), for comparisons. SL_GEMV_EARLY_NEXT=1: the decode GEMVs let
- * the next kernel launch right after their PDL wait instead of after
- * their main loop (kernels/pdl.h), for comparisons. SL_GEMM_ADD=0: the run-dtype o and down
+ * silu_mul), for comparisons. SL_GEMM_ADD=0: the run-dtype o and down
  * GEMMs write their product for the add + RMSNorm to add, as before
  * add_in_place, for comparisons. */
 #define FUSE_DEFAULT (1 << KERN_EPI_SWIGLU | 1 << KERN_EPI_ROPE | FUSE_PRENORM)
@@ -1076,11 +1074,6 @@ static void read_switches(cuda_impl *c, int cc_major)
 	kern_blas_set_pdl(c->blas, c->pdl);
 	kern_pdl_enable(c->pdl && cc_major >= 9);
 	kern_gemv_l1_enable(c->prefer_l1);
-	const char *early = getenv("SL_GEMV_EARLY_NEXT");
-	kern_gemv_early_next_enable(early && !strcmp(early, "1"));
-	if (early && !strcmp(early, "1"))
-		SL_INFO("cuda", "SL_GEMV_EARLY_NEXT=1: the decode GEMVs let the next kernel launch "
-				"right after their wait");
 	if (c->no_graphs)
 		SL_INFO("cuda", "SL_NO_GRAPHS: decode steps run without CUDA graphs");
 	if (!c->pdl)
