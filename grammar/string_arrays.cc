@@ -39,8 +39,26 @@
  * then 1 + a to 1 + b items, ", " between them, then "]". An array that
  * may be empty keeps its ("[" "]") choice as it was.
  *
+ * An item that is an anyOf with a string among its cases (48_mixed_any_of:
+ * integer, boolean, null, string maxLength 8; the converter writes I ::=
+ * C_0 | basic_boolean | basic_null | C_3, with C_3 ::= "\"" B) left the
+ * same pieces undecided in its string (49 of Llama 3's, 52-67 us at p99
+ * on the H200 host). There each position gets a copy of I as well:
+ *
+ *   I_k ::= C_0 T_k | basic_boolean T_k | basic_null T_k | "\"" B_k
+ *
+ * every case not a string followed by T_k (its own rules shared, as
+ * before: what runs past them meets their follow-set lookahead, ", ]"),
+ * each string case going on in its own copy B_k; A ::= "[" I_1 and T_k's
+ * next item is I_(k+1) (unbounded: I_k itself at the last). Each I_k
+ * derives exactly I's texts followed by T_k's, so the language is again
+ * unchanged. An item with no string case is left as it is (nothing to
+ * decide), and so is one with a case that cannot be printed back (a
+ * quantified element: its bounds are not kept by the scan).
+ *
  * The cost is in the compile: each copy is a parser state whose masks are
- * built over the vocabulary, hence max_rules. The grammar is read as
+ * built over the vocabulary, hence max_rules (48_mixed_any_of adds 44:
+ * four positions of nine chain rules, I_k and T_k). The grammar is read as
  * follow_sets.cc reads it (no regular expressions: linear in the text).
  */
 #include "grammar/string_arrays.h"
@@ -54,12 +72,21 @@
 
 namespace {
 
+/* One choice of the item rule I: a string ("\"" B, or a rule holding
+ * only that) or anything else, printed as it stands. */
+struct item_choice {
+	int body;	  /* B, or -1: not a string */
+	std::string text; /* the choice's elements, as printed, for another */
+};
+
 /* One array as the converter writes it: A's first choice is "[" I, then
  * items written out (SEP I), then R{m, n}, R optional, or no R, then
  * "]"; its others "[" "]" (may be empty). */
 struct array_form {
 	std::string rest;	   /* A's other choices, as printed (" | (...)"), or empty */
-	int body;		   /* B, I's body */
+	int item;		   /* I */
+	bool lone_string;	   /* I ::= "\"" B: I itself needs no copy */
+	std::vector<item_choice> choices; /* I's */
 	std::string separator;	   /* R's literal before the item, as printed: "\", \"" */
 	long min_items, max_items; /* max -1: unbounded */
 };
@@ -107,7 +134,58 @@ bool separator_item(const follow_sequence &s, int item, std::string *sep)
 	return true;
 }
 
-/* Whether rule r is an array of strings in the converter's form. */
+std::string elem_text(const follow_elem &e, const std::string &ref_name)
+{
+	if (e.kind == 'l')
+		return "\"" + e.text + "\"";
+	if (e.kind == 'c')
+		return "[" + e.text + "]";
+	return ref_name;
+}
+
+/* "\"" B: B, else -1. */
+int string_body(const follow_sequence &s)
+{
+	if (s.size() == 2 && literal(s[0], "\\\"") && s[1].kind == 'r' && plain(s[1]))
+		return s[1].ref;
+	return -1;
+}
+
+/* I's choices: each a string ("\"" B, or a rule whose one choice is
+ * that: an anyOf's string case) or plain elements printed as they stand;
+ * false when none is a string (nothing to decide) or one cannot be
+ * printed (a quantified element: its bounds are not kept). */
+bool read_item(const follow_grammar &g, int item, array_form *a)
+{
+	const follow_rule &ir = g.rules[item];
+	if (ir.opaque || ir.choices.empty())
+		return false;
+	a->item = item;
+	a->lone_string = ir.choices.size() == 1 && string_body(ir.choices[0]) >= 0;
+	bool any_string = false;
+	for (const follow_sequence &s : ir.choices) {
+		item_choice c{string_body(s), ""};
+		if (c.body < 0 && s.size() == 1 && s[0].kind == 'r' && plain(s[0])) {
+			const follow_rule &cr = g.rules[s[0].ref];
+			if (!cr.opaque && cr.choices.size() == 1)
+				c.body = string_body(cr.choices[0]);
+		}
+		for (size_t e = 0; c.body < 0 && e < s.size(); e++) {
+			if (!plain(s[e]))
+				return false;
+			c.text += (e ? " " : "") +
+				  elem_text(s[e], s[e].kind == 'r' ? g.rules[s[e].ref].name : "");
+		}
+		if (c.body < 0 && c.text.empty())
+			return false;
+		any_string = any_string || c.body >= 0;
+		a->choices.push_back(c);
+	}
+	return any_string;
+}
+
+/* Whether rule r is an array in the converter's form whose items may be
+ * strings. */
 bool read_array(const follow_grammar &g, int r, array_form *a)
 {
 	const follow_rule &ru = g.rules[r];
@@ -124,12 +202,8 @@ bool read_array(const follow_grammar &g, int r, array_form *a)
 		a->rest += " | (\"[\" \"]\")";
 	}
 	const int item = s[1].ref;
-	const follow_rule &ir = g.rules[item];
-	if (ir.opaque || ir.choices.size() != 1 || ir.choices[0].size() != 2 ||
-	    !literal(ir.choices[0][0], "\\\"") || ir.choices[0][1].kind != 'r' ||
-	    !plain(ir.choices[0][1]))
+	if (!read_item(g, item, a))
 		return false;
-	a->body = ir.choices[0][1].ref;
 	a->min_items = a->max_items = 1;
 	/* items written out in the sequence (a fixed count: "[" I SEP I "]") */
 	size_t k = 2;
@@ -169,16 +243,21 @@ bool read_array(const follow_grammar &g, int r, array_form *a)
 	return true;
 }
 
-/* The rules B reaches through its choices' last elements, B first; false
- * when one of them is not a string body: each choice the lone closing
- * quote, or plain elements ending in a rule of the body (the only place a
- * body rule is used), so that every string B derives ends with that
- * quote. */
-bool body_rules(const follow_grammar &g, int b, int max_rules, std::vector<int> *out)
+/* The rules the item's string bodies B reach through their choices' last
+ * elements, each B among them; false when one of them is not a string
+ * body: each choice the lone closing quote, or plain elements ending in a
+ * rule of the body (the only place a body rule is used), so that every
+ * string B derives ends with that quote. */
+bool body_rules(const follow_grammar &g, const array_form &a, int max_rules,
+		std::vector<int> *out)
 {
 	std::unordered_map<int, int> in;
-	out->assign(1, b);
-	in[b] = 0;
+	out->clear();
+	for (const item_choice &c : a.choices)
+		if (c.body >= 0 && !in.count(c.body)) {
+			in[c.body] = (int)out->size();
+			out->push_back(c.body);
+		}
 	for (size_t i = 0; i < out->size(); i++) {
 		const follow_rule &ru = g.rules[(*out)[i]];
 		if (ru.opaque || ru.choices.empty())
@@ -206,15 +285,6 @@ bool body_rules(const follow_grammar &g, int b, int max_rules, std::vector<int> 
 	return true;
 }
 
-std::string elem_text(const follow_elem &e, const std::string &ref_name)
-{
-	if (e.kind == 'l')
-		return "\"" + e.text + "\"";
-	if (e.kind == 'c')
-		return "[" + e.text + "]";
-	return ref_name;
-}
-
 struct namer {
 	std::string prefix;
 	std::string body(int array, long k, size_t i) const
@@ -222,14 +292,39 @@ struct namer {
 		return prefix + "_" + std::to_string(array) + "_" + std::to_string(k) + "_" +
 		       std::to_string(i);
 	}
+	std::string item(int array, long k) const
+	{
+		return prefix + "_" + std::to_string(array) + "_" + std::to_string(k) + "_item";
+	}
 	std::string tail(int array, long k) const
 	{
 		return prefix + "_" + std::to_string(array) + "_" + std::to_string(k) + "_end";
 	}
 };
 
-/* B_k's rules (a copy of each body rule, renamed, the closing quote going
- * on with T_k) and T_k. */
+/* Where item k starts, after "[" or the separator: its string's opening
+ * quote and B_k where I is that string alone, else I_k. */
+std::string item_start(const array_form &a, const std::vector<int> &body, const namer &nm,
+		       int array, long k)
+{
+	if (!a.lone_string)
+		return nm.item(array, k);
+	size_t i = 0;
+	while (body[i] != a.choices[0].body)
+		i++;
+	return "\"\\\"\" " + nm.body(array, k, i);
+}
+
+/* The rules each position adds: B_k's, T_k and (unless I is a lone
+ * string) I_k. */
+long rules_per_position(const array_form &a, const std::vector<int> &body)
+{
+	return (long)body.size() + 1 + (a.lone_string ? 0 : 1);
+}
+
+/* I_k (I's choices, a string's body B_k, every other choice followed by
+ * T_k), B_k's rules (a copy of each body rule, renamed, the closing quote
+ * going on with T_k) and T_k. */
 void write_position(const follow_grammar &g, const array_form &a, const std::vector<int> &body,
 		    const namer &nm, int array, long k, long positions, const std::string &lookahead,
 		    std::string *out)
@@ -237,6 +332,17 @@ void write_position(const follow_grammar &g, const array_form &a, const std::vec
 	std::unordered_map<int, size_t> index;
 	for (size_t i = 0; i < body.size(); i++)
 		index[body[i]] = i;
+	if (!a.lone_string) {
+		std::string line = nm.item(array, k) + " ::= (";
+		for (size_t c = 0; c < a.choices.size(); c++) {
+			const item_choice &ch = a.choices[c];
+			line += c ? " | (" : "(";
+			line += ch.body >= 0 ? "\"\\\"\" " + nm.body(array, k, index[ch.body])
+					     : ch.text + " " + nm.tail(array, k);
+			line += ")";
+		}
+		*out += line + ")" + lookahead + "\n";
+	}
 	for (size_t i = 0; i < body.size(); i++) {
 		std::string line = nm.body(array, k, i) + " ::= (";
 		const follow_rule &ru = g.rules[body[i]];
@@ -264,8 +370,8 @@ void write_position(const follow_grammar &g, const array_form &a, const std::vec
 	if (close)
 		t += "(\"]\")";
 	if (more)
-		t += std::string(close ? " | " : "") + "(" + a.separator + " \"\\\"\" " +
-		     nm.body(array, next, 0) + ")";
+		t += std::string(close ? " | " : "") + "(" + a.separator + " " +
+		     item_start(a, body, nm, array, next) + ")";
 	*out += t + ")" + lookahead + "\n";
 }
 
@@ -308,18 +414,18 @@ std::string string_arrays_unrolled(const std::string &ebnf, const std::string &r
 		array_form a{};
 		std::vector<int> body;
 		if (!ru.reachable || !ru.lookahead.empty() || !read_array(g, r, &a) ||
-		    a.min_items > max_rules || !body_rules(g, a.body, max_rules, &body))
+		    a.min_items > max_rules || !body_rules(g, a, max_rules, &body))
 			continue;
 		long positions = a.max_items < 0 ? a.min_items : a.max_items;
-		if (positions > max_rules ||
-		    n_added + positions * (long)(body.size() + 1) > (long)max_rules)
+		long per = rules_per_position(a, body);
+		if (positions > max_rules || n_added + positions * per > (long)max_rules)
 			continue;
 		std::string lookahead = array_lookahead(g, r);
 		int array = *n_rewritten;
 		for (long k = 1; k <= positions; k++)
 			write_position(g, a, body, nm, array, k, positions, lookahead, &added);
-		n_added += (int)(positions * (long)(body.size() + 1));
-		g.lines[ru.line] = ru.name + " ::= ((\"[\" \"\\\"\" " + nm.body(array, 1, 0) + ")" +
+		n_added += (int)(positions * per);
+		g.lines[ru.line] = ru.name + " ::= ((\"[\" " + item_start(a, body, nm, array, 1) + ")" +
 				   a.rest + ")";
 		++*n_rewritten;
 	}

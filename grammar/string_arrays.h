@@ -19,9 +19,12 @@
 /* ebnf: a grammar as xgrammar's Grammar::ToString prints it (from its
  * JSON-schema converter, possibly after bounded_strings_as_chains), root
  * its root rule's name. Returns the same grammar where each array whose
- * items are strings (`"[" I R{a, b} "]"`, `"[" I R "]"` with R optional,
- * `"[" I "]"`, or the items written out, `"[" I ", " I "]"`; I `"\"" B`
- * with B a string body: basic_string_sub or a chain) is written as one copy of the string body per item position
+ * items may be strings (`"[" I R{a, b} "]"`, `"[" I R "]"` with R
+ * optional, `"[" I "]"`, or the items written out, `"[" I ", " I "]"`; I
+ * `"\"" B` with B a string body, basic_string_sub or a chain, or an anyOf
+ * with such a case among others) is written as one copy of the string
+ * body (and of I's choices, the others followed by what may follow the
+ * item) per item position
  * whose closing quote goes on with what may follow that item there (", "
  * and the next item's body while fewer than maxItems, "]" once minItems
  * are there), while at most max_rules rules are added. The copies carry
