@@ -38,9 +38,34 @@ __device__ __forceinline__ uint64_t kern_now_ns(void)
 	return t;
 }
 
+/* A spinning wait's clock, checked every 4096 spins: the first check
+ * starts it; one past KERN_XCHG_TIMEOUT_NS records the wait (seen:
+ * what the flag held) and traps. */
+__device__ __forceinline__ void kern_wait_tick(uint32_t spins, uint64_t *t0,
+					       kern_xchg_diag *diag, int rank, int peer,
+					       uint32_t seen, uint32_t want)
+{
+	if (spins & 4095)
+		return;
+	const uint64_t t = kern_now_ns();
+	if (!*t0) {
+		*t0 = t;
+		return;
+	}
+	if (t - *t0 <= KERN_XCHG_TIMEOUT_NS)
+		return;
+	if (diag) {
+		diag->rank = rank, diag->block = blockIdx.x;
+		diag->peer = peer, diag->seen = seen, diag->want = want;
+		__threadfence_system();
+		diag->fired = 1;
+		__threadfence_system();
+	}
+	__trap();
+}
+
 /* Spin until flag >= want (wrap-safe: values of live calls are never 2^31
- * apart). After KERN_XCHG_TIMEOUT_NS (kernels/epilogue.h), record the wait and
- * trap. Scalars,
+ * apart); kern_wait_tick gives up after KERN_XCHG_TIMEOUT_NS. Scalars,
  * not a parameter struct: taking that struct's address in a non-inlined
  * call would copy it to local memory for the whole kernel. */
 static __device__ __noinline__ void kern_flag_wait(const uint32_t *flag, uint32_t want,
@@ -48,24 +73,10 @@ static __device__ __noinline__ void kern_flag_wait(const uint32_t *flag, uint32_
 {
 	uint64_t t0 = 0;
 	for (uint32_t spins = 1;; spins++) {
-		uint32_t v = kern_flag_load(flag);
+		const uint32_t v = kern_flag_load(flag);
 		if ((int32_t)(v - want) >= 0)
 			return;
-		if ((spins & 4095) == 0) {
-			uint64_t t = kern_now_ns();
-			if (!t0) {
-				t0 = t;
-			} else if (t - t0 > KERN_XCHG_TIMEOUT_NS) {
-				if (diag) {
-					diag->rank = rank, diag->block = blockIdx.x;
-					diag->peer = peer, diag->seen = v, diag->want = want;
-					__threadfence_system();
-					diag->fired = 1;
-					__threadfence_system();
-				}
-				__trap();
-			}
-		}
+		kern_wait_tick(spins, &t0, diag, rank, peer, v, want);
 	}
 }
 
@@ -103,22 +114,7 @@ static __device__ __noinline__ uint64_t kern_ll_wait(const uint64_t *p, uint32_t
 		const uint64_t v = kern_ll_load(p);
 		if ((uint32_t)(v >> 32) == e)
 			return v;
-		if ((spins & 4095) == 0) {
-			const uint64_t t = kern_now_ns();
-			if (!t0) {
-				t0 = t;
-			} else if (t - t0 > KERN_XCHG_TIMEOUT_NS) {
-				if (diag) {
-					diag->rank = rank, diag->block = blockIdx.x;
-					diag->peer = peer, diag->seen = (uint32_t)(v >> 32);
-					diag->want = e;
-					__threadfence_system();
-					diag->fired = 1;
-					__threadfence_system();
-				}
-				__trap();
-			}
-		}
+		kern_wait_tick(spins, &t0, diag, rank, peer, (uint32_t)(v >> 32), e);
 	}
 }
 

@@ -178,6 +178,28 @@ static inline grammar_vocab *lockstep_vocab(const char *const *pieces, int n_pie
 	return v;
 }
 
+/* A compiler over v, every rewrite at its default (on). */
+static inline grammar_compiler *lockstep_compiler(grammar_vocab *v)
+{
+	char err[SL_ERRLEN] = "";
+	grammar_compiler *c = NULL;
+	ck_assert_msg(grammar_compiler_create(v, 1, 0, &c, err, sizeof err) == SL_OK, "%s", err);
+	return c;
+}
+
+/* A compiler over v with every rewrite off: xgrammar's converter form,
+ * the reference the rewrites are walked against. */
+static inline grammar_compiler *lockstep_reference(grammar_vocab *v)
+{
+	grammar_compiler *c = lockstep_compiler(v);
+	grammar_compiler_set_string_arrays(c, 0);
+	grammar_compiler_set_string_chains(c, 0);
+	grammar_compiler_set_number_lookahead(c, 0);
+	grammar_compiler_set_value_lookahead(c, 0);
+	grammar_compiler_set_time_patterns(c, 0);
+	return c;
+}
+
 /* text cut into pieces at random: at each place one of the n_pieces
  * pieces it starts with (a one-character piece always does), their
  * indices into ids (at most max_steps). */

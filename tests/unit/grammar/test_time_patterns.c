@@ -48,14 +48,6 @@ static grammar_vocab *vocab;
 static grammar_compiler *with, *without;
 static int STOP_ID;
 
-static grammar_compiler *new_compiler(void)
-{
-	char err[SL_ERRLEN] = "";
-	grammar_compiler *c = NULL;
-	ck_assert_msg(grammar_compiler_create(vocab, 1, 0, &c, err, sizeof err) == SL_OK, "%s", err);
-	return c;
-}
-
 static void setup(void)
 {
 	int n = 0;
@@ -71,8 +63,8 @@ static void setup(void)
 	}
 	vocab = lockstep_vocab(PIECES, N_PIECES, NAMES);
 	STOP_ID = N_PIECES;
-	with = new_compiler();
-	without = new_compiler();
+	with = lockstep_compiler(vocab);
+	without = lockstep_compiler(vocab);
 	grammar_compiler_set_time_patterns(without, 0);
 }
 

@@ -58,14 +58,6 @@ static grammar_vocab *vocab;
 static grammar_compiler *with, *without;
 static int STOP_ID;
 
-static grammar_compiler *new_compiler(void)
-{
-	char err[SL_ERRLEN] = "";
-	grammar_compiler *c = NULL;
-	ck_assert_msg(grammar_compiler_create(vocab, 1, 0, &c, err, sizeof err) == SL_OK, "%s", err);
-	return c;
-}
-
 static void setup(void)
 {
 	for (int i = 0; i < N_ASCII; i++) {
@@ -76,13 +68,8 @@ static void setup(void)
 		PIECES[N_ASCII + i] = LONGER[i];
 	vocab = lockstep_vocab(PIECES, N_PIECES, NAMES);
 	STOP_ID = N_PIECES;
-	with = new_compiler();
-	without = new_compiler();
-	grammar_compiler_set_string_arrays(without, 0);
-	grammar_compiler_set_string_chains(without, 0);
-	grammar_compiler_set_number_lookahead(without, 0);
-	grammar_compiler_set_value_lookahead(without, 0);
-	grammar_compiler_set_time_patterns(without, 0);
+	with = lockstep_compiler(vocab);
+	without = lockstep_reference(vocab);
 }
 
 static void teardown(void)
@@ -325,7 +312,7 @@ START_TEST(lookahead_decides_the_pieces_past_a_value)
 {
 	const char *s = "{\"type\": \"array\", \"items\": {\"anyOf\": [{\"type\": \"boolean\"}, "
 			"{\"type\": \"null\"}, {\"type\": \"string\", \"maxLength\": 4}]}}";
-	grammar_compiler *on = new_compiler(), *off = new_compiler();
+	grammar_compiler *on = lockstep_compiler(vocab), *off = lockstep_compiler(vocab);
 	grammar_compiler_set_string_arrays(on, 0);
 	grammar_compiler_set_string_arrays(off, 0);
 	grammar_compiler_set_value_lookahead(off, 0);
