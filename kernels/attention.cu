@@ -5,6 +5,8 @@
  * the workspace, and the choice of kernels:
  *
  *   attention_prefill.cu  q_len > 1: tiled flash attention on tensor cores
+ *   attention_wgmma.cu    the same on Hopper's warpgroup MMA (head_dim 128,
+ *                         fp16/bf16 caches; kern_attn_ws_set_prefill_wgmma)
  *   attention_decode.cu   q_len == 1: split-context, the GQA group as MMA rows
  *   attention_generic.cu  the other shapes (kern_attn_mma_shape in
  *                         attention.h): CUDA cores, head_dim up to 256
@@ -54,8 +56,10 @@ extern "C" int kern_attn_ws_create(int step_tokens, int n_heads, int head_dim, i
 	if ((long)step_tokens * tiles < cap)
 		cap = (long)step_tokens * tiles;
 	ws->cap_pairs = cap;
-	if ((rc = attn_decode_init()) || (rc = attn_prefill_init()))
+	if ((rc = attn_decode_init()) || (rc = attn_prefill_init()) ||
+	    (rc = attn_wgmma_init(&ws->wgmma_usable)))
 		goto fail;
+	ws->wgmma = ws->wgmma_usable;
 	if (cudaMalloc((void **)&ws->part_o, sizeof(float) * cap * n_heads * head_dim) !=
 		    cudaSuccess ||
 	    cudaMalloc((void **)&ws->part_ml, sizeof(float2) * cap * n_heads) != cudaSuccess ||
@@ -90,6 +94,14 @@ extern "C" void kern_attn_ws_set_fp8_smem(kern_attn_ws *ws, int on)
 {
 	if (ws)
 		ws->fp8_smem = on != 0;
+}
+
+extern "C" int kern_attn_ws_set_prefill_wgmma(kern_attn_ws *ws, int on)
+{
+	if (!ws)
+		return 0;
+	ws->wgmma = on && ws->wgmma_usable;
+	return ws->wgmma;
 }
 
 extern "C" int kern_attention_cuda(kern_attn_ws *ws, void *out, const void *qkv, int q_stride,
@@ -155,7 +167,9 @@ extern "C" int kern_attention_cuda(kern_attn_ws *ws, void *out, const void *qkv,
 	if (!fast)
 		return attn_generic_launch(a, b, head_dim, scale, dt, st);
 	if (b->max_q_len > 1)
-		TRY(attn_prefill_launch(a, b, head_dim, dt, st));
+		TRY(ws->wgmma && attn_wgmma_takes(a, head_dim)
+			    ? attn_wgmma_launch(a, b, dt, st)
+			    : attn_prefill_launch(a, b, head_dim, dt, st));
 	/* a batch known to hold no q_len-1 sequence has no decode blocks to
 	 * run: 2.6 us a layer saved on a 7B prompt (H100) */
 	if (b->min_q_len > 1)

@@ -43,6 +43,8 @@ struct kern_attn_ws {
 	int *split_done;        /* [cap_pairs, n_heads] per (sequence, KV head) counters, zero at rest */
 	int fp8_smem;           /* decode over an fp8 cache: convert tiles in shared memory
 				 * (kern_attn_ws_set_fp8_smem) */
+	int wgmma_usable;       /* the wgmma prefill kernel runs on this device and build */
+	int wgmma;              /* and is chosen (kern_attn_ws_set_prefill_wgmma) */
 };
 
 /* Everything a launch needs; device pointers except where noted. */
@@ -269,6 +271,12 @@ int attn_decode_launch(const kern_attn_ws *ws, attn_args a, const kern_paged_bat
 		       int head_dim, sl_dtype dt, cudaStream_t st);
 int attn_prefill_launch(const attn_args &a, const kern_paged_batch *b, int head_dim, sl_dtype dt,
 			cudaStream_t st);
+/* Hopper's prefill (attention_wgmma.cu): init says whether it can run
+ * here; takes says whether it serves these arguments. */
+int attn_wgmma_init(int *usable);
+bool attn_wgmma_takes(const attn_args &a, int head_dim);
+int attn_wgmma_launch(const attn_args &a, const kern_paged_batch *b, sl_dtype dt,
+		      cudaStream_t st);
 /* Any head_dim up to KERN_ATTN_MAX_HEAD_DIM, any group, any alignment. */
 int attn_generic_launch(const attn_args &a, const kern_paged_batch *b, int head_dim, float scale,
 			sl_dtype dt, cudaStream_t st);

@@ -90,6 +90,7 @@ typedef struct cuda_impl {
 	int prefer_l1;             /* the decode GEMVs ask for the most L1 (kernels/pdl.h) */
 	int fp8_fast;              /* SL_FP8_FAST_ACCUM=1: W8A8's fast fp8 accumulation */
 	int attn_fp8_smem;         /* SL_ATTN_FP8=smem: decode converts fp8 K/V in shared memory */
+	int attn_prefill_mma;      /* SL_ATTN_PREFILL=mma: prefill on mma.sync on Hopper too */
 	int act_codes;             /* the norm and SiLU * up kernels may write only the next
 				    * projection's fp8 activations (SL_ACT_CODES) */
 	int gemm_add;              /* run-dtype o / down GEMMs add into the fp32 residual
@@ -876,6 +877,7 @@ static int reserve_scratch(node_backend *be, const node_backend_limits *lim)
 				      &c->attn)))
 		return rc;
 	kern_attn_ws_set_fp8_smem(c->attn, c->attn_fp8_smem);
+	kern_attn_ws_set_prefill_wgmma(c->attn, !c->attn_prefill_mma);
 	if (lim->quant_max_cols > 0) {
 		kern_qblas_config qc = {.max_tokens = lim->step_tokens, .max_cols = lim->quant_max_cols,
 					.fp8_fast_accum = c->fp8_fast};
@@ -1064,6 +1066,8 @@ static void read_switches(cuda_impl *c, int cc_major)
 	c->fp8_fast = fast && !strcmp(fast, "1");
 	const char *attn = getenv("SL_ATTN_FP8"), *codes = getenv("SL_ACT_CODES");
 	c->attn_fp8_smem = attn && !strcmp(attn, "smem");
+	const char *pre = getenv("SL_ATTN_PREFILL");
+	c->attn_prefill_mma = pre && !strcmp(pre, "mma");
 	c->act_codes = !(codes && !strcmp(codes, "0"));
 	const char *add = getenv("SL_GEMM_ADD");
 	c->gemm_add = !(add && !strcmp(add, "0"));
@@ -1081,6 +1085,8 @@ static void read_switches(cuda_impl *c, int cc_major)
 	if (!c->prefer_l1)
 		SL_INFO("cuda", "SL_PREFER_L1=0: the decode GEMVs take the driver's L1 / shared "
 				"memory split");
+	if (c->attn_prefill_mma)
+		SL_INFO("cuda", "SL_ATTN_PREFILL=mma: prefill attention on mma.sync on Hopper too");
 	if (c->attn_fp8_smem)
 		SL_INFO("cuda", "SL_ATTN_FP8=smem: decode attention converts fp8 K/V tiles in "
 				"shared memory");

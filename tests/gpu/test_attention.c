@@ -19,8 +19,11 @@
  * (--kv-dtype fp8: values rounded through E4M3 on both sides, one-byte
  * codes on the GPU). A last case times the decode path (prints GB/s of K/V
  * read, fp16 and fp8 caches) and prefill (TFLOP/s; prompts of 512, 2048
- * and 4096 over an fp16 cache, 2048 over fp8); no assertions. Run it alone
- * with CK_RUN_CASE=bench. GPU host only.
+ * and 4096 over an fp16 cache, 2048 over fp8; on Hopper both prefill
+ * kernels); no assertions. Run it alone with CK_RUN_CASE=bench, the
+ * prefill cases alone with CK_RUN_CASE=prefill. On Hopper the head_dim
+ * 128 prefill cases run on the wgmma kernel and again on the mma.sync one.
+ * GPU host only.
  */
 #include <check.h>
 #include <cuda_runtime_api.h>
@@ -121,6 +124,10 @@ static int g_reserve;
 /* Decode over fp8 caches converts tiles in shared memory (the older path,
  * kern_attn_ws_set_fp8_smem) rather than in registers. */
 static int g_fp8_smem;
+
+/* Prefill on the mma.sync kernel on Hopper too, rather than the wgmma one
+ * (kern_attn_ws_set_prefill_wgmma; other GPUs always run mma.sync). */
+static int g_prefill_mma;
 
 /* Sequence s gets q_len[s] new tokens ending a context of kv_len[s]. */
 /* A cache value as both sides hold it: dt-rounded, or E4M3-rounded. */
@@ -264,6 +271,7 @@ static void case_build(attn_case *c, sl_dtype dt, int kv_fp8, const head_shape *
 	int rc = kern_attn_ws_create(c->n_tokens, H, D, max_kv, &c->ws);
 	ck_assert_msg(rc == 0, "kern_attn_ws_create: %d", rc);
 	kern_attn_ws_set_fp8_smem(c->ws, g_fp8_smem);
+	kern_attn_ws_set_prefill_wgmma(c->ws, !g_prefill_mma);
 }
 
 static void case_free(attn_case *c)
@@ -329,8 +337,9 @@ static void check_batch(const char *kind, const char *label, sl_dtype dt, const 
 		if (rel > tol && first_bad < 0)
 			first_bad = (long)i;
 	}
-	printf("attention %s %s%s (%d,%d,%d) %s: worst rel err %.1e (tol %.1e)\n", kind,
-	       dt_label(dt), c.kv_fp8 ? " kv-fp8" : "", H, hs->n_kv_heads, D, label, worst, tol);
+	printf("attention %s %s%s%s (%d,%d,%d) %s: worst rel err %.1e (tol %.1e)\n", kind,
+	       dt_label(dt), c.kv_fp8 ? " kv-fp8" : "", g_prefill_mma ? " mma-prefill" : "", H,
+	       hs->n_kv_heads, D, label, worst, tol);
 	fflush(stdout);
 	float got_bad = first_bad >= 0 ? from_bits(bits[first_bad], dt) : 0.f;
 	float ref_bad = first_bad >= 0 ? ref[first_bad] : 0.f;
@@ -460,6 +469,39 @@ START_TEST(test_mixed_batch_fp8)
 }
 END_TEST
 
+/* The prefill cases again on the mma.sync kernel where Hopper would take
+ * the wgmma one (head_dim 128): both kernels stay checked on the H200. */
+START_TEST(test_prefill_mma)
+{
+	if (combo_shape(_i)->head_dim != 128)
+		return;
+	g_prefill_mma = 1;
+	test_prefill_fn(_i);
+	test_chunked_prefill_fn(_i);
+	test_mixed_batch_fn(_i);
+	g_prefill_mma = 0;
+}
+END_TEST
+
+/* On an sm_90 GPU the wgmma prefill kernel must be there to choose (the
+ * build lists 90 in CUDA_ARCHS), or the cases above would test only the
+ * mma.sync one; elsewhere it must never be chosen. */
+START_TEST(test_prefill_engine)
+{
+	struct cudaDeviceProp prop;
+	CU(cudaGetDeviceProperties(&prop, 0));
+	kern_attn_ws *ws = NULL;
+	ck_assert_int_eq(kern_attn_ws_create(4, 32, 128, 64, &ws), 0);
+	const int hopper = prop.major == 9 && prop.minor == 0;
+	const int on = kern_attn_ws_set_prefill_wgmma(ws, 1);
+	printf("attention prefill engine on %s (sm_%d%d): %s\n", prop.name, prop.major, prop.minor,
+	       on ? "wgmma" : "mma.sync");
+	ck_assert_int_eq(on, hopper);
+	ck_assert_int_eq(kern_attn_ws_set_prefill_wgmma(ws, 0), 0);
+	kern_attn_ws_destroy(ws);
+}
+END_TEST
+
 /* Shapes and sizes the kernels do not take are refused, not miscomputed. */
 START_TEST(test_refusals)
 {
@@ -545,10 +587,17 @@ static void bench_prefill(int len, int kv_heads, int kv_fp8)
 	const head_shape hs = {32, kv_heads, 128};
 	attn_case c;
 	case_build(&c, SL_DT_F16, kv_fp8, &hs, 1, &len, &len);
-	double us = time_launches(&c, 20);
 	double flops = 4.0 * hs.n_heads * hs.head_dim * ((double)len * (len + 1) / 2);
-	printf("attention prefill bench f16%s (32,%d,128) prompt %d: %.1f us/call, %.0f TFLOP/s\n",
-	       kv_fp8 ? " kv-fp8" : "", kv_heads, len, us, flops / (us * 1e6));
+	for (int mma = 0; mma <= 1; mma++) {
+		int wg = kern_attn_ws_set_prefill_wgmma(c.ws, !mma);
+		if (!mma && !wg)
+			continue; /* not Hopper, or an fp8 cache: mma.sync either way */
+		double us = time_launches(&c, 20);
+		printf("attention prefill bench f16%s (32,%d,128) prompt %d %s: %.1f us/call, "
+		       "%.0f TFLOP/s\n",
+		       kv_fp8 ? " kv-fp8" : "", kv_heads, len, wg ? "wgmma" : "mma.sync", us,
+		       flops / (us * 1e6));
+	}
 	fflush(stdout);
 	case_free(&c);
 }
@@ -598,9 +647,6 @@ static Suite *attention_suite(void)
 	TCase *tc = tcase_create("vs_cpu");
 	tcase_set_timeout(tc, 600);
 	tcase_add_loop_test(tc, test_decode, 0, N_COMBOS);
-	tcase_add_loop_test(tc, test_prefill, 0, N_COMBOS);
-	tcase_add_loop_test(tc, test_chunked_prefill, 0, N_COMBOS);
-	tcase_add_loop_test(tc, test_mixed_batch, 0, N_COMBOS);
 	tcase_add_loop_test(tc, test_decode_fp8, 0, N_COMBOS);
 	tcase_add_loop_test(tc, test_decode_fp8_smem, 0, N_COMBOS);
 	tcase_add_loop_test(tc, test_prefill_fp8, 0, N_COMBOS);
@@ -608,6 +654,16 @@ static Suite *attention_suite(void)
 	tcase_add_loop_test(tc, test_mixed_batch_fp8, 0, N_COMBOS);
 	tcase_add_test(tc, test_refusals);
 	suite_add_tcase(s, tc);
+	/* CK_RUN_CASE=prefill: the fp16/bf16-cache prefill cases alone, on
+	 * both prefill kernels where Hopper has two */
+	TCase *tp = tcase_create("prefill");
+	tcase_set_timeout(tp, 600);
+	tcase_add_test(tp, test_prefill_engine);
+	tcase_add_loop_test(tp, test_prefill, 0, N_COMBOS);
+	tcase_add_loop_test(tp, test_chunked_prefill, 0, N_COMBOS);
+	tcase_add_loop_test(tp, test_mixed_batch, 0, N_COMBOS);
+	tcase_add_loop_test(tp, test_prefill_mma, 0, N_COMBOS);
+	suite_add_tcase(s, tp);
 	TCase *tb = tcase_create("bench");
 	tcase_set_timeout(tb, 300);
 	tcase_add_test(tb, test_bench);

@@ -1,0 +1,290 @@
+/*
+ * attention_wgmma.cu — prefill attention on Hopper's warpgroup MMA
+ * (wgmma, sm_90a): the same causal flash attention as attention_prefill.cu
+ * (same arguments, same online softmax in base 2, P rounded to the dtype
+ * before P V), for head_dim 128 over an fp16/bf16 cache. The mma.sync
+ * kernel stays for the other head sizes, fp8 caches and other GPUs
+ * (attn_wgmma_takes).
+ *
+ * A block takes 128 query rows of one head with two warpgroups of 64 rows
+ * each; tiles of 128 cache positions are gathered from the paged cache
+ * with cp.async (double buffered, each thread reading its rows'
+ * block-table entries before any copy) into shared memory in the 128-byte
+ * swizzle wgmma reads (wgmma.cuh). Per tile and warpgroup: S = Q K^T is 8
+ * m64n128k16 MMAs with Q and K in shared memory; the online softmax runs
+ * on S in registers (the four lanes of a quad share a row, as in the
+ * mma.sync kernel); O += P V is 8 more with P from registers (the
+ * accumulator converted pairwise) and V read transposed. A warpgroup skips
+ * the tiles past its last row. Blocks are ordered heads fastest, the query
+ * tiles that see the most context first. One block an SM (160 KiB of
+ * shared memory, 256 threads of up to 255 registers).
+ */
+#include "kernels/attention_common.cuh"
+#include "kernels/wgmma.cuh"
+
+namespace {
+
+constexpr int kWgD = 128;               /* head_dim */
+constexpr int kWgM = 128;               /* query rows a block: two warpgroups */
+constexpr int kWgN = 128;               /* cache positions a tile */
+constexpr int kWgThreads = 256;
+constexpr uint32_t kWgTile = kWgN * kWgD * 2; /* bytes of a K or V tile: two 16 KiB slabs */
+constexpr uint32_t kWgQ = kWgM * kWgD * 2;
+constexpr uint32_t kWgSlab = kWgN * 128;      /* = kWgM * 128 */
+constexpr size_t kWgSmem = 1024 + kWgQ + 2 * 2 * kWgTile; /* + alignment slack */
+
+/* Cache rows [t0, t0 + kWgN) of one KV head into the swizzled K and V
+ * tiles; thread tid copies chunk tid % 16 of rows tid / 16 + 16 k. Rows
+ * at or past `end` are zero-filled (P is 0 there, and 0 * garbage could
+ * be NaN) and their block-table entries never read. */
+__device__ __forceinline__ void wg_load_kv(const attn_args &a, const int32_t *table, int kvh,
+					   int t0, int end, unsigned char *ks, unsigned char *vs)
+{
+	constexpr int per = kWgN * 16 / kWgThreads;
+	const int c = threadIdx.x & 15, r0 = threadIdx.x >> 4, mask = (1 << a.bt_shift) - 1;
+	int page[per];
+#pragma unroll
+	for (int k = 0; k < per; k++) {
+		const int pos = t0 + r0 + 16 * k;
+		page[k] = pos < end ? table[pos >> a.bt_shift] : 0;
+	}
+#pragma unroll
+	for (int k = 0; k < per; k++) {
+		const int r = r0 + 16 * k, pos = t0 + r;
+		const bool ok = pos < end;
+		const long row = (((long)page[k] * a.n_kv_heads + kvh) << a.bt_shift) + (pos & mask);
+		const long off = ok ? row * (kWgD * 2) + c * 16 : 0;
+		const uint32_t dst = kern_sw128_off(r, c, kWgN);
+		cp_async16(ks + dst, (const unsigned char *)a.k_cache + off, ok);
+		cp_async16(vs + dst, (const unsigned char *)a.v_cache + off, ok);
+	}
+}
+
+/* The block's query rows (rows past `rows` zero-filled) into the swizzled Q tile. */
+template <typename E>
+__device__ __forceinline__ void wg_load_q(const attn_args &a, long tok0, int h, int rows,
+					  unsigned char *qs)
+{
+	const int c = threadIdx.x & 15, r0 = threadIdx.x >> 4;
+#pragma unroll
+	for (int k = 0; k < kWgM * 16 / kWgThreads; k++) {
+		const int r = r0 + 16 * k;
+		const bool ok = r < rows;
+		const E *src = (const E *)a.qkv + (ok ? (tok0 + r) * a.q_stride + (long)h * kWgD + c * 8 : 0);
+		cp_async16(qs + kern_sw128_off(r, c, kWgM), src, ok);
+	}
+}
+
+/* Causal mask on the raw scores of rows qlo and qlo + 8 (this lane's). */
+__device__ __forceinline__ void wg_mask(float (&s)[64], int kv0, int t4, int qlo, int kv_len)
+{
+#pragma unroll
+	for (int j = 0; j < kWgN / 8; j++)
+#pragma unroll
+		for (int e = 0; e < 4; e++) {
+			const int kp = kv0 + j * 8 + 2 * t4 + (e & 1);
+			if (kp > qlo + (e < 2 ? 0 : 8) || kp >= kv_len)
+				s[4 * j + e] = -INFINITY;
+		}
+}
+
+/* The online-softmax step on this lane's two rows: S becomes P (as A
+ * fragments of E, p[kt] for cache positions 16 kt ..), O and the running
+ * sums are rescaled. Tile 0 holds position 0, which every row sees, so the
+ * running max is finite from then on. */
+template <typename E>
+__device__ __forceinline__ void wg_softmax(float (&s)[64], float (&o)[64], uint32_t (&p)[8][4],
+					   float sl, float (&m)[2], float (&l)[2])
+{
+	float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+	for (int j = 0; j < kWgN / 8; j++) {
+		mx[0] = fmaxf(mx[0], fmaxf(s[4 * j], s[4 * j + 1]));
+		mx[1] = fmaxf(mx[1], fmaxf(s[4 * j + 2], s[4 * j + 3]));
+	}
+	float nb[2], al[2], sum[2] = {0.f, 0.f};
+#pragma unroll
+	for (int i = 0; i < 2; i++)
+		nb[i] = -softmax_step<true>(m[i], kern_quad_max(mx[i]) * sl, al[i]);
+#pragma unroll
+	for (int j = 0; j < kWgN / 8; j++)
+#pragma unroll
+		for (int e = 0; e < 4; e++) {
+			s[4 * j + e] = exp2_ftz(fmaf(s[4 * j + e], sl, nb[e >> 1]));
+			sum[e >> 1] += s[4 * j + e];
+		}
+#pragma unroll
+	for (int i = 0; i < 2; i++)
+		l[i] = l[i] * al[i] + sum[i]; /* per-lane partial; quad-reduced at the end */
+#pragma unroll
+	for (int j = 0; j < kWgD / 8; j++)
+#pragma unroll
+		for (int e = 0; e < 4; e++)
+			o[4 * j + e] *= al[e >> 1];
+#pragma unroll
+	for (int kt = 0; kt < kWgN / 16; kt++) {
+		const float *lo = s + 8 * kt, *hi = lo + 4;
+		p[kt][0] = kern_pack2<E>(lo[0], lo[1]);
+		p[kt][1] = kern_pack2<E>(lo[2], lo[3]);
+		p[kt][2] = kern_pack2<E>(hi[0], hi[1]);
+		p[kt][3] = kern_pack2<E>(hi[2], hi[3]);
+	}
+}
+
+/* grid (n_heads, ceil(max_q_len / kWgM), n_seqs), kWgThreads threads.
+ * Warpgroup wg owns query rows 64 wg .. 64 wg + 63 of the block's. */
+template <typename E>
+__global__ void __launch_bounds__(kWgThreads, 1) attn_wgmma_kernel(attn_args a)
+{
+#ifdef KERN_HAVE_WGMMA
+	const int qt = gridDim.y - 1 - blockIdx.y, h = blockIdx.x, s = blockIdx.z;
+	const int q_len = a.q_len[s];
+	if (q_len <= 1 || qt * kWgM >= q_len)
+		return; /* single-token sequences go to the decode kernel */
+	const int kv_len = a.kv_len[s], past = kv_len - q_len;
+	const int row0 = qt * kWgM, rows = min(kWgM, q_len - row0);
+	const long tok0 = (long)a.q_start[s] + row0;
+	const int kvh = h / a.group;
+	const int n_tiles = (past + row0 + rows - 1) / kWgN + 1;
+	const int32_t *table = a.block_tables + (long)s * a.max_blocks;
+	const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
+	const int g = lane >> 2, t4 = lane & 3;
+	/* this warpgroup's first query position, and whether it has rows */
+	const int wg_first = past + row0 + 64 * wg;
+	const bool wg_live = 64 * wg < rows;
+
+	extern __shared__ unsigned char smem_raw[];
+	unsigned char *smem = (unsigned char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+	unsigned char *q_s = smem, *kv_s = smem + kWgQ; /* kv: [stage][K|V] */
+	const uint32_t q_a = (uint32_t)__cvta_generic_to_shared(q_s);
+	const uint32_t kv_a = (uint32_t)__cvta_generic_to_shared(kv_s);
+
+	wg_load_q<E>(a, tok0, h, rows, q_s);
+	wg_load_kv(a, table, kvh, 0, kv_len, kv_s, kv_s + kWgTile);
+	cp_async_commit();
+
+	float o[64];
+#pragma unroll
+	for (int i = 0; i < 64; i++)
+		o[i] = 0.f;
+	float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+	const int qlo = wg_first + warp * 16 + g;
+
+	for (int tile = 0; tile < n_tiles; tile++) {
+		const int stage = tile & 1;
+		if (tile + 1 < n_tiles) {
+			unsigned char *nk = kv_s + (stage ^ 1) * 2 * kWgTile;
+			wg_load_kv(a, table, kvh, (tile + 1) * kWgN, kv_len, nk, nk + kWgTile);
+			cp_async_commit();
+			cp_async_wait<1>();
+		} else {
+			cp_async_wait<0>();
+		}
+		kern_fence_proxy_async();
+		__syncthreads();
+
+		const int kv0 = tile * kWgN;
+		if (wg_live && kv0 <= wg_first + 63) {
+			const uint32_t k_a = kv_a + stage * 2 * kWgTile, v_a = k_a + kWgTile;
+			float sc[64];
+			kern_wgmma_pin(o);
+			kern_wgmma_fence();
+#pragma unroll
+			for (int ks = 0; ks < kWgD / 16; ks++) {
+				const uint32_t koff = (ks >> 2) * kWgSlab + (ks & 3) * 32;
+				kern_wgmma_ss_n128<E>(
+					sc, kern_wgmma_desc(q_a + koff + wg * 64 * 128, 16, 1024),
+					kern_wgmma_desc(k_a + koff, 16, 1024), ks > 0);
+			}
+			kern_wgmma_commit();
+			kern_wgmma_wait<0>();
+			kern_wgmma_pin(sc);
+
+			if (kv0 + kWgN - 1 > wg_first || kv0 + kWgN > kv_len)
+				wg_mask(sc, kv0, t4, qlo, kv_len);
+			uint32_t p[8][4];
+			wg_softmax<E>(sc, o, p, a.scale_log2, m, l);
+
+			kern_wgmma_pin(o);
+#pragma unroll
+			for (int kt = 0; kt < kWgN / 16; kt++)
+				kern_wgmma_pin(p[kt]);
+			kern_wgmma_fence();
+#pragma unroll
+			for (int kt = 0; kt < kWgN / 16; kt++)
+				kern_wgmma_rs_n128_tb<E>(o, p[kt],
+							 kern_wgmma_desc(v_a + kt * 16 * 128, kWgSlab, 1024));
+			kern_wgmma_commit();
+			kern_wgmma_wait<0>();
+			kern_wgmma_pin(o);
+		}
+		__syncthreads(); /* the next prefetch overwrites this stage */
+	}
+	if (!wg_live)
+		return;
+
+	const int r_lo = 64 * wg + warp * 16 + g, r_hi = r_lo + 8;
+	const float inv_lo = 1.f / kern_quad_sum(l[0]), inv_hi = 1.f / kern_quad_sum(l[1]);
+	const long ostride = (long)a.n_heads * kWgD;
+	E *out_lo = (E *)a.out + (tok0 + r_lo) * ostride + (long)h * kWgD + 2 * t4;
+	E *out_hi = (E *)a.out + (tok0 + r_hi) * ostride + (long)h * kWgD + 2 * t4;
+#pragma unroll
+	for (int j = 0; j < kWgD / 8; j++) {
+		if (r_lo < rows)
+			*reinterpret_cast<uint32_t *>(out_lo + j * 8) =
+				kern_pack2<E>(o[4 * j] * inv_lo, o[4 * j + 1] * inv_lo);
+		if (r_hi < rows)
+			*reinterpret_cast<uint32_t *>(out_hi + j * 8) =
+				kern_pack2<E>(o[4 * j + 2] * inv_hi, o[4 * j + 3] * inv_hi);
+	}
+#endif
+}
+
+template <typename E> int wg_launch(const attn_args &a, const kern_paged_batch *b, cudaStream_t st)
+{
+	dim3 grid(a.n_heads, (b->max_q_len + kWgM - 1) / kWgM, b->n_seqs);
+	attn_wgmma_kernel<E><<<grid, kWgThreads, kWgSmem, st>>>(a);
+	CUDA_TRY_LAUNCH();
+	return 0;
+}
+
+template <typename E> bool wg_built_for_sm90a()
+{
+	cudaFuncAttributes fa;
+	return cudaFuncGetAttributes(&fa, attn_wgmma_kernel<E>) == cudaSuccess &&
+	       fa.binaryVersion == 90;
+}
+
+} /* namespace */
+
+int attn_wgmma_init(int *usable)
+{
+	*usable = 0;
+	int dev, major, minor;
+	CUDA_TRY(cudaGetDevice(&dev));
+	CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+	CUDA_TRY(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+	/* sm_90a code runs on compute capability 9.0 only, and is there only
+	 * when the build's CUDA_ARCHS listed 90 (Makefile) */
+	if (major != 9 || minor != 0 || !wg_built_for_sm90a<__half>())
+		return 0;
+	CUDA_TRY(cudaFuncSetAttribute(attn_wgmma_kernel<__half>,
+				      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kWgSmem));
+	CUDA_TRY(cudaFuncSetAttribute(attn_wgmma_kernel<__nv_bfloat16>,
+				      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kWgSmem));
+	*usable = 1;
+	return 0;
+}
+
+bool attn_wgmma_takes(const attn_args &a, int head_dim)
+{
+	return head_dim == kWgD && !a.kv_fp8;
+}
+
+int attn_wgmma_launch(const attn_args &a, const kern_paged_batch *b, sl_dtype dt,
+		      cudaStream_t st)
+{
+	if (dt == SL_DT_BF16)
+		return wg_launch<__nv_bfloat16>(a, b, st);
+	return wg_launch<__half>(a, b, st);
+}
