@@ -5,8 +5,8 @@
  * the workspace, and the choice of kernels:
  *
  *   attention_prefill.cu  q_len > 1: tiled flash attention on tensor cores
- *   attention_wgmma.cu    the same on Hopper's warpgroup MMA (head_dim 128,
- *                         fp16/bf16 caches; kern_attn_ws_set_prefill_wgmma)
+ *   attention_wgmma.cu    the same on Hopper's warpgroup MMA (head_dim 128;
+ *                         kern_attn_ws_set_prefill_wgmma)
  *   attention_decode.cu   q_len == 1: split-context, the GQA group as MMA rows
  *   attention_generic.cu  the other shapes (kern_attn_mma_shape in
  *                         attention.h): CUDA cores, head_dim up to 256

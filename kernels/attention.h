@@ -53,8 +53,8 @@ void kern_attn_ws_destroy(kern_attn_ws *ws);
  * straight into MMA fragments (kernels/attention_decode.cu). Same values
  * either way. */
 void kern_attn_ws_set_fp8_smem(kern_attn_ws *ws, int on);
-/* Prefill on Hopper: on (the default where usable), head_dim 128 over an
- * fp16/bf16 cache runs on warpgroup MMAs (kernels/attention_wgmma.cu);
+/* Prefill on Hopper: on (the default where usable), head_dim 128 (any
+ * cache dtype) runs on warpgroup MMAs (kernels/attention_wgmma.cu);
  * off, on the mma.sync kernel every GPU runs. Returns whether the wgmma
  * kernel is now chosen: never on other GPUs, or in builds whose
  * CUDA_ARCHS leave out 90. */

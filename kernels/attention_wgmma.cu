@@ -2,9 +2,8 @@
  * attention_wgmma.cu — prefill attention on Hopper's warpgroup MMA
  * (wgmma, sm_90a): the same causal flash attention as attention_prefill.cu
  * (same arguments, same online softmax in base 2, P rounded to the dtype
- * before P V), for head_dim 128 over an fp16/bf16 cache. The mma.sync
- * kernel stays for the other head sizes, fp8 caches and other GPUs
- * (attn_wgmma_takes).
+ * before P V), for head_dim 128. The mma.sync kernel stays for the other
+ * head sizes and other GPUs (attn_wgmma_takes).
  *
  * A block takes 128 query rows of one head with two warpgroups of 64 rows
  * each; tiles of 128 cache positions are gathered from the paged cache
@@ -18,6 +17,12 @@
  * the tiles past its last row. Blocks are ordered heads fastest, the query
  * tiles that see the most context first. One block an SM (160 KiB of
  * shared memory, 256 threads of up to 255 registers).
+ *
+ * An fp8 cache (kv_fp8): the tiles are gathered as raw E4M3 rows (128
+ * bytes each, double buffered) and the block converts each into one
+ * swizzled K/V pair of E before the MMAs, exactly (E4M3 values are exact
+ * in fp16 and bf16), so the products are those of a cache in E holding
+ * the same values.
  */
 #include "kernels/attention_common.cuh"
 #include "kernels/wgmma.cuh"
@@ -31,7 +36,29 @@ constexpr int kWgThreads = 256;
 constexpr uint32_t kWgTile = kWgN * kWgD * 2; /* bytes of a K or V tile: two 16 KiB slabs */
 constexpr uint32_t kWgQ = kWgM * kWgD * 2;
 constexpr uint32_t kWgSlab = kWgN * 128;      /* = kWgM * 128 */
-constexpr size_t kWgSmem = 1024 + kWgQ + 2 * 2 * kWgTile; /* + alignment slack */
+constexpr uint32_t kWgRaw = kWgN * kWgD;        /* bytes of a raw fp8 K or V tile */
+/* Q, then two stages of K/V pairs; FP8: one converted pair and two raw
+ * stages. + alignment slack. */
+template <bool FP8> constexpr size_t wg_smem()
+{
+	return 1024 + kWgQ + (FP8 ? 2 * kWgTile + 2 * 2 * kWgRaw : 2 * 2 * kWgTile);
+}
+
+/* Raw fp8 rows [0, kWgN) of a K and a V stage into the swizzled E pair,
+ * by the whole block; thread tid converts 8-code chunks tid, tid + 256 ... */
+template <typename E>
+__device__ __forceinline__ void wg_convert(const unsigned char *kr, const unsigned char *vr,
+					   unsigned char *ke, unsigned char *ve)
+{
+#pragma unroll
+	for (int k = 0; k < 2 * kWgN * 16 / kWgThreads; k++) {
+		const int i = threadIdx.x + k * kWgThreads, v = i >= kWgN * 16, j = i & (kWgN * 16 - 1);
+		const int r = j >> 4, c = j & 15;
+		const uint2 raw = *reinterpret_cast<const uint2 *>((v ? vr : kr) + r * kWgD + c * 8);
+		*reinterpret_cast<uint4 *>((v ? ve : ke) + kern_sw128_off(r, c, kWgN)) =
+			fp8x8_to<E>(raw);
+	}
+}
 
 /* Cache rows [t0, t0 + kWgN) of one KV head into the swizzled K and V
  * tiles; thread tid copies chunk tid % 16 of rows tid / 16 + 16 k. Rows
@@ -133,7 +160,7 @@ __device__ __forceinline__ void wg_softmax(float (&s)[64], float (&o)[64], uint3
 
 /* grid (n_heads, ceil(max_q_len / kWgM), n_seqs), kWgThreads threads.
  * Warpgroup wg owns query rows 64 wg .. 64 wg + 63 of the block's. */
-template <typename E>
+template <typename E, bool FP8>
 __global__ void __launch_bounds__(kWgThreads, 1) attn_wgmma_kernel(attn_args a)
 {
 #ifdef KERN_HAVE_WGMMA
@@ -155,12 +182,23 @@ __global__ void __launch_bounds__(kWgThreads, 1) attn_wgmma_kernel(attn_args a)
 
 	extern __shared__ unsigned char smem_raw[];
 	unsigned char *smem = (unsigned char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
-	unsigned char *q_s = smem, *kv_s = smem + kWgQ; /* kv: [stage][K|V] */
+	/* kv: [stage][K|V] of E; FP8: one pair of E, then raw [stage][K|V] */
+	unsigned char *q_s = smem, *kv_s = smem + kWgQ, *raw_s = kv_s + 2 * kWgTile;
 	const uint32_t q_a = (uint32_t)__cvta_generic_to_shared(q_s);
 	const uint32_t kv_a = (uint32_t)__cvta_generic_to_shared(kv_s);
+	auto load_tile = [&](int stage, int t0) {
+		if constexpr (FP8) {
+			unsigned char *kr = raw_s + stage * 2 * kWgRaw;
+			load_kv_rows<kWgD, kWgN, kWgThreads, kWgD>(a, table, kvh, t0, kv_len, kr,
+								   kr + kWgRaw);
+		} else {
+			unsigned char *ks = kv_s + stage * 2 * kWgTile;
+			wg_load_kv(a, table, kvh, t0, kv_len, ks, ks + kWgTile);
+		}
+	};
 
 	wg_load_q<E>(a, tok0, h, rows, q_s);
-	wg_load_kv(a, table, kvh, 0, kv_len, kv_s, kv_s + kWgTile);
+	load_tile(0, 0);
 	cp_async_commit();
 
 	float o[64];
@@ -173,19 +211,24 @@ __global__ void __launch_bounds__(kWgThreads, 1) attn_wgmma_kernel(attn_args a)
 	for (int tile = 0; tile < n_tiles; tile++) {
 		const int stage = tile & 1;
 		if (tile + 1 < n_tiles) {
-			unsigned char *nk = kv_s + (stage ^ 1) * 2 * kWgTile;
-			wg_load_kv(a, table, kvh, (tile + 1) * kWgN, kv_len, nk, nk + kWgTile);
+			load_tile(stage ^ 1, (tile + 1) * kWgN);
 			cp_async_commit();
 			cp_async_wait<1>();
 		} else {
 			cp_async_wait<0>();
 		}
-		kern_fence_proxy_async();
+		kern_fence_proxy_async(); /* this thread's Q and K/V copies, for wgmma */
 		__syncthreads();
+		if constexpr (FP8) {
+			const unsigned char *kr = raw_s + stage * 2 * kWgRaw;
+			wg_convert<E>(kr, kr + kWgRaw, kv_s, kv_s + kWgTile);
+			kern_fence_proxy_async();
+			__syncthreads();
+		}
 
 		const int kv0 = tile * kWgN;
 		if (wg_live && kv0 <= wg_first + 63) {
-			const uint32_t k_a = kv_a + stage * 2 * kWgTile, v_a = k_a + kWgTile;
+			const uint32_t k_a = kv_a + (FP8 ? 0 : stage * 2 * kWgTile), v_a = k_a + kWgTile;
 			float sc[64];
 			kern_wgmma_pin(o);
 			kern_wgmma_fence();
@@ -218,7 +261,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) attn_wgmma_kernel(attn_args a)
 			kern_wgmma_wait<0>();
 			kern_wgmma_pin(o);
 		}
-		__syncthreads(); /* the next prefetch overwrites this stage */
+		__syncthreads(); /* the next prefetch (conversion) overwrites this stage (pair) */
 	}
 	if (!wg_live)
 		return;
@@ -243,16 +286,26 @@ __global__ void __launch_bounds__(kWgThreads, 1) attn_wgmma_kernel(attn_args a)
 template <typename E> int wg_launch(const attn_args &a, const kern_paged_batch *b, cudaStream_t st)
 {
 	dim3 grid(a.n_heads, (b->max_q_len + kWgM - 1) / kWgM, b->n_seqs);
-	attn_wgmma_kernel<E><<<grid, kWgThreads, kWgSmem, st>>>(a);
+	if (a.kv_fp8)
+		attn_wgmma_kernel<E, true><<<grid, kWgThreads, wg_smem<true>(), st>>>(a);
+	else
+		attn_wgmma_kernel<E, false><<<grid, kWgThreads, wg_smem<false>(), st>>>(a);
 	CUDA_TRY_LAUNCH();
 	return 0;
 }
 
-template <typename E> bool wg_built_for_sm90a()
+bool wg_built_for_sm90a()
 {
 	cudaFuncAttributes fa;
-	return cudaFuncGetAttributes(&fa, attn_wgmma_kernel<E>) == cudaSuccess &&
+	return cudaFuncGetAttributes(&fa, attn_wgmma_kernel<__half, false>) == cudaSuccess &&
 	       fa.binaryVersion == 90;
+}
+
+template <typename E, bool FP8> int wg_set_smem()
+{
+	CUDA_TRY(cudaFuncSetAttribute(attn_wgmma_kernel<E, FP8>,
+				      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)wg_smem<FP8>()));
+	return 0;
 }
 
 } /* namespace */
@@ -266,19 +319,19 @@ int attn_wgmma_init(int *usable)
 	CUDA_TRY(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
 	/* sm_90a code runs on compute capability 9.0 only, and is there only
 	 * when the build's CUDA_ARCHS listed 90 (Makefile) */
-	if (major != 9 || minor != 0 || !wg_built_for_sm90a<__half>())
+	if (major != 9 || minor != 0 || !wg_built_for_sm90a())
 		return 0;
-	CUDA_TRY(cudaFuncSetAttribute(attn_wgmma_kernel<__half>,
-				      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kWgSmem));
-	CUDA_TRY(cudaFuncSetAttribute(attn_wgmma_kernel<__nv_bfloat16>,
-				      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kWgSmem));
+	int rc;
+	if ((rc = wg_set_smem<__half, false>()) || (rc = wg_set_smem<__half, true>()) ||
+	    (rc = wg_set_smem<__nv_bfloat16, false>()) || (rc = wg_set_smem<__nv_bfloat16, true>()))
+		return rc;
 	*usable = 1;
 	return 0;
 }
 
 bool attn_wgmma_takes(const attn_args &a, int head_dim)
 {
-	return head_dim == kWgD && !a.kv_fp8;
+	return head_dim == kWgD;
 }
 
 int attn_wgmma_launch(const attn_args &a, const kern_paged_batch *b, sl_dtype dt,

@@ -91,6 +91,7 @@ typedef struct cuda_impl {
 	int fp8_fast;              /* SL_FP8_FAST_ACCUM=1: W8A8's fast fp8 accumulation */
 	int attn_fp8_smem;         /* SL_ATTN_FP8=smem: decode converts fp8 K/V in shared memory */
 	int attn_prefill_mma;      /* SL_ATTN_PREFILL=mma: prefill on mma.sync on Hopper too */
+	int attn_wgmma;            /* the workspace chose Hopper's wgmma prefill kernel */
 	int act_codes;             /* the norm and SiLU * up kernels may write only the next
 				    * projection's fp8 activations (SL_ACT_CODES) */
 	int gemm_add;              /* run-dtype o / down GEMMs add into the fp32 residual
@@ -877,7 +878,7 @@ static int reserve_scratch(node_backend *be, const node_backend_limits *lim)
 				      &c->attn)))
 		return rc;
 	kern_attn_ws_set_fp8_smem(c->attn, c->attn_fp8_smem);
-	kern_attn_ws_set_prefill_wgmma(c->attn, !c->attn_prefill_mma);
+	c->attn_wgmma = kern_attn_ws_set_prefill_wgmma(c->attn, !c->attn_prefill_mma);
 	if (lim->quant_max_cols > 0) {
 		kern_qblas_config qc = {.max_tokens = lim->step_tokens, .max_cols = lim->quant_max_cols,
 					.fp8_fast_accum = c->fp8_fast};
@@ -912,6 +913,9 @@ static int cu_reserve(node_backend *be, const node_backend_limits *lim, char *er
 	if ((rc = reserve_scratch(be, lim)))
 		return sl_errf(err, errlen, rc, "cannot reserve the CUDA step scratch: %s",
 			       sl_last_error()[0] ? sl_last_error() : "the log above says why");
+	if (I(be)->attn_wgmma && lim->head_dim == 128 && kern_attn_mma_shape(lim->head_dim, group))
+		SL_INFO("cuda", "attention: prefill on Hopper's warpgroup MMAs (SL_ATTN_PREFILL=mma "
+				"for the mma.sync kernel)");
 	return SL_OK;
 }
 

@@ -22,7 +22,8 @@
  * and 4096 over an fp16 cache, 2048 over fp8; on Hopper both prefill
  * kernels); no assertions. Run it alone with CK_RUN_CASE=bench, the
  * prefill cases alone with CK_RUN_CASE=prefill. On Hopper the head_dim
- * 128 prefill cases run on the wgmma kernel and again on the mma.sync one.
+ * 128 prefill cases (fp16/bf16 and fp8 caches) run on the wgmma kernel
+ * and again on the mma.sync one.
  * GPU host only.
  */
 #include <check.h>
@@ -476,10 +477,12 @@ START_TEST(test_prefill_mma)
 	if (combo_shape(_i)->head_dim != 128)
 		return;
 	g_prefill_mma = 1;
-	test_prefill_fn(_i);
-	test_chunked_prefill_fn(_i);
-	test_mixed_batch_fn(_i);
-	g_prefill_mma = 0;
+	for (g_kv_fp8 = 0; g_kv_fp8 <= 1; g_kv_fp8++) {
+		test_prefill_fn(_i);
+		test_chunked_prefill_fn(_i);
+		test_mixed_batch_fn(_i);
+	}
+	g_kv_fp8 = g_prefill_mma = 0;
 }
 END_TEST
 
@@ -591,7 +594,7 @@ static void bench_prefill(int len, int kv_heads, int kv_fp8)
 	for (int mma = 0; mma <= 1; mma++) {
 		int wg = kern_attn_ws_set_prefill_wgmma(c.ws, !mma);
 		if (!mma && !wg)
-			continue; /* not Hopper, or an fp8 cache: mma.sync either way */
+			continue; /* not Hopper: mma.sync only */
 		double us = time_launches(&c, 20);
 		printf("attention prefill bench f16%s (32,%d,128) prompt %d %s: %.1f us/call, "
 		       "%.0f TFLOP/s\n",
@@ -649,19 +652,19 @@ static Suite *attention_suite(void)
 	tcase_add_loop_test(tc, test_decode, 0, N_COMBOS);
 	tcase_add_loop_test(tc, test_decode_fp8, 0, N_COMBOS);
 	tcase_add_loop_test(tc, test_decode_fp8_smem, 0, N_COMBOS);
-	tcase_add_loop_test(tc, test_prefill_fp8, 0, N_COMBOS);
-	tcase_add_loop_test(tc, test_chunked_prefill_fp8, 0, N_COMBOS);
-	tcase_add_loop_test(tc, test_mixed_batch_fp8, 0, N_COMBOS);
 	tcase_add_test(tc, test_refusals);
 	suite_add_tcase(s, tc);
-	/* CK_RUN_CASE=prefill: the fp16/bf16-cache prefill cases alone, on
-	 * both prefill kernels where Hopper has two */
+	/* CK_RUN_CASE=prefill: the prefill cases alone, over fp16/bf16 and
+	 * fp8 caches, on both prefill kernels where Hopper has two */
 	TCase *tp = tcase_create("prefill");
 	tcase_set_timeout(tp, 600);
 	tcase_add_test(tp, test_prefill_engine);
 	tcase_add_loop_test(tp, test_prefill, 0, N_COMBOS);
 	tcase_add_loop_test(tp, test_chunked_prefill, 0, N_COMBOS);
 	tcase_add_loop_test(tp, test_mixed_batch, 0, N_COMBOS);
+	tcase_add_loop_test(tp, test_prefill_fp8, 0, N_COMBOS);
+	tcase_add_loop_test(tp, test_chunked_prefill_fp8, 0, N_COMBOS);
+	tcase_add_loop_test(tp, test_mixed_batch_fp8, 0, N_COMBOS);
 	tcase_add_loop_test(tp, test_prefill_mma, 0, N_COMBOS);
 	suite_add_tcase(s, tp);
 	TCase *tb = tcase_create("bench");
