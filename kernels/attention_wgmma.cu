@@ -7,22 +7,23 @@
  *
  * A block takes 128 query rows of one head with two warpgroups of 64 rows
  * each; tiles of 128 cache positions are gathered from the paged cache
- * with cp.async (double buffered, each thread reading its rows'
- * block-table entries before any copy) into shared memory in the 128-byte
- * swizzle wgmma reads (wgmma.cuh). Per tile and warpgroup: S = Q K^T is 8
- * m64n128k16 MMAs with Q and K in shared memory; the online softmax runs
- * on S in registers (the four lanes of a quad share a row, as in the
- * mma.sync kernel); O += P V is 8 more with P from registers (the
- * accumulator converted pairwise) and V read transposed. A warpgroup skips
- * the tiles past its last row. Blocks are ordered heads fastest, the query
- * tiles that see the most context first. One block an SM (160 KiB of
- * shared memory, 256 threads of up to 255 registers).
+ * with cp.async (each thread reading its rows' block-table entries before
+ * any copy) into shared memory in the 128-byte swizzle wgmma reads
+ * (wgmma.cuh). Per tile and warpgroup: S = Q K^T is 8 m64n128k16 MMAs
+ * with Q and K in shared memory; the online softmax runs on S in
+ * registers (the four lanes of a quad share a row, as in the mma.sync
+ * kernel); O += P V is 8 more with P from registers (the accumulator
+ * converted pairwise) and V read transposed. P V of one tile runs on the
+ * tensor cores while the softmax of the next runs on the others
+ * (attn_wgmma_kernel). Blocks are ordered heads fastest, the query tiles
+ * that see the most context first. One block an SM (225 KiB of shared
+ * memory: Q and three K/V pairs; 256 threads of up to 255 registers).
  *
  * An fp8 cache (kv_fp8): the tiles are gathered as raw E4M3 rows (128
- * bytes each, double buffered) and the block converts each into one
- * swizzled K/V pair of E before the MMAs, exactly (E4M3 values are exact
- * in fp16 and bf16), so the products are those of a cache in E holding
- * the same values.
+ * bytes each, two stages) and the block converts each into a swizzled
+ * K/V pair of E (two pairs) before the MMAs, exactly (E4M3 values are
+ * exact in fp16 and bf16), so the products are those of a cache in E
+ * holding the same values.
  */
 #include "kernels/attention_common.cuh"
 #include "kernels/wgmma.cuh"
@@ -37,11 +38,13 @@ constexpr uint32_t kWgTile = kWgN * kWgD * 2; /* bytes of a K or V tile: two 16 
 constexpr uint32_t kWgQ = kWgM * kWgD * 2;
 constexpr uint32_t kWgSlab = kWgN * 128;      /* = kWgM * 128 */
 constexpr uint32_t kWgRaw = kWgN * kWgD;        /* bytes of a raw fp8 K or V tile */
-/* Q, then two stages of K/V pairs; FP8: one converted pair and two raw
- * stages. + alignment slack. */
+/* Q, then kWgPairs K/V pairs of E; FP8: then two raw stages. + alignment
+ * slack. 230,400 bytes either way, under the 227 KiB an H100/H200 block
+ * may have. */
+template <bool FP8> constexpr int kWgPairs() { return FP8 ? 2 : 3; }
 template <bool FP8> constexpr size_t wg_smem()
 {
-	return 1024 + kWgQ + (FP8 ? 2 * kWgTile + 2 * 2 * kWgRaw : 2 * 2 * kWgTile);
+	return 1024 + kWgQ + kWgPairs<FP8>() * 2 * kWgTile + (FP8 ? 2 * 2 * kWgRaw : 0);
 }
 
 /* Raw fp8 rows [0, kWgN) of a K and a V stage into the swizzled E pair,
@@ -116,12 +119,13 @@ __device__ __forceinline__ void wg_mask(float (&s)[64], int kv0, int t4, int qlo
 }
 
 /* The online-softmax step on this lane's two rows: S becomes P (as A
- * fragments of E, p[kt] for cache positions 16 kt ..), O and the running
- * sums are rescaled. Tile 0 holds position 0, which every row sees, so the
- * running max is finite from then on. */
+ * fragments of E, p[kt] for cache positions 16 kt ..), the running sums
+ * are rescaled, and al says by what O must be (the caller does that once
+ * the previous tile's P V has landed in O). Tile 0 holds position 0,
+ * which every row sees, so the running max is finite from then on. */
 template <typename E>
-__device__ __forceinline__ void wg_softmax(float (&s)[64], float (&o)[64], uint32_t (&p)[8][4],
-					   float sl, float (&m)[2], float (&l)[2])
+__device__ __forceinline__ void wg_softmax(float (&s)[64], uint32_t (&p)[8][4], float sl,
+					   float (&m)[2], float (&l)[2], float (&al)[2])
 {
 	float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -129,7 +133,7 @@ __device__ __forceinline__ void wg_softmax(float (&s)[64], float (&o)[64], uint3
 		mx[0] = fmaxf(mx[0], fmaxf(s[4 * j], s[4 * j + 1]));
 		mx[1] = fmaxf(mx[1], fmaxf(s[4 * j + 2], s[4 * j + 3]));
 	}
-	float nb[2], al[2], sum[2] = {0.f, 0.f};
+	float nb[2], sum[2] = {0.f, 0.f};
 #pragma unroll
 	for (int i = 0; i < 2; i++)
 		nb[i] = -softmax_step<true>(m[i], kern_quad_max(mx[i]) * sl, al[i]);
@@ -144,11 +148,6 @@ __device__ __forceinline__ void wg_softmax(float (&s)[64], float (&o)[64], uint3
 	for (int i = 0; i < 2; i++)
 		l[i] = l[i] * al[i] + sum[i]; /* per-lane partial; quad-reduced at the end */
 #pragma unroll
-	for (int j = 0; j < kWgD / 8; j++)
-#pragma unroll
-		for (int e = 0; e < 4; e++)
-			o[4 * j + e] *= al[e >> 1];
-#pragma unroll
 	for (int kt = 0; kt < kWgN / 16; kt++) {
 		const float *lo = s + 8 * kt, *hi = lo + 4;
 		p[kt][0] = kern_pack2<E>(lo[0], lo[1]);
@@ -159,7 +158,16 @@ __device__ __forceinline__ void wg_softmax(float (&s)[64], float (&o)[64], uint3
 }
 
 /* grid (n_heads, ceil(max_q_len / kWgM), n_seqs), kWgThreads threads.
- * Warpgroup wg owns query rows 64 wg .. 64 wg + 63 of the block's. */
+ * Warpgroup wg owns query rows 64 wg .. 64 wg + 63 of the block's.
+ *
+ * Per tile t and warpgroup (FlashAttention-3's intra-warpgroup overlap):
+ * S_t = Q K_t^T and O += P_{t-1} V_{t-1} are issued back to back; once S_t
+ * has landed its softmax runs while P_{t-1} V_{t-1} is still on the tensor
+ * cores; then O is rescaled for tile t's max. The last tile's P V follows
+ * the loop. So a tile's V is read one iteration after its K: three stages
+ * of K/V pairs (tiles t - 1, t, t + 1); FP8: two converted pairs and two
+ * raw stages. Tile t + 1 is requested at the top of iteration t, after the
+ * barrier that says every warpgroup is done with tile t - 2. */
 template <typename E, bool FP8>
 __global__ void __launch_bounds__(kWgThreads, 1) attn_wgmma_kernel(attn_args a)
 {
@@ -176,29 +184,29 @@ __global__ void __launch_bounds__(kWgThreads, 1) attn_wgmma_kernel(attn_args a)
 	const int32_t *table = a.block_tables + (long)s * a.max_blocks;
 	const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
 	const int g = lane >> 2, t4 = lane & 3;
-	/* this warpgroup's first query position, and whether it has rows */
-	const int wg_first = past + row0 + 64 * wg;
-	const bool wg_live = 64 * wg < rows;
+	const int wg_first = past + row0 + 64 * wg; /* this warpgroup's first query position */
 
 	extern __shared__ unsigned char smem_raw[];
 	unsigned char *smem = (unsigned char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
-	/* kv: [stage][K|V] of E; FP8: one pair of E, then raw [stage][K|V] */
-	unsigned char *q_s = smem, *kv_s = smem + kWgQ, *raw_s = kv_s + 2 * kWgTile;
+	/* kv: [pair][K|V] of E, kWgPairs<FP8> pairs; FP8: then raw [stage][K|V] */
+	unsigned char *q_s = smem, *kv_s = smem + kWgQ;
+	unsigned char *raw_s = kv_s + kWgPairs<FP8>() * 2 * kWgTile;
 	const uint32_t q_a = (uint32_t)__cvta_generic_to_shared(q_s);
 	const uint32_t kv_a = (uint32_t)__cvta_generic_to_shared(kv_s);
-	auto load_tile = [&](int stage, int t0) {
+	auto load_tile = [&](int t) {
 		if constexpr (FP8) {
-			unsigned char *kr = raw_s + stage * 2 * kWgRaw;
-			load_kv_rows<kWgD, kWgN, kWgThreads, kWgD>(a, table, kvh, t0, kv_len, kr,
+			unsigned char *kr = raw_s + (t & 1) * 2 * kWgRaw;
+			load_kv_rows<kWgD, kWgN, kWgThreads, kWgD>(a, table, kvh, t * kWgN, kv_len, kr,
 								   kr + kWgRaw);
 		} else {
-			unsigned char *ks = kv_s + stage * 2 * kWgTile;
-			wg_load_kv(a, table, kvh, t0, kv_len, ks, ks + kWgTile);
+			unsigned char *ks = kv_s + (t % kWgPairs<FP8>()) * 2 * kWgTile;
+			wg_load_kv(a, table, kvh, t * kWgN, kv_len, ks, ks + kWgTile);
 		}
 	};
+	auto pair_a = [&](int t) { return kv_a + (t % kWgPairs<FP8>()) * 2 * kWgTile; };
 
 	wg_load_q<E>(a, tok0, h, rows, q_s);
-	load_tile(0, 0);
+	load_tile(0);
 	cp_async_commit();
 
 	float o[64];
@@ -206,64 +214,106 @@ __global__ void __launch_bounds__(kWgThreads, 1) attn_wgmma_kernel(attn_args a)
 	for (int i = 0; i < 64; i++)
 		o[i] = 0.f;
 	float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+	uint32_t p[8][4], pn[8][4]; /* P of the tile whose P V is in flight, and the next */
 	const int qlo = wg_first + warp * 16 + g;
 
-	for (int tile = 0; tile < n_tiles; tile++) {
-		const int stage = tile & 1;
-		if (tile + 1 < n_tiles) {
-			load_tile(stage ^ 1, (tile + 1) * kWgN);
-			cp_async_commit();
-			cp_async_wait<1>();
-		} else {
-			cp_async_wait<0>();
-		}
+	/* Tile t's copies landed and published (FP8: converted), tile t + 1
+	 * requested: the barrier first says every warpgroup is done with tile
+	 * t - 2, whose pair (FP8: converted pair) tile t + 1 (t) takes. */
+	auto sync_tile = [&](int t) {
+		cp_async_wait<0>();
 		kern_fence_proxy_async(); /* this thread's Q and K/V copies, for wgmma */
 		__syncthreads();
 		if constexpr (FP8) {
-			const unsigned char *kr = raw_s + stage * 2 * kWgRaw;
-			wg_convert<E>(kr, kr + kWgRaw, kv_s, kv_s + kWgTile);
+			const unsigned char *kr = raw_s + (t & 1) * 2 * kWgRaw;
+			unsigned char *ke = kv_s + (t % kWgPairs<FP8>()) * 2 * kWgTile;
+			wg_convert<E>(kr, kr + kWgRaw, ke, ke + kWgTile);
 			kern_fence_proxy_async();
+		}
+		if (t + 1 < n_tiles)
+			load_tile(t + 1);
+		cp_async_commit();
+		if constexpr (FP8)
 			__syncthreads();
+	};
+	auto issue_s = [&](int t, float(&sc)[64]) {
+		const uint32_t k_a = pair_a(t);
+#pragma unroll
+		for (int ks = 0; ks < kWgD / 16; ks++) {
+			const uint32_t koff = (ks >> 2) * kWgSlab + (ks & 3) * 32;
+			kern_wgmma_ss_n128<E>(sc, kern_wgmma_desc(q_a + koff + wg * 64 * 128, 16, 1024),
+					      kern_wgmma_desc(k_a + koff, 16, 1024), ks > 0);
 		}
-
-		const int kv0 = tile * kWgN;
-		if (wg_live && kv0 <= wg_first + 63) {
-			const uint32_t k_a = kv_a + (FP8 ? 0 : stage * 2 * kWgTile), v_a = k_a + kWgTile;
-			float sc[64];
-			kern_wgmma_pin(o);
-			kern_wgmma_fence();
+		kern_wgmma_commit();
+	};
+	auto issue_pv = [&](int t) {
+		const uint32_t v_a = pair_a(t) + kWgTile;
 #pragma unroll
-			for (int ks = 0; ks < kWgD / 16; ks++) {
-				const uint32_t koff = (ks >> 2) * kWgSlab + (ks & 3) * 32;
-				kern_wgmma_ss_n128<E>(
-					sc, kern_wgmma_desc(q_a + koff + wg * 64 * 128, 16, 1024),
-					kern_wgmma_desc(k_a + koff, 16, 1024), ks > 0);
-			}
-			kern_wgmma_commit();
-			kern_wgmma_wait<0>();
-			kern_wgmma_pin(sc);
-
-			if (kv0 + kWgN - 1 > wg_first || kv0 + kWgN > kv_len)
-				wg_mask(sc, kv0, t4, qlo, kv_len);
-			uint32_t p[8][4];
-			wg_softmax<E>(sc, o, p, a.scale_log2, m, l);
-
-			kern_wgmma_pin(o);
+		for (int kt = 0; kt < kWgN / 16; kt++)
+			kern_wgmma_rs_n128_tb<E>(o, p[kt],
+						 kern_wgmma_desc(v_a + kt * 16 * 128, kWgSlab, 1024));
+		kern_wgmma_commit();
+	};
+	/* S landed: mask, softmax into pn, al for O */
+	auto softmax = [&](int t, float(&sc)[64], float(&al)[2]) {
+		kern_wgmma_pin(sc);
+		const int kv0 = t * kWgN;
+		if (kv0 + kWgN - 1 > wg_first || kv0 + kWgN > kv_len)
+			wg_mask(sc, kv0, t4, qlo, kv_len);
+		wg_softmax<E>(sc, pn, a.scale_log2, m, l, al);
+	};
+	auto rescale = [&](const float(&al)[2]) {
+		kern_wgmma_pin(o);
 #pragma unroll
-			for (int kt = 0; kt < kWgN / 16; kt++)
-				kern_wgmma_pin(p[kt]);
-			kern_wgmma_fence();
+		for (int kt = 0; kt < kWgN / 16; kt++)
+			kern_wgmma_pin(p[kt]); /* the P V that read p has landed */
 #pragma unroll
-			for (int kt = 0; kt < kWgN / 16; kt++)
-				kern_wgmma_rs_n128_tb<E>(o, p[kt],
-							 kern_wgmma_desc(v_a + kt * 16 * 128, kWgSlab, 1024));
-			kern_wgmma_commit();
-			kern_wgmma_wait<0>();
-			kern_wgmma_pin(o);
-		}
-		__syncthreads(); /* the next prefetch (conversion) overwrites this stage (pair) */
+		for (int j = 0; j < kWgD / 8; j++)
+#pragma unroll
+			for (int e = 0; e < 4; e++)
+				o[4 * j + e] *= al[e >> 1];
+#pragma unroll
+		for (int kt = 0; kt < kWgN / 16; kt++)
+#pragma unroll
+			for (int r = 0; r < 4; r++)
+				p[kt][r] = pn[kt][r];
+	};
+	auto fence_regs = [&]() {
+		kern_wgmma_pin(o);
+#pragma unroll
+		for (int kt = 0; kt < kWgN / 16; kt++)
+			kern_wgmma_pin(p[kt]);
+		kern_wgmma_fence();
+	};
+
+	/* Both warpgroups take every tile of the block, so the MMAs are issued
+	 * on paths the compiler sees as uniform (ptxas serializes wgmma behind
+	 * divergent branches); a tile past a warpgroup's rows is all masked. */
+	{
+		float sc[64], al[2];
+		sync_tile(0);
+		fence_regs();
+		issue_s(0, sc);
+		kern_wgmma_wait<0>();
+		softmax(0, sc, al);
+		rescale(al);
 	}
-	if (!wg_live)
+	for (int tile = 1; tile < n_tiles; tile++) {
+		float sc[64], al[2];
+		sync_tile(tile);
+		fence_regs();
+		issue_s(tile, sc);
+		issue_pv(tile - 1);
+		kern_wgmma_wait<1>();
+		softmax(tile, sc, al);
+		kern_wgmma_wait<0>();
+		rescale(al);
+	}
+	fence_regs();
+	issue_pv(n_tiles - 1);
+	kern_wgmma_wait<0>();
+	kern_wgmma_pin(o);
+	if (64 * wg >= rows)
 		return;
 
 	const int r_lo = 64 * wg + warp * 16 + g, r_hi = r_lo + 8;
