@@ -67,6 +67,39 @@ struct attn_args {
 				     * first copy groups take all kDecStages tiles */
 };
 
+/* The query tile a prefill block takes (attention_prefill.cu,
+ * attention_wgmma.cu): grid (heads, query tiles of m rows, sequences),
+ * blocks in index order, x fastest, so every head's last query tiles,
+ * which see the most context, go first and the short ones fill the tail
+ * of the launch. */
+struct pre_tile {
+	int h, s, kvh;
+	int kv_len, past; /* the sequence's context, and what precedes its new tokens */
+	int row0, rows;   /* the tile's first new token and how many it has */
+	long tok0;        /* row0's token in the batch */
+	const int32_t *table;
+};
+
+/* False when the block has nothing to do: a single-token sequence (the
+ * decode kernel's) or a tile past the sequence's new tokens. */
+__device__ __forceinline__ bool pre_tile_of(const attn_args &a, int m, pre_tile &t)
+{
+	const int qt = gridDim.y - 1 - blockIdx.y;
+	t.h = blockIdx.x;
+	t.s = blockIdx.z;
+	const int q_len = a.q_len[t.s];
+	if (q_len <= 1 || qt * m >= q_len)
+		return false;
+	t.kv_len = a.kv_len[t.s];
+	t.past = t.kv_len - q_len;
+	t.row0 = qt * m;
+	t.rows = min(m, q_len - t.row0);
+	t.tok0 = (long)a.q_start[t.s] + t.row0;
+	t.kvh = t.h / a.group;
+	t.table = a.block_tables + (long)t.s * a.max_blocks;
+	return true;
+}
+
 /* The cache row of position `pos` of KV head kvh (kernels/paged.h): its
  * page from the block table, then the row within the page. */
 __device__ __forceinline__ long kv_row(const attn_args &a, const int32_t *table, int kvh, int pos)

@@ -70,20 +70,14 @@ __global__ void __launch_bounds__(32 * W, pre_min_blocks(W)) attn_prefill_kernel
 {
 	constexpr int kPreM = 16 * W, NT = 32 * W;
 	using P = pre_shape<D, FP8, kPreM>;
-	/* blocks start in index order, x fastest: every head's last query
-	 * tiles, which see the most context, go first and the short ones fill
-	 * the tail of the launch */
-	const int qt = gridDim.y - 1 - blockIdx.y, h = blockIdx.x, s = blockIdx.z;
-	const int q_len = a.q_len[s];
-	if (q_len <= 1 || qt * kPreM >= q_len)
-		return; /* single-token sequences go to the decode kernel */
-	const int kv_len = a.kv_len[s], past = kv_len - q_len;
-	const int row0 = qt * kPreM, rows = min(kPreM, q_len - row0);
-	const long tok0 = (long)a.q_start[s] + row0;
-	const int kvh = h / a.group;
-	const int first_pos = past + row0, last_pos = past + row0 + rows - 1;
+	pre_tile pt;
+	if (!pre_tile_of(a, kPreM, pt))
+		return;
+	const int h = pt.h, kv_len = pt.kv_len, rows = pt.rows, kvh = pt.kvh;
+	const long tok0 = pt.tok0;
+	const int32_t *table = pt.table;
+	const int first_pos = pt.past + pt.row0, last_pos = first_pos + rows - 1;
 	const int n_tiles = last_pos / kPreN + 1;
-	const int32_t *table = a.block_tables + (long)s * a.max_blocks;
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
 	const int g = lane >> 2, t4 = lane & 3;
 

@@ -172,19 +172,16 @@ template <typename E, bool FP8>
 __global__ void __launch_bounds__(kWgThreads, 1) attn_wgmma_kernel(attn_args a)
 {
 #ifdef KERN_HAVE_WGMMA
-	const int qt = gridDim.y - 1 - blockIdx.y, h = blockIdx.x, s = blockIdx.z;
-	const int q_len = a.q_len[s];
-	if (q_len <= 1 || qt * kWgM >= q_len)
-		return; /* single-token sequences go to the decode kernel */
-	const int kv_len = a.kv_len[s], past = kv_len - q_len;
-	const int row0 = qt * kWgM, rows = min(kWgM, q_len - row0);
-	const long tok0 = (long)a.q_start[s] + row0;
-	const int kvh = h / a.group;
-	const int n_tiles = (past + row0 + rows - 1) / kWgN + 1;
-	const int32_t *table = a.block_tables + (long)s * a.max_blocks;
+	pre_tile pt;
+	if (!pre_tile_of(a, kWgM, pt))
+		return;
+	const int h = pt.h, kv_len = pt.kv_len, rows = pt.rows, kvh = pt.kvh;
+	const long tok0 = pt.tok0;
+	const int32_t *table = pt.table;
+	const int n_tiles = (pt.past + pt.row0 + rows - 1) / kWgN + 1;
 	const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
 	const int g = lane >> 2, t4 = lane & 3;
-	const int wg_first = past + row0 + 64 * wg; /* this warpgroup's first query position */
+	const int wg_first = pt.past + pt.row0 + 64 * wg; /* this warpgroup's first query position */
 
 	extern __shared__ unsigned char smem_raw[];
 	unsigned char *smem = (unsigned char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
