@@ -1360,6 +1360,16 @@ extern "C" void kern_qblas_set_gemm_range(kern_qblas *qb, int format, int lo, in
 	}
 }
 
+extern "C" void kern_qblas_set_gemm_variant(kern_qblas *qb, int variant)
+{
+	qb->gemm_variant = variant;
+}
+
+extern "C" int kern_qblas_gemm_wgmma(kern_qblas *qb, const kern_qweight *w)
+{
+	return kern_qgemm_wgmma_takes(w);
+}
+
 /* ---- entry points ---- */
 
 static bool in_gemm_range(const kern_qblas *qb, int format, int n)

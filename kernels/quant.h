@@ -263,6 +263,17 @@ void kern_qblas_set_gemv_max(kern_qblas *qb, int format, int n);
  * SL_QGEMM=0 no GEMM for AUTO (the paths before it), SL_QGEMM_MIN=N and
  * SL_QGEMM_MAX=N its bounds. */
 void kern_qblas_set_gemm_range(kern_qblas *qb, int format, int lo, int hi);
+/* The GEMM's block shape for every later call (kern_qgemm_variant_name's
+ * numbers; 0, the default: chosen by n). KERN_QGEMM_WGMMA_FIRST and the
+ * next KERN_QGEMM_WGMMA_COUNT - 1 are the wgmma GEMM's
+ * (quant_gemm_wgmma.cu), which runs only where kern_qblas_gemm_wgmma says
+ * so; elsewhere a call forced onto it returns SL_ENOTSUP. */
+#define KERN_QGEMM_WGMMA_FIRST 11
+#define KERN_QGEMM_WGMMA_COUNT 3
+void kern_qblas_set_gemm_variant(kern_qblas *qb, int variant);
+/* 1 when the wgmma GEMM can take this weight here (an sm_90a image on
+ * compute capability 9.0; per-row scales or groups of whole chunks). */
+int kern_qblas_gemm_wgmma(kern_qblas *qb, const kern_qweight *w);
 /* W8A8 on cuBLASLt cuts K into slices run at once on side streams (fp32
  * partials in the dequantization scratch, summed in a fixed order:
  * deterministic) when its algorithm fills under a third of a wave,

@@ -278,8 +278,10 @@ typedef struct kern_qgemm_ctx {
 /* Once per device before the GEMM's first launch (kern_qblas_create). */
 int kern_qgemm_init(void);
 
-/* Whether the GEMM takes this weight (format, group and shape). */
+/* Whether the GEMM takes this weight (format, group and shape), and
+ * whether its wgmma kernels can (quant.h, kern_qblas_gemm_wgmma). */
 bool kern_qgemm_takes(const kern_qweight *w);
+bool kern_qgemm_wgmma_takes(const kern_qweight *w);
 
 /* The GEMM (KERN_QPATH_GEMM, quant_gemm.cu): out[n, rows] (fp32 when
  * out_f32, else x's dtype) = x[n, cols] @ W^T. variant: 0 picks the block
@@ -288,8 +290,10 @@ bool kern_qgemm_takes(const kern_qweight *w);
 int kern_qgemm_run(const kern_qgemm_ctx *ctx, const kern_qweight *w, void *out, bool out_f32,
 		   const void *x, sl_dtype x_dt, int n, int variant);
 
-/* Block shapes kern_qgemm_run's variant numbers (1..KERN_QGEMM_VARIANTS). */
-#define KERN_QGEMM_VARIANTS 10
+/* Block shapes kern_qgemm_run's variant numbers (1..KERN_QGEMM_VARIANTS);
+ * 11.. are the wgmma GEMM's (sm_90a only: SL_ENOTSUP elsewhere, and for
+ * groups it does not take). */
+#define KERN_QGEMM_VARIANTS 13
 const char *kern_qgemm_variant_name(int variant);
 
 #endif

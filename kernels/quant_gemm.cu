@@ -58,18 +58,7 @@
 
 #include "kernels/cuda_util.cuh"
 #include "kernels/mma.cuh"
-#include "kernels/quant_dequant.cuh"
-
-#define QM_CHUNK_BYTES 64 /* bytes of a W row per k step: 4 lanes x 16 */
-#define QM_WARP_ROWS 32   /* two m16 tiles a warp */
-#define QM_MIN_CHUNKS 4   /* chunks a split-K part takes at least */
-
-/* The weight (q_layout), and this call's. */
-struct qgemm_args : q_layout {
-	void *out; /* [n, rows] of T or fp32; partials [splits][n][rows] fp32 */
-	int n, n_chunk, chunks_per_split;
-	bool out_f32;
-};
+#include "kernels/quant_gemm.cuh"
 
 /* Where 16-byte unit u of token row t of an x stage lives (header). */
 __device__ __forceinline__ int q_swz(int u, int t) { return u ^ (t & 1) ^ ((u >> 2) & 2); }
@@ -80,12 +69,6 @@ template <int BN_, int WM_, int WN_, int STAGES_, int MINB_ = 1> struct qm_shape
 	static constexpr int BN = BN_, WM = WM_, WN = WN_, STAGES = STAGES_, MINB = MINB_;
 	static constexpr int BM = WM * QM_WARP_ROWS, NT = BN / (8 * WN), THREADS = 32 * WM * WN;
 	static_assert(BN % (8 * WN) == 0, "whole n8 tiles a warp");
-};
-
-/* Per format: columns per lane per row per chunk (KL), per chunk (CK),
- * and 16-byte x units per lane (NU) and per token row (XU). */
-template <int FMT> struct qm_geom {
-	static constexpr int KL = q_geom<FMT>::KL, CK = 4 * KL, NU = KL / 8, XU = CK / 8;
 };
 
 template <int FMT, typename S> constexpr int qm_stage_bytes()
@@ -123,51 +106,6 @@ __device__ __forceinline__ void qm_load(const qgemm_args &a, const T *x, uint8_t
 			cp_async16(sx + t * G::CK + 8 * q_swz(u, t), src, ok);
 		}
 	}
-}
-
-/* A chunk's group scale bits (QG_CHUNK, QG_HALF) and int4 zero points or
- * (d, m) pairs (QG_AFFINE) for the lane's 4 rows: [m tile][row g, g + 8]. */
-template <int FMT, int GM> struct qm_meta {
-	static constexpr int NH = GM == QG_HALF ? 2 : 1;
-	uint32_t s[2][2][NH];
-	uint32_t z[2][2];
-};
-
-template <int FMT, int GM>
-__device__ __forceinline__ void qm_fetch_meta(const qgemm_args &a, qm_meta<FMT, GM> &m, int cu,
-					      int ch_end, const int (&rr)[2][2], int c, unsigned lg)
-{
-	constexpr int NH = qm_meta<FMT, GM>::NH;
-	const bool in = cu < ch_end;
-	const int grp0 = GM == QG_HALF ? 2 * cu : GM == QG_CHUNK ? (int)((unsigned)cu >> lg) : 0;
-#pragma unroll
-	for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-		for (int h2 = 0; h2 < 2; h2++) {
-			const size_t base = (size_t)rr[mt][h2] * a.groups;
-			if constexpr (GM == QG_CHUNK || GM == QG_HALF) {
-				/* a group past the row: group 0's (finite) scale on
-				 * products that are 0 */
-#pragma unroll
-				for (int h = 0; h < NH; h++) {
-					const int gr = in && grp0 + h < a.groups ? grp0 + h : 0;
-					m.s[mt][h2][h] = q_scale_bits(a.scales, base + gr, a.scale_f16);
-				}
-			}
-			if constexpr (GM == QG_AFFINE) {
-				/* the lane's 32 codes are group 4 cu + c; past the
-				 * row (0, 0): weights 0 */
-				const bool ok = in && cu * QM_CHUNK_BYTES + 16 * c < a.row_bytes;
-				const uint32_t *pr = reinterpret_cast<const uint32_t *>(a.scales);
-				m.z[mt][h2] = ok ? __ldg(pr + base + 4 * cu + c) : 0u;
-			} else if constexpr (FMT == KERN_Q_INT4) {
-				int zg = grp0 + (GM == QG_HALF ? (c >> 1) : 0);
-				zg = in && zg < a.groups ? zg : 0;
-				m.z[mt][h2] = a.zeros ? __ldg(a.zeros + base + zg) : 8u;
-			} else {
-				m.z[mt][h2] = 0;
-			}
-		}
 }
 
 /* One stage: the lane's W codes dequantized (rows g, g + 8 of both m
@@ -378,30 +316,13 @@ typedef qm_shape<128, 4, 2, 3, 2> qm_v10;
 
 const char *kern_qgemm_variant_name(int variant)
 {
-	static const char *const names[KERN_QGEMM_VARIANTS + 1] = {
+	static const char *const names[KERN_QGW_FIRST] = {
 		"auto",           "32t 4x1w 4st",   "64t 4x1w 3st b3", "64t 4x1w 3st b4",
 		"64t 4x1w 4st",   "64t 2x2w 4st",   "64t 2x2w 4st b3", "64t 2x2w 3st b4",
 		"64t 4x1w 6st",   "32t 4x1w 4st b4", "128t 4x2w 3st b2"};
-	return variant >= 0 && variant <= KERN_QGEMM_VARIANTS ? names[variant] : "?";
-}
-
-/* Splits of the columns when the tiles fill less than one wave (slots:
- * blocks resident at once): as many as fit in that wave, each at least
- * QM_MIN_CHUNKS chunks, the partials fitting the workspace. Never more
- * than a wave: the partials cost n x rows x 4 bytes a split, which only
- * idle SMs repay. */
-static int qm_splits(const kern_qgemm_ctx *ctx, const qgemm_args &a, int blocks, int slots)
-{
-	if (blocks >= slots)
-		return 1;
-	int splits = slots / blocks;
-	const int most = a.n_chunk / QM_MIN_CHUNKS;
-	const size_t fit = ctx->workspace_bytes / (sizeof(float) * (size_t)a.n * a.rows);
-	if (splits > most)
-		splits = most;
-	if ((size_t)splits > fit)
-		splits = (int)fit;
-	return splits < 1 ? 1 : splits;
+	if (variant >= KERN_QGW_FIRST)
+		return kern_qgw_variant_name(variant);
+	return variant >= 0 ? names[variant] : "?";
 }
 
 /* Blocks of one instantiation resident on an SM, as kern_qgemm_init found
@@ -447,39 +368,29 @@ template <typename T> static int qm_init_dt()
 	return qm_init_shapes<T, KERN_Q_INT4, QG_CHUNK>();
 }
 
+/* Whether the wgmma GEMM can run here (kern_qgw_init), and whether AUTO
+ * takes it (SL_QGEMM_WGMMA=0 in the environment: never, for A/B runs). */
+static int qm_wgmma_usable, qm_wgmma_auto;
+
 /* Once per device, before any launch (not capturable: kern_qblas_create
  * calls it): the shared memory every kernel asks for, and how many of its
  * blocks an SM holds (the split-K choice). */
 int kern_qgemm_init(void)
 {
 	TRY(qm_init_dt<__half>());
-	return qm_init_dt<__nv_bfloat16>();
+	TRY(qm_init_dt<__nv_bfloat16>());
+	TRY(kern_qgw_init(&qm_wgmma_usable));
+	const char *e = getenv("SL_QGEMM_WGMMA");
+	qm_wgmma_auto = qm_wgmma_usable && !(e && strcmp(e, "0") == 0);
+	return SL_OK;
 }
 
 template <typename T, int FMT, int GM, typename S>
 static int qm_launch(const kern_qgemm_ctx *ctx, qgemm_args a, const T *x)
 {
 	constexpr int smem = S::STAGES * qm_stage_bytes<FMT, S>();
-	auto kernel = qgemm_kernel<T, FMT, GM, S>;
-	const int tiles = (a.rows + S::BM - 1) / S::BM, ntiles = (a.n + S::BN - 1) / S::BN;
-	const int per_sm = qm_resident<T, FMT, GM, S>::per_sm;
-	int splits = qm_splits(ctx, a, tiles * ntiles, ctx->sm_count * (per_sm > 0 ? per_sm : 1));
-	const int per = (a.n_chunk + splits - 1) / splits;
-	splits = (a.n_chunk + per - 1) / per;
-	a.chunks_per_split = per;
-	/* token tiles fastest: the blocks that read one W tile run together,
-	 * so W comes from DRAM once and from L2 for the other token tiles */
-	const dim3 grid(ntiles, tiles, splits);
-	if (splits == 1)
-		return kern_launch_pdl_smem(ctx->pdl, "quant gemm", ctx->stream, kernel, grid,
-					    dim3(S::THREADS), smem, x, a);
-	qgemm_args p = a;
-	p.out = ctx->workspace;
-	p.out_f32 = true;
-	TRY(kern_launch_pdl_smem(ctx->pdl, "quant gemm", ctx->stream, kernel, grid, dim3(S::THREADS),
-				 smem, x, p));
-	return q_splitk_finish<T>(a.out, a.out_f32, ctx->workspace, splits, (size_t)a.n * a.rows,
-				  ctx->stream);
+	return qm_launch_grid<T>(ctx, a, x, qgemm_kernel<T, FMT, GM, S>, S::BM, S::BN, S::THREADS,
+				 smem, qm_resident<T, FMT, GM, S>::per_sm);
 }
 
 /*
@@ -492,10 +403,17 @@ static int qm_launch(const kern_qgemm_ctx *ctx, qgemm_args a, const T *x)
  * per-row scales (gate_up 52.6 us against 53.5 for 2 and 53.5 for 4),
  * else 2, whose registers for 3 blocks an SM hide the dequantization
  * (int8 gate_up at 128 tokens 83.0 us against 103.1 for 4; at 64 with
- * groups of 128, 61.8 against 67.5).
+ * groups of 128, 61.8 against 67.5). Above 224 tokens, on an sm_90a
+ * image, the wgmma GEMM's 128-token tiles for the formats it takes
+ * (quant_gemm_wgmma.cu): at 256 the four int8 projections took 323 us
+ * against 346 for the rule above, int4 383 against 394; at 192 (a
+ * second tile half empty) it lost (int8 gate_up 140 against 105), at
+ * 128 and below it lost or tied (2026-11-29-nvidia-h200-qgemm-wgmma/).
  */
 template <int FMT, int GM> static int qm_auto(const qgemm_args &a)
 {
+	if (a.n > 224 && qm_wgmma_auto && kern_qgw_takes(GM))
+		return KERN_QGW_FIRST + 1;
 	if (a.n <= 32)
 		return 1;
 	if (FMT == KERN_Q_INT4 || a.rows < 8192)
@@ -521,6 +439,10 @@ static int qm_shapes(const kern_qgemm_ctx *ctx, const qgemm_args &a, const T *x,
 	case 9: return qm_launch<T, FMT, GM, qm_v9>(ctx, a, x);
 	case 10: return qm_launch<T, FMT, GM, qm_v10>(ctx, a, x);
 	}
+	if (variant >= KERN_QGW_FIRST && qm_wgmma_usable && kern_qgw_takes(GM))
+		return kern_qgw_run(ctx, a, x,
+				    std::is_same<T, __half>::value ? SL_DT_F16 : SL_DT_BF16, FMT, GM,
+				    variant);
 	return SL_ENOTSUP;
 }
 
@@ -560,6 +482,21 @@ bool kern_qgemm_takes(const kern_qweight *w)
 		       w->group == KERN_Q_INT4_GROUP_AFFINE;
 	}
 	return false;
+}
+
+/* The scale mode a weight's GEMM runs (qm_dispatch's choice). */
+static int qm_gm_of(const kern_qweight *w)
+{
+	if (w->format == KERN_Q_INT4)
+		return w->group == KERN_Q_INT4_GROUP_AFFINE  ? QG_AFFINE
+		       : w->group == KERN_Q_INT4_GROUP_SMALL ? QG_HALF
+							     : QG_CHUNK;
+	return w->group == 0 ? QG_ROW : w->group == 32 ? QG_HALF : QG_CHUNK;
+}
+
+bool kern_qgemm_wgmma_takes(const kern_qweight *w)
+{
+	return qm_wgmma_usable && kern_qgemm_takes(w) && kern_qgw_takes(qm_gm_of(w));
 }
 
 int kern_qgemm_run(const kern_qgemm_ctx *ctx, const kern_qweight *w, void *out, bool out_f32,

@@ -1,9 +1,9 @@
 /*
  * wgmma.cuh — Hopper's warpgroup MMA (wgmma.mma_async, sm_90a only) for
- * the kernels that use it (attention_wgmma.cu): shared-memory matrix
- * descriptors, the fences and group waits, and m64n128k16 with fp16 or
- * bf16 inputs and fp32 accumulators, B from shared memory and A from
- * shared memory (SS) or from registers (RS). Header-only, .cu files only;
+ * the kernels that use it (attention_wgmma.cu, quant_gemm_wgmma.cu):
+ * shared-memory matrix descriptors, the fences and group waits, and
+ * m64nNk16 with fp16 or bf16 inputs and fp32 accumulators, B from shared
+ * memory and A from shared memory (SS) or from registers (RS). Header-only, .cu files only;
  * everything here compiles to nothing where KERN_HAVE_WGMMA is unset
  * (other targets of the same file), and callers must not launch there.
  *
@@ -152,6 +152,54 @@ __device__ __forceinline__ void kern_wgmma_rs_n128_tb(float (&d)[64], const uint
 			     ", {%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n"
 			     : KERN_WG_D64
 			     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+#endif
+}
+
+/* The 32 accumulator operands %0 .. %31 */
+#define KERN_WG_D32 KERN_WG_D8(0), KERN_WG_D8(8), KERN_WG_D8(16), KERN_WG_D8(24)
+#define KERN_WG_R32                                                                          \
+	"{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "            \
+	"%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+
+/* d[64 x N] (+)= A[64 x 16] B[16 x N], A in registers (a[4], the layout
+ * above), B K-major in shared memory; N = 64 (d[32]) or 128 (d[64]).
+ * accumulate 0: d = A B. */
+template <typename E>
+__device__ __forceinline__ void kern_wgmma_rs_n64(float (&d)[32], const uint32_t (&a)[4],
+						  uint64_t db, int accumulate)
+{
+#ifdef KERN_HAVE_WGMMA
+	if constexpr (std::is_same<E, __half>::value)
+		asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+			     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " KERN_WG_R32
+			     ", {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+			     : KERN_WG_D32
+			     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
+	else
+		asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+			     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " KERN_WG_R32
+			     ", {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+			     : KERN_WG_D32
+			     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
+#endif
+}
+template <typename E>
+__device__ __forceinline__ void kern_wgmma_rs_n128(float (&d)[64], const uint32_t (&a)[4],
+						   uint64_t db, int accumulate)
+{
+#ifdef KERN_HAVE_WGMMA
+	if constexpr (std::is_same<E, __half>::value)
+		asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+			     "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " KERN_WG_R64
+			     ", {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+			     : KERN_WG_D64
+			     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
+	else
+		asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+			     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " KERN_WG_R64
+			     ", {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+			     : KERN_WG_D64
+			     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
 #endif
 }
 

@@ -36,7 +36,7 @@
  *      accumulation, per-tensor scales, and per-row scales on one operand
  *      only (what the library's choices cost), then every (algorithm id,
  *      tile, stages, cluster) it accepts, fastest first: TFLOP/s and us;
- *   7. batched decode, n = 16, 32, 64, 128, 256: us per call of every
+ *   7. batched decode, n = 16, 32, 64, 128, 192, 256: us per call of every
  *      path (GEMV to 64, GEMM, DEQUANT, fp8's W8A8, AUTO) against fp16,
  *      and a 7B layer's four projections as a multiple of fp16's speed;
  *   8. the GEMM's block shapes (kernels/quant_gemm.cu's variants) at the
@@ -1007,6 +1007,11 @@ static int check_all(void)
 				int rc = kern_qmatmul_cuda(g_qb, KERN_QPATH_GEMM, g_out, SL_DT_F16, g_x,
 							   SL_DT_F16, &d, n);
 				g_qb->gemm_variant = 0;
+				if (rc == SL_ENOTSUP && v >= KERN_QGEMM_WGMMA_FIRST &&
+				    !kern_qblas_gemm_wgmma(g_qb, &d)) {
+					len += snprintf(line + len, sizeof line - len, " %d n/a", v);
+					continue;
+				}
 				double e = out_err(rc, ref.data(), n, s.rows);
 				bad |= !(e <= tol);
 				len += snprintf(line + len, sizeof line - len, " %d %.1e%s", v, e,
@@ -1043,8 +1048,8 @@ static int check_all(void)
 
 /* ---- 7. batched decode: every path against fp16 ---- */
 
-static const int k_batch_ns[] = {16, 32, 64, 128, 256};
-#define N_BATCH_NS 5
+static const int k_batch_ns[] = {16, 32, 64, 128, 192, 256};
+#define N_BATCH_NS 6
 
 /* us per call of format f on each 7B shape at each batch n on `path`
  * (GEMV only to 64 tokens), and the 7B layer's sum; -1 where refused. */

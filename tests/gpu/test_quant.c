@@ -293,6 +293,57 @@ static void run_gemm_shapes(kern_qblas *qb, const qcfg *c, worst *ws)
 			run_shape(qb, c, &shapes[i], ws, KERN_QPATH_GEMM);
 }
 
+/* Compute capability 9.0: where the wgmma GEMM must run. */
+static int is_sm90(void)
+{
+	int dev = 0, major = 0, minor = 0;
+	GT_CUDA(cudaGetDevice(&dev));
+	GT_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+	GT_CUDA(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+	return major == 9 && minor == 0;
+}
+
+/* Whether the wgmma GEMM takes the format: per-row scales, or groups of
+ * whole 64-byte chunks (quant_gemm_wgmma.cu). */
+static int wgmma_format(const qcfg *c)
+{
+	if (c->format == KERN_Q_INT4)
+		return c->group == 128;
+	return c->group == 0 || c->group == 64 || c->group == 128;
+}
+
+/* Each of the wgmma GEMM's block shapes forced on the GEMM's shapes. On
+ * an H100 / H200 (this build's CUDA_ARCHS has 90) every format it takes
+ * must run; elsewhere, and for the groups it does not take, a forced
+ * call must return SL_ENOTSUP. */
+static void run_gemm_wgmma(kern_qblas *qb, const qcfg *c, worst *ws)
+{
+	qw q;
+	qw_random(&q, c, 263, odd_cols(c));
+	const int runs = kern_qblas_gemm_wgmma(qb, &q.d);
+	ck_assert_int_eq(runs, is_sm90() && wgmma_format(c));
+	for (int v = KERN_QGEMM_WGMMA_FIRST; v < KERN_QGEMM_WGMMA_FIRST + KERN_QGEMM_WGMMA_COUNT;
+	     v++) {
+		kern_qblas_set_gemm_variant(qb, v);
+		if (runs) {
+			run_gemm_shapes(qb, c, ws);
+		} else {
+			void *d_x = gt_dev_poison(sizeof(uint16_t) * 64 * q.d.cols);
+			void *d_out = gt_dev_poison(sizeof(uint16_t) * 64 * q.d.rows);
+			ck_assert_int_eq(kern_qmatmul_cuda(qb, KERN_QPATH_GEMM, d_out, SL_DT_F16, d_x,
+							   SL_DT_F16, &q.d, 64),
+					 SL_ENOTSUP);
+			gt_dev_free(d_x);
+			gt_dev_free(d_out);
+		}
+	}
+	kern_qblas_set_gemm_variant(qb, 0);
+	printf("kernel qgemm wgmma %s: %s\n", c->name,
+	       runs ? "every block shape checked" : "not taken here (SL_ENOTSUP)");
+	fflush(stdout);
+	qw_free(&q);
+}
+
 static void report(const qcfg *c, const worst *ws)
 {
 	for (int di = 0; di < 2; di++)
@@ -340,6 +391,7 @@ static void test_format(int ci)
 		if (shapes[i].n_ns)
 			run_shape(qb, c, &shapes[i], ws, 0);
 	run_gemm_shapes(qb, c, ws);
+	run_gemm_wgmma(qb, c, ws);
 	report(c, ws);
 	if (c->format == KERN_Q_FP8) {
 		/* not a failure when 0: those calls were dequantized and checked as such */

@@ -1,0 +1,138 @@
+/*
+ * quant_gemm.cuh — what the two quantized GEMMs share: quant_gemm.cu's
+ * (mma.sync, every GPU) and quant_gemm_wgmma.cu's (Hopper's wgmma, sm_90a
+ * only). Their arguments, the k step (a 64-byte chunk of a W row) and
+ * its group scales, and the launch with split-K. Numerics and the
+ * lane-to-code map: quant_gemm.cu's header. Included by those two only.
+ */
+#ifndef KERN_QUANT_GEMM_CUH
+#define KERN_QUANT_GEMM_CUH
+
+#include "kernels/cuda_util.cuh"
+#include "kernels/quant_dequant.cuh"
+
+#define QM_CHUNK_BYTES 64 /* bytes of a W row per k step: 4 lanes x 16 */
+#define QM_WARP_ROWS 32   /* two m16 tiles a warp */
+#define QM_MIN_CHUNKS 4   /* chunks a split-K part takes at least */
+
+/* The weight (q_layout), and this call's. */
+struct qgemm_args : q_layout {
+	void *out; /* [n, rows] of T or fp32; partials [splits][n][rows] fp32 */
+	int n, n_chunk, chunks_per_split;
+	bool out_f32;
+};
+
+/* Per format: columns per lane per row per chunk (KL), per chunk (CK),
+ * and 16-byte x units per lane (NU) and per token row (XU). */
+template <int FMT> struct qm_geom {
+	static constexpr int KL = q_geom<FMT>::KL, CK = 4 * KL, NU = KL / 8, XU = CK / 8;
+};
+
+/* A chunk's group scale bits (QG_CHUNK, QG_HALF) and int4 zero points or
+ * (d, m) pairs (QG_AFFINE) for the lane's rows: [m tile][row g, g + 8],
+ * MT m16 tiles a warp (the mma.sync GEMM 2, the wgmma one 1). */
+template <int FMT, int GM, int MT = 2> struct qm_meta {
+	static constexpr int NH = GM == QG_HALF ? 2 : 1;
+	uint32_t s[MT][2][NH];
+	uint32_t z[MT][2];
+};
+
+template <int FMT, int GM, int MT>
+__device__ __forceinline__ void qm_fetch_meta(const qgemm_args &a, qm_meta<FMT, GM, MT> &m, int cu,
+					      int ch_end, const int (&rr)[MT][2], int c, unsigned lg)
+{
+	constexpr int NH = qm_meta<FMT, GM, MT>::NH;
+	const bool in = cu < ch_end;
+	const int grp0 = GM == QG_HALF ? 2 * cu : GM == QG_CHUNK ? (int)((unsigned)cu >> lg) : 0;
+#pragma unroll
+	for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+		for (int h2 = 0; h2 < 2; h2++) {
+			const size_t base = (size_t)rr[mt][h2] * a.groups;
+			if constexpr (GM == QG_CHUNK || GM == QG_HALF) {
+				/* a group past the row: group 0's (finite) scale on
+				 * products that are 0 */
+#pragma unroll
+				for (int h = 0; h < NH; h++) {
+					const int gr = in && grp0 + h < a.groups ? grp0 + h : 0;
+					m.s[mt][h2][h] = q_scale_bits(a.scales, base + gr, a.scale_f16);
+				}
+			}
+			if constexpr (GM == QG_AFFINE) {
+				/* the lane's 32 codes are group 4 cu + c; past the
+				 * row (0, 0): weights 0 */
+				const bool ok = in && cu * QM_CHUNK_BYTES + 16 * c < a.row_bytes;
+				const uint32_t *pr = reinterpret_cast<const uint32_t *>(a.scales);
+				m.z[mt][h2] = ok ? __ldg(pr + base + 4 * cu + c) : 0u;
+			} else if constexpr (FMT == KERN_Q_INT4) {
+				int zg = grp0 + (GM == QG_HALF ? (c >> 1) : 0);
+				zg = in && zg < a.groups ? zg : 0;
+				m.z[mt][h2] = a.zeros ? __ldg(a.zeros + base + zg) : 8u;
+			} else {
+				m.z[mt][h2] = 0;
+			}
+		}
+}
+
+/* Splits of the columns when the tiles fill less than one wave (slots:
+ * blocks resident at once): as many as fit in that wave, each at least
+ * QM_MIN_CHUNKS chunks, the partials fitting the workspace. Never more
+ * than a wave: the partials cost n x rows x 4 bytes a split, which only
+ * idle SMs repay. */
+static int qm_splits(const kern_qgemm_ctx *ctx, const qgemm_args &a, int blocks, int slots)
+{
+	if (blocks >= slots)
+		return 1;
+	int splits = slots / blocks;
+	const int most = a.n_chunk / QM_MIN_CHUNKS;
+	const size_t fit = ctx->workspace_bytes / (sizeof(float) * (size_t)a.n * a.rows);
+	if (splits > most)
+		splits = most;
+	if ((size_t)splits > fit)
+		splits = (int)fit;
+	return splits < 1 ? 1 : splits;
+}
+
+/*
+ * One GEMM launch of `kernel` (blocks of bm rows x bn tokens, `threads`
+ * threads, `smem` bytes; per_sm of them resident on an SM, 0 unknown):
+ * split-K where the tiles fill less than a wave, then the partials'
+ * reduction. Both GEMMs (quant_gemm.cu, quant_gemm_wgmma.cu) launch so.
+ */
+template <typename T, typename K>
+static int qm_launch_grid(const kern_qgemm_ctx *ctx, qgemm_args a, const T *x, K kernel, int bm,
+			  int bn, int threads, int smem, int per_sm)
+{
+	const int tiles = (a.rows + bm - 1) / bm, ntiles = (a.n + bn - 1) / bn;
+	int splits = qm_splits(ctx, a, tiles * ntiles, ctx->sm_count * (per_sm > 0 ? per_sm : 1));
+	const int per = (a.n_chunk + splits - 1) / splits;
+	splits = (a.n_chunk + per - 1) / per;
+	a.chunks_per_split = per;
+	/* token tiles fastest: the blocks that read one W tile run together,
+	 * so W comes from DRAM once and from L2 for the other token tiles */
+	const dim3 grid(ntiles, tiles, splits);
+	if (splits == 1)
+		return kern_launch_pdl_smem(ctx->pdl, "quant gemm", ctx->stream, kernel, grid,
+					    dim3(threads), smem, x, a);
+	qgemm_args p = a;
+	p.out = ctx->workspace;
+	p.out_f32 = true;
+	TRY(kern_launch_pdl_smem(ctx->pdl, "quant gemm", ctx->stream, kernel, grid, dim3(threads),
+				 smem, x, p));
+	return q_splitk_finish<T>(a.out, a.out_f32, ctx->workspace, splits, (size_t)a.n * a.rows,
+				  ctx->stream);
+}
+
+/* The wgmma GEMM (quant_gemm_wgmma.cu). kern_qgw_init: once per device;
+ * *usable 1 on compute capability 9.0 with an sm_90a image of it. It
+ * takes per-row scales and whole-chunk groups (QG_ROW, QG_CHUNK);
+ * kern_qgw_run launches variant (KERN_QGW_FIRST..) for format FMT. */
+#define KERN_QGW_FIRST KERN_QGEMM_WGMMA_FIRST
+#define KERN_QGW_VARIANTS KERN_QGEMM_WGMMA_COUNT
+int kern_qgw_init(int *usable);
+bool kern_qgw_takes(int gm);
+const char *kern_qgw_variant_name(int variant);
+int kern_qgw_run(const kern_qgemm_ctx *ctx, const qgemm_args &a, const void *x, sl_dtype x_dt,
+		 int format, int gm, int variant);
+
+#endif
