@@ -341,13 +341,6 @@ template <typename E> int wg_launch(const attn_args &a, const kern_paged_batch *
 	return 0;
 }
 
-bool wg_built_for_sm90a()
-{
-	cudaFuncAttributes fa;
-	return cudaFuncGetAttributes(&fa, attn_wgmma_kernel<__half, false>) == cudaSuccess &&
-	       fa.binaryVersion == 90;
-}
-
 template <typename E, bool FP8> int wg_set_smem()
 {
 	CUDA_TRY(cudaFuncSetAttribute(attn_wgmma_kernel<E, FP8>,
@@ -360,13 +353,7 @@ template <typename E, bool FP8> int wg_set_smem()
 int attn_wgmma_init(int *usable)
 {
 	*usable = 0;
-	int dev, major, minor;
-	CUDA_TRY(cudaGetDevice(&dev));
-	CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-	CUDA_TRY(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-	/* sm_90a code runs on compute capability 9.0 only, and is there only
-	 * when the build's CUDA_ARCHS listed 90 (Makefile) */
-	if (major != 9 || minor != 0 || !wg_built_for_sm90a())
+	if (!kern_wgmma_usable(attn_wgmma_kernel<__half, false>))
 		return 0;
 	int rc;
 	if ((rc = wg_set_smem<__half, false>()) || (rc = wg_set_smem<__half, true>()) ||

@@ -191,8 +191,6 @@ template <typename T, int GM, typename S>
 __device__ __forceinline__ void qm_store(const qgemm_args &a, float (&acc)[2][S::NT][4],
 					 int row_w, int tok_w, int g, int c)
 {
-	float *of = reinterpret_cast<float *>(a.out) + (size_t)blockIdx.z * a.n * a.rows;
-	T *ot = reinterpret_cast<T *>(a.out);
 #pragma unroll
 	for (int mt = 0; mt < 2; mt++)
 #pragma unroll
@@ -204,17 +202,9 @@ __device__ __forceinline__ void qm_store(const qgemm_args &a, float (&acc)[2][S:
 #pragma unroll
 			for (int nt = 0; nt < S::NT; nt++)
 #pragma unroll
-				for (int e = 0; e < 2; e++) {
-					const int tok = tok_w + 8 * nt + 2 * c + e;
-					if (tok >= a.n)
-						continue;
-					const float v = s * acc[mt][nt][2 * h2 + e];
-					const size_t o = (size_t)tok * a.rows + row;
-					if (a.out_f32)
-						of[o] = v;
-					else
-						ot[o] = kern_from_f32<T>(v);
-				}
+				for (int e = 0; e < 2; e++)
+					qm_put<T>(a, tok_w + 8 * nt + 2 * c + e, row,
+						  s * acc[mt][nt][2 * h2 + e]);
 		}
 }
 

@@ -22,6 +22,21 @@ struct qgemm_args : q_layout {
 	bool out_f32;
 };
 
+/* Product v of token tok and row `row` to out (x's dtype or fp32), or,
+ * with a split-K launch, to this split's fp32 partials (blockIdx.z);
+ * tokens past n are not stored. */
+template <typename T>
+__device__ __forceinline__ void qm_put(const qgemm_args &a, int tok, int row, float v)
+{
+	if (tok >= a.n)
+		return;
+	const size_t o = (size_t)tok * a.rows + row;
+	if (a.out_f32)
+		reinterpret_cast<float *>(a.out)[(size_t)blockIdx.z * a.n * a.rows + o] = v;
+	else
+		reinterpret_cast<T *>(a.out)[o] = kern_from_f32<T>(v);
+}
+
 /* Per format: columns per lane per row per chunk (KL), per chunk (CK),
  * and 16-byte x units per lane (NU) and per token row (XU). */
 template <int FMT> struct qm_geom {

@@ -164,8 +164,6 @@ template <typename T, int GM, int BN>
 __device__ __forceinline__ void gw_store(const qgemm_args &a, const float (&acc)[BN / 2],
 					 int row_w, int tok0, int g, int c)
 {
-	float *of = reinterpret_cast<float *>(a.out) + (size_t)blockIdx.z * a.n * a.rows;
-	T *ot = reinterpret_cast<T *>(a.out);
 #pragma unroll
 	for (int h2 = 0; h2 < 2; h2++) {
 		const int row = row_w + 8 * h2 + g;
@@ -175,17 +173,8 @@ __device__ __forceinline__ void gw_store(const qgemm_args &a, const float (&acc)
 #pragma unroll
 		for (int j = 0; j < BN / 8; j++)
 #pragma unroll
-			for (int e = 0; e < 2; e++) {
-				const int tok = tok0 + 8 * j + 2 * c + e;
-				if (tok >= a.n)
-					continue;
-				const float v = s * acc[4 * j + 2 * h2 + e];
-				const size_t o = (size_t)tok * a.rows + row;
-				if (a.out_f32)
-					of[o] = v;
-				else
-					ot[o] = kern_from_f32<T>(v);
-			}
+			for (int e = 0; e < 2; e++)
+				qm_put<T>(a, tok0 + 8 * j + 2 * c + e, row, s * acc[4 * j + 2 * h2 + e]);
 	}
 }
 
@@ -380,14 +369,6 @@ template <typename T> int gw_init_dt()
 	return gw_init_shapes<T, KERN_Q_INT4, QG_CHUNK>();
 }
 
-bool gw_built_for_sm90a()
-{
-	cudaFuncAttributes fa;
-	return cudaFuncGetAttributes(&fa, qgw_kernel<__half, KERN_Q_INT8, QG_ROW, gw_v0>) ==
-		       cudaSuccess &&
-	       fa.binaryVersion == 90;
-}
-
 template <typename T, int FMT, int GM, typename S>
 int gw_launch(const kern_qgemm_ctx *ctx, const qgemm_args &a, const T *x)
 {
@@ -427,13 +408,7 @@ int gw_dispatch(const kern_qgemm_ctx *ctx, const qgemm_args &a, const void *x, i
 int kern_qgw_init(int *usable)
 {
 	*usable = 0;
-	int dev, major, minor;
-	CUDA_TRY(cudaGetDevice(&dev));
-	CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-	CUDA_TRY(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-	/* sm_90a code runs on compute capability 9.0 only, and is there only
-	 * when the build's CUDA_ARCHS listed 90 (Makefile) */
-	if (major != 9 || minor != 0 || !gw_built_for_sm90a())
+	if (!kern_wgmma_usable(qgw_kernel<__half, KERN_Q_INT8, QG_ROW, gw_v0>))
 		return SL_OK;
 	TRY(gw_init_dt<__half>());
 	TRY(gw_init_dt<__nv_bfloat16>());

@@ -31,6 +31,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_runtime.h>
 #include <stdint.h>
 
 #include <type_traits>
@@ -38,6 +39,21 @@
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define KERN_HAVE_WGMMA 1
 #endif
+
+/* Whether wgmma kernel `kernel` can run on the current device: compute
+ * capability 9.0 (the only one sm_90a code runs on) and an sm_90a image
+ * of it in this build (the Makefile builds one where CUDA_ARCHS lists
+ * 90). A failed query counts as no. Host code. */
+template <typename K> static inline bool kern_wgmma_usable(K kernel)
+{
+	int dev, major, minor;
+	cudaFuncAttributes fa;
+	return cudaGetDevice(&dev) == cudaSuccess &&
+	       cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+	       cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
+	       major == 9 && minor == 0 && cudaFuncGetAttributes(&fa, kernel) == cudaSuccess &&
+	       fa.binaryVersion == 90;
+}
 
 /* Byte offset of 16-byte chunk c (0 .. 2 * 8 - 1) of row r in a tile of
  * `rows` rows of 128 columns (two slabs). */
