@@ -94,8 +94,7 @@ CFLAGS    += -DSL_HAVE_CUDA -I$(CUDA_HOME)/include
 # Files on Hopper-only instructions (wgmma) build for sm_90a where
 # CUDA_ARCHS lists 90; their host side checks the image before using it.
 comma     := ,
-SM90A_OBJS := $(BUILD)/obj/kernels/attention_wgmma.cu.o $(BUILD)/obj/kernels/quant_gemm_wgmma.cu.o \
-              $(BUILD)/obj/kernels/quant_w8a8.cu.o
+SM90A_OBJS := $(BUILD)/obj/kernels/attention_wgmma.cu.o $(BUILD)/obj/kernels/quant_gemm_wgmma.cu.o
 $(SM90A_OBJS): NVCCFLAGS := $(subst arch=compute_90$(comma)code=sm_90,arch=compute_90a$(comma)code=sm_90a,$(NVCCFLAGS))
 LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 \
              -lcublasLt -lcublas -lcurand -lnccl -lcudart -lstdc++ -ldl -lrt

@@ -40,12 +40,8 @@
  *   e4m3 with scale max|x| / 448, then one cuBLASLt fp8 GEMM scales the
  *   product by the weight's per-row and the activation's per-token scale
  *   (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F on A and B). Hopper fp8
- *   tensor cores: twice the fp16 rate. On Hopper, up to
- *   KERN_W8A8_WG_MAX_TOKENS tokens the same product runs on our own GEMM
- *   instead (quant_w8a8.cu: TMA-fed wgmma on the fp8 codes, split-K in a
- *   cluster where the row tiles leave SMs idle), since cuBLASLt's kernels
- *   at those sizes run the 4096-row projections on a fraction of the SMs. Where neither takes a
- *   shape (older GPUs, odd shapes) the call goes to DEQUANT and the
+ *   tensor cores: twice the fp16 rate. Where cuBLASLt has no algorithm
+ *   for a shape (older GPUs, odd shapes) the call goes to DEQUANT and the
  *   fallback is logged once.
  *
  * DEQUANT (int8/int4 above the GEMM's range, FP8 fallback): W dequantized to the run
@@ -115,8 +111,6 @@ struct kern_qblas {
 	int sm_count, cc;                 /* cc: 10 * major + minor */
 	bool pdl;
 	bool lt_usable;                   /* fp8 tensor cores (sm_89+) and a cuBLASLt to ask */
-	int w8_usable;                    /* quant_w8a8.cu's GEMM runs here (Hopper) */
-	int w8a8_engine, w8a8_splits;     /* kern_qblas_set_w8a8 */
 	int gemv_max[4];                  /* by kern_qformat */
 	int gemm_lo[4], gemm_hi[4];       /* AUTO's GEMM range by kern_qformat: lo < n <= hi */
 	int gemm_variant;                 /* the GEMM's block shape (0: by n; lab/qgemv.cu sets it) */
@@ -1085,35 +1079,14 @@ static cublasStatus_t lt_sliced(kern_qblas *qb, const lt_plan *p, const kern_qwe
 	return CUBLAS_STATUS_SUCCESS;
 }
 
-/* Whether a W8A8 call of n tokens runs on quant_w8a8.cu's GEMM (else on
- * cuBLASLt). */
-static bool w8a8_on_wg(const kern_qblas *qb, const kern_qweight *w, int n)
-{
-	if (!qb->w8_usable || !kern_w8a8_takes(w) || qb->w8a8_engine == KERN_W8A8_LT)
-		return false;
-	return qb->w8a8_engine == KERN_W8A8_WGMMA || n <= KERN_W8A8_WG_MAX_TOKENS;
-}
-
 /* W8A8: x -> e4m3 per token (unless act_ready: xq / xs hold x's), then
- * our fp8 GEMM or cuBLASLt's. SL_ENOTSUP when neither takes the call or
- * cuBLASLt refuses it (nothing was written to out then). */
+ * the cuBLASLt GEMM. SL_ENOTSUP when cuBLASLt has no algorithm or refuses
+ * the call (nothing was written to out then). */
 static int fp8_lt(kern_qblas *qb, const kern_qweight *w, void *out, sl_dtype out_dt,
 		  const void *x, sl_dtype x_dt, int n, bool act_ready)
 {
 	if (n > qb->max_tokens || w->cols > qb->max_cols)
 		return SL_ENOTSUP;
-	if (w8a8_on_wg(qb, w, n)) {
-		if (!act_ready)
-			TRY(kern_quantize_act_fp8_cuda(qb->xq, qb->xs, x, x_dt, n, w->cols,
-						       qb->stream));
-		act_ready = true;
-		const kern_qgemm_ctx ctx = {qb->stream, qb->workspace, QB_WORKSPACE_BYTES,
-					    qb->sm_count, &qb->pdl};
-		const int rc = kern_w8a8_run(&ctx, w, out, out_dt, qb->xq, qb->xs, n,
-					     qb->w8a8_splits);
-		if (rc != SL_ENOTSUP)
-			return rc; /* refused (an unaligned weight): cuBLASLt's */
-	}
 	lt_plan *p = lt_plan_get(qb, w->rows, n, w->cols, out_dt);
 	if (!p)
 		return SL_ENOTSUP;
@@ -1300,12 +1273,6 @@ static int qblas_init(kern_qblas *qb, void *stream, const kern_qblas_config *cfg
 	CUDA_TRY(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
 	qb->cc = 10 * major + minor;
 	TRY(kern_qgemm_init());
-	TRY(kern_w8a8_init(&qb->w8_usable));
-	const char *w8 = getenv("SL_W8A8");
-	kern_qblas_set_w8a8(qb, w8 && !strcmp(w8, "lt")      ? KERN_W8A8_LT
-				: w8 && !strcmp(w8, "wgmma") ? KERN_W8A8_WGMMA
-							     : KERN_W8A8_AUTO,
-			    0);
 	CUDA_TRY(cudaMalloc(&qb->workspace, QB_WORKSPACE_BYTES));
 	CUDA_TRY(cudaMalloc(&qb->dequant, qb->dequant_bytes));
 	CUDA_TRY(cudaMalloc(&qb->counter, sizeof *qb->counter));
@@ -1385,14 +1352,6 @@ extern "C" int kern_qmatmul_lt_unit(kern_qblas *qb, const kern_qweight *w, int n
 	return p && p->unit;
 }
 
-extern "C" int kern_qblas_set_w8a8(kern_qblas *qb, int engine, int splits)
-{
-	if (engine >= KERN_W8A8_AUTO && engine <= KERN_W8A8_WGMMA)
-		qb->w8a8_engine = engine;
-	qb->w8a8_splits = splits < 0 ? 0 : splits;
-	return qb->w8_usable;
-}
-
 extern "C" void kern_qblas_set_gemm_range(kern_qblas *qb, int format, int lo, int hi)
 {
 	if (format >= KERN_Q_INT8 && format <= KERN_Q_INT4) {
@@ -1425,7 +1384,7 @@ static int choose_path(kern_qblas *qb, const kern_qweight *w, int n, sl_dtype ou
 	if (n <= qb->gemv_max[w->format])
 		return KERN_QPATH_GEMV;
 	if (w->format == KERN_Q_FP8 && n <= qb->max_tokens && w->cols <= qb->max_cols) {
-		if (w8a8_on_wg(qb, w, n) || lt_plan_get(qb, w->rows, n, w->cols, out_dt))
+		if (lt_plan_get(qb, w->rows, n, w->cols, out_dt))
 			return KERN_QPATH_FP8_LT;
 		lt_warn(qb, w, n, out_dt, qb->lt_usable ? "no algorithm" : "no fp8 tensor cores");
 	}

@@ -294,17 +294,6 @@ int kern_qmatmul_lt_splits(kern_qblas *qb, const kern_qweight *w, int n, sl_dtyp
 #define KERN_LT_UNIT_MAX_TOKENS 64
 void kern_qblas_set_lt_unit(kern_qblas *qb, int max_tokens);
 int kern_qmatmul_lt_unit(kern_qblas *qb, const kern_qweight *w, int n, sl_dtype out_dt);
-/* Which engine runs W8A8 calls (KERN_QPATH_FP8_LT): AUTO takes our fp8
- * GEMM on Hopper's warpgroup MMAs (kernels/quant_w8a8.cu; sm_90 in a
- * build whose CUDA_ARCHS list 90) up to KERN_W8A8_WG_MAX_TOKENS tokens
- * and cuBLASLt above; LT cuBLASLt always; WGMMA ours for every call it
- * takes (fp8 with per-row scales, cols % 16 == 0). splits: the K splits
- * our GEMM takes (0: its rule, which fills one wave). Returns whether
- * our GEMM can run here at all. The environment sets the engine at
- * kern_qblas_create: SL_W8A8=lt or SL_W8A8=wgmma. */
-enum { KERN_W8A8_AUTO = 0, KERN_W8A8_LT = 1, KERN_W8A8_WGMMA = 2 };
-#define KERN_W8A8_WG_MAX_TOKENS 64
-int kern_qblas_set_w8a8(kern_qblas *qb, int engine, int splits);
 /* The path AUTO takes for this call (a kern_qpath). */
 int kern_qmatmul_path(kern_qblas *qb, const kern_qweight *w, int n, sl_dtype x_dt,
 		      sl_dtype out_dt);

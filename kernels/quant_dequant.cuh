@@ -290,18 +290,6 @@ bool kern_qgemm_wgmma_takes(const kern_qweight *w);
 int kern_qgemm_run(const kern_qgemm_ctx *ctx, const kern_qweight *w, void *out, bool out_f32,
 		   const void *x, sl_dtype x_dt, int n, int variant);
 
-/* The W8A8 path's own GEMM (quant_w8a8.cu, Hopper): fp8 codes times the
- * per-token fp8 activations xq [n, cols] with scales xs [n]
- * (kern_quantize_act_fp8_cuda's), on wgmma. out [n, rows] of out_dt
- * (F16, BF16 or F32). kern_w8a8_init once per device (usable: whether it
- * runs here); kern_w8a8_takes: fp8 with per-row scales, cols a multiple
- * of 16. splits 0: the rule; N: that many K splits (bounded). SL_ENOTSUP
- * when it does not take the call. */
-int kern_w8a8_init(int *usable);
-bool kern_w8a8_takes(const kern_qweight *w);
-int kern_w8a8_run(const kern_qgemm_ctx *ctx, const kern_qweight *w, void *out, sl_dtype out_dt,
-		  const uint8_t *xq, const float *xs, int n, int splits);
-
 /* Block shapes kern_qgemm_run's variant numbers (1..KERN_QGEMM_VARIANTS);
  * 11.. are the wgmma GEMM's (sm_90a only: SL_ENOTSUP elsewhere, and for
  * groups it does not take). */

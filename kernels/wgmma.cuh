@@ -1,10 +1,9 @@
 /*
  * wgmma.cuh — Hopper's warpgroup MMA (wgmma.mma_async, sm_90a only) for
- * the kernels that use it (attention_wgmma.cu, quant_gemm_wgmma.cu,
- * quant_w8a8.cu): shared-memory matrix descriptors, the fences and group
- * waits, m64nNk16 with fp16 or bf16 inputs and fp32 accumulators, B from
- * shared memory and A from shared memory (SS) or from registers (RS), and
- * m64n128k32 with e4m3 inputs (SS). Header-only, .cu files only;
+ * the kernels that use it (attention_wgmma.cu, quant_gemm_wgmma.cu):
+ * shared-memory matrix descriptors, the fences and group waits, and
+ * m64nNk16 with fp16 or bf16 inputs and fp32 accumulators, B from shared
+ * memory and A from shared memory (SS) or from registers (RS). Header-only, .cu files only;
  * everything here compiles to nothing where KERN_HAVE_WGMMA is unset
  * (other targets of the same file), and callers must not launch there.
  *
@@ -217,21 +216,6 @@ __device__ __forceinline__ void kern_wgmma_rs_n128(float (&d)[64], const uint32_
 			     ", {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
 			     : KERN_WG_D64
 			     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
-#endif
-}
-
-/* d[64 x 128] (+)= A[64 x 32] B[32 x 128] with e4m3 inputs, both K-major
- * in shared memory (fp8 operands have no transposed form). A k32 step is
- * 32 bytes of a 128-byte swizzle row, as a 16-bit k16 step is. */
-__device__ __forceinline__ void kern_wgmma_ss_n128_e4m3(float (&d)[64], uint64_t da, uint64_t db,
-							int accumulate)
-{
-#ifdef KERN_HAVE_WGMMA
-	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-		     "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " KERN_WG_R64
-		     ", %64, %65, p, 1, 1;\n}\n"
-		     : KERN_WG_D64
-		     : "l"(da), "l"(db), "r"(accumulate));
 #endif
 }
 

@@ -6,7 +6,7 @@
  * bench/qgemv.cu, built as shardline-qbench.
  *
  *   make CUDA=1 lab-qgemv           -> build/bin/lab-qgemv
- *   build/bin/lab-qgemv [--out FILE.json] [--only 1-10] [--lt-n 2048,...]
+ *   build/bin/lab-qgemv [--out FILE.json] [--only 1-9] [--lt-n 2048,...]
  *                       [--check | --no-check]
  *
  * First, as in llm.c's dev/cuda, the check (table 0; --check: it alone,
@@ -43,9 +43,7 @@
  *      same batches: us per call, the fastest marked;
  *   9. fp8's W8A8 on cuBLASLt at 33..256 tokens with K in 1, 2, 4 and 8
  *      slices run at once, and the library's rule (kern_qblas_set_lt_splits):
- *      us per call, the fastest marked with its share of copy bandwidth;
- *  10. fp8's W8A8 engines at 33..128 tokens: cuBLASLt, and our wgmma GEMM
- *      (kernels/quant_w8a8.cu) by its split rule and with 1-8 splits.
+ *      us per call, the fastest marked with its share of copy bandwidth.
  * Each timed call reads a different copy of W (copies rotate through more
  * than 2 GiB, so nothing is served from L2); every timing is the median of
  * CUDA-graph replays, as the engine's decode steps run. Runs in well under
@@ -1180,7 +1178,6 @@ static void table_lt_splits(void)
 	printf("\n9. W8A8 (cuBLASLt) with K in slices, and with unit scales: us per call (cold W, "
 	       "fp16 x, x quantized in the call), '*' the fastest\n%-8s %5s %9s %9s %9s %9s %12s "
 	       "%9s %8s\n", "shape", "n", "1", "2", "4", "8", "rule", "unit", "best bw");
-	kern_qblas_set_w8a8(g_qb, KERN_W8A8_LT, 0); /* this table is cuBLASLt's */
 	for (int si = 0; si < N_SHAPES; si++)
 		for (int n : ns) {
 			double us[6];
@@ -1228,59 +1225,6 @@ static void table_lt_splits(void)
 			printf("\n");
 			fflush(stdout);
 		}
-	kern_qblas_set_w8a8(g_qb, KERN_W8A8_AUTO, 0);
-}
-
-/* ---- 10. W8A8's engines: cuBLASLt and our wgmma GEMM ---- */
-
-/* fp8/row on each 7B shape at 33..128 tokens: us per call of the W8A8
- * path (activation quantization included) on cuBLASLt (its rules: unit
- * scales to 64 tokens, K slices), then on kernels/quant_w8a8.cu with its
- * split rule and with 1, 2, 4 and 8 splits forced; '*' the fastest, and
- * its share of copy bandwidth. Hopper only. */
-static void table_w8a8_engines(void)
-{
-	static const int ns[] = {33, 48, 64, 96, 128};
-	static const int splits[] = {0, 0, 1, 2, 4, 8};
-	const fmt &f = k_fmts[4];
-	if (!kern_qblas_set_w8a8(g_qb, KERN_W8A8_AUTO, 0)) {
-		printf("\n10. W8A8 engines: no wgmma GEMM on this GPU\n");
-		return;
-	}
-	printf("\n10. W8A8 engines: us per call (cold W, fp16 x, x quantized in the call), '*' the "
-	       "fastest; lt = cuBLASLt, wg = quant_w8a8.cu by its rule, then K splits forced\n"
-	       "%-8s %5s %9s %9s %9s %9s %9s %9s %8s\n", "shape", "n", "lt", "wg", "wg/1", "wg/2",
-	       "wg/4", "wg/8", "best bw");
-	for (int si = 0; si < N_SHAPES; si++)
-		for (int n : ns) {
-			double us[6];
-			int best = -1, taken;
-			for (int k = 0; k < 6; k++) {
-				kern_qblas_set_w8a8(g_qb, k ? KERN_W8A8_WGMMA : KERN_W8A8_LT, splits[k]);
-				const double ms = measure(f, k_shapes[si], n, KERN_QPATH_FP8_LT, &taken);
-				us[k] = ms * 1e3;
-				if (ms >= 0 && (best < 0 || us[k] < us[best]))
-					best = k;
-				if (ms >= 0) {
-					record(f, k_shapes[si], n, taken, ms, "w8a8_engines");
-					cJSON *r = cJSON_GetArrayItem(g_rows, cJSON_GetArraySize(g_rows) - 1);
-					cJSON_AddStringToObject(r, "engine", k ? "wgmma" : "lt");
-					cJSON_AddNumberToObject(r, "splits", splits[k]);
-				}
-			}
-			printf("%-8s %5d", k_shapes[si].name, n);
-			for (int k = 0; k < 6; k++)
-				if (us[k] < 0)
-					printf(" %9s", "-");
-				else
-					printf(" %8.1f%c", us[k], k == best ? '*' : ' ');
-			if (best >= 0)
-				printf(" %7.1f%%", 100.0 * weight_bytes(f, k_shapes[si]) /
-							   (us[best] * 1e-6) / g_copy_bw);
-			printf("\n");
-			fflush(stdout);
-		}
-	kern_qblas_set_w8a8(g_qb, KERN_W8A8_AUTO, 0);
 }
 
 /* "2048,512": token counts 33..2048 (W8A8's range here); 1 if valid */
@@ -1308,7 +1252,7 @@ int main(int argc, char **argv)
 		if (!strcmp(argv[i], "--out") && i + 1 < argc) {
 			out = argv[++i];
 		} else if (!strcmp(argv[i], "--only") && i + 1 < argc && atoi(argv[i + 1]) >= 1 &&
-			   atoi(argv[i + 1]) <= 10) {
+			   atoi(argv[i + 1]) <= 9) {
 			only = atoi(argv[++i]);
 		} else if (!strcmp(argv[i], "--lt-n") && i + 1 < argc && parse_ns(argv[++i], lt_ns)) {
 		} else if (!strcmp(argv[i], "--check")) {
@@ -1317,7 +1261,7 @@ int main(int argc, char **argv)
 			check = 0;
 		} else {
 			fprintf(stderr,
-				"usage: %s [--out FILE.json] [--only 1-10] [--lt-n 2048,...] "
+				"usage: %s [--out FILE.json] [--only 1-9] [--lt-n 2048,...] "
 				"[--check | --no-check]\n",
 				argv[0]);
 			return 2;
@@ -1385,8 +1329,6 @@ int main(int argc, char **argv)
 		table_gemm_variants();
 	if (!only || only == 9)
 		table_lt_splits();
-	if (!only || only == 10)
-		table_w8a8_engines();
 	printf("\n%.0f s\n", sl_now() - t0);
 
 	if (out) {

@@ -436,7 +436,6 @@ START_TEST(test_fp8_lt_splits)
 	static const int counts[] = {2, 4, 8, 0};
 	worst ws[2];
 	memset(ws, 0, sizeof ws);
-	kern_qblas_set_w8a8(qb, KERN_W8A8_LT, 0); /* cuBLASLt's, not quant_w8a8.cu's */
 	kern_qblas_set_lt_unit(qb, 0); /* slices are for per-row-scale calls */
 	for (int ci = 0; ci < 4; ci++) {
 		kern_qblas_set_lt_splits(qb, counts[ci]);
@@ -476,7 +475,6 @@ START_TEST(test_fp8_lt_unit)
 	const qcfg *c = &k_cfgs[5];
 	gt_reseed(g_seed, 4000);
 	kern_qblas *qb = qblas_make(NULL);
-	kern_qblas_set_w8a8(qb, KERN_W8A8_LT, 0); /* cuBLASLt's, not quant_w8a8.cu's */
 	const shape shapes[] = {
 		{"lt-unit", 512, 2048, {33, 48, 200, KERN_LT_UNIT_MAX_TOKENS,
 					KERN_LT_UNIT_MAX_TOKENS + 1}, 5},
@@ -505,54 +503,6 @@ START_TEST(test_fp8_lt_unit)
 	}
 	printf("kernel qmatmul %s: cuBLASLt ran %d of %d W8A8 calls (unit scales)\n", c->name,
 	       ws[0].w8a8_lt + ws[1].w8a8_lt, ws[0].w8a8_calls + ws[1].w8a8_calls);
-	report(c, ws);
-	kern_qblas_destroy(qb);
-}
-END_TEST
-/*
- * W8A8 on our fp8 GEMM (kernels/quant_w8a8.cu, Hopper): forced on rows
- * off its 128-row tiles, columns off its 128-column tiles (a 16-column
- * tail), SmolLM2's 576, tokens off its 64-token tile, few rows over many
- * columns (split-K by its rule), and every split count from 1 to 8 on
- * down's 11008 columns. On an sm_90 GPU it must be usable and take every
- * call; elsewhere the test says so and checks nothing.
- */
-START_TEST(test_fp8_wgmma)
-{
-	const qcfg *c = &k_cfgs[5];
-	gt_reseed(g_seed, 5000);
-	kern_qblas *qb = qblas_make(NULL);
-	struct cudaDeviceProp prop;
-	ck_assert_int_eq(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
-	const int usable = kern_qblas_set_w8a8(qb, KERN_W8A8_WGMMA, 0);
-	printf("kernel qmatmul %s: wgmma W8A8 GEMM %s on sm_%d%d\n", c->name,
-	       usable ? "usable" : "not usable", prop.major, prop.minor);
-	ck_assert_int_eq(usable, prop.major == 9 && prop.minor == 0);
-	if (!usable) {
-		kern_qblas_destroy(qb);
-		return;
-	}
-	const shape shapes[] = {
-		{"w8wg", 263, odd_cols(c), {1, 33, 64, 65, 100, 129, 256}, 7},
-		{"w8wg-576", 577, 576, {33, 64, 129}, 3},
-		{"w8wg-split-k", 135, 11008, {33, 64}, 2},
-		{"w8wg-aligned", 512, 2048, {48, 64, 200}, 3},
-	};
-	worst ws[2];
-	memset(ws, 0, sizeof ws);
-	for (int i = 0; i < 4; i++)
-		run_shape(qb, c, &shapes[i], ws, KERN_QPATH_FP8_LT);
-	const shape down = {"w8wg-splits", 300, 11008, {64}, 1};
-	for (int s = 1; s <= 8; s++) {
-		kern_qblas_set_w8a8(qb, KERN_W8A8_WGMMA, s);
-		run_shape(qb, c, &down, ws, KERN_QPATH_FP8_LT);
-	}
-	const int calls = ws[0].w8a8_calls + ws[1].w8a8_calls;
-	const int ran = ws[0].w8a8_lt + ws[1].w8a8_lt;
-	printf("kernel qmatmul %s: the wgmma GEMM ran %d of %d forced W8A8 calls\n", c->name, ran,
-	       calls);
-	ck_assert_int_gt(calls, 0);
-	ck_assert_int_eq(ran, calls);
 	report(c, ws);
 	kern_qblas_destroy(qb);
 }
@@ -1225,7 +1175,6 @@ int main(void)
 	add_case(s, "decode_exact", test_decode_exact);
 	add_case(s, "fp8_lt_splits", test_fp8_lt_splits);
 	add_case(s, "fp8_lt_unit", test_fp8_lt_unit);
-	add_case(s, "fp8_wgmma", test_fp8_wgmma);
 	add_case(s, "act_fp8", test_act_fp8);
 	add_case(s, "act_fp8_fused", test_act_fp8_fused);
 	add_case(s, "act_mark", test_act_mark);
