@@ -389,6 +389,7 @@ fuzz-seeds: $(ARCHIVES)
 #  make lab-gemv    build/bin/lab-gemv [VARIANT] [--check]: fp16 decode GEMV block shapes and cuBLAS vs kernels/matmul.c
 #  make lab-qgemv   build/bin/lab-qgemv [--out F.json] [--only N]: quantized layer per format and path, GEMV shapes vs kernels/quant.c
 #  make lab-l2      build/bin/lab-l2 [MiB]: L2 bulk prefetch cost, hits and overlap (a hardware probe)
+#  make lab-stream  build/bin/lab-stream [ROWS COLS ...]: how fast tiles of a weight matrix stream by ld.global or TMA, no arithmetic (a hardware probe)
 LAB_SRCS  := $(wildcard lab/*.cu)
 LAB_NAMES := $(LAB_SRCS:lab/%.cu=lab-%)
 LAB_BINS  := $(LAB_NAMES:%=$(BUILD)/bin/%)
