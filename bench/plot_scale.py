@@ -49,8 +49,11 @@ def table(runs):
     return "\n".join(lines)
 
 
-VARIANTS = (("custom", ""), ("unfused", "unfused"), ("nccl", "nccl"), ("micro", "micro"),
-            ("gemv4", "gemv4"), ("gemv8", "gemv8"), ("nopdl", "nopdl"))
+# pair: SL_GEMV_AR=0 (scale.sh); gemvar: SL_GEMV_AR=1, the variant of runs
+# from before the GEMV's all-reduce was the default (2026-11-29)
+VARIANTS = (("custom", ""), ("pair", "pair"), ("gemvar", "gemvar"), ("unfused", "unfused"),
+            ("nccl", "nccl"), ("micro", "micro"), ("gemv4", "gemv4"), ("gemv8", "gemv8"),
+            ("nopdl", "nopdl"))
 
 
 def variants_table(folder, runs):

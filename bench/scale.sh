@@ -6,10 +6,10 @@
 # the custom all-reduce (SL_CUSTOM_AR=0), the custom all-reduce unfused
 # (SL_FUSED_AR=0: the all-reduce, then the residual add + RMSNorm kernel,
 # where the default one-shot does the add and leaves the norm to the next
-# projection, as the tp 1 GEMV does), the all-reduce inside the GEMV
-# (gemvar: SL_GEMV_AR=1, the row-parallel GEMV exchanges its tiles and adds
-# the sum itself at 1-2 tokens, where by default the GEMV is followed by
-# the all-reduce + add kernel), and for pipeline grids the older micro-batch
+# projection, as the tp 1 GEMV does), the all-reduce outside the GEMV
+# (pair: SL_GEMV_AR=0, the row-parallel GEMV followed by the all-reduce +
+# add kernel, where by default the GEMV exchanges its tiles and adds the
+# sum itself at 1-2 tokens), and for pipeline grids the older micro-batch
 # schedule (SL_PP_INFLIGHT=0: every step cut into pp micro-batches and
 # drained, where the default keeps pp groups of the batch in flight), and
 # the GEMV's block shape forced (gemv4, gemv8: SL_GEMV_WARPS=4 or 8
@@ -20,12 +20,12 @@
 # main run of each grid and its micro-batch variant also prefill
 # PREFILL_BATCH (8) prompts of PREFILL (2048) tokens.
 # One JSON per run in OUT, each variant in its folder (OUT/nccl,
-# OUT/unfused, OUT/micro); bench/plot_scale.py turns a folder of them into
+# OUT/unfused, OUT/pair, OUT/micro); bench/plot_scale.py turns a folder of them into
 # a table and a plot, bench/plot_allreduce.py --decode OUT compares custom
 # and NCCL all-reduce runs.
 # Usage: bench/scale.sh BENCH_BINARY OUT_DIR [max_gpus]
 # Environment: CONFIGS="13b:1:1 13b:2:1" (shape:tp:pp) to run only those;
-# VARIANTS="custom unfused gemvar nccl off micro gemv4 gemv8 nopdl"
+# VARIANTS="custom unfused pair nccl off micro gemv4 gemv8 nopdl"
 # (default: all but gemv4, gemv8 and nopdl)
 # the variants to run
 # (custom is the default path: fused where it runs one-shot, groups in
@@ -33,7 +33,7 @@
 # RUN_TIMEOUT (s, default 300) bounds each run.
 bin=$1; out=$2; max=${3:-$(nvidia-smi -L | wc -l)}
 mkdir -p "$out" "$out/nccl" "$out/unfused" "$out/micro" "$out/gemv4" "$out/gemv8" "$out/nopdl" \
-	"$out/gemvar"
+	"$out/pair"
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 prefill_args="--prefill ${PREFILL:-2048} --prefill-batch ${PREFILL_BATCH:-8} --prefill-runs 3"
 [ "${PREFILL:-2048}" -eq 0 ] && prefill_args="--prefill 0"
@@ -42,16 +42,16 @@ configs=${CONFIGS:-"13b:1:1 13b:2:1 13b:1:2 13b:4:1 13b:2:2 13b:8:1 70b:2:1 70b:
 for c in $configs; do
 	shape=${c%%:*}; rest=${c#*:}; tp=${rest%%:*}; pp=${rest#*:}; n=$((tp * pp))
 	[ "$n" -le "$max" ] || continue
-	for v in ${VARIANTS:-custom unfused gemvar nccl off micro}; do
+	for v in ${VARIANTS:-custom unfused pair nccl off micro}; do
 		# tp 1 has no all-reduce to vary; pp 1 has one schedule
 		[ "$tp" -eq 1 ] && [ "$v" != custom ] && [ "$v" != micro ] && [ "${v#gemv}" = "$v" ] && continue
 		[ "$pp" -eq 1 ] && [ "$v" = micro ] && continue
-		dir=$out/$v; car=1; fused=1; gemvar=0; inflight=1; warps=; carpdl=1; flag=""; prefill="--prefill 0"
+		dir=$out/$v; car=1; fused=1; gemvar=; inflight=1; warps=; carpdl=1; flag=""; prefill="--prefill 0"
 		name="$shape-tp$tp-pp$pp-allreduce-on"
 		case $v in
 		custom) dir=$out; prefill=$prefill_args ;;
 		unfused) fused=0 ;;
-		gemvar) gemvar=1 ;;
+		pair) gemvar=0 ;;
 		nccl) car=0 ;;
 		off) dir=$out; flag="--comm-off"; name="$shape-tp$tp-pp$pp-allreduce-off" ;;
 		micro) inflight=0; prefill=$prefill_args ;;

@@ -60,7 +60,9 @@ void par_car_default_limits(int tp, par_car_limits *l)
 	l->blocks = PAR_CAR_BLOCKS_DEFAULT;
 	l->block_bytes = PAR_CAR_BLOCK_BYTES_DEFAULT;
 	l->fused = 1;
-	l->gemv = 0; /* SL_GEMV_AR=1: not yet measured faster (docs/parallel.md) */
+	/* two H200: 13B tp 2 batch 1 229-231 -> 238-240 tokens/s, 70B 52.7 ->
+	 * 53.1-53.2 (bench/results/2026-11-29-nvidia-h200-x2-gemv-ll) */
+	l->gemv = 1;
 }
 
 par_ar_algo par_car_choose(const par_car_limits *l, size_t bytes)

@@ -39,7 +39,7 @@ typedef struct par_car_limits {
 			     * after it where it can (par_tp_allreduce_add_prenorm) */
 	int gemv;           /* 1 (and fused): the row-parallel GEMV itself sums the group's
 			     * products and adds them where it can (par_tp_gemv_xchg);
-			     * default 0 (docs/parallel.md says why) */
+			     * default 1 (docs/parallel.md) */
 } par_car_limits;
 
 /* Defaults per tp size, from the table in allreduce.c (measured on H200s

@@ -180,7 +180,7 @@ static void log_choice(const par_comm *c, const nccl_state *s, const char *why)
 			"1-2 tokens: %s",
 			l->oneshot_max >> 10, l->custom_max >> 10, l->blocks, l->block_bytes >> 10,
 			PAR_CAR_MIN_ACTIVE, l->fused ? "on" : "off (SL_FUSED_AR=0)",
-			!l->fused ? "off (SL_FUSED_AR=0)" : l->gemv ? "on (SL_GEMV_AR=1)" : "off");
+			!l->fused ? "off (SL_FUSED_AR=0)" : l->gemv ? "on" : "off (SL_GEMV_AR=0)");
 }
 
 /* The custom all-reduce as the flag, SL_CUSTOM_AR and the GPUs allow.

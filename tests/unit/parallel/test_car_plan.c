@@ -24,7 +24,7 @@ START_TEST(test_defaults)
 	ck_assert_uint_eq(l.oneshot_max, (size_t)4 << 20);
 	ck_assert_int_eq(l.blocks, 32);
 	ck_assert_int_eq(l.fused, 1);
-	ck_assert_int_eq(l.gemv, 0); /* the all-reduce in the GEMV: opt-in */
+	ck_assert_int_eq(l.gemv, 1); /* the all-reduce in the GEMV, where it runs */
 	/* tp 4: one-shot lost above 512 KiB, two-shot above 2 MiB (4 H200) */
 	par_car_default_limits(4, &l);
 	ck_assert_uint_eq(l.oneshot_max, (size_t)512 << 10);
@@ -235,10 +235,13 @@ START_TEST(test_env)
 	ck_assert_int_eq(par_car_limits_from_env(2, &l, g_err, sizeof g_err), SL_EINVAL);
 	ck_assert_msg(strstr(g_err, "SL_FUSED_AR"), "%s", g_err);
 	unsetenv("SL_FUSED_AR");
+	setenv("SL_GEMV_AR", "0", 1);
+	ck_assert_int_eq(par_car_limits_from_env(2, &l, g_err, sizeof g_err), 0);
+	ck_assert_int_eq(l.gemv, 0);
+	ck_assert_int_eq(l.fused, 1);
 	setenv("SL_GEMV_AR", "1", 1);
 	ck_assert_int_eq(par_car_limits_from_env(2, &l, g_err, sizeof g_err), 0);
 	ck_assert_int_eq(l.gemv, 1);
-	ck_assert_int_eq(l.fused, 1);
 	setenv("SL_GEMV_AR", "2", 1);
 	ck_assert_int_eq(par_car_limits_from_env(2, &l, g_err, sizeof g_err), SL_EINVAL);
 	ck_assert_msg(strstr(g_err, "SL_GEMV_AR"), "%s", g_err);
