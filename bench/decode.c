@@ -13,7 +13,8 @@
  * quantized on the host once per projection, every layer a copy; with
  * int4 the LM head in int8 too, --quant-lm-head to choose), --kv-dtype
  * fp8 stores the KV cache in fp8; weight bytes per token then count codes,
- * scales and zero points. Prefill runs once cold (plans, heuristics),
+ * scales and zero points. --block-tokens sets the KV cache's page size
+ * (default 16, the node's). Prefill runs once cold (plans, heuristics),
  * then --prefill-runs times (default 5); the median is reported, with
  * the slowest and fastest (one run's figure moved by 5-10% between
  * processes on an H100; docs/benchmarks.md). --prefill-batch N prefills
@@ -56,6 +57,7 @@ typedef struct bench_args {
 	int comm_off;
 	int quant, quant_group, kv_fp8; /* --quant, --quant-group, --kv-dtype */
 	int quant_lm_head;              /* --quant-lm-head */
+	long block_tokens;              /* --block-tokens: KV cache positions a page */
 } bench_args;
 
 /* Bytes read + written per second by a device-to-device copy of 1 GiB. */
@@ -238,6 +240,7 @@ static int write_json(const char *path, const bench_args *a, const model *m, con
 	cJSON_AddNumberToObject(j, "prefill_prompt_tokens", a->prefill);
 	cJSON_AddNumberToObject(j, "prefill_prompts", a->prefill_batch);
 	cJSON_AddStringToObject(j, "pp_schedule", pp_schedule(m));
+	cJSON_AddNumberToObject(j, "block_tokens", a->block_tokens);
 	cJSON_AddNumberToObject(j, "prefill_tokens_per_s", r->prefill_tps);
 	cJSON_AddNumberToObject(j, "prefill_tokens_per_s_first_run", r->prefill_cold_tps);
 	cJSON_AddNumberToObject(j, "prefill_runs", a->prefill_runs);
@@ -262,10 +265,11 @@ static int parse(int argc, char **argv, bench_args *a, char *err, size_t errlen)
 					  {"comm-off", 0, 0, 'c'}, {"quant", 1, 0, 'Q'},
 					  {"quant-group", 1, 0, 'G'}, {"kv-dtype", 1, 0, 'K'},
 					  {"quant-lm-head", 1, 0, 'L'}, {"prefill-runs", 1, 0, 'R'},
-					  {"prefill-batch", 1, 0, 'B'},
+					  {"prefill-batch", 1, 0, 'B'}, {"block-tokens", 1, 0, 'T'},
 					  {0, 0, 0, 0}};
 	*a = (bench_args){.shape = "7b", .prompt = 128, .new_tokens = 256, .prefill = 2048,
-			  .prefill_runs = 5, .prefill_batch = 1, .batches = {1, 8, 32, 64}, .n_batches = 4, .dtype = SL_DT_F16};
+			  .prefill_runs = 5, .prefill_batch = 1, .batches = {1, 8, 32, 64}, .n_batches = 4, .dtype = SL_DT_F16,
+			  .block_tokens = 16};
 	int c, rc = 0;
 	while (!rc && (c = getopt_long(argc, argv, "", o, NULL)) != -1) {
 		switch (c) {
@@ -274,6 +278,9 @@ static int parse(int argc, char **argv, bench_args *a, char *err, size_t errlen)
 		case 'p': rc = sl_parse_int("--prompt", optarg, 1, 4000, &a->prompt, err, errlen); break;
 		case 'n': rc = sl_parse_int("--new", optarg, 1, 4000, &a->new_tokens, err, errlen); break;
 		case 'P': rc = sl_parse_int("--prefill", optarg, 0, 4095, &a->prefill, err, errlen); break;
+		case 'T':
+			rc = sl_parse_int("--block-tokens", optarg, 1, 1024, &a->block_tokens, err, errlen);
+			break;
 		case 'B':
 			rc = sl_parse_int("--prefill-batch", optarg, 1, 64, &a->prefill_batch, err, errlen);
 			break;
@@ -305,7 +312,7 @@ static int parse(int argc, char **argv, bench_args *a, char *err, size_t errlen)
 					"[--dtype f16|bf16] "
 					"[--batches 1,8,32,64] [--tp T --pp P under mpirun] [--comm-off] "
 					"[--quant none|int8|fp8|int4] [--quant-group auto|row|32|64|128] "
-					"[--quant-lm-head auto|none|int8] [--kv-dtype auto|fp8]");
+					"[--quant-lm-head auto|none|int8] [--kv-dtype auto|fp8] [--block-tokens 16]");
 		}
 	}
 	if (!rc)
@@ -336,7 +343,7 @@ int main(int argc, char **argv)
 	most = a.prefill_batch > most ? a.prefill_batch : most;
 	node_group_opts o = {.device = "cuda", .dtype = a.dtype, .random_cfg = &cfg, .seed = 1,
 			     .tp = (int)a.tp, .pp = (int)a.pp, .step_tokens = 2048,
-			     .max_seqs = (int)most, .block_tokens = 16, .mem_fraction = 0.9f,
+			     .max_seqs = (int)most, .block_tokens = (int)a.block_tokens, .mem_fraction = 0.9f,
 			     .skip_tp_comm = a.comm_off, .quant = a.quant, .quant_group = a.quant_group,
 			     .kv_fp8 = a.kv_fp8, .quant_lm_head = a.quant_lm_head};
 	rc = node_group_open(&argc, &argv, &o, &g, err, sizeof err);
@@ -346,12 +353,13 @@ int main(int argc, char **argv)
 		snprintf(r.device, sizeof r.device, "%s", node_backend_cuda_device_name(g.be));
 		r.copy_bw = copy_bandwidth();
 		printf("device: %s x %d (tp %d, pp %d)\ncopy bandwidth: %.0f GB/s (read + write)\n"
-		       "shape %s, %s, weights %s (projections %.2f GB), LM head %s, KV %s, %.2f GB "
-		       "of weights on rank 0%s\npipeline: %s\n", r.device, g.world, g.m->shard.grid.tp,
+		       "shape %s, %s, weights %s (projections %.2f GB), LM head %s, KV %s (pages of %ld), "
+		       "%.2f GB of weights on rank 0%s\npipeline: %s\n", r.device, g.world, g.m->shard.grid.tp,
 		       g.m->shard.grid.pp, r.copy_bw / 1e9, a.shape, sl_dtype_name(g.be->dtype),
 		       kern_qformat_name(a.quant), g.m->proj_bytes / 1e9,
 		       model_lm_head_int8(&g.m->opts) ? "int8" : sl_dtype_name(g.be->dtype),
-		       a.kv_fp8 ? "fp8" : sl_dtype_name(g.be->dtype), g.m->weight_bytes / 1e9,
+		       a.kv_fp8 ? "fp8" : sl_dtype_name(g.be->dtype), a.block_tokens,
+		       g.m->weight_bytes / 1e9,
 		       a.comm_off ? ", tensor-parallel all-reduces SKIPPED" : "", pp_schedule(g.m));
 		rc = measure(g.m, &a, &r, err, sizeof err);
 		if (!rc && a.out && write_json(a.out, &a, g.m, &r))

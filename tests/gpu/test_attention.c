@@ -42,7 +42,12 @@
 #include "common/rng.h"
 #include "common/sl.h"
 
-#define BLOCK_TOKENS 16
+/* Positions a cache page holds: the engine's default (--block-tokens 16);
+ * SL_ATTN_BENCH's seventh field sets it for a timing. */
+static int g_block_tokens = 16;
+/* 0: sequences take pages in pool order (as a fresh engine's free stack
+ * hands them out), not shuffled; SL_ATTN_BENCH's eighth field. */
+static int g_shuffle = 1;
 
 static unsigned g_seed;
 static uint64_t g_rng;
@@ -147,7 +152,7 @@ static void case_build(attn_case *c, sl_dtype dt, int kv_fp8, const head_shape *
 	c->kv_fp8 = kv_fp8;
 	c->hs = *hs;
 	c->n_seqs = n_seqs;
-	const int H = hs->n_heads, KH = hs->n_kv_heads, D = hs->head_dim, bt = BLOCK_TOKENS;
+	const int H = hs->n_heads, KH = hs->n_kv_heads, D = hs->head_dim, bt = g_block_tokens;
 	c->q_stride = (H + 2 * KH) * D;
 	c->q_start = malloc(sizeof(int32_t) * n_seqs);
 	c->q_len = malloc(sizeof(int32_t) * n_seqs);
@@ -176,7 +181,7 @@ static void case_build(attn_case *c, sl_dtype dt, int kv_fp8, const head_shape *
 	int32_t *perm = malloc(sizeof(int32_t) * c->n_blocks);
 	for (int i = 0; i < c->n_blocks; i++)
 		perm[i] = i;
-	for (int i = c->n_blocks - 1; i > 0; i--) {
+	for (int i = c->n_blocks - 1; i > 0 && g_shuffle; i--) {
 		int j = rng_int(i + 1), t = perm[i];
 		perm[i] = perm[j];
 		perm[j] = t;
@@ -573,10 +578,10 @@ static void bench_decode(head_shape hs, int n_seqs, int ctx, int kv_fp8)
 	g_fp8_smem = 0;
 	double us = time_launches(&c, 100);
 	double bytes = 2.0 /* K, V */ * n_seqs * ctx * hs.n_kv_heads * hs.head_dim * (kv_fp8 ? 1 : 2);
-	printf("attention decode bench f16%s (%d,%d,%d) batch %d ctx %d: %.1f us/call, "
+	printf("attention decode bench f16%s (%d,%d,%d) batch %d ctx %d pages %d: %.1f us/call, "
 	       "K/V %.1f MB, %.0f GB/s\n",
 	       kv_fp8 == 2 ? " kv-fp8 smem" : kv_fp8 ? " kv-fp8" : "", hs.n_heads, hs.n_kv_heads,
-	       hs.head_dim, n_seqs, ctx, us, bytes / 1e6, bytes / (us * 1e3));
+	       hs.head_dim, n_seqs, ctx, g_block_tokens, us, bytes / 1e6, bytes / (us * 1e3));
 	fflush(stdout);
 	case_free(&c);
 	free(q);
@@ -605,21 +610,29 @@ static void bench_prefill(int len, int kv_heads, int kv_fp8)
 	case_free(&c);
 }
 
-/* SL_ATTN_BENCH="H,KH,D,SEQS,CTX[,RESERVE]": that decode case alone, on
- * each path, launched for a reserved context as a decode graph is.
+/* SL_ATTN_BENCH="H,KH,D,SEQS,CTX[,RESERVE[,BT[,SHUFFLE]]]": that decode
+ * case alone, on each path, launched for a reserved context as a decode
+ * graph is, over cache pages of BT positions (default 16; a power of two)
+ * drawn from the pool shuffled (SHUFFLE 1, the default) or in order (0).
  * SL_ATTN_BENCH=prefill: the prefill cases alone. */
 static int bench_one(const char *spec)
 {
 	head_shape hs;
-	int seqs, ctx, reserve = 0;
-	if (sscanf(spec, "%d,%d,%d,%d,%d,%d", &hs.n_heads, &hs.n_kv_heads, &hs.head_dim, &seqs,
-		   &ctx, &reserve) < 5)
+	int seqs, ctx, reserve = 0, bt = 16, shuffle = 1;
+	if (sscanf(spec, "%d,%d,%d,%d,%d,%d,%d,%d", &hs.n_heads, &hs.n_kv_heads, &hs.head_dim,
+		   &seqs, &ctx, &reserve, &bt, &shuffle) < 5)
 		return 0;
-	printf("SL_ATTN_BENCH=%s (reserved context %d)\n", spec, reserve);
+	ck_assert_msg(bt >= 1 && bt <= 1024 && !(bt & (bt - 1)), "SL_ATTN_BENCH: BT %d", bt);
+	printf("SL_ATTN_BENCH=%s (reserved context %d, pages of %d positions, %s)\n", spec,
+	       reserve, bt, shuffle ? "shuffled" : "in pool order");
 	g_reserve = reserve;
+	g_block_tokens = bt;
+	g_shuffle = shuffle;
 	for (int f = 0; f <= 2; f++)
 		bench_decode(hs, seqs, ctx, f);
 	g_reserve = 0;
+	g_block_tokens = 16;
+	g_shuffle = 1;
 	return 1;
 }
 
