@@ -108,39 +108,19 @@ __device__ __forceinline__ long kv_row(const attn_args &a, const int32_t *table,
 	return ((page * a.n_kv_heads + kvh) << a.bt_shift) + (pos & ((1 << a.bt_shift) - 1));
 }
 
-/* Gathers cache rows [t0, t0 + rows) of one KV head into a shared tile of
- * row stride `stride` elements, K to ks and V to vs. Rows at or past `end`
- * are zero-filled and their block-table entries never read. Row `skip` is
- * left alone entirely (decode loads it later, see there). */
-template <int D, typename E>
-__device__ __forceinline__ void load_kv_tile(const attn_args &a, const int32_t *table, int kvh,
-					     int t0, int end, int rows, int stride, E *ks, E *vs,
-					     int skip = -1)
-{
-	constexpr int nc = D / 8;
-	for (int i = threadIdx.x; i < rows * nc; i += kThreads) {
-		int r = i / nc, c = i - r * nc, pos = t0 + r;
-		if (pos == skip)
-			continue;
-		bool ok = pos < end;
-		long off = 0;
-		if (ok)
-			off = kv_row(a, table, kvh, pos) * D + c * 8;
-		cp_async16(ks + r * stride + c * 8, (const E *)a.k_cache + off, ok);
-		cp_async16(vs + r * stride + c * 8, (const E *)a.v_cache + off, ok);
-	}
-}
-
 /* Cache rows [t0, t0 + ROWS) of one KV head, RB bytes each (D elements of
  * E, or D fp8 codes), K to ks and V to vs at DS bytes a shared row, by all
  * NT threads of the block: each reads the block-table entries of all its
- * rows before it issues a copy, so their latencies overlap (load_kv_tile
- * waits for each row's entry in turn: on an H100 that wait was 38% of the
- * prefill kernel's stall samples). Rows at or past `end` are zero-filled
- * and their entries never read. */
+ * rows before it issues a copy, so their latencies overlap. (A loop that
+ * read each row's entry just before its copy waited for every entry in
+ * turn: on an H100 that wait was 38% of the prefill kernel's stall
+ * samples, and on an H200 the decode kernel's hottest stall.) Rows at or
+ * past `end` are zero-filled and their entries never read; row `skip`
+ * is left alone entirely (decode copies it later, see there). */
 template <int RB, int ROWS, int NT, int DS>
 __device__ __forceinline__ void load_kv_rows(const attn_args &a, const int32_t *table, int kvh,
-					     int t0, int end, unsigned char *ks, unsigned char *vs)
+					     int t0, int end, unsigned char *ks, unsigned char *vs,
+					     int skip = -1)
 {
 	constexpr int nc = RB / 16, per = (ROWS * nc + NT - 1) / NT;
 	const int mask = (1 << a.bt_shift) - 1;
@@ -155,6 +135,8 @@ __device__ __forceinline__ void load_kv_rows(const attn_args &a, const int32_t *
 		const int i = threadIdx.x + k * NT, r = i / nc, c = i - r * nc, pos = t0 + r;
 		if (i >= ROWS * nc)
 			break;
+		if (pos == skip)
+			continue;
 		const bool ok = pos < end;
 		const long row = (((long)page[k] * a.n_kv_heads + kvh) << a.bt_shift) + (pos & mask);
 		const long off = ok ? row * RB + c * 16 : 0;
@@ -192,28 +174,6 @@ __device__ __forceinline__ void copy_kv_row(const attn_args &a, const int32_t *t
  * fp16 and bf16, so every product is what it would be with a cache in E
  * holding the same values (the CPU reference's). Scale 1: the codes are
  * the values (docs/cuda.md). */
-
-/* Raw fp8 rows [t0, t0 + rows) of one KV head: row stride RS bytes (D,
- * or padded), K then V. As load_kv_tile: rows at or past `end`
- * zero-filled, never read; row `skip` left alone. */
-template <int D, int RS = D>
-__device__ __forceinline__ void load_kv_tile_fp8(const attn_args &a, const int32_t *table, int kvh,
-						 int t0, int end, int rows, uint8_t *ks, uint8_t *vs,
-						 int skip = -1)
-{
-	constexpr int nc = D / 16;
-	for (int i = threadIdx.x; i < rows * nc; i += kThreads) {
-		int r = i / nc, c = i - r * nc, pos = t0 + r;
-		if (pos == skip)
-			continue;
-		bool ok = pos < end;
-		long off = 0;
-		if (ok)
-			off = kv_row(a, table, kvh, pos) * D + c * 16;
-		cp_async16(ks + r * RS + c * 16, (const uint8_t *)a.k_cache + off, ok);
-		cp_async16(vs + r * RS + c * 16, (const uint8_t *)a.v_cache + off, ok);
-	}
-}
 
 /* The E4M3 codes in the low 16 bits of w -> two values of E (exact) as
  * one pair: the lower byte's value in the lower half, as MMA fragments

@@ -349,19 +349,19 @@ __global__ void __launch_bounds__(kThreads, MODE == kDecFp8Reg ? 4 : 1) attn_dec
 	 * pair [K|V][kDecTile][stride] */
 	uint8_t *raw_s = reinterpret_cast<uint8_t *>(kv_s);
 	E *conv_s = reinterpret_cast<E *>(raw_s + kDecStages * 2 * S::raw_bytes);
-	/* rows [t0, t0 + rows) of tile slot `st`, from row `r0` of the slot on */
-	auto load_rows = [&](int st, int r0, int t0, int rows, int skip) {
+	/* the tile of rows [t0, t0 + kDecTile) into slot `st`, but row `skip` */
+	auto load_tile = [&](int st, int t0, int skip) {
 		if constexpr (FP8) {
-			uint8_t *kr = raw_s + (size_t)st * 2 * S::raw_bytes + (size_t)r0 * S::raw_stride;
-			load_kv_tile_fp8<D, S::raw_stride>(a, table, kvh, t0, end, rows, kr,
-							   kr + S::raw_bytes, skip);
+			uint8_t *kr = raw_s + (size_t)st * 2 * S::raw_bytes;
+			load_kv_rows<D, kDecTile, kThreads, S::raw_stride>(a, table, kvh, t0, end, kr,
+									   kr + S::raw_bytes, skip);
 		} else {
-			E *ks = kv_s + (size_t)st * 2 * S::tile_elems + (size_t)r0 * S::stride;
-			load_kv_tile<D, E>(a, table, kvh, t0, end, rows, S::stride, ks,
-					   ks + S::tile_elems, skip);
+			E *ks = kv_s + (size_t)st * 2 * S::tile_elems;
+			load_kv_rows<D * (int)sizeof(E), kDecTile, kThreads, S::stride * (int)sizeof(E)>(
+				a, table, kvh, t0, end, reinterpret_cast<unsigned char *>(ks),
+				reinterpret_cast<unsigned char *>(ks + S::tile_elems), skip);
 		}
 	};
-	auto load_tile = [&](int st, int t0) { load_rows(st, 0, t0, kDecTile, -1); };
 
 	const int n_tiles = (end - begin + kDecTile - 1) / kDecTile;
 	/* The first tiles, one copy group each, without the newest row: all
@@ -373,7 +373,7 @@ __global__ void __launch_bounds__(kThreads, MODE == kDecFp8Reg ? 4 : 1) attn_dec
 	for (int st = 0; st < kDecStages; st++)
 		if (st < pro) {
 			if (st < n_tiles)
-				load_rows(st, 0, begin + st * kDecTile, kDecTile, fresh);
+				load_tile(st, begin + st * kDecTile, fresh);
 			cp_async_commit(); /* possibly empty: keeps one group per tile */
 		}
 	kern_pdl_start();
@@ -425,7 +425,7 @@ __global__ void __launch_bounds__(kThreads, MODE == kDecFp8Reg ? 4 : 1) attn_dec
 			/* into tile - 1's slot (at tile 0 of a shallow start, the unused last one) */
 			const int nt = tile + kDecStages - 1;
 			if (nt < n_tiles)
-				load_tile(nt % kDecStages, begin + nt * kDecTile);
+				load_tile(nt % kDecStages, begin + nt * kDecTile, -1);
 			cp_async_commit();
 		}
 		if (!REG && tile == 0) {
