@@ -563,8 +563,23 @@ static double time_launches(attn_case *c, int iters)
 	return 1e3 * ms / iters;
 }
 
-/* Informational: decode time and K/V bytes read per second. kv_fp8 2:
- * an fp8 cache through the shared-memory conversion. */
+/* One line of decode timing: us per launch and K/V bytes read per second. */
+static void bench_decode_print(attn_case *c, const head_shape *hs, int n_seqs, int ctx,
+			       const char *cache)
+{
+	double us = time_launches(c, 100);
+	double bytes = 2.0 /* K, V */ * n_seqs * ctx * hs->n_kv_heads * hs->head_dim *
+		       (c->kv_fp8 ? 1 : 2);
+	printf("attention decode bench f16%s (%d,%d,%d) batch %d ctx %d pages %d: %.1f us/call, "
+	       "K/V %.1f MB, %.0f GB/s\n",
+	       cache, hs->n_heads, hs->n_kv_heads, hs->head_dim, n_seqs, ctx, g_block_tokens, us,
+	       bytes / 1e6, bytes / (us * 1e3));
+	fflush(stdout);
+}
+
+/* Informational: decode over an fp16 cache (kv_fp8 0), or over an fp8 one
+ * (1) on both paths: codes into registers, then the shared-memory
+ * conversion, on the same case (building one takes most of the time). */
 static void bench_decode(head_shape hs, int n_seqs, int ctx, int kv_fp8)
 {
 	int *q = malloc(sizeof(int) * n_seqs), *kv = malloc(sizeof(int) * n_seqs);
@@ -573,16 +588,12 @@ static void bench_decode(head_shape hs, int n_seqs, int ctx, int kv_fp8)
 		kv[s] = ctx;
 	}
 	attn_case c;
-	g_fp8_smem = kv_fp8 == 2;
-	case_build(&c, SL_DT_F16, kv_fp8 != 0, &hs, n_seqs, q, kv);
-	g_fp8_smem = 0;
-	double us = time_launches(&c, 100);
-	double bytes = 2.0 /* K, V */ * n_seqs * ctx * hs.n_kv_heads * hs.head_dim * (kv_fp8 ? 1 : 2);
-	printf("attention decode bench f16%s (%d,%d,%d) batch %d ctx %d pages %d: %.1f us/call, "
-	       "K/V %.1f MB, %.0f GB/s\n",
-	       kv_fp8 == 2 ? " kv-fp8 smem" : kv_fp8 ? " kv-fp8" : "", hs.n_heads, hs.n_kv_heads,
-	       hs.head_dim, n_seqs, ctx, g_block_tokens, us, bytes / 1e6, bytes / (us * 1e3));
-	fflush(stdout);
+	case_build(&c, SL_DT_F16, kv_fp8, &hs, n_seqs, q, kv);
+	bench_decode_print(&c, &hs, n_seqs, ctx, kv_fp8 ? " kv-fp8" : "");
+	if (kv_fp8) {
+		kern_attn_ws_set_fp8_smem(c.ws, 1);
+		bench_decode_print(&c, &hs, n_seqs, ctx, " kv-fp8 smem");
+	}
 	case_free(&c);
 	free(q);
 	free(kv);
@@ -628,7 +639,7 @@ static int bench_one(const char *spec)
 	g_reserve = reserve;
 	g_block_tokens = bt;
 	g_shuffle = shuffle;
-	for (int f = 0; f <= 2; f++)
+	for (int f = 0; f <= 1; f++)
 		bench_decode(hs, seqs, ctx, f);
 	g_reserve = 0;
 	g_block_tokens = 16;
@@ -643,7 +654,7 @@ START_TEST(test_bench)
 	if (one && bench_one(one))
 		return;
 	const head_shape gqa = {32, 8, 128}, mha = {32, 32, 128}; /* 8B-like, 7B */
-	for (int f = 0; f <= 2 && !(one && !strcmp(one, "prefill")); f++) {
+	for (int f = 0; f <= 1 && !(one && !strcmp(one, "prefill")); f++) {
 		bench_decode(gqa, 1, 4096, f);
 		bench_decode(gqa, 32, 1024, f);
 		bench_decode(mha, 1, 4096, f);
