@@ -79,5 +79,5 @@ usage "named twice" "a=--batches 1;a=--batches 8" "$tmp/before"
 usage "CASES is empty" " ; " "$tmp/before"
 [ ! -e "$tmp/ab3" ] && ok || bad "bad usage still wrote $tmp/ab3"
 
-echo "bench_ab: $pass passed, $fail failed"
+echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -32,5 +32,5 @@ rc=$?
 [ $rc -eq 1 ] && grep -q "details.csv is missing" "$tmp/empty.txt" && ok ||
 	bad "a folder without exports: exit $rc, $(cat "$tmp/empty.txt")"
 
-echo "ncu_kernel: $pass passed, $fail failed"
+echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
