@@ -22,6 +22,9 @@
 # Variables: CUDA=0|1 (default: 1 when nvcc is on PATH), CUDA_ARCHS="90 80",
 #            DEBUG=1 (-O0), SANITIZE=address,undefined.
 
+# plain `make` is `make all` (a rule below, common/version.o's, came first)
+.DEFAULT_GOAL := all
+
 BUILD      ?= build
 GEN        := $(BUILD)/gen
 CUDA_HOME  ?= $(or $(patsubst %/bin/nvcc,%,$(shell command -v nvcc 2>/dev/null)),/usr/local/cuda)
