@@ -20,12 +20,16 @@
 #   make fuzz       libFuzzer targets (clang, ASan+UBSan), FUZZ_SECONDS each (CI: 60)
 #
 # Variables: CUDA=0|1 (default: 1 when nvcc is on PATH), CUDA_ARCHS="90 80",
-#            DEBUG=1 (-O0), SANITIZE=address,undefined.
+#            DEBUG=1 (-O0), SANITIZE=address,undefined,
+#            TIMELINE=1 (kernels record a per-block timeline, kernels/timeline.h;
+#            objects in build-timeline/: e.g. make TIMELINE=1
+#            build-timeline/bin/shardline-bench-decode).
 
 # plain `make` is `make all` (a rule below, common/version.o's, came first)
 .DEFAULT_GOAL := all
 
-BUILD      ?= build
+TIMELINE   ?= 0
+BUILD      ?= $(if $(filter 1,$(TIMELINE)),build-timeline,build)
 GEN        := $(BUILD)/gen
 CUDA_HOME  ?= $(or $(patsubst %/bin/nvcc,%,$(shell command -v nvcc 2>/dev/null)),/usr/local/cuda)
 CUDA       ?= $(if $(shell command -v nvcc 2>/dev/null),1,0)
@@ -92,7 +96,8 @@ LIB_SRCS := $(foreach f,$(FOLDERS),$(call srcs_of,$(f)))
 ifeq ($(CUDA),1)
 CU_SRCS   := $(wildcard kernels/*.cu parallel/*.cu)
 GENCODE   := $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a))
-NVCCFLAGS := -std=c++17 -O3 -lineinfo $(GENCODE) -Xcompiler -fPIC --expt-relaxed-constexpr -DSL_HAVE_CUDA
+NVCCFLAGS := -std=c++17 -O3 -lineinfo $(GENCODE) -Xcompiler -fPIC --expt-relaxed-constexpr -DSL_HAVE_CUDA \
+             $(if $(filter 1,$(TIMELINE)),-DSL_TIMELINE)
 CFLAGS    += -DSL_HAVE_CUDA -I$(CUDA_HOME)/include
 # Files on Hopper-only instructions (wgmma) build for sm_90a where
 # CUDA_ARCHS lists 90; their host side checks the image before using it.
@@ -120,9 +125,9 @@ CXXFLAGS := -std=c++17 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Wno-unused-paramet
 LDLIBS  += $(XG_LIB) -lstdc++
 
 # Objects depend on the build configuration: changing CUDA, CUDA_ARCHS,
-# DEBUG or SANITIZE rebuilds everything instead of mixing old objects in.
+# DEBUG, SANITIZE or TIMELINE rebuilds everything instead of mixing old objects in.
 STAMP := $(BUILD)/.config
-CONFIG := $(CUDA) $(CUDA_ARCHS) $(DEBUG) $(SANITIZE)
+CONFIG := $(CUDA) $(CUDA_ARCHS) $(DEBUG) $(SANITIZE)$(if $(filter 1,$(TIMELINE)), timeline)
 $(shell mkdir -p $(BUILD); echo '$(CONFIG)' | cmp -s - $(STAMP) || echo '$(CONFIG)' > $(STAMP))
 
 # --version (common/version.c): `git describe` of this tree, rebuilt when it changes.
@@ -161,7 +166,7 @@ TEST_SCRIPTS := tests/cli.sh tests/mpi.sh tests/quant_ppl.sh tests/tokenizer_con
 	tests/integration/serve.sh tests/integration/deadlines.sh tests/soak.sh \
 	tests/integration/failover.sh tests/integration/curve.sh tests/integration/standby.sh \
 	tests/integration/liveness.sh \
-	tests/http/serve.sh tests/http/structured.sh tests/http/security.sh tests/http/valgrind.sh tests/deploy.sh tests/deps.sh tests/cli_serve.sh tests/bench_serve.sh tests/bench_ab.sh tests/ncu_kernel.sh \
+	tests/http/serve.sh tests/http/structured.sh tests/http/security.sh tests/http/valgrind.sh tests/deploy.sh tests/deps.sh tests/cli_serve.sh tests/bench_serve.sh tests/bench_ab.sh tests/ncu_kernel.sh tests/timeline.sh \
 	tests/multihost.sh
 
 .PHONY: all help deps test test-scripts test-gpu demo bench bundle clean $(FOLDERS:%=test-%)

@@ -285,16 +285,39 @@ template <int N> __device__ __forceinline__ void cp_async_wait()
 
 /* Programmatic dependent launch: wait for the previous kernel's completion
  * and memory (a no-op when not launched as a dependent), and let the next
- * kernel launch early. */
-__device__ __forceinline__ void kern_pdl_wait()
+ * kernel launch early. A TIMELINE=1 build also records each block's wait
+ * and launch of the next (kernels/timeline.h), naming the caller's line. */
+#ifdef SL_TIMELINE
+#include "kernels/timeline.cuh"
+#define KERN_TL_LINE unsigned tl_line = __builtin_LINE()
+#define KERN_TL_ARG tl_line
+#else
+#define KERN_TL_LINE
+#define KERN_TL_ARG
+#endif
+
+__device__ __forceinline__ void kern_pdl_wait(KERN_TL_LINE)
 {
+#ifdef SL_TIMELINE
+	const unsigned long long t0 = kern_tl_first_thread() ? kern_tl_now() : 0;
+#endif
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 	asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
+#ifdef SL_TIMELINE
+	if (kern_tl_first_thread())
+		kern_tl_put(KERN_TL_WAIT, tl_line, t0, kern_tl_now());
+#endif
 }
 
-__device__ __forceinline__ void kern_pdl_launch_next()
+__device__ __forceinline__ void kern_pdl_launch_next(KERN_TL_LINE)
 {
+#ifdef SL_TIMELINE
+	if (kern_tl_first_thread()) {
+		const unsigned long long t = kern_tl_now();
+		kern_tl_put(KERN_TL_NEXT, tl_line, t, t);
+	}
+#endif
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
@@ -303,10 +326,10 @@ __device__ __forceinline__ void kern_pdl_launch_next()
 /* The first thing a kernel launched through kern_launch_small does: wait
  * for the previous kernel (its output is our input, or our output its
  * input), then let the next one launch (pdl.h). */
-__device__ __forceinline__ void kern_pdl_start()
+__device__ __forceinline__ void kern_pdl_start(KERN_TL_LINE)
 {
-	kern_pdl_wait();
-	kern_pdl_launch_next();
+	kern_pdl_wait(KERN_TL_ARG);
+	kern_pdl_launch_next(KERN_TL_ARG);
 }
 
 /* Launch `kernel` on `stream` with `smem` bytes of dynamic shared memory,

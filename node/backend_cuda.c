@@ -50,7 +50,9 @@ int node_backend_cuda_check(const node_backend_limits *lim, char *err, size_t er
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "common/args.h"
 #include "common/checks.h"
 #include "kernels/embedding.h"
 #include "kernels/logits_mask.h"
@@ -61,6 +63,7 @@ int node_backend_cuda_check(const node_backend_limits *lim, char *err, size_t er
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
+#include "kernels/timeline.h"
 
 #define MAX_GRAPHS 1024
 
@@ -110,6 +113,7 @@ typedef struct cuda_impl {
 	cudaGraphExec_t graphs[MAX_GRAPHS];
 	int open_ranges;           /* range_push depth, so a failed step's ranges can be closed */
 	int no_graphs;             /* SL_NO_GRAPHS: run_cached runs fn directly */
+	char *timeline;            /* SL_TIMELINE's prefix: dumped at destroy */
 	int greedy_fast;           /* all-greedy batches take the argmax alone (SL_SAMPLE_FULL) */
 } cuda_impl;
 
@@ -967,11 +971,48 @@ static int cu_fill_random(node_backend *be, void *dst, size_t n, float mean, flo
 	return kern_fill_uniform_cuda(dst, n, mean, std, seed, be->dtype, S(be));
 }
 
+/* SL_TIMELINE=PREFIX (a TIMELINE=1 build, kernels/timeline.h): record the
+ * kernels' per-block timeline into a ring of SL_TIMELINE_RECORDS (default
+ * 2^19, about 3 decode steps of a 13B model at tp 2) from the start. */
+static int timeline_start(cuda_impl *c, char *err, size_t errlen)
+{
+	const char *prefix = getenv("SL_TIMELINE"), *recs = getenv("SL_TIMELINE_RECORDS");
+	if (!prefix || !*prefix)
+		return SL_OK;
+	long n = 1L << 19;
+	if (recs && sl_parse_int("SL_TIMELINE_RECORDS", recs, 1024, 1L << 30, &n, err, errlen))
+		return SL_EINVAL;
+	if (kern_timeline_start((size_t)n))
+		return sl_errf(err, errlen, SL_ENOTSUP, "SL_TIMELINE: %s", sl_last_error());
+	if (!(c->timeline = strdup(prefix)))
+		return sl_errf(err, errlen, SL_ENOMEM, "out of memory");
+	SL_INFO("cuda", "SL_TIMELINE: recording the kernels' timeline (%ld records), written to "
+			"%s.gpu%d.%ld.csv at exit", n, prefix, c->device, (long)getpid());
+	return SL_OK;
+}
+
+/* PREFIX.gpuN.PID.csv: ranks sharing a GPU write files of their own. */
+static void timeline_dump(cuda_impl *c)
+{
+	if (!c->timeline)
+		return;
+	char path[4096];
+	size_t n = 0;
+	snprintf(path, sizeof path, "%s.gpu%d.%ld.csv", c->timeline, c->device, (long)getpid());
+	if (kern_timeline_dump(path, &n))
+		SL_WARN("cuda", "SL_TIMELINE: %s", sl_last_error());
+	else
+		SL_INFO("cuda", "SL_TIMELINE: %zu records in %s", n, path);
+	free(c->timeline);
+	c->timeline = NULL;
+}
+
 static void cu_destroy(node_backend *be)
 {
 	cuda_impl *c = I(be);
 	if (c) {
 		cudaSetDevice(c->device);
+		timeline_dump(c);
 		for (int i = 0; i < MAX_GRAPHS; i++)
 			if (c->graphs[i])
 				cudaGraphExecDestroy(c->graphs[i]);
@@ -1149,6 +1190,10 @@ int node_backend_cuda_create(int device, sl_dtype dtype, node_backend **out, cha
 	SL_INFO("cuda", "device %d: %s, %.1f GiB, %s", c->device, c->name,
 		prop.totalGlobalMem / 1073741824.0, sl_dtype_name(dtype));
 	read_switches(c, prop.major);
+	if ((rc = timeline_start(c, err, errlen))) {
+		cu_destroy(be);
+		return rc;
+	}
 	*out = be;
 	return SL_OK;
 }
