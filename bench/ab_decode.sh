@@ -54,7 +54,9 @@ run() {
 	tag="$4-$1-$3"
 	echo "$tag" >> "$out/order.txt"
 	# shellcheck disable=SC2086 # the case's arguments are words
-	if ! timeout "${RUN_TIMEOUT:-300}" "$2" $5 --out "$out/$tag.json" > "$out/$tag.log" 2>&1 ||
+	# stdin from /dev/null: the loop below reads the cases from a pipe, and
+	# a binary that reads stdin (mpirun forwards it) would eat the rest
+	if ! timeout "${RUN_TIMEOUT:-300}" "$2" $5 --out "$out/$tag.json" < /dev/null > "$out/$tag.log" 2>&1 ||
 		[ ! -s "$out/$tag.json" ]; then
 		echo "ab_decode.sh: $tag failed (tail of $out/$tag.log):" >&2
 		tail -5 "$out/$tag.log" >&2

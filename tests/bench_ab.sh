@@ -3,7 +3,8 @@
 # for shardline-bench-decode (shell scripts that write its JSON: "before"
 # decodes at 100 tokens/s a batch unit, "after" at 110): every case runs
 # REPS times on each side, the side that goes first alternates between
-# repetitions, each binary gets the case's arguments and --out, the table
+# repetitions (the stand-ins read stdin, as mpirun does, and must not eat
+# the cases), each binary gets the case's arguments and --out, the table
 # has every run and the change of the means (+10.0%), and bad usage or a
 # failing run is reported. A second. Prints "N passed, N failed".
 . tests/harness.sh
@@ -21,6 +22,7 @@ for a in "\$@"; do
 	prev=\$a
 done
 echo "$1 \$*" >> "$tmp/calls.txt"
+read -r _ || true  # as mpirun would: a binary that reads stdin must not eat the cases
 case "\$out" in *"\${FAIL_CASE:-none}-$1-"*) echo "boom" >&2; exit 1 ;; esac
 by=""; for b in \$(echo "\$batches" | tr ',' ' '); do
 	by="\$by\${by:+, }\"\$b\": \$(($2 * b))"
