@@ -17,6 +17,9 @@
 #            both binaries as they are; --out is added)
 #            [fp16-b1-64=--shape 7b --batches 1,64 --prompt 128 --new 128 --prefill 0;
 #             fp8kv8-b64=--shape 7b --quant fp8 --kv-dtype fp8 --batches 64 --prompt 512 --new 256 --prefill 0]
+#   ENV_BEFORE, ENV_AFTER  NAME=VALUE words set in that side's runs' environment
+#            (with one binary on both sides, two settings compare; a local
+#            mpirun hands its environment to its ranks) [none]
 #   REPS     runs of each case on each side [2]
 #   RUN_TIMEOUT  seconds a run may take [300]
 #   PYTHON   for the table [python3]; the JSON and logs are written anyway
@@ -46,17 +49,25 @@ bad=$(printf '%s\n' "$names" | grep '^!' | head -1)
 dup=$(printf '%s\n' "$names" | sort | uniq -d | head -1)
 [ -z "$dup" ] || { echo "ab_decode.sh: case $dup named twice" >&2; exit 2; }
 
+for e in ${ENV_BEFORE:-} ${ENV_AFTER:-}; do
+	case $e in [A-Za-z_]*=*) ;; *) echo "ab_decode.sh: ENV_BEFORE/ENV_AFTER word '$e' is not NAME=VALUE" >&2; exit 2 ;; esac
+done
+
 mkdir -p "$out"
 : > "$out/order.txt"
+printf 'before: %s %s\nafter: %s %s\n' "${ENV_BEFORE:-}" "$before" "${ENV_AFTER:-}" "$after" > "$out/sides.txt"
 status=0
-# run SIDE BIN REP NAME ARGS
+# run SIDE BIN REP NAME ARGS (the side's ENV_ words in its environment)
 run() {
+	envs=${ENV_BEFORE:-}
+	[ "$1" = after ] && envs=${ENV_AFTER:-}
 	tag="$4-$1-$3"
 	echo "$tag" >> "$out/order.txt"
 	# shellcheck disable=SC2086 # the case's arguments are words
 	# stdin from /dev/null: the loop below reads the cases from a pipe, and
 	# a binary that reads stdin (mpirun forwards it) would eat the rest
-	if ! timeout "${RUN_TIMEOUT:-300}" "$2" $5 --out "$out/$tag.json" < /dev/null > "$out/$tag.log" 2>&1 ||
+	# shellcheck disable=SC2086 # NAME=VALUE words
+	if ! env $envs timeout "${RUN_TIMEOUT:-300}" "$2" $5 --out "$out/$tag.json" < /dev/null > "$out/$tag.log" 2>&1 ||
 		[ ! -s "$out/$tag.json" ]; then
 		echo "ab_decode.sh: $tag failed (tail of $out/$tag.log):" >&2
 		tail -5 "$out/$tag.log" >&2

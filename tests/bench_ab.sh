@@ -6,7 +6,8 @@
 # repetitions (the stand-ins read stdin, as mpirun does, and must not eat
 # the cases), each binary gets the case's arguments and --out, the table
 # has every run and the change of the means (+10.0%), and bad usage or a
-# failing run is reported. A second. Prints "N passed, N failed".
+# failing run is reported, and ENV_BEFORE / ENV_AFTER reach each side's
+# runs. A second. Prints "N passed, N failed".
 . tests/harness.sh
 
 # fake NAME TPS: a stand-in that records its arguments and writes a JSON
@@ -22,6 +23,7 @@ for a in "\$@"; do
 	prev=\$a
 done
 echo "$1 \$*" >> "$tmp/calls.txt"
+[ -n "\${AB_KNOB:-}" ] && echo "$1 \$(basename "\$out") AB_KNOB=\$AB_KNOB" >> "$tmp/env.txt"
 read -r _ || true  # as mpirun would: a binary that reads stdin must not eat the cases
 case "\$out" in *"\${FAIL_CASE:-none}-$1-"*) echo "boom" >&2; exit 1 ;; esac
 by=""; for b in \$(echo "\$batches" | tr ',' ' '); do
@@ -68,6 +70,17 @@ grep -q "b-before-1 failed" "$tmp/ab2.log" && grep -q boom "$tmp/ab2.log" && ok 
 [ -s "$tmp/ab2/a-after-1.json" ] && grep -q '^| a |' "$tmp/ab2/ab.md" && ok ||
 	bad "the other case's runs and table are missing"
 
+# ENV_BEFORE / ENV_AFTER: one binary, two settings, each side's runs in its own
+rm -f "$tmp/env.txt"
+ENV_BEFORE="AB_KNOB=0" ENV_AFTER="AB_KNOB=4096 OTHER=1" CASES="a=--batches 1" REPS=2 \
+	sh bench/ab_decode.sh "$tmp/before" "$tmp/before" "$tmp/ab4" > "$tmp/ab4.log" 2>&1 && ok ||
+	{ bad "ab_decode.sh with ENV_BEFORE/ENV_AFTER failed"; tail -5 "$tmp/ab4.log"; }
+envs=$(sort "$tmp/env.txt" 2>/dev/null | tr '\n' ' ')
+[ "$envs" = "before a-after-1.json AB_KNOB=4096 before a-after-2.json AB_KNOB=4096 before a-before-1.json AB_KNOB=0 before a-before-2.json AB_KNOB=0 " ] &&
+	ok || bad "each side's environment: $envs"
+grep -q "^after: AB_KNOB=4096 OTHER=1 $tmp/before$" "$tmp/ab4/sides.txt" && ok ||
+	bad "sides.txt does not say what each side set"
+
 # bad usage: exit 2 and a message that says what is wrong
 usage() { # EXPECTED_TEXT CASES BEFORE
 	CASES="$2" REPS=1 sh bench/ab_decode.sh "$3" "$tmp/after" "$tmp/ab3" > "$tmp/u.log" 2>&1
@@ -78,6 +91,7 @@ usage "is not an executable" "a=--batches 1" "$tmp/nothing"
 usage "is not NAME=ARGUMENTS" "a=--batches 1;--batches 8" "$tmp/before"
 usage "is not NAME=ARGUMENTS" "a b=--batches 1" "$tmp/before"
 usage "named twice" "a=--batches 1;a=--batches 8" "$tmp/before"
+ENV_AFTER="notaword" usage "is not NAME=VALUE" "a=--batches 1" "$tmp/before"
 usage "CASES is empty" " ; " "$tmp/before"
 [ ! -e "$tmp/ab3" ] && ok || bad "bad usage still wrote $tmp/ab3"
 
