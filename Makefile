@@ -166,7 +166,7 @@ TEST_SCRIPTS := tests/cli.sh tests/mpi.sh tests/quant_ppl.sh tests/tokenizer_con
 	tests/integration/serve.sh tests/integration/deadlines.sh tests/soak.sh \
 	tests/integration/failover.sh tests/integration/curve.sh tests/integration/standby.sh \
 	tests/integration/liveness.sh \
-	tests/http/serve.sh tests/http/structured.sh tests/http/security.sh tests/http/valgrind.sh tests/deploy.sh tests/deps.sh tests/cli_serve.sh tests/bench_serve.sh tests/bench_ab.sh tests/ncu_kernel.sh tests/timeline.sh \
+	tests/http/serve.sh tests/http/structured.sh tests/http/security.sh tests/http/valgrind.sh tests/deploy.sh tests/deps.sh tests/cli_serve.sh tests/bench_serve.sh tests/bench_ab.sh tests/ncu_kernel.sh tests/timeline.sh tests/bundle_env.sh \
 	tests/multihost.sh
 
 .PHONY: all help deps test test-scripts test-gpu demo bench bundle clean $(FOLDERS:%=test-%)

@@ -61,9 +61,26 @@ gpu_tests=$(cd "$build/tests/gpu" && ls test_* | grep -v '^test_allreduce$' | tr
 sed -i "s/@GPU_TESTS@/$gpu_tests/" "$out/test-gpu.sh"
 chmod +x "$out/test-gpu.sh"
 cat > "$out/env.sh" <<'ENV'
-# source this file: puts the bundled libraries on the loader path
-here=$(cd "$(dirname "${BASH_SOURCE:-$0}")" && pwd)
-export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export PATH="$here/bin:$PATH"
+# Source this file (. bundle/env.sh): puts the bundled libraries on the
+# loader path and the programs on PATH. bash knows where a sourced file
+# is; a POSIX sh does not, so the bundle is the first of: $SL_BUNDLE, this
+# file's folder (bash) or the sourcing script's, ./bundle, . -- the first
+# that holds env.sh, lib/ and bin/. Sets nothing and says so otherwise.
+# Leaves no variable of its own behind.
+sl_env_dir=""
+for sl_env_try in "${SL_BUNDLE:-}" "$(dirname "${BASH_SOURCE:-$0}")" bundle .; do
+	if [ -n "$sl_env_try" ] && [ -f "$sl_env_try/env.sh" ] && [ -d "$sl_env_try/lib" ] &&
+		[ -d "$sl_env_try/bin" ]; then
+		sl_env_dir=$(cd "$sl_env_try" && pwd)
+		break
+	fi
+done
+if [ -n "$sl_env_dir" ]; then
+	export LD_LIBRARY_PATH="$sl_env_dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+	export PATH="$sl_env_dir/bin:$PATH"
+else
+	echo "env.sh: cannot tell where the bundle is (a POSIX sh does not say where a sourced file lies): source it from the folder that holds bundle/, from bash, or with SL_BUNDLE=DIR" >&2
+fi
+unset sl_env_dir sl_env_try
 ENV
 echo "bundle: $out ($(ls "$out/lib" | wc -l) libraries, $(du -sh "$out" | cut -f1))"
