@@ -63,10 +63,9 @@ run() {
 	[ "$1" = after ] && envs=${ENV_AFTER:-}
 	tag="$4-$1-$3"
 	echo "$tag" >> "$out/order.txt"
-	# shellcheck disable=SC2086 # the case's arguments are words
 	# stdin from /dev/null: the loop below reads the cases from a pipe, and
 	# a binary that reads stdin (mpirun forwards it) would eat the rest
-	# shellcheck disable=SC2086 # NAME=VALUE words
+	# shellcheck disable=SC2086 # the side's NAME=VALUE words and the case's arguments are words
 	if ! env $envs timeout "${RUN_TIMEOUT:-300}" "$2" $5 --out "$out/$tag.json" < /dev/null > "$out/$tag.log" 2>&1 ||
 		[ ! -s "$out/$tag.json" ]; then
 		echo "ab_decode.sh: $tag failed (tail of $out/$tag.log):" >&2
