@@ -2,13 +2,15 @@
 # GPU half of the golden and parallel tests (make test-gpu; GPU host only):
 # the golden checkpoints (safetensors and GGUF) on the CUDA backend in fp16
 # and bf16 against the Hugging Face logits and greedy tokens, then
-# tensor/pipeline parallel on as many GPUs as the host has (2: tp2, pp2; 4:
-# also tp4, tp2 x pp2), the tp all-reduces on the custom kernels
-# (SL_CUSTOM_AR=1) and tp2 once more on NCCL alone (SL_CUSTOM_AR=0). With one
-# GPU, tp2 runs with both ranks on it: the custom kernels then carry the tp
-# all-reduce and all-gather (NCCL cannot put two ranks on one GPU), and pp2
-# cannot run. Then the real SmolLM2-135M-Instruct GGUF ($SL_SMOLLM2_GGUF,
-# fetched by `make deps`) at tp 1 (and pp 2 on 2+ GPUs, tp 3 on 3+).
+# tensor/pipeline parallel on as many GPUs as the host has (2: tp2, pp2,
+# tp4; 4: also tp2 x pp2), the tp all-reduces on the custom kernels
+# (SL_CUSTOM_AR=1) and tp2 once more on NCCL alone (SL_CUSTOM_AR=0). Ranks
+# beyond the GPUs share them (rank r takes GPU r mod GPUs): with one GPU tp2
+# runs with both ranks on it, with two or three tp4 puts two ranks on some;
+# the custom kernels then carry the tp all-reduce and all-gather (NCCL cannot
+# put two ranks on one GPU), and no grid with pp > 1 can share (pp needs
+# NCCL). Then the real SmolLM2-135M-Instruct GGUF ($SL_SMOLLM2_GGUF, fetched
+# by `make deps`) at tp 1 (and pp 2 and tp 3 on 2+ GPUs).
 # Logit tolerances (max abs error relative to the largest logit): fp16 2e-2,
 # bf16 6e-2 — half-precision activations against transformers in fp32
 # (measured on an H100 on the tiny models: fp16 at most 2.0e-3, bf16 at most
@@ -61,13 +63,14 @@ for dt in "f16 2e-2" "bf16 6e-2 --greedy-report-only"; do
 		SL_CUSTOM_AR=0; run 2 --tp 2 --pp 1 $a; SL_CUSTOM_AR=1
 		run 2 --tp 1 --pp 2 $a
 	fi
-	[ "$gpus" -ge 4 ] && run 4 --tp 4 --pp 1 $a
+	# with 2 or 3 GPUs, tp4's ranks share them (custom kernels only), as tp2 on one
+	[ "$gpus" -ge 2 ] && run 4 --tp 4 --pp 1 $a
 	[ "$gpus" -ge 4 ] && run 4 --tp 2 --pp 2 $a
 	unset SL_CUSTOM_AR
 	if [ -f "$smollm2" ]; then
 		run 1 --tp 1 --pp 1 $a --smollm2 "$smollm2"
 		[ "$gpus" -ge 2 ] && run 2 --tp 1 --pp 2 $a --smollm2 "$smollm2"
-		[ "$gpus" -ge 3 ] && run 3 --tp 3 --pp 1 $a --smollm2 "$smollm2"
+		[ "$gpus" -ge 2 ] && run 3 --tp 3 --pp 1 $a --smollm2 "$smollm2"
 	else
 		echo "FAIL: SmolLM2 GGUF not found at $smollm2: run \`make deps\`"; fail=$((fail + 1))
 	fi
