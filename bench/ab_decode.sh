@@ -17,9 +17,12 @@
 #            both binaries as they are; --out is added)
 #            [fp16-b1-64=--shape 7b --batches 1,64 --prompt 128 --new 128 --prefill 0;
 #             fp8kv8-b64=--shape 7b --quant fp8 --kv-dtype fp8 --batches 64 --prompt 512 --new 256 --prefill 0]
+#            A case whose arguments give --tp T and/or --pp P with T x P > 1
+#            runs under MPIRUN -np T x P (one GPU a rank, as bench/scale.sh).
 #   ENV_BEFORE, ENV_AFTER  NAME=VALUE words set in that side's runs' environment
 #            (with one binary on both sides, two settings compare; a local
 #            mpirun hands its environment to its ranks) [none]
+#   MPIRUN   the launcher of those cases [mpirun]
 #   REPS     runs of each case on each side [2]
 #   RUN_TIMEOUT  seconds a run may take [300]
 #   PYTHON   for the table [python3]; the JSON and logs are written anyway
@@ -57,16 +60,31 @@ mkdir -p "$out"
 : > "$out/order.txt"
 printf 'before: %s %s\nafter: %s %s\n' "${ENV_BEFORE:-}" "$before" "${ENV_AFTER:-}" "$after" > "$out/sides.txt"
 status=0
+# ranks ARGS: tp x pp of a case's arguments (1 without --tp and --pp)
+ranks() {
+	tp=1 pp=1 prev=
+	for a in "$@"; do
+		[ "$prev" = --tp ] && tp=$a
+		[ "$prev" = --pp ] && pp=$a
+		prev=$a
+	done
+	case $tp$pp in *[!0-9]*) echo 1; return ;; esac
+	echo $((tp * pp))
+}
 # run SIDE BIN REP NAME ARGS (the side's ENV_ words in its environment)
 run() {
 	envs=${ENV_BEFORE:-}
 	[ "$1" = after ] && envs=${ENV_AFTER:-}
 	tag="$4-$1-$3"
 	echo "$tag" >> "$out/order.txt"
+	# shellcheck disable=SC2086 # the case's arguments are words
+	n=$(ranks $5)
+	launch=""
+	[ "$n" -gt 1 ] && launch="${MPIRUN:-mpirun} -np $n"
 	# stdin from /dev/null: the loop below reads the cases from a pipe, and
 	# a binary that reads stdin (mpirun forwards it) would eat the rest
-	# shellcheck disable=SC2086 # the side's NAME=VALUE words and the case's arguments are words
-	if ! env $envs timeout "${RUN_TIMEOUT:-300}" "$2" $5 --out "$out/$tag.json" < /dev/null > "$out/$tag.log" 2>&1 ||
+	# shellcheck disable=SC2086 # the side's NAME=VALUE words, the launcher and the case's arguments are words
+	if ! env $envs timeout "${RUN_TIMEOUT:-300}" $launch "$2" $5 --out "$out/$tag.json" < /dev/null > "$out/$tag.log" 2>&1 ||
 		[ ! -s "$out/$tag.json" ]; then
 		echo "ab_decode.sh: $tag failed (tail of $out/$tag.log):" >&2
 		tail -5 "$out/$tag.log" >&2

@@ -6,8 +6,9 @@
 # repetitions (the stand-ins read stdin, as mpirun does, and must not eat
 # the cases), each binary gets the case's arguments and --out, the table
 # has every run and the change of the means (+10.0%), and bad usage or a
-# failing run is reported, and ENV_BEFORE / ENV_AFTER reach each side's
-# runs. A second. Prints "N passed, N failed".
+# failing run is reported, ENV_BEFORE / ENV_AFTER reach each side's
+# runs, and cases with --tp / --pp go through MPIRUN -np tp x pp (a stand-in
+# launcher). A second. Prints "N passed, N failed".
 . tests/harness.sh
 
 # fake NAME TPS: a stand-in that records its arguments and writes a JSON
@@ -80,6 +81,28 @@ envs=$(sort "$tmp/env.txt" 2>/dev/null | tr '\n' ' ')
 	ok || bad "each side's environment: $envs"
 grep -q "^after: AB_KNOB=4096 OTHER=1 $tmp/before$" "$tmp/ab4/sides.txt" && ok ||
 	bad "sides.txt does not say what each side set"
+
+# cases with --tp / --pp run under MPIRUN -np tp x pp, the others as they are
+cat > "$tmp/mpirun" <<EOF
+#!/bin/sh
+echo "mpirun \$*" >> "$tmp/mpi.txt"
+[ "\$1" = -np ] || exit 9
+shift 2
+exec "\$@"
+EOF
+chmod +x "$tmp/mpirun"
+MPIRUN="$tmp/mpirun" CASES="one=--batches 1;tp=--batches 1 --tp 2;grid=--tp 2 --pp 2 --batches 1;pp=--pp 3" \
+	REPS=1 sh bench/ab_decode.sh "$tmp/before" "$tmp/after" "$tmp/ab5" > "$tmp/ab5.log" 2>&1 && ok ||
+	{ bad "ab_decode.sh with tp / pp cases failed"; tail -5 "$tmp/ab5.log"; }
+for want in "-np 2 $tmp/before --batches 1 --tp 2 --out $tmp/ab5/tp-before-1.json" \
+	"-np 4 $tmp/after --tp 2 --pp 2 --batches 1 --out $tmp/ab5/grid-after-1.json" \
+	"-np 3 $tmp/before --pp 3 --out $tmp/ab5/pp-before-1.json"; do
+	grep -qx -- "mpirun $want" "$tmp/mpi.txt" && ok || bad "no launch 'mpirun $want'"
+done
+[ "$(wc -l < "$tmp/mpi.txt")" -eq 6 ] && ! grep -q "one-" "$tmp/mpi.txt" && ok ||
+	bad "only the 3 tp / pp cases (6 runs) go through mpirun: $(cat "$tmp/mpi.txt")"
+[ -s "$tmp/ab5/one-after-1.json" ] && [ -s "$tmp/ab5/grid-before-1.json" ] && ok ||
+	bad "the runs' JSON is missing"
 
 # bad usage: exit 2 and a message that says what is wrong
 usage() { # EXPECTED_TEXT CASES BEFORE
