@@ -398,6 +398,7 @@ fuzz-seeds: $(ARCHIVES)
 #  make lab-qgemv   build/bin/lab-qgemv [--out F.json] [--only N]: quantized layer per format and path, GEMV shapes vs kernels/quant.c
 #  make lab-l2      build/bin/lab-l2 [MiB]: L2 bulk prefetch cost, hits and overlap (a hardware probe)
 #  make lab-stream  build/bin/lab-stream [ROWS COLS ...]: how fast tiles of a weight matrix stream by ld.global or TMA, no arithmetic (a hardware probe)
+#  make lab-xchg    build/bin/lab-xchg [ROUNDS]: how long a tile's words take between two GPUs (or on one), as the GEMVs' exchange sends them (a hardware probe)
 LAB_SRCS  := $(wildcard lab/*.cu)
 LAB_NAMES := $(LAB_SRCS:lab/%.cu=lab-%)
 LAB_BINS  := $(LAB_NAMES:%=$(BUILD)/bin/%)
