@@ -35,14 +35,15 @@
 
 #include "kernels/xchg.cuh"
 
-#define CK(x)                                                                             \
-	do {                                                                              \
-		cudaError_t e_ = (x);                                                     \
-		if (e_ != cudaSuccess) {                                                  \
-			fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-			exit(1);                                                          \
-		}                                                                         \
-	} while (0)
+/* A failed CUDA call ends the probe, naming the call. */
+static void ck(cudaError_t e, const char *call, int line)
+{
+	if (e == cudaSuccess)
+		return;
+	fprintf(stderr, "lab/xchg.cu:%d %s: %s\n", line, call, cudaGetErrorString(e));
+	exit(1);
+}
+#define CK(x) ck((x), #x, __LINE__)
 
 #define WORDS 8            /* lanes 0-7: a tile's words at n = 1 */
 #define MAX_TILES 1024
