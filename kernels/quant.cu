@@ -1370,6 +1370,11 @@ extern "C" int kern_qblas_gemm_wgmma(kern_qblas *qb, const kern_qweight *w)
 	return kern_qgemm_wgmma_takes(w);
 }
 
+extern "C" int kern_qblas_gemm_rounds(kern_qblas *qb, const kern_qweight *w, sl_dtype x_dt)
+{
+	return kern_qgemm_rounds(w, x_dt);
+}
+
 /* ---- entry points ---- */
 
 static bool in_gemm_range(const kern_qblas *qb, int format, int n)

@@ -274,6 +274,14 @@ void kern_qblas_set_gemm_variant(kern_qblas *qb, int variant);
 /* 1 when the wgmma GEMM can take this weight here (an sm_90a image on
  * compute capability 9.0; per-row scales or groups of whole chunks). */
 int kern_qblas_gemm_wgmma(kern_qblas *qb, const kern_qweight *w);
+/* 1 when the GEMM on x_dt activations rounds each weight (scale x code,
+ * or d x u + m) to x's dtype before its tensor cores, as DEQUANT does:
+ * int4 groups of 32 always; int8 groups of 32 and int4 groups of 64 on
+ * fp16 activations, whose scales it folds into the weights (quant_gemm.cu,
+ * "Folded scales"; SL_QGEMM_FOLD=0 at create: never). Otherwise the
+ * products are exact and only the fp32 summation order differs from
+ * kern_qmatmul_cpu. */
+int kern_qblas_gemm_rounds(kern_qblas *qb, const kern_qweight *w, sl_dtype x_dt);
 /* W8A8 on cuBLASLt cuts K into slices run at once on side streams (fp32
  * partials in the dequantization scratch, summed in a fixed order:
  * deterministic) when its algorithm fills under a third of a wave,

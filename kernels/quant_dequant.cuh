@@ -282,6 +282,9 @@ int kern_qgemm_init(void);
  * whether its wgmma kernels can (quant.h, kern_qblas_gemm_wgmma). */
 bool kern_qgemm_takes(const kern_qweight *w);
 bool kern_qgemm_wgmma_takes(const kern_qweight *w);
+/* Whether a call on x_dt activations rounds each weight to x_dt
+ * (kern_qblas_gemm_rounds). */
+bool kern_qgemm_rounds(const kern_qweight *w, sl_dtype x_dt);
 
 /* The GEMM (KERN_QPATH_GEMM, quant_gemm.cu): out[n, rows] (fp32 when
  * out_f32, else x's dtype) = x[n, cols] @ W^T. variant: 0 picks the block

@@ -15,6 +15,24 @@
  * kern_qmatmul_cpu only in fp32 summation order. Split-K partials are
  * reduced by kern_splitk_reduce in a fixed order: deterministic.
  *
+ * Folded scales (fp16 activations, two groups a chunk: QG_HALF, int8
+ * groups of 32 as GGUF's Q8_0, int4 groups of 64). There each lane
+ * multiplies its dequantized codes by their group's scale in fp16 (one
+ * HMUL2 a pair, each weight s x q rounded once, as DEQUANT and int4
+ * groups of 32 round theirs) and the MMAs run once, straight into the
+ * fp32 accumulators, instead of once per group with the other group's
+ * lanes giving zeros (each lane's 16 bytes lie in one group): half the
+ * tensor work. On an H200 that took int8 groups of 32 at batch 32-128
+ * from 4,386-7,036 to 5,609-9,357 tokens/s (+28% to +33%,
+ * bench/results/2026-11-30-nvidia-h200-qgemm-fold/). Folding whole-chunk
+ * groups (QG_CHUNK), where it only saves the per-chunk scale FMAs, was
+ * measured too and not kept: int4 groups of 128 -1.8% at batch 32, +2.4%
+ * at 64, -4.0% at 128. fp32 group scales are rounded to fp16 first (the
+ * loader stores group scales in fp16). bf16 keeps the exact contract
+ * above (its 8-bit mantissa would round each weight 8x coarser).
+ * kern_qblas_gemm_rounds tells a caller which calls round;
+ * SL_QGEMM_FOLD=0 turns it off, for A/B runs.
+ *
  * Tiling. A block owns BM = 32 WM rows of W and BN tokens; each of its
  * WM x WN warps 32 rows (two m16 tiles) x BN / WN tokens (NT n8 tiles).
  * The k step is a chunk: 64 bytes of a W row (64 int8/fp8 or 128 int4
@@ -108,10 +126,32 @@ __device__ __forceinline__ void qm_load(const qgemm_args &a, const T *x, uint8_t
 	}
 }
 
+/* Whether a kernel folds its group scales into the weights (fp16 runs
+ * with two groups a chunk: QG_HALF), the header's "Folded scales". */
+template <typename T, int GM> constexpr bool qm_can_fold()
+{
+	return std::is_same<T, __half>::value && GM == QG_HALF;
+}
+
+/* The lane's NP dequantized pairs of one row times its group's scale
+ * (bits b as stored: fp16, or fp32 rounded to fp16 first), each product
+ * rounded once to fp16. */
+template <int NP> __device__ __forceinline__ void qm_fold(uint32_t *f, uint32_t b, bool f16)
+{
+	const __half s = f16 ? __ushort_as_half((unsigned short)b) : __float2half_rn(__uint_as_float(b));
+	const __half2 s2 = __half2half2(s);
+#pragma unroll
+	for (int i = 0; i < NP; i++) {
+		const __half2 r = __hmul2(*reinterpret_cast<const __half2 *>(&f[i]), s2);
+		f[i] = *reinterpret_cast<const uint32_t *>(&r);
+	}
+}
+
 /* One stage: the lane's W codes dequantized (rows g, g + 8 of both m
  * tiles), then per n tile the MMAs over the chunk's k, scaled into acc
- * (QG_CHUNK, QG_HALF) or accumulated there directly. */
-template <typename T, int FMT, int GM, typename S>
+ * (QG_CHUNK, QG_HALF) or accumulated there directly (QG_ROW, QG_AFFINE,
+ * and FOLD: the scales already in the weights). */
+template <typename T, int FMT, int GM, typename S, bool FOLD>
 __device__ __forceinline__ void qm_compute(const uint8_t *sw, const T *sx,
 					   const qm_meta<FMT, GM> &m, bool f16, int wrow, int wtok,
 					   int g, int c, float (&acc)[2][S::NT][4])
@@ -119,6 +159,9 @@ __device__ __forceinline__ void qm_compute(const uint8_t *sw, const T *sx,
 	using G = qm_geom<FMT>;
 	constexpr int NP = G::KL / 2; /* packed pairs a lane a row */
 	constexpr int NH = qm_meta<FMT, GM>::NH;
+	/* how the MMAs meet the accumulators */
+	constexpr int GMM = FOLD ? QG_ROW : GM;
+	constexpr bool SCALED = GMM == QG_CHUNK || GMM == QG_HALF;
 	uint32_t f[2][2][NP];
 #pragma unroll
 	for (int mt = 0; mt < 2; mt++)
@@ -132,9 +175,14 @@ __device__ __forceinline__ void qm_compute(const uint8_t *sw, const T *sx,
 				q_dequant16<T, FMT>(raw, f[mt][h2], q_zsub<T>(m.z[mt][h2]));
 			else
 				q_dequant16<T, FMT>(raw, f[mt][h2], 0);
+			/* QG_HALF: lanes c = 0, 1 hold the chunk's first group */
+			if constexpr (FOLD) {
+				const uint32_t *s = m.s[mt][h2];
+				qm_fold<NP>(f[mt][h2], NH == 2 && (c >> 1) ? s[NH - 1] : s[0], f16);
+			}
 		}
 	float sc[2][2][NH];
-	if constexpr (GM == QG_CHUNK || GM == QG_HALF)
+	if constexpr (SCALED)
 #pragma unroll
 		for (int mt = 0; mt < 2; mt++)
 #pragma unroll
@@ -146,7 +194,7 @@ __device__ __forceinline__ void qm_compute(const uint8_t *sw, const T *sx,
 	for (int nt = 0; nt < S::NT; nt++) {
 		const int t = wtok + 8 * nt + g;
 		const T *xr = sx + t * G::CK;
-		float tmp[2][NH][4]; /* the chunk's partial sums (QG_CHUNK, QG_HALF) */
+		float tmp[2][NH][4]; /* the chunk's partial sums (SCALED) */
 #pragma unroll
 		for (int mt = 0; mt < 2; mt++)
 #pragma unroll
@@ -166,12 +214,12 @@ __device__ __forceinline__ void qm_compute(const uint8_t *sw, const T *sx,
 				for (int mt = 0; mt < 2; mt++) {
 					const uint32_t af[4] = {f[mt][0][2 * i], f[mt][1][2 * i],
 								f[mt][0][2 * i + 1], f[mt][1][2 * i + 1]};
-					q_mma_step<T, GM>(acc[mt][nt], tmp[mt], af, xb[2 * s2], xb[2 * s2 + 1],
-							  c);
+					q_mma_step<T, GMM>(acc[mt][nt], tmp[mt], af, xb[2 * s2],
+							   xb[2 * s2 + 1], c);
 				}
 			}
 		}
-		if constexpr (GM == QG_CHUNK || GM == QG_HALF)
+		if constexpr (SCALED)
 #pragma unroll
 			for (int h = 0; h < NH; h++)
 #pragma unroll
@@ -215,7 +263,7 @@ __device__ __forceinline__ void qm_store(const qgemm_args &a, float (&acc)[2][S:
  * wait both publishes the landed stage and retires the stage the next
  * load overwrites (computed in the previous iteration).
  */
-template <typename T, int FMT, int GM, typename S>
+template <typename T, int FMT, int GM, typename S, bool FOLD>
 __global__ void __launch_bounds__(S::THREADS, S::MINB) qgemm_kernel(const T *x, qgemm_args a)
 {
 	using G = qm_geom<FMT>;
@@ -276,8 +324,8 @@ __global__ void __launch_bounds__(S::THREADS, S::MINB) qgemm_kernel(const T *x, 
 		if (k + 1 < nk)
 			qm_fetch_meta<FMT, GM>(a, next, ch_begin + k + 1, ch_end, rr, c, lg);
 		const int s = k % S::STAGES;
-		qm_compute<T, FMT, GM, S>(stage_w(s), stage_x(s), meta, a.scale_f16, wrow, wtok, g, c,
-					  acc);
+		qm_compute<T, FMT, GM, S, FOLD>(stage_w(s), stage_x(s), meta, a.scale_f16, wrow, wtok,
+						g, c, acc);
 	}
 	cp_async_wait<0>();
 	kern_pdl_launch_next();
@@ -317,19 +365,27 @@ const char *kern_qgemm_variant_name(int variant)
 
 /* Blocks of one instantiation resident on an SM, as kern_qgemm_init found
  * (0 before it). */
-template <typename T, int FMT, int GM, typename S> struct qm_resident {
+template <typename T, int FMT, int GM, typename S, bool FOLD> struct qm_resident {
 	static int per_sm;
 };
-template <typename T, int FMT, int GM, typename S> int qm_resident<T, FMT, GM, S>::per_sm;
+template <typename T, int FMT, int GM, typename S, bool FOLD>
+int qm_resident<T, FMT, GM, S, FOLD>::per_sm;
+
+template <typename T, int FMT, int GM, typename S, bool FOLD> static int qm_init_fold()
+{
+	constexpr int smem = S::STAGES * qm_stage_bytes<FMT, S>();
+	auto kernel = qgemm_kernel<T, FMT, GM, S, FOLD>;
+	CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+	CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+		&qm_resident<T, FMT, GM, S, FOLD>::per_sm, kernel, S::THREADS, smem));
+	return SL_OK;
+}
 
 template <typename T, int FMT, int GM, typename S> static int qm_init_one()
 {
-	constexpr int smem = S::STAGES * qm_stage_bytes<FMT, S>();
-	auto kernel = qgemm_kernel<T, FMT, GM, S>;
-	CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-	CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&qm_resident<T, FMT, GM, S>::per_sm,
-							       kernel, S::THREADS, smem));
-	return SL_OK;
+	if constexpr (qm_can_fold<T, GM>())
+		TRY((qm_init_fold<T, FMT, GM, S, true>()));
+	return qm_init_fold<T, FMT, GM, S, false>();
 }
 
 template <typename T, int FMT, int GM>
@@ -361,6 +417,9 @@ template <typename T> static int qm_init_dt()
 /* Whether the wgmma GEMM can run here (kern_qgw_init), and whether AUTO
  * takes it (SL_QGEMM_WGMMA=0 in the environment: never, for A/B runs). */
 static int qm_wgmma_usable, qm_wgmma_auto;
+int qm_forced_splits;
+/* Folded scales where a kernel can (SL_QGEMM_FOLD=0: never, for A/B runs). */
+static int qm_fold_on;
 
 /* Once per device, before any launch (not capturable: kern_qblas_create
  * calls it): the shared memory every kernel asks for, and how many of its
@@ -372,6 +431,9 @@ int kern_qgemm_init(void)
 	TRY(kern_qgw_init(&qm_wgmma_usable));
 	const char *e = getenv("SL_QGEMM_WGMMA");
 	qm_wgmma_auto = qm_wgmma_usable && !(e && strcmp(e, "0") == 0);
+	const char *sp = getenv("SL_QGEMM_SPLITS"), *fo = getenv("SL_QGEMM_FOLD");
+	qm_forced_splits = sp ? atoi(sp) : 0;
+	qm_fold_on = !(fo && strcmp(fo, "0") == 0);
 	return SL_OK;
 }
 
@@ -379,8 +441,13 @@ template <typename T, int FMT, int GM, typename S>
 static int qm_launch(const kern_qgemm_ctx *ctx, qgemm_args a, const T *x)
 {
 	constexpr int smem = S::STAGES * qm_stage_bytes<FMT, S>();
-	return qm_launch_grid<T>(ctx, a, x, qgemm_kernel<T, FMT, GM, S>, S::BM, S::BN, S::THREADS,
-				 smem, qm_resident<T, FMT, GM, S>::per_sm);
+	if constexpr (qm_can_fold<T, GM>())
+		if (qm_fold_on)
+			return qm_launch_grid<T>(ctx, a, x, qgemm_kernel<T, FMT, GM, S, true>, S::BM,
+						 S::BN, S::THREADS, smem,
+						 qm_resident<T, FMT, GM, S, true>::per_sm);
+	return qm_launch_grid<T>(ctx, a, x, qgemm_kernel<T, FMT, GM, S, false>, S::BM, S::BN,
+				 S::THREADS, smem, qm_resident<T, FMT, GM, S, false>::per_sm);
 }
 
 /*
@@ -487,6 +554,17 @@ static int qm_gm_of(const kern_qweight *w)
 bool kern_qgemm_wgmma_takes(const kern_qweight *w)
 {
 	return qm_wgmma_usable && kern_qgemm_takes(w) && kern_qgw_takes(qm_gm_of(w));
+}
+
+bool kern_qgemm_rounds(const kern_qweight *w, sl_dtype x_dt)
+{
+	if (!kern_qgemm_takes(w))
+		return false;
+	const int gm = qm_gm_of(w);
+	if (gm == QG_AFFINE)
+		return true;
+	/* the wgmma kernel does not take QG_HALF: every block shape folds */
+	return x_dt == SL_DT_F16 && gm == QG_HALF && qm_fold_on;
 }
 
 int kern_qgemm_run(const kern_qgemm_ctx *ctx, const kern_qweight *w, void *out, bool out_f32,

@@ -89,6 +89,11 @@ __device__ __forceinline__ void qm_fetch_meta(const qgemm_args &a, qm_meta<FMT, 
 		}
 }
 
+/* SL_QGEMM_SPLITS=N (kern_qgemm_init): every launch asks for N splits
+ * (still at most one a QM_MIN_CHUNKS chunks and what the workspace holds),
+ * for measurements; 0: the rule. */
+extern int qm_forced_splits;
+
 /* Splits of the columns when the tiles fill less than one wave (slots:
  * blocks resident at once): as many as fit in that wave, each at least
  * QM_MIN_CHUNKS chunks, the partials fitting the workspace. Never more
@@ -96,9 +101,9 @@ __device__ __forceinline__ void qm_fetch_meta(const qgemm_args &a, qm_meta<FMT, 
  * idle SMs repay. */
 static int qm_splits(const kern_qgemm_ctx *ctx, const qgemm_args &a, int blocks, int slots)
 {
-	if (blocks >= slots)
+	if (qm_forced_splits <= 0 && blocks >= slots)
 		return 1;
-	int splits = slots / blocks;
+	int splits = qm_forced_splits > 0 ? qm_forced_splits : slots / blocks;
 	const int most = a.n_chunk / QM_MIN_CHUNKS;
 	const size_t fit = ctx->workspace_bytes / (sizeof(float) * (size_t)a.n * a.rows);
 	if (splits > most)

@@ -6,7 +6,7 @@
  * bench/qgemv.cu, built as shardline-qbench.
  *
  *   make CUDA=1 lab-qgemv           -> build/bin/lab-qgemv
- *   build/bin/lab-qgemv [--out FILE.json] [--only 1-9] [--lt-n 2048,...]
+ *   build/bin/lab-qgemv [--out FILE.json] [--only 1-10] [--lt-n 2048,...]
  *                       [--check | --no-check]
  *
  * First, as in llm.c's dev/cuda, the check (table 0; --check: it alone,
@@ -43,7 +43,9 @@
  *      same batches: us per call, the fastest marked;
  *   9. fp8's W8A8 on cuBLASLt at 33..256 tokens with K in 1, 2, 4 and 8
  *      slices run at once, and the library's rule (kern_qblas_set_lt_splits):
- *      us per call, the fastest marked with its share of copy bandwidth.
+ *      us per call, the fastest marked with its share of copy bandwidth;
+ *  10. the tiled GEMM at 16-128 tokens with its columns split 1 .. 12
+ *      ways (SL_QGEMM_SPLITS) against the library's rule: us per call.
  * Each timed call reads a different copy of W (copies rotate through more
  * than 2 GiB, so nothing is served from L2); every timing is the median of
  * CUDA-graph replays, as the engine's decode steps run. Runs in well under
@@ -1117,6 +1119,35 @@ static void table_batch(void)
 
 /* ---- 8. the GEMM's block shapes ---- */
 
+/* us per call of the GEMM path (negative where refused), recorded under
+ * `table` with key = value (the setting timed: block shape, splits). */
+static double gemm_us(const fmt &f, const shp &s, int n, const char *table, const char *key,
+		      int value)
+{
+	int taken;
+	const double ms = measure(f, s, n, KERN_QPATH_GEMM, &taken);
+	if (ms < 0)
+		return -1;
+	record(f, s, n, taken, ms, table);
+	cJSON_AddNumberToObject(cJSON_GetArrayItem(g_rows, cJSON_GetArraySize(g_rows) - 1), key, value);
+	return ms * 1e3;
+}
+
+/* One row of a sweep: count times in columns `width` wide, the fastest
+ * (best) starred, "n/a" where refused. */
+static void print_us_row(const fmt &f, const shp &s, int n, const double *us, int count, int best,
+			 int width)
+{
+	printf("%-11s %-8s %5d", f.name, s.name, n);
+	for (int i = 0; i < count; i++)
+		if (us[i] < 0)
+			printf(" %*s", width, "n/a");
+		else
+			printf(" %*.1f%c", width - 1, us[i], i == best ? '*' : ' ');
+	printf("\n");
+	fflush(stdout);
+}
+
 /* Each variant (kernels/quant_gemm.cu, kern_qgemm_variant_name) at each
  * batch: us per call, the fastest marked '*'; 0 is the library's choice. */
 static void table_gemm_variants(void)
@@ -1136,28 +1167,13 @@ static void table_gemm_variants(void)
 				double us[KERN_QGEMM_VARIANTS + 1];
 				int best = -1;
 				for (int v = 0; v <= KERN_QGEMM_VARIANTS; v++) {
-					int taken;
 					g_qb->gemm_variant = v;
-					const double ms = measure(f, k_shapes[si], n, KERN_QPATH_GEMM, &taken);
+					us[v] = gemm_us(f, k_shapes[si], n, "gemm_variants", "variant", v);
 					g_qb->gemm_variant = 0;
-					us[v] = ms * 1e3;
-					if (ms >= 0 && (best < 0 || us[v] < us[best]))
+					if (us[v] >= 0 && (best < 0 || us[v] < us[best]))
 						best = v;
-					if (ms >= 0) {
-						record(f, k_shapes[si], n, taken, ms, "gemm_variants");
-						cJSON_AddNumberToObject(
-							cJSON_GetArrayItem(g_rows, cJSON_GetArraySize(g_rows) - 1),
-							"variant", v);
-					}
 				}
-				printf("%-11s %-8s %5d", f.name, k_shapes[si].name, n);
-				for (int v = 0; v <= KERN_QGEMM_VARIANTS; v++)
-					if (us[v] < 0)
-						printf(" %9s", "n/a");
-					else
-						printf(" %8.1f%c", us[v], v == best ? '*' : ' ');
-				printf("\n");
-				fflush(stdout);
+				print_us_row(f, k_shapes[si], n, us, KERN_QGEMM_VARIANTS + 1, best, 9);
 			}
 	}
 }
@@ -1227,6 +1243,49 @@ static void table_lt_splits(void)
 		}
 }
 
+/* ---- 10. the GEMM's split-K count ---- */
+
+/* kernels/quant_gemm.cu's SL_QGEMM_SPLITS, set directly. */
+extern int qm_forced_splits;
+
+/* The tiled GEMM (AUTO's block shape) at 16-128 tokens with its columns
+ * split in 1 .. 12 parts (at most one a QM_MIN_CHUNKS chunks: a count
+ * the shape cannot take runs as the most it can), against the rule's
+ * choice ("rule"): us per call, the fastest starred. Whether a wave cut
+ * finer than the SMs' count repays its partials (qm_splits). */
+static void table_gemm_splits(void)
+{
+	static const int fmts[] = {1, 2, 4, 5};
+	static const int ns[] = {16, 32, 64, 128};
+	static const int ks[] = {0, 1, 2, 3, 4, 6, 8, 12};
+	const int nk = (int)(sizeof ks / sizeof *ks);
+	printf("\n10. GEMM split-K count: us per call (cold W, fp16 x, AUTO's block shape), "
+	       "'*' the fastest\n");
+	printf("%-11s %-8s %5s", "format", "shape", "n");
+	for (int k = 0; k < nk; k++)
+		if (ks[k])
+			printf(" %7d", ks[k]);
+		else
+			printf(" %7s", "rule");
+	printf("\n");
+	for (int fi : fmts) {
+		const fmt &f = k_fmts[fi];
+		for (int si = 0; si < N_SHAPES; si++)
+			for (int n : ns) {
+				double us[16];
+				int best = -1;
+				for (int k = 0; k < nk; k++) {
+					qm_forced_splits = ks[k];
+					us[k] = gemm_us(f, k_shapes[si], n, "gemm_splits", "splits", ks[k]);
+					qm_forced_splits = 0;
+					if (us[k] >= 0 && (best < 0 || us[k] < us[best]))
+						best = k;
+				}
+				print_us_row(f, k_shapes[si], n, us, nk, best, 7);
+			}
+	}
+}
+
 /* "2048,512": token counts 33..2048 (W8A8's range here); 1 if valid */
 static int parse_ns(const char *arg, std::vector<int> &ns)
 {
@@ -1252,7 +1311,7 @@ int main(int argc, char **argv)
 		if (!strcmp(argv[i], "--out") && i + 1 < argc) {
 			out = argv[++i];
 		} else if (!strcmp(argv[i], "--only") && i + 1 < argc && atoi(argv[i + 1]) >= 1 &&
-			   atoi(argv[i + 1]) <= 9) {
+			   atoi(argv[i + 1]) <= 10) {
 			only = atoi(argv[++i]);
 		} else if (!strcmp(argv[i], "--lt-n") && i + 1 < argc && parse_ns(argv[++i], lt_ns)) {
 		} else if (!strcmp(argv[i], "--check")) {
@@ -1261,7 +1320,7 @@ int main(int argc, char **argv)
 			check = 0;
 		} else {
 			fprintf(stderr,
-				"usage: %s [--out FILE.json] [--only 1-9] [--lt-n 2048,...] "
+				"usage: %s [--out FILE.json] [--only 1-10] [--lt-n 2048,...] "
 				"[--check | --no-check]\n",
 				argv[0]);
 			return 2;
@@ -1329,6 +1388,8 @@ int main(int argc, char **argv)
 		table_gemm_variants();
 	if (!only || only == 9)
 		table_lt_splits();
+	if (!only || only == 10)
+		table_gemm_splits();
 	printf("\n%.0f s\n", sl_now() - t0);
 
 	if (out) {

@@ -60,7 +60,9 @@
  * Dequantize + cuBLAS: each weight scale * code is rounded to the dtype
  * once (2^-11 / 2^-8 relative, random signs): within the same bounds, and
  * fp32 outputs take the dtype's bound. So does int4 with groups of 32 on
- * every path (its GEMV rounds d * u + m to the dtype too).
+ * every path (its GEMV rounds d * u + m to the dtype too), and the GEMM
+ * where it folds group scales into fp16 weights (int8 groups of 32, int4
+ * groups of 64: kern_qblas_gemm_rounds).
  * W8A8 (cuBLASLt fp8) against the W8A8 reference: the activations' codes
  * and scales are the reference's bit for bit (tested apart), products of
  * two e4m3 values are exact; cuBLASLt's fp8 accumulation is fp32 with
@@ -160,13 +162,15 @@ static int odd_cols(const qcfg *c)
 typedef struct worst {
 	double v[4][2]; /* [path - 1][out f32] */
 	int runs[4][2];
+	int rounded[4][2]; /* calls that rounded the weights (kern_qblas_gemm_rounds) */
 	int w8a8_calls, w8a8_lt; /* fp8 calls meant for cuBLASLt, and those it ran */
 } worst;
 
-static void record(worst *w, int path, int f32, double e)
+static void record(worst *w, int path, int f32, double e, int rounded)
 {
 	w->v[path - 1][f32] = dmax(w->v[path - 1][f32], e);
 	w->runs[path - 1][f32]++;
+	w->rounded[path - 1][f32] += rounded;
 }
 
 /* int4 groups of 32: every path rounds each weight d * u + m to the dtype */
@@ -175,11 +179,13 @@ static int rounds_weights(const qcfg *c)
 	return c->format == KERN_Q_INT4 && c->group == KERN_Q_INT4_GROUP_AFFINE;
 }
 
-static double tol_for(const qcfg *c, int path, int f32, sl_dtype dt)
+/* rounded: the call rounded each weight to the dtype (the GEMM's folded
+ * scales: kern_qblas_gemm_rounds) */
+static double tol_for(const qcfg *c, int path, int f32, sl_dtype dt, int rounded)
 {
 	if (path == KERN_QPATH_FP8_LT && g_fp8_fast)
 		return dmax(TOL_W8A8_FAST, f32 ? 0 : tol_dt(dt));
-	if (!f32 || path == KERN_QPATH_DEQUANT || rounds_weights(c))
+	if (!f32 || path == KERN_QPATH_DEQUANT || rounds_weights(c) || rounded)
 		return tol_dt(dt);
 	return path == KERN_QPATH_FP8_LT ? TOL_W8A8_F32OUT : TOL_F32OUT;
 }
@@ -220,9 +226,11 @@ static int run_path(kern_qblas *qb, int path, const qcfg *c, const qw *q, const 
 			 s->cols, n);
 		const float *want = taken == KERN_QPATH_FP8_LT ? ref_w8a8 : ref;
 		ck_assert_ptr_nonnull(want);
-		double tol = tol_for(c, taken, f32, dt);
+		const int rounded =
+			taken == KERN_QPATH_GEMM && kern_qblas_gemm_rounds(qb, &q->d, dt);
+		double tol = tol_for(c, taken, f32, dt, rounded);
 		double e = gt_compare(what, got, want, no, tol);
-		record(w, taken, f32, e);
+		record(w, taken, f32, e, rounded);
 		ck_assert_msg(e <= tol, "%s: worst %.3g > tol %.3g", what, e, tol);
 		gt_dev_free(d_out);
 	}
@@ -356,7 +364,7 @@ static void report(const qcfg *c, const worst *ws)
 					 p == KERN_QPATH_FP8_LT && g_fp8_fast ? ", fast accum" : "",
 					 c->name, f32 ? " f32out" : "");
 				gt_report(name, k_dts[di], ws[di].v[p - 1][f32],
-					  tol_for(c, p, f32, k_dts[di]));
+					  tol_for(c, p, f32, k_dts[di], ws[di].rounded[p - 1][f32]));
 			}
 }
 
@@ -595,12 +603,15 @@ START_TEST(test_decode_exact)
 						if (paths[pi] == KERN_QPATH_GEMV && n > KERN_QGEMV_MAX_TOKENS)
 							continue;
 						sl_dtype ot = f32 ? SL_DT_F32 : dt;
-						/* dequantize (and int4 groups of 32 on any path)
-						 * rounds each weight to the dtype once; so does a
-						 * dtype output */
+						/* dequantize (and int4 groups of 32 on any path,
+						 * and the GEMM where it folds the scales) rounds
+						 * each weight to the dtype once; so does a dtype
+						 * output */
 						float *exp = gt_malloc(sizeof(float) * n * rows);
 						memcpy(exp, want, sizeof(float) * n * rows);
-						if (!f32 || paths[pi] == KERN_QPATH_DEQUANT || affine)
+						if (!f32 || paths[pi] == KERN_QPATH_DEQUANT || affine ||
+						    (paths[pi] == KERN_QPATH_GEMM &&
+						     kern_qblas_gemm_rounds(qb, &q.d, dt)))
 							gt_round(exp, (size_t)n * rows, dt);
 						void *d_out = gt_dev_poison(sl_dtype_size(ot) * n * rows);
 						GT_KERNEL(kern_qmatmul_cuda(qb, paths[pi], d_out, ot, d_x, dt,
