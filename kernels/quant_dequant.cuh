@@ -199,9 +199,10 @@ __device__ __forceinline__ void q_dequant_affine(uint4 raw, uint32_t *f, uint32_
  * QG_ROW (int8 per row, fp8) scales the sums once at the end; QG_CHUNK
  * (a group holds a whole 64-byte chunk) adds scale x each chunk's partial
  * sum; QG_HALF (int8 groups of 32, int4 groups of 64: two groups a chunk,
- * lanes c = 0, 1 in the first) runs each MMA once per group; QG_AFFINE
- * (int4 groups of 32): they do not, the weights carry them
- * (q_dequant_affine). */
+ * lanes c = 0, 1 in the first) runs each MMA once per group, except in
+ * the GEMM on fp16 activations, which folds the scales into the weights
+ * (quant_gemm.cu, "Folded scales") and steps as QG_ROW; QG_AFFINE (int4
+ * groups of 32): they do not, the weights carry them (q_dequant_affine). */
 enum { QG_ROW = 0, QG_CHUNK = 1, QG_HALF = 2, QG_AFFINE = 3 };
 
 /* One m16n8k16 step of a chunk, by GM: QG_ROW and QG_AFFINE into acc;
