@@ -94,37 +94,71 @@ template <int FMT, typename S> constexpr int qm_stage_bytes()
 	return S::BM * QM_CHUNK_BYTES + S::BN * qm_geom<FMT>::CK * 2;
 }
 
-/* Chunk cu of W and x into stage buffers sw, sx (zeros past the ends). */
-template <typename T, int FMT, typename S, bool W_PART, bool X_PART>
-__device__ __forceinline__ void qm_load(const qgemm_args &a, const T *x, uint8_t *sw, T *sx,
-					int cu, int row0, int tok0)
-{
+/*
+ * A thread's share of each stage's copies, worked out once per block:
+ * round k of W is row r0 + k RW at byte 16 u of the chunk, round k of x
+ * token t0 + k RX at unit u (the same unit every round, so the same
+ * swizzle: RX is even). Per chunk only the column offset moves; the
+ * rows and tokens in range are a count of rounds, the columns one
+ * compare. The copy loop had recomputed every index, bound and 64-bit
+ * address per round and chunk: about 200 of the int4 main loop's 745
+ * instructions (now 594; int8's 313 -> 239).
+ */
+template <typename T, int FMT, typename S> struct qm_loader {
 	using G = qm_geom<FMT>;
-	if constexpr (W_PART) {
-		static_assert(S::BM * 4 % S::THREADS == 0, "whole W rounds");
+	static constexpr int NW = S::BM * 4 / S::THREADS, RW = S::THREADS / 4;
+	static constexpr int NX = S::BN * G::XU / S::THREADS, RX = S::THREADS / G::XU;
+	static_assert(S::BM * 4 % S::THREADS == 0, "whole W rounds");
+	static_assert(S::BN * G::XU % S::THREADS == 0, "whole x rounds");
+	static_assert(S::THREADS % G::XU == 0 && RX % 2 == 0, "x rounds keep the unit and swizzle");
+	const uint8_t *w;   /* round 0's row, byte 16 u (chunk 0) */
+	const T *x;         /* round 0's token, column 8 u (chunk 0) */
+	int w_round;        /* bytes from one W round to the next (< 2^31: RW rows) */
+	int x_round;        /* elements from one x round to the next */
+	int w_rows, x_toks; /* rounds k < these: the row / token is in range */
+	int w_byte, x_col;  /* the thread's offset in a chunk */
+	int sw_off, sx_off; /* round 0's place in a stage (bytes, elements) */
+
+	__device__ __forceinline__ qm_loader(const qgemm_args &a, const T *xp, int row0, int tok0)
+	{
+		const int r0 = threadIdx.x >> 2, wu = threadIdx.x & 3;
+		const int t0 = threadIdx.x / G::XU, xu = threadIdx.x % G::XU;
+		w_byte = 16 * wu;
+		x_col = 8 * xu;
+		w_round = RW * a.row_bytes;
+		x_round = RX * a.cols;
+		/* the rounds k with row0 + r0 + k RW < rows (tokens alike) */
+		w_rows = max(0, a.rows - row0 - r0 + RW - 1) / RW;
+		x_toks = max(0, a.n - tok0 - t0 + RX - 1) / RX;
+		w = a.w + (size_t)(row0 + r0) * a.row_bytes + w_byte;
+		x = xp + (size_t)(tok0 + t0) * a.cols + x_col;
+		sw_off = r0 * QM_CHUNK_BYTES + w_byte;
+		sx_off = t0 * G::CK + 8 * q_swz(xu, t0);
+	}
+
+	/* Chunk cu of W (W_PART) and x (X_PART) into stage buffers sw, sx;
+	 * zeros past the ends: a copy masked off reads no byte (src-size 0),
+	 * so its address, past the end or not, is never dereferenced. */
+	template <bool W_PART, bool X_PART>
+	__device__ __forceinline__ void load(const qgemm_args &a, const T *xp, uint8_t *sw, T *sx,
+					     int cu) const
+	{
+		if constexpr (W_PART) {
+			const bool col = cu * QM_CHUNK_BYTES + w_byte < a.row_bytes;
+			const uint8_t *src = w + (size_t)cu * QM_CHUNK_BYTES;
 #pragma unroll
-		for (int k = 0; k < S::BM * 4 / S::THREADS; k++) {
-			const int i = threadIdx.x + k * S::THREADS;
-			const int r = i >> 2, u = i & 3, row = row0 + r;
-			const int byte = cu * QM_CHUNK_BYTES + 16 * u;
-			const bool ok = row < a.rows && byte < a.row_bytes;
-			const uint8_t *src = ok ? a.w + (size_t)row * a.row_bytes + byte : a.w;
-			cp_async16(sw + r * QM_CHUNK_BYTES + 16 * u, src, ok);
+			for (int k = 0; k < NW; k++, src += w_round)
+				cp_async16(sw + sw_off + k * RW * QM_CHUNK_BYTES, src, col && k < w_rows);
+		}
+		if constexpr (X_PART) {
+			const bool col = cu * G::CK + x_col < a.cols;
+			const T *src = x + (size_t)cu * G::CK;
+#pragma unroll
+			for (int k = 0; k < NX; k++, src += x_round)
+				cp_async16(sx + sx_off + k * RX * G::CK, src, col && k < x_toks);
 		}
 	}
-	if constexpr (X_PART) {
-		static_assert(S::BN * G::XU % S::THREADS == 0, "whole x rounds");
-#pragma unroll
-		for (int k = 0; k < S::BN * G::XU / S::THREADS; k++) {
-			const int i = threadIdx.x + k * S::THREADS;
-			const int t = i / G::XU, u = i % G::XU, tok = tok0 + t;
-			const int col = cu * G::CK + 8 * u;
-			const bool ok = tok < a.n && col < a.cols;
-			const T *src = ok ? x + (size_t)tok * a.cols + col : x;
-			cp_async16(sx + t * G::CK + 8 * q_swz(u, t), src, ok);
-		}
-	}
-}
+};
 
 /* Whether a kernel folds its group scales into the weights (fp16 runs
  * with two groups a chunk: QG_HALF), the header's "Folded scales". */
@@ -290,18 +324,19 @@ __global__ void __launch_bounds__(S::THREADS, S::MINB) qgemm_kernel(const T *x, 
 	auto stage_w = [&](int s) { return sw + s * S::BM * QM_CHUNK_BYTES; };
 	auto stage_x = [&](int s) { return sx + s * S::BN * G::CK; };
 
+	const qm_loader<T, FMT, S> ld(a, x, row0, tok0);
 	/* W is constant: its first stages go before waiting for x's writer */
 #pragma unroll
 	for (int s = 0; s < S::STAGES - 1; s++)
 		if (s < nk)
-			qm_load<T, FMT, S, true, false>(a, x, stage_w(s), stage_x(s), ch_begin + s, row0, tok0);
+			ld.template load<true, false>(a, x, stage_w(s), stage_x(s), ch_begin + s);
 	qm_meta<FMT, GM> meta, next;
 	qm_fetch_meta<FMT, GM>(a, next, ch_begin, ch_end, rr, c, lg);
 	kern_pdl_wait();
 #pragma unroll
 	for (int s = 0; s < S::STAGES - 1; s++) {
 		if (s < nk)
-			qm_load<T, FMT, S, false, true>(a, x, stage_w(s), stage_x(s), ch_begin + s, row0, tok0);
+			ld.template load<false, true>(a, x, stage_w(s), stage_x(s), ch_begin + s);
 		cp_async_commit(); /* empty groups keep the wait count uniform */
 	}
 	float acc[2][S::NT][4];
@@ -315,10 +350,10 @@ __global__ void __launch_bounds__(S::THREADS, S::MINB) qgemm_kernel(const T *x, 
 	for (int k = 0; k < nk; k++) {
 		cp_async_wait<S::STAGES - 2>();
 		__syncthreads();
-		const int ld = k + S::STAGES - 1;
-		if (ld < nk)
-			qm_load<T, FMT, S, true, true>(a, x, stage_w(ld % S::STAGES), stage_x(ld % S::STAGES),
-						       ch_begin + ld, row0, tok0);
+		const int nx = k + S::STAGES - 1;
+		if (nx < nk)
+			ld.template load<true, true>(a, x, stage_w(nx % S::STAGES), stage_x(nx % S::STAGES),
+						     ch_begin + nx);
 		cp_async_commit();
 		meta = next;
 		if (k + 1 < nk)
@@ -340,7 +375,8 @@ __global__ void __launch_bounds__(S::THREADS, S::MINB) qgemm_kernel(const T *x, 
  * warps (NT 8); 5: 64 tokens, 2 x 2 warps (BM 64: twice the row tiles);
  * 6, 7: 5 at b3, and with 3 stages at b4; 8: 4 with 6 stages; 9: 1 at
  * b4; 10: 128 tokens, 4 x 2 warps, 3 stages, b2. qm_auto says which AUTO
- * takes and why. */
+ * takes and why. The b4 shapes still run at most QM_MAX_RESIDENT blocks
+ * an SM (3). */
 typedef qm_shape<32, 4, 1, 4> qm_v1;
 typedef qm_shape<64, 4, 1, 3, 3> qm_v2;
 typedef qm_shape<64, 4, 1, 3, 4> qm_v3;
@@ -366,14 +402,30 @@ const char *kern_qgemm_variant_name(int variant)
 /* Blocks of one instantiation resident on an SM, as kern_qgemm_init found
  * (0 before it). */
 template <typename T, int FMT, int GM, typename S, bool FOLD> struct qm_resident {
-	static int per_sm;
+	static int per_sm, smem;
 };
 template <typename T, int FMT, int GM, typename S, bool FOLD>
 int qm_resident<T, FMT, GM, S, FOLD>::per_sm;
+template <typename T, int FMT, int GM, typename S, bool FOLD>
+int qm_resident<T, FMT, GM, S, FOLD>::smem;
+
+/*
+ * At most QM_MAX_RESIDENT blocks of a GEMM on an SM: every kernel asks
+ * for at least qm_floor_smem bytes of shared memory (kern_qgemm_init),
+ * too many for one more. With fewer registers (the loader above) the
+ * int8 kernels fit 4 blocks an SM where they had fit 3, and though each
+ * launch alone ran faster, the 7B decode step ran slower: int8 batch 64
+ * 9,170 -> 8,517 tokens/s. Held to 3 (the same binary, smem padded): 8,414
+ * -> 9,139, batch 32 +5.6%, int4 (2 an SM by registers) unchanged
+ * (bench/results/2026-11-30-nvidia-h200-qgemm-loader/, call 4).
+ */
+#define QM_MAX_RESIDENT 3
+static int qm_floor_smem;
 
 template <typename T, int FMT, int GM, typename S, bool FOLD> static int qm_init_fold()
 {
-	constexpr int smem = S::STAGES * qm_stage_bytes<FMT, S>();
+	const int smem = max(S::STAGES * qm_stage_bytes<FMT, S>(), qm_floor_smem);
+	qm_resident<T, FMT, GM, S, FOLD>::smem = smem;
 	auto kernel = qgemm_kernel<T, FMT, GM, S, FOLD>;
 	CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
 	CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
@@ -426,6 +478,12 @@ static int qm_fold_on;
  * blocks an SM holds (the split-K choice). */
 int kern_qgemm_init(void)
 {
+	int dev = 0, sm_smem = 0, reserved = 0;
+	CUDA_TRY(cudaGetDevice(&dev));
+	CUDA_TRY(cudaDeviceGetAttribute(&sm_smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
+	CUDA_TRY(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev));
+	/* QM_MAX_RESIDENT + 1 blocks of (this + reserved) bytes do not fit */
+	qm_floor_smem = sm_smem / (QM_MAX_RESIDENT + 1) - reserved + 1;
 	TRY(qm_init_dt<__half>());
 	TRY(qm_init_dt<__nv_bfloat16>());
 	TRY(kern_qgw_init(&qm_wgmma_usable));
@@ -440,14 +498,14 @@ int kern_qgemm_init(void)
 template <typename T, int FMT, int GM, typename S>
 static int qm_launch(const kern_qgemm_ctx *ctx, qgemm_args a, const T *x)
 {
-	constexpr int smem = S::STAGES * qm_stage_bytes<FMT, S>();
 	if constexpr (qm_can_fold<T, GM>())
 		if (qm_fold_on)
 			return qm_launch_grid<T>(ctx, a, x, qgemm_kernel<T, FMT, GM, S, true>, S::BM,
-						 S::BN, S::THREADS, smem,
+						 S::BN, S::THREADS, qm_resident<T, FMT, GM, S, true>::smem,
 						 qm_resident<T, FMT, GM, S, true>::per_sm);
 	return qm_launch_grid<T>(ctx, a, x, qgemm_kernel<T, FMT, GM, S, false>, S::BM, S::BN,
-				 S::THREADS, smem, qm_resident<T, FMT, GM, S, false>::per_sm);
+				 S::THREADS, qm_resident<T, FMT, GM, S, false>::smem,
+				 qm_resident<T, FMT, GM, S, false>::per_sm);
 }
 
 /*

@@ -95,15 +95,24 @@ __device__ __forceinline__ void qm_fetch_meta(const qgemm_args &a, qm_meta<FMT, 
 extern int qm_forced_splits;
 
 /* Splits of the columns when the tiles fill less than one wave (slots:
- * blocks resident at once): as many as fit in that wave, each at least
- * QM_MIN_CHUNKS chunks, the partials fitting the workspace. Never more
- * than a wave: the partials cost n x rows x 4 bytes a split, which only
- * idle SMs repay. */
+ * blocks resident at once): as many as fit in that wave, rounded down to
+ * a power of two, each at least QM_MIN_CHUNKS chunks, the partials
+ * fitting the workspace. Never more than a wave: the partials cost n x
+ * rows x 4 bytes a split, which only idle SMs repay. The power of two:
+ * once the int8 kernels fit 3 blocks an SM (2026-11-30, 156 registers),
+ * the wave asked 12 splits of the 32 tiles of a 4096-row projection,
+ * and lab-qgemv table 10 on an H200 timed 12 at 17.4 us against 15.2 for
+ * 8 (int8 o, 64 tokens; down 31.3 against 27.7; 6 against 4 at 128
+ * tokens 23.4 against 20.8), while 2 and 4 stayed the best where the
+ * wave gave them (bench/results/2026-11-30-nvidia-h200-qgemm-loader/). */
 static int qm_splits(const kern_qgemm_ctx *ctx, const qgemm_args &a, int blocks, int slots)
 {
 	if (qm_forced_splits <= 0 && blocks >= slots)
 		return 1;
-	int splits = qm_forced_splits > 0 ? qm_forced_splits : slots / blocks;
+	int splits = qm_forced_splits;
+	if (splits <= 0)
+		for (splits = 1; 2 * splits <= slots / blocks;)
+			splits *= 2;
 	const int most = a.n_chunk / QM_MIN_CHUNKS;
 	const size_t fit = ctx->workspace_bytes / (sizeof(float) * (size_t)a.n * a.rows);
 	if (splits > most)
