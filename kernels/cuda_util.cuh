@@ -38,33 +38,6 @@ template <> __device__ __forceinline__ __nv_bfloat16 kern_from_f32<__nv_bfloat16
 }
 template <> __device__ __forceinline__ float kern_from_f32<float>(float v) { return v; }
 
-/* out[i] = the sum over splits s, in order, of part[s][i], for i < count:
- * the split-K decode GEMVs' fp32 partial sums (matmul.cu, quant.cu),
- * reduced in one fixed order so every call gives the same bits. */
-template <typename OutT>
-__global__ void kern_splitk_reduce_kernel(OutT *__restrict__ out, const float *__restrict__ part,
-					  int splits, size_t count)
-{
-	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-	if (i >= count)
-		return;
-	float s = 0;
-	for (int k = 0; k < splits; k++)
-		s += part[(size_t)k * count + i];
-	out[i] = kern_from_f32<OutT>(s);
-}
-
-/* Enqueues that reduction on stream; the launch's own error, if any. */
-template <typename OutT>
-static inline cudaError_t kern_splitk_reduce(OutT *out, const float *part, int splits, size_t count,
-					     cudaStream_t stream)
-{
-	if (count)
-		kern_splitk_reduce_kernel<OutT><<<(unsigned)((count + 255) / 256), 256, 0, stream>>>(
-			out, part, splits, count);
-	return cudaGetLastError();
-}
-
 /* Two fp32 values as a packed pair of storage elements, x in the low half:
  * one 32-bit register of an MMA fragment, or two adjacent outputs. */
 template <typename T> __device__ __forceinline__ uint32_t kern_pack2(float x, float y);
@@ -385,6 +358,38 @@ static int kern_launch_small(const char *who, cudaStream_t stream, K kernel, dim
 			     size_t smem, Args... args)
 {
 	return kern_launch_pdl_smem(&kern_pdl_small, who, stream, kernel, grid, block, smem, args...);
+}
+
+/* out[i] = the sum over splits s, in order, of part[s][i], for i < count:
+ * the split-K GEMVs' and GEMMs' fp32 partial sums (matmul.cu, quant.cu,
+ * quant_gemm.cuh), reduced in one fixed order so every call gives the
+ * same bits. A programmatic dependent like the kernels around it: it was
+ * a plain launch, so the kernel before it drained and the one after it
+ * launched only once it had ended. */
+template <typename OutT>
+__global__ void kern_splitk_reduce_kernel(OutT *__restrict__ out, const float *__restrict__ part,
+					  int splits, size_t count)
+{
+	kern_pdl_start();
+	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= count)
+		return;
+	float s = 0;
+	for (int k = 0; k < splits; k++)
+		s += part[(size_t)k * count + i];
+	out[i] = kern_from_f32<OutT>(s);
+}
+
+/* Enqueues that reduction on stream (kern_launch_small). */
+template <typename OutT>
+static inline int kern_splitk_reduce(OutT *out, const float *part, int splits, size_t count,
+				     cudaStream_t stream)
+{
+	if (!count)
+		return SL_OK;
+	return kern_launch_small("splitk reduce", stream, kern_splitk_reduce_kernel<OutT>,
+				 dim3((unsigned)((count + 255) / 256)), dim3(256), 0, out, part,
+				 splits, count);
 }
 
 static inline cudaStream_t kern_stream(void *s) { return (cudaStream_t)s; }

@@ -405,8 +405,7 @@ static int gemv_run(kern_blas *b, OutT *out, const T *x, const T *w, int n, int 
 	if (rc)
 		return rc;
 	size_t count = (size_t)n * out_dim;
-	CUDA_TRY(kern_splitk_reduce<OutT>(out, part, splits, count, b->stream));
-	return SL_OK;
+	return kern_splitk_reduce<OutT>(out, part, splits, count, b->stream);
 }
 
 /* 4 warps on a tile, 8 chunks per warp round: 16 loads of 16 bytes in

@@ -236,10 +236,8 @@ static inline int q_splitk_finish(void *out, bool out_f32, const void *part, int
 {
 	const float *p = (const float *)part;
 	if (out_f32)
-		CUDA_TRY(kern_splitk_reduce<float>((float *)out, p, splits, count, stream));
-	else
-		CUDA_TRY(kern_splitk_reduce<T>((T *)out, p, splits, count, stream));
-	return SL_OK;
+		return kern_splitk_reduce<float>((float *)out, p, splits, count, stream);
+	return kern_splitk_reduce<T>((T *)out, p, splits, count, stream);
 }
 
 /* A weight as the GEMV and the GEMM read it; each kernel's arguments

@@ -356,6 +356,7 @@ __global__ void __launch_bounds__(S::THREADS, S::MINB) qgemm_kernel(const T *x, 
 						     ch_begin + nx);
 		cp_async_commit();
 		meta = next;
+		qm_spread_meta<FMT, GM, 2>(meta, c);
 		if (k + 1 < nk)
 			qm_fetch_meta<FMT, GM>(a, next, ch_begin + k + 1, ch_end, rr, c, lg);
 		const int s = k % S::STAGES;

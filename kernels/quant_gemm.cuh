@@ -52,10 +52,82 @@ template <int FMT, int GM, int MT = 2> struct qm_meta {
 	uint32_t z[MT][2];
 };
 
+/*
+ * The mma.sync GEMM's group scales and int4 zero points (MT 2, QG_CHUNK or
+ * QG_HALF): the four lanes of a quad hold the same four rows, so lane c
+ * fetches only slot c's (m tile c >> 1, row g + 8 (c & 1)), one row's
+ * address arithmetic and loads a lane instead of four, into s[0][0] and
+ * z[0][0] (int4: both groups' zero points, 0..15, in one word); once the
+ * loads have landed, a chunk later, qm_spread_meta exchanges them across
+ * the quad. Exchanging them at once made each chunk wait for its loads:
+ * the int4 layer at 64 tokens fell from 0.84x fp16's to 0.76x (lab-qgemv
+ * table 7, H200). Values as qm_fetch_meta's below: group 0's past the
+ * row or the split's end; int4 groups of 64 (QG_HALF) give lanes c = 0,
+ * 1 the chunk's first group's zero point and 2, 3 the second's.
+ */
+template <int FMT, int GM, int MT> constexpr bool qm_meta_quad()
+{
+	return MT == 2 && (GM == QG_CHUNK || GM == QG_HALF);
+}
+
+template <int FMT, int GM>
+__device__ __forceinline__ void qm_fetch_meta_quad(const qgemm_args &a, qm_meta<FMT, GM, 2> &m,
+						   int cu, int ch_end, const int (&rr)[2][2], int c,
+						   unsigned lg)
+{
+	constexpr int NH = qm_meta<FMT, GM, 2>::NH;
+	const bool in = cu < ch_end;
+	const int grp0 = GM == QG_HALF ? 2 * cu : (int)((unsigned)cu >> lg);
+	const int mine = c == 0 ? rr[0][0] : c == 1 ? rr[0][1] : c == 2 ? rr[1][0] : rr[1][1];
+	const size_t base = (size_t)mine * a.groups;
+	uint32_t z = 0;
+#pragma unroll
+	for (int h = 0; h < NH; h++) {
+		const int gr = in && grp0 + h < a.groups ? grp0 + h : 0;
+		m.s[0][0][h] = q_scale_bits(a.scales, base + gr, a.scale_f16);
+		if constexpr (FMT == KERN_Q_INT4)
+			z |= (a.zeros ? (uint32_t)__ldg(a.zeros + base + gr) : 8u) << (16 * h);
+	}
+	m.z[0][0] = z;
+}
+
+/* A fetched chunk's meta made ready for its MMAs (qm_fetch_meta_quad's
+ * exchange; nothing for the other kinds). All 32 lanes call it. */
+template <int FMT, int GM, int MT>
+__device__ __forceinline__ void qm_spread_meta(qm_meta<FMT, GM, MT> &m, int c)
+{
+	if constexpr (qm_meta_quad<FMT, GM, MT>()) {
+		constexpr int NH = qm_meta<FMT, GM, MT>::NH;
+		uint32_t s[NH];
+#pragma unroll
+		for (int h = 0; h < NH; h++)
+			s[h] = m.s[0][0][h];
+		const uint32_t z = m.z[0][0];
+		const int quad = threadIdx.x & 28;
+#pragma unroll
+		for (int slot = 0; slot < 4; slot++) {
+			const int mt = slot >> 1, h2 = slot & 1;
+#pragma unroll
+			for (int h = 0; h < NH; h++)
+				m.s[mt][h2][h] = __shfl_sync(0xffffffffu, s[h], quad | slot);
+			if constexpr (FMT == KERN_Q_INT4) {
+				const uint32_t zs = __shfl_sync(0xffffffffu, z, quad | slot);
+				m.z[mt][h2] = GM == QG_HALF && (c >> 1) ? zs >> 16 : zs & 0xFFFFu;
+			} else {
+				m.z[mt][h2] = 0;
+			}
+		}
+	}
+}
+
 template <int FMT, int GM, int MT>
 __device__ __forceinline__ void qm_fetch_meta(const qgemm_args &a, qm_meta<FMT, GM, MT> &m, int cu,
 					      int ch_end, const int (&rr)[MT][2], int c, unsigned lg)
 {
+	if constexpr (qm_meta_quad<FMT, GM, MT>()) {
+		qm_fetch_meta_quad<FMT, GM>(a, m, cu, ch_end, rr, c, lg);
+		return;
+	}
 	constexpr int NH = qm_meta<FMT, GM, MT>::NH;
 	const bool in = cu < ch_end;
 	const int grp0 = GM == QG_HALF ? 2 * cu : GM == QG_CHUNK ? (int)((unsigned)cu >> lg) : 0;
