@@ -45,7 +45,9 @@ template <int FMT> struct qm_geom {
 
 /* A chunk's group scale bits (QG_CHUNK, QG_HALF) and int4 zero points or
  * (d, m) pairs (QG_AFFINE) for the lane's rows: [m tile][row g, g + 8],
- * MT m16 tiles a warp (the mma.sync GEMM 2, the wgmma one 1). */
+ * MT m16 tiles a warp (the mma.sync GEMM 2, the wgmma one 1). Fetched
+ * for the mma.sync GEMM's groups, only [0][0] holds anything (the lane's
+ * share) until qm_spread_meta fills the rest. */
 template <int FMT, int GM, int MT = 2> struct qm_meta {
 	static constexpr int NH = GM == QG_HALF ? 2 : 1;
 	uint32_t s[MT][2][NH];
@@ -60,12 +62,12 @@ template <int FMT, int GM, int MT = 2> struct qm_meta {
  * z[0][0] (int4: both groups' zero points, 0..15, in one word); once the
  * loads have landed, a chunk later, qm_spread_meta exchanges them across
  * the quad. Exchanging them at once made each chunk wait for its loads:
- * the int4 layer at 64 tokens fell from 0.84x fp16's to 0.76x (lab-qgemv
- * table 7, H200). Values as qm_fetch_meta's below: group 0's past the
+ * the int4 layer at 64 tokens fell from 0.83x fp16's to 0.76x (lab-qgemv
+ * table 7, H200; bench/results/2026-11-30-nvidia-h200-qgemm-meta/). Values as qm_fetch_meta's below: group 0's past the
  * row or the split's end; int4 groups of 64 (QG_HALF) give lanes c = 0,
  * 1 the chunk's first group's zero point and 2, 3 the second's.
  */
-template <int FMT, int GM, int MT> constexpr bool qm_meta_quad()
+template <int GM, int MT> constexpr bool qm_meta_quad()
 {
 	return MT == 2 && (GM == QG_CHUNK || GM == QG_HALF);
 }
@@ -96,7 +98,7 @@ __device__ __forceinline__ void qm_fetch_meta_quad(const qgemm_args &a, qm_meta<
 template <int FMT, int GM, int MT>
 __device__ __forceinline__ void qm_spread_meta(qm_meta<FMT, GM, MT> &m, int c)
 {
-	if constexpr (qm_meta_quad<FMT, GM, MT>()) {
+	if constexpr (qm_meta_quad<GM, MT>()) {
 		constexpr int NH = qm_meta<FMT, GM, MT>::NH;
 		uint32_t s[NH];
 #pragma unroll
@@ -124,7 +126,7 @@ template <int FMT, int GM, int MT>
 __device__ __forceinline__ void qm_fetch_meta(const qgemm_args &a, qm_meta<FMT, GM, MT> &m, int cu,
 					      int ch_end, const int (&rr)[MT][2], int c, unsigned lg)
 {
-	if constexpr (qm_meta_quad<FMT, GM, MT>()) {
+	if constexpr (qm_meta_quad<GM, MT>()) {
 		qm_fetch_meta_quad<FMT, GM>(a, m, cu, ch_end, rr, c, lg);
 		return;
 	}
