@@ -1,7 +1,7 @@
 /*
  * allreduce.c — shardline-bench-allreduce: microseconds per tensor-parallel
- * all-reduce call, custom one-shot and two-shot (parallel/allreduce.h)
- * against NCCL, for every power-of-two message from --min to --max bytes
+ * all-reduce call, custom one-shot, two-shot and LL one-shot
+ * (parallel/allreduce.h) against NCCL, for every power-of-two message from --min to --max bytes
  * (default 8 KiB to 8 MiB), under mpirun -np N on one host.
  *
  * Each measurement is a CUDA graph of --iters calls on one buffer (how a
@@ -9,7 +9,7 @@
  * timed with events on every rank; the slowest rank's time is reported.
  * The buffer holds zeros, so repeated in-place sums stay finite.
  *
- * With one GPU per rank: all three, and which one the node's size rule
+ * With one GPU per rank: all four, and which one the node's size rule
  * (default limits for this tp) would pick. When ranks share a GPU (a host
  * with fewer GPUs than ranks), NCCL cannot run there and the custom
  * numbers measure how the GPU time-slices between the ranks' contexts,
@@ -45,7 +45,7 @@ typedef struct bench_args {
 
 typedef struct row {
 	size_t bytes;
-	double us[3]; /* one-shot, two-shot, NCCL; < 0: not measured */
+	double us[4]; /* one-shot, two-shot, LL, NCCL; < 0: not measured */
 	par_ar_algo choice;
 } row;
 
@@ -72,16 +72,28 @@ static ncclDataType_t nccl_type(sl_dtype dt)
 	return dt == SL_DT_F32 ? ncclFloat32 : dt == SL_DT_F16 ? ncclFloat16 : ncclBfloat16;
 }
 
-/* One call of algorithm a (0 one-shot, 1 two-shot, 2 NCCL), enqueued. */
+enum { A_ONESHOT, A_TWOSHOT, A_LL, A_NCCL, N_ALGOS };
+static const par_ar_algo k_algos[N_ALGOS] = {PAR_AR_ONESHOT, PAR_AR_TWOSHOT, PAR_AR_LL,
+					     PAR_AR_NCCL};
+
+/* The column of the node's pick. */
+static int pick_col(par_ar_algo a)
+{
+	return a == PAR_AR_ONESHOT ? A_ONESHOT : a == PAR_AR_TWOSHOT ? A_TWOSHOT
+					     : a == PAR_AR_LL	   ? A_LL
+								   : A_NCCL;
+}
+
+/* One call of algorithm a (A_*), enqueued. */
 static void one_call(int a, void *buf, size_t count, sl_dtype dt)
 {
-	if (a == 2) {
+	if (a == A_NCCL) {
 		if (ncclAllReduce(buf, buf, count, nccl_type(dt), ncclSum, g_nccl, g_stream) !=
 		    ncclSuccess)
 			die("ncclAllReduce", "failed");
 		return;
 	}
-	if (par_car_allreduce(g_car, buf, count, dt, a ? PAR_AR_TWOSHOT : PAR_AR_ONESHOT))
+	if (par_car_allreduce(g_car, buf, count, dt, k_algos[a]))
 		die("par_car_allreduce", "failed");
 }
 
@@ -152,7 +164,9 @@ static int parse(int argc, char **argv, bench_args *a, char *err, size_t errlen)
 
 static const char *algo_label(par_ar_algo a)
 {
-	return a == PAR_AR_ONESHOT ? "one-shot" : a == PAR_AR_TWOSHOT ? "two-shot" : "NCCL";
+	return a == PAR_AR_ONESHOT ? "one-shot" : a == PAR_AR_TWOSHOT ? "two-shot"
+		 : a == PAR_AR_LL		? "LL"
+						: "NCCL";
 }
 
 static void print_table(const bench_args *a, const row *rows, int n, const char *device)
@@ -163,18 +177,17 @@ static void print_table(const bench_args *a, const row *rows, int n, const char 
 	if (!g_distinct)
 		printf("ranks share GPUs: NCCL cannot run; the custom times below measure the GPU's "
 		       "time slicing between contexts, not the kernels\n");
-	printf("| bytes | one-shot | two-shot | NCCL | node picks | picked vs NCCL |\n");
-	printf("|---|---|---|---|---|---|\n");
+	printf("| bytes | one-shot | two-shot | LL | NCCL | node picks | picked vs NCCL |\n");
+	printf("|---|---|---|---|---|---|---|\n");
 	for (int i = 0; i < n; i++) {
 		const row *r = &rows[i];
 		char nccl[32] = "-", vs[32] = "-";
-		int pick = r->choice == PAR_AR_ONESHOT ? 0 : r->choice == PAR_AR_TWOSHOT ? 1 : 2;
-		if (r->us[2] >= 0) {
-			snprintf(nccl, sizeof nccl, "%.1f", r->us[2]);
-			snprintf(vs, sizeof vs, "%.2fx", r->us[2] / r->us[pick]);
+		if (r->us[A_NCCL] >= 0) {
+			snprintf(nccl, sizeof nccl, "%.1f", r->us[A_NCCL]);
+			snprintf(vs, sizeof vs, "%.2fx", r->us[A_NCCL] / r->us[pick_col(r->choice)]);
 		}
-		printf("| %zu | %.1f | %.1f | %s | %s | %s |\n", r->bytes, r->us[0], r->us[1], nccl,
-		       algo_label(r->choice), vs);
+		printf("| %zu | %.1f | %.1f | %.1f | %s | %s | %s |\n", r->bytes, r->us[A_ONESHOT],
+		       r->us[A_TWOSHOT], r->us[A_LL], nccl, algo_label(r->choice), vs);
 	}
 }
 
@@ -184,30 +197,35 @@ static void print_table(const bench_args *a, const row *rows, int n, const char 
  * the custom kernels while the faster of them beats NCCL likewise. */
 static void print_crossover(const row *rows, int n, const par_car_limits *node)
 {
-	size_t one = 0, custom = 0;
-	int one_run = 1, custom_run = g_distinct;
+	size_t ll = 0, one = 0, custom = 0;
+	int ll_run = 1, one_run = 1, custom_run = g_distinct;
 	for (int i = 0; i < n; i++) {
 		const row *r = &rows[i];
-		double best = r->us[0] < r->us[1] ? r->us[0] : r->us[1];
-		one_run = one_run && r->us[0] <= r->us[1];
+		double best = r->us[A_ONESHOT] < r->us[A_TWOSHOT] ? r->us[A_ONESHOT]
+								  : r->us[A_TWOSHOT];
+		ll_run = ll_run && r->us[A_LL] <= best;
+		if (ll_run)
+			ll = r->bytes;
+		one_run = one_run && r->us[A_ONESHOT] <= r->us[A_TWOSHOT];
 		if (one_run)
 			one = r->bytes;
-		custom_run = custom_run && best <= r->us[2];
+		best = best < r->us[A_LL] ? best : r->us[A_LL];
+		custom_run = custom_run && best <= r->us[A_NCCL];
 		if (custom_run)
 			custom = r->bytes;
 	}
-	printf("measured rule: one-shot up to %zu KiB (node: %zu KiB)", one >> 10,
-	       node->oneshot_max >> 10);
+	printf("measured rule: LL up to %zu KiB (node: %zu KiB), one-shot up to %zu KiB (node: %zu "
+	       "KiB)", ll >> 10, node->ll_max >> 10, one >> 10, node->oneshot_max >> 10);
 	if (g_distinct)
 		printf(", custom up to %zu KiB, NCCL above (node: %zu KiB)", custom >> 10,
 		       node->custom_max >> 10);
 	printf("\n");
 	for (int i = 0; i < n && g_distinct; i++) {
 		const row *r = &rows[i];
-		int pick = r->choice == PAR_AR_ONESHOT ? 0 : r->choice == PAR_AR_TWOSHOT ? 1 : 2;
-		if (r->us[pick] > r->us[2])
+		int pick = pick_col(r->choice);
+		if (r->us[pick] > r->us[A_NCCL])
 			printf("node's pick slower than NCCL at %zu bytes: %s %.1f us, NCCL %.1f us\n",
-			       r->bytes, algo_label(r->choice), r->us[pick], r->us[2]);
+			       r->bytes, algo_label(r->choice), r->us[pick], r->us[A_NCCL]);
 	}
 }
 
@@ -233,10 +251,11 @@ static int write_json(const char *path, const bench_args *a, const row *rows, in
 	for (int i = 0; i < n; i++) {
 		cJSON *r = cJSON_CreateObject();
 		cJSON_AddNumberToObject(r, "bytes", (double)rows[i].bytes);
-		cJSON_AddNumberToObject(r, "oneshot_us", rows[i].us[0]);
-		cJSON_AddNumberToObject(r, "twoshot_us", rows[i].us[1]);
-		if (rows[i].us[2] >= 0)
-			cJSON_AddNumberToObject(r, "nccl_us", rows[i].us[2]);
+		cJSON_AddNumberToObject(r, "oneshot_us", rows[i].us[A_ONESHOT]);
+		cJSON_AddNumberToObject(r, "twoshot_us", rows[i].us[A_TWOSHOT]);
+		cJSON_AddNumberToObject(r, "ll_us", rows[i].us[A_LL]);
+		if (rows[i].us[A_NCCL] >= 0)
+			cJSON_AddNumberToObject(r, "nccl_us", rows[i].us[A_NCCL]);
 		else
 			cJSON_AddNullToObject(r, "nccl_us");
 		cJSON_AddStringToObject(r, "node_picks", algo_label(rows[i].choice));
@@ -306,6 +325,7 @@ int main(int argc, char **argv)
 	par_car_default_limits(g_tp, &lim);
 	par_car_default_limits(g_tp, &node_lim);
 	lim.custom_max = a.max_bytes; /* one slot holds the largest message */
+	lim.ll_max = a.max_bytes;     /* and one LL call */
 	if (par_car_create(MPI_COMM_WORLD, g_stream, PAR_CAR_ON, &lim, &g_car, err, sizeof err))
 		die("par_car_create", err);
 	size_t es = sl_dtype_size(a.dtype);
@@ -318,13 +338,15 @@ int main(int argc, char **argv)
 	for (size_t b = a.min_bytes; b <= a.max_bytes && n < MAX_SIZES; b *= 2, n++) {
 		rows[n].bytes = b;
 		rows[n].choice = par_car_choose(&node_lim, b);
-		for (int al = 0; al < 3; al++)
-			rows[n].us[al] = al == 2 && !g_distinct
+		for (int al = 0; al < N_ALGOS; al++)
+			rows[n].us[al] = al == A_NCCL && !g_distinct
 					       ? -1
 					       : time_calls(al, buf, b / es, a.dtype, a.iters, a.reps);
 		if (g_rank == 0) {
-			fprintf(stderr, "%zu bytes: one-shot %.1f us, two-shot %.1f us, NCCL %.1f us\n", b,
-				rows[n].us[0], rows[n].us[1], rows[n].us[2]);
+			fprintf(stderr,
+				"%zu bytes: one-shot %.1f us, two-shot %.1f us, LL %.1f us, NCCL %.1f us\n",
+				b, rows[n].us[A_ONESHOT], rows[n].us[A_TWOSHOT], rows[n].us[A_LL],
+				rows[n].us[A_NCCL]);
 		}
 	}
 	int rc = 0;

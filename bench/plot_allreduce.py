@@ -54,23 +54,24 @@ def micro_table(runs):
         if not r.get("gpu_per_rank", True):
             title += " — ranks SHARE a GPU: times measure context switching, not the kernels"
         lines += ["### " + title, "",
-                  "| message | one-shot µs | two-shot µs | NCCL µs | node picks | picked vs NCCL |",
-                  "|---|---|---|---|---|---|"]
+                  "| message | LL µs | one-shot µs | two-shot µs | NCCL µs | node picks | picked vs NCCL |",
+                  "|---|---|---|---|---|---|---|"]
         for s in r["sizes"]:
+            # runs before the LL one-shot (2026-11-30) have no ll_us
             pick = {"one-shot": s["oneshot_us"], "two-shot": s["twoshot_us"],
-                    "NCCL": s["nccl_us"]}[s["node_picks"]]
+                    "LL": s.get("ll_us"), "NCCL": s["nccl_us"]}[s["node_picks"]]
             vs = "%.2fx" % (s["nccl_us"] / pick) if s["nccl_us"] and pick else "-"
-            lines.append("| %s | %s | %s | %s | %s | %s |" % (
-                human(int(s["bytes"])), fmt(s["oneshot_us"]), fmt(s["twoshot_us"]),
-                fmt(s["nccl_us"]), s["node_picks"], vs))
+            lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+                human(int(s["bytes"])), fmt(s.get("ll_us")), fmt(s["oneshot_us"]),
+                fmt(s["twoshot_us"]), fmt(s["nccl_us"]), s["node_picks"], vs))
         lines.append("")
     return "\n".join(lines)
 
 
 def micro_plot(plt, runs, png):
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
-    styles = {"oneshot_us": ("one-shot", "-"), "twoshot_us": ("two-shot", "--"),
-              "nccl_us": ("NCCL", ":")}
+    styles = {"ll_us": ("LL", "-."), "oneshot_us": ("one-shot", "-"),
+              "twoshot_us": ("two-shot", "--"), "nccl_us": ("NCCL", ":")}
     for r in sorted(runs, key=lambda r: r["tp"]):
         shared = "" if r.get("gpu_per_rank", True) else " (shared GPU)"
         for key, (label, ls) in styles.items():

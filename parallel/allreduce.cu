@@ -46,6 +46,10 @@
  *    exchange (tests/gpu/test_allreduce.c runs every case both ways, and
  *    one where the kernel before writes the input late).
  *
+ * The LL one-shot (car_oneshot_ll) is the exception to "write locally":
+ * for small messages it stores its data into the peers' LL areas as words
+ * that carry the call's number, so the data is its own flag (below).
+ *
  * Sums: fp32, in rank order 0..tp-1 on every rank, then one rounding to
  * the storage dtype, so every rank's output is bit-identical and equals
  * a host reference computed the same way (tests/gpu/test_allreduce.c).
@@ -148,17 +152,11 @@ __device__ __forceinline__ uint4 car_peer_pack(const char *slot_base, size_t i)
 	return __ldcg(reinterpret_cast<const uint4 *>(slot_base) + i);
 }
 
-/* Pack i of the sum over ranks 0..tp-1 of slot s, in rank order, fp32.
- * NP: a bound on tp known at compile time (registers for the loads). */
-template <typename T, int NP = CAR_MAX_RANKS>
-__device__ __forceinline__ uint4 car_sum_pack(const par_car_dev &d, size_t slot, size_t i)
+/* The sum of v[0..tp-1] (rank order), fp32, rounded once to T. */
+template <typename T, int NP>
+__device__ __forceinline__ uint4 car_sum_packs(const uint4 (&v)[NP], int tp)
 {
 	constexpr int E = 16 / sizeof(T);
-	uint4 v[NP];
-#pragma unroll
-	for (int p = 0; p < NP; p++) /* every load in flight before any add */
-		if (p < d.tp)
-			v[p] = car_peer_pack(d.data[p] + slot, i);
 	float acc[E];
 	const T *t0 = reinterpret_cast<const T *>(&v[0]);
 #pragma unroll
@@ -166,7 +164,7 @@ __device__ __forceinline__ uint4 car_sum_pack(const par_car_dev &d, size_t slot,
 		acc[k] = kern_to_f32(t0[k]);
 #pragma unroll
 	for (int p = 1; p < NP; p++) {
-		if (p < d.tp) {
+		if (p < tp) {
 			const T *t = reinterpret_cast<const T *>(&v[p]);
 #pragma unroll
 			for (int k = 0; k < E; k++)
@@ -179,6 +177,72 @@ __device__ __forceinline__ uint4 car_sum_pack(const par_car_dev &d, size_t slot,
 	for (int k = 0; k < E; k++)
 		o[k] = kern_from_f32<T>(acc[k]);
 	return out;
+}
+
+/* Pack i of the sum over ranks 0..tp-1 of slot s, in rank order, fp32.
+ * NP: a bound on tp known at compile time (registers for the loads). */
+template <typename T, int NP = CAR_MAX_RANKS>
+__device__ __forceinline__ uint4 car_sum_pack(const par_car_dev &d, size_t slot, size_t i)
+{
+	uint4 v[NP];
+#pragma unroll
+	for (int p = 0; p < NP; p++) /* every load in flight before any add */
+		if (p < d.tp)
+			v[p] = car_peer_pack(d.data[p] + slot, i);
+	return car_sum_packs<T, NP>(v, d.tp);
+}
+
+/* ---- LL words: 4 data bytes and the call's number (allreduce_dev.h) ---- */
+
+/* Two aligned 8-byte words at system scope, relaxed: each word is single-
+ * copy atomic (a vector access is one access per element), so a reader
+ * that sees a word's number sees its data; see kern_ll_store. */
+__device__ __forceinline__ void car_ll_store2(uint64_t *p, uint64_t a, uint64_t b)
+{
+	asm volatile("st.relaxed.sys.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(a), "l"(b)
+		     : "memory");
+}
+
+__device__ __forceinline__ void car_ll_load2(const uint64_t *p, uint64_t &a, uint64_t &b)
+{
+	asm volatile("ld.relaxed.sys.global.v2.u64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "l"(p)
+		     : "memory");
+}
+
+/* Pack i's four words from sender `from`, slot s, in rank p's LL area. */
+__device__ __forceinline__ uint64_t *car_ll_word(const par_car_dev &d, int p, int s, int from,
+						 size_t i)
+{
+	return reinterpret_cast<uint64_t *>(d.ll[p] + ((size_t)s * d.tp + from) * d.ll_region) +
+	       4 * i;
+}
+
+/* The pack in w[0..3] if all four words are call e's. */
+__device__ __forceinline__ bool car_ll_try(const uint64_t *w, uint32_t e, uint4 *v,
+					   uint32_t *seen)
+{
+	uint64_t a, b, c, f;
+	car_ll_load2(w, a, b);
+	car_ll_load2(w + 2, c, f);
+	*v = make_uint4((uint32_t)a, (uint32_t)b, (uint32_t)c, (uint32_t)f);
+	const bool ok = (uint32_t)(a >> 32) == e && (uint32_t)(b >> 32) == e &&
+			(uint32_t)(c >> 32) == e && (uint32_t)(f >> 32) == e;
+	*seen = (uint32_t)(a >> 32);
+	return ok;
+}
+
+/* Spin until the pack at w is call e's (kern_flag_wait's timeout). */
+static __device__ __noinline__ uint4 car_ll_wait(const uint64_t *w, uint32_t e,
+						 kern_xchg_diag *diag, int rank, int peer)
+{
+	uint64_t t0 = 0;
+	uint4 v;
+	uint32_t seen;
+	for (uint32_t spins = 1;; spins++) {
+		if (car_ll_try(w, e, &v, &seen))
+			return v;
+		kern_wait_tick(spins, &t0, diag, rank, peer, seen, e);
+	}
 }
 
 /* ---- kernels ---- */
@@ -207,6 +271,73 @@ __global__ void __launch_bounds__(CAR_THREADS) car_oneshot(par_car_dev d, T *buf
 	/* in place is safe: peers read our slot, never buf */
 	for (size_t i = first; i < n; i += stride)
 		car_store_pack<T, ALIGNED>(buf, i, count, car_sum_pack<T>(d, slot, i));
+}
+
+/*
+ * LL one-shot: store buf's packs as words of call e into every peer's LL
+ * area (region e & 1, this rank's), then take every peer's words of the
+ * same packs from this rank's own area once they carry e, and sum ranks
+ * 0..tp-1 in order, as the one-shot does (same bits). No flag, no
+ * barrier: a word's number says its data has come.
+ *
+ * The grid is CAR_LL_BLOCKS blocks of CAR_LL_THREADS, its call numbers
+ * its own (d.ll_epoch: LL calls only, counted by every block of every
+ * call as the other kernels count theirs). Reuse of a region without a
+ * barrier, as the one-shot's slots: this rank writes region (e & 1, r) of
+ * peer q in LL call e only after its LL call e - 1 completed, which took
+ * words of q's LL call e - 1, which q stored only after its whole LL call
+ * e - 2 kernel (the last to read that region) completed, in stream order.
+ * Words of older calls carry smaller numbers; a number repeats only after
+ * 2^32 LL calls of the group.
+ */
+template <typename T, bool ALIGNED, int NP>
+__global__ void __launch_bounds__(CAR_LL_THREADS)
+	car_oneshot_ll(par_car_dev d, T *buf, size_t count)
+{
+	constexpr int E = 16 / sizeof(T);
+	kern_pdl_start(); /* the input is the previous kernel's output */
+	__shared__ uint32_t call;
+	if (threadIdx.x == 0) {
+		call = d.ll_epoch[blockIdx.x] + 1;
+		d.ll_epoch[blockIdx.x] = call;
+	}
+	__syncthreads();
+	const uint32_t e = call;
+	if (blockIdx.x >= d.active)
+		return; /* counted the call; moves nothing */
+	const int s = e & 1;
+	const uint64_t tag = (uint64_t)e << 32;
+	const size_t n = (count + E - 1) / E;
+	const size_t stride = (size_t)d.active * blockDim.x;
+	const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+	for (size_t i = first; i < n; i += stride) {
+		const uint4 v = car_load_pack<T, ALIGNED>(buf, i, count);
+		for (int q = 0; q < d.tp; q++) {
+			if (q == d.rank)
+				continue;
+			uint64_t *w = car_ll_word(d, q, s, d.rank, i);
+			car_ll_store2(w, tag | v.x, tag | v.y);
+			car_ll_store2(w + 2, tag | v.z, tag | v.w);
+		}
+	}
+	for (size_t i = first; i < n; i += stride) {
+		uint4 v[NP];
+#pragma unroll
+		for (int p = 0; p < NP; p++) {
+			if (p >= d.tp)
+				continue;
+			if (p == d.rank) {
+				v[p] = car_load_pack<T, ALIGNED>(buf, i, count);
+				continue;
+			}
+			const uint64_t *w = car_ll_word(d, d.rank, s, p, i);
+			uint32_t seen;
+			if (!car_ll_try(w, e, &v[p], &seen))
+				v[p] = car_ll_wait(w, e, d.diag, d.rank, p);
+		}
+		/* in place is safe: peers never read buf */
+		car_store_pack<T, ALIGNED>(buf, i, count, car_sum_packs<T, NP>(v, d.tp));
+	}
 }
 
 /* Chunk c of n packs split over tp ranks: [*c0, *c0 + *len). */
@@ -410,24 +541,49 @@ static bool car_pdl_on(void)
 }
 
 template <typename K, typename... Args>
-static int car_launch(cudaStream_t st, K kernel, int blocks, Args... args)
+static int car_launch_t(cudaStream_t st, K kernel, int blocks, int threads, Args... args)
 {
 	bool pdl = car_pdl_on();
 	const bool asked = pdl;
-	int rc = kern_launch_pdl_smem(&pdl, "all-reduce", st, kernel, dim3(blocks), dim3(CAR_THREADS),
-				      0, args...);
+	int rc = kern_launch_pdl_smem(&pdl, "all-reduce", st, kernel, dim3(blocks), dim3(threads), 0,
+				      args...);
 	if (asked && !pdl)
 		g_car_pdl_ok = false;
 	return rc;
 }
 
+template <typename K, typename... Args>
+static int car_launch(cudaStream_t st, K kernel, int blocks, Args... args)
+{
+	return car_launch_t(st, kernel, blocks, CAR_THREADS, args...);
+}
+
+/* Every LL call runs all CAR_LL_BLOCKS blocks (the counters); one pack a
+ * thread moves it, on at least 4 blocks. */
+template <typename T, bool ALIGNED>
+static int car_ll_launch(const par_car_dev *d, T *buf, size_t count, cudaStream_t st)
+{
+	constexpr size_t E = 16 / sizeof(T);
+	const size_t packs = (count + E - 1) / E;
+	size_t active = (packs + CAR_LL_THREADS - 1) / CAR_LL_THREADS;
+	par_car_dev c = *d;
+	c.active = active < 4 ? 4 : active > CAR_LL_BLOCKS ? CAR_LL_BLOCKS : (int)active;
+	auto k = d->tp <= 2   ? car_oneshot_ll<T, ALIGNED, 2>
+		 : d->tp <= 4 ? car_oneshot_ll<T, ALIGNED, 4>
+			      : car_oneshot_ll<T, ALIGNED, CAR_MAX_RANKS>;
+	return car_launch_t(st, k, CAR_LL_BLOCKS, CAR_LL_THREADS, c, buf, count);
+}
+
 template <typename T>
-static int car_allreduce_launch(const par_car_dev *d, void *buf, size_t count, int twoshot,
+static int car_allreduce_launch(const par_car_dev *d, void *buf, size_t count, int kind,
 				cudaStream_t st)
 {
 	bool al = kern_aligned16(buf);
 	T *b = (T *)buf;
-	if (twoshot)
+	if (kind == CAR_LL)
+		return al ? car_ll_launch<T, true>(d, b, count, st)
+			  : car_ll_launch<T, false>(d, b, count, st);
+	if (kind == CAR_TWOSHOT)
 		return car_launch(st, al ? car_twoshot<T, true> : car_twoshot<T, false>, d->blocks,
 				  *d, b, count);
 	return car_launch(st, al ? car_oneshot<T, true> : car_oneshot<T, false>, d->blocks, *d, b,
@@ -443,18 +599,20 @@ static par_car_dev car_with_active(const par_car_dev *d, int active)
 }
 
 extern "C" int par_car_launch_allreduce(const par_car_dev *d, int active, void *buf, size_t count,
-					sl_dtype dt, int twoshot, void *stream)
+					sl_dtype dt, int kind, void *stream)
 {
 	if (count == 0)
 		return SL_OK;
-	if (count * sl_dtype_size(dt) > d->slot_bytes || d->blocks < 1 || d->blocks > CAR_MAX_BLOCKS)
+	const size_t cap = kind == CAR_LL ? d->ll_region / 2 : d->slot_bytes;
+	if (count * sl_dtype_size(dt) > cap || d->blocks < 1 || d->blocks > CAR_MAX_BLOCKS ||
+	    kind < CAR_ONESHOT || kind > CAR_LL)
 		return SL_EINVAL;
 	cudaStream_t st = (cudaStream_t)stream;
 	const par_car_dev c = car_with_active(d, active);
 	switch (dt) {
-	case SL_DT_F32: return car_allreduce_launch<float>(&c, buf, count, twoshot, st);
-	case SL_DT_F16: return car_allreduce_launch<__half>(&c, buf, count, twoshot, st);
-	case SL_DT_BF16: return car_allreduce_launch<__nv_bfloat16>(&c, buf, count, twoshot, st);
+	case SL_DT_F32: return car_allreduce_launch<float>(&c, buf, count, kind, st);
+	case SL_DT_F16: return car_allreduce_launch<__half>(&c, buf, count, kind, st);
+	case SL_DT_BF16: return car_allreduce_launch<__nv_bfloat16>(&c, buf, count, kind, st);
 	}
 	return SL_ENOTSUP;
 }

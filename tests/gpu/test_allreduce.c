@@ -10,7 +10,8 @@
  * order, one rounding to the dtype, as the kernels promise. Results must
  * match it bit for bit (so all ranks agree bit for bit too), with the
  * bytes around each buffer untouched (guards). Covered: f32, f16, bf16;
- * 1 element to 16 MiB, odd counts, misaligned buffers; one-shot, two-shot
+ * 1 element to 16 MiB, odd counts, misaligned buffers; one-shot, two-shot,
+ * the LL one-shot (forced, and by the size rule; beyond its area in pieces)
  * and the size rule; a small-slot group (chunking, 3 blocks) alive
  * beside the default one; a burst of calls with rank skew and no host
  * synchronisation between them (the double-buffered slots and flags); a
@@ -79,7 +80,9 @@ static const char *dt_name(sl_dtype dt)
 }
 static const char *algo_name(par_ar_algo a)
 {
-	return a == PAR_AR_ONESHOT ? "one-shot" : a == PAR_AR_TWOSHOT ? "two-shot" : "auto";
+	return a == PAR_AR_ONESHOT ? "one-shot" : a == PAR_AR_TWOSHOT ? "two-shot"
+		 : a == PAR_AR_LL		? "LL"
+						: "auto";
 }
 
 /* A CUDA or library failure in the test itself: nothing after it can be
@@ -334,12 +337,12 @@ static int sweep_counts(sl_dtype dt, int big, size_t *out)
 
 static void test_sweep(par_car *car, const char *cname, int big)
 {
-	static const par_ar_algo algos[] = {PAR_AR_ONESHOT, PAR_AR_TWOSHOT, PAR_AR_AUTO};
+	static const par_ar_algo algos[] = {PAR_AR_ONESHOT, PAR_AR_TWOSHOT, PAR_AR_AUTO, PAR_AR_LL};
 	size_t counts[40];
 	for (int d = 0; d < 3; d++) {
 		sl_dtype dt = k_dts[d];
 		int n = sweep_counts(dt, big, counts);
-		for (int a = 0; a < 3; a++) {
+		for (int a = 0; a < 4; a++) {
 			group g;
 			char label[64];
 			snprintf(label, sizeof label, "%s %s", dt_name(dt), algo_name(algos[a]));
@@ -375,14 +378,15 @@ static void test_burst(void)
 		dts[k] = k_dts[k % 3];
 		cnt[k] = counts[k % 7];
 		cars[k] = k % 5 == 4 ? g_small : g_car;
-		al[k] = (par_ar_algo)(k % 3 == 2 ? PAR_AR_AUTO : k % 3 ? PAR_AR_TWOSHOT
-								       : PAR_AR_ONESHOT);
+		static const par_ar_algo rot[] = {PAR_AR_ONESHOT, PAR_AR_TWOSHOT, PAR_AR_AUTO,
+						  PAR_AR_LL};
+		al[k] = rot[k % 4];
 		size_t es = sl_dtype_size(dts[k]);
 		void *in = xmalloc(cnt[k] * es);
 		want[k] = xmalloc(cnt[k] * es);
 		make_input(in, g_rank, 50000 + k, cnt[k], dts[k]);
 		make_expected(want[k], 50000 + k, cnt[k], dts[k]);
-		dbuf_make(&b[k], cnt[k], k % 4 == 3, dts[k]);
+		dbuf_make(&b[k], cnt[k], k % 3 == 2, dts[k]);
 		CK(cudaMemcpy(b[k].data, in, cnt[k] * es, cudaMemcpyHostToDevice));
 		free(in);
 	}
@@ -435,22 +439,24 @@ static int graph_check(graph_buf *gb, uint64_t seed, int rep, int j)
 
 static void test_graph(void)
 {
-	graph_buf gb[3] = {{SL_DT_F16, 5120, PAR_AR_ONESHOT, NULL, NULL, {0}},
-			   {SL_DT_BF16, 70001, PAR_AR_TWOSHOT, NULL, NULL, {0}},
-			   {SL_DT_F32, 5121, PAR_AR_AUTO, NULL, NULL, {0}}};
-	gb[0].car = g_car, gb[1].car = g_car, gb[2].car = g_small;
+	enum { NG = 4 };
+	graph_buf gb[NG] = {{SL_DT_F16, 5120, PAR_AR_ONESHOT, NULL, NULL, {0}},
+			    {SL_DT_BF16, 70001, PAR_AR_TWOSHOT, NULL, NULL, {0}},
+			    {SL_DT_F32, 5121, PAR_AR_AUTO, NULL, NULL, {0}},
+			    {SL_DT_F16, 40961, PAR_AR_LL, NULL, NULL, {0}}};
+	gb[0].car = g_car, gb[1].car = g_car, gb[2].car = g_small, gb[3].car = g_car;
 	int reps = g_quick ? 4 : 12;
 	group g;
-	group_begin(&g, "graph: 3 all-reduces captured, %s replays%s", reps == 4 ? "4" : "12",
+	group_begin(&g, "graph: 4 all-reduces captured, %s replays%s", reps == 4 ? "4" : "12",
 		    ", eager calls between");
-	for (int j = 0; j < 3; j++) {
+	for (int j = 0; j < NG; j++) {
 		CK(cudaMallocHost(&gb[j].host, gb[j].count * sl_dtype_size(gb[j].dt)));
 		dbuf_make(&gb[j].dev, gb[j].count, 0, gb[j].dt);
 	}
 	cudaGraph_t graph;
 	cudaGraphExec_t exec;
 	CK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeThreadLocal));
-	for (int j = 0; j < 3; j++) {
+	for (int j = 0; j < NG; j++) {
 		size_t bytes = gb[j].count * sl_dtype_size(gb[j].dt);
 		CK(cudaMemcpyAsync(gb[j].dev.data, gb[j].host, bytes, cudaMemcpyHostToDevice,
 				   g_stream));
@@ -461,12 +467,12 @@ static void test_graph(void)
 	CK(cudaGraphInstantiate(&exec, graph, 0));
 	for (int rep = 0; rep < reps; rep++) {
 		uint64_t seed = 90000 + 10 * rep;
-		for (int j = 0; j < 3; j++)
+		for (int j = 0; j < NG; j++)
 			graph_fill(&gb[j], seed + j);
 		MPI_Barrier(MPI_COMM_WORLD);
 		CK(cudaGraphLaunch(exec, g_stream));
 		CK(cudaStreamSynchronize(g_stream));
-		for (int j = 0; j < 3; j++)
+		for (int j = 0; j < NG; j++)
 			group_case(&g, graph_check(&gb[j], seed + j, rep, j));
 		if (rep % 2) /* eager calls move the counters between replays */
 			group_case(&g, check_allreduce(rep % 4 == 1 ? g_car : g_small, "eager",
@@ -474,7 +480,7 @@ static void test_graph(void)
 	}
 	CK(cudaGraphExecDestroy(exec));
 	CK(cudaGraphDestroy(graph));
-	for (int j = 0; j < 3; j++) {
+	for (int j = 0; j < NG; j++) {
 		CK(cudaFreeHost(gb[j].host));
 		dbuf_free(&gb[j].dev);
 	}
@@ -519,13 +525,13 @@ static void test_pdl_order(void)
 {
 	static const size_t counts[] = {8, 5120, 40960, 163840};
 	group g;
-	group_begin(&g, "PDL: %s all-reduces between dependent kernels%s", "24", "");
+	static const par_ar_algo algos[] = {PAR_AR_ONESHOT, PAR_AR_TWOSHOT, PAR_AR_LL};
+	group_begin(&g, "PDL: %s all-reduces between dependent kernels%s", "36", "");
 	for (int d = 0; d < 3; d++)
 		for (int i = 0; i < 4; i++)
-			for (int a = 0; a < 2; a++)
+			for (int a = 0; a < 3; a++)
 				group_case(&g, check_pdl_order(i % 2 ? g_small : g_car, k_dts[d],
-							       counts[i],
-							       a ? PAR_AR_TWOSHOT : PAR_AR_ONESHOT,
+							       counts[i], algos[a],
 							       70000 + 10 * d + i));
 	group_end(&g);
 }
