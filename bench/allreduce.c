@@ -1,6 +1,6 @@
 /*
  * allreduce.c — shardline-bench-allreduce: microseconds per tensor-parallel
- * all-reduce call, custom one-shot, two-shot and LL one-shot
+ * all-reduce call, custom one-shot, two-shot and push one-shot
  * (parallel/allreduce.h) against NCCL, for every power-of-two message from --min to --max bytes
  * (default 8 KiB to 8 MiB), under mpirun -np N on one host.
  *
@@ -45,7 +45,7 @@ typedef struct bench_args {
 
 typedef struct row {
 	size_t bytes;
-	double us[4]; /* one-shot, two-shot, LL, NCCL; < 0: not measured */
+	double us[4]; /* one-shot, two-shot, push, NCCL; < 0: not measured */
 	par_ar_algo choice;
 } row;
 
@@ -72,15 +72,15 @@ static ncclDataType_t nccl_type(sl_dtype dt)
 	return dt == SL_DT_F32 ? ncclFloat32 : dt == SL_DT_F16 ? ncclFloat16 : ncclBfloat16;
 }
 
-enum { A_ONESHOT, A_TWOSHOT, A_LL, A_NCCL, N_ALGOS };
-static const par_ar_algo k_algos[N_ALGOS] = {PAR_AR_ONESHOT, PAR_AR_TWOSHOT, PAR_AR_LL,
+enum { A_ONESHOT, A_TWOSHOT, A_PUSH, A_NCCL, N_ALGOS };
+static const par_ar_algo k_algos[N_ALGOS] = {PAR_AR_ONESHOT, PAR_AR_TWOSHOT, PAR_AR_PUSH,
 					     PAR_AR_NCCL};
 
 /* The column of the node's pick. */
 static int pick_col(par_ar_algo a)
 {
 	return a == PAR_AR_ONESHOT ? A_ONESHOT : a == PAR_AR_TWOSHOT ? A_TWOSHOT
-					     : a == PAR_AR_LL	   ? A_LL
+					     : a == PAR_AR_PUSH	   ? A_PUSH
 								   : A_NCCL;
 }
 
@@ -165,7 +165,7 @@ static int parse(int argc, char **argv, bench_args *a, char *err, size_t errlen)
 static const char *algo_label(par_ar_algo a)
 {
 	return a == PAR_AR_ONESHOT ? "one-shot" : a == PAR_AR_TWOSHOT ? "two-shot"
-		 : a == PAR_AR_LL		? "LL"
+		 : a == PAR_AR_PUSH		? "push"
 						: "NCCL";
 }
 
@@ -177,7 +177,7 @@ static void print_table(const bench_args *a, const row *rows, int n, const char 
 	if (!g_distinct)
 		printf("ranks share GPUs: NCCL cannot run; the custom times below measure the GPU's "
 		       "time slicing between contexts, not the kernels\n");
-	printf("| bytes | one-shot | two-shot | LL | NCCL | node picks | picked vs NCCL |\n");
+	printf("| bytes | one-shot | two-shot | push | NCCL | node picks | picked vs NCCL |\n");
 	printf("|---|---|---|---|---|---|---|\n");
 	for (int i = 0; i < n; i++) {
 		const row *r = &rows[i];
@@ -187,7 +187,7 @@ static void print_table(const bench_args *a, const row *rows, int n, const char 
 			snprintf(vs, sizeof vs, "%.2fx", r->us[A_NCCL] / r->us[pick_col(r->choice)]);
 		}
 		printf("| %zu | %.1f | %.1f | %.1f | %s | %s | %s |\n", r->bytes, r->us[A_ONESHOT],
-		       r->us[A_TWOSHOT], r->us[A_LL], nccl, algo_label(r->choice), vs);
+		       r->us[A_TWOSHOT], r->us[A_PUSH], nccl, algo_label(r->choice), vs);
 	}
 }
 
@@ -197,25 +197,25 @@ static void print_table(const bench_args *a, const row *rows, int n, const char 
  * the custom kernels while the faster of them beats NCCL likewise. */
 static void print_crossover(const row *rows, int n, const par_car_limits *node)
 {
-	size_t ll = 0, one = 0, custom = 0;
+	size_t push = 0, one = 0, custom = 0;
 	int ll_run = 1, one_run = 1, custom_run = g_distinct;
 	for (int i = 0; i < n; i++) {
 		const row *r = &rows[i];
 		double best = r->us[A_ONESHOT] < r->us[A_TWOSHOT] ? r->us[A_ONESHOT]
 								  : r->us[A_TWOSHOT];
-		ll_run = ll_run && r->us[A_LL] <= best;
+		ll_run = ll_run && r->us[A_PUSH] <= best;
 		if (ll_run)
-			ll = r->bytes;
+			push = r->bytes;
 		one_run = one_run && r->us[A_ONESHOT] <= r->us[A_TWOSHOT];
 		if (one_run)
 			one = r->bytes;
-		best = best < r->us[A_LL] ? best : r->us[A_LL];
+		best = best < r->us[A_PUSH] ? best : r->us[A_PUSH];
 		custom_run = custom_run && best <= r->us[A_NCCL];
 		if (custom_run)
 			custom = r->bytes;
 	}
-	printf("measured rule: LL up to %zu KiB (node: %zu KiB), one-shot up to %zu KiB (node: %zu "
-	       "KiB)", ll >> 10, node->ll_max >> 10, one >> 10, node->oneshot_max >> 10);
+	printf("measured rule: push up to %zu KiB (node: %zu KiB), one-shot up to %zu KiB (node: "
+	       "%zu KiB)", push >> 10, node->push_max >> 10, one >> 10, node->oneshot_max >> 10);
 	if (g_distinct)
 		printf(", custom up to %zu KiB, NCCL above (node: %zu KiB)", custom >> 10,
 		       node->custom_max >> 10);
@@ -253,7 +253,7 @@ static int write_json(const char *path, const bench_args *a, const row *rows, in
 		cJSON_AddNumberToObject(r, "bytes", (double)rows[i].bytes);
 		cJSON_AddNumberToObject(r, "oneshot_us", rows[i].us[A_ONESHOT]);
 		cJSON_AddNumberToObject(r, "twoshot_us", rows[i].us[A_TWOSHOT]);
-		cJSON_AddNumberToObject(r, "ll_us", rows[i].us[A_LL]);
+		cJSON_AddNumberToObject(r, "push_us", rows[i].us[A_PUSH]);
 		if (rows[i].us[A_NCCL] >= 0)
 			cJSON_AddNumberToObject(r, "nccl_us", rows[i].us[A_NCCL]);
 		else
@@ -325,7 +325,7 @@ int main(int argc, char **argv)
 	par_car_default_limits(g_tp, &lim);
 	par_car_default_limits(g_tp, &node_lim);
 	lim.custom_max = a.max_bytes; /* one slot holds the largest message */
-	lim.ll_max = a.max_bytes;     /* and one LL call */
+	lim.push_max = a.max_bytes;   /* and one push call */
 	if (par_car_create(MPI_COMM_WORLD, g_stream, PAR_CAR_ON, &lim, &g_car, err, sizeof err))
 		die("par_car_create", err);
 	size_t es = sl_dtype_size(a.dtype);
@@ -344,8 +344,8 @@ int main(int argc, char **argv)
 					       : time_calls(al, buf, b / es, a.dtype, a.iters, a.reps);
 		if (g_rank == 0) {
 			fprintf(stderr,
-				"%zu bytes: one-shot %.1f us, two-shot %.1f us, LL %.1f us, NCCL %.1f us\n",
-				b, rows[n].us[A_ONESHOT], rows[n].us[A_TWOSHOT], rows[n].us[A_LL],
+				"%zu bytes: one-shot %.1f us, two-shot %.1f us, push %.1f us, NCCL %.1f us\n",
+				b, rows[n].us[A_ONESHOT], rows[n].us[A_TWOSHOT], rows[n].us[A_PUSH],
 				rows[n].us[A_NCCL]);
 		}
 	}

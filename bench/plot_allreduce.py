@@ -54,15 +54,15 @@ def micro_table(runs):
         if not r.get("gpu_per_rank", True):
             title += " — ranks SHARE a GPU: times measure context switching, not the kernels"
         lines += ["### " + title, "",
-                  "| message | LL µs | one-shot µs | two-shot µs | NCCL µs | node picks | picked vs NCCL |",
+                  "| message | push µs | one-shot µs | two-shot µs | NCCL µs | node picks | picked vs NCCL |",
                   "|---|---|---|---|---|---|---|"]
         for s in r["sizes"]:
-            # runs before the LL one-shot (2026-11-30) have no ll_us
+            # runs before the push one-shot (2026-11-30) have no push_us
             pick = {"one-shot": s["oneshot_us"], "two-shot": s["twoshot_us"],
-                    "LL": s.get("ll_us"), "NCCL": s["nccl_us"]}[s["node_picks"]]
+                    "push": s.get("push_us"), "NCCL": s["nccl_us"]}[s["node_picks"]]
             vs = "%.2fx" % (s["nccl_us"] / pick) if s["nccl_us"] and pick else "-"
             lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (
-                human(int(s["bytes"])), fmt(s.get("ll_us")), fmt(s["oneshot_us"]),
+                human(int(s["bytes"])), fmt(s.get("push_us")), fmt(s["oneshot_us"]),
                 fmt(s["twoshot_us"]), fmt(s["nccl_us"]), s["node_picks"], vs))
         lines.append("")
     return "\n".join(lines)
@@ -70,7 +70,7 @@ def micro_table(runs):
 
 def micro_plot(plt, runs, png):
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
-    styles = {"ll_us": ("LL", "-."), "oneshot_us": ("one-shot", "-"),
+    styles = {"push_us": ("push", "-."), "oneshot_us": ("one-shot", "-"),
               "twoshot_us": ("two-shot", "--"), "nccl_us": ("NCCL", ":")}
     for r in sorted(runs, key=lambda r: r["tp"]):
         shared = "" if r.get("gpu_per_rank", True) else " (shared GPU)"

@@ -38,21 +38,22 @@
  *    MiB 1.5% slower than NCCL.
  *  - tp 8: not measured; one-shot reads 7 peers' whole messages, so it
  *    stops earlier (128 KiB), and two-shot at tp 4's 4 MiB.
- *  - The LL one-shot (2026-11-30, two H200, bench/results/2026-11-30-
- *    nvidia-h200-x2-ll-allreduce/call2): 2.7-4.5 us from 4 to 256 KiB
- *    against the one-shot's 4.3-4.9, 7.0 against 6.4 at 512 KiB (its
- *    words carry twice the bytes): LL up to 256 KiB at tp 2. At tp 4 and
- *    8 it writes 3 and 7 peers' copies and has not been measured (no
- *    four-GPU machine since): off there until bench/allreduce.c says where
- *    it wins (SL_CUSTOM_AR_LL_MAX turns it on).
+ *  - The push one-shot (2026-11-30, two H200, bench/results/2026-11-30-
+ *    nvidia-h200-x2-push-allreduce/call3): 2.8-3.6 us from 4 to 256 KiB,
+ *    5.0 at 512 KiB, 7.0 at 1 MiB, 21.5 at 4 MiB, against the one-shot's
+ *    4.2-4.9, 6.3, 9.1 and 26.2 (and NCCL's 31.9 at 4 MiB): push up to
+ *    the custom kernels' 4 MiB at tp 2. At tp 4 and 8 it writes 3 and 7
+ *    copies of the message and has not been measured (no four-GPU
+ *    machine since): off there until bench/allreduce.c says where it wins
+ *    (SL_CUSTOM_AR_PUSH_MAX turns it on).
  * These are bytes of one all-reduce; decode messages are n_tokens x dim
  * x 2 (13B batch 1: 10 KiB, batch 8: 80 KiB, batch 32: 320 KiB).
  */
 static const struct {
 	int tp;
-	size_t ll_max, oneshot_max, custom_max;
+	size_t push_max, oneshot_max, custom_max;
 } k_car_table[] = {
-	{2, (size_t)256 << 10, (size_t)4 << 20, (size_t)4 << 20},
+	{2, (size_t)4 << 20, (size_t)4 << 20, (size_t)4 << 20},
 	{4, 0, (size_t)512 << 10, (size_t)2 << 20},
 	{8, 0, (size_t)128 << 10, (size_t)4 << 20},
 };
@@ -62,7 +63,7 @@ void par_car_default_limits(int tp, par_car_limits *l)
 	size_t n = sizeof k_car_table / sizeof k_car_table[0], i = 0;
 	while (i + 1 < n && k_car_table[i].tp < tp)
 		i++;
-	l->ll_max = k_car_table[i].ll_max;
+	l->push_max = k_car_table[i].push_max;
 	l->oneshot_max = k_car_table[i].oneshot_max;
 	l->custom_max = k_car_table[i].custom_max;
 	l->blocks = PAR_CAR_BLOCKS_DEFAULT;
@@ -77,16 +78,16 @@ par_ar_algo par_car_choose(const par_car_limits *l, size_t bytes)
 {
 	if (bytes > l->custom_max)
 		return PAR_AR_NCCL;
-	if (bytes && bytes <= l->ll_max)
-		return PAR_AR_LL;
+	if (bytes && bytes <= l->push_max)
+		return PAR_AR_PUSH;
 	return bytes <= l->oneshot_max ? PAR_AR_ONESHOT : PAR_AR_TWOSHOT;
 }
 
-size_t par_car_ll_cap(const par_car_limits *l)
+size_t par_car_push_cap(const par_car_limits *l)
 {
-	size_t m = l->ll_max < ((size_t)64 << 20) ? l->ll_max : (size_t)64 << 20;
+	size_t m = l->push_max < ((size_t)64 << 20) ? l->push_max : (size_t)64 << 20;
 	m = (m + 15) & ~(size_t)15;
-	return m < PAR_CAR_LL_MIN_CAP ? PAR_CAR_LL_MIN_CAP : m;
+	return m < PAR_CAR_PUSH_MIN_CAP ? PAR_CAR_PUSH_MIN_CAP : m;
 }
 
 size_t par_car_slot_bytes(const par_car_limits *l)
@@ -158,8 +159,8 @@ int par_car_limits_from_env(int tp, par_car_limits *l, char *err, size_t errlen)
 {
 	par_car_default_limits(tp, l);
 	const char *s;
-	if ((s = getenv("SL_CUSTOM_AR_LL_MAX")) && *s) {
-		int rc = par_car_parse_bytes("SL_CUSTOM_AR_LL_MAX", s, &l->ll_max, err, errlen);
+	if ((s = getenv("SL_CUSTOM_AR_PUSH_MAX")) && *s) {
+		int rc = par_car_parse_bytes("SL_CUSTOM_AR_PUSH_MAX", s, &l->push_max, err, errlen);
 		if (rc)
 			return rc;
 	}
@@ -222,11 +223,11 @@ struct par_car {
 	par_car_dev dev;          /* what the kernels see */
 	void *base;               /* this rank's exchange buffer: flags | slot 0 | slot 1 |
 				   * the GEMVs' area (kern_xchg, KERN_XCHG_BYTES) |
-				   * the LL area (allreduce_dev.h) */
+				   * the push area (allreduce_dev.h) */
 	void *peer_base[CAR_MAX_RANKS]; /* peers' buffers mapped here; NULL for this rank */
-	uint32_t *epoch;          /* [CAR_MAX_BLOCKS + KERN_XCHG_MAX_TILES + CAR_LL_BLOCKS]
+	uint32_t *epoch;          /* [CAR_MAX_BLOCKS + KERN_XCHG_MAX_TILES + CAR_PUSH_BLOCKS]
 				   * call counters: the kernels' blocks, the GEMV tiles'
-				   * (kern_xchg), the LL one-shot's blocks */
+				   * (kern_xchg), the push one-shot's blocks */
 	par_car_diag *diag;       /* mapped host record of a timed-out wait */
 };
 
@@ -327,23 +328,29 @@ static size_t car_xchg_offset(const par_car *c)
 	return CAR_FLAGS_BYTES + 2 * c->dev.slot_bytes;
 }
 
-/* Where the LL area starts; its size. */
-static size_t car_ll_offset(const par_car *c) { return car_xchg_offset(c) + KERN_XCHG_BYTES; }
-static size_t car_ll_bytes(const par_car *c) { return 2 * (size_t)c->dev.tp * c->dev.ll_region; }
+/* Where the push area starts; its size. */
+static size_t car_push_offset(const par_car *c) { return car_xchg_offset(c) + KERN_XCHG_BYTES; }
+static size_t car_push_bytes(const par_car *c)
+{
+	return 2 * (size_t)c->dev.tp * c->dev.push_region;
+}
 
-/* This rank's exchange buffer (flags and LL words zeroed), counters and
- * diagnostic record, and its IPC handle. Synchronises the device so the
- * zeroed flags are in place before any peer can learn the handle. */
+/* This rank's exchange buffer (flags zeroed, the push area empty),
+ * counters and diagnostic record, and its IPC handle. Synchronises the
+ * device so both are in place before any peer can learn the handle. */
 static int alloc_local(par_car *c, cudaIpcMemHandle_t *h, char *why, size_t n)
 {
-	size_t bytes = car_ll_offset(c) + car_ll_bytes(c);
-	size_t counters = (CAR_MAX_BLOCKS + KERN_XCHG_MAX_TILES + CAR_LL_BLOCKS) * 4;
+	size_t bytes = car_push_offset(c) + car_push_bytes(c);
+	size_t counters = (CAR_MAX_BLOCKS + KERN_XCHG_MAX_TILES + CAR_PUSH_BLOCKS) * 4;
 	const char *step = NULL;
 	cudaError_t e;
 	if ((e = cudaMalloc(&c->base, bytes)))
 		step = "cudaMalloc";
 	else if ((e = cudaMemset(c->base, 0, bytes)))
 		step = "cudaMemset";
+	else if ((e = (cudaError_t)par_car_push_empty((char *)c->base + car_push_offset(c),
+							   car_push_bytes(c) / 4)))
+		step = "emptying the push area";
 	else if ((e = cudaMalloc((void **)&c->epoch, counters)))
 		step = "cudaMalloc (call counters)";
 	else if ((e = cudaMemset(c->epoch, 0, counters)))
@@ -386,10 +393,10 @@ static int map_peers(par_car *c, const cudaIpcMemHandle_t *h, char *why, size_t 
 		char *b = p == c->dev.rank ? c->base : c->peer_base[p];
 		c->dev.flags[p] = (uint32_t *)b;
 		c->dev.data[p] = b + CAR_FLAGS_BYTES;
-		c->dev.ll[p] = b + car_ll_offset(c);
+		c->dev.push[p] = b + car_push_offset(c);
 	}
 	c->dev.epoch = c->epoch;
-	c->dev.ll_epoch = c->epoch + CAR_MAX_BLOCKS + KERN_XCHG_MAX_TILES;
+	c->dev.push_epoch = c->epoch + CAR_MAX_BLOCKS + KERN_XCHG_MAX_TILES;
 	return 1;
 }
 
@@ -491,7 +498,7 @@ int par_car_create(MPI_Comm comm, void *stream, par_car_mode mode, const par_car
 	c->dev.rank = rank, c->dev.tp = tp;
 	c->dev.blocks = c->lim.blocks;
 	c->dev.slot_bytes = par_car_slot_bytes(&cfg.lim);
-	c->dev.ll_region = 2 * par_car_ll_cap(&cfg.lim);
+	c->dev.push_region = par_car_push_cap(&cfg.lim);
 	if (!setup(c, comm, why, sizeof why)) {
 		release(c);
 		goto refused;
@@ -555,21 +562,21 @@ int par_car_shared_gpu(const par_car *c) { return c->shared_gpu; }
  * within the custom kernels (the caller routes NCCL sizes elsewhere). */
 static par_ar_algo car_piece_algo(const par_car *c, par_ar_algo algo, size_t bytes)
 {
-	if (algo == PAR_AR_LL || algo == PAR_AR_ONESHOT || algo == PAR_AR_TWOSHOT)
+	if (algo == PAR_AR_PUSH || algo == PAR_AR_ONESHOT || algo == PAR_AR_TWOSHOT)
 		return algo;
-	if (bytes && bytes <= c->lim.ll_max)
-		return PAR_AR_LL;
+	if (bytes && bytes <= c->lim.push_max)
+		return PAR_AR_PUSH;
 	return bytes <= c->lim.oneshot_max ? PAR_AR_ONESHOT : PAR_AR_TWOSHOT;
 }
 
 int par_car_allreduce(par_car *c, void *buf, size_t count, sl_dtype dt, par_ar_algo algo)
 {
 	size_t es = sl_dtype_size(dt);
-	size_t cap = (algo == PAR_AR_LL ? c->dev.ll_region / 2 : c->dev.slot_bytes) / es;
+	size_t cap = (algo == PAR_AR_PUSH ? c->dev.push_region : c->dev.slot_bytes) / es;
 	for (size_t off = 0; off < count; off += cap) {
 		size_t n = count - off < cap ? count - off : cap;
 		par_ar_algo a = car_piece_algo(c, algo, n * es);
-		int kind = a == PAR_AR_LL ? CAR_LL : a == PAR_AR_TWOSHOT ? CAR_TWOSHOT : CAR_ONESHOT;
+		int kind = a == PAR_AR_PUSH ? CAR_PUSH : a == PAR_AR_TWOSHOT ? CAR_TWOSHOT : CAR_ONESHOT;
 		TRY(par_car_launch_allreduce(&c->dev, par_car_active_blocks(&c->lim, n * es),
 					     (char *)buf + off * es, n, dt, kind, c->stream));
 	}

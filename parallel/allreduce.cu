@@ -46,9 +46,9 @@
  *    exchange (tests/gpu/test_allreduce.c runs every case both ways, and
  *    one where the kernel before writes the input late).
  *
- * The LL one-shot (car_oneshot_ll) is the exception to "write locally":
- * for small messages it stores its data into the peers' LL areas as words
- * that carry the call's number, so the data is its own flag (below).
+ * The push one-shot (car_oneshot_push) is the exception to "write
+ * locally": it stores its data into the peers' push areas, whose empty
+ * words say what has not come yet, so the data is its own flag (below).
  *
  * Sums: fp32, in rank order 0..tp-1 on every rank, then one rounding to
  * the storage dtype, so every rank's output is bit-identical and equals
@@ -192,59 +192,6 @@ __device__ __forceinline__ uint4 car_sum_pack(const par_car_dev &d, size_t slot,
 	return car_sum_packs<T, NP>(v, d.tp);
 }
 
-/* ---- LL words: 4 data bytes and the call's number (allreduce_dev.h) ---- */
-
-/* Two aligned 8-byte words at system scope, relaxed: each word is single-
- * copy atomic (a vector access is one access per element), so a reader
- * that sees a word's number sees its data; see kern_ll_store. */
-__device__ __forceinline__ void car_ll_store2(uint64_t *p, uint64_t a, uint64_t b)
-{
-	asm volatile("st.relaxed.sys.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(a), "l"(b)
-		     : "memory");
-}
-
-__device__ __forceinline__ void car_ll_load2(const uint64_t *p, uint64_t &a, uint64_t &b)
-{
-	asm volatile("ld.relaxed.sys.global.v2.u64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "l"(p)
-		     : "memory");
-}
-
-/* Pack i's four words from sender `from`, slot s, in rank p's LL area. */
-__device__ __forceinline__ uint64_t *car_ll_word(const par_car_dev &d, int p, int s, int from,
-						 size_t i)
-{
-	return reinterpret_cast<uint64_t *>(d.ll[p] + ((size_t)s * d.tp + from) * d.ll_region) +
-	       4 * i;
-}
-
-/* The pack in w[0..3] if all four words are call e's. */
-__device__ __forceinline__ bool car_ll_try(const uint64_t *w, uint32_t e, uint4 *v,
-					   uint32_t *seen)
-{
-	uint64_t a, b, c, f;
-	car_ll_load2(w, a, b);
-	car_ll_load2(w + 2, c, f);
-	*v = make_uint4((uint32_t)a, (uint32_t)b, (uint32_t)c, (uint32_t)f);
-	const bool ok = (uint32_t)(a >> 32) == e && (uint32_t)(b >> 32) == e &&
-			(uint32_t)(c >> 32) == e && (uint32_t)(f >> 32) == e;
-	*seen = (uint32_t)(a >> 32);
-	return ok;
-}
-
-/* Spin until the pack at w is call e's (kern_flag_wait's timeout). */
-static __device__ __noinline__ uint4 car_ll_wait(const uint64_t *w, uint32_t e,
-						 kern_xchg_diag *diag, int rank, int peer)
-{
-	uint64_t t0 = 0;
-	uint4 v;
-	uint32_t seen;
-	for (uint32_t spins = 1;; spins++) {
-		if (car_ll_try(w, e, &v, &seen))
-			return v;
-		kern_wait_tick(spins, &t0, diag, rank, peer, seen, e);
-	}
-}
-
 /* ---- kernels ---- */
 
 /*
@@ -273,53 +220,119 @@ __global__ void __launch_bounds__(CAR_THREADS) car_oneshot(par_car_dev d, T *buf
 		car_store_pack<T, ALIGNED>(buf, i, count, car_sum_pack<T>(d, slot, i));
 }
 
+/* ---- the push one-shot: the data is its own flag ---- */
+
+/* A 32-bit word no sender stores (two fp16 / bf16 -0.0, or an fp32
+ * denormal): the push area holds it wherever nothing has arrived. */
+#define CAR_PUSH_EMPTY 0x80008000u
+
+/* Word w as every rank sums it: the one pattern equal to CAR_PUSH_EMPTY
+ * becomes +0.0, +0.0 (2-byte types: only the sign of two zeros changes)
+ * or -0.0 (fp32: a denormal of 4.6e-41 flushed). */
+template <typename T> __device__ __forceinline__ uint32_t car_push_word(uint32_t w)
+{
+	return w == CAR_PUSH_EMPTY ? (sizeof(T) == 2 ? 0u : 0x80000000u) : w;
+}
+
+template <typename T> __device__ __forceinline__ uint4 car_push_pack(uint4 v)
+{
+	return make_uint4(car_push_word<T>(v.x), car_push_word<T>(v.y), car_push_word<T>(v.z),
+			  car_push_word<T>(v.w));
+}
+
+/* 16 bytes at system scope, relaxed: each 32-bit word is single-copy
+ * atomic (a vector access is one access per element), so a reader that
+ * sees a word other than CAR_PUSH_EMPTY sees the word that was sent. */
+__device__ __forceinline__ void car_push_store(uint32_t *p, uint4 v)
+{
+	asm volatile("st.relaxed.sys.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x),
+		     "r"(v.y), "r"(v.z), "r"(v.w)
+		     : "memory");
+}
+
+__device__ __forceinline__ uint4 car_push_load(const uint32_t *p)
+{
+	uint4 v;
+	asm volatile("ld.relaxed.sys.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+		     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+		     : "l"(p)
+		     : "memory");
+	return v;
+}
+
+__device__ __forceinline__ bool car_push_full(uint4 v)
+{
+	return v.x != CAR_PUSH_EMPTY && v.y != CAR_PUSH_EMPTY && v.z != CAR_PUSH_EMPTY &&
+	       v.w != CAR_PUSH_EMPTY;
+}
+
+/* Pack i from sender `from`, slot s, in rank p's push area as mapped here. */
+__device__ __forceinline__ uint32_t *car_push_at(const par_car_dev &d, int p, int s, int from,
+						 size_t i)
+{
+	return reinterpret_cast<uint32_t *>(d.push[p] +
+					    ((size_t)s * d.tp + from) * d.push_region) +
+	       4 * i;
+}
+
+/* Spin until the pack at w has come (kern_flag_wait's timeout). */
+static __device__ __noinline__ uint4 car_push_wait(const uint32_t *w, kern_xchg_diag *diag,
+						   int rank, int peer)
+{
+	uint64_t t0 = 0;
+	for (uint32_t spins = 1;; spins++) {
+		const uint4 v = car_push_load(w);
+		if (car_push_full(v))
+			return v;
+		kern_wait_tick(spins, &t0, diag, rank, peer, v.x, CAR_PUSH_EMPTY);
+	}
+}
+
 /*
- * LL one-shot: store buf's packs as words of call e into every peer's LL
- * area (region e & 1, this rank's), then take every peer's words of the
- * same packs from this rank's own area once they carry e, and sum ranks
- * 0..tp-1 in order, as the one-shot does (same bits). No flag, no
- * barrier: a word's number says its data has come.
+ * Push one-shot: every rank stores its packs straight into every peer's
+ * push area (region e & 1, this rank's), then takes every peer's packs
+ * of the same elements from its own area once none of their words is
+ * CAR_PUSH_EMPTY, stores CAR_PUSH_EMPTY back, and sums ranks 0..tp-1 in
+ * order (car_push_word applied to every rank's own pack too, so every
+ * rank sums the same bits). No flag and no barrier; one trip across
+ * NVLink, the message's own bytes.
  *
- * The grid is CAR_LL_BLOCKS blocks of CAR_LL_THREADS, its call numbers
- * its own (d.ll_epoch: LL calls only, counted by every block of every
- * call as the other kernels count theirs). Reuse of a region without a
- * barrier, as the one-shot's slots: this rank writes region (e & 1, r) of
- * peer q in LL call e only after its LL call e - 1 completed, which took
- * words of q's LL call e - 1, which q stored only after its whole LL call
- * e - 2 kernel (the last to read that region) completed, in stream order.
- * Words of older calls carry smaller numbers; a number repeats only after
- * 2^32 LL calls of the group.
+ * The grid is CAR_PUSH_BLOCKS blocks of CAR_PUSH_THREADS (more SMs push
+ * more stores across NVLink at once than the other kernels' 32 blocks),
+ * with its own call counters (d.push_epoch: push calls only, counted by
+ * every block of every call as the other kernels count theirs). A region
+ * is used again without a barrier, as the one-shot's slots are: this
+ * rank writes region (e & 1, r) of peer q in push call e only after its
+ * push call e - 1 completed, which took packs of q's push call e - 1,
+ * which q stored only after its whole push call e - 2 kernel (which read
+ * that region and emptied it) completed, in stream order.
  */
 template <typename T, bool ALIGNED, int NP>
-__global__ void __launch_bounds__(CAR_LL_THREADS)
-	car_oneshot_ll(par_car_dev d, T *buf, size_t count)
+__global__ void __launch_bounds__(CAR_PUSH_THREADS)
+	car_oneshot_push(par_car_dev d, T *buf, size_t count)
 {
 	constexpr int E = 16 / sizeof(T);
 	kern_pdl_start(); /* the input is the previous kernel's output */
 	__shared__ uint32_t call;
 	if (threadIdx.x == 0) {
-		call = d.ll_epoch[blockIdx.x] + 1;
-		d.ll_epoch[blockIdx.x] = call;
+		call = d.push_epoch[blockIdx.x] + 1;
+		d.push_epoch[blockIdx.x] = call;
 	}
 	__syncthreads();
-	const uint32_t e = call;
 	if (blockIdx.x >= d.active)
 		return; /* counted the call; moves nothing */
-	const int s = e & 1;
-	const uint64_t tag = (uint64_t)e << 32;
+	const int s = call & 1;
 	const size_t n = (count + E - 1) / E;
 	const size_t stride = (size_t)d.active * blockDim.x;
 	const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
 	for (size_t i = first; i < n; i += stride) {
-		const uint4 v = car_load_pack<T, ALIGNED>(buf, i, count);
-		for (int q = 0; q < d.tp; q++) {
-			if (q == d.rank)
-				continue;
-			uint64_t *w = car_ll_word(d, q, s, d.rank, i);
-			car_ll_store2(w, tag | v.x, tag | v.y);
-			car_ll_store2(w + 2, tag | v.z, tag | v.w);
-		}
+		const uint4 v = car_push_pack<T>(car_load_pack<T, ALIGNED>(buf, i, count));
+		for (int q = 0; q < d.tp; q++)
+			if (q != d.rank)
+				car_push_store(car_push_at(d, q, s, d.rank, i), v);
 	}
+	const uint4 empty = make_uint4(CAR_PUSH_EMPTY, CAR_PUSH_EMPTY, CAR_PUSH_EMPTY,
+				       CAR_PUSH_EMPTY);
 	for (size_t i = first; i < n; i += stride) {
 		uint4 v[NP];
 #pragma unroll
@@ -327,13 +340,14 @@ __global__ void __launch_bounds__(CAR_LL_THREADS)
 			if (p >= d.tp)
 				continue;
 			if (p == d.rank) {
-				v[p] = car_load_pack<T, ALIGNED>(buf, i, count);
+				v[p] = car_push_pack<T>(car_load_pack<T, ALIGNED>(buf, i, count));
 				continue;
 			}
-			const uint64_t *w = car_ll_word(d, d.rank, s, p, i);
-			uint32_t seen;
-			if (!car_ll_try(w, e, &v[p], &seen))
-				v[p] = car_ll_wait(w, e, d.diag, d.rank, p);
+			uint32_t *w = car_push_at(d, d.rank, s, p, i);
+			v[p] = car_push_load(w);
+			if (!car_push_full(v[p]))
+				v[p] = car_push_wait(w, d.diag, d.rank, p);
+			car_push_store(w, empty); /* for this slot's next call */
 		}
 		/* in place is safe: peers never read buf */
 		car_store_pack<T, ALIGNED>(buf, i, count, car_sum_packs<T, NP>(v, d.tp));
@@ -558,20 +572,20 @@ static int car_launch(cudaStream_t st, K kernel, int blocks, Args... args)
 	return car_launch_t(st, kernel, blocks, CAR_THREADS, args...);
 }
 
-/* Every LL call runs all CAR_LL_BLOCKS blocks (the counters); one pack a
- * thread moves it, on at least 4 blocks. */
+/* Every push call runs all CAR_PUSH_BLOCKS blocks (the counters); one
+ * pack a thread moves it, on at least 4 blocks. */
 template <typename T, bool ALIGNED>
-static int car_ll_launch(const par_car_dev *d, T *buf, size_t count, cudaStream_t st)
+static int car_push_launch(const par_car_dev *d, T *buf, size_t count, cudaStream_t st)
 {
 	constexpr size_t E = 16 / sizeof(T);
 	const size_t packs = (count + E - 1) / E;
-	size_t active = (packs + CAR_LL_THREADS - 1) / CAR_LL_THREADS;
+	size_t active = (packs + CAR_PUSH_THREADS - 1) / CAR_PUSH_THREADS;
 	par_car_dev c = *d;
-	c.active = active < 4 ? 4 : active > CAR_LL_BLOCKS ? CAR_LL_BLOCKS : (int)active;
-	auto k = d->tp <= 2   ? car_oneshot_ll<T, ALIGNED, 2>
-		 : d->tp <= 4 ? car_oneshot_ll<T, ALIGNED, 4>
-			      : car_oneshot_ll<T, ALIGNED, CAR_MAX_RANKS>;
-	return car_launch_t(st, k, CAR_LL_BLOCKS, CAR_LL_THREADS, c, buf, count);
+	c.active = active < 4 ? 4 : active > CAR_PUSH_BLOCKS ? CAR_PUSH_BLOCKS : (int)active;
+	auto k = d->tp <= 2   ? car_oneshot_push<T, ALIGNED, 2>
+		 : d->tp <= 4 ? car_oneshot_push<T, ALIGNED, 4>
+			      : car_oneshot_push<T, ALIGNED, CAR_MAX_RANKS>;
+	return car_launch_t(st, k, CAR_PUSH_BLOCKS, CAR_PUSH_THREADS, c, buf, count);
 }
 
 template <typename T>
@@ -580,14 +594,28 @@ static int car_allreduce_launch(const par_car_dev *d, void *buf, size_t count, i
 {
 	bool al = kern_aligned16(buf);
 	T *b = (T *)buf;
-	if (kind == CAR_LL)
-		return al ? car_ll_launch<T, true>(d, b, count, st)
-			  : car_ll_launch<T, false>(d, b, count, st);
+	if (kind == CAR_PUSH)
+		return al ? car_push_launch<T, true>(d, b, count, st)
+			  : car_push_launch<T, false>(d, b, count, st);
 	if (kind == CAR_TWOSHOT)
 		return car_launch(st, al ? car_twoshot<T, true> : car_twoshot<T, false>, d->blocks,
 				  *d, b, count);
 	return car_launch(st, al ? car_oneshot<T, true> : car_oneshot<T, false>, d->blocks, *d, b,
 			  count);
+}
+
+__global__ void car_push_empty_kernel(uint32_t *p, size_t n)
+{
+	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x)
+		p[i] = CAR_PUSH_EMPTY;
+}
+
+extern "C" int par_car_push_empty(void *p, size_t n)
+{
+	car_push_empty_kernel<<<256, 256>>>((uint32_t *)p, n);
+	cudaError_t e = cudaGetLastError();
+	return e ? (int)e : (int)cudaDeviceSynchronize();
 }
 
 /* d with this call's moving blocks: `active` within 1..blocks */
@@ -603,9 +631,9 @@ extern "C" int par_car_launch_allreduce(const par_car_dev *d, int active, void *
 {
 	if (count == 0)
 		return SL_OK;
-	const size_t cap = kind == CAR_LL ? d->ll_region / 2 : d->slot_bytes;
+	const size_t cap = kind == CAR_PUSH ? d->push_region : d->slot_bytes;
 	if (count * sl_dtype_size(dt) > cap || d->blocks < 1 || d->blocks > CAR_MAX_BLOCKS ||
-	    kind < CAR_ONESHOT || kind > CAR_LL)
+	    kind < CAR_ONESHOT || kind > CAR_PUSH)
 		return SL_EINVAL;
 	cudaStream_t st = (cudaStream_t)stream;
 	const par_car_dev c = car_with_active(d, active);

@@ -25,12 +25,12 @@ typedef enum {
 	PAR_AR_ONESHOT,
 	PAR_AR_TWOSHOT,
 	PAR_AR_NCCL,       /* par_car_choose: too large for the custom kernels */
-	PAR_AR_LL,         /* one-shot whose data carries its own call number (below) */
+	PAR_AR_PUSH,       /* one-shot pushing its data, which is its own flag (below) */
 } par_ar_algo;
 
 /* Size rules of one group; every rank of it uses rank 0's. */
 typedef struct par_car_limits {
-	size_t ll_max;      /* bytes: the LL one-shot up to here (0: never), then: */
+	size_t push_max;    /* bytes: the push one-shot up to here (0: never), then: */
 	size_t oneshot_max; /* bytes: one-shot up to here */
 	size_t custom_max;  /* bytes: two-shot up to here, NCCL above; also sizes the buffers */
 	int blocks;         /* grid of every kernel, 1..64 (0: default) */
@@ -57,26 +57,29 @@ typedef struct par_car_limits {
 #define PAR_CAR_BLOCK_BYTES_DEFAULT ((size_t)8 << 10)
 #define PAR_CAR_MIN_ACTIVE 4
 void par_car_default_limits(int tp, par_car_limits *l);
-/* The LL one-shot (PAR_AR_LL): every rank stores its data straight into
- * each peer's buffer as 8-byte words of 4 data bytes and the call's number,
- * and polls its own buffer until every peer's words carry this call's
- * number, as NCCL's LL protocol and the GEMVs' exchange do (kernels/xchg.cuh).
- * No flag and no barrier: one trip across NVLink where the one-shot needs a
- * release / acquire flag round first, for twice the bytes on the wire. Its
- * area holds messages of up to max(ll_max, PAR_CAR_LL_MIN_CAP) bytes; larger
- * forced calls run in pieces. */
-#define PAR_CAR_LL_MIN_CAP ((size_t)64 << 10)
-/* Defaults overridden by SL_CUSTOM_AR_LL_MAX, SL_CUSTOM_AR_ONESHOT_MAX, SL_CUSTOM_AR_MAX,
+/* The push one-shot (PAR_AR_PUSH): every rank stores its message straight
+ * into each peer's push area, which holds an "empty" word wherever nothing
+ * has arrived, and polls its own area until every peer's words of its
+ * elements are there, then empties them again (the Lamport scheme of
+ * TensorRT-LLM's low-latency all-reduce). No flag and no barrier: one trip
+ * across NVLink, where the one-shot copies in, then needs a release /
+ * acquire flag round before it reads the peers. Its area holds messages of
+ * up to max(push_max, PAR_CAR_PUSH_MIN_CAP) bytes; larger forced calls run
+ * in pieces. The one input it alters: a 32-bit word of two -0.0 (fp16,
+ * bf16) is summed as two +0.0, and the fp32 denormal 0x80008000 as -0.0,
+ * on every rank alike. */
+#define PAR_CAR_PUSH_MIN_CAP ((size_t)64 << 10)
+/* Defaults overridden by SL_CUSTOM_AR_PUSH_MAX, SL_CUSTOM_AR_ONESHOT_MAX, SL_CUSTOM_AR_MAX,
  * SL_CUSTOM_AR_BLOCK_BYTES (bytes, K/M/G suffixes), SL_CUSTOM_AR_BLOCKS,
  * SL_FUSED_AR and SL_GEMV_AR (0 or 1); errors name the variable. */
 int par_car_limits_from_env(int tp, par_car_limits *l, char *err, size_t errlen);
-/* LL, custom one-shot, two-shot, or NCCL for a message of `bytes`. */
+/* Push, one-shot, two-shot (custom), or NCCL for a message of `bytes`. */
 par_ar_algo par_car_choose(const par_car_limits *l, size_t bytes);
 /* Bytes of one exchange slot: custom_max rounded up to 16, at least 64 KiB. */
 size_t par_car_slot_bytes(const par_car_limits *l);
-/* The largest message one LL call moves: ll_max rounded up to 16, at least
- * PAR_CAR_LL_MIN_CAP, at most 64 MiB. */
-size_t par_car_ll_cap(const par_car_limits *l);
+/* The largest message one push call moves: push_max rounded up to 16, at least
+ * PAR_CAR_PUSH_MIN_CAP, at most 64 MiB. */
+size_t par_car_push_cap(const par_car_limits *l);
 /* The grid the kernels will use: l->blocks, or the default, within 1..64. */
 int par_car_blocks(const par_car_limits *l);
 /* The blocks of that grid that move a call of `bytes` (block_bytes). */
@@ -118,8 +121,8 @@ const par_car_limits *par_car_get_limits(const par_car *c);
 int par_car_shared_gpu(const par_car *c);
 
 /* Sum count elements of buf across the group, in place, on the stream:
- * `algo` AUTO picks by size, LL/ONESHOT/TWOSHOT force one; messages beyond a
- * slot (LL: par_car_ll_cap) run as several calls of at most that each. fp32
+ * `algo` AUTO picks by size, PUSH/ONESHOT/TWOSHOT force one; messages beyond
+ * a slot (PUSH: par_car_push_cap) run as several calls of at most that each. fp32
  * sums in rank order, whatever the algorithm: every rank gets bit-identical
  * results. Graph-capturable. */
 int par_car_allreduce(par_car *c, void *buf, size_t count, sl_dtype dt, par_ar_algo algo);

@@ -13,12 +13,12 @@
  * here). Each block owns one 128-byte line, so blocks never share a line.
  * slot 0 / slot 1: slot_bytes each; call e uses slot e & 1 (see
  * allreduce.cu for why two slots make an end-of-call barrier unnecessary).
- * Then the GEMVs' exchange area (kern_xchg, KERN_XCHG_BYTES), then the LL
- * area: [2 slots][tp senders][ll_region bytes], where sender q's call e
- * stores its message as 8-byte words (4 data bytes, e in the high half)
- * into region (e & 1, q) of every peer; ll_region is twice the largest
- * message an LL call moves. Only LL calls touch it, so a word's high half
- * is always some LL call's number (or 0, never a call's).
+ * Then the GEMVs' exchange area (kern_xchg, KERN_XCHG_BYTES), then the push
+ * area: [2 slots][tp senders][push_region bytes], where sender q's push
+ * call e stores its message into region (e & 1, q) of every peer, and the
+ * receiver, having read it, fills it with the empty word again
+ * (allreduce.cu, CAR_PUSH_EMPTY; the whole area starts so). push_region is
+ * the largest message a push call moves.
  */
 #ifndef PAR_ALLREDUCE_DEV_H
 #define PAR_ALLREDUCE_DEV_H
@@ -38,12 +38,12 @@ extern "C" {
 #define CAR_FLAG_STRIDE 32 /* u32 per block: one 128-byte line */
 #define CAR_FLAGS_BYTES ((size_t)CAR_MAX_BLOCKS * CAR_FLAG_STRIDE * 4)
 #define CAR_THREADS 512
-/* The LL one-shot's own grid: blocks of fewer threads spread a message's
+/* The push one-shot's own grid: blocks of fewer threads spread a message's
  * stores to the peers over more SMs (each pushes only so much across
  * NVLink at once); its blocks keep their own call counters, since its
  * grid is not the others'. */
-#define CAR_LL_BLOCKS 128
-#define CAR_LL_THREADS 128
+#define CAR_PUSH_BLOCKS 128
+#define CAR_PUSH_THREADS 128
 /* A block that waits this long for a peer gives up and traps, leaving a
  * par_car_diag (kernels/xchg.cuh's wait, shared with the GEMVs that
  * exchange their tiles through the same group: kern_xchg). */
@@ -61,9 +61,9 @@ typedef struct par_car_dev {
 	uint32_t *epoch;                /* [blocks] this rank's calls so far, per block (local) */
 	par_car_diag *diag;             /* device view of the mapped diagnostic record */
 	size_t slot_bytes;              /* a multiple of 16 */
-	char *ll[CAR_MAX_RANKS];        /* rank p's LL area as mapped here */
-	uint32_t *ll_epoch;             /* [CAR_LL_BLOCKS] this rank's LL calls, per block (local) */
-	size_t ll_region;               /* bytes of one (slot, sender) LL region, a multiple of 32 */
+	char *push[CAR_MAX_RANKS];      /* rank p's push area as mapped here */
+	uint32_t *push_epoch;           /* [CAR_PUSH_BLOCKS] this rank's push calls, per block (local) */
+	size_t push_region;             /* bytes of one (slot, sender) push region, a multiple of 16 */
 	int rank, tp, blocks;
 	int active; /* set per call by the launchers: blocks [0, active) move the
 		     * data, the others only advance their call counters */
@@ -73,10 +73,10 @@ typedef struct par_car_dev {
  * every call, and call e uses slot e & 1 in every block); the first
  * `active` (1..blocks) move the data. */
 
-enum { CAR_ONESHOT = 0, CAR_TWOSHOT = 1, CAR_LL = 2 };
+enum { CAR_ONESHOT = 0, CAR_TWOSHOT = 1, CAR_PUSH = 2 };
 /* Sum `count` elements of buf across the group, in place, on `stream`, by
- * `kind` (CAR_*): count * dtype size at most slot_bytes (CAR_LL: half of
- * ll_region). CAR_LL takes its moving blocks from the size (one pack of
+ * `kind` (CAR_*): count * dtype size at most slot_bytes (CAR_PUSH:
+ * push_region). CAR_PUSH takes its moving blocks from the size (one pack of
  * 16 bytes a thread) and ignores `active`. */
 int par_car_launch_allreduce(const par_car_dev *d, int active, void *buf, size_t count,
 			     sl_dtype dt, int kind, void *stream);
@@ -89,6 +89,9 @@ int par_car_launch_allreduce(const par_car_dev *d, int active, void *buf, size_t
 int par_car_launch_add_prenorm(const par_car_dev *d, int active, const void *part, float *x,
 			       const void *w, void *out, float *sumsq, int n, int dim, sl_dtype dt,
 			       void *stream);
+/* n 32-bit words at p set to the push area's empty word, on the default
+ * stream, synchronously; a cudaError_t. */
+int par_car_push_empty(void *p, size_t n);
 /* recv + p * recv_stride (elements) gets rank p's `count` elements of send
  * (count * elem_bytes <= slot_bytes; elem_bytes 2 or 4). */
 int par_car_launch_allgather(const par_car_dev *d, int active, const void *send, void *recv,

@@ -48,7 +48,7 @@ static int n_allreduce(par_comm *c, void *buf, size_t count, sl_dtype dt)
 	return SL_OK;
 }
 
-/* Fused where the plain all-reduce would run one-shot or LL (or the
+/* Fused where the plain all-reduce would run one-shot or push (or the
  * custom kernels carry everything): two-shot and NCCL sizes keep the pair. */
 static int n_allreduce_add_prenorm(par_comm *c, const void *part, float *x, const void *w,
 				   void *out, float *sumsq, size_t sumsq_cap, int n, int dim,
@@ -59,7 +59,7 @@ static int n_allreduce_add_prenorm(par_comm *c, const void *part, float *x, cons
 		return SL_ENOTSUP;
 	size_t bytes = (size_t)n * dim * sl_dtype_size(dt);
 	par_ar_algo a = par_car_choose(par_car_get_limits(s->car), bytes);
-	if (!s->car_only && a != PAR_AR_ONESHOT && a != PAR_AR_LL)
+	if (!s->car_only && a != PAR_AR_ONESHOT && a != PAR_AR_PUSH)
 		return SL_ENOTSUP;
 	int p = par_car_prenorm_parts(s->car);
 	if (n < 1 || (size_t)p * n > sumsq_cap)
@@ -175,11 +175,11 @@ static void log_choice(const par_comm *c, const nccl_state *s, const char *why)
 		SL_INFO("comm", "tp all-reduce and all-gather: custom kernels only (the tp ranks "
 			"share a GPU; NCCL needs one GPU per rank): correct but not fast");
 	else
-		SL_INFO("comm", "tp all-reduce: custom LL up to %zu KiB, one-shot up to %zu KiB, "
+		SL_INFO("comm", "tp all-reduce: custom push up to %zu KiB, one-shot up to %zu KiB, "
 			"two-shot up to %zu KiB, NCCL above (%d blocks, one per %zu KiB moving a "
 			"call, at least %d); one-shot fused with the residual add: %s; in the "
 			"row-parallel GEMV at 1-2 tokens: %s",
-			l->ll_max >> 10, l->oneshot_max >> 10, l->custom_max >> 10, l->blocks, l->block_bytes >> 10,
+			l->push_max >> 10, l->oneshot_max >> 10, l->custom_max >> 10, l->blocks, l->block_bytes >> 10,
 			PAR_CAR_MIN_ACTIVE, l->fused ? "on" : "off (SL_FUSED_AR=0)",
 			!l->fused ? "off (SL_FUSED_AR=0)" : l->gemv ? "on" : "off (SL_GEMV_AR=0)");
 }

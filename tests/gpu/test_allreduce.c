@@ -11,7 +11,7 @@
  * match it bit for bit (so all ranks agree bit for bit too), with the
  * bytes around each buffer untouched (guards). Covered: f32, f16, bf16;
  * 1 element to 16 MiB, odd counts, misaligned buffers; one-shot, two-shot,
- * the LL one-shot (forced, and by the size rule; beyond its area in pieces)
+ * the push one-shot (forced, and by the size rule; beyond its area in pieces)
  * and the size rule; a small-slot group (chunking, 3 blocks) alive
  * beside the default one; a burst of calls with rank skew and no host
  * synchronisation between them (the double-buffered slots and flags); a
@@ -81,7 +81,7 @@ static const char *dt_name(sl_dtype dt)
 static const char *algo_name(par_ar_algo a)
 {
 	return a == PAR_AR_ONESHOT ? "one-shot" : a == PAR_AR_TWOSHOT ? "two-shot"
-		 : a == PAR_AR_LL		? "LL"
+		 : a == PAR_AR_PUSH		? "push"
 						: "auto";
 }
 
@@ -337,7 +337,7 @@ static int sweep_counts(sl_dtype dt, int big, size_t *out)
 
 static void test_sweep(par_car *car, const char *cname, int big)
 {
-	static const par_ar_algo algos[] = {PAR_AR_ONESHOT, PAR_AR_TWOSHOT, PAR_AR_AUTO, PAR_AR_LL};
+	static const par_ar_algo algos[] = {PAR_AR_ONESHOT, PAR_AR_TWOSHOT, PAR_AR_AUTO, PAR_AR_PUSH};
 	size_t counts[40];
 	for (int d = 0; d < 3; d++) {
 		sl_dtype dt = k_dts[d];
@@ -360,6 +360,49 @@ static void test_sweep(par_car *car, const char *cname, int big)
 	}
 }
 
+/* ---- the push one-shot's empty word as an input ---- */
+
+/* Every rank sends the 32-bit pattern the push area uses for "empty"
+ * (two -0.0 halves; an fp32 denormal): it is summed as +0.0, +0.0 (2-byte
+ * types) or -0.0 (fp32) on every rank alike, and the call completes. */
+static int check_push_empty(sl_dtype dt)
+{
+	const size_t count = 4099, es = sl_dtype_size(dt), words = count * es / 4;
+	char what[64];
+	snprintf(what, sizeof what, "push one-shot, %s inputs of the empty word", dt_name(dt));
+	uint32_t *in = xmalloc(count * es), *want = xmalloc(count * es);
+	for (size_t i = 0; i < words; i++) {
+		in[i] = 0x80008000u;
+		want[i] = es == 2 ? 0u : 0x80000000u;
+	}
+	dbuf b;
+	dbuf_make(&b, count, 0, dt);
+	/* the odd tail half (2-byte types): -0.0 with a +0.0 beside it in its
+	 * word's padding, so it goes as it is and sums to -0.0 */
+	if (es == 2) {
+		((uint16_t *)in)[count - 1] = 0x8000;
+		((uint16_t *)want)[count - 1] = 0x8000;
+	}
+	CK(cudaMemcpy(b.data, in, count * es, cudaMemcpyHostToDevice));
+	CK(cudaDeviceSynchronize());
+	MPI_Barrier(MPI_COMM_WORLD);
+	CK_SL(par_car_allreduce(g_car, b.data, count, dt, PAR_AR_PUSH));
+	CK(cudaStreamSynchronize(g_stream));
+	int ok = dbuf_check(what, &b, want, count, dt);
+	dbuf_free(&b);
+	free(in), free(want);
+	return ok;
+}
+
+static void test_push_empty(void)
+{
+	group g;
+	group_begin(&g, "push one-shot: %s%s", "the empty word as every rank's input", "");
+	for (int d = 0; d < 3; d++)
+		group_case(&g, check_push_empty(k_dts[d]));
+	group_end(&g);
+}
+
 /* ---- burst: many calls in flight, ranks skewed, one sync at the end ---- */
 
 static void test_burst(void)
@@ -379,7 +422,7 @@ static void test_burst(void)
 		cnt[k] = counts[k % 7];
 		cars[k] = k % 5 == 4 ? g_small : g_car;
 		static const par_ar_algo rot[] = {PAR_AR_ONESHOT, PAR_AR_TWOSHOT, PAR_AR_AUTO,
-						  PAR_AR_LL};
+						  PAR_AR_PUSH};
 		al[k] = rot[k % 4];
 		size_t es = sl_dtype_size(dts[k]);
 		void *in = xmalloc(cnt[k] * es);
@@ -443,7 +486,7 @@ static void test_graph(void)
 	graph_buf gb[NG] = {{SL_DT_F16, 5120, PAR_AR_ONESHOT, NULL, NULL, {0}},
 			    {SL_DT_BF16, 70001, PAR_AR_TWOSHOT, NULL, NULL, {0}},
 			    {SL_DT_F32, 5121, PAR_AR_AUTO, NULL, NULL, {0}},
-			    {SL_DT_F16, 40961, PAR_AR_LL, NULL, NULL, {0}}};
+			    {SL_DT_F16, 40961, PAR_AR_PUSH, NULL, NULL, {0}}};
 	gb[0].car = g_car, gb[1].car = g_car, gb[2].car = g_small, gb[3].car = g_car;
 	int reps = g_quick ? 4 : 12;
 	group g;
@@ -525,7 +568,7 @@ static void test_pdl_order(void)
 {
 	static const size_t counts[] = {8, 5120, 40960, 163840};
 	group g;
-	static const par_ar_algo algos[] = {PAR_AR_ONESHOT, PAR_AR_TWOSHOT, PAR_AR_LL};
+	static const par_ar_algo algos[] = {PAR_AR_ONESHOT, PAR_AR_TWOSHOT, PAR_AR_PUSH};
 	group_begin(&g, "PDL: %s all-reduces between dependent kernels%s", "36", "");
 	for (int d = 0; d < 3; d++)
 		for (int i = 0; i < 4; i++)
@@ -1245,6 +1288,7 @@ int main(int argc, char **argv)
 
 	test_sweep(g_car, "default", !g_quick);
 	test_sweep(g_small, "small", 0);
+	test_push_empty();
 	test_burst();
 	test_graph();
 	test_allgather();

@@ -18,9 +18,9 @@ static char g_err[SL_ERRLEN];
 START_TEST(test_defaults)
 {
 	par_car_limits l;
-	/* tp 2: one-shot all the way; NCCL won at 8 MiB (issue 35) */
+	/* tp 2: push, then one-shot, to 4 MiB; NCCL beyond (issue 35) */
 	par_car_default_limits(2, &l);
-	ck_assert_uint_eq(l.ll_max, (size_t)256 << 10); /* LL won to 256 KiB (2 H200) */
+	ck_assert_uint_eq(l.push_max, (size_t)4 << 20); /* push won at every size (2 H200) */
 	ck_assert_uint_eq(l.custom_max, (size_t)4 << 20);
 	ck_assert_uint_eq(l.oneshot_max, (size_t)4 << 20);
 	ck_assert_int_eq(l.blocks, 32);
@@ -28,11 +28,11 @@ START_TEST(test_defaults)
 	ck_assert_int_eq(l.gemv, 1); /* the all-reduce in the GEMV, where it runs */
 	/* tp 4: one-shot lost above 512 KiB, two-shot above 2 MiB (4 H200) */
 	par_car_default_limits(4, &l);
-	ck_assert_uint_eq(l.ll_max, 0); /* not measured on 4 GPUs: off */
+	ck_assert_uint_eq(l.push_max, 0); /* not measured on 4 GPUs: off */
 	ck_assert_uint_eq(l.oneshot_max, (size_t)512 << 10);
 	ck_assert_uint_eq(l.custom_max, (size_t)2 << 20);
 	par_car_default_limits(8, &l);
-	ck_assert_uint_eq(l.ll_max, 0);
+	ck_assert_uint_eq(l.push_max, 0);
 	ck_assert_uint_eq(l.oneshot_max, (size_t)128 << 10);
 	ck_assert_uint_eq(l.custom_max, (size_t)4 << 20);
 	/* sizes between and beyond the table's rows take the next larger row */
@@ -54,17 +54,17 @@ START_TEST(test_choose_boundaries)
 	ck_assert_int_eq(par_car_choose(&l, 1001), PAR_AR_TWOSHOT);
 	ck_assert_int_eq(par_car_choose(&l, 5000), PAR_AR_TWOSHOT);
 	ck_assert_int_eq(par_car_choose(&l, 5001), PAR_AR_NCCL);
-	/* the LL one-shot first, up to ll_max, within custom_max */
-	l.ll_max = 400;
+	/* the push one-shot first, up to push_max, within custom_max */
+	l.push_max = 400;
 	ck_assert_int_eq(par_car_choose(&l, 0), PAR_AR_ONESHOT); /* the empty message: as before */
-	ck_assert_int_eq(par_car_choose(&l, 1), PAR_AR_LL);
-	ck_assert_int_eq(par_car_choose(&l, 400), PAR_AR_LL);
+	ck_assert_int_eq(par_car_choose(&l, 1), PAR_AR_PUSH);
+	ck_assert_int_eq(par_car_choose(&l, 400), PAR_AR_PUSH);
 	ck_assert_int_eq(par_car_choose(&l, 401), PAR_AR_ONESHOT);
 	ck_assert_int_eq(par_car_choose(&l, 1001), PAR_AR_TWOSHOT);
-	l.ll_max = 8000;
-	ck_assert_int_eq(par_car_choose(&l, 5000), PAR_AR_LL);
+	l.push_max = 8000;
+	ck_assert_int_eq(par_car_choose(&l, 5000), PAR_AR_PUSH);
 	ck_assert_int_eq(par_car_choose(&l, 5001), PAR_AR_NCCL);
-	l.ll_max = 0;
+	l.push_max = 0;
 	/* one-shot above custom_max never wins over NCCL */
 	l.oneshot_max = 10000;
 	ck_assert_int_eq(par_car_choose(&l, 5000), PAR_AR_ONESHOT);
@@ -82,15 +82,13 @@ START_TEST(test_choose_model_sizes)
 	size_t b1 = 5120 * 2, b32 = 32 * 5120 * 2, emb = 5120 * 4, prefill = 2048 * 5120 * 2;
 	size_t b128 = 128 * 5120 * 2, seventy_b128 = 128 * 8192 * 2, mib8 = (size_t)8 << 20;
 	par_car_default_limits(2, &l);
-	ck_assert_int_eq(par_car_choose(&l, b1), PAR_AR_LL);
-	ck_assert_int_eq(par_car_choose(&l, emb), PAR_AR_LL);
-	ck_assert_int_eq(par_car_choose(&l, 8 * 5120 * 2), PAR_AR_LL);	    /* batch 8 */
-	ck_assert_int_eq(par_car_choose(&l, (size_t)256 << 10), PAR_AR_LL); /* 70B batch 16 */
-	ck_assert_int_eq(par_car_choose(&l, ((size_t)256 << 10) + 2), PAR_AR_ONESHOT);
-	ck_assert_int_eq(par_car_choose(&l, b32), PAR_AR_ONESHOT);
-	ck_assert_int_eq(par_car_choose(&l, b128), PAR_AR_ONESHOT);
-	ck_assert_int_eq(par_car_choose(&l, seventy_b128), PAR_AR_ONESHOT);
-	ck_assert_int_eq(par_car_choose(&l, mib8), PAR_AR_NCCL); /* NCCL's win at 8 MiB */
+	ck_assert_int_eq(par_car_choose(&l, b1), PAR_AR_PUSH);
+	ck_assert_int_eq(par_car_choose(&l, emb), PAR_AR_PUSH);
+	ck_assert_int_eq(par_car_choose(&l, b32), PAR_AR_PUSH);
+	ck_assert_int_eq(par_car_choose(&l, b128), PAR_AR_PUSH);
+	ck_assert_int_eq(par_car_choose(&l, seventy_b128), PAR_AR_PUSH);
+	ck_assert_int_eq(par_car_choose(&l, (size_t)4 << 20), PAR_AR_PUSH);
+	ck_assert_int_eq(par_car_choose(&l, mib8), PAR_AR_NCCL); /* beyond the custom kernels */
 	ck_assert_int_eq(par_car_choose(&l, prefill), PAR_AR_NCCL);
 	par_car_default_limits(4, &l);
 	ck_assert_int_eq(par_car_choose(&l, b1), PAR_AR_ONESHOT);
@@ -114,13 +112,13 @@ START_TEST(test_slot_and_blocks)
 	l.custom_max = (1 << 20) + 1; /* rounded up to 16 bytes */
 	ck_assert_uint_eq(par_car_slot_bytes(&l), (1 << 20) + 16);
 	ck_assert_uint_eq(par_car_slot_bytes(&l) % 16, 0);
-	/* the LL area: ll_max rounded up to 16, at least 64 KiB, at most 64 MiB */
-	l.ll_max = 0;
-	ck_assert_uint_eq(par_car_ll_cap(&l), PAR_CAR_LL_MIN_CAP);
-	l.ll_max = (1 << 20) + 1;
-	ck_assert_uint_eq(par_car_ll_cap(&l), (1 << 20) + 16);
-	l.ll_max = (size_t)1 << 30;
-	ck_assert_uint_eq(par_car_ll_cap(&l), (size_t)64 << 20);
+	/* the push area: push_max rounded up to 16, at least 64 KiB, at most 64 MiB */
+	l.push_max = 0;
+	ck_assert_uint_eq(par_car_push_cap(&l), PAR_CAR_PUSH_MIN_CAP);
+	l.push_max = (1 << 20) + 1;
+	ck_assert_uint_eq(par_car_push_cap(&l), (1 << 20) + 16);
+	l.push_max = (size_t)1 << 30;
+	ck_assert_uint_eq(par_car_push_cap(&l), (size_t)64 << 20);
 	l.custom_max = 100; /* never below 64 KiB: car_only groups chunk through it */
 	ck_assert_uint_eq(par_car_slot_bytes(&l), (size_t)64 << 10);
 	l.custom_max = 0;
@@ -232,17 +230,17 @@ START_TEST(test_env)
 	setenv("SL_CUSTOM_AR_ONESHOT_MAX", "64K", 1);
 	setenv("SL_CUSTOM_AR_MAX", "2M", 1);
 	setenv("SL_CUSTOM_AR_BLOCKS", "16", 1);
-	setenv("SL_CUSTOM_AR_LL_MAX", "32K", 1);
+	setenv("SL_CUSTOM_AR_PUSH_MAX", "32K", 1);
 	ck_assert_int_eq(par_car_limits_from_env(4, &l, g_err, sizeof g_err), 0);
-	ck_assert_uint_eq(l.ll_max, 32768);
-	setenv("SL_CUSTOM_AR_LL_MAX", "0", 1); /* off */
+	ck_assert_uint_eq(l.push_max, 32768);
+	setenv("SL_CUSTOM_AR_PUSH_MAX", "0", 1); /* off */
 	ck_assert_int_eq(par_car_limits_from_env(2, &l, g_err, sizeof g_err), 0);
-	ck_assert_uint_eq(l.ll_max, 0);
+	ck_assert_uint_eq(l.push_max, 0);
 	ck_assert_int_eq(par_car_choose(&l, 10240), PAR_AR_ONESHOT);
-	setenv("SL_CUSTOM_AR_LL_MAX", "-1", 1);
+	setenv("SL_CUSTOM_AR_PUSH_MAX", "-1", 1);
 	ck_assert_int_eq(par_car_limits_from_env(2, &l, g_err, sizeof g_err), SL_EINVAL);
-	ck_assert_msg(strstr(g_err, "SL_CUSTOM_AR_LL_MAX"), "%s", g_err);
-	unsetenv("SL_CUSTOM_AR_LL_MAX");
+	ck_assert_msg(strstr(g_err, "SL_CUSTOM_AR_PUSH_MAX"), "%s", g_err);
+	unsetenv("SL_CUSTOM_AR_PUSH_MAX");
 	ck_assert_int_eq(par_car_limits_from_env(4, &l, g_err, sizeof g_err), 0);
 	ck_assert_uint_eq(l.oneshot_max, 65536);
 	ck_assert_uint_eq(l.custom_max, (size_t)2 << 20);
