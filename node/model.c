@@ -11,7 +11,9 @@
  * communicator may fuse the all-reduce with that add
  * (par_tp_allreduce_add_prenorm), or the projection itself may do both
  * (the backend's matmul_allreduce_add). Each leaves the norm for the next
- * projection to finish (node_prenorm). The projections may be
+ * projection to finish (node_prenorm). Where the next projection cannot
+ * (more tokens), the communicator may fuse the all-reduce with the add
+ * and the whole norm (par_tp_allreduce_add_norm). The projections may be
  * quantized (--quant): the backend's matmul takes their descriptors as
  * they are. Loading lives in model_load.c, the stage-to-stage
  * orchestration in step.c.
@@ -53,6 +55,22 @@ static int tp_all_reduce_add_defer(model *m, const void *part, const kern_qweigh
 	if (rc == SL_OK)
 		*pend = (node_prenorm){m->a.x, norm_w, m->cfg.norm_eps, ss, parts};
 	return rc;
+}
+
+/* x += the group's sum of part and xb = RMSNorm(x) * norm_w in one kernel
+ * of the communicator (parallel/comm.h), where it has one for this call;
+ * SL_ENOTSUP otherwise, nothing done (every rank of the group answers
+ * alike). Not for quantized projections: fp8's W8A8 path reads the norm's
+ * activations from the backend's norm (node/backend_cuda.c), which this
+ * does not make. */
+static int tp_all_reduce_add_norm(model *m, const void *part, const kern_qweight *w,
+				  const void *norm_w, int n)
+{
+	if (!norm_w || !m->comm || m->opts.skip_tp_comm || w->format != KERN_Q_NONE ||
+	    m->opts.quant != KERN_Q_NONE)
+		return SL_ENOTSUP;
+	return par_tp_allreduce_add_norm(m->comm, part, m->a.x, norm_w, m->a.xb, n, m->cfg.dim,
+					 m->cfg.norm_eps, m->be->dtype);
 }
 
 /* x += the group's sum of in @ W^T and xb = x * norm_w, the norm left in
@@ -106,6 +124,9 @@ static int proj_add_norm(model *m, const void *in, const kern_qweight *w, const 
 		return rc;
 	TRY(op->matmul(be, a->proj, in, w, n));
 	rc = tp_all_reduce_add_defer(m, a->proj, w, norm_w, n, pend);
+	if (rc != SL_ENOTSUP)
+		return rc;
+	rc = tp_all_reduce_add_norm(m, a->proj, w, norm_w, n);
 	if (rc != SL_ENOTSUP)
 		return rc;
 	TRY(tp_all_reduce(m, a->proj, (size_t)n * dim, be->dtype));

@@ -14,6 +14,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -609,6 +610,18 @@ int par_car_allreduce_add_prenorm(par_car *c, const void *part, float *x, const 
 		return SL_ENOTSUP;
 	return par_car_launch_add_prenorm(&c->dev, par_car_active_blocks(&c->lim, bytes), part, x,
 					  w, out, sumsq, n, dim, dt, c->stream);
+}
+
+int par_car_allreduce_add_norm(par_car *c, const void *part, float *x, const void *w, void *out,
+			       int n, int dim, float eps, sl_dtype dt)
+{
+	size_t bytes = (size_t)(n > 0 ? n : 0) * (size_t)(dim > 0 ? dim : 0) * 2;
+	int aligned = !((uintptr_t)part % 16 || (uintptr_t)x % 16 || (uintptr_t)w % 16 ||
+			(uintptr_t)out % 16);
+	if ((dt != SL_DT_F16 && dt != SL_DT_BF16) || n < 1 || dim < 8 || dim % 8 || !w || !out ||
+	    !aligned || bytes > c->dev.push_region)
+		return SL_ENOTSUP;
+	return par_car_launch_push_add_norm(&c->dev, part, x, w, out, n, dim, eps, dt, c->stream);
 }
 
 int par_car_allgather(par_car *c, const void *send, void *recv, size_t count, sl_dtype dt)

@@ -354,6 +354,87 @@ __global__ void __launch_bounds__(CAR_PUSH_THREADS)
 	}
 }
 
+/*
+ * The push one-shot fused with the residual add and the RMSNorm after it
+ * (par_car_allreduce_add_norm), for steps of more tokens than the next
+ * projection can finish a pending norm for. Block b owns rows b, b + G,
+ * ... (G = CAR_PUSH_BLOCKS): it pushes their packs (pack r * P + j, P =
+ * dim / 8) to every peer, then row by row takes the peers' packs, sums
+ * ranks 0..tp-1 rounded to T (the plain push's bits), adds that into x and
+ * normalizes the row as norm_kernel (kernels/rmsnorm.cu) does: out = x *
+ * (1 / sqrt(ss / dim + eps)) * w. The same block of every rank owns the
+ * same rows and sums them in the same order, so every rank writes the
+ * same bits. Calls, slots and their reuse are the push one-shot's.
+ */
+template <typename T, int NP>
+__global__ void __launch_bounds__(CAR_PUSH_THREADS)
+	car_push_add_norm(par_car_dev d, const T *part, float *x, const T *w, T *out, int n,
+			  int dim, float eps)
+{
+	kern_pdl_start(); /* part is the projection's output */
+	__shared__ uint32_t call;
+	if (threadIdx.x == 0) {
+		call = d.push_epoch[blockIdx.x] + 1;
+		d.push_epoch[blockIdx.x] = call;
+	}
+	__syncthreads();
+	const int s = call & 1, P = dim / KERN_VEC;
+	for (int r = blockIdx.x; r < n; r += gridDim.x)
+		for (int j = threadIdx.x; j < P; j += blockDim.x) {
+			const size_t i = (size_t)r * P + j;
+			const uint4 v = car_push_pack<T>(reinterpret_cast<const uint4 *>(part)[i]);
+			for (int q = 0; q < d.tp; q++)
+				if (q != d.rank)
+					car_push_store(car_push_at(d, q, s, d.rank, i), v);
+		}
+	const uint4 empty = make_uint4(CAR_PUSH_EMPTY, CAR_PUSH_EMPTY, CAR_PUSH_EMPTY,
+				       CAR_PUSH_EMPTY);
+	for (int r = blockIdx.x; r < n; r += gridDim.x) {
+		float *xr = x + (size_t)r * dim;
+		float ss = 0;
+		for (int j = threadIdx.x; j < P; j += blockDim.x) {
+			const size_t i = (size_t)r * P + j;
+			uint4 v[NP];
+#pragma unroll
+			for (int p = 0; p < NP; p++) {
+				if (p >= d.tp)
+					continue;
+				if (p == d.rank) {
+					v[p] = car_push_pack<T>(reinterpret_cast<const uint4 *>(part)[i]);
+					continue;
+				}
+				uint32_t *wp = car_push_at(d, d.rank, s, p, i);
+				v[p] = car_push_load(wp);
+				if (!car_push_full(v[p]))
+					v[p] = car_push_wait(wp, d.diag, d.rank, p);
+				car_push_store(wp, empty);
+			}
+			const uint4 sum = car_sum_packs<T, NP>(v, d.tp);
+			const T *st = reinterpret_cast<const T *>(&sum);
+			float xv[KERN_VEC];
+			kern_load8f(xr + j * KERN_VEC, xv);
+#pragma unroll
+			for (int k = 0; k < KERN_VEC; k++) {
+				xv[k] += kern_to_f32(st[k]);
+				ss += xv[k] * xv[k];
+			}
+			kern_store8f(xr + j * KERN_VEC, xv);
+		}
+		ss = kern_block_sum(ss);
+		const float inv = 1.0f / sqrtf(ss / (float)dim + eps);
+		/* each thread re-reads only the x it wrote above */
+		for (int j = threadIdx.x; j < P; j += blockDim.x) {
+			float xv[KERN_VEC], g[KERN_VEC];
+			kern_load8f(xr + j * KERN_VEC, xv);
+			kern_load8(w + j * KERN_VEC, g);
+#pragma unroll
+			for (int k = 0; k < KERN_VEC; k++)
+				xv[k] = xv[k] * inv * g[k];
+			kern_store8(out + (size_t)r * dim + j * KERN_VEC, xv);
+		}
+	}
+}
+
 /* Chunk c of n packs split over tp ranks: [*c0, *c0 + *len). */
 __device__ __forceinline__ void car_chunk(size_t n, int tp, int c, size_t *c0, size_t *len)
 {
@@ -602,6 +683,36 @@ static int car_allreduce_launch(const par_car_dev *d, void *buf, size_t count, i
 				  *d, b, count);
 	return car_launch(st, al ? car_oneshot<T, true> : car_oneshot<T, false>, d->blocks, *d, b,
 			  count);
+}
+
+template <typename T>
+static int car_push_add_norm_launch(const par_car_dev *d, const void *part, float *x,
+				    const void *w, void *out, int n, int dim, float eps,
+				    cudaStream_t st)
+{
+	auto k = d->tp <= 2   ? car_push_add_norm<T, 2>
+		 : d->tp <= 4 ? car_push_add_norm<T, 4>
+			      : car_push_add_norm<T, CAR_MAX_RANKS>;
+	return car_launch_t(st, k, CAR_PUSH_BLOCKS, CAR_PUSH_THREADS, *d, (const T *)part, x,
+			    (const T *)w, (T *)out, n, dim, eps);
+}
+
+extern "C" int par_car_launch_push_add_norm(const par_car_dev *d, const void *part, float *x,
+					    const void *w, void *out, int n, int dim, float eps,
+					    sl_dtype dt, void *stream)
+{
+	if (n < 1 || dim < KERN_VEC || dim % KERN_VEC || (size_t)n * dim * 2 > d->push_region ||
+	    !kern_aligned16(part) || !kern_aligned16(x) || !kern_aligned16(w) ||
+	    !kern_aligned16(out))
+		return SL_EINVAL;
+	cudaStream_t st = (cudaStream_t)stream;
+	switch (dt) {
+	case SL_DT_F16:
+		return car_push_add_norm_launch<__half>(d, part, x, w, out, n, dim, eps, st);
+	case SL_DT_BF16:
+		return car_push_add_norm_launch<__nv_bfloat16>(d, part, x, w, out, n, dim, eps, st);
+	default: return SL_ENOTSUP;
+	}
 }
 
 __global__ void car_push_empty_kernel(uint32_t *p, size_t n)

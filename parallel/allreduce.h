@@ -140,6 +140,16 @@ int par_car_allreduce(par_car *c, void *buf, size_t count, sl_dtype dt, par_ar_a
  * then runs the unfused pair. Graph-capturable, as par_car_allreduce. */
 int par_car_allreduce_add_prenorm(par_car *c, const void *part, float *x, const void *w,
 				  void *out, float *sumsq, int n, int dim, sl_dtype dt);
+/* The push one-shot of part fused with the residual add and the RMSNorm
+ * after it (par_tp_allreduce_add_norm): x [n, dim] fp32 += the group's sum
+ * of part (dt F16 or BF16, summed as par_car_allreduce sums); out [n, dim]
+ * (dt) = x / rms(x) * w rounded, rms = sqrt(mean(x^2) + eps). One block
+ * a row: every rank gets the same x and out bits. SL_ENOTSUP, nothing
+ * enqueued, for another dtype, dim not a multiple of 8, a buffer not
+ * 16-byte aligned, w or out NULL, or n rows of packs beyond the push
+ * area. Graph-capturable. */
+int par_car_allreduce_add_norm(par_car *c, const void *part, float *x, const void *w, void *out,
+			       int n, int dim, float eps, sl_dtype dt);
 /* Parts of the sums of squares par_car_allreduce_add_prenorm leaves per
  * token: its blocks. */
 int par_car_prenorm_parts(const par_car *c);

@@ -89,6 +89,10 @@ int par_car_launch_allreduce(const par_car_dev *d, int active, void *buf, size_t
 int par_car_launch_add_prenorm(const par_car_dev *d, int active, const void *part, float *x,
 			       const void *w, void *out, float *sumsq, int n, int dim, sl_dtype dt,
 			       void *stream);
+/* par_car_allreduce_add_norm's kernel: dt F16 or BF16, dim % 8 == 0,
+ * buffers 16-byte aligned, n * dim * 2 <= push_region (else SL_EINVAL). */
+int par_car_launch_push_add_norm(const par_car_dev *d, const void *part, float *x, const void *w,
+				 void *out, int n, int dim, float eps, sl_dtype dt, void *stream);
 /* n 32-bit words at p set to the push area's empty word, on the default
  * stream, synchronously; a cudaError_t. */
 int par_car_push_empty(void *p, size_t n);

@@ -116,6 +116,14 @@ int par_tp_allreduce_add_prenorm(par_comm *c, const void *part, float *x, const 
 					     parts);
 }
 
+int par_tp_allreduce_add_norm(par_comm *c, const void *part, float *x, const void *w, void *out,
+			      int n, int dim, float eps, sl_dtype dt)
+{
+	if (c->tp_size == 1 || !c->ops->allreduce_add_norm)
+		return SL_ENOTSUP;
+	return c->ops->allreduce_add_norm(c, part, x, w, out, n, dim, eps, dt);
+}
+
 int par_tp_gemv_xchg(par_comm *c, kern_xchg *x)
 {
 	if (c->tp_size == 1 || !c->ops->gemv_xchg)

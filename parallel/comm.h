@@ -62,6 +62,20 @@ int par_tp_allreduce(par_comm *c, void *buf, size_t count, sl_dtype dt);
 int par_tp_allreduce_add_prenorm(par_comm *c, const void *part, float *x, const void *w,
 				 void *out, float *sumsq, size_t sumsq_cap, int n, int dim,
 				 sl_dtype dt, int *parts);
+/* The tp all-reduce fused with the residual add and the whole RMSNorm
+ * after it, for the steps whose next projection cannot finish a pending
+ * norm (more than KERN_PRE_MAX_TOKENS tokens): x [n, dim] fp32 += the
+ * group's sum of part [n, dim] (dt, only read; the sum rounded to dt as
+ * par_tp_allreduce rounds it), then out [n, dim] (dt) = RMSNorm(x) * w as
+ * the backend's add_rmsnorm computes it (its sum of squares in another
+ * order: within fp32 rounding of it). SL_ENOTSUP, nothing done, where the
+ * communicator has no such kernel for the call (tp 1, MPI, SL_FUSED_AR=0,
+ * sizes beyond the push one-shot's, dtypes other than f16 / bf16, widths
+ * not a multiple of 8, unaligned buffers): the caller then runs
+ * par_tp_allreduce and the add + norm. Every rank of the group gets the
+ * same answer and the same bits. */
+int par_tp_allreduce_add_norm(par_comm *c, const void *part, float *x, const void *w, void *out,
+			      int n, int dim, float eps, sl_dtype dt);
 /* The exchange through which a row-parallel GEMV does the tp all-reduce
  * and the residual add itself (the KERN_EPI_ALLREDUCE_ADD epilogue,
  * kernels/epilogue.h): *x filled and SL_OK where the group has one (the

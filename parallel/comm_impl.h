@@ -15,6 +15,9 @@ typedef struct par_comm_ops {
 	int (*allreduce_add_prenorm)(par_comm *c, const void *part, float *x, const void *w,
 				     void *out, float *sumsq, size_t sumsq_cap, int n, int dim,
 				     sl_dtype dt, int *parts);
+	/* optional (NULL: SL_ENOTSUP): par_tp_allreduce_add_norm */
+	int (*allreduce_add_norm)(par_comm *c, const void *part, float *x, const void *w,
+				  void *out, int n, int dim, float eps, sl_dtype dt);
 	/* optional (NULL: SL_ENOTSUP): par_tp_gemv_xchg */
 	int (*gemv_xchg)(par_comm *c, kern_xchg *x);
 	int (*allgather)(par_comm *c, const void *send, void *recv, size_t count, sl_dtype dt);

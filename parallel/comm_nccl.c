@@ -69,6 +69,20 @@ static int n_allreduce_add_prenorm(par_comm *c, const void *part, float *x, cons
 	return SL_OK;
 }
 
+/* Where the plain all-reduce would run the push one-shot (or the custom
+ * kernels carry everything). */
+static int n_allreduce_add_norm(par_comm *c, const void *part, float *x, const void *w,
+				void *out, int n, int dim, float eps, sl_dtype dt)
+{
+	nccl_state *s = S(c);
+	if (!s->car || !par_car_get_limits(s->car)->fused || n < 1 || dim < 1)
+		return SL_ENOTSUP;
+	size_t bytes = (size_t)n * dim * sl_dtype_size(dt);
+	if (!s->car_only && par_car_choose(par_car_get_limits(s->car), bytes) != PAR_AR_PUSH)
+		return SL_ENOTSUP;
+	return par_car_allreduce_add_norm(s->car, part, x, w, out, n, dim, eps, dt);
+}
+
 static int n_gemv_xchg(par_comm *c, kern_xchg *x)
 {
 	nccl_state *s = S(c);
@@ -112,6 +126,7 @@ static void n_destroy(par_comm *c)
 static const par_comm_ops nccl_ops = {
 	.allreduce = n_allreduce,
 	.allreduce_add_prenorm = n_allreduce_add_prenorm,
+	.allreduce_add_norm = n_allreduce_add_norm,
 	.gemv_xchg = n_gemv_xchg,
 	.allgather = n_allgather,
 	.send_next = n_send_next,

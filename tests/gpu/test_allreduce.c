@@ -31,6 +31,12 @@
  * sums untouched; calls it refuses refused by every rank with nothing
  * written; a graph replaying it with eager calls between.
  *
+ * The push one-shot fused with the residual add and the whole RMSNorm
+ * (par_car_allreduce_add_norm), f16 and bf16, 3 to 300 rows (more rows
+ * than blocks) of widths 64 to 8192: x bit-exact against the host, out
+ * (poisoned before) within 2 ulps of a double-precision norm and the
+ * same bits on every rank, part untouched; refusals agreed by every rank.
+ *
  * The all-reduce inside the row-parallel GEMV (KERN_EPI_ALLREDUCE_ADD):
  * 13B and 70B o/down slices at tp 2 and 4 and smaller ones, f16 and bf16,
  * 1 and 2 tokens, three calls back to back, against the GEMV followed by
@@ -920,6 +926,124 @@ static void test_prenorm_refusals(void)
 	group_end(&g);
 }
 
+/* ---- the push one-shot fused with the add and the whole norm ---- */
+
+#define ADD_NORM_EPS 1e-5f
+
+/* out against the host's RMSNorm of x_want in double: within 2 ulps of
+ * the dtype (the kernel's sum of squares runs in another order). */
+static int add_norm_out_ok(const char *what, const dbuf *out, int n, int dim, sl_dtype dt,
+			   const float *x, const float *wf)
+{
+	size_t cnt = (size_t)n * dim;
+	unsigned char *h = xmalloc(out->bytes);
+	CK(cudaMemcpy(h, out->base, out->bytes, cudaMemcpyDeviceToHost));
+	const void *got = h + out->pre;
+	const double ulp = dt == SL_DT_F16 ? 1.0 / 1024 : 1.0 / 128;
+	int ok = guards_intact(what, h, out->pre, "before out") &&
+		 guards_intact(what, h + out->pre + cnt * 2, GUARD, "after out");
+	for (int r = 0; ok && r < n; r++) {
+		double ss = 0;
+		for (int j = 0; j < dim; j++)
+			ss += (double)x[(size_t)r * dim + j] * x[(size_t)r * dim + j];
+		const double inv = 1.0 / sqrt(ss / dim + ADD_NORM_EPS);
+		for (int j = 0; ok && j < dim; j++) {
+			const size_t i = (size_t)r * dim + j;
+			const double want = x[i] * inv * wf[j], g = load_elem(got, i, dt);
+			if (!(fabs(g - want) <= 2 * ulp * fabs(want) + 1e-6)) {
+				printf("rank %d: FAIL %s: out[%d][%d] %.7g, host %.7g\n", g_rank, what, r,
+				       j, g, want);
+				ok = 0;
+			}
+		}
+	}
+	int same = same_on_every_rank(what, got, cnt * 2); /* collective */
+	free(h);
+	return ok && same;
+}
+
+/* One par_car_allreduce_add_norm call: x bit-exact against the host (x +
+ * the rank-order sum rounded to dt), out within add_norm_out_ok's bound
+ * and the same bits on every rank, part untouched. */
+static int check_add_norm(sl_dtype dt, int n, int dim, uint64_t seed)
+{
+	size_t cnt = (size_t)n * dim;
+	char what[96];
+	snprintf(what, sizeof what, "push + add + norm %s n %d dim %d seed %llu", dt_name(dt), n,
+		 dim, (unsigned long long)seed);
+	void *part = xmalloc(cnt * 2), *w = xmalloc(dim * 2), *sum = xmalloc(cnt * 2);
+	float *x0 = xmalloc(cnt * 4), *x_want = xmalloc(cnt * 4), *wf = xmalloc(dim * 4);
+	make_input(part, g_rank, seed, cnt, dt);
+	make_expected(sum, seed, cnt, dt);
+	for (size_t i = 0; i < cnt; i++) {
+		x0[i] = residual_value(seed, i);
+		volatile float v = x0[i] + load_elem(sum, i, dt);
+		x_want[i] = v;
+	}
+	for (int j = 0; j < dim; j++) {
+		store_elem(w, j, weight_value(seed, j, dt), dt);
+		wf[j] = load_elem(w, j, dt);
+	}
+	dbuf bp, bx, bw, bo;
+	dbuf_make(&bp, cnt, 0, dt);
+	dbuf_make(&bx, cnt, 0, SL_DT_F32);
+	dbuf_make(&bw, dim, 0, dt);
+	dbuf_make(&bo, cnt, 0, dt); /* poisoned */
+	CK(cudaMemcpy(bp.data, part, cnt * 2, cudaMemcpyHostToDevice));
+	CK(cudaMemcpy(bx.data, x0, cnt * 4, cudaMemcpyHostToDevice));
+	CK(cudaMemcpy(bw.data, w, dim * 2, cudaMemcpyHostToDevice));
+	CK(cudaDeviceSynchronize()); /* see check_allreduce */
+	MPI_Barrier(MPI_COMM_WORLD);
+	CK_SL(par_car_allreduce_add_norm(g_car, bp.data, bx.data, bw.data, bo.data, n, dim,
+					 ADD_NORM_EPS, dt));
+	CK(cudaStreamSynchronize(g_stream));
+	int ok = dbuf_check(what, &bx, x_want, cnt, SL_DT_F32);
+	ok = add_norm_out_ok(what, &bo, n, dim, dt, x_want, wf) && ok;
+	ok = dbuf_check(what, &bp, part, cnt, dt) && ok; /* only read */
+	dbuf_free(&bp), dbuf_free(&bx), dbuf_free(&bw), dbuf_free(&bo);
+	free(part), free(w), free(sum), free(x0), free(x_want), free(wf);
+	return ok;
+}
+
+static void test_add_norm(void)
+{
+	static const int rows[] = {3, 8, 33, 130, 300};
+	static const int dims[] = {5120, 8192, 64, 1000};
+	static const sl_dtype dts[] = {SL_DT_F16, SL_DT_BF16};
+	for (int d = 0; d < 2; d++) {
+		group g;
+		group_begin(&g, "push + add + norm %s%s", dt_name(dts[d]), "");
+		for (int ri = 0; ri < 5; ri++)
+			for (int di = 0; di < 4; di++) {
+				if (g_quick && (ri + di) % 2)
+					continue;
+				if ((size_t)rows[ri] * dims[di] * 2 > par_car_push_cap(
+									par_car_get_limits(g_car)))
+					continue; /* beyond the push area: refused (below) */
+				group_case(&g, check_add_norm(dts[d], rows[ri], dims[di],
+							      600000 + 1000 * d + 10 * ri + di));
+			}
+		/* refused alike by every rank, nothing enqueued: f32, a width not
+		 * a multiple of 8, more rows than the push area holds */
+		dbuf t;
+		dbuf_make(&t, 16 << 20, 0, SL_DT_F32);
+		int rc[3] = {
+			par_car_allreduce_add_norm(g_car, t.data, t.data, t.data, t.data, 2, 64, 1e-5f,
+						   SL_DT_F32),
+			par_car_allreduce_add_norm(g_car, t.data, t.data, t.data, t.data, 2, 100, 1e-5f,
+						   dts[d]),
+			par_car_allreduce_add_norm(g_car, t.data, t.data, t.data, t.data, 1 << 20, 8,
+						   1e-5f, dts[d]),
+		};
+		for (int i = 0; i < 3; i++)
+			group_case(&g, rc[i] == SL_ENOTSUP);
+		dbuf_free(&t);
+		/* later calls still pair up */
+		group_case(&g, check_add_norm(dts[d], 5, 5120, 610000 + d));
+		group_end(&g);
+	}
+}
+
 /* A graph of a copy-up and the fused call, replayed with new partial sums
  * (the residual accumulating across replays), eager calls between. */
 static void test_prenorm_graph(void)
@@ -1296,6 +1420,7 @@ int main(int argc, char **argv)
 	test_prenorm(g_small, "small");
 	test_prenorm_refusals();
 	test_prenorm_graph();
+	test_add_norm();
 	test_gemv_allreduce();
 	if (g_distinct)
 		test_nccl();
@@ -1307,6 +1432,7 @@ int main(int argc, char **argv)
 		test_graph();
 		test_prenorm(g_car, "default");
 		test_prenorm_graph();
+		test_add_norm();
 		kern_blas_set_pdl(g_blas, 1);
 		test_gemv_allreduce();
 		kern_blas_set_pdl(g_blas, 0);
