@@ -367,7 +367,7 @@ __global__ void __launch_bounds__(CAR_PUSH_THREADS)
  * same bits. Calls, slots and their reuse are the push one-shot's.
  */
 template <typename T, int NP>
-__global__ void __launch_bounds__(CAR_PUSH_THREADS)
+__global__ void __launch_bounds__(CAR_PUSH_NORM_THREADS)
 	car_push_add_norm(par_car_dev d, const T *part, float *x, const T *w, T *out, int n,
 			  int dim, float eps)
 {
@@ -693,7 +693,7 @@ static int car_push_add_norm_launch(const par_car_dev *d, const void *part, floa
 	auto k = d->tp <= 2   ? car_push_add_norm<T, 2>
 		 : d->tp <= 4 ? car_push_add_norm<T, 4>
 			      : car_push_add_norm<T, CAR_MAX_RANKS>;
-	return car_launch_t(st, k, CAR_PUSH_BLOCKS, CAR_PUSH_THREADS, *d, (const T *)part, x,
+	return car_launch_t(st, k, CAR_PUSH_BLOCKS, CAR_PUSH_NORM_THREADS, *d, (const T *)part, x,
 			    (const T *)w, (T *)out, n, dim, eps);
 }
 

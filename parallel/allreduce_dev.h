@@ -44,6 +44,10 @@ extern "C" {
  * grid is not the others'. */
 #define CAR_PUSH_BLOCKS 128
 #define CAR_PUSH_THREADS 128
+/* car_push_add_norm's blocks: one owns a whole row (a 13B row is 640
+ * packs of 16 bytes, 70B's 1024), so wider blocks keep each thread's
+ * chain of polls short. */
+#define CAR_PUSH_NORM_THREADS 512
 /* A block that waits this long for a peer gives up and traps, leaving a
  * par_car_diag (kernels/xchg.cuh's wait, shared with the GEMVs that
  * exchange their tiles through the same group: kern_xchg). */
