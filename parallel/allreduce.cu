@@ -288,6 +288,39 @@ static __device__ __noinline__ uint4 car_push_wait(const uint32_t *w, kern_xchg_
 	}
 }
 
+/* Pack i (own: this rank's, as car_push_pack sends it) to every peer. */
+__device__ __forceinline__ void car_push_out(const par_car_dev &d, int s, size_t i, uint4 own)
+{
+	for (int q = 0; q < d.tp; q++)
+		if (q != d.rank)
+			car_push_store(car_push_at(d, q, s, d.rank, i), own);
+}
+
+/* v[p] = rank p's pack i: own() for this rank (this rank's pack as
+ * car_push_pack sends it), each peer's from this rank's push area once it
+ * has come, the empty word stored back behind it. */
+template <int NP, typename Own>
+__device__ __forceinline__ void car_push_in(const par_car_dev &d, int s, size_t i, Own own,
+					    uint4 (&v)[NP])
+{
+	const uint4 empty = make_uint4(CAR_PUSH_EMPTY, CAR_PUSH_EMPTY, CAR_PUSH_EMPTY,
+				       CAR_PUSH_EMPTY);
+#pragma unroll
+	for (int p = 0; p < NP; p++) {
+		if (p >= d.tp)
+			continue;
+		if (p == d.rank) {
+			v[p] = own();
+			continue;
+		}
+		uint32_t *w = car_push_at(d, d.rank, s, p, i);
+		v[p] = car_push_load(w);
+		if (!car_push_full(v[p]))
+			v[p] = car_push_wait(w, d.diag, d.rank, p);
+		car_push_store(w, empty); /* for this slot's next call */
+	}
+}
+
 /*
  * Push one-shot: every rank stores its packs straight into every peer's
  * push area (region e & 1, this rank's), then takes every peer's packs
@@ -325,30 +358,13 @@ __global__ void __launch_bounds__(CAR_PUSH_THREADS)
 	const size_t n = (count + E - 1) / E;
 	const size_t stride = (size_t)d.active * blockDim.x;
 	const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-	for (size_t i = first; i < n; i += stride) {
-		const uint4 v = car_push_pack<T>(car_load_pack<T, ALIGNED>(buf, i, count));
-		for (int q = 0; q < d.tp; q++)
-			if (q != d.rank)
-				car_push_store(car_push_at(d, q, s, d.rank, i), v);
-	}
-	const uint4 empty = make_uint4(CAR_PUSH_EMPTY, CAR_PUSH_EMPTY, CAR_PUSH_EMPTY,
-				       CAR_PUSH_EMPTY);
+	for (size_t i = first; i < n; i += stride)
+		car_push_out(d, s, i, car_push_pack<T>(car_load_pack<T, ALIGNED>(buf, i, count)));
 	for (size_t i = first; i < n; i += stride) {
 		uint4 v[NP];
-#pragma unroll
-		for (int p = 0; p < NP; p++) {
-			if (p >= d.tp)
-				continue;
-			if (p == d.rank) {
-				v[p] = car_push_pack<T>(car_load_pack<T, ALIGNED>(buf, i, count));
-				continue;
-			}
-			uint32_t *w = car_push_at(d, d.rank, s, p, i);
-			v[p] = car_push_load(w);
-			if (!car_push_full(v[p]))
-				v[p] = car_push_wait(w, d.diag, d.rank, p);
-			car_push_store(w, empty); /* for this slot's next call */
-		}
+		car_push_in(d, s, i,
+			    [&] { return car_push_pack<T>(car_load_pack<T, ALIGNED>(buf, i, count)); },
+			    v);
 		/* in place is safe: peers never read buf */
 		car_store_pack<T, ALIGNED>(buf, i, count, car_sum_packs<T, NP>(v, d.tp));
 	}
@@ -382,33 +398,19 @@ __global__ void __launch_bounds__(CAR_PUSH_NORM_THREADS)
 	for (int r = blockIdx.x; r < n; r += gridDim.x)
 		for (int j = threadIdx.x; j < P; j += blockDim.x) {
 			const size_t i = (size_t)r * P + j;
-			const uint4 v = car_push_pack<T>(reinterpret_cast<const uint4 *>(part)[i]);
-			for (int q = 0; q < d.tp; q++)
-				if (q != d.rank)
-					car_push_store(car_push_at(d, q, s, d.rank, i), v);
+			car_push_out(d, s, i,
+				     car_push_pack<T>(reinterpret_cast<const uint4 *>(part)[i]));
 		}
-	const uint4 empty = make_uint4(CAR_PUSH_EMPTY, CAR_PUSH_EMPTY, CAR_PUSH_EMPTY,
-				       CAR_PUSH_EMPTY);
 	for (int r = blockIdx.x; r < n; r += gridDim.x) {
 		float *xr = x + (size_t)r * dim;
 		float ss = 0;
 		for (int j = threadIdx.x; j < P; j += blockDim.x) {
 			const size_t i = (size_t)r * P + j;
 			uint4 v[NP];
-#pragma unroll
-			for (int p = 0; p < NP; p++) {
-				if (p >= d.tp)
-					continue;
-				if (p == d.rank) {
-					v[p] = car_push_pack<T>(reinterpret_cast<const uint4 *>(part)[i]);
-					continue;
-				}
-				uint32_t *wp = car_push_at(d, d.rank, s, p, i);
-				v[p] = car_push_load(wp);
-				if (!car_push_full(v[p]))
-					v[p] = car_push_wait(wp, d.diag, d.rank, p);
-				car_push_store(wp, empty);
-			}
+			car_push_in(
+				d, s, i,
+				[&] { return car_push_pack<T>(reinterpret_cast<const uint4 *>(part)[i]); },
+				v);
 			const uint4 sum = car_sum_packs<T, NP>(v, d.tp);
 			const T *st = reinterpret_cast<const T *>(&sum);
 			float xv[KERN_VEC];
