@@ -565,9 +565,9 @@ static par_ar_algo car_piece_algo(const par_car *c, par_ar_algo algo, size_t byt
 {
 	if (algo == PAR_AR_PUSH || algo == PAR_AR_ONESHOT || algo == PAR_AR_TWOSHOT)
 		return algo;
-	if (bytes && bytes <= c->lim.push_max)
-		return PAR_AR_PUSH;
-	return bytes <= c->lim.oneshot_max ? PAR_AR_ONESHOT : PAR_AR_TWOSHOT;
+	par_car_limits l = c->lim;
+	l.custom_max = (size_t)-1;
+	return par_car_choose(&l, bytes);
 }
 
 int par_car_allreduce(par_car *c, void *buf, size_t count, sl_dtype dt, par_ar_algo algo)
