@@ -60,14 +60,16 @@ static int tp_all_reduce_add_defer(model *m, const void *part, const kern_qweigh
 /* x += the group's sum of part and xb = RMSNorm(x) * norm_w in one kernel
  * of the communicator (parallel/comm.h), where it has one for this call;
  * SL_ENOTSUP otherwise, nothing done (every rank of the group answers
- * alike). Not for quantized projections: fp8's W8A8 path reads the norm's
- * activations from the backend's norm (node/backend_cuda.c), which this
- * does not make. */
+ * alike). Not with fp8 projections: their W8A8 path reads the next
+ * projection's activations from the backend's norm, which makes and marks
+ * them (node/backend_cuda.c, act_slot); this kernel makes none and clears
+ * no mark. int8 and int4 read xb itself, as every unquantized projection
+ * does. */
 static int tp_all_reduce_add_norm(model *m, const void *part, const kern_qweight *w,
 				  const void *norm_w, int n)
 {
-	if (!norm_w || !m->comm || m->opts.skip_tp_comm || w->format != KERN_Q_NONE ||
-	    m->opts.quant != KERN_Q_NONE)
+	if (!norm_w || !m->comm || m->opts.skip_tp_comm || w->format == KERN_Q_FP8 ||
+	    m->opts.quant == KERN_Q_FP8)
 		return SL_ENOTSUP;
 	return par_tp_allreduce_add_norm(m->comm, part, m->a.x, norm_w, m->a.xb, n, m->cfg.dim,
 					 m->cfg.norm_eps, m->be->dtype);

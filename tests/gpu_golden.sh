@@ -42,7 +42,7 @@ gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
 pass=0; fail=0
 run() { # run NP ARGS...
 	n=$1; shift
-	out=$(timeout 300 mpirun --oversubscribe -np "$n" "$bin" "$@" 2>&1); rc=$?
+	out=$(timeout 300 mpirun --oversubscribe -np "$n" "${RUN_BIN:-$bin}" "$@" 2>&1); rc=$?
 	printf '%s\n' "$out" | grep -E '^(FAIL|rank|[a-z0-9_]+: )' | head -40
 	line=$(printf '%s\n' "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed' | tail -1)
 	if [ -z "$line" ]; then
@@ -81,6 +81,26 @@ for qt in $GPU_QUANT_TOLS; do
 	run 1 --tp 1 --pp 1 $a
 	[ -f "$smollm2" ] && run 1 --tp 1 --pp 1 $a --smollm2 "$smollm2"
 done
+# Quantized projections under tp 2 and pp 2 on the GPU against the GPU's
+# tp 1, quantized alike (test_quant_par --device cuda): the custom
+# all-reduce (with its fused add + RMSNorm for int8 and int4 above 2
+# tokens) and NCCL. fp16 sums the shards' partials where tp 1 sums in
+# fp32: 2e-2 of the largest logit, greedy tokens required up to the
+# reference's first top-2 gap under 0.05.
+RUN_BIN=${QUANT_PAR_BIN:-$(dirname "$bin")/test_quant_par}
+if [ -x "$RUN_BIN" ]; then
+	a="--device cuda --logit-tol 2e-2 --margin 5e-2"
+	export SL_CUSTOM_AR=1
+	[ "$gpus" -ge 1 ] && run 2 --tp 2 --pp 1 $a
+	if [ "$gpus" -ge 2 ]; then
+		SL_CUSTOM_AR=0; run 2 --tp 2 --pp 1 $a; SL_CUSTOM_AR=1
+		run 2 --tp 1 --pp 2 $a
+	fi
+	unset SL_CUSTOM_AR
+else
+	echo "FAIL: $RUN_BIN not found (QUANT_PAR_BIN)"; fail=$((fail + 1))
+fi
+unset RUN_BIN
 ppl=${PPL_BIN:-$(dirname "$bin")/../../bin/shardline-ppl}
 if [ -f "$smollm2" ] && [ -x "$ppl" ]; then
 	out=$(timeout 600 "$ppl" --device cuda --dtype f16 --model "$smollm2" \

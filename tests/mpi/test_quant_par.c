@@ -15,6 +15,15 @@
  * the reason. Rank 0 prints "N passed, N failed".
  *
  *   mpirun -np 2 test_quant_par --tp 2 --pp 1 [--smollm2 FILE]
+ *       [--device cuda [--logit-tol X] [--margin Y]]
+ *
+ * --device cuda runs the reference and the group on the GPU in fp16 (the
+ * reference on rank 0's GPU before the group opens), so the GPU's tensor-
+ * parallel paths with quantized projections (the fused all-reduce + add +
+ * RMSNorm among them) meet the GPU's tp = 1. fp16 rounds the shards'
+ * partial sums where tp 1 sums in fp32, so the GPU run needs a looser
+ * --logit-tol (relative, default 1e-4) and --margin (log-prob units,
+ * default 1e-3); tests/gpu_golden.sh gives both.
  *
  * Models: gguf_quant (every GGUF storage type: int8 copies its Q8_0 blocks
  * as they are, int4 its Q4_0 / Q4_1 blocks, row-parallel o and down
@@ -28,6 +37,7 @@
 #include <mpi.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../unit/golden.h"
@@ -42,6 +52,8 @@
 #define MAX_NEW 16
 
 static int g_pass, g_fail, g_rank;
+static const char *g_device = "cpu";
+static double g_tol = LOGIT_TOL, g_margin = MARGIN;
 
 static void result(int ok, const char *what, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -120,13 +132,25 @@ static model_opts opts_of(const qcase *c)
 			    .quant_lm_head = c->lm_head};
 }
 
+/* The reference's backend: the CPU, or rank 0's GPU in fp16. */
+static int reference_backend(node_backend **be, char *err, size_t errlen)
+{
+	if (!strcmp(g_device, "cpu"))
+		return node_backend_cpu_create(be);
+#ifdef SL_HAVE_CUDA
+	return node_backend_cuda_create(0, SL_DT_F16, be, err, errlen);
+#else
+	return sl_errf(err, errlen, SL_ENOTSUP, "--device %s: this build has no CUDA", g_device);
+#endif
+}
+
 /* Rank 0: the tp = 1 reference, on a model of its own. */
 static int reference(const golden *g, const qcase *c, outputs *o, char *err, size_t errlen)
 {
 	node_backend *be = NULL;
 	model *m = NULL;
 	model_opts mo = opts_of(c);
-	int rc = node_backend_cpu_create(&be);
+	int rc = reference_backend(&be, err, errlen);
 	if (!rc)
 		rc = model_create(g->model, be, &mo, &m, err, errlen);
 	if (!rc && quantized(m) == 0 && c->quant != KERN_Q_NONE)
@@ -144,13 +168,13 @@ static void compare(const char *what, const golden *g, const outputs *got, const
 		long n = (long)g->n_prompt[i] * g->vocab, at;
 		double e = golden_rel_err(got->logits[i], want->logits[i], n, &at);
 		printf("%s: prompt %d: logits within %.1e of tp 1\n", what, i, e);
-		result(e <= LOGIT_TOL, what, "prompt %d: logits rel err %.3g (tol %.0e) at row %ld "
-		       "token %ld: %.7g, tp 1 %.7g", i, e, LOGIT_TOL, at / g->vocab, at % g->vocab,
+		result(e <= g_tol, what, "prompt %d: logits rel err %.3g (tol %.0e) at row %ld "
+		       "token %ld: %.7g, tp 1 %.7g", i, e, g_tol, at / g->vocab, at % g->vocab,
 		       got->logits[i][at], want->logits[i][at]);
 		const node_result *a = &got->res[i], *b = &want->res[i];
 		int need = b->n_tokens, same = 0;
 		for (int t = 0; b->top_logprobs && t < b->n_tokens; t++)
-			if (b->top_logprobs[2 * t] - b->top_logprobs[2 * t + 1] < MARGIN) {
+			if (b->top_logprobs[2 * t] - b->top_logprobs[2 * t + 1] < g_margin) {
 				need = t;
 				break;
 			}
@@ -177,7 +201,8 @@ static void run_case(const golden *g, const char *name, const qcase *c, int tp, 
 	}
 	MPI_Bcast(&ref_ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
 	node_group_opts o = {.model_dir = g->model, .tp = tp, .pp = pp, .step_tokens = 256,
-			     .block_tokens = 4, .n_kv_blocks = 128, .device = "cpu", .dtype = -1,
+			     .block_tokens = 4, .n_kv_blocks = 128, .device = g_device,
+			     .dtype = strcmp(g_device, "cpu") ? SL_DT_F16 : -1,
 			     .quant = c->quant, .quant_group = c->group, .kv_fp8 = c->kv_fp8,
 			     .quant_lm_head = c->lm_head};
 	node_group gr = {0};
@@ -246,8 +271,27 @@ int main(int argc, char **argv)
 			pp = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--smollm2"))
 			smollm2 = argv[++i];
+		else if (!strcmp(argv[i], "--device"))
+			g_device = argv[++i];
+		else if (!strcmp(argv[i], "--logit-tol"))
+			g_tol = atof(argv[++i]);
+		else if (!strcmp(argv[i], "--margin"))
+			g_margin = atof(argv[++i]);
 	}
 	MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+	if (strcmp(g_device, "cpu") && strcmp(g_device, "cuda")) {
+		if (g_rank == 0)
+			printf("--device %s: expected cpu or cuda\n0 passed, 1 failed\n", g_device);
+		MPI_Finalize();
+		return 1;
+	}
+	if (!(g_tol > 0) || !(g_margin >= 0)) {
+		if (g_rank == 0)
+			printf("--logit-tol %g / --margin %g: expected a positive tolerance and a "
+			       "margin of 0 or more\n0 passed, 1 failed\n", g_tol, g_margin);
+		MPI_Finalize();
+		return 1;
+	}
 	const char *root = getenv("SL_GOLDEN_DIR") ? getenv("SL_GOLDEN_DIR") : "tests/golden";
 	char dir[512];
 	/* Groups follow each rank's in_dim (the largest that divides it): with
