@@ -472,16 +472,28 @@ static int cu_matmul_swiglu(node_backend *be, void *out, void *gate_up, void *x,
 	RANGED("matmul_swiglu", matmul_swiglu(be, out, gate_up, x, pre, w, n, hidden));
 }
 
+/* Whether the norm after a projection of w may be left to the next one
+ * (add_defer, and at tp > 1 cu_prenorm_sumsq): run-dtype weights only.
+ * Quantized GEMVs run their PRE division slower than the norm's own
+ * kernel costs. int4: on an H100 the 7B decode fell from 418 to 404
+ * tokens/s at batch 1 with it (bench/results/2026-11-24-nvidia-h100-rms-
+ * at-end/), and from 460.1 to 452.1 again once the GEMV fetched its
+ * scales without waiting (2026-11-25-nvidia-h100-q4-2/h3). int8 and fp8
+ * had gained 1.2% there, but on an H200 (2026-11-30, one binary with and
+ * without it, three runs a side: bench/results/2026-11-30-nvidia-h200-
+ * prenorm-quant/) they lose: 7B batch 1 int8 +1.8%, int8 groups of 128
+ * +6.0%, fp8 +0.9% without it (batch 4-8 within 0.4%); 13B int8 at tp
+ * 2 (two H200) +5% with the all-reduce and the norm in kernels of their
+ * own (SL_FUSED_AR=0) instead of the all-reduce + deferred norm. fp16
+ * keeps it (7B +0.6% without, 13B -0.3%: no clear side). */
+static int defers_norm(const kern_qweight *w) { return w->format == KERN_Q_NONE; }
+
 /* The add alone in the GEMV's epilogue, leaving the parts of the sums of
  * squares in c->sumsq and out = x * norm_w, not yet divided by its rms,
  * which the next projection does at its end (*defer), where it can
  * (kernels/epilogue.h: up to KERN_PRE_MAX_TOKENS tokens and
- * KERN_PRE_MAX_PARTS parts): one kernel fewer. Not for int4 weights:
- * on an H100 the 7B int4 decode fell from 418 to 404 tokens/s at batch 1
- * with it (bench/results/2026-11-24-nvidia-h100-rms-at-end/), and again
- * from 460.1 to 452.1 once the GEMV fetched its scales without waiting
- * (bench/results/2026-11-25-nvidia-h100-q4-2/h3), while fp16 rose 1.8%,
- * int8 and fp8 1.2%. *done 1 when deferred, 0 when nothing ran. */
+ * KERN_PRE_MAX_PARTS parts; defers_norm): one kernel fewer. *done 1
+ * when deferred, 0 when nothing ran. */
 static int add_defer(node_backend *be, float *x, void *out, void *proj, const void *in,
 		     const kern_qweight *w, const void *norm_w, int n, float eps,
 		     node_prenorm *defer, int *done)
@@ -491,7 +503,7 @@ static int add_defer(node_backend *be, float *x, void *out, void *proj, const vo
 	const kern_epi e = {.kind = KERN_EPI_ADD, .residual = x, .sumsq = c->sumsq,
 			    .norm_w = norm_w, .norm_out = out};
 	*done = 0;
-	if (!defer || !norm_w || !c->sumsq || w->format == KERN_Q_INT4 || !kern_pre_fits(n, parts) ||
+	if (!defer || !norm_w || !c->sumsq || !defers_norm(w) || !kern_pre_fits(n, parts) ||
 	    parts * n > SUMSQ_PARTS)
 		return SL_OK;
 	TRY(matmul_epi(be, proj, in, w, n, &e, done)); /* its switch: FUSE_PRENORM */
@@ -506,7 +518,7 @@ static int cu_prenorm_sumsq(node_backend *be, const kern_qweight *w, int n, floa
 			    size_t *cap)
 {
 	cuda_impl *c = I(be);
-	if (!(c->fuse & FUSE_PRENORM) || !c->sumsq || w->format == KERN_Q_INT4 || n < 1 ||
+	if (!(c->fuse & FUSE_PRENORM) || !c->sumsq || !defers_norm(w) || n < 1 ||
 	    n > KERN_PRE_MAX_TOKENS)
 		return SL_ENOTSUP;
 	kern_qblas_act_mark(c->qblas, NULL, 0, 0);
