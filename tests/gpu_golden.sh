@@ -10,7 +10,9 @@
 # the custom kernels then carry the tp all-reduce and all-gather (NCCL cannot
 # put two ranks on one GPU), and no grid with pp > 1 can share (pp needs
 # NCCL). Then the real SmolLM2-135M-Instruct GGUF ($SL_SMOLLM2_GGUF, fetched
-# by `make deps`) at tp 1 (and pp 2 and tp 3 on 2+ GPUs).
+# by `make deps`) at tp 1 (and pp 2 and tp 3 on 2+ GPUs), every quantized
+# format at tp 1, test_quant_par (QUANT_PAR_BIN) at tp 2 and pp 2 against
+# the GPU's tp 1, and SmolLM2's perplexity per format (PPL_BIN).
 # Logit tolerances (max abs error relative to the largest logit): fp16 2e-2,
 # bf16 6e-2 — half-precision activations against transformers in fp32
 # (measured on an H100 on the tiny models: fp16 at most 2.0e-3, bf16 at most
