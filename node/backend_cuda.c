@@ -482,10 +482,10 @@ static int cu_matmul_swiglu(node_backend *be, void *out, void *gate_up, void *x,
  * had gained 1.2% there, but on an H200 (2026-11-30, one binary with and
  * without it, three runs a side: bench/results/2026-11-30-nvidia-h200-
  * x2-quant-norm/) they lose: 7B batch 1 int8 +1.8%, int8 groups of 128
- * +6.0%, fp8 +0.9% without it (batch 4-8 within 0.4%); 13B int8 at tp
- * 2 (two H200) +5% with the all-reduce and the norm in kernels of their
- * own (SL_FUSED_AR=0) instead of the all-reduce + deferred norm. fp16
- * keeps it (7B +0.6% without, 13B -0.3%: no clear side). */
+ * +6.0%, fp8 +0.9% without it (batch 4-8 within 0.4%); at 13B tp 2 on
+ * two H200, the build without it against the one with it, int8 batch 1
+ * +5.2%, batch 2 +6.6%, fp8 batch 1 +4.9%. fp16 keeps it (7B +0.6%
+ * without, 13B -0.3%: no clear side). */
 static int defers_norm(const kern_qweight *w) { return w->format == KERN_Q_NONE; }
 
 /* The add alone in the GEMV's epilogue, leaving the parts of the sums of
