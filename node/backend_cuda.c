@@ -475,10 +475,11 @@ static int cu_matmul_swiglu(node_backend *be, void *out, void *gate_up, void *x,
 /* Whether the norm after a projection of w may be left to the next one
  * (add_defer, and at tp > 1 cu_prenorm_sumsq): run-dtype weights only.
  * With quantized weights the deferred norm costs the GEMVs more than the
- * norm's own kernel saves (measured, not profiled). int4: on an H100 the 7B decode fell from 418 to 404
- * tokens/s at batch 1 with it (bench/results/2026-11-24-nvidia-h100-rms-
- * at-end/), and from 460.1 to 452.1 again once the GEMV fetched its
- * scales without waiting (2026-11-25-nvidia-h100-q4-2/h3). int8 and fp8
+ * norm's own kernel saves (measured, not profiled). int4: on an H100 the
+ * 7B decode fell from 418 to 404 tokens/s at batch 1 with it
+ * (bench/results/2026-11-24-nvidia-h100-rms-at-end/), and from 460.1 to
+ * 452.1 again once the GEMV fetched its scales without waiting
+ * (2026-11-25-nvidia-h100-q4-2/h3). int8 and fp8
  * had gained 1.2% there, but on an H200 (2026-11-30, one binary with and
  * without it, three runs a side: bench/results/2026-11-30-nvidia-h200-
  * x2-quant-norm/) they lose: 7B batch 1 int8 +1.8%, int8 groups of 128

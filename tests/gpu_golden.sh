@@ -85,8 +85,7 @@ for qt in $GPU_QUANT_TOLS; do
 done
 # Quantized projections under tp 2 and pp 2 on the GPU against the GPU's
 # tp 1, quantized alike (test_quant_par --device cuda): the custom
-# all-reduce (with its fused add + RMSNorm for int8 and int4 above 2
-# tokens) and NCCL. fp16 sums the shards' partials where tp 1 sums in
+# all-reduce (fused with the add + RMSNorm for int8 and int4) and NCCL. fp16 sums the shards' partials where tp 1 sums in
 # fp32: 2e-2 of the largest logit, greedy tokens required up to the
 # reference's first top-2 gap under 0.05.
 RUN_BIN=${QUANT_PAR_BIN:-$(dirname "$bin")/test_quant_par}
