@@ -281,6 +281,29 @@ static int dbuf_check(const char *what, const dbuf *b, const void *want, size_t 
 	return ok;
 }
 
+/* Upload `in` (count elements at pad past a 16-byte boundary), all-reduce
+ * it with algo on every rank at once and check the result against `want`
+ * and the guards around it; 1 when all hold. */
+static int reduce_and_check(par_car *car, const char *what, const void *in, const void *want,
+			    size_t count, size_t pad, sl_dtype dt, par_ar_algo algo)
+{
+	dbuf b;
+	dbuf_make(&b, count, pad, dt);
+	CK(cudaMemcpy(b.data, in, count * sl_dtype_size(dt), cudaMemcpyHostToDevice));
+	/* a pageable host-to-device cudaMemcpy may return before its DMA lands,
+	 * and g_stream does not wait for the legacy stream: wait here */
+	CK(cudaDeviceSynchronize());
+	/* launch together: the kernel spins on the GPU until its peers'
+	 * arrive (and gives up after 20 s); the host work before it takes
+	 * up to a second for the largest cases */
+	MPI_Barrier(MPI_COMM_WORLD);
+	CK_SL(par_car_allreduce(car, b.data, count, dt, algo));
+	CK(cudaStreamSynchronize(g_stream));
+	int ok = dbuf_check(what, &b, want, count, dt);
+	dbuf_free(&b);
+	return ok;
+}
+
 /* All-reduce `count` elements at `pad` elements past a 16-byte boundary;
  * 1 when the result is the exact expected sum and nothing else changed. */
 static int check_allreduce(par_car *car, const char *cname, sl_dtype dt, size_t count,
@@ -293,20 +316,7 @@ static int check_allreduce(par_car *car, const char *cname, sl_dtype dt, size_t 
 	void *in = xmalloc(count * es), *want = xmalloc(count * es);
 	make_input(in, g_rank, seed, count, dt);
 	make_expected(want, seed, count, dt);
-	dbuf b;
-	dbuf_make(&b, count, pad, dt);
-	CK(cudaMemcpy(b.data, in, count * es, cudaMemcpyHostToDevice));
-	/* a pageable host-to-device cudaMemcpy may return before its DMA lands,
-	 * and g_stream does not wait for the legacy stream: wait here */
-	CK(cudaDeviceSynchronize());
-	/* launch together: the kernel spins on the GPU until its peers'
-	 * arrive (and gives up after 20 s); the host work before it takes
-	 * up to a second for the largest cases */
-	MPI_Barrier(MPI_COMM_WORLD);
-	CK_SL(par_car_allreduce(car, b.data, count, dt, algo));
-	CK(cudaStreamSynchronize(g_stream));
-	int ok = dbuf_check(what, &b, want, count, dt);
-	dbuf_free(&b);
+	int ok = reduce_and_check(car, what, in, want, count, pad, dt, algo);
 	free(in), free(want);
 	return ok;
 }
@@ -381,21 +391,13 @@ static int check_push_empty(sl_dtype dt)
 		in[i] = 0x80008000u;
 		want[i] = es == 2 ? 0u : 0x80000000u;
 	}
-	dbuf b;
-	dbuf_make(&b, count, 0, dt);
 	/* the odd tail half (2-byte types): -0.0 with a +0.0 beside it in its
 	 * word's padding, so it goes as it is and sums to -0.0 */
 	if (es == 2) {
 		((uint16_t *)in)[count - 1] = 0x8000;
 		((uint16_t *)want)[count - 1] = 0x8000;
 	}
-	CK(cudaMemcpy(b.data, in, count * es, cudaMemcpyHostToDevice));
-	CK(cudaDeviceSynchronize());
-	MPI_Barrier(MPI_COMM_WORLD);
-	CK_SL(par_car_allreduce(g_car, b.data, count, dt, PAR_AR_PUSH));
-	CK(cudaStreamSynchronize(g_stream));
-	int ok = dbuf_check(what, &b, want, count, dt);
-	dbuf_free(&b);
+	int ok = reduce_and_check(g_car, what, in, want, count, 0, dt, PAR_AR_PUSH);
 	free(in), free(want);
 	return ok;
 }
