@@ -628,3 +628,64 @@ done:
 	free(xs);
 	free(xd);
 }
+
+/* ---- the int8 split path (quant.h, KERN_QPATH_INT8_SPLIT) ---- */
+
+void kern_split_act_int8_cpu(int8_t *xq, float *xs, const float *x, int n, int cols)
+{
+	for (int t = 0; t < n; t++) {
+		const float *v = x + (size_t)t * cols;
+		float s = amax_of(v, cols) / (float)KERN_QSPLIT_MAX;
+		float inv = s >= FLT_MIN ? 1.0f / s : 0.0f;
+		xs[t] = s;
+		for (int k = 0; k < cols; k++) {
+			float q = rintf(v[k] * inv);
+			int qi = q > KERN_QSPLIT_MAX ? KERN_QSPLIT_MAX
+				 : q < -KERN_QSPLIT_MAX ? -KERN_QSPLIT_MAX : (int)q;
+			/* floor((qi + 128) / 256) with a non-negative dividend */
+			int h = (qi + 128 + 256 * 64) / 256 - 64;
+			xq[(size_t)t * cols + k] = (int8_t)h;
+			xq[(size_t)(n + t) * cols + k] = (int8_t)(qi - 256 * h);
+		}
+	}
+}
+
+/* Row r's exact integer sums over token t's two slices. */
+static void split_sums(const int8_t *w, const int8_t *h, const int8_t *l, int cols, int64_t *sh,
+		       int64_t *sl)
+{
+	int64_t a = 0, b = 0;
+	for (int k = 0; k < cols; k++) {
+		a += (int32_t)w[k] * h[k];
+		b += (int32_t)w[k] * l[k];
+	}
+	*sh = a;
+	*sl = b;
+}
+
+void kern_qmatmul_int8_split_cpu(float *out, const float *x, const kern_qweight *w, int n)
+{
+	const int rows = w->rows, cols = w->cols;
+	int8_t *xq = malloc(2 * (size_t)n * cols + 1);
+	float *xs = malloc(sizeof(float) * (n + 1));
+	if (!xq || !xs || w->format != KERN_Q_INT8 || w->group != 0) {
+		for (size_t i = 0; i < (size_t)n * rows; i++)
+			out[i] = NAN;
+		goto done;
+	}
+	kern_split_act_int8_cpu(xq, xs, x, n, cols);
+#pragma omp parallel for schedule(static) if ((long)n * rows * cols > 1 << 18)
+	for (int r = 0; r < rows; r++) {
+		const int8_t *q = (const int8_t *)w->data + (size_t)r * cols;
+		const float sw = get_scale(w, r);
+		for (int t = 0; t < n; t++) {
+			int64_t sh, sl;
+			split_sums(q, xq + (size_t)t * cols, xq + (size_t)(n + t) * cols, cols, &sh, &sl);
+			float sum = fmaf(256.0f, (float)(int32_t)sh, (float)(int32_t)sl);
+			out[(size_t)t * rows + r] = sum * sw * xs[t];
+		}
+	}
+done:
+	free(xq);
+	free(xs);
+}

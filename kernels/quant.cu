@@ -113,6 +113,10 @@ struct kern_qblas {
 	bool lt_usable;                   /* fp8 tensor cores (sm_89+) and a cuBLASLt to ask */
 	int gemv_max[4];                  /* by kern_qformat */
 	int gemm_lo[4], gemm_hi[4];       /* AUTO's GEMM range by kern_qformat: lo < n <= hi */
+	int split_lo, split_hi;           /* AUTO's int8 split range: lo < n <= hi */
+	int8_t *sq;                       /* the split path's slices [2 split_tokens, max_cols] */
+	float *ss;                        /* and their scales [split_tokens] */
+	int split_tokens;                 /* min(max_tokens, KERN_QSPLIT_MAX_TOKENS) */
 	int gemm_variant;                 /* the GEMM's block shape (0: by n; lab/qgemv.cu sets it) */
 	lt_plan plans[QB_LT_PLANS];
 	int next_plan;
@@ -1123,6 +1127,18 @@ static size_t act_bytes(const kern_qblas_config *cfg)
 	return codes + sizeof(float) * (size_t)cfg->max_tokens;
 }
 
+static int split_tokens(const kern_qblas_config *cfg)
+{
+	return cfg->max_tokens < KERN_QSPLIT_MAX_TOKENS ? cfg->max_tokens : KERN_QSPLIT_MAX_TOKENS;
+}
+
+/* The int8 split path's slices and scales (quant_split.cu). */
+static size_t split_bytes(const kern_qblas_config *cfg)
+{
+	size_t codes = (2 * (size_t)split_tokens(cfg) * cfg->max_cols + 255) & ~(size_t)255;
+	return codes + sizeof(float) * (size_t)split_tokens(cfg);
+}
+
 static size_t dequant_bytes(const kern_qblas_config *cfg)
 {
 	return cfg->dequant_bytes ? cfg->dequant_bytes : QB_DEQUANT_DEFAULT_BYTES;
@@ -1130,7 +1146,7 @@ static size_t dequant_bytes(const kern_qblas_config *cfg)
 
 extern "C" size_t kern_qblas_device_bytes(const kern_qblas_config *cfg)
 {
-	return QB_WORKSPACE_BYTES + dequant_bytes(cfg) + act_bytes(cfg);
+	return QB_WORKSPACE_BYTES + dequant_bytes(cfg) + act_bytes(cfg) + split_bytes(cfg);
 }
 
 extern "C" void kern_qblas_destroy(kern_qblas *qb)
@@ -1163,6 +1179,7 @@ extern "C" void kern_qblas_destroy(kern_qblas *qb)
 	cudaFree(qb->workspace);
 	cudaFree(qb->dequant);
 	cudaFree(qb->xq);
+	cudaFree(qb->sq);
 	cudaFree(qb->counter);
 	free(qb);
 }
@@ -1247,6 +1264,22 @@ static void gemm_defaults(kern_qblas *qb)
 		kern_qblas_set_gemm_range(qb, f, lo, hi);
 }
 
+/* AUTO's int8 split range (quant.h, kern_qblas_set_split_range), which
+ * the environment may move or switch off, as the GEMM's. */
+static void split_defaults(kern_qblas *qb)
+{
+	int lo = KERN_QSPLIT_MIN_AUTO, hi = KERN_QSPLIT_MAX_AUTO;
+	const char *off = getenv("SL_QSPLIT"), *elo = getenv("SL_QSPLIT_MIN");
+	const char *ehi = getenv("SL_QSPLIT_MAX");
+	if (elo && *elo)
+		lo = atoi(elo);
+	if (ehi && *ehi)
+		hi = atoi(ehi);
+	if (off && strcmp(off, "0") == 0)
+		hi = lo = 0;
+	kern_qblas_set_split_range(qb, lo, hi);
+}
+
 static int qblas_init(kern_qblas *qb, void *stream, const kern_qblas_config *cfg)
 {
 	int dev = 0, major = 0, minor = 0;
@@ -1264,6 +1297,7 @@ static int qblas_init(kern_qblas *qb, void *stream, const kern_qblas_config *cfg
 	 * alternative, dequantize + cuBLAS, reads at 8-20%. */
 	qb->gemv_max[KERN_Q_FP8] = KERN_QGEMV_FP8_MAX_TOKENS;
 	gemm_defaults(qb);
+	split_defaults(qb);
 	const char *split = getenv("SL_LT_SPLITK"), *unit = getenv("SL_LT_UNIT");
 	kern_qblas_set_lt_splits(qb, split && *split ? atoi(split) : 0);
 	kern_qblas_set_lt_unit(qb, unit && *unit ? atoi(unit) : KERN_LT_UNIT_MAX_TOKENS);
@@ -1279,6 +1313,10 @@ static int qblas_init(kern_qblas *qb, void *stream, const kern_qblas_config *cfg
 	CUDA_TRY(cudaMemset(qb->counter, 0, sizeof *qb->counter));
 	CUDA_TRY(cudaMalloc((void **)&qb->xq, act_bytes(cfg)));
 	qb->xs = (float *)(qb->xq + (act_bytes(cfg) - sizeof(float) * (size_t)cfg->max_tokens));
+	qb->split_tokens = split_tokens(cfg);
+	CUDA_TRY(cudaMalloc((void **)&qb->sq, split_bytes(cfg)));
+	qb->ss = (float *)((uint8_t *)qb->sq + split_bytes(cfg) -
+			   sizeof(float) * (size_t)qb->split_tokens);
 	CUBLAS_TRY(cublasCreate(&qb->blas));
 	CUBLAS_TRY(cublasSetStream(qb->blas, qb->stream));
 	CUBLAS_TRY(cublasSetWorkspace(qb->blas, qb->workspace, QB_WORKSPACE_BYTES));
@@ -1360,6 +1398,13 @@ extern "C" void kern_qblas_set_gemm_range(kern_qblas *qb, int format, int lo, in
 	}
 }
 
+extern "C" void kern_qblas_set_split_range(kern_qblas *qb, int lo, int hi)
+{
+	qb->split_lo = lo < 0 ? 0 : lo;
+	hi = hi > KERN_QSPLIT_MAX_TOKENS ? KERN_QSPLIT_MAX_TOKENS : hi;
+	qb->split_hi = hi < qb->split_lo ? qb->split_lo : hi;
+}
+
 extern "C" void kern_qblas_set_gemm_variant(kern_qblas *qb, int variant)
 {
 	qb->gemm_variant = variant;
@@ -1384,6 +1429,9 @@ static bool in_gemm_range(const kern_qblas *qb, int format, int n)
 
 static int choose_path(kern_qblas *qb, const kern_qweight *w, int n, sl_dtype out_dt)
 {
+	if (n > qb->split_lo && n <= qb->split_hi && n <= qb->split_tokens &&
+	    w->cols <= qb->max_cols && kern_qsplit_takes(w))
+		return KERN_QPATH_INT8_SPLIT;
 	if (in_gemm_range(qb, w->format, n) && kern_qgemm_takes(w))
 		return KERN_QPATH_GEMM;
 	if (n <= qb->gemv_max[w->format])
@@ -1420,6 +1468,15 @@ static int gemm_path(kern_qblas *qb, const kern_qweight *w, void *out, sl_dtype 
 	const kern_qgemm_ctx ctx = {qb->stream, qb->workspace, QB_WORKSPACE_BYTES, qb->sm_count,
 				    &qb->pdl};
 	return kern_qgemm_run(&ctx, w, out, out_dt == SL_DT_F32, x, x_dt, n, qb->gemm_variant);
+}
+
+static int split_path(kern_qblas *qb, const kern_qweight *w, void *out, sl_dtype out_dt,
+		      const void *x, sl_dtype x_dt, int n)
+{
+	const kern_qsplit_ctx c = {qb->stream,	      (void *)qb->blas, qb->sq,	       qb->ss,
+				   qb->dequant,	      qb->dequant_bytes, qb->split_tokens,
+				   qb->max_cols};
+	return kern_qsplit_run(&c, w, out, out_dt == SL_DT_F32, x, x_dt, n);
 }
 
 static int check_call(const kern_qweight *w, sl_dtype out_dt, const void *x, sl_dtype x_dt,
@@ -1533,6 +1590,12 @@ extern "C" int kern_qmatmul_cuda(kern_qblas *qb, int path, void *out, sl_dtype o
 	}
 	case KERN_QPATH_GEMM:
 		return gemm_path(qb, w, out, out_dt, x, x_dt, n);
+	case KERN_QPATH_INT8_SPLIT: {
+		const int rc = split_path(qb, w, out, out_dt, x, x_dt, n);
+		if (rc != SL_ENOTSUP || !automatic)
+			return rc;
+		return gemm_path(qb, w, out, out_dt, x, x_dt, n); /* refused: nothing written */
+	}
 	case KERN_QPATH_DEQUANT:
 		break;
 	default:

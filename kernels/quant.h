@@ -209,6 +209,23 @@ void kern_quantize_act_fp8_cpu(uint8_t *xq, float *xs, const float *x, int n, in
  * out[t, r] = sum_k (s_w[r] e4m3(w[r, k])) (s_x[t] e4m3(xq[t, k])). */
 void kern_qmatmul_w8a8_cpu(float *out, const float *x, const kern_qweight *w, int n);
 
+/*
+ * The int8 split path (KERN_QPATH_INT8_SPLIT; INT8 weights with per-row
+ * scales on the int8 tensor cores). Per token s[t] = max|x[t, :]| /
+ * KERN_QSPLIT_MAX (fp32 division), q = x * (1 / s[t]) rounded to nearest
+ * even (0 when s[t] is 0 or subnormal) in [-KERN_QSPLIT_MAX, +], cut into
+ * h = floor((q + 128) / 256) in [-64, 64] and l = q - 256 h in [-128, 127]:
+ * xq[t, k] = h, xq[n + t, k] = l ([2n, cols]).
+ */
+#define KERN_QSPLIT_MAX 16383
+void kern_split_act_int8_cpu(int8_t *xq, float *xs, const float *x, int n, int cols);
+
+/* Its reference: with H[t, r] = sum_k w[r, k] h[t, k] and L likewise (exact
+ * integer sums), out[t, r] = fma(256, (float)H, (float)L) * s_w[r] * s[t],
+ * rounded in that order. x's rounding is at most s[t] / 2 a value, so out
+ * is within sum_k |s_w w[r, k]| s[t] / 2 of kern_qmatmul_cpu's. */
+void kern_qmatmul_int8_split_cpu(float *out, const float *x, const kern_qweight *w, int n);
+
 #ifdef SL_HAVE_CUDA
 /*
  * CUDA. A kern_qblas owns what the quantized layers need on one stream,
@@ -236,12 +253,19 @@ typedef enum {
 	KERN_QPATH_DEQUANT = 3, /* W dequantized to the run dtype slab by slab + cuBLAS */
 	KERN_QPATH_GEMM = 4,    /* tiled tensor-core GEMM dequantizing in its main loop
 				 * (quant_gemm.cu): every format and group, any n */
+	KERN_QPATH_INT8_SPLIT = 5, /* INT8 per row: x in two int8 slices + cuBLAS's int8
+				    * GEMM (quant_split.cu), n <= KERN_QSPLIT_MAX_TOKENS */
 } kern_qpath;
 
 #define KERN_QGEMV_MAX_TOKENS 64
 /* AUTO's default GEMM range for int8 and int4 (kern_qblas_set_gemm_range) */
 #define KERN_QGEMM_MIN_TOKENS 16
 #define KERN_QGEMM_MAX_TOKENS 256
+/* The split path's largest n (its buffers), and AUTO's default range for
+ * it: lo < n <= hi (kern_qblas_set_split_range) */
+#define KERN_QSPLIT_MAX_TOKENS 256
+#define KERN_QSPLIT_MIN_AUTO 32
+#define KERN_QSPLIT_MAX_AUTO 224
 /* AUTO's default GEMV limit for FP8 weights: above it, W8A8 (quant.cu) */
 #define KERN_QGEMV_FP8_MAX_TOKENS 32
 
@@ -263,6 +287,13 @@ void kern_qblas_set_gemv_max(kern_qblas *qb, int format, int n);
  * SL_QGEMM=0 no GEMM for AUTO (the paths before it), SL_QGEMM_MIN=N and
  * SL_QGEMM_MAX=N its bounds. */
 void kern_qblas_set_gemm_range(kern_qblas *qb, int format, int lo, int hi);
+/* AUTO's range for the int8 split path (INT8 weights with per-row scales):
+ * lo < n <= hi takes KERN_QPATH_INT8_SPLIT, checked before the GEMM's
+ * range; hi at most KERN_QSPLIT_MAX_TOKENS, hi <= lo: never. Defaults
+ * KERN_QSPLIT_MIN_AUTO / KERN_QSPLIT_MAX_AUTO; at kern_qblas_create the
+ * environment may set them: SL_QSPLIT=0 never, SL_QSPLIT_MIN=N,
+ * SL_QSPLIT_MAX=N. */
+void kern_qblas_set_split_range(kern_qblas *qb, int lo, int hi);
 /* The GEMM's block shape for every later call (kern_qgemm_variant_name's
  * numbers; 0, the default: chosen by n). KERN_QGEMM_WGMMA_FIRST and the
  * next KERN_QGEMM_WGMMA_COUNT - 1 are the wgmma GEMM's

@@ -292,6 +292,28 @@ bool kern_qgemm_rounds(const kern_qweight *w, sl_dtype x_dt);
 int kern_qgemm_run(const kern_qgemm_ctx *ctx, const kern_qweight *w, void *out, bool out_f32,
 		   const void *x, sl_dtype x_dt, int n, int variant);
 
+/* What quant.cu's kern_qblas lends the int8 split path (quant_split.cu,
+ * KERN_QPATH_INT8_SPLIT) for one call: its cuBLAS handle on the stream,
+ * the slices' buffer [2 max_tokens, max_cols] and scales [max_tokens],
+ * and the scratch for the int32 product. */
+typedef struct kern_qsplit_ctx {
+	cudaStream_t stream;
+	void *blas; /* cublasHandle_t */
+	int8_t *xq;
+	float *xs;
+	void *scratch;
+	size_t scratch_bytes;
+	int max_tokens, max_cols;
+} kern_qsplit_ctx;
+
+/* Whether the split path takes this weight: int8 with per-row scales. */
+bool kern_qsplit_takes(const kern_qweight *w);
+/* out[n, rows] (fp32 when out_f32, else x's dtype) = x[n, cols] @ W^T as
+ * kern_qmatmul_int8_split_cpu; SL_ENOTSUP when the weight or n is not one
+ * it takes or cuBLAS has no int8 GEMM for the shape. */
+int kern_qsplit_run(const kern_qsplit_ctx *c, const kern_qweight *w, void *out, bool out_f32,
+		    const void *x, sl_dtype x_dt, int n);
+
 /* Block shapes kern_qgemm_run's variant numbers (1..KERN_QGEMM_VARIANTS);
  * 11.. are the wgmma GEMM's (sm_90a only: SL_ENOTSUP elsewhere, and for
  * groups it does not take). */

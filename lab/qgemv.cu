@@ -6,7 +6,7 @@
  * bench/qgemv.cu, built as shardline-qbench.
  *
  *   make CUDA=1 lab-qgemv           -> build/bin/lab-qgemv
- *   build/bin/lab-qgemv [--out FILE.json] [--only 1-10] [--lt-n 2048,...]
+ *   build/bin/lab-qgemv [--out FILE.json] [--only 1-11] [--lt-n 2048,...]
  *                       [--check | --no-check]
  *
  * First, as in llm.c's dev/cuda, the check (table 0; --check: it alone,
@@ -37,7 +37,8 @@
  *      only (what the library's choices cost), then every (algorithm id,
  *      tile, stages, cluster) it accepts, fastest first: TFLOP/s and us;
  *   7. batched decode, n = 16, 32, 64, 128, 192, 256: us per call of every
- *      path (GEMV to 64, GEMM, DEQUANT, fp8's W8A8, AUTO) against fp16,
+ *      path (GEMV to 64, GEMM, DEQUANT, fp8's W8A8, int8's split path,
+ *      AUTO) against fp16,
  *      and a 7B layer's four projections as a multiple of fp16's speed;
  *   8. the GEMM's block shapes (kernels/quant_gemm.cu's variants) at the
  *      same batches: us per call, the fastest marked;
@@ -45,7 +46,9 @@
  *      slices run at once, and the library's rule (kern_qblas_set_lt_splits):
  *      us per call, the fastest marked with its share of copy bandwidth;
  *  10. the tiled GEMM at 16-128 tokens with its columns split 1 .. 12
- *      ways (SL_QGEMM_SPLITS) against the library's rule: us per call.
+ *      ways (SL_QGEMM_SPLITS) against the library's rule: us per call;
+ *  11. the int8 split path's GEMM alone at 32-256 tokens: cublasGemmEx's
+ *      choice against every cuBLASLt heuristic algorithm, us per call.
  * Each timed call reads a different copy of W (copies rotate through more
  * than 2 GiB, so nothing is served from L2); every timing is the median of
  * CUDA-graph replays, as the engine's decode steps run. Runs in well under
@@ -199,6 +202,7 @@ static const char *path_label(int format, int path)
 	       : path == KERN_QPATH_GEMV   ? "gemv"
 	       : path == KERN_QPATH_FP8_LT ? "w8a8-lt"
 	       : path == KERN_QPATH_GEMM   ? "gemm"
+	       : path == KERN_QPATH_INT8_SPLIT ? "i8split"
 					   : "dequant";
 }
 
@@ -625,6 +629,93 @@ static void table_lt_algos(void)
 }
 
 
+/* ---- 11. the int8 split path's GEMM: cuBLAS's int8 algorithms ---- */
+
+/* cuBLASLt layouts of the split path's product: W int8 [cols, rows] (op
+ * T), the slices int8 [cols, 2n], D int32 [rows, 2n]. */
+static int i8_layouts(const shp &s, int n, cublasLtMatrixLayout_t l[3])
+{
+	return cublasLtMatrixLayoutCreate(&l[0], CUDA_R_8I, s.cols, s.rows, s.cols) ||
+	       cublasLtMatrixLayoutCreate(&l[1], CUDA_R_8I, s.cols, 2 * n, s.cols) ||
+	       cublasLtMatrixLayoutCreate(&l[2], CUDA_R_32I, s.rows, 2 * n, s.rows);
+}
+
+/* One line of table 11: the int8 product of shape s at n tokens through
+ * cublasGemmEx, then through each algorithm cuBLASLt's heuristic offers. */
+static void i8_algos_row(cublasLtMatmulDesc_t op, const shp &s, int n)
+{
+	const fmt &f = k_fmts[1]; /* int8/row */
+	const int32_t one = 1, zero = 0;
+	size_t d, sc, per = copy_bytes(f, s, &d, &sc);
+	const int copies = (int)(g_pool_bytes / per);
+	const int calls = n > 64 ? 8 : (int)(((size_t)2 << 30) / per) + 1;
+	const double wb = (double)s.rows * s.cols;
+	printf("%-8s n %3d:", s.name, n);
+	double ms = time_calls([&](int i) {
+		kern_qweight w = copy_at(f, s, i % copies);
+		return (int)cublasGemmEx(g_qb->blas, CUBLAS_OP_T, CUBLAS_OP_N, s.rows, 2 * n, s.cols,
+					 &one, w.data, CUDA_R_8I, s.cols, g_qb->sq, CUDA_R_8I, s.cols,
+					 &zero, g_out, CUDA_R_32I, s.rows, CUBLAS_COMPUTE_32I,
+					 CUBLAS_GEMM_DEFAULT);
+	}, calls, 7);
+	printf(" G %.1f (%.0f)", ms * 1e3, wb / (ms * 1e6));
+	if (ms > 0)
+		record(f, s, n, KERN_QPATH_INT8_SPLIT, ms, "i8_gemmex");
+	cublasLtMatrixLayout_t l[3] = {NULL, NULL, NULL};
+	cublasLtMatmulHeuristicResult_t res[16];
+	int found = 0;
+	if (i8_layouts(s, n, l) || cublasLtMatmulAlgoGetHeuristic(g_qb->lt, op, l[0], l[1], l[2], l[2],
+								   g_qb->lt_pref, 16, res, &found))
+		found = 0;
+	for (int a = 0; a < found; a++) {
+		ms = time_calls([&](int i) {
+			kern_qweight w = copy_at(f, s, i % copies);
+			return (int)cublasLtMatmul(g_qb->lt, op, &one, w.data, l[0], g_qb->sq, l[1], &zero,
+						   g_out, l[2], g_out, l[2], &res[a].algo,
+						   g_qb->workspace, QB_WORKSPACE_BYTES, g_st);
+		}, calls, 7);
+		if (ms < 0) {
+			cudaGetLastError();
+			printf(" #%d refused", a);
+			continue;
+		}
+		printf(" #%d %.1f (%.0f)", a, ms * 1e3, wb / (ms * 1e6));
+		record(f, s, n, KERN_QPATH_INT8_SPLIT, ms, "i8_lt_algos");
+		cJSON *r = cJSON_GetArrayItem(g_rows, cJSON_GetArraySize(g_rows) - 1);
+		cJSON_AddNumberToObject(r, "algo", a);
+	}
+	printf("%s\n", found ? "" : " no cuBLASLt algorithm");
+	fflush(stdout);
+	for (int k = 0; k < 3; k++)
+		if (l[k])
+			cublasLtMatrixLayoutDestroy(l[k]);
+}
+
+/*
+ * The int8 GEMM of the split path alone (quant_split.cu), cold W: what
+ * cublasGemmEx takes (the product's call) against every algorithm
+ * cuBLASLt's heuristic offers for the same problem, at 32-256 tokens:
+ * whether a better int8 kernel exists at decode sizes.
+ */
+static void table_i8_algos(void)
+{
+	static const int ns[] = {32, 64, 128, 256};
+	printf("\n11. the int8 split path's GEMM alone (int8 W x 2n int8 columns -> int32): "
+	       "G = cublasGemmEx's choice, #i = cuBLASLt's heuristic algorithms; us (GB/s of W)\n");
+	cublasLtMatmulDesc_t op = NULL;
+	const cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
+	if (cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32I, CUDA_R_32I) ||
+	    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof opT) ||
+	    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opN, sizeof opN)) {
+		printf("no cuBLASLt int8 descriptor\n");
+		return;
+	}
+	for (int si = 0; si < N_SHAPES; si++)
+		for (int n : ns)
+			i8_algos_row(op, k_shapes[si], n);
+	cublasLtMatmulDescDestroy(op);
+}
+
 /* ---- 6. cuBLASLt's fp8 algorithms at prefill sizes ---- */
 
 /* E4M3 codes with random signs, mantissas and exponents 0, 2, 4 or 6
@@ -969,7 +1060,8 @@ static int check_all(void)
 			for (int n : ns) {
 				kern_qmatmul_cpu(ref.data(), x.data(), &h, n);
 				bool have_w8a8 = false;
-				for (int path : {KERN_QPATH_AUTO, KERN_QPATH_DEQUANT, KERN_QPATH_GEMM}) {
+				for (int path : {KERN_QPATH_AUTO, KERN_QPATH_DEQUANT, KERN_QPATH_GEMM,
+						 KERN_QPATH_INT8_SPLIT}) {
 					if (path != KERN_QPATH_AUTO && n != 33)
 						continue;
 					int taken = path == KERN_QPATH_AUTO
@@ -985,7 +1077,8 @@ static int check_all(void)
 					CK(cudaMemsetAsync(g_out, 0xff, sizeof(__half) * n * s.rows, g_st));
 					int rc = kern_qmatmul_cuda(g_qb, path, g_out, SL_DT_F16, g_x, SL_DT_F16,
 								   &d, n);
-					if (rc == SL_ENOTSUP && taken == KERN_QPATH_FP8_LT) {
+					if (rc == SL_ENOTSUP && (taken == KERN_QPATH_FP8_LT ||
+								 taken == KERN_QPATH_INT8_SPLIT)) {
 						len += snprintf(line + len, sizeof line - len, " %s n%d n/a",
 								path_label(f.format, taken), n);
 						continue;
@@ -1098,9 +1191,11 @@ static void table_batch(void)
 	for (int fi = 1; fi < N_FMTS; fi++) {
 		const fmt &f = k_fmts[fi];
 		const int paths[] = {KERN_QPATH_GEMV, KERN_QPATH_GEMM, KERN_QPATH_DEQUANT,
-				     KERN_QPATH_FP8_LT, KERN_QPATH_AUTO};
+				     KERN_QPATH_FP8_LT, KERN_QPATH_INT8_SPLIT, KERN_QPATH_AUTO};
 		for (int path : paths) {
 			if (path == KERN_QPATH_FP8_LT && f.format != KERN_Q_FP8)
+				continue;
+			if (path == KERN_QPATH_INT8_SPLIT && (f.format != KERN_Q_INT8 || f.group))
 				continue;
 			double layer[N_BATCH_NS] = {0};
 			batch_row(f, path, &layer);
@@ -1311,7 +1406,7 @@ int main(int argc, char **argv)
 		if (!strcmp(argv[i], "--out") && i + 1 < argc) {
 			out = argv[++i];
 		} else if (!strcmp(argv[i], "--only") && i + 1 < argc && atoi(argv[i + 1]) >= 1 &&
-			   atoi(argv[i + 1]) <= 10) {
+			   atoi(argv[i + 1]) <= 11) {
 			only = atoi(argv[++i]);
 		} else if (!strcmp(argv[i], "--lt-n") && i + 1 < argc && parse_ns(argv[++i], lt_ns)) {
 		} else if (!strcmp(argv[i], "--check")) {
@@ -1320,7 +1415,7 @@ int main(int argc, char **argv)
 			check = 0;
 		} else {
 			fprintf(stderr,
-				"usage: %s [--out FILE.json] [--only 1-10] [--lt-n 2048,...] "
+				"usage: %s [--out FILE.json] [--only 1-11] [--lt-n 2048,...] "
 				"[--check | --no-check]\n",
 				argv[0]);
 			return 2;
@@ -1390,6 +1485,8 @@ int main(int argc, char **argv)
 		table_lt_splits();
 	if (!only || only == 10)
 		table_gemm_splits();
+	if (!only || only == 11)
+		table_i8_algos();
 	printf("\n%.0f s\n", sl_now() - t0);
 
 	if (out) {

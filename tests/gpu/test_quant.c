@@ -7,7 +7,9 @@
  * GGUF Q4_1 stores them), fp16 and
  * bf16 activations, run-dtype and fp32 outputs, every path (the GEMV at
  * 1..64 tokens, the tiled GEMM at any count, dequantize + cuBLAS, fp8
- * W8A8 through cuBLASLt), token counts 1, 2, 3, 5, 8, 13, 32, 64, 65, 70,
+ * W8A8 through cuBLASLt, int8 per row on the int8 tensor cores with x in
+ * two slices: AUTO's choice from 33 tokens, and forced in int8_split with
+ * W's rows in many slabs), token counts 1, 2, 3, 5, 8, 13, 32, 64, 65, 70,
  * 200, 2048 (the GEMM forced at 1, 7, 17, 33, 64, 65, 100, 129, 256), and
  * shapes off the tile widths (rows 16k + 7 and not a multiple of the
  * GEMM's 64/128-row tiles; columns a multiple of the group but not of the
@@ -75,6 +77,17 @@
 #define TOL_F32OUT 2e-4
 #define TOL_W8A8_F32OUT 1e-3
 #define TOL_W8A8_FAST 1e-2
+/*
+ * The int8 split path (int8 per row) against its reference
+ * (kern_qmatmul_int8_split_cpu): the slices, their integer sums and the
+ * float operations after them are the reference's, so fp32 outputs agree
+ * to the last bit (1e-6 leaves room for nothing else); run-dtype outputs
+ * take the dtype's rounding. Against the weight-only reference: x's
+ * rounding to 15 bits, at most max|x| / 32766 a value with random signs,
+ * about 3e-5 of max|ref| at 4096 columns; TOL_SPLIT_W bounds it.
+ */
+#define TOL_SPLIT 1e-6
+#define TOL_SPLIT_W 1e-3
 
 static uint64_t g_seed;
 static const sl_dtype k_dts[] = {SL_DT_F16, SL_DT_BF16};
@@ -135,6 +148,7 @@ static const char *path_name(int p)
 	return p == KERN_QPATH_GEMV     ? "gemv"
 	       : p == KERN_QPATH_FP8_LT ? "fp8-lt"
 	       : p == KERN_QPATH_GEMM   ? "gemm"
+	       : p == KERN_QPATH_INT8_SPLIT ? "int8-split"
 					: "dequant";
 }
 
@@ -160,9 +174,9 @@ static int odd_cols(const qcfg *c)
 
 /* Worst errors of one (format, dtype) by path and output kind. */
 typedef struct worst {
-	double v[4][2]; /* [path - 1][out f32] */
-	int runs[4][2];
-	int rounded[4][2]; /* calls that rounded the weights (kern_qblas_gemm_rounds) */
+	double v[5][2]; /* [path - 1][out f32] */
+	int runs[5][2];
+	int rounded[5][2]; /* calls that rounded the weights (kern_qblas_gemm_rounds) */
 	int w8a8_calls, w8a8_lt; /* fp8 calls meant for cuBLASLt, and those it ran */
 } worst;
 
@@ -185,16 +199,26 @@ static double tol_for(const qcfg *c, int path, int f32, sl_dtype dt, int rounded
 {
 	if (path == KERN_QPATH_FP8_LT && g_fp8_fast)
 		return dmax(TOL_W8A8_FAST, f32 ? 0 : tol_dt(dt));
+	if (path == KERN_QPATH_INT8_SPLIT)
+		return f32 ? TOL_SPLIT : tol_dt(dt);
 	if (!f32 || path == KERN_QPATH_DEQUANT || rounds_weights(c) || rounded)
 		return tol_dt(dt);
 	return path == KERN_QPATH_FP8_LT ? TOL_W8A8_F32OUT : TOL_F32OUT;
 }
 
+/* The int8 split path takes the format: int8 with per-row scales. */
+static int split_format(const qcfg *c)
+{
+	return c->format == KERN_Q_INT8 && c->group == 0;
+}
+
 /* One call of one path with both output kinds, against ref (weight-only)
- * or ref_w8a8 (the FP8_LT path). Returns 0, or SL_ENOTSUP when the path
- * cannot take the call (FP8_LT without a cuBLASLt algorithm). */
+ * or ref_act, the reference of the paths that round x: W8A8 (FP8_LT) for
+ * fp8, the int8 split path for int8 per row. Returns 0, or SL_ENOTSUP
+ * when the path cannot take the call (FP8_LT without a cuBLASLt
+ * algorithm). */
 static int run_path(kern_qblas *qb, int path, const qcfg *c, const qw *q, const shape *s,
-		    int n, sl_dtype dt, void *d_x, const float *ref, const float *ref_w8a8,
+		    int n, sl_dtype dt, void *d_x, const float *ref, const float *ref_act,
 		    worst *w)
 {
 	size_t no = (size_t)n * s->rows;
@@ -224,7 +248,8 @@ static int run_path(kern_qblas *qb, int path, const qcfg *c, const qw *q, const 
 		snprintf(what, sizeof what, "qmatmul %s %s %s->%s %s rows %d cols %d n %d",
 			 path_name(taken), c->name, gt_dt_name(dt), gt_dt_name(ot), s->name, s->rows,
 			 s->cols, n);
-		const float *want = taken == KERN_QPATH_FP8_LT ? ref_w8a8 : ref;
+		const int acts = taken == KERN_QPATH_FP8_LT || taken == KERN_QPATH_INT8_SPLIT;
+		const float *want = acts ? ref_act : ref;
 		ck_assert_ptr_nonnull(want);
 		const int rounded =
 			taken == KERN_QPATH_GEMM && kern_qblas_gemm_rounds(qb, &q->d, dt);
@@ -257,6 +282,10 @@ static void run_shape(kern_qblas *qb, const qcfg *c, const shape *s, worst *ws, 
 			if (c->format == KERN_Q_FP8 && (!forced || forced == KERN_QPATH_FP8_LT)) {
 				ref8 = gt_malloc(sizeof(float) * no);
 				kern_qmatmul_w8a8_cpu(ref8, x, &q.h, n);
+			}
+			if (split_format(c) && (!forced || forced == KERN_QPATH_INT8_SPLIT)) {
+				ref8 = gt_malloc(sizeof(float) * no);
+				kern_qmatmul_int8_split_cpu(ref8, x, &q.h, n);
 			}
 			void *d_x = gt_upload(x, nx, dt);
 			run_path(qb, forced ? forced : KERN_QPATH_AUTO, c, &q, s, n, dt, d_x, ref, ref8,
@@ -355,7 +384,7 @@ static void run_gemm_wgmma(kern_qblas *qb, const qcfg *c, worst *ws)
 static void report(const qcfg *c, const worst *ws)
 {
 	for (int di = 0; di < 2; di++)
-		for (int p = 1; p <= 4; p++)
+		for (int p = 1; p <= 5; p++)
 			for (int f32 = 0; f32 < 2; f32++) {
 				if (!ws[di].runs[p - 1][f32])
 					continue;
@@ -515,6 +544,99 @@ START_TEST(test_fp8_lt_unit)
 	kern_qblas_destroy(qb);
 }
 END_TEST
+/* ---- the int8 split path ---- */
+
+/* Worst |got - ref| / max |ref| of the forced split path on one shape
+ * against the weight-only reference (fp32 out): x's 15-bit rounding. */
+static double split_vs_weights(kern_qblas *qb, const qw *q, int n, sl_dtype dt)
+{
+	const size_t nx = (size_t)n * q->d.cols, no = (size_t)n * q->d.rows;
+	float *x = gt_malloc(sizeof(float) * nx), *ref = gt_malloc(sizeof(float) * no);
+	float *got = gt_malloc(sizeof(float) * no);
+	gt_fill(x, nx, -1, 1);
+	gt_round(x, nx, dt);
+	kern_qmatmul_cpu(ref, x, &q->h, n);
+	void *d_x = gt_upload(x, nx, dt), *d_out = gt_dev_poison(sizeof(float) * no);
+	ck_assert_int_eq(kern_qmatmul_cuda(qb, KERN_QPATH_INT8_SPLIT, d_out, SL_DT_F32, d_x, dt,
+					   &q->d, n), 0);
+	GT_CUDA(cudaDeviceSynchronize());
+	gt_download(got, d_out, no, SL_DT_F32);
+	char what[96];
+	snprintf(what, sizeof what, "qsplit vs weight-only %s rows %d cols %d n %d", gt_dt_name(dt),
+		 q->d.rows, q->d.cols, n);
+	const double e = gt_compare(what, got, ref, no, TOL_SPLIT_W);
+	gt_dev_free(d_x);
+	gt_dev_free(d_out);
+	free(x);
+	free(ref);
+	free(got);
+	return e;
+}
+
+/*
+ * The split path forced on int8 per row: against its reference on shapes
+ * off every tile (both dtypes, both outputs), against the weight-only
+ * reference within TOL_SPLIT_W, with W's rows cut into several slabs (a
+ * 1 MiB scratch), and refused where it does not run: other formats, n
+ * past KERN_QSPLIT_MAX_TOKENS.
+ */
+START_TEST(test_int8_split)
+{
+	gt_reseed(g_seed, 6000);
+	const shape shapes[] = {
+		{"split-decode", 2055, 4096, {1, 33, 64, 100}, 4},
+		{"split-odd-cols", 519, 4144, {5, 200}, 2},
+		{"split-long", 135, 11008, {256}, 1},
+		{"split-tiny", 7, 16, {3, 70}, 2},
+	};
+	for (int slabbed = 0; slabbed < 2; slabbed++) {
+		kern_qblas_config cfg = {.max_tokens = 2048, .max_cols = 11008,
+					 .dequant_bytes = slabbed ? (size_t)1 << 20 : 0};
+		kern_qblas *qb = NULL;
+		ck_assert_int_eq(kern_qblas_create(NULL, &cfg, &qb), 0);
+		for (int ci = 0; ci < 2; ci++) {
+			worst ws[2];
+			memset(ws, 0, sizeof ws);
+			for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
+				run_shape(qb, &k_cfgs[ci], &shapes[i], ws, KERN_QPATH_INT8_SPLIT);
+			report(&k_cfgs[ci], ws);
+		}
+		kern_qblas_destroy(qb);
+	}
+	kern_qblas *qb = qblas_make(NULL);
+	double worst_w = 0;
+	for (int di = 0; di < 2; di++) {
+		qw q;
+		qw_random(&q, &k_cfgs[di], 2055, 4096);
+		static const int ns[] = {1, 64, 256};
+		for (int i = 0; i < 3; i++)
+			worst_w = dmax(worst_w, split_vs_weights(qb, &q, ns[i], k_dts[di]));
+		qw_free(&q);
+	}
+	gt_report("qsplit against the weight-only reference, f32 out", SL_DT_F16, worst_w,
+		  TOL_SPLIT_W);
+	ck_assert_msg(worst_w <= TOL_SPLIT_W, "split vs weight-only: %.3g", worst_w);
+	/* refused: every other format, and n past the slices' buffer */
+	void *d_x = gt_dev_poison(2 * 300 * 4224), *d_out = gt_dev_poison(4 * 300 * 263);
+	for (int ci = 2; ci < N_CFGS; ci++) {
+		qw q;
+		qw_random(&q, &k_cfgs[ci], 263, odd_cols(&k_cfgs[ci]));
+		ck_assert_int_eq(kern_qmatmul_cuda(qb, KERN_QPATH_INT8_SPLIT, d_out, SL_DT_F16, d_x,
+						   SL_DT_F16, &q.d, 64), SL_ENOTSUP);
+		qw_free(&q);
+	}
+	qw q;
+	qw_random(&q, &k_cfgs[0], 263, 1024);
+	ck_assert_int_eq(kern_qmatmul_cuda(qb, KERN_QPATH_INT8_SPLIT, d_out, SL_DT_F16, d_x,
+					   SL_DT_F16, &q.d, KERN_QSPLIT_MAX_TOKENS + 1), SL_ENOTSUP);
+	qw_free(&q);
+	GT_CUDA(cudaDeviceSynchronize());
+	gt_dev_free(d_x);
+	gt_dev_free(d_out);
+	kern_qblas_destroy(qb);
+}
+END_TEST
+
 START_TEST(test_int4) { test_format(6); test_format(7); test_format(8); }
 END_TEST
 START_TEST(test_int4_g64) { test_format(9); test_format(10); }
@@ -1023,6 +1145,7 @@ START_TEST(test_graph)
 		{2, 2055, 4096, 8},  /* int8 groups of 32 */
 		{9, 519, 4160, 13},  /* int4 groups of 64, half a chunk at the end */
 		{11, 519, 4128, 5},  /* int4 groups of 32, a quarter chunk at the end */
+		{0, 2055, 4096, 100}, /* int8 per row: the split path (cuBLAS's int8 GEMM) */
 	};
 	gt_reseed(g_seed, 4000);
 	cudaStream_t st;
@@ -1083,8 +1206,18 @@ END_TEST
 
 /* ---- refused calls ---- */
 
+/* What AUTO takes in the GEMM's range: the int8 split path inside its
+ * own (KERN_QSPLIT_MIN_AUTO, KERN_QSPLIT_MAX_AUTO] for int8 per row. */
+static int gemm_range_path(const qcfg *c, int n)
+{
+	return split_format(c) && n > KERN_QSPLIT_MIN_AUTO && n <= KERN_QSPLIT_MAX_AUTO
+		       ? KERN_QPATH_INT8_SPLIT
+		       : KERN_QPATH_GEMM;
+}
+
 /* AUTO takes the GEMM in its range (KERN_QGEMM_MIN_TOKENS, KERN_QGEMM_MAX_TOKENS]
- * for int8 and int4, none for fp8 until asked; the environment moves it. */
+ * for int8 and int4 (int8 per row: the split path inside its own range),
+ * none for fp8 until asked; the environment moves them. */
 START_TEST(test_gemm_auto)
 {
 	kern_qblas *qb = qblas_make(NULL);
@@ -1095,9 +1228,11 @@ START_TEST(test_gemm_auto)
 		const int lo = KERN_QGEMM_MIN_TOKENS, hi = KERN_QGEMM_MAX_TOKENS;
 		ck_assert_int_eq(kern_qmatmul_path(qb, &w, lo, SL_DT_F16, SL_DT_F16), KERN_QPATH_GEMV);
 		ck_assert_int_eq(kern_qmatmul_path(qb, &w, lo + 1, SL_DT_F16, SL_DT_F16),
-				 KERN_QPATH_GEMM);
-		ck_assert_int_eq(kern_qmatmul_path(qb, &w, 64, SL_DT_BF16, SL_DT_F32), KERN_QPATH_GEMM);
-		ck_assert_int_eq(kern_qmatmul_path(qb, &w, hi, SL_DT_F16, SL_DT_F16), KERN_QPATH_GEMM);
+				 gemm_range_path(c, lo + 1));
+		ck_assert_int_eq(kern_qmatmul_path(qb, &w, 64, SL_DT_BF16, SL_DT_F32),
+				 gemm_range_path(c, 64));
+		ck_assert_int_eq(kern_qmatmul_path(qb, &w, hi, SL_DT_F16, SL_DT_F16),
+				 gemm_range_path(c, hi));
 		ck_assert_int_eq(kern_qmatmul_path(qb, &w, hi + 1, SL_DT_F16, SL_DT_F16),
 				 KERN_QPATH_DEQUANT);
 		printf("kernel qgemm auto %s: gemv to %d tokens, gemm %d..%d, dequant above\n",
@@ -1123,6 +1258,35 @@ START_TEST(test_gemm_auto)
 	kern_qblas_destroy(qb);
 	unsetenv("SL_QGEMM");
 	unsetenv("SL_QGEMM_MIN");
+	/* the split path's range: the setter and the environment */
+	kern_qweight i8 = {KERN_Q_INT8, 4096, 4096, 0, SL_DT_F32, NULL, NULL, NULL};
+	kern_qweight i8g = {KERN_Q_INT8, 4096, 4096, 128, SL_DT_F16, NULL, NULL, NULL};
+	qb = qblas_make(NULL);
+	ck_assert_int_eq(kern_qmatmul_path(qb, &i8g, 64, SL_DT_F16, SL_DT_F16), KERN_QPATH_GEMM);
+	kern_qblas_set_split_range(qb, 8, 1000); /* hi capped at KERN_QSPLIT_MAX_TOKENS */
+	ck_assert_int_eq(kern_qmatmul_path(qb, &i8, 8, SL_DT_F16, SL_DT_F16), KERN_QPATH_GEMV);
+	ck_assert_int_eq(kern_qmatmul_path(qb, &i8, 9, SL_DT_F16, SL_DT_F16),
+			 KERN_QPATH_INT8_SPLIT);
+	ck_assert_int_eq(kern_qmatmul_path(qb, &i8, KERN_QSPLIT_MAX_TOKENS + 1, SL_DT_F16,
+					   SL_DT_F16), KERN_QPATH_DEQUANT);
+	kern_qblas_destroy(qb);
+	setenv("SL_QSPLIT_MIN", "64", 1);
+	setenv("SL_QSPLIT_MAX", "128", 1);
+	qb = qblas_make(NULL);
+	ck_assert_int_eq(kern_qmatmul_path(qb, &i8, 64, SL_DT_F16, SL_DT_F16), KERN_QPATH_GEMM);
+	ck_assert_int_eq(kern_qmatmul_path(qb, &i8, 65, SL_DT_F16, SL_DT_F16),
+			 KERN_QPATH_INT8_SPLIT);
+	ck_assert_int_eq(kern_qmatmul_path(qb, &i8, 129, SL_DT_F16, SL_DT_F16), KERN_QPATH_GEMM);
+	kern_qblas_destroy(qb);
+	setenv("SL_QSPLIT", "0", 1);
+	qb = qblas_make(NULL);
+	ck_assert_int_eq(kern_qmatmul_path(qb, &i8, 100, SL_DT_F16, SL_DT_F16), KERN_QPATH_GEMM);
+	kern_qblas_destroy(qb);
+	unsetenv("SL_QSPLIT");
+	unsetenv("SL_QSPLIT_MIN");
+	unsetenv("SL_QSPLIT_MAX");
+	printf("kernel qsplit auto: int8 per row %d..%d tokens, moved by the setter and the "
+	       "environment\n", KERN_QSPLIT_MIN_AUTO + 1, KERN_QSPLIT_MAX_AUTO);
 }
 END_TEST
 
@@ -1156,6 +1320,7 @@ START_TEST(test_refused)
 	/* the AUTO choice follows kern_qblas_set_gemm_range, then
 	 * kern_qblas_set_gemv_max */
 	kern_qblas_set_gemm_range(qb, KERN_Q_INT8, 0, 0);
+	kern_qblas_set_split_range(qb, 0, 0);
 	ck_assert_int_eq(kern_qmatmul_path(qb, &q.d, 64, SL_DT_F16, SL_DT_F16), KERN_QPATH_GEMV);
 	kern_qblas_set_gemv_max(qb, KERN_Q_INT8, 8);
 	ck_assert_int_eq(kern_qmatmul_path(qb, &q.d, 9, SL_DT_F16, SL_DT_F16), KERN_QPATH_DEQUANT);
@@ -1192,6 +1357,7 @@ int main(void)
 	add_case(s, "act_mark_codes", test_act_mark_codes);
 	add_case(s, "int8_row", test_int8_row);
 	add_case(s, "int8_groups", test_int8_groups);
+	add_case(s, "int8_split", test_int8_split);
 	add_case(s, "fp8", test_fp8);
 	add_case(s, "fp8_fast", test_fp8_fast);
 	add_case(s, "int4", test_int4);

@@ -577,6 +577,85 @@ END_TEST
 
 /* ---- hostile input ---- */
 
+/*
+ * The int8 split path's activations: each value's slices h, l in their
+ * ranges and 256 h + l its 15-bit code round(x / s), s = max|x| / 16383
+ * (the largest value at +-16383); a zero row gives zero codes and scale.
+ * Then the product: within x's rounding (sum |w| s / 2) of the exact sum,
+ * and its integer part exact: one-hot rows of x pick single weights.
+ */
+START_TEST(int8_split)
+{
+	const int rows = 21, cols = 272, n = 4;
+	float *x = malloc(sizeof(float) * n * cols), *got = malloc(sizeof(float) * n * rows);
+	float *w = make_weights(rows, cols, gauss), *row = malloc(sizeof(float) * cols);
+	int8_t *xq = malloc(2 * (size_t)n * cols);
+	float xs[4];
+	for (int i = 0; i < n * cols; i++)
+		x[i] = urand() * (1 + i % 7);
+	for (int k = 0; k < cols; k++)
+		x[3 * cols + k] = 0; /* a zero token */
+	kern_split_act_int8_cpu(xq, xs, x, n, cols);
+	for (int t = 0; t < n; t++) {
+		float amax = 0;
+		int top = 0;
+		for (int k = 0; k < cols; k++)
+			amax = fmaxf(amax, fabsf(x[t * cols + k]));
+		ck_assert_float_eq(xs[t], amax / 16383.0f);
+		for (int k = 0; k < cols; k++) {
+			const int h = xq[t * cols + k], l = xq[(n + t) * cols + k], q = 256 * h + l;
+			ck_assert(h >= -64 && h <= 64 && l >= -128 && l <= 127);
+			const double want = xs[t] > 0 ? nearbyint(x[t * cols + k] / (double)xs[t]) : 0;
+			ck_assert_msg(fabs(q - want) <= 1, "t %d k %d: code %d want %.1f", t, k, q, want);
+			top = abs(q) > top ? abs(q) : top;
+		}
+		ck_assert_int_eq(top, t == 3 ? 0 : KERN_QSPLIT_MAX);
+	}
+	qbuf b;
+	qbuf_make(&b, KERN_Q_INT8, rows, cols, 0, SL_DT_F32, 0);
+	quantize_ok(&b, w);
+	kern_qmatmul_int8_split_cpu(got, x, &b.w, n);
+	for (int r = 0; r < rows; r++) {
+		kern_qweight_dequant_row_cpu(&b.w, r, row);
+		for (int t = 0; t < n; t++) {
+			double want = 0, bound = 0;
+			for (int k = 0; k < cols; k++) {
+				want += (double)x[t * cols + k] * row[k];
+				bound += fabs(row[k]) * xs[t] * 0.5 + 1e-6 * fabs(x[t * cols + k] * row[k]);
+			}
+			ck_assert_msg(fabs(got[t * rows + r] - want) <= bound + 1e-30,
+				      "split out[%d][%d] %.9g want %.9g (bound %.3g)", t, r,
+				      got[t * rows + r], want, bound);
+		}
+	}
+	/* one-hot x: out[t, r] = s_w w[r, t] 16383 s[t], the weight to fp32 rounding */
+	memset(x, 0, sizeof(float) * n * cols);
+	for (int t = 0; t < n; t++)
+		x[t * cols + t] = 0.75f + t;
+	kern_qmatmul_int8_split_cpu(got, x, &b.w, n);
+	for (int r = 0; r < rows; r++) {
+		kern_qweight_dequant_row_cpu(&b.w, r, row);
+		for (int t = 0; t < n; t++)
+			ck_assert_msg(fabsf(got[t * rows + r] - row[t] * (0.75f + t)) <=
+					      1e-6f * fabsf(row[t] * (0.75f + t)),
+				      "one-hot out[%d][%d] %.9g want %.9g", t, r, got[t * rows + r],
+				      row[t] * (0.75f + t));
+	}
+	/* a format it does not take: NaN, never a plausible number */
+	qbuf g;
+	qbuf_make(&g, KERN_Q_INT8, rows, cols, 32, SL_DT_F16, 0);
+	kern_qmatmul_int8_split_cpu(got, x, &g.w, n);
+	ck_assert(isnan(got[0]));
+	qbuf_free(&g);
+	qbuf_free(&b);
+	free(x);
+	free(got);
+	free(w);
+	free(row);
+	free(xq);
+}
+END_TEST
+
 START_TEST(hostile_weights)
 {
 	char err[SL_ERRLEN] = "";
@@ -877,6 +956,7 @@ int main(void)
 	tcase_add_test(tc, q4_blocks);
 	tcase_add_test(tc, q8_0_blocks);
 	tcase_add_test(tc, qmatmul_matches_naive);
+	tcase_add_test(tc, int8_split);
 	tcase_add_test(tc, hostile_weights);
 	tcase_add_test(tc, bad_shapes);
 	tcase_add_test(tc, tp_slices);
