@@ -117,6 +117,7 @@ struct kern_qblas {
 	int8_t *sq;                       /* the split path's slices [2 split_tokens, max_cols] */
 	float *ss;                        /* and their scales [split_tokens] */
 	int split_tokens;                 /* min(max_tokens, KERN_QSPLIT_MAX_TOKENS) */
+	kern_qsplit_plans *split_plans;   /* its cuBLASLt plans and tuned algorithms */
 	int gemm_variant;                 /* the GEMM's block shape (0: by n; lab/qgemv.cu sets it) */
 	lt_plan plans[QB_LT_PLANS];
 	int next_plan;
@@ -1180,6 +1181,7 @@ extern "C" void kern_qblas_destroy(kern_qblas *qb)
 	cudaFree(qb->dequant);
 	cudaFree(qb->xq);
 	cudaFree(qb->sq);
+	kern_qsplit_plans_destroy(qb->split_plans);
 	cudaFree(qb->counter);
 	free(qb);
 }
@@ -1329,6 +1331,10 @@ static int qblas_init(kern_qblas *qb, void *stream, const kern_qblas_config *cfg
 		       "weights dequantize above the GEMV");
 	else
 		qb->lt_usable = qb->cc >= 89;
+	/* the int8 split path: cuBLASLt's int8 GEMM (Turing and later) */
+	if (qb->lt && qb->cc >= 75 && kern_qsplit_plans_create(QB_WORKSPACE_BYTES, &qb->split_plans))
+		sl_log(SL_LOG_WARN, "cuda", "quant: no cuBLASLt int8 GEMM; int8 weights take the "
+		       "dequantizing GEMM instead of the split path");
 	return SL_OK;
 }
 
@@ -1429,7 +1435,7 @@ static bool in_gemm_range(const kern_qblas *qb, int format, int n)
 
 static int choose_path(kern_qblas *qb, const kern_qweight *w, int n, sl_dtype out_dt)
 {
-	if (n > qb->split_lo && n <= qb->split_hi && n <= qb->split_tokens &&
+	if (qb->split_plans && n > qb->split_lo && n <= qb->split_hi && n <= qb->split_tokens &&
 	    w->cols <= qb->max_cols && kern_qsplit_takes(w))
 		return KERN_QPATH_INT8_SPLIT;
 	if (in_gemm_range(qb, w->format, n) && kern_qgemm_takes(w))
@@ -1470,13 +1476,39 @@ static int gemm_path(kern_qblas *qb, const kern_qweight *w, void *out, sl_dtype 
 	return kern_qgemm_run(&ctx, w, out, out_dt == SL_DT_F32, x, x_dt, n, qb->gemm_variant);
 }
 
+static kern_qsplit_ctx split_ctx(const kern_qblas *qb)
+{
+	kern_qsplit_ctx c;
+	c.stream = qb->stream;
+	c.lt = (void *)qb->lt;
+	c.plans = qb->split_plans;
+	c.workspace = qb->workspace;
+	c.workspace_bytes = QB_WORKSPACE_BYTES;
+	c.xq = qb->sq;
+	c.xs = qb->ss;
+	c.scratch = qb->dequant;
+	c.scratch_bytes = qb->dequant_bytes;
+	c.max_tokens = qb->split_tokens;
+	c.max_cols = qb->max_cols;
+	return c;
+}
+
 static int split_path(kern_qblas *qb, const kern_qweight *w, void *out, sl_dtype out_dt,
 		      const void *x, sl_dtype x_dt, int n)
 {
-	const kern_qsplit_ctx c = {qb->stream,	      (void *)qb->blas, qb->sq,	       qb->ss,
-				   qb->dequant,	      qb->dequant_bytes, qb->split_tokens,
-				   qb->max_cols};
+	if (!qb->split_plans)
+		return SL_ENOTSUP;
+	const kern_qsplit_ctx c = split_ctx(qb);
 	return kern_qsplit_run(&c, w, out, out_dt == SL_DT_F32, x, x_dt, n);
+}
+
+extern "C" int kern_qblas_tune_split(kern_qblas *qb, int rows, int cols)
+{
+	const char *env = getenv("SL_QSPLIT_TUNE");
+	if (!qb->split_plans || qb->split_hi <= qb->split_lo || (env && strcmp(env, "0") == 0))
+		return SL_OK;
+	const kern_qsplit_ctx c = split_ctx(qb);
+	return kern_qsplit_tune(&c, rows, cols);
 }
 
 static int check_call(const kern_qweight *w, sl_dtype out_dt, const void *x, sl_dtype x_dt,

@@ -265,7 +265,7 @@ typedef enum {
  * it: lo < n <= hi (kern_qblas_set_split_range) */
 #define KERN_QSPLIT_MAX_TOKENS 256
 #define KERN_QSPLIT_MIN_AUTO 32
-#define KERN_QSPLIT_MAX_AUTO 224
+#define KERN_QSPLIT_MAX_AUTO 256
 /* AUTO's default GEMV limit for FP8 weights: above it, W8A8 (quant.cu) */
 #define KERN_QGEMV_FP8_MAX_TOKENS 32
 
@@ -294,6 +294,18 @@ void kern_qblas_set_gemm_range(kern_qblas *qb, int format, int lo, int hi);
  * environment may set them: SL_QSPLIT=0 never, SL_QSPLIT_MIN=N,
  * SL_QSPLIT_MAX=N. */
 void kern_qblas_set_split_range(kern_qblas *qb, int lo, int hi);
+/* The split path's int8 GEMM for a rows x cols weight (a tp shard's
+ * shape): cuBLASLt's first eight candidate algorithms timed at 64, 96,
+ * ..., 256 tokens on a weight of that shape (cold in L2), the fastest
+ * kept where it beats the heuristic's first by 10%; a later call of n
+ * tokens takes what was kept at the smallest of these >= n, else the
+ * heuristic's first for its own shape, which at 128-256 tokens was up to
+ * 45% slower on an H200 (lab-qgemv table 11). Every algorithm
+ * gives the same bits (exact int32 sums), so the choice changes speed
+ * only. Synchronises the stream and allocates for a moment: call it at
+ * start-up, never while a graph is being captured. SL_QSPLIT_TUNE=0, or
+ * a split range switched off, makes it do nothing. */
+int kern_qblas_tune_split(kern_qblas *qb, int rows, int cols);
 /* The GEMM's block shape for every later call (kern_qgemm_variant_name's
  * numbers; 0, the default: chosen by n). KERN_QGEMM_WGMMA_FIRST and the
  * next KERN_QGEMM_WGMMA_COUNT - 1 are the wgmma GEMM's

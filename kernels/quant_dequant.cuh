@@ -292,13 +292,22 @@ bool kern_qgemm_rounds(const kern_qweight *w, sl_dtype x_dt);
 int kern_qgemm_run(const kern_qgemm_ctx *ctx, const kern_qweight *w, void *out, bool out_f32,
 		   const void *x, sl_dtype x_dt, int n, int variant);
 
+/* The int8 split path's cuBLASLt plans and the algorithms tuned for its
+ * shapes (quant_split.cu); one per kern_qblas. */
+typedef struct kern_qsplit_plans kern_qsplit_plans;
+int kern_qsplit_plans_create(size_t workspace_bytes, kern_qsplit_plans **out);
+void kern_qsplit_plans_destroy(kern_qsplit_plans *p);
+
 /* What quant.cu's kern_qblas lends the int8 split path (quant_split.cu,
- * KERN_QPATH_INT8_SPLIT) for one call: its cuBLAS handle on the stream,
- * the slices' buffer [2 max_tokens, max_cols] and scales [max_tokens],
- * and the scratch for the int32 product. */
+ * KERN_QPATH_INT8_SPLIT) for one call: its cuBLASLt handle and plans,
+ * the workspace, the slices' buffer [2 max_tokens, max_cols] and scales
+ * [max_tokens], and the scratch for the int32 product. */
 typedef struct kern_qsplit_ctx {
 	cudaStream_t stream;
-	void *blas; /* cublasHandle_t */
+	void *lt; /* cublasLtHandle_t */
+	kern_qsplit_plans *plans;
+	void *workspace;
+	size_t workspace_bytes;
 	int8_t *xq;
 	float *xs;
 	void *scratch;
@@ -310,9 +319,13 @@ typedef struct kern_qsplit_ctx {
 bool kern_qsplit_takes(const kern_qweight *w);
 /* out[n, rows] (fp32 when out_f32, else x's dtype) = x[n, cols] @ W^T as
  * kern_qmatmul_int8_split_cpu; SL_ENOTSUP when the weight or n is not one
- * it takes or cuBLAS has no int8 GEMM for the shape. */
+ * it takes or cuBLASLt has no int8 GEMM for the shape. */
 int kern_qsplit_run(const kern_qsplit_ctx *c, const kern_qweight *w, void *out, bool out_f32,
 		    const void *x, sl_dtype x_dt, int n);
+/* Times cuBLASLt's candidate algorithms for a rows x cols weight at the
+ * token counts the path takes and keeps the fastest (kern_qblas_tune_split
+ * in quant.h). Synchronises c->stream: never during a graph capture. */
+int kern_qsplit_tune(const kern_qsplit_ctx *c, int rows, int cols);
 
 /* Block shapes kern_qgemm_run's variant numbers (1..KERN_QGEMM_VARIANTS);
  * 11.. are the wgmma GEMM's (sm_90a only: SL_ENOTSUP elsewhere, and for

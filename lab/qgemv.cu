@@ -1188,6 +1188,14 @@ static void table_batch(void)
 	printf("\n");
 	double f16[N_BATCH_NS] = {0};
 	batch_row(k_fmts[0], KERN_QPATH_AUTO, &f16);
+	/* the split path's int8 GEMM tuned for each shape, as the engine does at start-up */
+	const double t0 = sl_now();
+	sl_log_set_level(SL_LOG_DEBUG); /* its choices, a line per shape and token count */
+	for (int si = 0; si < N_SHAPES; si++)
+		if (kern_qblas_tune_split(g_qb, k_shapes[si].rows, k_shapes[si].cols))
+			printf("int8 split tuning failed for %s\n", k_shapes[si].name);
+	sl_log_set_level(SL_LOG_INFO);
+	printf("(int8 split GEMM tuned for the %d shapes in %.2f s)\n", N_SHAPES, sl_now() - t0);
 	for (int fi = 1; fi < N_FMTS; fi++) {
 		const fmt &f = k_fmts[fi];
 		const int paths[] = {KERN_QPATH_GEMV, KERN_QPATH_GEMM, KERN_QPATH_DEQUANT,

@@ -169,6 +169,8 @@ typedef struct node_backend_ops {
 	void (*destroy)(node_backend *be);
 } node_backend_ops;
 
+#define NODE_INT8_SHAPES 6 /* a layer's four projections and the LM head, distinct */
+
 /* What reserve sizes for: per step, tokens, rows (of logits), sequences and
  * block table entries; the model's vocabulary, this rank's query and KV
  * heads, head_dim, the longest context; tokens per KV block; the most
@@ -183,6 +185,9 @@ typedef struct node_backend_limits {
 	int block_tokens;
 	int quant_max_cols;
 	int quant_fp8;
+	/* the distinct (rows, cols) of projections in int8 with per-row scales
+	 * (a backend may tune its int8 GEMM for them at reserve) */
+	int int8_shapes[NODE_INT8_SHAPES][2], n_int8_shapes;
 	int kv_fp8;
 	int dim;              /* hidden size: picks the GEMV block shape (CUDA) */
 } node_backend_limits;

@@ -865,6 +865,23 @@ static int cu_sample(node_backend *be, int32_t *tokens_out, const float *logits,
 				hist, lp));
 }
 
+/* The int8 split path's GEMM tuned for each int8 per-row projection shape
+ * (kern_qblas_tune_split): at reserve, before any step is captured. */
+static int tune_int8(cuda_impl *c, const node_backend_limits *lim)
+{
+	if (lim->n_int8_shapes < 1)
+		return SL_OK;
+	const double t0 = sl_now();
+	for (int i = 0; i < lim->n_int8_shapes; i++) {
+		int rc = kern_qblas_tune_split(c->qblas, lim->int8_shapes[i][0], lim->int8_shapes[i][1]);
+		if (rc)
+			return rc;
+	}
+	SL_INFO("cuda", "int8 projections: the int8 GEMM tuned for %d shapes in %.2f s",
+		lim->n_int8_shapes, sl_now() - t0);
+	return SL_OK;
+}
+
 static int reserve_scratch(node_backend *be, const node_backend_limits *lim)
 {
 	cuda_impl *c = I(be);
@@ -903,7 +920,9 @@ static int reserve_scratch(node_backend *be, const node_backend_limits *lim)
 			return rc;
 		kern_qblas_set_pdl(c->qblas, c->pdl);
 		SL_INFO("cuda", "quantized projections: %.0f MiB of scratch (workspace, dequantize, "
-			"fp8 activations)", kern_qblas_device_bytes(&qc) / 1048576.0);
+			"fp8 activations, int8 slices)", kern_qblas_device_bytes(&qc) / 1048576.0);
+		if ((rc = tune_int8(c, lim)))
+			return rc;
 	}
 	return kern_sampler_create(lim->max_seqs, lim->vocab, &c->sampler);
 }

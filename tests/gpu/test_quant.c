@@ -573,6 +573,46 @@ static double split_vs_weights(kern_qblas *qb, const qw *q, int n, sl_dtype dt)
 	return e;
 }
 
+/* The algorithms kern_qblas_tune_split picks give the bits the
+ * heuristic's first gives (exact int32 sums), on a weight of the tuned
+ * shape at token counts between and on the tuned ones. */
+static void split_tuned_same(kern_qblas *untuned)
+{
+	static const int ns[] = {33, 64, 100, 200, 256};
+	kern_qblas *qb = qblas_make(NULL);
+	ck_assert_int_eq(kern_qblas_tune_split(qb, 2055, 4096), 0);
+	ck_assert_int_eq(kern_qblas_tune_split(qb, 2055, 4096), 0); /* tuned once */
+	ck_assert_int_ne(kern_qblas_tune_split(qb, 2055, 4100), 0);  /* not a multiple of 16 */
+	qw q;
+	qw_random(&q, &k_cfgs[0], 2055, 4096);
+	for (int i = 0; i < 5; i++) {
+		const int n = ns[i];
+		const size_t nx = (size_t)n * 4096, no = (size_t)n * 2055;
+		float *x = gt_malloc(sizeof(float) * nx), *a = gt_malloc(sizeof(float) * no);
+		float *b = gt_malloc(sizeof(float) * no);
+		gt_fill(x, nx, -1, 1);
+		void *d_x = gt_upload(x, nx, SL_DT_F16);
+		void *d_a = gt_dev_poison(sizeof(float) * no), *d_b = gt_dev_poison(sizeof(float) * no);
+		ck_assert_int_eq(kern_qmatmul_cuda(qb, KERN_QPATH_INT8_SPLIT, d_a, SL_DT_F32, d_x,
+						   SL_DT_F16, &q.d, n), 0);
+		ck_assert_int_eq(kern_qmatmul_cuda(untuned, KERN_QPATH_INT8_SPLIT, d_b, SL_DT_F32, d_x,
+						   SL_DT_F16, &q.d, n), 0);
+		GT_CUDA(cudaDeviceSynchronize());
+		gt_download(a, d_a, no, SL_DT_F32);
+		gt_download(b, d_b, no, SL_DT_F32);
+		ck_assert_msg(memcmp(a, b, sizeof(float) * no) == 0, "tuned split n %d differs", n);
+		gt_dev_free(d_x);
+		gt_dev_free(d_a);
+		gt_dev_free(d_b);
+		free(x);
+		free(a);
+		free(b);
+	}
+	printf("kernel qsplit tuned: the same bits as the heuristic's algorithm at 33-256 tokens\n");
+	qw_free(&q);
+	kern_qblas_destroy(qb);
+}
+
 /*
  * The split path forced on int8 per row: against its reference on shapes
  * off every tile (both dtypes, both outputs), against the weight-only
@@ -616,6 +656,7 @@ START_TEST(test_int8_split)
 	gt_report("qsplit against the weight-only reference, f32 out", SL_DT_F16, worst_w,
 		  TOL_SPLIT_W);
 	ck_assert_msg(worst_w <= TOL_SPLIT_W, "split vs weight-only: %.3g", worst_w);
+	split_tuned_same(qb);
 	/* refused: every other format, and n past the slices' buffer */
 	void *d_x = gt_dev_poison(2 * 300 * 4224), *d_out = gt_dev_poison(4 * 300 * 263);
 	for (int ci = 2; ci < N_CFGS; ci++) {
