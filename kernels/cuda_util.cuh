@@ -196,6 +196,22 @@ template <typename T> __device__ __forceinline__ T kern_block_sum(T v)
 
 __device__ __forceinline__ float kern_block_max(float v) { return kern_block_reduce<true>(v); }
 
+/* This thread's max |x| over a row of cols values read 8 at a time, from
+ * element 8 * threadIdx.x in steps of 8 * blockDim.x; kern_block_max
+ * makes it the row's. cols % 8 == 0. */
+template <typename T> __device__ __forceinline__ float kern_row_absmax8(const T *row, int cols)
+{
+	float m = 0;
+	for (int i = threadIdx.x * 8; i < cols; i += blockDim.x * 8) {
+		float f[8];
+		kern_load8(row + i, f);
+#pragma unroll
+		for (int j = 0; j < 8; j++)
+			m = fmaxf(m, fabsf(f[j]));
+	}
+	return m;
+}
+
 /* ---- host side ---- */
 
 /* Calls FN<__half>(...) or FN<__nv_bfloat16>(...) for dt and returns its

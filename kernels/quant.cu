@@ -59,6 +59,7 @@
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_fp8.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -756,15 +757,7 @@ __global__ void __launch_bounds__(kActThreads) act_fp8_kernel(uint8_t *__restric
 		act_fp8_row<V>(q, xs + blockIdx.x, f, cols);
 	} else {
 		constexpr int step = kActThreads * 8;
-		float m = 0;
-		for (int i = threadIdx.x * 8; i < cols; i += step) {
-			float f[8];
-			kern_load8(xr + i, f);
-#pragma unroll
-			for (int j = 0; j < 8; j++)
-				m = fmaxf(m, fabsf(f[j]));
-		}
-		const float inv = act_fp8_scale(xs + blockIdx.x, m);
+		const float inv = act_fp8_scale(xs + blockIdx.x, kern_row_absmax8(xr, cols));
 		for (int i = threadIdx.x * 8; i < cols; i += step) {
 			float f[8];
 			kern_load8(xr + i, f);
@@ -853,12 +846,7 @@ static cudaDataType cuda_type(sl_dtype dt)
 
 static void plan_release(lt_plan *p)
 {
-	if (p->la)
-		cublasLtMatrixLayoutDestroy(p->la);
-	if (p->lb)
-		cublasLtMatrixLayoutDestroy(p->lb);
-	if (p->ld)
-		cublasLtMatrixLayoutDestroy(p->ld);
+	kern_lt_layouts_destroy(p->la, p->lb, p->ld);
 	memset(p, 0, sizeof *p);
 }
 
@@ -1249,17 +1237,27 @@ static int lt_init(kern_qblas *qb, const kern_qblas_config *cfg)
  * writes and re-reads W; fp8 none (W8A8 on cuBLASLt above 32). The GEMV
  * keeps n <= 16, where its fused epilogues (n <= 8) also live. The
  * environment may move or switch them off (tuning without a rebuild). */
+/* An AUTO range from the environment: NAME=0 off (lo = hi = 0),
+ * NAME_MIN=N and NAME_MAX=N its bounds, the defaults otherwise. */
+static void env_range(const char *name, int *lo, int *hi)
+{
+	char key[32];
+	snprintf(key, sizeof key, "%s_MIN", name);
+	const char *elo = getenv(key);
+	snprintf(key, sizeof key, "%s_MAX", name);
+	const char *ehi = getenv(key), *off = getenv(name);
+	if (elo && *elo)
+		*lo = atoi(elo);
+	if (ehi && *ehi)
+		*hi = atoi(ehi);
+	if (off && strcmp(off, "0") == 0)
+		*hi = *lo = 0;
+}
+
 static void gemm_defaults(kern_qblas *qb)
 {
 	int lo = KERN_QGEMM_MIN_TOKENS, hi = KERN_QGEMM_MAX_TOKENS;
-	const char *off = getenv("SL_QGEMM"), *elo = getenv("SL_QGEMM_MIN");
-	const char *ehi = getenv("SL_QGEMM_MAX");
-	if (elo && *elo)
-		lo = atoi(elo);
-	if (ehi && *ehi)
-		hi = atoi(ehi);
-	if (off && strcmp(off, "0") == 0)
-		hi = lo = 0;
+	env_range("SL_QGEMM", &lo, &hi);
 	for (int f = 0; f < 4; f++)
 		qb->gemm_lo[f] = qb->gemm_hi[f] = 0;
 	for (int f : {KERN_Q_INT8, KERN_Q_INT4})
@@ -1271,14 +1269,7 @@ static void gemm_defaults(kern_qblas *qb)
 static void split_defaults(kern_qblas *qb)
 {
 	int lo = KERN_QSPLIT_MIN_AUTO, hi = KERN_QSPLIT_MAX_AUTO;
-	const char *off = getenv("SL_QSPLIT"), *elo = getenv("SL_QSPLIT_MIN");
-	const char *ehi = getenv("SL_QSPLIT_MAX");
-	if (elo && *elo)
-		lo = atoi(elo);
-	if (ehi && *ehi)
-		hi = atoi(ehi);
-	if (off && strcmp(off, "0") == 0)
-		hi = lo = 0;
+	env_range("SL_QSPLIT", &lo, &hi);
 	kern_qblas_set_split_range(qb, lo, hi);
 }
 

@@ -14,6 +14,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
+#include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -291,6 +292,17 @@ bool kern_qgemm_rounds(const kern_qweight *w, sl_dtype x_dt);
  * the weight is not one it takes or the variant does not exist. */
 int kern_qgemm_run(const kern_qgemm_ctx *ctx, const kern_qweight *w, void *out, bool out_f32,
 		   const void *x, sl_dtype x_dt, int n, int variant);
+
+/* Destroys a cuBLASLt plan's layouts that are set (quant.cu's fp8 plans,
+ * quant_split.cu's int8 ones: A, B and D). */
+static inline void kern_lt_layouts_destroy(cublasLtMatrixLayout_t la, cublasLtMatrixLayout_t lb,
+					   cublasLtMatrixLayout_t ld)
+{
+	const cublasLtMatrixLayout_t l[3] = {la, lb, ld};
+	for (int i = 0; i < 3; i++)
+		if (l[i])
+			cublasLtMatrixLayoutDestroy(l[i]);
+}
 
 /* The int8 split path's cuBLASLt plans and the algorithms tuned for its
  * shapes (quant_split.cu); one per kern_qblas. */

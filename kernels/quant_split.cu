@@ -76,15 +76,7 @@ __global__ void __launch_bounds__(kSplitThreads) split_kernel(int8_t *__restrict
 	const T *xr = x + (size_t)blockIdx.x * cols;
 	int8_t *hq = xq + (size_t)blockIdx.x * cols, *lq = xq + (size_t)(n + blockIdx.x) * cols;
 	constexpr int step = kSplitThreads * 8;
-	float m = 0;
-	for (int i = threadIdx.x * 8; i < cols; i += step) {
-		float f[8];
-		kern_load8(xr + i, f);
-#pragma unroll
-		for (int j = 0; j < 8; j++)
-			m = fmaxf(m, fabsf(f[j]));
-	}
-	m = kern_block_max(m);
+	const float m = kern_block_max(kern_row_absmax8(xr, cols));
 	const float sc = __fdiv_rn(m, (float)KERN_QSPLIT_MAX);
 	if (threadIdx.x == 0)
 		xs[blockIdx.x] = sc;
@@ -205,12 +197,7 @@ struct kern_qsplit_plans {
 
 static void plan_release(qs_plan *p)
 {
-	if (p->la)
-		cublasLtMatrixLayoutDestroy(p->la);
-	if (p->lb)
-		cublasLtMatrixLayoutDestroy(p->lb);
-	if (p->ld)
-		cublasLtMatrixLayoutDestroy(p->ld);
+	kern_lt_layouts_destroy(p->la, p->lb, p->ld);
 	memset(p, 0, sizeof *p);
 }
 
