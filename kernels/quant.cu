@@ -1232,11 +1232,6 @@ static int lt_init(kern_qblas *qb, const kern_qblas_config *cfg)
 	return SL_OK;
 }
 
-/* AUTO's GEMM ranges (quant.h, kern_qblas_set_gemm_range): int8 and int4
- * from 17 to 256 tokens, where the GEMV re-reads x per warp and DEQUANT
- * writes and re-reads W; fp8 none (W8A8 on cuBLASLt above 32). The GEMV
- * keeps n <= 16, where its fused epilogues (n <= 8) also live. The
- * environment may move or switch them off (tuning without a rebuild). */
 /* An AUTO range from the environment: NAME=0 off (lo = hi = 0),
  * NAME_MIN=N and NAME_MAX=N its bounds, the defaults otherwise. */
 static void env_range(const char *name, int *lo, int *hi)
@@ -1254,6 +1249,11 @@ static void env_range(const char *name, int *lo, int *hi)
 		*hi = *lo = 0;
 }
 
+/* AUTO's GEMM ranges (quant.h, kern_qblas_set_gemm_range): int8 and int4
+ * from 17 to 256 tokens, where the GEMV re-reads x per warp and DEQUANT
+ * writes and re-reads W; fp8 none (W8A8 on cuBLASLt above 32). The GEMV
+ * keeps n <= 16, where its fused epilogues (n <= 8) also live. The
+ * environment may move or switch them off (tuning without a rebuild). */
 static void gemm_defaults(kern_qblas *qb)
 {
 	int lo = KERN_QGEMM_MIN_TOKENS, hi = KERN_QGEMM_MAX_TOKENS;
