@@ -26,6 +26,14 @@ typedef enum sl_constraint_kind {
 	SL_CONSTRAINT_STRUCTURAL_TAG = 5, /* text: xgrammar's structural tag, JSON */
 } sl_constraint_kind;
 
+/* Whether a wire value is one of the kinds above: protobuf-c keeps an
+ * unknown enum value as it came, and the grammar library's C++ must never
+ * load one as sl_constraint_kind. */
+static inline int sl_constraint_kind_known(int kind)
+{
+	return kind >= SL_CONSTRAINT_NONE && kind <= SL_CONSTRAINT_STRUCTURAL_TAG;
+}
+
 #define SL_CONSTRAINT_MAX_TEXT (1u << 20) /* 1 MiB: longer gets a 400 */
 
 #ifdef __cplusplus

@@ -137,6 +137,10 @@ static int request_of(const pb_submit *s, coord_str *stop, coord_request *q, cha
 	q->ignore_eos = s->has_ignore_eos && s->ignore_eos;
 	q->add_special = !s->has_add_special || s->add_special;
 	q->timeout_ms = s->has_timeout_ms ? s->timeout_ms : 0;
+	if (s->has_constraint_kind && !sl_constraint_kind_known((int)s->constraint_kind))
+		return sl_errf(err, errlen, SL_EINVAL,
+			       "constraint_kind %d is not a known kind (0 none, 1 json, 2 json_schema, "
+			       "3 regex, 4 ebnf, 5 structural_tag)", (int)s->constraint_kind);
 	if (s->has_constraint_kind)
 		q->constraint_kind = (sl_constraint_kind)s->constraint_kind;
 	if (s->has_constraint)

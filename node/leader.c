@@ -524,6 +524,12 @@ static void on_enqueue(leader *l, int k, const Shardline__Node__Enqueue *q)
 	}
 	/* compiled off the loop (node/compiles.h): the running streams do not
 	 * wait for it; a bad constraint fails this request alone */
+	if (q->has_constraint_kind && !sl_constraint_kind_known((int)q->constraint_kind)) {
+		snprintf(err, sizeof err, "constraint_kind %d is not a known kind",
+			 (int)q->constraint_kind);
+		send_error(l, k, q->req_id, err);
+		return;
+	}
 	if (q->has_constraint_kind && (sl_constraint_kind)q->constraint_kind != SL_CONSTRAINT_NONE) {
 		if (node_compiles_submit(l->cq, local_id(k, q->req_id), &r,
 					 (sl_constraint_kind)q->constraint_kind,
