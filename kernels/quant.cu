@@ -120,6 +120,7 @@ struct kern_qblas {
 	int split_tokens;                 /* min(max_tokens, KERN_QSPLIT_MAX_TOKENS) */
 	kern_qsplit_plans *split_plans;   /* its cuBLASLt plans and tuned algorithms */
 	int gemm_variant;                 /* the GEMM's block shape (0: by n; lab/qgemv.cu sets it) */
+	kern_qgemm_tuned *gemm_tuned;     /* and the shapes tuned for (weight, tokens) */
 	lt_plan plans[QB_LT_PLANS];
 	int next_plan;
 	int lt_splits;                    /* kern_qblas_set_lt_splits: 0 by rule, 1 never, N */
@@ -1144,6 +1145,7 @@ extern "C" void kern_qblas_destroy(kern_qblas *qb)
 		return;
 	for (int i = 0; i < QB_LT_PLANS; i++)
 		plan_release(&qb->plans[i]);
+	kern_qgemm_tuned_destroy(qb->gemm_tuned);
 	if (qb->lt_pref)
 		cublasLtMatmulPreferenceDestroy(qb->lt_pref);
 	if (qb->lt_pref_slice)
@@ -1300,6 +1302,7 @@ static int qblas_init(kern_qblas *qb, void *stream, const kern_qblas_config *cfg
 	CUDA_TRY(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
 	qb->cc = 10 * major + minor;
 	TRY(kern_qgemm_init());
+	TRY(kern_qgemm_tuned_create(&qb->gemm_tuned));
 	CUDA_TRY(cudaMalloc(&qb->workspace, QB_WORKSPACE_BYTES));
 	CUDA_TRY(cudaMalloc(&qb->dequant, qb->dequant_bytes));
 	CUDA_TRY(cudaMalloc(&qb->counter, sizeof *qb->counter));
@@ -1412,6 +1415,11 @@ extern "C" int kern_qblas_gemm_wgmma(kern_qblas *qb, const kern_qweight *w)
 	return kern_qgemm_wgmma_takes(w);
 }
 
+extern "C" int kern_qblas_gemm_tuned(kern_qblas *qb, const kern_qweight *w, sl_dtype dt, int n)
+{
+	return kern_qgemm_tuned_variant(qb->gemm_tuned, w, dt, n);
+}
+
 extern "C" int kern_qblas_gemm_rounds(kern_qblas *qb, const kern_qweight *w, sl_dtype x_dt)
 {
 	return kern_qgemm_rounds(w, x_dt);
@@ -1463,8 +1471,44 @@ static int gemm_path(kern_qblas *qb, const kern_qweight *w, void *out, sl_dtype 
 		     const void *x, sl_dtype x_dt, int n)
 {
 	const kern_qgemm_ctx ctx = {qb->stream, qb->workspace, QB_WORKSPACE_BYTES, qb->sm_count,
-				    &qb->pdl};
+				    &qb->pdl, qb->gemm_tuned};
 	return kern_qgemm_run(&ctx, w, out, out_dt == SL_DT_F32, x, x_dt, n, qb->gemm_variant);
+}
+
+/* The token counts at which AUTO gives w the GEMM and the tuning's x and
+ * out fit the dequantization scratch, into ns; their number. */
+static int gemm_tune_ns(kern_qblas *qb, const kern_qweight *w, sl_dtype dt, int *ns, int cap)
+{
+	int count = 0, k = 0;
+	const int *all = kern_qgemm_tune_ns(&count);
+	for (int i = 0; i < count && k < cap; i++) {
+		const size_t bytes = 2 * (size_t)all[i] * (w->cols + w->rows) + 16;
+		if (all[i] <= qb->max_tokens && bytes <= qb->dequant_bytes &&
+		    choose_path(qb, w, all[i], dt) == KERN_QPATH_GEMM)
+			ns[k++] = all[i];
+	}
+	return k;
+}
+
+extern "C" int kern_qblas_tune_gemm(kern_qblas *qb, const kern_qweight *w, sl_dtype dt, int *kept)
+{
+	*kept = 0;
+	const char *env = getenv("SL_QGEMM_TUNE");
+	int ns[16];
+	if (!kern_qgemm_takes(w) || (dt != SL_DT_F16 && dt != SL_DT_BF16) ||
+	    (env && strcmp(env, "0") == 0))
+		return SL_OK;
+	const int n_ns = gemm_tune_ns(qb, w, dt, ns, 16);
+	if (n_ns == 0)
+		return SL_OK;
+	const kern_qgemm_ctx ctx = {qb->stream, qb->workspace, QB_WORKSPACE_BYTES, qb->sm_count,
+				    &qb->pdl, NULL};
+	const size_t x_bytes = 2 * (size_t)ns[n_ns - 1] * w->cols;
+	const kern_qgemm_bufs buf = {qb->dequant, (uint8_t *)qb->dequant + (x_bytes + 15) / 16 * 16,
+				     dt};
+	/* x about 0.05 (fp16 0x2a2a): values only change the tensor cores' power */
+	CUDA_TRY(cudaMemsetAsync(qb->dequant, 0x2a, x_bytes, qb->stream));
+	return kern_qgemm_tune(&ctx, qb->gemm_tuned, w, &buf, ns, n_ns, kept);
 }
 
 static kern_qsplit_ctx split_ctx(const kern_qblas *qb)

@@ -306,13 +306,29 @@ void kern_qblas_set_split_range(kern_qblas *qb, int lo, int hi);
  * start-up, never while a graph is being captured. SL_QSPLIT_TUNE=0, or
  * a split range switched off, makes it do nothing. */
 int kern_qblas_tune_split(kern_qblas *qb, int rows, int cols);
+/* The GEMM's block shape (KERN_QPATH_GEMM) for w on dt activations, timed
+ * at each token count from 64 to 256 (steps of 32) where AUTO gives w the
+ * GEMM: every shape the weight and GPU take, W cold, the median of 5
+ * calls; the fastest is kept where it takes at most 95% of the time of
+ * AUTO's rule, and a later call of n tokens on a weight of w's shape,
+ * format and group takes what was kept at the smallest tuned count >= n
+ * (quant_tune.cu says why). *kept: how many counts changed shape. Runs
+ * on the kern_qblas's scratch; synchronises the stream: call it at
+ * start-up, never while a graph is being captured. SL_QGEMM_TUNE=0 makes
+ * it do nothing; a shape forced by kern_qblas_set_gemm_variant or
+ * SL_QGEMM_VARIANT overrides what was kept. */
+int kern_qblas_tune_gemm(kern_qblas *qb, const kern_qweight *w, sl_dtype dt, int *kept);
+/* The block shape kern_qblas_tune_gemm kept for a call of n tokens on w
+ * with dt activations; 0 where the call takes AUTO's rule. */
+int kern_qblas_gemm_tuned(kern_qblas *qb, const kern_qweight *w, sl_dtype dt, int n);
 /* The GEMM's block shape for every later call (kern_qgemm_variant_name's
  * numbers; 0, the default: chosen by n). KERN_QGEMM_WGMMA_FIRST and the
  * next KERN_QGEMM_WGMMA_COUNT - 1 are the wgmma GEMM's
  * (quant_gemm_wgmma.cu), which runs only where kern_qblas_gemm_wgmma says
  * so; elsewhere a call forced onto it returns SL_ENOTSUP. */
 #define KERN_QGEMM_WGMMA_FIRST 11
-#define KERN_QGEMM_WGMMA_COUNT 3
+#define KERN_QGEMM_WGMMA_COUNT 5
+#define KERN_QGEMM_VARIANTS (KERN_QGEMM_WGMMA_FIRST + KERN_QGEMM_WGMMA_COUNT - 1)
 void kern_qblas_set_gemm_variant(kern_qblas *qb, int variant);
 /* 1 when the wgmma GEMM can take this weight here (an sm_90a image on
  * compute capability 9.0; per-row scales or groups of whole chunks). */

@@ -24,6 +24,8 @@
 #include "kernels/mma.cuh"
 #include "kernels/quant.h"
 
+#include <algorithm>
+
 __device__ __forceinline__ float q_scale(const void *s, size_t i, bool f16)
 {
 	return f16 ? __half2float(__ldg(reinterpret_cast<const __half *>(s) + i))
@@ -266,6 +268,10 @@ static inline q_layout q_layout_of(const kern_qweight *w)
 	return l;
 }
 
+/* The GEMM's block shapes tuned per weight and token count
+ * (quant_tune.cu). */
+typedef struct kern_qgemm_tuned kern_qgemm_tuned;
+
 /* What quant.cu's kern_qblas lends the GEMM (quant_gemm.cu) for one call. */
 typedef struct kern_qgemm_ctx {
 	cudaStream_t stream;
@@ -273,6 +279,7 @@ typedef struct kern_qgemm_ctx {
 	size_t workspace_bytes;
 	int sm_count;
 	bool *pdl; /* launch as a programmatic dependent while set (cuda_util.cuh) */
+	const kern_qgemm_tuned *tuned; /* variant 0 takes its choice where it has one; may be NULL */
 } kern_qgemm_ctx;
 
 /* Once per device before the GEMM's first launch (kern_qblas_create). */
@@ -292,6 +299,81 @@ bool kern_qgemm_rounds(const kern_qweight *w, sl_dtype x_dt);
  * the weight is not one it takes or the variant does not exist. */
 int kern_qgemm_run(const kern_qgemm_ctx *ctx, const kern_qweight *w, void *out, bool out_f32,
 		   const void *x, sl_dtype x_dt, int n, int variant);
+
+/* The tuning's scratch: x [n, cols] and out [n, rows] of dt for the
+ * largest n tuned, whatever they hold. */
+typedef struct kern_qgemm_bufs {
+	void *x, *out;
+	sl_dtype dt;
+} kern_qgemm_bufs;
+
+int kern_qgemm_tuned_create(kern_qgemm_tuned **out);
+void kern_qgemm_tuned_destroy(kern_qgemm_tuned *t);
+/* The block shape tuned for w on dt activations at n tokens (the smallest
+ * tuned count >= n); 0 (AUTO's rule) where none was kept. */
+int kern_qgemm_tuned_variant(const kern_qgemm_tuned *t, const kern_qweight *w, sl_dtype dt, int n);
+/* Times every block shape on w at each of ns[0 .. n_ns) (tuned counts:
+ * kern_qgemm_tune_ns) and keeps in t the fastest where it beats AUTO's
+ * clearly; *kept the number kept. Synchronises ctx->stream: never while
+ * a graph is captured. ctx->tuned is not consulted. */
+int kern_qgemm_tune(const kern_qgemm_ctx *ctx, kern_qgemm_tuned *t, const kern_qweight *w,
+		    const kern_qgemm_bufs *buf, const int *ns, int n_ns, int *kept);
+/* The token counts tuning takes, ascending. */
+const int *kern_qgemm_tune_ns(int *count);
+
+/* What timing a call with its weight cold borrows (the tunings,
+ * quant_split.cu and quant_tune.cu): a buffer of twice L2 written over
+ * before each timed call, so W comes from DRAM as in a decode step, and
+ * two events. */
+typedef struct kern_cold_bench {
+	void *flush;
+	size_t flush_bytes;
+	cudaEvent_t e0, e1;
+} kern_cold_bench;
+
+static inline int kern_cold_bench_init(kern_cold_bench *b)
+{
+	int l2 = 0, dev = 0;
+	*b = (kern_cold_bench){};
+	if (cudaGetDevice(&dev) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev) != cudaSuccess)
+		return SL_EDEVICE;
+	b->flush_bytes = 2 * (size_t)(l2 > 0 ? l2 : 64 << 20);
+	if (cudaMalloc(&b->flush, b->flush_bytes) != cudaSuccess ||
+	    cudaEventCreate(&b->e0) != cudaSuccess || cudaEventCreate(&b->e1) != cudaSuccess)
+		return SL_EDEVICE;
+	return SL_OK;
+}
+
+static inline void kern_cold_bench_free(kern_cold_bench *b)
+{
+	cudaFree(b->flush);
+	if (b->e0)
+		cudaEventDestroy(b->e0);
+	if (b->e1)
+		cudaEventDestroy(b->e1);
+	*b = (kern_cold_bench){};
+}
+
+/* The median us of `reps` (1..16) calls of run() (true when it
+ * launched) on st, each after the flush; negative on any failure. */
+template <typename F>
+static double kern_cold_time(cudaStream_t st, const kern_cold_bench *b, int reps, F run)
+{
+	float ms[16];
+	if (reps < 1 || reps > 16)
+		return -1;
+	for (int r = 0; r < reps; r++) {
+		if (cudaMemsetAsync(b->flush, r, b->flush_bytes, st) != cudaSuccess ||
+		    cudaEventRecord(b->e0, st) != cudaSuccess || !run() ||
+		    cudaEventRecord(b->e1, st) != cudaSuccess ||
+		    cudaEventSynchronize(b->e1) != cudaSuccess ||
+		    cudaEventElapsedTime(&ms[r], b->e0, b->e1) != cudaSuccess)
+			return -1;
+	}
+	std::sort(ms, ms + reps);
+	return 1e3 * ms[reps / 2];
+}
 
 /* Destroys a cuBLASLt plan's layouts that are set (quant.cu's fp8 plans,
  * quant_split.cu's int8 ones: A, B and D). */
@@ -339,10 +421,9 @@ int kern_qsplit_run(const kern_qsplit_ctx *c, const kern_qweight *w, void *out, 
  * in quant.h). Synchronises c->stream: never during a graph capture. */
 int kern_qsplit_tune(const kern_qsplit_ctx *c, int rows, int cols);
 
-/* Block shapes kern_qgemm_run's variant numbers (1..KERN_QGEMM_VARIANTS);
- * 11.. are the wgmma GEMM's (sm_90a only: SL_ENOTSUP elsewhere, and for
- * groups it does not take). */
-#define KERN_QGEMM_VARIANTS 13
+/* Block shapes: kern_qgemm_run's variant numbers 1..KERN_QGEMM_VARIANTS
+ * (quant.h); 11.. are the wgmma GEMM's (sm_90a only: SL_ENOTSUP
+ * elsewhere, and for groups it does not take). */
 const char *kern_qgemm_variant_name(int variant);
 
 #endif

@@ -471,6 +471,9 @@ template <typename T> static int qm_init_dt()
  * takes it (SL_QGEMM_WGMMA=0 in the environment: never, for A/B runs). */
 static int qm_wgmma_usable, qm_wgmma_auto;
 int qm_forced_splits;
+/* SL_QGEMM_VARIANT=N: every call not given a block shape takes shape N
+ * instead of qm_auto's (0: qm_auto), for A/B runs of one binary. */
+static int qm_env_variant;
 /* Folded scales where a kernel can (SL_QGEMM_FOLD=0: never, for A/B runs). */
 static int qm_fold_on;
 
@@ -492,6 +495,8 @@ int kern_qgemm_init(void)
 	qm_wgmma_auto = qm_wgmma_usable && !(e && strcmp(e, "0") == 0);
 	const char *sp = getenv("SL_QGEMM_SPLITS"), *fo = getenv("SL_QGEMM_FOLD");
 	qm_forced_splits = sp ? atoi(sp) : 0;
+	const char *v = getenv("SL_QGEMM_VARIANT");
+	qm_env_variant = v && atoi(v) > 0 && atoi(v) <= KERN_QGEMM_VARIANTS ? atoi(v) : 0;
 	qm_fold_on = !(fo && strcmp(fo, "0") == 0);
 	return SL_OK;
 }
@@ -525,6 +530,8 @@ static int qm_launch(const kern_qgemm_ctx *ctx, qgemm_args a, const T *x)
  * against 346 for the rule above, int4 383 against 394; at 192 (a
  * second tile half empty) it lost (int8 gate_up 140 against 105), at
  * 128 and below it lost or tied (2026-11-29-nvidia-h200-qgemm-wgmma/).
+ * This rule is what a call takes where the start-up tuning kept nothing
+ * (quant_tune.cu, kern_qgemm_run).
  */
 template <int FMT, int GM> static int qm_auto(const qgemm_args &a)
 {
@@ -542,7 +549,7 @@ template <typename T, int FMT, int GM>
 static int qm_shapes(const kern_qgemm_ctx *ctx, const qgemm_args &a, const T *x, int variant)
 {
 	if (variant == 0)
-		variant = qm_auto<FMT, GM>(a);
+		variant = qm_env_variant ? qm_env_variant : qm_auto<FMT, GM>(a);
 	switch (variant) {
 	case 1: return qm_launch<T, FMT, GM, qm_v1>(ctx, a, x);
 	case 2: return qm_launch<T, FMT, GM, qm_v2>(ctx, a, x);
@@ -631,6 +638,8 @@ int kern_qgemm_run(const kern_qgemm_ctx *ctx, const kern_qweight *w, void *out, 
 {
 	if (!kern_qgemm_takes(w) || variant < 0 || variant > KERN_QGEMM_VARIANTS)
 		return SL_ENOTSUP;
+	if (variant == 0 && !qm_env_variant)
+		variant = kern_qgemm_tuned_variant(ctx->tuned, w, x_dt, n);
 	qgemm_args a;
 	memset(&a, 0, sizeof a);
 	static_cast<q_layout &>(a) = q_layout_of(w);

@@ -52,6 +52,15 @@
  * at 256 tokens 344 us against 323 (bench/results/2026-11-29-nvidia-
  * h200-qgemm-wgmma/unserialized/). What holds this kernel back is not
  * its tensor work.
+ *
+ * The SS shapes (gw_shape's SS, variants 14 and 15) take neither the
+ * transpose nor the serialization: each warp stores its dequantized
+ * units into its warpgroup's A tile in shared memory (gw_dequant_ss),
+ * two tiles a warpgroup by chunk parity, and the MMAs read A from there
+ * (gw_issue_ss). The four projections of the 7B ran 1-4% faster than on
+ * the register-A shapes on an H200, but they too lose to the mma.sync
+ * kernel at 64 tokens; the start-up tuning (quant_tune.cu) takes them
+ * where they win (bench/results/2026-12-01-nvidia-h200-qgemm-tune/).
  */
 #include "kernels/quant_gemm.cuh"
 #include "kernels/wgmma.cuh"
@@ -72,17 +81,29 @@ template <int FMT, int BN> struct gw_geom {
 	static constexpr int STAGE = X_BYTES + kGwRows * QM_CHUNK_BYTES;
 };
 
-/* The block shapes by variant (KERN_QGW_FIRST + i). */
-template <int BN_, int STAGES_, int MINB_> struct gw_shape {
+/* Bytes of one warpgroup's dequantized chunk (SS shapes): 64 rows x CK
+ * columns of T, 64-column slabs of 128-byte rows in the 128-byte swizzle. */
+template <int FMT> constexpr int gw_a_bytes()
+{
+	return 64 * qm_geom<FMT>::CK * 2;
+}
+
+/* The block shapes by variant (KERN_QGW_FIRST + i). SS: the codes
+ * dequantized into shared memory, two buffers a warpgroup after the
+ * stages, and A read from there (qgw_ss_kernel). */
+template <int BN_, int STAGES_, int MINB_, bool SS_ = false> struct gw_shape {
 	static constexpr int BN = BN_, STAGES = STAGES_, MINB = MINB_;
+	static constexpr bool SS = SS_;
 };
 typedef gw_shape<64, 4, 1> gw_v0;
 typedef gw_shape<128, 4, 1> gw_v1;
 typedef gw_shape<64, 6, 1> gw_v2;
+typedef gw_shape<64, 4, 1, true> gw_v3;
+typedef gw_shape<128, 3, 1, true> gw_v4;
 
 template <int FMT, typename S> constexpr int gw_smem()
 {
-	return 1024 + S::STAGES * gw_geom<FMT, S::BN>::STAGE;
+	return 1024 + S::STAGES * gw_geom<FMT, S::BN>::STAGE + (S::SS ? 4 * gw_a_bytes<FMT>() : 0);
 }
 
 /* Chunk cu of W (W_PART) and / or x (X_PART) into stage st; zeros past
@@ -227,15 +248,12 @@ __device__ __forceinline__ void gw_issue(uint32_t x_addr, const uint32_t (&f)[2]
 /* Until the MMAs in flight are done (their A registers `busy` stay
  * untouched until then); QG_CHUNK: their partial sums, times the rows'
  * scales sc, into acc. */
-template <int GM, int BN, int NP>
-__device__ __forceinline__ void gw_retire(float (&acc)[BN / 2], float (&tmp)[BN / 2],
-					  uint32_t (&busy)[2][NP], const float (&sc)[2])
+template <int GM, int BN>
+__device__ __forceinline__ void gw_retire_acc(float (&acc)[BN / 2], float (&tmp)[BN / 2],
+					      const float (&sc)[2])
 {
 	kern_wgmma_wait<0>();
 	kern_wgmma_pin(acc);
-#pragma unroll
-	for (int h2 = 0; h2 < 2; h2++)
-		kern_wgmma_pin(busy[h2]);
 	if constexpr (GM == QG_CHUNK) {
 		kern_wgmma_pin(tmp);
 #pragma unroll
@@ -246,6 +264,88 @@ __device__ __forceinline__ void gw_retire(float (&acc)[BN / 2], float (&tmp)[BN 
 			acc[4 * j + 3] += sc[1] * tmp[4 * j + 3];
 		}
 	}
+}
+
+template <int GM, int BN, int NP>
+__device__ __forceinline__ void gw_retire(float (&acc)[BN / 2], float (&tmp)[BN / 2],
+					  uint32_t (&busy)[2][NP], const float (&sc)[2])
+{
+	gw_retire_acc<GM, BN>(acc, tmp, sc);
+#pragma unroll
+	for (int h2 = 0; h2 < 2; h2++)
+		kern_wgmma_pin(busy[h2]);
+}
+
+/* ---- SS shapes: A dequantized into shared memory ---- */
+
+template <typename T, int BN>
+__device__ __forceinline__ void gw_mma_ss(float (&d)[BN / 2], uint64_t da, uint64_t db,
+					  int accumulate)
+{
+	if constexpr (BN == 64)
+		kern_wgmma_ss_n64<T>(d, da, db, accumulate);
+	else
+		kern_wgmma_ss_n128<T>(d, da, db, accumulate);
+}
+
+/* A warp's rows' codes of one chunk, dequantized into the warpgroup's A
+ * tile sa (rows lrow, lrow + 8 of it): lane c's pairs are columns c KL ..
+ * c KL + KL - 1 in order, so each 8 of them is one 16-byte unit of the
+ * K-major tile, stored as it is. No exchange between lanes (the RS
+ * shapes' gw_quad_transpose). Units 4c + j of int4 (two slabs of 64
+ * columns) put lanes c and c + 2 on the same banks: two-way conflicts
+ * on its stores; int8's are free of them. */
+template <typename T, int FMT, int GM, int NP>
+__device__ __forceinline__ void gw_dequant_ss(const uint8_t *sw, const qm_meta<FMT, GM, 1> &m,
+					      int wrow, int lrow, int g, int c, uint8_t *sa)
+{
+	constexpr int NU = qm_geom<FMT>::NU;
+#pragma unroll
+	for (int h2 = 0; h2 < 2; h2++) {
+		const uint4 raw =
+			*reinterpret_cast<const uint4 *>(sw + (wrow + 8 * h2 + g) * QM_CHUNK_BYTES + 16 * c);
+		uint32_t f[NP];
+		if constexpr (FMT == KERN_Q_INT4)
+			q_dequant16<T, FMT>(raw, f, q_zsub<T>(m.z[0][h2]));
+		else
+			q_dequant16<T, FMT>(raw, f, 0);
+#pragma unroll
+		for (int j = 0; j < NU; j++)
+			*reinterpret_cast<uint4 *>(sa + kern_sw128_off(lrow + 8 * h2, c * NU + j, 64)) =
+				make_uint4(f[4 * j], f[4 * j + 1], f[4 * j + 2], f[4 * j + 3]);
+	}
+}
+
+/* The chunk's MMAs on the warpgroup's A tile at a_addr and x at x_addr,
+ * issued and committed, not waited for (gw_issue's contract). */
+template <typename T, int FMT, int GM, int BN>
+__device__ __forceinline__ void gw_issue_ss(uint32_t x_addr, uint32_t a_addr,
+					    float (&acc)[BN / 2], float (&tmp)[BN / 2])
+{
+	using G = gw_geom<FMT, BN>;
+	kern_wgmma_fence();
+#pragma unroll
+	for (int i = 0; i < G::STEPS; i++) {
+		const uint64_t da = kern_wgmma_desc(a_addr + (i >> 2) * 64 * 128 + (i & 3) * 32, 16, 1024);
+		const uint64_t db =
+			kern_wgmma_desc(x_addr + (i >> 2) * BN * 128 + (i & 3) * 32, 16, 1024);
+		if constexpr (GM == QG_CHUNK)
+			gw_mma_ss<T, BN>(tmp, da, db, i > 0);
+		else
+			gw_mma_ss<T, BN>(acc, da, db, 1);
+	}
+	kern_wgmma_commit();
+}
+
+/* The 128 threads of warpgroup wg (named barrier 1 + wg; 0 is
+ * __syncthreads'). */
+__device__ __forceinline__ void gw_bar_wg(int wg)
+{
+	/* immediate ids: a register id makes ptxas reserve all 16 */
+	if (wg == 0)
+		asm volatile("bar.sync 1, 128;\n" ::: "memory");
+	else
+		asm volatile("bar.sync 2, 128;\n" ::: "memory");
 }
 
 /*
@@ -282,6 +382,12 @@ __global__ void __launch_bounds__(kGwThreads, S::MINB) qgw_kernel(const T *x, qg
 		rr[0][h2] = row < a.rows ? row : 0;
 	}
 	auto stage = [&](int s) { return base + s * G::STAGE; };
+	/* SS: the warpgroup's two A tiles after the stages, and the lane's
+	 * first row in them */
+	constexpr int AB = gw_a_bytes<FMT>();
+	const int a_off = STAGES * G::STAGE + 2 * (warp >> 2) * AB, lrow = 16 * (warp & 3) + g;
+	uint8_t *a_tile = base + a_off;
+	const uint32_t a_tile_a = base_a + a_off;
 
 #pragma unroll
 	for (int s = 0; s < STAGES - 2; s++)
@@ -303,7 +409,7 @@ __global__ void __launch_bounds__(kGwThreads, S::MINB) qgw_kernel(const T *x, qg
 	uint32_t f[2][2][NP]; /* [register buffer][row g, g + 8][pair] */
 	/* chunk k with register buffer B (k's parity, a constant) */
 	auto chunk = [&](auto B, int k) {
-		constexpr int b = decltype(B)::value;
+		[[maybe_unused]] constexpr int b = decltype(B)::value; /* RS shapes */
 		cp_async_wait<STAGES - 3>();
 		kern_fence_proxy_async();
 		__syncthreads();
@@ -316,23 +422,50 @@ __global__ void __launch_bounds__(kGwThreads, S::MINB) qgw_kernel(const T *x, qg
 		if (k + 1 < nk)
 			qm_fetch_meta<FMT, GM, 1>(a, next, ch_begin + k + 1, ch_end, rr, c, lg);
 		const int s = k % STAGES;
-		gw_dequant<T, FMT, GM, NP>(stage(s) + G::X_BYTES, cur, wrow, g, c, f[b]);
-		gw_retire<GM, BN, NP>(acc, tmp, f[b ^ 1], sc);
+		if constexpr (S::SS) {
+			gw_dequant_ss<T, FMT, GM, NP>(stage(s) + G::X_BYTES, cur, wrow, lrow, g, c,
+						      a_tile + (k & 1) * AB);
+			kern_fence_proxy_async();
+			gw_bar_wg(warp >> 2);
+			gw_retire_acc<GM, BN>(acc, tmp, sc);
+		} else {
+			gw_dequant<T, FMT, GM, NP>(stage(s) + G::X_BYTES, cur, wrow, g, c, f[b]);
+			gw_retire<GM, BN, NP>(acc, tmp, f[b ^ 1], sc);
+		}
 		if constexpr (GM == QG_CHUNK) {
 			sc[0] = q_scale_of(cur.s[0][0][0], a.scale_f16);
 			sc[1] = q_scale_of(cur.s[0][1][0], a.scale_f16);
 		}
-		gw_issue<T, FMT, GM, BN, NP>(base_a + s * G::STAGE, f[b], acc, tmp);
+		if constexpr (S::SS)
+			gw_issue_ss<T, FMT, GM, BN>(base_a + s * G::STAGE,
+						    a_tile_a + (k & 1) * AB, acc, tmp);
+		else
+			gw_issue<T, FMT, GM, BN, NP>(base_a + s * G::STAGE, f[b], acc, tmp);
 	};
-	for (int k = 0; k < nk; k += 2) {
-		chunk(std::integral_constant<int, 0>(), k);
-		if (k + 1 < nk)
-			chunk(std::integral_constant<int, 1>(), k + 1);
+	if constexpr (S::SS) {
+		/* A tiles by k's parity at run time: one body. Every split has
+		 * a chunk (qm_launch_grid), and a loop that could run no times
+		 * left ptxas a path where zeroed accumulators meet MMAs in
+		 * flight, and it serialized every MMA (its C7515) */
+		int k = 0;
+		do
+			chunk(std::integral_constant<int, 0>(), k);
+		while (++k < nk);
+	} else {
+		for (int k = 0; k < nk; k += 2) {
+			chunk(std::integral_constant<int, 0>(), k);
+			if (k + 1 < nk)
+				chunk(std::integral_constant<int, 1>(), k + 1);
+		}
 	}
-	gw_retire<GM, BN, NP>(acc, tmp, f[0], sc); /* both buffers idle after it */
+	if constexpr (S::SS) {
+		gw_retire_acc<GM, BN>(acc, tmp, sc);
+	} else {
+		gw_retire<GM, BN, NP>(acc, tmp, f[0], sc); /* both buffers idle after it */
 #pragma unroll
-	for (int h2 = 0; h2 < 2; h2++)
-		kern_wgmma_pin(f[1][h2]);
+		for (int h2 = 0; h2 < 2; h2++)
+			kern_wgmma_pin(f[1][h2]);
+	}
 	cp_async_wait<0>();
 	kern_pdl_launch_next();
 	gw_store<T, GM, BN>(a, acc, row0 + wrow, tok0, g, c);
@@ -358,7 +491,9 @@ template <typename T, int FMT, int GM> int gw_init_shapes()
 {
 	TRY((gw_init_one<T, FMT, GM, gw_v0>()));
 	TRY((gw_init_one<T, FMT, GM, gw_v1>()));
-	return gw_init_one<T, FMT, GM, gw_v2>();
+	TRY((gw_init_one<T, FMT, GM, gw_v2>()));
+	TRY((gw_init_one<T, FMT, GM, gw_v3>()));
+	return gw_init_one<T, FMT, GM, gw_v4>();
 }
 
 template <typename T> int gw_init_dt()
@@ -383,6 +518,8 @@ int gw_shapes(const kern_qgemm_ctx *ctx, const qgemm_args &a, const T *x, int va
 	case 0: return gw_launch<T, FMT, GM, gw_v0>(ctx, a, x);
 	case 1: return gw_launch<T, FMT, GM, gw_v1>(ctx, a, x);
 	case 2: return gw_launch<T, FMT, GM, gw_v2>(ctx, a, x);
+	case 3: return gw_launch<T, FMT, GM, gw_v3>(ctx, a, x);
+	case 4: return gw_launch<T, FMT, GM, gw_v4>(ctx, a, x);
 	}
 	return SL_ENOTSUP;
 }
@@ -423,8 +560,9 @@ bool kern_qgw_takes(int gm)
 
 const char *kern_qgw_variant_name(int variant)
 {
-	static const char *const names[KERN_QGW_VARIANTS] = {"wgmma 64t 4st", "wgmma 128t 4st",
-							     "wgmma 64t 6st"};
+	static const char *const names[KERN_QGW_VARIANTS] = {
+		"wgmma 64t 4st", "wgmma 128t 4st", "wgmma 64t 6st", "wgmma ss 64t 4st",
+		"wgmma ss 128t 3st"};
 	const int i = variant - KERN_QGW_FIRST;
 	return i >= 0 && i < KERN_QGW_VARIANTS ? names[i] : "?";
 }

@@ -44,8 +44,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <algorithm>
-
 #include "kernels/cuda_util.cuh"
 #include "kernels/quant_dequant.cuh"
 
@@ -366,12 +364,11 @@ int kern_qsplit_run(const kern_qsplit_ctx *c, const kern_qweight *w, void *out, 
 
 /* ---- tuning ---- */
 
-/* What tuning one token count borrows: a weight of the shape, a buffer
- * that evicts it from L2 before each timed call, two events. */
+/* What tuning one token count borrows: a weight of the shape, and the
+ * cold-W timing's buffer and events. */
 typedef struct qs_bench {
-	void *w, *flush;
-	size_t flush_bytes;
-	cudaEvent_t e0, e1;
+	void *w;
+	kern_cold_bench cold;
 } qs_bench;
 
 /* Median us of QS_TUNE_REPS calls of one algorithm, W cold (L2 written
@@ -379,20 +376,11 @@ typedef struct qs_bench {
 static double time_algo(const kern_qsplit_ctx *c, const qs_bench *b,
 			const cublasLtMatrixLayout_t l[3], const cublasLtMatmulAlgo_t *algo)
 {
-	float ms[QS_TUNE_REPS];
 	if (plan_matmul(c, l, algo, b->w) != CUBLAS_STATUS_SUCCESS)
 		return -1;
-	for (int r = 0; r < QS_TUNE_REPS; r++) {
-		if (cudaMemsetAsync(b->flush, r, b->flush_bytes, c->stream) != cudaSuccess ||
-		    cudaEventRecord(b->e0, c->stream) != cudaSuccess ||
-		    plan_matmul(c, l, algo, b->w) != CUBLAS_STATUS_SUCCESS ||
-		    cudaEventRecord(b->e1, c->stream) != cudaSuccess ||
-		    cudaEventSynchronize(b->e1) != cudaSuccess ||
-		    cudaEventElapsedTime(&ms[r], b->e0, b->e1) != cudaSuccess)
-			return -1;
-	}
-	std::sort(ms, ms + QS_TUNE_REPS);
-	return 1e3 * ms[QS_TUNE_REPS / 2];
+	return kern_cold_time(c->stream, &b->cold, QS_TUNE_REPS, [&] {
+		return plan_matmul(c, l, algo, b->w) == CUBLAS_STATUS_SUCCESS;
+	});
 }
 
 /* The fastest of the heuristic's candidates for a rows x cols weight at
@@ -448,15 +436,10 @@ int kern_qsplit_tune(const kern_qsplit_ctx *c, int rows, int cols)
 		return SL_OK;
 	if (c->plans->n_shapes == QS_TUNED)
 		return sl_fail(SL_ENOTSUP, "quant: int8 tuning table full");
-	int l2 = 0, dev = 0;
 	qs_bench b = {};
-	CUDA_TRY(cudaGetDevice(&dev));
-	CUDA_TRY(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
-	b.flush_bytes = 2 * (size_t)(l2 > 0 ? l2 : 64 << 20);
 	int rc = SL_EDEVICE;
-	if (cudaMalloc(&b.w, (size_t)rows * cols) == cudaSuccess &&
-	    cudaMalloc(&b.flush, b.flush_bytes) == cudaSuccess &&
-	    cudaEventCreate(&b.e0) == cudaSuccess && cudaEventCreate(&b.e1) == cudaSuccess &&
+	if (kern_cold_bench_init(&b.cold) == SL_OK &&
+	    cudaMalloc(&b.w, (size_t)rows * cols) == cudaSuccess &&
 	    cudaMemsetAsync(b.w, 0x35, (size_t)rows * cols, c->stream) == cudaSuccess &&
 	    cudaMemsetAsync(c->xq, 0x1b, 2 * (size_t)c->max_tokens * cols, c->stream) == cudaSuccess) {
 		rc = SL_OK;
@@ -468,11 +451,7 @@ int kern_qsplit_tune(const kern_qsplit_ctx *c, int rows, int cols)
 	}
 	cudaStreamSynchronize(c->stream);
 	cudaFree(b.w);
-	cudaFree(b.flush);
-	if (b.e0)
-		cudaEventDestroy(b.e0);
-	if (b.e1)
-		cudaEventDestroy(b.e1);
+	kern_cold_bench_free(&b.cold);
 	if (rc == SL_OK) {
 		c->plans->shapes[c->plans->n_shapes][0] = rows;
 		c->plans->shapes[c->plans->n_shapes++][1] = cols;

@@ -199,6 +199,27 @@ __device__ __forceinline__ void kern_wgmma_rs_n64(float (&d)[32], const uint32_t
 			     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
 #endif
 }
+/* d[64 x 64] (+)= A[64 x 16] B[16 x 64], A and B K-major in shared memory.
+ * accumulate 0: d = A B. */
+template <typename E>
+__device__ __forceinline__ void kern_wgmma_ss_n64(float (&d)[32], uint64_t da, uint64_t db,
+						  int accumulate)
+{
+#ifdef KERN_HAVE_WGMMA
+	if constexpr (std::is_same<E, __half>::value)
+		asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+			     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " KERN_WG_R32
+			     ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+			     : KERN_WG_D32
+			     : "l"(da), "l"(db), "r"(accumulate));
+	else
+		asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+			     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " KERN_WG_R32
+			     ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+			     : KERN_WG_D32
+			     : "l"(da), "l"(db), "r"(accumulate));
+#endif
+}
 template <typename E>
 __device__ __forceinline__ void kern_wgmma_rs_n128(float (&d)[64], const uint32_t (&a)[4],
 						   uint64_t db, int accumulate)

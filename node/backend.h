@@ -169,7 +169,7 @@ typedef struct node_backend_ops {
 	void (*destroy)(node_backend *be);
 } node_backend_ops;
 
-#define NODE_INT8_SHAPES 6 /* a layer's four projections and the LM head, distinct */
+#define NODE_QUANT_WEIGHTS 5 /* a layer's four projections and the LM head */
 
 /* What reserve sizes for: per step, tokens, rows (of logits), sequences and
  * block table entries; the model's vocabulary, this rank's query and KV
@@ -185,9 +185,11 @@ typedef struct node_backend_limits {
 	int block_tokens;
 	int quant_max_cols;
 	int quant_fp8;
-	/* the distinct (rows, cols) of projections in int8 with per-row scales
-	 * (a backend may tune its int8 GEMM for them at reserve) */
-	int int8_shapes[NODE_INT8_SHAPES][2], n_int8_shapes;
+	/* layer 0's quantized projections and the LM head if quantized (every
+	 * layer's have layer 0's shapes and formats): a backend may tune its
+	 * kernels for them at reserve. Valid during reserve only. */
+	const kern_qweight *quant_weights[NODE_QUANT_WEIGHTS];
+	int n_quant_weights;
 	int kv_fp8;
 	int dim;              /* hidden size: picks the GEMV block shape (CUDA) */
 } node_backend_limits;

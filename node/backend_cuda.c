@@ -865,20 +865,30 @@ static int cu_sample(node_backend *be, int32_t *tokens_out, const float *logits,
 				hist, lp));
 }
 
-/* The int8 split path's GEMM tuned for each int8 per-row projection shape
- * (kern_qblas_tune_split): at reserve, before any step is captured. */
-static int tune_int8(cuda_impl *c, const node_backend_limits *lim)
+/* The quantized kernels tuned for the model's projections at reserve,
+ * before any step is captured: the int8 split path's cuBLASLt algorithm
+ * for int8 with per-row scales (kern_qblas_tune_split), the GEMM's block
+ * shape for what AUTO gives the GEMM (kern_qblas_tune_gemm). */
+static int tune_quant(cuda_impl *c, const node_backend_limits *lim, sl_dtype dt)
 {
-	if (lim->n_int8_shapes < 1)
-		return SL_OK;
 	const double t0 = sl_now();
-	for (int i = 0; i < lim->n_int8_shapes; i++) {
-		int rc = kern_qblas_tune_split(c->qblas, lim->int8_shapes[i][0], lim->int8_shapes[i][1]);
-		if (rc)
+	int split = 0, gemm = 0, kept = 0;
+	for (int i = 0; i < lim->n_quant_weights; i++) {
+		const kern_qweight *w = lim->quant_weights[i];
+		int k = 0, rc = SL_OK;
+		if (w->format == KERN_Q_INT8 && w->group == 0) {
+			rc = kern_qblas_tune_split(c->qblas, w->rows, w->cols);
+			split++;
+		}
+		if (rc || (rc = kern_qblas_tune_gemm(c->qblas, w, dt, &k)))
 			return rc;
+		gemm++;
+		kept += k;
 	}
-	SL_INFO("cuda", "int8 projections: the int8 GEMM tuned for %d shapes in %.2f s",
-		lim->n_int8_shapes, sl_now() - t0);
+	if (lim->n_quant_weights > 0)
+		SL_INFO("cuda", "quantized projections tuned in %.2f s: the int8 GEMM for %d weights, "
+			"the GEMM's block shape for %d weights (%d token counts changed)",
+			sl_now() - t0, split, gemm, kept);
 	return SL_OK;
 }
 
@@ -921,7 +931,7 @@ static int reserve_scratch(node_backend *be, const node_backend_limits *lim)
 		kern_qblas_set_pdl(c->qblas, c->pdl);
 		SL_INFO("cuda", "quantized projections: %.0f MiB of scratch (workspace, dequantize, "
 			"fp8 activations, int8 slices)", kern_qblas_device_bytes(&qc) / 1048576.0);
-		if ((rc = tune_int8(c, lim)))
+		if ((rc = tune_quant(c, lim, be->dtype)))
 			return rc;
 	}
 	return kern_sampler_create(lim->max_seqs, lim->vocab, &c->sampler);

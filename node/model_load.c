@@ -872,26 +872,19 @@ static int quant_max_cols(const model *m)
 	return lm->format != KERN_Q_NONE && lm->cols > most ? lm->cols : most;
 }
 
-/* The distinct shapes of layer 0's projections and the LM head held in
- * int8 with per-row scales (every layer's are layer 0's). */
-static void int8_shapes(const model *m, node_backend_limits *lim)
+/* Layer 0's quantized projections and the LM head (every layer's are
+ * layer 0's shapes and formats), for the backend to tune at reserve. */
+static void quant_weights(const model *m, node_backend_limits *lim)
 {
-	lim->n_int8_shapes = 0;
+	lim->n_quant_weights = 0;
 	if (m->shard.n_layers < 1 || !m->w.layers)
 		return;
 	const layer_weights *w = &m->w.layers[0];
-	const kern_qweight *q[5] = {&w->wqkv, &w->wo, &w->w13, &w->w2, &m->w.lm_head};
-	for (int i = 0; i < 5; i++) {
-		if (q[i]->format != KERN_Q_INT8 || q[i]->group != 0)
-			continue;
-		int seen = 0;
-		for (int j = 0; j < lim->n_int8_shapes; j++)
-			seen |= lim->int8_shapes[j][0] == q[i]->rows && lim->int8_shapes[j][1] == q[i]->cols;
-		if (!seen && lim->n_int8_shapes < NODE_INT8_SHAPES) {
-			lim->int8_shapes[lim->n_int8_shapes][0] = q[i]->rows;
-			lim->int8_shapes[lim->n_int8_shapes++][1] = q[i]->cols;
-		}
-	}
+	const kern_qweight *q[NODE_QUANT_WEIGHTS] = {&w->wqkv, &w->wo, &w->w13, &w->w2,
+						     &m->w.lm_head};
+	for (int i = 0; i < NODE_QUANT_WEIGHTS; i++)
+		if (q[i]->format != KERN_Q_NONE && q[i]->rows > 0)
+			lim->quant_weights[lim->n_quant_weights++] = q[i];
 }
 
 /* Scratch every backend needs per step, sized once; the backend also
@@ -908,7 +901,7 @@ static int reserve_backend(model *m, char *err, size_t errlen)
 		.head_dim = m->cfg.head_dim, .max_ctx = m->cfg.max_pos,
 		.block_tokens = o->block_tokens, .quant_max_cols = quant_max_cols(m),
 		.quant_fp8 = o->quant == KERN_Q_FP8, .kv_fp8 = o->kv_fp8, .dim = m->cfg.dim};
-	int8_shapes(m, &lim);
+	quant_weights(m, &lim);
 	return m->be->ops->reserve(m->be, &lim, err, errlen);
 }
 

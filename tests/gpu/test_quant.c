@@ -613,6 +613,100 @@ static void split_tuned_same(kern_qblas *untuned)
 	kern_qblas_destroy(qb);
 }
 
+/* One call of the GEMM on x (fp32 out) into a host buffer. */
+static void gemm_once(kern_qblas *qb, const qw *q, const void *d_x, int n, float *got)
+{
+	const size_t no = (size_t)n * q->d.rows;
+	void *d_out = gt_dev_poison(sizeof(float) * no);
+	ck_assert_int_eq(kern_qmatmul_cuda(qb, KERN_QPATH_GEMM, d_out, SL_DT_F32, d_x, SL_DT_F16,
+					   &q->d, n), 0);
+	GT_CUDA(cudaDeviceSynchronize());
+	gt_download(got, d_out, no, SL_DT_F32);
+	gt_dev_free(d_out);
+}
+
+/* After kern_qblas_tune_gemm, a GEMM call of n tokens runs the shape kept
+ * for n: its output is that shape's, forced, to the bit; both within the
+ * GEMM's tolerance of the CPU reference. */
+static void gemm_tuned_case(kern_qblas *qb, kern_qblas *forced, const qcfg *c, const qw *q, int n)
+{
+	const int v = kern_qblas_gemm_tuned(qb, &q->d, SL_DT_F16, n);
+	ck_assert_msg(v >= 0 && v <= KERN_QGEMM_VARIANTS, "%s n %d: shape %d", c->name, n, v);
+	const size_t nx = (size_t)n * q->d.cols, no = (size_t)n * q->d.rows;
+	float *x = gt_malloc(sizeof(float) * nx), *ref = gt_malloc(sizeof(float) * no);
+	float *a = gt_malloc(sizeof(float) * no), *b = gt_malloc(sizeof(float) * no);
+	gt_fill(x, nx, -1, 1);
+	gt_round(x, nx, SL_DT_F16);
+	kern_qmatmul_cpu(ref, x, &q->h, n);
+	void *d_x = gt_upload(x, nx, SL_DT_F16);
+	gemm_once(qb, q, d_x, n, a);
+	kern_qblas_set_gemm_variant(forced, v);
+	gemm_once(forced, q, d_x, n, b);
+	ck_assert_msg(memcmp(a, b, sizeof(float) * no) == 0, "%s n %d: tuned call is not shape %d",
+		      c->name, n, v);
+	char what[96];
+	snprintf(what, sizeof what, "qgemm tuned %s n %d shape %d", c->name, n, v);
+	const double tol = tol_for(c, KERN_QPATH_GEMM, 1, SL_DT_F16,
+				   kern_qblas_gemm_rounds(qb, &q->d, SL_DT_F16));
+	ck_assert_msg(gt_compare(what, a, ref, no, tol) <= tol, "%s beyond %.3g", what, tol);
+	gt_dev_free(d_x);
+	free(x);
+	free(ref);
+	free(a);
+	free(b);
+}
+
+/*
+ * kern_qblas_tune_gemm on int4 and int8 groups of 128 (what AUTO gives
+ * the GEMM): every call between and on the tuned token counts runs the
+ * shape kept and stays exact to the contract; SL_QGEMM_TUNE=0 keeps
+ * nothing; a weight the GEMM does not take (int8 per row: the split
+ * path) tunes nothing.
+ */
+START_TEST(test_gemm_tuned)
+{
+	static const int ns[] = {33, 64, 100, 160, 200, 256};
+	gt_reseed(g_seed, 6100);
+	kern_qblas *qb = qblas_make(NULL), *forced = qblas_make(NULL);
+	const int cfgs[] = {6, 4};
+	for (int ci = 0; ci < 2; ci++) {
+		const qcfg *c = &k_cfgs[cfgs[ci]];
+		qw q;
+		qw_random(&q, c, 1031, 2048);
+		int kept = -1;
+		ck_assert_int_eq(kern_qblas_tune_gemm(qb, &q.d, SL_DT_F16, &kept), 0);
+		ck_assert_int_ge(kept, 0);
+		for (int i = 0; i < 6; i++)
+			gemm_tuned_case(qb, forced, c, &q, ns[i]);
+		printf("kernel qgemm tuned %s: %d token counts changed shape; 64/128/256 -> %d/%d/%d\n",
+		       c->name, kept, kern_qblas_gemm_tuned(qb, &q.d, SL_DT_F16, 64),
+		       kern_qblas_gemm_tuned(qb, &q.d, SL_DT_F16, 128),
+		       kern_qblas_gemm_tuned(qb, &q.d, SL_DT_F16, 256));
+		qw_free(&q);
+	}
+	qw row;
+	qw_random(&row, &k_cfgs[0], 1031, 2048);
+	int kept = -1;
+	ck_assert_int_eq(kern_qblas_tune_gemm(qb, &row.d, SL_DT_F16, &kept), 0);
+	if (kern_qmatmul_path(qb, &row.d, 128, SL_DT_F16, SL_DT_F16) == KERN_QPATH_INT8_SPLIT)
+		ck_assert_int_eq(kept, 0);
+	qw_free(&row);
+	kern_qblas_destroy(qb);
+	setenv("SL_QGEMM_TUNE", "0", 1);
+	qb = qblas_make(NULL);
+	qw q;
+	qw_random(&q, &k_cfgs[6], 1031, 2048);
+	ck_assert_int_eq(kern_qblas_tune_gemm(qb, &q.d, SL_DT_F16, &kept), 0);
+	ck_assert_int_eq(kept, 0);
+	ck_assert_int_eq(kern_qblas_gemm_tuned(qb, &q.d, SL_DT_F16, 128), 0);
+	unsetenv("SL_QGEMM_TUNE");
+	qw_free(&q);
+	kern_qblas_destroy(qb);
+	kern_qblas_destroy(forced);
+	fflush(stdout);
+}
+END_TEST
+
 /*
  * The split path forced on int8 per row: against its reference on shapes
  * off every tile (both dtypes, both outputs), against the weight-only
@@ -1406,6 +1500,7 @@ int main(void)
 	add_case(s, "int4_g32", test_int4_g32);
 	add_case(s, "graph", test_graph);
 	add_case(s, "gemm_auto", test_gemm_auto);
+	add_case(s, "gemm_tuned", test_gemm_tuned);
 	add_case(s, "refused", test_refused);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
