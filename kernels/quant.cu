@@ -1432,11 +1432,18 @@ static bool in_gemm_range(const kern_qblas *qb, int format, int n)
 	return n > qb->gemm_lo[format] && n <= qb->gemm_hi[format];
 }
 
-static int choose_path(kern_qblas *qb, const kern_qweight *w, int n, sl_dtype out_dt)
+static bool split_takes(const kern_qblas *qb, const kern_qweight *w, int n)
 {
-	if (qb->split_plans && n > qb->split_lo && n <= qb->split_hi && n <= qb->split_tokens &&
-	    w->cols <= qb->max_cols && kern_qsplit_takes(w))
-		return KERN_QPATH_INT8_SPLIT;
+	return qb->split_plans && n > qb->split_lo && n <= qb->split_hi && n <= qb->split_tokens &&
+	       w->cols <= qb->max_cols && kern_qsplit_takes(w);
+}
+
+static int choose_path(kern_qblas *qb, const kern_qweight *w, int n, sl_dtype x_dt,
+		       sl_dtype out_dt)
+{
+	if (split_takes(qb, w, n))
+		return kern_qgemm_tuned_over(qb->gemm_tuned, w, x_dt, n) ? KERN_QPATH_GEMM
+									 : KERN_QPATH_INT8_SPLIT;
 	if (in_gemm_range(qb, w->format, n) && kern_qgemm_takes(w))
 		return KERN_QPATH_GEMM;
 	if (n <= qb->gemv_max[w->format])
@@ -1452,7 +1459,7 @@ static int choose_path(kern_qblas *qb, const kern_qweight *w, int n, sl_dtype ou
 extern "C" int kern_qmatmul_path(kern_qblas *qb, const kern_qweight *w, int n, sl_dtype x_dt,
 				 sl_dtype out_dt)
 {
-	return choose_path(qb, w, n, out_dt);
+	return choose_path(qb, w, n, x_dt, out_dt);
 }
 
 static int qgemv_call(kern_qblas *qb, const qgemv_args &a, const void *x, sl_dtype x_dt,
@@ -1473,42 +1480,6 @@ static int gemm_path(kern_qblas *qb, const kern_qweight *w, void *out, sl_dtype 
 	const kern_qgemm_ctx ctx = {qb->stream, qb->workspace, QB_WORKSPACE_BYTES, qb->sm_count,
 				    &qb->pdl, qb->gemm_tuned};
 	return kern_qgemm_run(&ctx, w, out, out_dt == SL_DT_F32, x, x_dt, n, qb->gemm_variant);
-}
-
-/* The token counts at which AUTO gives w the GEMM and the tuning's x and
- * out fit the dequantization scratch, into ns; their number. */
-static int gemm_tune_ns(kern_qblas *qb, const kern_qweight *w, sl_dtype dt, int *ns, int cap)
-{
-	int count = 0, k = 0;
-	const int *all = kern_qgemm_tune_ns(&count);
-	for (int i = 0; i < count && k < cap; i++) {
-		const size_t bytes = 2 * (size_t)all[i] * (w->cols + w->rows) + 16;
-		if (all[i] <= qb->max_tokens && bytes <= qb->dequant_bytes &&
-		    choose_path(qb, w, all[i], dt) == KERN_QPATH_GEMM)
-			ns[k++] = all[i];
-	}
-	return k;
-}
-
-extern "C" int kern_qblas_tune_gemm(kern_qblas *qb, const kern_qweight *w, sl_dtype dt, int *kept)
-{
-	*kept = 0;
-	const char *env = getenv("SL_QGEMM_TUNE");
-	int ns[16];
-	if (!kern_qgemm_takes(w) || (dt != SL_DT_F16 && dt != SL_DT_BF16) ||
-	    (env && strcmp(env, "0") == 0))
-		return SL_OK;
-	const int n_ns = gemm_tune_ns(qb, w, dt, ns, 16);
-	if (n_ns == 0)
-		return SL_OK;
-	const kern_qgemm_ctx ctx = {qb->stream, qb->workspace, QB_WORKSPACE_BYTES, qb->sm_count,
-				    &qb->pdl, NULL};
-	const size_t x_bytes = 2 * (size_t)ns[n_ns - 1] * w->cols;
-	const kern_qgemm_bufs buf = {qb->dequant, (uint8_t *)qb->dequant + (x_bytes + 15) / 16 * 16,
-				     dt};
-	/* x about 0.05 (fp16 0x2a2a): values only change the tensor cores' power */
-	CUDA_TRY(cudaMemsetAsync(qb->dequant, 0x2a, x_bytes, qb->stream));
-	return kern_qgemm_tune(&ctx, qb->gemm_tuned, w, &buf, ns, n_ns, kept);
 }
 
 static kern_qsplit_ctx split_ctx(const kern_qblas *qb)
@@ -1545,6 +1516,87 @@ extern "C" int kern_qblas_tune_split(kern_qblas *qb, int rows, int cols)
 	const kern_qsplit_ctx c = split_ctx(qb);
 	return kern_qsplit_tune(&c, rows, cols);
 }
+
+/* The token counts (at most cap) at which AUTO gives w `path`, into ns;
+ * their number. */
+static int tune_ns(kern_qblas *qb, const kern_qweight *w, sl_dtype dt, int path, int *ns,
+		   int cap)
+{
+	int count = 0, k = 0;
+	const int *all = kern_qgemm_tune_ns(&count);
+	for (int i = 0; i < count && k < cap; i++)
+		if (all[i] <= qb->max_tokens && choose_path(qb, w, all[i], dt, dt) == path)
+			ns[k++] = all[i];
+	return k;
+}
+
+/* The int8 split path timed for kern_qgemm_tune's comparison. */
+typedef struct split_timer {
+	kern_qblas *qb;
+	const kern_qweight *w;
+	const kern_qgemm_bufs *buf;
+} split_timer;
+
+static double split_us(void *arg, const kern_cold_bench *b, int n)
+{
+	const split_timer *s = (const split_timer *)arg;
+	auto run = [&] {
+		return split_path(s->qb, s->w, s->buf->out, s->buf->dt, s->buf->x, s->buf->dt, n) ==
+		       SL_OK;
+	};
+	if (!run()) {
+		cudaGetLastError();
+		return -1;
+	}
+	return kern_cold_time(s->qb->stream, b, 5, run);
+}
+
+extern "C" int kern_qblas_tune_gemm(kern_qblas *qb, const kern_qweight *w, sl_dtype dt, int *kept)
+{
+	*kept = 0;
+	const char *env = getenv("SL_QGEMM_TUNE");
+	int ns[16], sns[16];
+	if (!kern_qgemm_takes(w) || (dt != SL_DT_F16 && dt != SL_DT_BF16) ||
+	    (env && strcmp(env, "0") == 0))
+		return SL_OK;
+	/* where AUTO gives the GEMM: its shapes against its rule's; where it
+	 * gives the int8 split path: the GEMM's best against that path */
+	const int n_ns = tune_ns(qb, w, dt, KERN_QPATH_GEMM, ns, 16);
+	const int n_sns = tune_ns(qb, w, dt, KERN_QPATH_INT8_SPLIT, sns, 16);
+	if (n_ns + n_sns == 0)
+		return SL_OK;
+	int top = n_ns ? ns[n_ns - 1] : 0;
+	if (n_sns && sns[n_sns - 1] > top)
+		top = sns[n_sns - 1];
+	const kern_qgemm_ctx ctx = {qb->stream, qb->workspace, QB_WORKSPACE_BYTES, qb->sm_count,
+				    &qb->pdl, NULL};
+	/* x and out of their own: the split path's product lives in the
+	 * dequantization scratch */
+	const size_t x_bytes = 2 * (size_t)top * w->cols, out_bytes = 2 * (size_t)top * w->rows;
+	kern_qgemm_bufs buf = {NULL, NULL, dt};
+	int rc = SL_OK;
+	if (cudaMalloc(&buf.x, x_bytes) != cudaSuccess ||
+	    cudaMalloc(&buf.out, out_bytes) != cudaSuccess ||
+	    /* x about 0.05 (fp16 0x2a2a): values only change the tensor cores' power */
+	    cudaMemsetAsync(buf.x, 0x2a, x_bytes, qb->stream) != cudaSuccess) {
+		rc = sl_fail(SL_EDEVICE, "quant: GEMM tuning: %s",
+			     cudaGetErrorString(cudaGetLastError()));
+	} else {
+		split_timer st = {qb, w, &buf};
+		const kern_qgemm_other other = {split_us, &st};
+		int k = 0;
+		rc = n_ns ? kern_qgemm_tune(&ctx, qb->gemm_tuned, w, &buf, ns, n_ns, NULL, kept)
+			  : SL_OK;
+		if (rc == SL_OK && n_sns)
+			rc = kern_qgemm_tune(&ctx, qb->gemm_tuned, w, &buf, sns, n_sns, &other, &k);
+		*kept += k;
+	}
+	cudaStreamSynchronize(qb->stream);
+	cudaFree(buf.x);
+	cudaFree(buf.out);
+	return rc;
+}
+
 
 static int check_call(const kern_qweight *w, sl_dtype out_dt, const void *x, sl_dtype x_dt,
 		      int n)
@@ -1637,7 +1689,7 @@ extern "C" int kern_qmatmul_cuda(kern_qblas *qb, int path, void *out, sl_dtype o
 		return SL_OK;
 	const bool automatic = path == KERN_QPATH_AUTO;
 	if (automatic)
-		path = choose_path(qb, w, n, out_dt);
+		path = choose_path(qb, w, n, x_dt, out_dt);
 	if (codes && (path != KERN_QPATH_FP8_LT || w->format != KERN_Q_FP8))
 		TRY(settle_x());
 	switch (path) {
@@ -1682,7 +1734,7 @@ extern "C" int kern_qmatmul_epi_cuda(kern_qblas *qb, void *out, sl_dtype dt, con
 	TRY(check_call(w, dt, x, dt, n));
 	if (n == 0 || n > 8 || w->rows == 0 || !kern_epi_takes(epi, w->rows, n) ||
 	    epi->kind == KERN_EPI_ALLREDUCE_ADD /* the fp16/bf16 GEMV's alone */ ||
-	    choose_path(qb, w, n, dt) != KERN_QPATH_GEMV)
+	    choose_path(qb, w, n, dt, dt) != KERN_QPATH_GEMV)
 		return SL_OK; /* the caller's kern_qmatmul_cuda takes any activations marked */
 	TRY(act_settle(qb)); /* a call that runs spends the mark, as take_act */
 	qb->act_x = NULL;

@@ -312,10 +312,13 @@ int kern_qblas_tune_split(kern_qblas *qb, int rows, int cols);
  * calls; the fastest is kept where it takes at most 95% of the time of
  * AUTO's rule, and a later call of n tokens on a weight of w's shape,
  * format and group takes what was kept at the smallest tuned count >= n
- * (quant_tune.cu says why). *kept: how many counts changed shape. Runs
- * on the kern_qblas's scratch; synchronises the stream: call it at
- * start-up, never while a graph is being captured. SL_QGEMM_TUNE=0 makes
- * it do nothing; a shape forced by kern_qblas_set_gemm_variant or
+ * (quant_tune.cu says why). Where AUTO gives w the int8 split path
+ * instead (int8 per row; call kern_qblas_tune_split first), the GEMM's
+ * fastest shape against that path, and AUTO takes the GEMM from then on
+ * where it took at most 95% of the path's time. *kept: how many counts
+ * changed. Allocates for a moment and synchronises the stream: call it
+ * at start-up, never while a graph is being captured. SL_QGEMM_TUNE=0
+ * makes it do nothing; a shape forced by kern_qblas_set_gemm_variant or
  * SL_QGEMM_VARIANT overrides what was kept. */
 int kern_qblas_tune_gemm(kern_qblas *qb, const kern_qweight *w, sl_dtype dt, int *kept);
 /* The block shape kern_qblas_tune_gemm kept for a call of n tokens on w

@@ -312,12 +312,26 @@ void kern_qgemm_tuned_destroy(kern_qgemm_tuned *t);
 /* The block shape tuned for w on dt activations at n tokens (the smallest
  * tuned count >= n); 0 (AUTO's rule) where none was kept. */
 int kern_qgemm_tuned_variant(const kern_qgemm_tuned *t, const kern_qweight *w, sl_dtype dt, int n);
+/* 1 when the tuning found the GEMM faster for w at n tokens than the
+ * other path AUTO gives it (kern_qgemm_other): AUTO takes the GEMM. */
+int kern_qgemm_tuned_over(const kern_qgemm_tuned *t, const kern_qweight *w, sl_dtype dt, int n);
+struct kern_cold_bench;
+/* The path AUTO gives a weight instead of the GEMM (the int8 split
+ * path), timed: us(arg, b, n) its median us at n tokens with W cold
+ * (kern_cold_time over b), negative when it cannot run. */
+typedef struct kern_qgemm_other {
+	double (*us)(void *arg, const struct kern_cold_bench *b, int n);
+	void *arg;
+} kern_qgemm_other;
 /* Times every block shape on w at each of ns[0 .. n_ns) (tuned counts:
- * kern_qgemm_tune_ns) and keeps in t the fastest where it beats AUTO's
- * clearly; *kept the number kept. Synchronises ctx->stream: never while
- * a graph is captured. ctx->tuned is not consulted. */
+ * kern_qgemm_tune_ns) and keeps in t the fastest where it takes at most
+ * 95% of AUTO's time, or with `other` (may be NULL), of the other path's
+ * (then marked to take the GEMM over it); *kept the number kept.
+ * Synchronises ctx->stream: never while a graph is captured. ctx->tuned
+ * is not consulted. */
 int kern_qgemm_tune(const kern_qgemm_ctx *ctx, kern_qgemm_tuned *t, const kern_qweight *w,
-		    const kern_qgemm_bufs *buf, const int *ns, int n_ns, int *kept);
+		    const kern_qgemm_bufs *buf, const int *ns, int n_ns,
+		    const kern_qgemm_other *other, int *kept);
 /* The token counts tuning takes, ascending. */
 const int *kern_qgemm_tune_ns(int *count);
 

@@ -21,6 +21,12 @@
  * QT_REPS calls with L2 written over before each (W cold, as in a decode
  * step). A shape is kept where it beats AUTO's by QT_GAIN; a call of n
  * tokens then takes what was kept at the smallest tuned count >= n.
+ * Where AUTO gives the weight another path (int8 per row: the split
+ * path, quant_split.cu), the caller times that path (kern_qgemm_other)
+ * and the GEMM's fastest shape is kept where it beats the path by
+ * QT_GAIN, marked so that AUTO takes the GEMM there (choose_path,
+ * quant.cu): in table 8 the GEMM's best shapes tied or beat the tuned
+ * split path on the 7B's o, gate_up and down at 128-256 tokens.
  *
  * Numerics: shapes differ in their fp32 summation order (tiles, split-K),
  * never in the products: every shape meets the GEMM's contract
@@ -48,6 +54,7 @@ static const int k_tune_ns[] = {64, 96, 128, 160, 192, 224, 256};
 typedef struct qt_entry {
 	int rows, cols, format, group, n, variant;
 	sl_dtype dt;
+	bool over; /* the GEMM timed faster than the other path AUTO gives w */
 } qt_entry;
 
 struct kern_qgemm_tuned {
@@ -81,13 +88,25 @@ static int tuned_n(int n)
 	return 0;
 }
 
-int kern_qgemm_tuned_variant(const kern_qgemm_tuned *t, const kern_qweight *w, sl_dtype dt, int n)
+static const qt_entry *find(const kern_qgemm_tuned *t, const kern_qweight *w, sl_dtype dt, int n)
 {
 	const int at = t ? tuned_n(n) : 0;
 	for (int i = 0; at && i < t->count; i++)
 		if (t->e[i].n == at && same_weight(&t->e[i], w, dt))
-			return t->e[i].variant;
-	return 0;
+			return &t->e[i];
+	return NULL;
+}
+
+int kern_qgemm_tuned_variant(const kern_qgemm_tuned *t, const kern_qweight *w, sl_dtype dt, int n)
+{
+	const qt_entry *e = find(t, w, dt, n);
+	return e ? e->variant : 0;
+}
+
+int kern_qgemm_tuned_over(const kern_qgemm_tuned *t, const kern_qweight *w, sl_dtype dt, int n)
+{
+	const qt_entry *e = find(t, w, dt, n);
+	return e && e->over;
 }
 
 /* Median us of QT_REPS calls of shape v (0: AUTO's), W cold; negative
@@ -106,9 +125,11 @@ static double time_variant(const kern_qgemm_ctx *ctx, const kern_cold_bench *b,
 }
 
 /* Every shape at n tokens; the fastest kept in t where it beats AUTO's by
- * QT_GAIN. *kept 1 when one was. */
+ * QT_GAIN, or with `other`, where it beats the other path by QT_GAIN.
+ * *kept 1 when one was. */
 static int tune_one(const kern_qgemm_ctx *ctx, const kern_cold_bench *b, kern_qgemm_tuned *t,
-		    const kern_qweight *w, const kern_qgemm_bufs *buf, int n, int *kept)
+		    const kern_qweight *w, const kern_qgemm_bufs *buf, int n,
+		    const kern_qgemm_other *other, int *kept)
 {
 	const double auto_us = time_variant(ctx, b, w, buf, n, 0);
 	if (auto_us <= 0)
@@ -121,35 +142,40 @@ static int tune_one(const kern_qgemm_ctx *ctx, const kern_cold_bench *b, kern_qg
 		if (us > 0 && us < best_us)
 			best = v, best_us = us;
 	}
-	*kept = best > 0 && best_us < QT_GAIN * auto_us;
+	const double base = other ? other->us(other->arg, b, n) : auto_us;
+	*kept = base > 0 && best_us < QT_GAIN * base && (other || best > 0);
 	sl_log(SL_LOG_DEBUG, "cuda", "quant: GEMM %d x %d (format %d, group %d) at %d tokens: %s "
-	       "%d (%s), %.1f us against AUTO's %.1f", w->rows, w->cols, w->format, w->group, n,
-	       *kept ? "shape" : "AUTO kept; fastest", best, kern_qgemm_variant_name(best),
-	       best_us, auto_us);
+	       "%d (%s), %.1f us against %s %.1f", w->rows, w->cols, w->format, w->group, n,
+	       *kept ? "shape" : "not kept; fastest", best, kern_qgemm_variant_name(best), best_us,
+	       other ? "the other path's" : "AUTO's", base);
 	if (!*kept)
 		return SL_OK;
 	if (t->count == QT_ENTRIES)
 		return sl_fail(SL_ENOTSUP, "quant: GEMM tuning table full");
-	t->e[t->count++] = (qt_entry){w->rows, w->cols, w->format, w->group, n, best, buf->dt};
+	t->e[t->count++] =
+		(qt_entry){w->rows, w->cols, w->format, w->group, n, best, buf->dt, other != NULL};
 	return SL_OK;
 }
 
 /* One line a weight: the shape each tuned count takes (0: AUTO's rule;
- * the numbers are kern_qgemm_variant_name's). */
+ * the numbers are kern_qgemm_variant_name's; "g": the GEMM instead of
+ * the other path AUTO gives the weight). */
 static void log_choice(const kern_qgemm_tuned *t, const kern_qweight *w, sl_dtype dt,
 		       const int *ns, int n_ns)
 {
 	char line[256];
 	int off = 0;
 	for (int i = 0; i < n_ns && off < (int)sizeof line; i++)
-		off += snprintf(line + off, sizeof line - off, " %d:%d", ns[i],
-				kern_qgemm_tuned_variant(t, w, dt, ns[i]));
+		off += snprintf(line + off, sizeof line - off, " %d:%d%s", ns[i],
+				kern_qgemm_tuned_variant(t, w, dt, ns[i]),
+				kern_qgemm_tuned_over(t, w, dt, ns[i]) ? "g" : "");
 	sl_log(SL_LOG_INFO, "cuda", "quant: GEMM %d x %d (format %d, group %d), block shape at "
 	       "tokens:shape%s", w->rows, w->cols, w->format, w->group, line);
 }
 
 int kern_qgemm_tune(const kern_qgemm_ctx *ctx, kern_qgemm_tuned *t, const kern_qweight *w,
-		    const kern_qgemm_bufs *buf, const int *ns, int n_ns, int *kept)
+		    const kern_qgemm_bufs *buf, const int *ns, int n_ns,
+		    const kern_qgemm_other *other, int *kept)
 {
 	*kept = 0;
 	kern_cold_bench b;
@@ -159,8 +185,8 @@ int kern_qgemm_tune(const kern_qgemm_ctx *ctx, kern_qgemm_tuned *t, const kern_q
 			     cudaGetErrorString(cudaGetLastError()));
 	for (int i = 0; i < n_ns && rc == SL_OK; i++) {
 		int k = 0;
-		if (kern_qgemm_tuned_variant(t, w, buf->dt, ns[i]) == 0 && tuned_n(ns[i]) == ns[i])
-			rc = tune_one(ctx, &b, t, w, buf, ns[i], &k);
+		if (!find(t, w, buf->dt, ns[i]) && tuned_n(ns[i]) == ns[i])
+			rc = tune_one(ctx, &b, t, w, buf, ns[i], other, &k);
 		*kept += k;
 	}
 	cudaStreamSynchronize(ctx->stream);

@@ -613,13 +613,12 @@ static void split_tuned_same(kern_qblas *untuned)
 	kern_qblas_destroy(qb);
 }
 
-/* One call of the GEMM on x (fp32 out) into a host buffer. */
-static void gemm_once(kern_qblas *qb, const qw *q, const void *d_x, int n, float *got)
+/* One call of path on x (fp32 out) into a host buffer. */
+static void call_once(kern_qblas *qb, int path, const qw *q, const void *d_x, int n, float *got)
 {
 	const size_t no = (size_t)n * q->d.rows;
 	void *d_out = gt_dev_poison(sizeof(float) * no);
-	ck_assert_int_eq(kern_qmatmul_cuda(qb, KERN_QPATH_GEMM, d_out, SL_DT_F32, d_x, SL_DT_F16,
-					   &q->d, n), 0);
+	ck_assert_int_eq(kern_qmatmul_cuda(qb, path, d_out, SL_DT_F32, d_x, SL_DT_F16, &q->d, n), 0);
 	GT_CUDA(cudaDeviceSynchronize());
 	gt_download(got, d_out, no, SL_DT_F32);
 	gt_dev_free(d_out);
@@ -627,7 +626,9 @@ static void gemm_once(kern_qblas *qb, const qw *q, const void *d_x, int n, float
 
 /* After kern_qblas_tune_gemm, a GEMM call of n tokens runs the shape kept
  * for n: its output is that shape's, forced, to the bit; both within the
- * GEMM's tolerance of the CPU reference. */
+ * GEMM's tolerance of the CPU reference. Where AUTO now takes the GEMM
+ * (int8 per row: where it timed faster than the split path), AUTO's
+ * output is the GEMM's too. */
 static void gemm_tuned_case(kern_qblas *qb, kern_qblas *forced, const qcfg *c, const qw *q, int n)
 {
 	const int v = kern_qblas_gemm_tuned(qb, &q->d, SL_DT_F16, n);
@@ -639,11 +640,19 @@ static void gemm_tuned_case(kern_qblas *qb, kern_qblas *forced, const qcfg *c, c
 	gt_round(x, nx, SL_DT_F16);
 	kern_qmatmul_cpu(ref, x, &q->h, n);
 	void *d_x = gt_upload(x, nx, SL_DT_F16);
-	gemm_once(qb, q, d_x, n, a);
+	call_once(qb, KERN_QPATH_GEMM, q, d_x, n, a);
 	kern_qblas_set_gemm_variant(forced, v);
-	gemm_once(forced, q, d_x, n, b);
+	call_once(forced, KERN_QPATH_GEMM, q, d_x, n, b);
 	ck_assert_msg(memcmp(a, b, sizeof(float) * no) == 0, "%s n %d: tuned call is not shape %d",
 		      c->name, n, v);
+	const int path = kern_qmatmul_path(qb, &q->d, n, SL_DT_F16, SL_DT_F32);
+	ck_assert_msg(path == KERN_QPATH_GEMM || (split_format(c) && path == KERN_QPATH_INT8_SPLIT),
+		      "%s n %d: AUTO takes %s", c->name, n, path_name(path));
+	if (path == KERN_QPATH_GEMM) {
+		call_once(qb, KERN_QPATH_AUTO, q, d_x, n, b);
+		ck_assert_msg(memcmp(a, b, sizeof(float) * no) == 0, "%s n %d: AUTO is not the GEMM",
+			      c->name, n);
+	}
 	char what[96];
 	snprintf(what, sizeof what, "qgemm tuned %s n %d shape %d", c->name, n, v);
 	const double tol = tol_for(c, KERN_QPATH_GEMM, 1, SL_DT_F16,
@@ -658,18 +667,17 @@ static void gemm_tuned_case(kern_qblas *qb, kern_qblas *forced, const qcfg *c, c
 
 /*
  * kern_qblas_tune_gemm on int4 and int8 groups of 128 (what AUTO gives
- * the GEMM): every call between and on the tuned token counts runs the
- * shape kept and stays exact to the contract; SL_QGEMM_TUNE=0 keeps
- * nothing; a weight the GEMM does not take (int8 per row: the split
- * path) tunes nothing.
+ * the GEMM) and int8 per row (the split path, which the GEMM may win
+ * from): every call between and on the tuned token counts runs the shape
+ * kept and stays exact to the contract; SL_QGEMM_TUNE=0 keeps nothing.
  */
 START_TEST(test_gemm_tuned)
 {
 	static const int ns[] = {33, 64, 100, 160, 200, 256};
 	gt_reseed(g_seed, 6100);
 	kern_qblas *qb = qblas_make(NULL), *forced = qblas_make(NULL);
-	const int cfgs[] = {6, 4};
-	for (int ci = 0; ci < 2; ci++) {
+	const int cfgs[] = {6, 4, 0};
+	for (int ci = 0; ci < 3; ci++) {
 		const qcfg *c = &k_cfgs[cfgs[ci]];
 		qw q;
 		qw_random(&q, c, 1031, 2048);
@@ -684,14 +692,8 @@ START_TEST(test_gemm_tuned)
 		       kern_qblas_gemm_tuned(qb, &q.d, SL_DT_F16, 256));
 		qw_free(&q);
 	}
-	qw row;
-	qw_random(&row, &k_cfgs[0], 1031, 2048);
-	int kept = -1;
-	ck_assert_int_eq(kern_qblas_tune_gemm(qb, &row.d, SL_DT_F16, &kept), 0);
-	if (kern_qmatmul_path(qb, &row.d, 128, SL_DT_F16, SL_DT_F16) == KERN_QPATH_INT8_SPLIT)
-		ck_assert_int_eq(kept, 0);
-	qw_free(&row);
 	kern_qblas_destroy(qb);
+	int kept = -1;
 	setenv("SL_QGEMM_TUNE", "0", 1);
 	qb = qblas_make(NULL);
 	qw q;
