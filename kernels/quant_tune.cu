@@ -16,10 +16,10 @@
  *
  * How: for each token count of k_tune_ns the path AUTO gives the weight
  * is the GEMM at, every block shape (1 .. KERN_QGEMM_VARIANTS, those the
- * weight and GPU take) runs on the kern_qblas's scratch (x and out are
- * its dequantization buffer, W the weight itself), each the median of
- * QT_REPS calls with L2 written over before each (W cold, as in a decode
- * step). A shape is kept where it beats AUTO's by QT_GAIN; a call of n
+ * weight and GPU take) runs on the weight itself with an x and an out
+ * the caller lends (kern_qblas_tune_gemm allocates them for the tuning),
+ * each the median of QT_REPS calls with L2 written over before each (W
+ * cold, as in a decode step). A shape is kept where it beats AUTO's by QT_GAIN; a call of n
  * tokens then takes what was kept at the smallest tuned count >= n.
  * Where AUTO gives the weight another path (int8 per row: the split
  * path, quant_split.cu), the caller times that path (kern_qgemm_other)
