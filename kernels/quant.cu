@@ -120,6 +120,7 @@ struct kern_qblas {
 	int split_tokens;                 /* min(max_tokens, KERN_QSPLIT_MAX_TOKENS) */
 	kern_qsplit_plans *split_plans;   /* its cuBLASLt plans and tuned algorithms */
 	int gemm_variant;                 /* the GEMM's block shape (0: by n; lab/qgemv.cu sets it) */
+	bool wide;                        /* the wide GEMV where it runs (SL_QGEMV_WIDE) */
 	kern_qgemm_tuned *gemm_tuned;     /* and the shapes tuned for (weight, tokens) */
 	lt_plan plans[QB_LT_PLANS];
 	int next_plan;
@@ -560,6 +561,318 @@ static int qgemv_run(kern_qblas *qb, qgemv_args a, const T *x)
 				  qb->stream);
 }
 
+/* The wide GEMV's block end: warp 0 sums every warp's accumulators of
+ * each tile in qg_block_end's order and stores them (ADD_NORM's last
+ * block then normalises with every warp). */
+template <typename T, int GM, int KSPLIT, int EPI, int RT>
+__device__ __forceinline__ void qw_block_end(const qgemv_args &a, float (&acc)[RT][4],
+					     const int (&ra)[RT], const int (&rb)[RT],
+					     const int (&row_a)[RT], const int (&row_b)[RT],
+					     const bool (&ok_a)[RT], const bool (&ok_b)[RT])
+{
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	if constexpr (KSPLIT > 1) {
+		__shared__ float part[KSPLIT - 1][RT * 4][32];
+		if (warp > 0)
+#pragma unroll
+			for (int r = 0; r < RT; r++)
+#pragma unroll
+				for (int e = 0; e < 4; e++)
+					part[warp - 1][4 * r + e][lane] = acc[r][e];
+		__syncthreads();
+		if (warp > 0 && EPI != KERN_EPI_ADD_NORM)
+			return;
+		if (warp == 0)
+			for (int k = 0; k < KSPLIT - 1; k++)
+#pragma unroll
+				for (int r = 0; r < RT; r++)
+#pragma unroll
+					for (int e = 0; e < 4; e++)
+						acc[r][e] += part[k][4 * r + e][lane];
+	}
+	if (warp == 0)
+#pragma unroll
+		for (int r = 0; r < RT; r++) {
+			float pre[6] = {0, 0, 0, 0, 0, 0}; /* ADD's only */
+			float(&one)[1][4] = *reinterpret_cast<float(*)[1][4]>(&acc[r]);
+			qgemv_store<T, GM, 1, EPI>(a, one, ra[r], rb[r], row_a[r], row_b[r], ok_a[r],
+						   ok_b[r], lane & 3, pre);
+		}
+	if constexpr (EPI == KERN_EPI_ADD_NORM)
+		kern_epi_finish<T>(a.e, a.rows, a.n);
+}
+
+/* ---- the wide GEMV: one token tile, RT row tiles a warp ---- */
+
+/*
+ * A lane's W bytes of rows a and b of each of RT 16-row tiles for one
+ * chunk, with x's fragment loaded once for all of them: qg_chunk's k
+ * order and MMAs, so the products and their fp32 order are qg_chunk's,
+ * and every tile's output is the same bits. FULL: the chunk lies whole in
+ * the row (no predicate on x); else ok says whether it does.
+ */
+template <typename T, int FMT, int GM, int RT, bool FULL>
+__device__ __forceinline__ void qw_chunk(const T *xk, const uint4 (&va)[RT], const uint4 (&vb)[RT],
+					 const uint32_t (&za)[RT], const uint32_t (&zb)[RT],
+					 const float (&sa)[RT], const float (&sb)[RT], bool ok, int c,
+					 float (&acc)[RT][4])
+{
+	constexpr int KL = q_geom<FMT>::KL, NP = KL / 2, NX = KL / 8;
+	uint32_t xr[NP];
+	const uint4 *xp = reinterpret_cast<const uint4 *>(xk);
+#pragma unroll
+	for (int m = 0; m < NX; m++) {
+		const uint4 v = FULL || ok ? xp[m] : make_uint4(0, 0, 0, 0);
+		xr[4 * m] = v.x;
+		xr[4 * m + 1] = v.y;
+		xr[4 * m + 2] = v.z;
+		xr[4 * m + 3] = v.w;
+	}
+#pragma unroll
+	for (int r = 0; r < RT; r++) {
+		uint32_t fa[NP], fb[NP];
+		if constexpr (FMT == KERN_Q_INT4) {
+			q_dequant16<T, FMT>(va[r], fa, q_zsub<T>(za[r]));
+			q_dequant16<T, FMT>(vb[r], fb, q_zsub<T>(zb[r]));
+		} else {
+			q_dequant16<T, FMT>(va[r], fa, 0);
+			q_dequant16<T, FMT>(vb[r], fb, 0);
+		}
+		float t[1][4] = {{0, 0, 0, 0}};
+#pragma unroll
+		for (int i = 0; i < NP / 2; i++) {
+			const uint32_t af[4] = {fa[2 * i], fb[2 * i], fa[2 * i + 1], fb[2 * i + 1]};
+			q_mma_step<T, GM>(acc[r], t, af, xr[2 * i], xr[2 * i + 1], c);
+		}
+		if constexpr (GM == QG_CHUNK) {
+			acc[r][0] += sa[r] * t[0][0];
+			acc[r][1] += sa[r] * t[0][1];
+			acc[r][2] += sb[r] * t[0][2];
+			acc[r][3] += sb[r] * t[0][3];
+		}
+	}
+}
+
+/*
+ * The GEMV at one token tile (n <= 8), as qgemv_kernel but lean where a
+ * round is whole: rounds whose UNROLL chunks lie whole in the row (every
+ * round but a row's last where the row is a multiple of 64 bytes) load
+ * with no predicate and no zero fill; rows past the end read row 0
+ * (never stored), and lanes of tokens past n read token n - 1 (their MMA
+ * column is never stored either); scale indices are 32-bit; SF: fp16
+ * group scales (QG_CHUNK), no branch on the dtype. A whole round of int8
+ * per row at 16 warps x 2 chunks takes 60 instructions a KiB of W against
+ * qgemv_kernel's 87 (SASS); int4 at 8 x 2, 133 against 173-188, yet it ran
+ * slower (wide_takes). RT 16-row tiles a
+ * block, each warp taking all of them, share x's fragment and a chunk's
+ * address arithmetic RT ways; the library runs RT = 1 (RT = 2 and 4 lost
+ * in lab-qgemv's table 4 on every 7B row, 2026-12-01). Same k order,
+ * chunk split and warp sum as qgemv_kernel: at the same block shape the
+ * same bits. GM: QG_ROW or QG_CHUNK; EPI: STORE, SWIGLU, ROPE or
+ * ADD_NORM (no PRE).
+ */
+template <typename T, int FMT, int GM, int KSPLIT, int UNROLL, int MINB, int EPI, int RT, bool SF>
+__global__ void __launch_bounds__(KSPLIT * 32, MINB) qgemv_wide_kernel(const T *x, qgemv_args a)
+{
+	static_assert(GM == QG_ROW || GM == QG_CHUNK, "one group a chunk at most");
+	static_assert(EPI != KERN_EPI_ADD && EPI != KERN_EPI_ALLREDUCE_ADD, "sums by block");
+	constexpr int CK = 4 * q_geom<FMT>::KL; /* columns per chunk */
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	const int g = lane >> 2, c = lane & 3;
+	int row_a[RT], row_b[RT], ra[RT], rb[RT];
+	bool ok_a[RT], ok_b[RT];
+	const uint8_t *wa[RT], *wb[RT];
+#pragma unroll
+	for (int r = 0; r < RT; r++) {
+		kern_epi_rows<EPI>(a.e, a.rows, blockIdx.x * RT + r, g, &row_a[r], &row_b[r], &ok_a[r],
+				   &ok_b[r]);
+		ra[r] = ok_a[r] ? row_a[r] : 0; /* rows past the end: row 0, never stored */
+		rb[r] = ok_b[r] ? row_b[r] : 0;
+		wa[r] = a.w + (size_t)ra[r] * a.row_bytes + c * 16;
+		wb[r] = a.w + (size_t)rb[r] * a.row_bytes + c * 16;
+	}
+	const int n_chunk = (a.row_bytes + QG_CHUNK_BYTES - 1) / QG_CHUNK_BYTES;
+	const int ch_begin = blockIdx.y * a.chunks_per_split;
+	const int ch_end = min(n_chunk, ch_begin + a.chunks_per_split);
+	const bool whole = a.row_bytes % QG_CHUNK_BYTES == 0;
+	const unsigned lg = GM == QG_CHUNK ? __ffs(a.group / CK) - 1 : 0;
+	const T *xl = x + (size_t)min(g, a.n - 1) * a.cols + c * q_geom<FMT>::KL;
+
+	float acc[RT][4];
+#pragma unroll
+	for (int r = 0; r < RT; r++)
+#pragma unroll
+		for (int e = 0; e < 4; e++)
+			acc[r][e] = 0;
+	uint4 va[UNROLL][RT], vb[UNROLL][RT];
+	uint32_t sa[UNROLL][RT], sb[UNROLL][RT], za[UNROLL][RT], zb[UNROLL][RT];
+	int ch = ch_begin + warp * UNROLL;
+	const int stride = KSPLIT * UNROLL;
+
+	/* one round's codes, scale bits and zero points; FULL: all in the row */
+	auto fetch = [&](int ch0, auto full) {
+		constexpr bool FULL = decltype(full)::value;
+#pragma unroll
+		for (int u = 0; u < UNROLL; u++) {
+			const int cu = ch0 + u;
+			const bool in = FULL || cu < ch_end;
+			const bool ok = FULL || (in && cu * QG_CHUNK_BYTES + c * 16 < a.row_bytes);
+			const size_t off = (size_t)cu * QG_CHUNK_BYTES;
+			const int gr = GM == QG_CHUNK && in ? (int)((unsigned)cu >> lg) : 0;
+#pragma unroll
+			for (int r = 0; r < RT; r++) {
+				va[u][r] = ok ? kern_ld_stream(wa[r] + off) : make_uint4(0, 0, 0, 0);
+				vb[u][r] = ok ? kern_ld_stream(wb[r] + off) : make_uint4(0, 0, 0, 0);
+				/* 32-bit indices: one multiply-add an address */
+				[[maybe_unused]] const unsigned ia = (unsigned)(ra[r] * a.groups + gr);
+				[[maybe_unused]] const unsigned ib = (unsigned)(rb[r] * a.groups + gr);
+				if constexpr (GM == QG_CHUNK) {
+					sa[u][r] = q_scale_bits(a.scales, ia, SF);
+					sb[u][r] = q_scale_bits(a.scales, ib, SF);
+				}
+				if constexpr (FMT == KERN_Q_INT4) {
+					za[u][r] = a.zeros ? __ldg(a.zeros + ia) : 8u;
+					zb[u][r] = a.zeros ? __ldg(a.zeros + ib) : 8u;
+				} else {
+					za[u][r] = zb[u][r] = 0; /* unused */
+				}
+			}
+		}
+	};
+	auto round = [&](int ch0, auto full) {
+		constexpr bool FULL = decltype(full)::value;
+#pragma unroll
+		for (int u = 0; u < UNROLL; u++) {
+			const int cu = ch0 + u;
+			const bool ok = FULL || (cu < ch_end && cu * QG_CHUNK_BYTES + c * 16 < a.row_bytes);
+			float fsa[RT], fsb[RT];
+#pragma unroll
+			for (int r = 0; r < RT; r++) {
+				fsa[r] = GM == QG_CHUNK ? q_scale_of(sa[u][r], SF) : 0.0f;
+				fsb[r] = GM == QG_CHUNK ? q_scale_of(sb[u][r], SF) : 0.0f;
+			}
+			qw_chunk<T, FMT, GM, RT, FULL>(xl + (size_t)cu * CK, va[u], vb[u], za[u], zb[u],
+						       fsa, fsb, ok, c, acc);
+		}
+	};
+	using yes = std::true_type;
+	using no = std::false_type;
+
+	bool full = whole && ch + UNROLL <= ch_end;
+	if (full)
+		fetch(ch, yes());
+	else
+		fetch(ch, no());
+	kern_pdl_wait(); /* x is the previous kernel's output */
+	while (ch < ch_end) {
+		if (full)
+			round(ch, yes());
+		else
+			round(ch, no());
+		ch += stride;
+		if (ch >= ch_end)
+			break;
+		full = whole && ch + UNROLL <= ch_end;
+		if (full)
+			fetch(ch, yes());
+		else
+			fetch(ch, no());
+	}
+	kern_pdl_launch_next();
+	qw_block_end<T, GM, KSPLIT, EPI, RT>(a, acc, ra, rb, row_a, row_b, ok_a, ok_b);
+}
+
+/* Launch the wide GEMV of a shape, one split, fp16 or fp32 group scales. */
+template <typename T, int FMT, int GM, int KSPLIT, int UNROLL, int MINB, int EPI, int RT>
+static int qw_launch(kern_qblas *qb, dim3 grid, const T *x, const qgemv_args &a)
+{
+	if (GM == QG_CHUNK && !a.scale_f16)
+		return q_launch(qb, qgemv_wide_kernel<T, FMT, GM, KSPLIT, UNROLL, MINB, EPI, RT, false>,
+				grid, dim3(KSPLIT * 32), x, a);
+	return q_launch(qb, qgemv_wide_kernel<T, FMT, GM, KSPLIT, UNROLL, MINB, EPI, RT, true>, grid,
+			dim3(KSPLIT * 32), x, a);
+}
+
+/* The wide GEMV with a given shape, every tile's columns in one block:
+ * QG_UNFUSED where it does not run (more than one token tile, two groups
+ * a chunk, an epilogue it lacks), the caller then takes qgemv_run. */
+template <typename T, int FMT, int GM, int KSPLIT, int UNROLL, int MINB, int RT>
+static int qgemv_wide_run(kern_qblas *qb, qgemv_args a, const T *x)
+{
+	if constexpr (GM != QG_ROW && GM != QG_CHUNK) {
+		return QG_UNFUSED;
+	} else {
+		if (a.n > 8 || a.e.h.pre_ss)
+			return QG_UNFUSED;
+		const int tiles = kern_epi_tiles(a.e, a.rows);
+		a.chunks_per_split = (a.row_bytes + QG_CHUNK_BYTES - 1) / QG_CHUNK_BYTES;
+		const dim3 grid((tiles + RT - 1) / RT, 1);
+		switch (a.e.kind) {
+		case KERN_EPI_STORE:
+			return qw_launch<T, FMT, GM, KSPLIT, UNROLL, MINB, KERN_EPI_STORE, RT>(qb, grid,
+											       x, a);
+		case KERN_EPI_SWIGLU:
+			return qw_launch<T, FMT, GM, KSPLIT, UNROLL, MINB, KERN_EPI_SWIGLU, RT>(qb, grid,
+												x, a);
+		case KERN_EPI_ROPE:
+			return qw_launch<T, FMT, GM, KSPLIT, UNROLL, MINB, KERN_EPI_ROPE, RT>(qb, grid, x,
+											      a);
+		case KERN_EPI_ADD_NORM:
+			return qw_launch<T, FMT, GM, KSPLIT, UNROLL, MINB, KERN_EPI_ADD_NORM, RT>(
+				qb, grid, x, a);
+		}
+		return QG_UNFUSED;
+	}
+}
+
+/* Whether a GEMV call runs on the wide kernel: the switch on, int8 or fp8
+ * with one group a chunk at most (not int8 groups of 32), one token tile,
+ * an epilogue it has, and tiles enough that one split covers the SMs
+ * (else qgemv_kernel splits the columns). int4 keeps qgemv_kernel: at
+ * its block shapes the wide kernel ran the 7B qkv, o and gate_up 4-8%
+ * slower (bench/results/2026-12-01-nvidia-h200-qgemv-wide/). */
+static bool wide_takes(const kern_qblas *qb, const qgemv_args &a, int format)
+{
+	const int k = a.e.kind;
+	return qb->wide && (format == KERN_Q_FP8 || (format == KERN_Q_INT8 && a.group != 32)) &&
+	       a.n >= 1 && a.n <= 8 && !a.e.h.pre_ss &&
+	       (k == KERN_EPI_STORE || k == KERN_EPI_SWIGLU || k == KERN_EPI_ROPE ||
+		k == KERN_EPI_ADD_NORM) &&
+	       kern_epi_tiles(a.e, a.rows) >= qb->sm_count;
+}
+
+/* Bands of row tiles by the blocks an SM they make, for the GEMV's
+ * shapes at one token tile (here, and int4's in qgemv_tiles): from
+ * QG_MID_BLOCKS, 4 warps a block; up to QG_WAVE_BLOCKS (one wave of 4 x 2
+ * blocks), 2 chunks; beyond it the widest rows' shape. */
+#define QG_MID_BLOCKS 4
+#define QG_WAVE_BLOCKS 6
+
+/*
+ * The wide GEMV's block shape by the tiles (QG_UNFUSED where wide_takes
+ * says no: the caller takes qgemv_kernel), one row tile a block: the
+ * fastest of lab-qgemv's table 4 on the 7B rows at one token on an H200
+ * (2026-12-01, int8 and fp8 per row, GB/s): more than 6 blocks' worth an
+ * SM (gate_up) 8 warps x 2 chunks at 2 an SM (int8 3,669 against 3,531
+ * for 16 x 2), 4 to 6 (qkv) 4 x 2 at 6 (3,514 against 3,244), fewer (o,
+ * down) 16 x 2 at 2 (2,603 / 3,303 against 2,384 / 3,068 for 8 x 2).
+ */
+template <typename T, int FMT, int GM>
+static int qgemv_wide_tiles(kern_qblas *qb, const qgemv_args &a, const T *x)
+{
+	if (!wide_takes(qb, a, FMT))
+		return QG_UNFUSED;
+	if constexpr (FMT == KERN_Q_INT8 || FMT == KERN_Q_FP8) {
+		const int tiles = kern_epi_tiles(a.e, a.rows);
+		if (tiles > QG_WAVE_BLOCKS * qb->sm_count)
+			return qgemv_wide_run<T, FMT, GM, 8, 2, 2, 1>(qb, a, x);
+		if (tiles >= QG_MID_BLOCKS * qb->sm_count)
+			return qgemv_wide_run<T, FMT, GM, 4, 2, QG_WAVE_BLOCKS, 1>(qb, a, x);
+		return qgemv_wide_run<T, FMT, GM, 16, 2, 2, 1>(qb, a, x);
+	}
+	return QG_UNFUSED;
+}
+
 /*
  * int4 with group scales (groups of 128) up to 8 tokens: the shape by
  * the tiles. lab/qgemv.cu's table 4 on an H100 (7B rows, n = 1, GB/s,
@@ -572,20 +885,23 @@ static int qgemv_run(kern_qblas *qb, qgemv_args a, const T *x)
  *     a round without spilling (o and down, 256 tiles: 1546 and 1994
  *     against 1392 and 1892).
  */
-#define QG_I4_MID_BLOCKS 4  /* tiles from this many blocks an SM: 4 warps */
-#define QG_I4_WAVE_BLOCKS 6 /* ... up to this many: 2 chunks, one wave */
 
 template <typename T, int FMT, int GM>
 static int qgemv_tiles(kern_qblas *qb, const qgemv_args &a, const T *x)
 {
 #define QG_RUN(NT) \
 	qgemv_run<T, FMT, GM, NT, qg_ksplit<FMT, GM, NT>(), qg_unroll<FMT, GM, NT>()>(qb, a, x)
+	if (a.n <= 8) {
+		const int rc = qgemv_wide_tiles<T, FMT, GM>(qb, a, x);
+		if (rc != QG_UNFUSED)
+			return rc;
+	}
 	if constexpr (FMT == KERN_Q_INT4 && GM == QG_CHUNK) {
 		const int tiles = kern_epi_tiles(a.e, a.rows);
-		if (a.n <= 8 && tiles > QG_I4_WAVE_BLOCKS * qb->sm_count)
+		if (a.n <= 8 && tiles > QG_WAVE_BLOCKS * qb->sm_count)
 			return qgemv_run<T, FMT, GM, 1, 4, 4, 4>(qb, a, x);
-		if (a.n <= 8 && tiles >= QG_I4_MID_BLOCKS * qb->sm_count)
-			return qgemv_run<T, FMT, GM, 1, 4, 2, QG_I4_WAVE_BLOCKS>(qb, a, x);
+		if (a.n <= 8 && tiles >= QG_MID_BLOCKS * qb->sm_count)
+			return qgemv_run<T, FMT, GM, 1, 4, 2, QG_WAVE_BLOCKS>(qb, a, x);
 		if (a.n <= 8)
 			return qgemv_run<T, FMT, GM, 1, 8, 2, 2>(qb, a, x);
 	}
@@ -1293,6 +1609,8 @@ static int qblas_init(kern_qblas *qb, void *stream, const kern_qblas_config *cfg
 	qb->gemv_max[KERN_Q_FP8] = KERN_QGEMV_FP8_MAX_TOKENS;
 	gemm_defaults(qb);
 	split_defaults(qb);
+	const char *wide = getenv("SL_QGEMV_WIDE");
+	qb->wide = !(wide && *wide == '0');
 	const char *split = getenv("SL_LT_SPLITK"), *unit = getenv("SL_LT_UNIT");
 	kern_qblas_set_lt_splits(qb, split && *split ? atoi(split) : 0);
 	kern_qblas_set_lt_unit(qb, unit && *unit ? atoi(unit) : KERN_LT_UNIT_MAX_TOKENS);
@@ -1351,6 +1669,11 @@ extern "C" int kern_qblas_create(void *stream, const kern_qblas_config *cfg, ker
 extern "C" void kern_qblas_set_pdl(kern_qblas *qb, int on)
 {
 	qb->pdl = on && qb->cc >= 90;
+}
+
+extern "C" void kern_qblas_set_gemv_wide(kern_qblas *qb, int on)
+{
+	qb->wide = on != 0;
 }
 
 extern "C" void kern_qblas_set_gemv_max(kern_qblas *qb, int format, int n)
@@ -1460,6 +1783,12 @@ extern "C" int kern_qmatmul_path(kern_qblas *qb, const kern_qweight *w, int n, s
 				 sl_dtype out_dt)
 {
 	return choose_path(qb, w, n, x_dt, out_dt);
+}
+
+extern "C" int kern_qblas_gemv_wide_runs(kern_qblas *qb, const kern_qweight *w, int n)
+{
+	return choose_path(qb, w, n, SL_DT_F16, SL_DT_F16) == KERN_QPATH_GEMV &&
+	       wide_takes(qb, qgemv_args_of(w, NULL, false, n), w->format);
 }
 
 static int qgemv_call(kern_qblas *qb, const qgemv_args &a, const void *x, sl_dtype x_dt,

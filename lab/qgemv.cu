@@ -27,7 +27,8 @@
  *      head): ms per token and the tokens/s they allow;
  *   3. prefill, n = 2048: TFLOP/s per format and path (the GEMM too);
  *   4. the GEMV's block shapes at n = 1 (KSPLIT warps x UNROLL chunks,
- *      and resident blocks an SM), the library's marked;
+ *      and resident blocks an SM), the library's marked; "w..." the wide
+ *      GEMV's (qgemv_wide_kernel), "rN" N row tiles a block;
  *   5. fp8 W8A8 at n = 32, 64, 128: every algorithm cuBLASLt's heuristic
  *      offers (#0 is the one the library takes), us and weight GB/s, with
  *      the heuristic's own waves estimate;
@@ -417,6 +418,15 @@ static int call_variant(const kern_qweight &w)
 	return qgemv_run<__half, FMT, GM, 1, KS, U, MB>(g_qb, a, g_x);
 }
 
+/* The wide GEMV (qgemv_wide_kernel): KS warps x U chunks, MB blocks an
+ * SM, RT row tiles a block. */
+template <int FMT, int GM, int KS, int U, int MB, int RT>
+static int call_wide(const kern_qweight &w)
+{
+	qgemv_args a = qgemv_args_of(&w, g_out, false, 1);
+	return qgemv_wide_run<__half, FMT, GM, KS, U, MB, RT>(g_qb, a, g_x);
+}
+
 /* The block shapes table 4 times and the check checks, numbered in that
  * order: each for int8/row, fp8/row and int4/g128. */
 typedef int (*vfn)(const kern_qweight &);
@@ -424,6 +434,14 @@ struct qvariant {
 	const char *name;
 	vfn fn[3]; /* int8/row, fp8, int4 */
 };
+#define QW(name, KS, U, MB, RT)                                                               \
+	{                                                                                     \
+		name, {                                                                       \
+			call_wide<KERN_Q_INT8, QG_ROW, KS, U, MB, RT>,                        \
+				call_wide<KERN_Q_FP8, QG_ROW, KS, U, MB, RT>,                 \
+				call_wide<KERN_Q_INT4, QG_CHUNK, KS, U, MB, RT>               \
+		}                                                                             \
+	}
 #define QV(name, KS, U, MB)                                                                   \
 	{                                                                                     \
 		name, {                                                                       \
@@ -435,9 +453,15 @@ struct qvariant {
 static const qvariant k_qvariants[] = {
 	QV("8x2", 8, 2, 0),   QV("8x2/2", 8, 2, 2), QV("8x3/2", 8, 3, 2),
 	QV("4x4/4", 4, 4, 4), QV("4x2/6", 4, 2, 6), QV("4x4/5", 4, 4, 5),
-	QV("4x2/8", 4, 2, 8), QV("4x3/6", 4, 3, 6), QV("8x1/4", 8, 1, 4),
+	QV("4x2/8", 4, 2, 8), QV("4x3/6", 4, 3, 6), QV("8x1/4", 8, 1, 4), QV("16x2", 16, 2, 0),
+	/* the wide GEMV: "w", then "rN" for N row tiles a block */
+	QW("w16x2/2", 16, 2, 2, 1), QW("w8x2/2", 8, 2, 2, 1), QW("w4x2/6", 4, 2, 6, 1),
+	QW("w4x4/4", 4, 4, 4, 1), QW("w4x2/4r2", 4, 2, 4, 2), QW("w4x4/3r2", 4, 4, 3, 2),
+	QW("w8x2/2r2", 8, 2, 2, 2), QW("w8x1/3r2", 8, 1, 3, 2), QW("w16x1/2r2", 16, 1, 2, 2),
+	QW("w4x2/3r4", 4, 2, 3, 4), QW("w4x1/4r4", 4, 1, 4, 4),
 };
 #undef QV
+#undef QW
 #define N_QVARIANTS (int)(sizeof k_qvariants / sizeof *k_qvariants)
 static const int k_qvariant_fmt[3] = {1, 4, 5}; /* k_fmts: int8/row, fp8/row, int4/g128 */
 
@@ -471,9 +495,14 @@ static void table_variants(void)
 				const int tiles = s.rows / QG_ROWS;
 				if (f.format == KERN_Q_INT4) /* qgemv_tiles' choice */
 					snprintf(lib_name, sizeof lib_name, "%s",
-						 tiles > QG_I4_WAVE_BLOCKS * g_sm_count   ? "4x4/4"
-						 : tiles >= QG_I4_MID_BLOCKS * g_sm_count ? "4x2/6"
+						 tiles > QG_WAVE_BLOCKS * g_sm_count   ? "4x4/4"
+						 : tiles >= QG_MID_BLOCKS * g_sm_count ? "4x2/6"
 											  : "8x2/2");
+				else if (tiles >= g_sm_count) /* qgemv_wide_tiles' */
+					snprintf(lib_name, sizeof lib_name, "%s",
+						 tiles > QG_WAVE_BLOCKS * g_sm_count   ? "w8x2/2"
+						 : tiles >= QG_MID_BLOCKS * g_sm_count ? "w4x2/6"
+											  : "w16x2/2");
 				bool is_lib = !strcmp(v.name, lib_name);
 				printf(" %7.0f%s", gbs, is_lib ? "*" : " ");
 				cJSON *r = cJSON_CreateObject();

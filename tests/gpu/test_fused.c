@@ -26,7 +26,10 @@
  * with the parts of the sums of squares and the residual times the next
  * norm's weight) runs up to 8 tokens. SwiGLU and RoPE run again with
  * their input not yet divided by its rms, the GEMV dividing its sums
- * (run_pre), on every format.
+ * (run_pre), on every format (qgemv_kernel's epilogue: its unfused pair
+ * with the wide GEMV off). int8 and fp8 up to 8 tokens otherwise run on
+ * the wide GEMV (kernels/quant.cu) where the tiles fill the SMs, fused
+ * and unfused alike.
  * Runs on a GPU host only (make test-gpu).
  */
 #include <check.h>
@@ -571,7 +574,11 @@ static void run_pre(ctx *k, const fw *w, const fshape *s, int n, int parts, cons
 	k->d_xpre = gt_upload(xw, nx, k->dt);
 	void *xw_bytes = gt_malloc(es * nx);
 	GT_CUDA(cudaMemcpy(xw_bytes, k->d_xpre, es * nx, cudaMemcpyDeviceToHost));
+	/* the unfused pair on qgemv_kernel, the fused call's own kernel (the
+	 * wide GEMV, which takes no PRE, sums in other block shapes) */
+	kern_qblas_set_gemv_wide(k->qb, 0);
 	run_swiglu_rope(k, w, x, d_x, n, s, what2);
+	kern_qblas_set_gemv_wide(k->qb, 1);
 	check_untouched(what2, k->d_xpre, es * nx, xw_bytes);
 	gt_dev_free(k->d_xpre);
 	k->pre = NULL;

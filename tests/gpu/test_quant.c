@@ -27,6 +27,7 @@
  * output), a W8A8 call on activations marked in the kern_qblas's slot,
  * and on the activations alone (x written from them before any other
  * path reads it),
+ * the wide GEMV (int8, fp8) against the CPU and the narrow kernel (gemv_wide),
  * the four paths captured in a CUDA graph and replayed to the same bits,
  * AUTO's GEMM range (gemm_auto: its bounds, kern_qblas_set_gemm_range,
  * SL_QGEMM and SL_QGEMM_MIN), refused calls, and fp8 again with
@@ -705,6 +706,90 @@ START_TEST(test_gemm_tuned)
 	qw_free(&q);
 	kern_qblas_destroy(qb);
 	kern_qblas_destroy(forced);
+	fflush(stdout);
+}
+END_TEST
+
+/* One GEMV call (fp16 in, fp32 out) with the wide kernel on or off. */
+static void gemv_once(kern_qblas *qb, int wide, const qw *q, const void *d_x, int n, float *got)
+{
+	kern_qblas_set_gemv_wide(qb, wide);
+	call_once(qb, KERN_QPATH_GEMV, q, d_x, n, got);
+	kern_qblas_set_gemv_wide(qb, 1);
+}
+
+/*
+ * The wide GEMV (kernels/quant.cu, qgemv_wide_kernel: int8 and fp8 up to
+ * 8 tokens) against the CPU reference and against qgemv_kernel, 1, 3 and
+ * 8 tokens, on shapes whose row tiles fall in each of its block shapes'
+ * bands on 132 SMs (fewer than 4 blocks' worth an SM, 4 to 6, more):
+ * rows past the last whole tile, and for per-row scales columns off the
+ * 64-byte chunk (a partial last round, with predicates). Both within the
+ * GEMV's tolerance; below 4 blocks' worth both kernels take 16 warps x 2
+ * chunks, so their bits must agree there. The calls that reach the wide
+ * kernel are counted (kern_qblas_gemv_wide_runs): some on every format,
+ * none for int4 (which keeps qgemv_kernel).
+ */
+START_TEST(test_gemv_wide)
+{
+	static const int cfgs[] = {0, 1, 3, 4, 5, 6}, ns[] = {1, 3, 8};
+	gt_reseed(g_seed, 6300);
+	int dev = 0, sms = 0;
+	GT_CUDA(cudaGetDevice(&dev));
+	GT_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+	kern_qblas *qb = qblas_make(NULL);
+	for (int ci = 0; ci < 6; ci++) {
+		const qcfg *c = &k_cfgs[cfgs[ci]];
+		const int shapes[3][2] = {{2120, c->group ? odd_cols(c) : 4144}, {8471, 1024},
+					  {12703, 512}};
+		int wide = 0, same = 0, must = 0;
+		double worst = 0;
+		for (int si = 0; si < 3; si++) {
+			qw q;
+			qw_random(&q, c, shapes[si][0], shapes[si][1]);
+			for (int i = 0; i < 3; i++) {
+				const int n = ns[i];
+				const size_t nx = (size_t)n * q.d.cols, no = (size_t)n * q.d.rows;
+				float *x = gt_malloc(sizeof(float) * nx), *ref = gt_malloc(sizeof(float) * no);
+				float *a = gt_malloc(sizeof(float) * no), *b = gt_malloc(sizeof(float) * no);
+				gt_fill(x, nx, -1, 1);
+				gt_round(x, nx, SL_DT_F16);
+				kern_qmatmul_cpu(ref, x, &q.h, n);
+				void *d_x = gt_upload(x, nx, SL_DT_F16);
+				gemv_once(qb, 1, &q, d_x, n, a);
+				gemv_once(qb, 0, &q, d_x, n, b);
+				const int runs = kern_qblas_gemv_wide_runs(qb, &q.d, n);
+				wide += runs;
+				char what[96];
+				snprintf(what, sizeof what, "gemv wide %s rows %d cols %d n %d", c->name,
+					 q.d.rows, q.d.cols, n);
+				const double tol = tol_for(c, KERN_QPATH_GEMV, 1, SL_DT_F16, 0);
+				const double e = gt_compare(what, a, ref, no, tol);
+				worst = dmax(worst, e);
+				ck_assert_msg(e <= tol, "%s: worst %.3g > tol %.3g", what, e, tol);
+				ck_assert_msg(gt_compare("gemv narrow", b, ref, no, tol) <= tol, "%s", what);
+				const int eq = memcmp(a, b, sizeof(float) * no) == 0;
+				const int alike = !runs || (q.d.rows + 15) / 16 < 4 * sms;
+				same += eq;
+				must += alike;
+				ck_assert_msg(eq || !alike, "%s: not the bits of qgemv_kernel's same shape",
+					      what);
+				gt_dev_free(d_x);
+				free(x);
+				free(ref);
+				free(a);
+				free(b);
+			}
+			qw_free(&q);
+		}
+		printf("kernel qgemv wide %s: %d of 9 calls on the wide kernel, %d the narrow one's "
+		       "bits (%d had to be), worst rel err %.3g\n", c->name, wide, same, must, worst);
+		if (c->format == KERN_Q_INT4)
+			ck_assert_msg(wide == 0, "%s: int4 reached the wide GEMV", c->name);
+		else
+			ck_assert_msg(wide > 0, "%s: no call reached the wide GEMV", c->name);
+	}
+	kern_qblas_destroy(qb);
 	fflush(stdout);
 }
 END_TEST
@@ -1503,6 +1588,7 @@ int main(void)
 	add_case(s, "graph", test_graph);
 	add_case(s, "gemm_auto", test_gemm_auto);
 	add_case(s, "gemm_tuned", test_gemm_tuned);
+	add_case(s, "gemv_wide", test_gemv_wide);
 	add_case(s, "refused", test_refused);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
