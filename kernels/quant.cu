@@ -662,8 +662,11 @@ __device__ __forceinline__ void qw_chunk(const T *xk, const uint4 (&va)[RT], con
  * column is never stored either); scale indices are 32-bit; SF: fp16
  * group scales (QG_CHUNK), no branch on the dtype. A whole round of int8
  * per row at 16 warps x 2 chunks takes 60 instructions a KiB of W against
- * qgemv_kernel's 87 (SASS); int4 at 8 x 2, 133 against 173-188, yet it ran
- * slower (wide_takes). RT 16-row tiles a
+ * qgemv_kernel's 87 (SASS); int4 at 8 x 2, 133 against 173-188, which
+ * alone did not make int4 faster. ROLL: in a whole round followed by a whole one,
+ * each chunk's registers take the next round's chunk as soon as the chunk
+ * is used, so loads stay in flight while the warp computes (int4 qkv at 4
+ * x 2: 2,215 -> 2,529 GB/s). RT 16-row tiles a
  * block, each warp taking all of them, share x's fragment and a chunk's
  * address arithmetic RT ways; the library runs RT = 1 (RT = 2 and 4 lost
  * in lab-qgemv's table 4 on every 7B row, 2026-12-01). Same k order,
@@ -671,7 +674,8 @@ __device__ __forceinline__ void qw_chunk(const T *xk, const uint4 (&va)[RT], con
  * same bits. GM: QG_ROW or QG_CHUNK; EPI: STORE, SWIGLU, ROPE or
  * ADD_NORM (no PRE).
  */
-template <typename T, int FMT, int GM, int KSPLIT, int UNROLL, int MINB, int EPI, int RT, bool SF>
+template <typename T, int FMT, int GM, int KSPLIT, int UNROLL, int MINB, int EPI, int RT, bool ROLL,
+	  bool SF>
 __global__ void __launch_bounds__(KSPLIT * 32, MINB) qgemv_wide_kernel(const T *x, qgemv_args a)
 {
 	static_assert(GM == QG_ROW || GM == QG_CHUNK, "one group a chunk at most");
@@ -709,50 +713,63 @@ __global__ void __launch_bounds__(KSPLIT * 32, MINB) qgemv_wide_kernel(const T *
 	int ch = ch_begin + warp * UNROLL;
 	const int stride = KSPLIT * UNROLL;
 
-	/* one round's codes, scale bits and zero points; FULL: all in the row */
-	auto fetch = [&](int ch0, auto full) {
+	/* chunk cu's codes, scale bits and zero points into slot u; FULL: in the row */
+	auto fetch_one = [&](int u, int cu, auto full) {
 		constexpr bool FULL = decltype(full)::value;
+		const bool in = FULL || cu < ch_end;
+		const bool ok = FULL || (in && cu * QG_CHUNK_BYTES + c * 16 < a.row_bytes);
+		const size_t off = (size_t)cu * QG_CHUNK_BYTES;
+		const int gr = GM == QG_CHUNK && in ? (int)((unsigned)cu >> lg) : 0;
 #pragma unroll
-		for (int u = 0; u < UNROLL; u++) {
-			const int cu = ch0 + u;
-			const bool in = FULL || cu < ch_end;
-			const bool ok = FULL || (in && cu * QG_CHUNK_BYTES + c * 16 < a.row_bytes);
-			const size_t off = (size_t)cu * QG_CHUNK_BYTES;
-			const int gr = GM == QG_CHUNK && in ? (int)((unsigned)cu >> lg) : 0;
-#pragma unroll
-			for (int r = 0; r < RT; r++) {
-				va[u][r] = ok ? kern_ld_stream(wa[r] + off) : make_uint4(0, 0, 0, 0);
-				vb[u][r] = ok ? kern_ld_stream(wb[r] + off) : make_uint4(0, 0, 0, 0);
-				/* 32-bit indices: one multiply-add an address */
-				[[maybe_unused]] const unsigned ia = (unsigned)(ra[r] * a.groups + gr);
-				[[maybe_unused]] const unsigned ib = (unsigned)(rb[r] * a.groups + gr);
-				if constexpr (GM == QG_CHUNK) {
-					sa[u][r] = q_scale_bits(a.scales, ia, SF);
-					sb[u][r] = q_scale_bits(a.scales, ib, SF);
-				}
-				if constexpr (FMT == KERN_Q_INT4) {
-					za[u][r] = a.zeros ? __ldg(a.zeros + ia) : 8u;
-					zb[u][r] = a.zeros ? __ldg(a.zeros + ib) : 8u;
-				} else {
-					za[u][r] = zb[u][r] = 0; /* unused */
-				}
+		for (int r = 0; r < RT; r++) {
+			va[u][r] = ok ? kern_ld_stream(wa[r] + off) : make_uint4(0, 0, 0, 0);
+			vb[u][r] = ok ? kern_ld_stream(wb[r] + off) : make_uint4(0, 0, 0, 0);
+			/* 32-bit indices: one multiply-add an address */
+			[[maybe_unused]] const unsigned ia = (unsigned)(ra[r] * a.groups + gr);
+			[[maybe_unused]] const unsigned ib = (unsigned)(rb[r] * a.groups + gr);
+			if constexpr (GM == QG_CHUNK) {
+				sa[u][r] = q_scale_bits(a.scales, ia, SF);
+				sb[u][r] = q_scale_bits(a.scales, ib, SF);
+			}
+			if constexpr (FMT == KERN_Q_INT4) {
+				za[u][r] = a.zeros ? __ldg(a.zeros + ia) : 8u;
+				zb[u][r] = a.zeros ? __ldg(a.zeros + ib) : 8u;
+			} else {
+				za[u][r] = zb[u][r] = 0; /* unused */
 			}
 		}
 	};
-	auto round = [&](int ch0, auto full) {
+	/* chunk cu, held in slot u, into the accumulators */
+	auto chunk = [&](int u, int cu, auto full) {
 		constexpr bool FULL = decltype(full)::value;
+		const bool ok = FULL || (cu < ch_end && cu * QG_CHUNK_BYTES + c * 16 < a.row_bytes);
+		float fsa[RT], fsb[RT];
+#pragma unroll
+		for (int r = 0; r < RT; r++) {
+			fsa[r] = GM == QG_CHUNK ? q_scale_of(sa[u][r], SF) : 0.0f;
+			fsb[r] = GM == QG_CHUNK ? q_scale_of(sb[u][r], SF) : 0.0f;
+		}
+		qw_chunk<T, FMT, GM, RT, FULL>(xl + (size_t)cu * CK, va[u], vb[u], za[u], zb[u], fsa,
+					       fsb, ok, c, acc);
+	};
+	auto fetch = [&](int ch0, auto full) {
+#pragma unroll
+		for (int u = 0; u < UNROLL; u++)
+			fetch_one(u, ch0 + u, full);
+	};
+	auto round = [&](int ch0, auto full) {
+#pragma unroll
+		for (int u = 0; u < UNROLL; u++)
+			chunk(u, ch0 + u, full);
+	};
+	/* ROLL: a whole round followed by a whole one refills each chunk's
+	 * registers with the next round's chunk as soon as it is used, so
+	 * the warp's loads stay in flight while it computes */
+	auto round_roll = [&](int ch0, int next) {
 #pragma unroll
 		for (int u = 0; u < UNROLL; u++) {
-			const int cu = ch0 + u;
-			const bool ok = FULL || (cu < ch_end && cu * QG_CHUNK_BYTES + c * 16 < a.row_bytes);
-			float fsa[RT], fsb[RT];
-#pragma unroll
-			for (int r = 0; r < RT; r++) {
-				fsa[r] = GM == QG_CHUNK ? q_scale_of(sa[u][r], SF) : 0.0f;
-				fsb[r] = GM == QG_CHUNK ? q_scale_of(sb[u][r], SF) : 0.0f;
-			}
-			qw_chunk<T, FMT, GM, RT, FULL>(xl + (size_t)cu * CK, va[u], vb[u], za[u], zb[u],
-						       fsa, fsb, ok, c, acc);
+			chunk(u, ch0 + u, std::true_type());
+			fetch_one(u, next + u, std::true_type());
 		}
 	};
 	using yes = std::true_type;
@@ -765,14 +782,21 @@ __global__ void __launch_bounds__(KSPLIT * 32, MINB) qgemv_wide_kernel(const T *
 		fetch(ch, no());
 	kern_pdl_wait(); /* x is the previous kernel's output */
 	while (ch < ch_end) {
+		const int next = ch + stride;
+		const bool next_full = whole && next + UNROLL <= ch_end;
+		if (ROLL && full && next_full) {
+			round_roll(ch, next);
+			ch = next;
+			continue;
+		}
 		if (full)
 			round(ch, yes());
 		else
 			round(ch, no());
-		ch += stride;
+		ch = next;
 		if (ch >= ch_end)
 			break;
-		full = whole && ch + UNROLL <= ch_end;
+		full = next_full;
 		if (full)
 			fetch(ch, yes());
 		else
@@ -783,20 +807,21 @@ __global__ void __launch_bounds__(KSPLIT * 32, MINB) qgemv_wide_kernel(const T *
 }
 
 /* Launch the wide GEMV of a shape, one split, fp16 or fp32 group scales. */
-template <typename T, int FMT, int GM, int KSPLIT, int UNROLL, int MINB, int EPI, int RT>
+template <typename T, int FMT, int GM, int KSPLIT, int UNROLL, int MINB, int EPI, int RT, bool ROLL>
 static int qw_launch(kern_qblas *qb, dim3 grid, const T *x, const qgemv_args &a)
 {
 	if (GM == QG_CHUNK && !a.scale_f16)
-		return q_launch(qb, qgemv_wide_kernel<T, FMT, GM, KSPLIT, UNROLL, MINB, EPI, RT, false>,
+		return q_launch(qb,
+				qgemv_wide_kernel<T, FMT, GM, KSPLIT, UNROLL, MINB, EPI, RT, ROLL, false>,
 				grid, dim3(KSPLIT * 32), x, a);
-	return q_launch(qb, qgemv_wide_kernel<T, FMT, GM, KSPLIT, UNROLL, MINB, EPI, RT, true>, grid,
-			dim3(KSPLIT * 32), x, a);
+	return q_launch(qb, qgemv_wide_kernel<T, FMT, GM, KSPLIT, UNROLL, MINB, EPI, RT, ROLL, true>,
+			grid, dim3(KSPLIT * 32), x, a);
 }
 
 /* The wide GEMV with a given shape, every tile's columns in one block:
  * QG_UNFUSED where it does not run (more than one token tile, two groups
  * a chunk, an epilogue it lacks), the caller then takes qgemv_run. */
-template <typename T, int FMT, int GM, int KSPLIT, int UNROLL, int MINB, int RT>
+template <typename T, int FMT, int GM, int KSPLIT, int UNROLL, int MINB, int RT, bool ROLL = false>
 static int qgemv_wide_run(kern_qblas *qb, qgemv_args a, const T *x)
 {
 	if constexpr (GM != QG_ROW && GM != QG_CHUNK) {
@@ -809,36 +834,20 @@ static int qgemv_wide_run(kern_qblas *qb, qgemv_args a, const T *x)
 		const dim3 grid((tiles + RT - 1) / RT, 1);
 		switch (a.e.kind) {
 		case KERN_EPI_STORE:
-			return qw_launch<T, FMT, GM, KSPLIT, UNROLL, MINB, KERN_EPI_STORE, RT>(qb, grid,
+			return qw_launch<T, FMT, GM, KSPLIT, UNROLL, MINB, KERN_EPI_STORE, RT, ROLL>(qb, grid,
 											       x, a);
 		case KERN_EPI_SWIGLU:
-			return qw_launch<T, FMT, GM, KSPLIT, UNROLL, MINB, KERN_EPI_SWIGLU, RT>(qb, grid,
+			return qw_launch<T, FMT, GM, KSPLIT, UNROLL, MINB, KERN_EPI_SWIGLU, RT, ROLL>(qb, grid,
 												x, a);
 		case KERN_EPI_ROPE:
-			return qw_launch<T, FMT, GM, KSPLIT, UNROLL, MINB, KERN_EPI_ROPE, RT>(qb, grid, x,
+			return qw_launch<T, FMT, GM, KSPLIT, UNROLL, MINB, KERN_EPI_ROPE, RT, ROLL>(qb, grid, x,
 											      a);
 		case KERN_EPI_ADD_NORM:
-			return qw_launch<T, FMT, GM, KSPLIT, UNROLL, MINB, KERN_EPI_ADD_NORM, RT>(
+			return qw_launch<T, FMT, GM, KSPLIT, UNROLL, MINB, KERN_EPI_ADD_NORM, RT, ROLL>(
 				qb, grid, x, a);
 		}
 		return QG_UNFUSED;
 	}
-}
-
-/* Whether a GEMV call runs on the wide kernel: the switch on, int8 or fp8
- * with one group a chunk at most (not int8 groups of 32), one token tile,
- * an epilogue it has, and tiles enough that one split covers the SMs
- * (else qgemv_kernel splits the columns). int4 keeps qgemv_kernel: at
- * its block shapes the wide kernel ran the 7B qkv, o and gate_up 4-8%
- * slower (bench/results/2026-12-01-nvidia-h200-qgemv-wide/). */
-static bool wide_takes(const kern_qblas *qb, const qgemv_args &a, int format)
-{
-	const int k = a.e.kind;
-	return qb->wide && (format == KERN_Q_FP8 || (format == KERN_Q_INT8 && a.group != 32)) &&
-	       a.n >= 1 && a.n <= 8 && !a.e.h.pre_ss &&
-	       (k == KERN_EPI_STORE || k == KERN_EPI_SWIGLU || k == KERN_EPI_ROPE ||
-		k == KERN_EPI_ADD_NORM) &&
-	       kern_epi_tiles(a.e, a.rows) >= qb->sm_count;
 }
 
 /* Bands of row tiles by the blocks an SM they make, for the GEMV's
@@ -848,27 +857,49 @@ static bool wide_takes(const kern_qblas *qb, const qgemv_args &a, int format)
 #define QG_MID_BLOCKS 4
 #define QG_WAVE_BLOCKS 6
 
+/* Whether a GEMV call runs on the wide kernel: the switch on, one token
+ * tile, one group a chunk at most (not int8 groups of 32, int4 groups of
+ * 64 or 32), an epilogue it has, and tiles enough that one split covers
+ * the SMs (else qgemv_kernel splits the columns); int4 from 4 blocks'
+ * worth of tiles an SM: below that (the 7B's o and down) qgemv_kernel's
+ * 8 x 2 ran o 2-10% faster than any wide shape
+ * (bench/results/2026-12-01-nvidia-h200-qgemv-wide/). */
+static bool wide_takes(const kern_qblas *qb, const qgemv_args &a, int format)
+{
+	const int k = a.e.kind, tiles = kern_epi_tiles(a.e, a.rows);
+	const bool fmt = format == KERN_Q_FP8 || (format == KERN_Q_INT8 && a.group != 32) ||
+			 (format == KERN_Q_INT4 && a.group != KERN_Q_INT4_GROUP_AFFINE &&
+			  a.group != KERN_Q_INT4_GROUP_SMALL && tiles >= QG_MID_BLOCKS * qb->sm_count);
+	return qb->wide && fmt && a.n >= 1 && a.n <= 8 && !a.e.h.pre_ss &&
+	       (k == KERN_EPI_STORE || k == KERN_EPI_SWIGLU || k == KERN_EPI_ROPE ||
+		k == KERN_EPI_ADD_NORM) &&
+	       tiles >= qb->sm_count;
+}
+
+
 /*
  * The wide GEMV's block shape by the tiles (QG_UNFUSED where wide_takes
- * says no: the caller takes qgemv_kernel), one row tile a block: the
- * fastest of lab-qgemv's table 4 on the 7B rows at one token on an H200
- * (2026-12-01, int8 and fp8 per row, GB/s): more than 6 blocks' worth an
- * SM (gate_up) 8 warps x 2 chunks at 2 an SM (int8 3,669 against 3,531
- * for 16 x 2), 4 to 6 (qkv) 4 x 2 at 6 (3,514 against 3,244), fewer (o,
- * down) 16 x 2 at 2 (2,603 / 3,303 against 2,384 / 3,068 for 8 x 2).
+ * says no: the caller takes qgemv_kernel), one row tile a block, each
+ * chunk's registers refilled with the next round's chunk as soon as it
+ * is used (ROLL): the fastest of lab-qgemv's table 4 on the 7B rows at
+ * one token on an H200 (2026-12-01, GB/s). From 4 blocks' worth of tiles
+ * an SM (qkv, gate_up) 4 warps x 2 chunks at 6 blocks an SM (int4 qkv
+ * 2,529 against qgemv_kernel's 2,259, gate_up 2,636 against 2,636; fp8
+ * qkv / gate_up 3,652 / 3,927 against 3,505 / 3,733 without ROLL; int8
+ * 3,532 / 3,682 against 3,518 / 3,687), fewer (o, down; int8 and fp8) 8 x
+ * 3 at 2 (fp8 2,736 / 3,463 against 2,667 / 3,359 for 16 x 2, int8 2,689
+ * / 3,417 against 2,660 / 3,337).
  */
 template <typename T, int FMT, int GM>
 static int qgemv_wide_tiles(kern_qblas *qb, const qgemv_args &a, const T *x)
 {
 	if (!wide_takes(qb, a, FMT))
 		return QG_UNFUSED;
-	if constexpr (FMT == KERN_Q_INT8 || FMT == KERN_Q_FP8) {
-		const int tiles = kern_epi_tiles(a.e, a.rows);
-		if (tiles > QG_WAVE_BLOCKS * qb->sm_count)
-			return qgemv_wide_run<T, FMT, GM, 8, 2, 2, 1>(qb, a, x);
-		if (tiles >= QG_MID_BLOCKS * qb->sm_count)
-			return qgemv_wide_run<T, FMT, GM, 4, 2, QG_WAVE_BLOCKS, 1>(qb, a, x);
-		return qgemv_wide_run<T, FMT, GM, 16, 2, 2, 1>(qb, a, x);
+	if constexpr (GM == QG_ROW || GM == QG_CHUNK) {
+		if (kern_epi_tiles(a.e, a.rows) >= QG_MID_BLOCKS * qb->sm_count)
+			return qgemv_wide_run<T, FMT, GM, 4, 2, QG_WAVE_BLOCKS, 1, true>(qb, a, x);
+		if constexpr (FMT != KERN_Q_INT4)
+			return qgemv_wide_run<T, FMT, GM, 8, 3, 2, 1, true>(qb, a, x);
 	}
 	return QG_UNFUSED;
 }

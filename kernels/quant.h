@@ -274,8 +274,9 @@ int kern_qblas_create(void *stream, const kern_qblas_config *cfg, kern_qblas **o
 void kern_qblas_destroy(kern_qblas *qb);
 /* Launch the GEMV as a programmatic dependent (sm_90+), as kern_blas_set_pdl. */
 void kern_qblas_set_pdl(kern_qblas *qb, int on);
-/* int8 and fp8 GEMVs up to 8 tokens on the wide kernel (no predicates on
- * whole rounds, block shapes by the row tiles) where it runs: on by
+/* GEMVs up to 8 tokens on the wide kernel (no predicates on whole rounds,
+ * each chunk's registers refilled as used, block shapes by the row
+ * tiles) where it runs (int8, fp8; int4 on wide projections): on by
  * default, SL_QGEMV_WIDE=0 at create turns it off; 0 here too (tests). */
 void kern_qblas_set_gemv_wide(kern_qblas *qb, int on);
 /* 1 when a plain call of n tokens (fp16 in and out) on w runs the wide

@@ -28,7 +28,8 @@
  *   3. prefill, n = 2048: TFLOP/s per format and path (the GEMM too);
  *   4. the GEMV's block shapes at n = 1 (KSPLIT warps x UNROLL chunks,
  *      and resident blocks an SM), the library's marked; "w..." the wide
- *      GEMV's (qgemv_wide_kernel), "rN" N row tiles a block;
+ *      GEMV's (qgemv_wide_kernel), "rN" N row tiles a block, "p..." the
+ *      wide GEMV refilling each chunk's registers as it is used;
  *   5. fp8 W8A8 at n = 32, 64, 128: every algorithm cuBLASLt's heuristic
  *      offers (#0 is the one the library takes), us and weight GB/s, with
  *      the heuristic's own waves estimate;
@@ -420,11 +421,11 @@ static int call_variant(const kern_qweight &w)
 
 /* The wide GEMV (qgemv_wide_kernel): KS warps x U chunks, MB blocks an
  * SM, RT row tiles a block. */
-template <int FMT, int GM, int KS, int U, int MB, int RT>
+template <int FMT, int GM, int KS, int U, int MB, int RT, bool ROLL = false>
 static int call_wide(const kern_qweight &w)
 {
 	qgemv_args a = qgemv_args_of(&w, g_out, false, 1);
-	return qgemv_wide_run<__half, FMT, GM, KS, U, MB, RT>(g_qb, a, g_x);
+	return qgemv_wide_run<__half, FMT, GM, KS, U, MB, RT, ROLL>(g_qb, a, g_x);
 }
 
 /* The block shapes table 4 times and the check checks, numbered in that
@@ -440,6 +441,14 @@ struct qvariant {
 			call_wide<KERN_Q_INT8, QG_ROW, KS, U, MB, RT>,                        \
 				call_wide<KERN_Q_FP8, QG_ROW, KS, U, MB, RT>,                 \
 				call_wide<KERN_Q_INT4, QG_CHUNK, KS, U, MB, RT>               \
+		}                                                                             \
+	}
+#define QP(name, KS, U, MB)                                                                   \
+	{                                                                                     \
+		name, {                                                                       \
+			call_wide<KERN_Q_INT8, QG_ROW, KS, U, MB, 1, true>,                   \
+				call_wide<KERN_Q_FP8, QG_ROW, KS, U, MB, 1, true>,            \
+				call_wide<KERN_Q_INT4, QG_CHUNK, KS, U, MB, 1, true>          \
 		}                                                                             \
 	}
 #define QV(name, KS, U, MB)                                                                   \
@@ -459,9 +468,13 @@ static const qvariant k_qvariants[] = {
 	QW("w4x4/4", 4, 4, 4, 1), QW("w4x2/4r2", 4, 2, 4, 2), QW("w4x4/3r2", 4, 4, 3, 2),
 	QW("w8x2/2r2", 8, 2, 2, 2), QW("w8x1/3r2", 8, 1, 3, 2), QW("w16x1/2r2", 16, 1, 2, 2),
 	QW("w4x2/3r4", 4, 2, 3, 4), QW("w4x1/4r4", 4, 1, 4, 4),
+	/* the wide GEMV refilling each chunk's registers as it is used (ROLL) */
+	QP("p16x2/2", 16, 2, 2), QP("p8x2/2", 8, 2, 2), QP("p4x2/6", 4, 2, 6), QP("p4x4/4", 4, 4, 4),
+	QP("p8x3/2", 8, 3, 2), QP("p8x4/2", 8, 4, 2), QP("p4x3/5", 4, 3, 5),
 };
 #undef QV
 #undef QW
+#undef QP
 #define N_QVARIANTS (int)(sizeof k_qvariants / sizeof *k_qvariants)
 static const int k_qvariant_fmt[3] = {1, 4, 5}; /* k_fmts: int8/row, fp8/row, int4/g128 */
 

@@ -27,9 +27,10 @@
  * norm's weight) runs up to 8 tokens. SwiGLU and RoPE run again with
  * their input not yet divided by its rms, the GEMV dividing its sums
  * (run_pre), on every format (qgemv_kernel's epilogue: its unfused pair
- * with the wide GEMV off). int8 and fp8 up to 8 tokens otherwise run on
- * the wide GEMV (kernels/quant.cu) where the tiles fill the SMs, fused
- * and unfused alike.
+ * with the wide GEMV off; so for the add alone, which only qgemv_kernel
+ * has). int8 and fp8 up to 8 tokens (int4 on wide projections) otherwise
+ * run on the wide GEMV (kernels/quant.cu) where the tiles fill the SMs,
+ * fused and unfused alike.
  * Runs on a GPU host only (make test-gpu).
  */
 #include <check.h>
@@ -380,7 +381,10 @@ static void run_add_alone(ctx *k, const fw *w, const float *x, const void *d_x, 
 		ref[i] = res0[i] + prod[i];
 	k->worst_cpu = dmax(k->worst_cpu, gt_compare(what, got, ref, no, tol_cpu(k->dt)));
 	int f;
+	/* on qgemv_kernel, the add's own kernel (the wide GEMV has no ADD) */
+	kern_qblas_set_gemv_wide(k->qb, 0);
 	GT_KERNEL(call(k, w, d_proj, d_x, n, NULL, &f));
+	kern_qblas_set_gemv_wide(k->qb, 1);
 	gt_download(prod, d_proj, no, k->dt);
 	for (size_t i = 0; i < no; i++)
 		ref[i] = res0[i] + prod[i];
