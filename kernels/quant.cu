@@ -256,6 +256,32 @@ __device__ __forceinline__ void qg_chunk(const qgemv_args &a, const T *x, uint4 
 	}
 }
 
+/* The in-block sum in a fixed order, called by every warp: warps 1..
+ * leave their M x 4 accumulators in shared memory ([warp][value][lane]:
+ * lanes on consecutive words, no bank conflicts), `between` runs before
+ * the barrier, then warp 0 adds them in warp order. */
+template <int KSPLIT, int M, typename F>
+__device__ __forceinline__ void qg_warp_sum(float (&acc)[M][4], F between)
+{
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	__shared__ float part[KSPLIT - 1][M * 4][32];
+	if (warp > 0)
+#pragma unroll
+		for (int j = 0; j < M; j++)
+#pragma unroll
+			for (int e = 0; e < 4; e++)
+				part[warp - 1][4 * j + e][lane] = acc[j][e];
+	between();
+	__syncthreads();
+	if (warp == 0)
+		for (int k = 0; k < KSPLIT - 1; k++)
+#pragma unroll
+			for (int j = 0; j < M; j++)
+#pragma unroll
+				for (int e = 0; e < 4; e++)
+					acc[j][e] += part[k][4 * j + e][lane];
+}
+
 /* The block's end: warp 0 sums the other warps' accumulators (shared
  * memory, fixed order), divides them by the rms of an input that was not
  * (PRE, from the parts pre_p) and stores, the add's residual and norm
@@ -270,26 +296,12 @@ __device__ __forceinline__ void qg_block_end(const qgemv_args &a, float (&acc)[N
 	static_assert(!PRE || (KSPLIT >= 8 && NT == 1), "kern_pre_load: 8 warps, 8 tokens");
 	__shared__ float pss[KSPLIT][KERN_PRE_MAX_TOKENS]; /* PRE's sums (kern_pre_part) */
 	if constexpr (KSPLIT > 1) {
-		/* [warp][value][lane]: lanes on consecutive words, no bank conflicts */
-		__shared__ float part[KSPLIT - 1][NT * 4][32];
-		if (warp > 0)
-#pragma unroll
-			for (int j = 0; j < NT; j++)
-#pragma unroll
-				for (int e = 0; e < 4; e++)
-					part[warp - 1][4 * j + e][lane] = acc[j][e];
-		if constexpr (PRE)
-			kern_pre_part<KSPLIT>(a.n, pre_p, pss);
-		__syncthreads();
+		qg_warp_sum<KSPLIT>(acc, [&] {
+			if constexpr (PRE)
+				kern_pre_part<KSPLIT>(a.n, pre_p, pss);
+		});
 		if (warp > 0 && EPI != KERN_EPI_ADD_NORM)
 			return;
-		if (warp == 0)
-			for (int k = 0; k < KSPLIT - 1; k++)
-#pragma unroll
-				for (int j = 0; j < NT; j++)
-#pragma unroll
-					for (int e = 0; e < 4; e++)
-						acc[j][e] += part[k][4 * j + e][lane];
 	}
 	if constexpr (PRE)
 		if (warp == 0)
@@ -572,23 +584,9 @@ __device__ __forceinline__ void qw_block_end(const qgemv_args &a, float (&acc)[R
 {
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	if constexpr (KSPLIT > 1) {
-		__shared__ float part[KSPLIT - 1][RT * 4][32];
-		if (warp > 0)
-#pragma unroll
-			for (int r = 0; r < RT; r++)
-#pragma unroll
-				for (int e = 0; e < 4; e++)
-					part[warp - 1][4 * r + e][lane] = acc[r][e];
-		__syncthreads();
+		qg_warp_sum<KSPLIT>(acc, [] {});
 		if (warp > 0 && EPI != KERN_EPI_ADD_NORM)
 			return;
-		if (warp == 0)
-			for (int k = 0; k < KSPLIT - 1; k++)
-#pragma unroll
-				for (int r = 0; r < RT; r++)
-#pragma unroll
-					for (int e = 0; e < 4; e++)
-						acc[r][e] += part[k][4 * r + e][lane];
 	}
 	if (warp == 0)
 #pragma unroll
