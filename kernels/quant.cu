@@ -661,16 +661,18 @@ __device__ __forceinline__ void qw_chunk(const T *xk, const uint4 (&va)[RT], con
  * group scales (QG_CHUNK), no branch on the dtype. A whole round of int8
  * per row at 16 warps x 2 chunks takes 60 instructions a KiB of W against
  * qgemv_kernel's 87 (SASS); int4 at 8 x 2, 133 against 173-188, which
- * alone did not make int4 faster. ROLL: in a whole round followed by a whole one,
- * each chunk's registers take the next round's chunk as soon as the chunk
- * is used, so loads stay in flight while the warp computes (int4 qkv at 4
- * x 2: 2,215 -> 2,529 GB/s). RT 16-row tiles a
- * block, each warp taking all of them, share x's fragment and a chunk's
- * address arithmetic RT ways; the library runs RT = 1 (RT = 2 and 4 lost
- * in lab-qgemv's table 4 on every 7B row, 2026-12-01). Same k order,
- * chunk split and warp sum as qgemv_kernel: at the same block shape the
- * same bits. GM: QG_ROW or QG_CHUNK; EPI: STORE, SWIGLU, ROPE or
- * ADD_NORM (no PRE).
+ * alone did not make int4 faster.
+ * ROLL: in a whole round followed by a whole one, each chunk's registers
+ * take the next round's chunk as soon as the chunk is used, so loads stay
+ * in flight while the warp computes (int4 qkv at 4 x 2: 2,215 -> 2,529
+ * GB/s).
+ * RT 16-row tiles a block, each warp taking all of them, share x's
+ * fragment and a chunk's address arithmetic RT ways; the library runs
+ * RT = 1 (RT = 2 and 4 lost in lab-qgemv's table 4 on every 7B row,
+ * 2026-12-01).
+ * Same k order, chunk split and warp sum as qgemv_kernel: at the same
+ * block shape the same bits. GM: QG_ROW or QG_CHUNK; EPI: STORE, SWIGLU,
+ * ROPE or ADD_NORM (no PRE, no add alone: qgemv_kernel's).
  */
 template <typename T, int FMT, int GM, int KSPLIT, int UNROLL, int MINB, int EPI, int RT, bool ROLL,
 	  bool SF>
