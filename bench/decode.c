@@ -10,8 +10,8 @@
  * of one long prompt. Writes the same as JSON.
  *
  * --quant int8|fp8|int4 quantizes the projections (random weights made and
- * quantized on the host once per projection, every layer a copy; with
- * int4 the LM head in int8 too, --quant-lm-head to choose), --kv-dtype
+ * quantized on the host once per projection, every layer a copy; the LM
+ * head in int8 too, --quant-lm-head to choose), --kv-dtype
  * fp8 stores the KV cache in fp8; weight bytes per token then count codes,
  * scales and zero points. --block-tokens sets the KV cache's page size
  * (default 16, the node's). Prefill runs once cold (plans, heuristics),

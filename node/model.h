@@ -69,7 +69,7 @@ typedef struct model_opts {
 	int quant;          /* kern_qformat of the four projections (--quant); KERN_Q_NONE:
 			     * the run dtype. Embedding and norms stay in it */
 	int quant_lm_head;  /* the LM head (--quant-lm-head): MODEL_LMQ_AUTO (0: int8 with
-			     * --quant int4, else the run dtype), MODEL_LMQ_NONE, MODEL_LMQ_INT8 */
+			     * any --quant, else the run dtype), MODEL_LMQ_NONE, MODEL_LMQ_INT8 */
 	int quant_group;    /* int8 / int4 columns per scale (--quant-group): MODEL_QGROUP_AUTO
 			     * (0: int8 MODEL_INT8_GROUP, int4 128), MODEL_QGROUP_ROW (int8:
 			     * one scale per row), 32, 64, 128; smaller where a rank's in_dim
@@ -77,8 +77,9 @@ typedef struct model_opts {
 	int kv_fp8;         /* KV cache in fp8 E4M3 (--kv-dtype fp8) */
 } model_opts;
 
-/* --quant-lm-head auto|none|int8. auto quantizes it with int4 projections
- * only: there the run-dtype head is 7% of a 7B step's bytes (docs/cuda.md). */
+/* --quant-lm-head auto|none|int8. auto quantizes it whenever the
+ * projections are (--quant int8, fp8 or int4): the run-dtype head is 4%
+ * of a 7B int8 / fp8 step's bytes, 7% of int4's (docs/cuda.md). */
 #define MODEL_LMQ_AUTO 0
 #define MODEL_LMQ_NONE 1
 #define MODEL_LMQ_INT8 2
@@ -128,7 +129,7 @@ int model_parse_quant(const char *s, int *quant, char *err, size_t errlen);
 int model_parse_quant_group(const char *s, int *group, char *err, size_t errlen);
 int model_parse_kv_dtype(const char *s, int *kv_fp8, char *err, size_t errlen);
 int model_parse_quant_lm_head(const char *s, int *lmq, char *err, size_t errlen);
-/* Whether o asks for an int8 LM head (--quant-lm-head, auto: with int4);
+/* Whether o asks for an int8 LM head (--quant-lm-head, auto: with any --quant);
  * it stays in the run dtype where in_dim is not a multiple of 16. */
 int model_lm_head_int8(const model_opts *o);
 

@@ -598,7 +598,7 @@ static int load_layer(loader *L, int li, layer_weights *lw)
 int model_lm_head_int8(const model_opts *o)
 {
 	return o->quant_lm_head == MODEL_LMQ_INT8 ||
-	       (o->quant_lm_head == MODEL_LMQ_AUTO && o->quant == KERN_Q_INT4);
+	       (o->quant_lm_head == MODEL_LMQ_AUTO && o->quant != KERN_Q_NONE);
 }
 
 /* The LM head's format: int8 where asked (model_lm_head_int8) and its
@@ -1013,7 +1013,7 @@ int model_parse_quant_lm_head(const char *s, int *lmq, char *err, size_t errlen)
 		*lmq = MODEL_LMQ_INT8;
 	else
 		return sl_errf(err, errlen, SL_EINVAL, "--quant-lm-head: '%s' is not auto (int8 "
-			       "with --quant int4), none (the run dtype) or int8", s);
+			       "with any --quant but none), none (the run dtype) or int8", s);
 	return SL_OK;
 }
 

@@ -35,8 +35,9 @@ $node --prompt-ids 5,6,7 --prompt-ids 9,8 --max-tokens 12 --ignore-eos --max-ste
 [ "$(sed -n 1p "$tmp/b")" = "$(cat "$tmp/a")" ] && ok || bad "batched line 1 differs from alone"
 [ "$(sed -n 2p "$tmp/b" | cut -d' ' -f1-10)" = "$(cat "$tmp/b1")" ] && ok || bad "batched line 2 differs from alone"
 
-# the LM head: int4's auto is int8; an int8 head logs its format (dim 48:
-# one scale per row) and runs with any --quant
+# the LM head: auto is int8 with every --quant format (none keeps the run
+# dtype); an int8 head logs its format (dim 48: one scale per row) and
+# runs with any --quant
 $node --prompt-ids 5,6,7 --max-tokens 8 --ignore-eos --quant int4 >"$tmp/q1" 2>"$tmp/qlog" || bad "int4 run"
 $node --prompt-ids 5,6,7 --max-tokens 8 --ignore-eos --quant int4 --quant-lm-head int8 >"$tmp/q2" 2>/dev/null
 $node --prompt-ids 5,6,7 --max-tokens 8 --ignore-eos --quant none --quant-lm-head int8 >"$tmp/q3" 2>"$tmp/q3log"
@@ -44,6 +45,11 @@ cmp -s "$tmp/q1" "$tmp/q2" && [ -s "$tmp/q1" ] && ok || bad "int4: auto and --qu
 grep -q 'lm_head: int8, one scale per row' "$tmp/qlog" && ok || bad "int4's LM head format not logged"
 [ "$(wc -w <"$tmp/q3")" -eq 8 ] && grep -q 'lm_head: int8' "$tmp/q3log" && ok ||
 	bad "--quant none --quant-lm-head int8: $(tail -2 "$tmp/q3log")"
+$node --prompt-ids 5,6,7 --max-tokens 8 --ignore-eos --quant fp8 >/dev/null 2>"$tmp/q4log" || bad "fp8 run"
+$node --prompt-ids 5,6,7 --max-tokens 8 --ignore-eos --quant fp8 --quant-lm-head none >/dev/null \
+	2>"$tmp/q5log" || bad "fp8 run, --quant-lm-head none"
+grep -q 'lm_head: int8' "$tmp/q4log" && ok || bad "fp8's auto LM head is not int8"
+grep -q 'lm_head: int8' "$tmp/q5log" && bad "--quant-lm-head none gave an int8 head" || ok
 
 expect_err "missing model dir" "$tmp/none: No such file" $bin/shardline-node --model "$tmp/none" --prompt-ids 1
 mkdir "$tmp/empty"

@@ -13,7 +13,7 @@
  * A configuration is FORMAT[/GROUP][+kv8][+lm8|+lmnone]: none, int8,
  * int8/row, int8/64, fp8, int4, int4/64, ..., "+kv8" for an fp8 KV cache
  * (fp8+kv8), "+lm8" / "+lmnone" for an int8 / run-dtype LM head (else
- * --quant-lm-head auto: int8 with int4). The
+ * --quant-lm-head auto: int8 with any format but none). The
  * first is the baseline (normally none). The text is tokenized with the
  * model's own tokenizer (the GGUF's, or the folder's tokenizer.json), cut
  * into windows of --window tokens, each starting with BOS (or, where the

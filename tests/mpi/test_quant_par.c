@@ -31,7 +31,8 @@
  * LM head of a tied model: a copy of the table, split by vocabulary, on
  * the last stage alone); with --smollm2, the real SmolLM2-135M GGUF
  * instead (int4: its Q4_1 blocks as they are, its LM head the Q8_0
- * table's blocks). int4's LM head is int8 (--quant-lm-head auto).
+ * table's blocks). The quantized configurations' LM head is int8
+ * (--quant-lm-head auto).
  */
 #include <math.h>
 #include <mpi.h>
