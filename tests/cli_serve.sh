@@ -34,16 +34,21 @@ out=$("$bin/shardline" serve "$model" --tp 2 2>&1); rc=$?
 tree() {
 	for c in $(ps -o pid= --ppid "$1"); do echo "$c"; tree "$c"; done
 }
-# Starts serve on ephemeral loopback ports; waits for its ready line.
+# Starts serve on ephemeral loopback ports; waits for its ready line. The
+# last start's output goes first: the background job truncates it only once
+# it runs, and a stale ready line would end the wait before serve has forked.
 start() {
+	rm -f "$tmp/out" "$tmp/log" "$tmp/ports"
 	"$bin/shardline" serve "$model" --model-name smol --http-bind 127.0.0.1:0 \
 		--client-bind 'tcp://127.0.0.1:*' --node-bind 'tcp://127.0.0.1:*' \
 		--ports-file "$tmp/ports" >"$tmp/out" 2>"$tmp/log" &
 	serve_pid=$!
-	i=0; until grep -q 'ready: http://' "$tmp/out"; do
+	i=0; until grep -q 'ready: http://' "$tmp/out" 2>/dev/null; do
 		i=$((i + 1)); [ $i -gt 600 ] || ! kill -0 $serve_pid 2>/dev/null && return 1; sleep 0.2
 	done
 }
+# "PID ARGS" of those of PIDS still running, or a line saying there were none.
+running() { [ -n "$*" ] && ps -o pid=,args= -p "$(echo $* | tr ' ' ,)" | head -3 || echo "none: no process of its tree was found"; }
 gone() { # PIDS: wait at most 20 s for all of them to end
 	i=0; for p in "$@"; do while kill -0 "$p" 2>/dev/null && [ $i -lt 200 ]; do i=$((i + 1)); sleep 0.1; done; done
 	for p in "$@"; do kill -0 "$p" 2>/dev/null && return 1; done; return 0
@@ -63,7 +68,7 @@ if start; then
 	wait $serve_pid; rc=$?; serve_pid=""
 	[ $rc -eq 0 ] && grep -q "left after draining" "$tmp/log" && ok "SIGTERM: drained, exit 0" ||
 		{ bad "SIGTERM: exit $rc"; tail -5 "$tmp/log"; }
-	[ -n "$kids" ] && gone $kids && ok "no process left (${kids% })" || bad "left running: $(ps -o pid=,args= -p "${kids% }" | head -3)"
+	[ -n "$kids" ] && gone $kids && ok "no process left (${kids% })" || bad "left running: $(running $kids)"
 else
 	bad "serve was not ready"; tail -10 "$tmp/log"
 fi
@@ -73,7 +78,7 @@ if start; then
 	kill -KILL $serve_pid
 	wait $serve_pid 2>/dev/null; serve_pid=""
 	[ -n "$kids" ] && gone $kids && ok "SIGKILL to serve: its $(echo $kids | wc -w) processes went too" ||
-		bad "after SIGKILL, left running: $(ps -o pid=,args= -p "${kids% }" | head -3)"
+		bad "after SIGKILL, left running: $(running $kids)"
 else
 	bad "serve was not ready (second start)"; tail -10 "$tmp/log"
 fi
