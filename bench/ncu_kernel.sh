@@ -16,6 +16,11 @@
 #   KERNEL  a regular expression of the kernel's function name (required),
 #           e.g. attn_decode, gemv_kernel, qgemv_kernel
 #   SKIP    launches of it to skip [0]
+#   NVTX    count and profile only launches inside this NVTX range, as
+#           ncu's --nvtx-include takes it, e.g. "layer 5/" (the backend's
+#           ranges, bench/ncu_layer.sh): with KERNEL=qgemv_wide_kernel and
+#           SKIP=0 the first decode step's layer-5 qkv, where SKIP alone
+#           counts every launch of the name (the LM head's too) [none]
 #   ARGS    shardline-bench-decode's arguments
 #           [--shape 7b --batches 1 --prompt 128 --new 16 --prefill 0]
 #   CLOCKS  ncu's --clock-control [base: the SM clock locked at base, so
@@ -35,8 +40,10 @@ ncu=${NCU:-$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cu
 mkdir -p "$out"
 rm -f "$out/kernel.ncu-rep"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv > "$out/device.txt" 2>&1
+set --
+[ -n "${NVTX:-}" ] && set -- --nvtx --nvtx-include "$NVTX"
 # shellcheck disable=SC2086 # ARGS are words
-SL_NO_GRAPHS=1 "$ncu" --set full --import-source yes --clock-control "${CLOCKS:-base}" \
+SL_NO_GRAPHS=1 "$ncu" --set full --import-source yes --clock-control "${CLOCKS:-base}" "$@" \
 	--kernel-name "regex:$KERNEL" --launch-skip "${SKIP:-0}" --launch-count 1 \
 	-o "$out/kernel" "$bin/shardline-bench-decode" \
 	${ARGS:---shape 7b --batches 1 --prompt 128 --new 16 --prefill 0} > "$out/run.log" 2>&1
