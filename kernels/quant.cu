@@ -148,6 +148,17 @@ struct qgemv_args : q_layout {
 	kern_epi_dev e;       /* what the product feeds (kernels/epilogue.h); out_f32: STORE */
 };
 
+/* M MMA tiles' fp32 accumulators (or partial sums), zeroed. */
+template <int M>
+__device__ __forceinline__ void qg_zero(float (&v)[M][4])
+{
+#pragma unroll
+	for (int i = 0; i < M; i++)
+#pragma unroll
+		for (int e = 0; e < 4; e++)
+			v[i][e] = 0;
+}
+
 /* Warp 0's accumulators, summed over the block: per-row scales, then out. */
 template <typename T, int GM, int NT, int EPI>
 __device__ __forceinline__ void qgemv_store(const qgemv_args &a, float (&acc)[NT][4], int ra,
@@ -233,11 +244,7 @@ __device__ __forceinline__ void qg_chunk(const qgemv_args &a, const T *x, uint4 
 			xr[4 * m + 3] = v.w;
 		}
 		float t[NH][4];
-#pragma unroll
-		for (int h = 0; h < NH; h++)
-#pragma unroll
-			for (int e = 0; e < 4; e++)
-				t[h][e] = 0;
+		qg_zero(t);
 #pragma unroll
 		for (int i = 0; i < NP / 2; i++) {
 			const uint32_t af[4] = {fa[2 * i], fb[2 * i], fa[2 * i + 1], fb[2 * i + 1]};
@@ -365,11 +372,7 @@ __global__ void __launch_bounds__(KSPLIT * 32, MINB) qgemv_kernel(const T *x, qg
 	const unsigned lg = GM == QG_CHUNK ? __ffs(a.group / CK) - 1 : 0;
 
 	float acc[NT][4];
-#pragma unroll
-	for (int j = 0; j < NT; j++)
-#pragma unroll
-		for (int e = 0; e < 4; e++)
-			acc[j][e] = 0;
+	qg_zero(acc);
 	/* W codes, group scales' bits (QG_CHUNK, QG_HALF) and int4 zero
 	 * points of one round: chunks ch .. ch + UNROLL - 1 */
 	uint4 va[UNROLL], vb[UNROLL];
@@ -703,11 +706,7 @@ __global__ void __launch_bounds__(KSPLIT * 32, MINB) qgemv_wide_kernel(const T *
 	const T *xl = x + (size_t)min(g, a.n - 1) * a.cols + c * q_geom<FMT>::KL;
 
 	float acc[RT][4];
-#pragma unroll
-	for (int r = 0; r < RT; r++)
-#pragma unroll
-		for (int e = 0; e < 4; e++)
-			acc[r][e] = 0;
+	qg_zero(acc);
 	uint4 va[UNROLL][RT], vb[UNROLL][RT];
 	uint32_t sa[UNROLL][RT], sb[UNROLL][RT], za[UNROLL][RT], zb[UNROLL][RT];
 	int ch = ch_begin + warp * UNROLL;
