@@ -64,6 +64,27 @@ size_t kern_qweight_zero_bytes(const kern_qweight *w)
 							 : 0;
 }
 
+size_t kern_qweight_meta_bytes(const kern_qweight *w)
+{
+	if (w->format != KERN_Q_INT4 || w->group <= 0 || w->group % 128 ||
+	    w->scale_dt != SL_DT_F16)
+		return 0;
+	return 4 * (size_t)w->rows * kern_qweight_groups(w);
+}
+
+void kern_qweight_meta_pack(const kern_qweight *w, uint32_t *meta)
+{
+	const int groups = kern_qweight_groups(w);
+	const uint16_t *s = w->scales;
+	const uint8_t *z = w->zeros;
+	for (int r = 0; r < w->rows; r++)
+		for (int g = 0; g < groups; g++) {
+			const size_t i = (size_t)r * groups + g;
+			const uint32_t zp = z ? z[i] : 8;
+			meta[(size_t)g * w->rows + r] = s[i] | zp << 16;
+		}
+}
+
 int kern_qweight_check(const kern_qweight *w, char *err, size_t errlen)
 {
 	const char *f = kern_qformat_name(w->format);

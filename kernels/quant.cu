@@ -347,11 +347,14 @@ template <int FMT, int NT> constexpr int qg_min_blocks()
  * group; QG_AFFINE (int4 groups of 32) makes each lane's weights d * u + m
  * from its group's pair and accumulates them unscaled. EPI, PRE: as
  * matmul.cu's gemv_kernel (kernels/epilogue.cuh), fused kinds with NT == 1
- * only.
+ * only. MT (int4, QG_CHUNK, one token tile): the weight's meta words
+ * instead of its scales and zero points, as qgemv_wide_kernel's.
  */
-template <typename T, int FMT, int GM, int NT, int KSPLIT, int UNROLL, int MINB, int EPI, bool PRE>
+template <typename T, int FMT, int GM, int NT, int KSPLIT, int UNROLL, int MINB, int EPI, bool PRE,
+	  bool MT = false>
 __global__ void __launch_bounds__(KSPLIT * 32, MINB) qgemv_kernel(const T *x, qgemv_args a)
 {
+	static_assert(!MT || GM == QG_CHUNK, "meta words: one group a chunk or more");
 	constexpr int CK = 4 * q_geom<FMT>::KL; /* columns per chunk */
 	constexpr int NH = GM == QG_HALF ? 2 : 1;
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -405,6 +408,11 @@ __global__ void __launch_bounds__(KSPLIT * 32, MINB) qgemv_kernel(const T *x, qg
 #pragma unroll
 				for (int h = 0; h < NH; h++) {
 					const int gr = in && grp0 + h < a.groups ? grp0 + h : 0;
+					if constexpr (MT) { /* scale and zero point: one word */
+						sa[u][h] = __ldg(a.meta + (size_t)gr * a.rows + ra);
+						sb[u][h] = __ldg(a.meta + (size_t)gr * a.rows + rb);
+						continue;
+					}
 					sa[u][h] = q_scale_bits(a.scales, (size_t)ra * a.groups + gr,
 								a.scale_f16);
 					sb[u][h] = q_scale_bits(a.scales, (size_t)rb * a.groups + gr,
@@ -418,6 +426,8 @@ __global__ void __launch_bounds__(KSPLIT * 32, MINB) qgemv_kernel(const T *x, qg
 				const size_t gi = (size_t)4 * cu + c;
 				za[u] = ok ? __ldg(pr + (size_t)ra * a.groups + gi) : 0u;
 				zb[u] = ok ? __ldg(pr + (size_t)rb * a.groups + gi) : 0u;
+			} else if constexpr (FMT == KERN_Q_INT4 && MT) {
+				za[u] = zb[u] = 0; /* in sa, sb's top halves */
 			} else if constexpr (FMT == KERN_Q_INT4) {
 				/* groups of 64 (QG_HALF): lanes c = 0, 1 hold the
 				 * chunk's first group, 2, 3 the second */
@@ -451,8 +461,10 @@ __global__ void __launch_bounds__(KSPLIT * 32, MINB) qgemv_kernel(const T *x, qg
 					fsa[h] = q_scale_of(sa[u][h], a.scale_f16);
 					fsb[h] = q_scale_of(sb[u][h], a.scale_f16);
 				}
-			qg_chunk<T, FMT, GM, NT>(a, x, va[u], vb[u], za[u], zb[u], fsa, fsb, cu, ok, g,
-						 c, acc);
+			const uint32_t zpa = MT ? sa[u][0] >> 16 : za[u];
+			const uint32_t zpb = MT ? sb[u][0] >> 16 : zb[u];
+			qg_chunk<T, FMT, GM, NT>(a, x, va[u], vb[u], zpa, zpb, fsa, fsb, cu, ok, g, c,
+						 acc);
 		}
 		ch += stride;
 		if (ch >= ch_end)
@@ -508,6 +520,11 @@ template <typename T, int FMT, int GM, int NT, int KSPLIT, int UNROLL, int MINB,
 static int qg_launch(kern_qblas *qb, dim3 grid, const T *x, const qgemv_args &a)
 {
 	constexpr int MB = MINB > 0 ? MINB : qg_min_blocks<FMT, NT>();
+	if constexpr (FMT == KERN_Q_INT4 && GM == QG_CHUNK && NT == 1)
+		if (a.meta && a.scale_f16) /* int4 up to 8 tokens: the meta words */
+			return q_launch(qb,
+					qgemv_kernel<T, FMT, GM, NT, KSPLIT, UNROLL, MB, EPI, PRE, true>,
+					grid, dim3(KSPLIT * 32), x, a);
 	return q_launch(qb, qgemv_kernel<T, FMT, GM, NT, KSPLIT, UNROLL, MB, EPI, PRE>, grid,
 			dim3(KSPLIT * 32), x, a);
 }
@@ -675,13 +692,17 @@ __device__ __forceinline__ void qw_chunk(const T *xk, const uint4 (&va)[RT], con
  * 2026-12-01).
  * Same k order, chunk split and warp sum as qgemv_kernel: at the same
  * block shape the same bits. GM: QG_ROW or QG_CHUNK; EPI: STORE, SWIGLU,
- * ROPE or ADD_NORM (no PRE, no add alone: qgemv_kernel's).
+ * ROPE or ADD_NORM (no PRE, no add alone: qgemv_kernel's). MT: int4's
+ * meta words (kern_qweight.meta) for the scale and zero point arrays,
+ * one load a row a chunk from a sector the warp's 8 rows share; the same
+ * values, so the same bits.
  */
 template <typename T, int FMT, int GM, int KSPLIT, int UNROLL, int MINB, int EPI, int RT, bool ROLL,
-	  bool SF>
+	  bool SF, bool MT>
 __global__ void __launch_bounds__(KSPLIT * 32, MINB) qgemv_wide_kernel(const T *x, qgemv_args a)
 {
 	static_assert(GM == QG_ROW || GM == QG_CHUNK, "one group a chunk at most");
+	static_assert(!MT || (GM == QG_CHUNK && SF), "meta words: fp16 group scales");
 	static_assert(EPI != KERN_EPI_ADD && EPI != KERN_EPI_ALLREDUCE_ADD, "sums by block");
 	constexpr int CK = 4 * q_geom<FMT>::KL; /* columns per chunk */
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -726,6 +747,11 @@ __global__ void __launch_bounds__(KSPLIT * 32, MINB) qgemv_wide_kernel(const T *
 			/* 32-bit indices: one multiply-add an address */
 			[[maybe_unused]] const unsigned ia = (unsigned)(ra[r] * a.groups + gr);
 			[[maybe_unused]] const unsigned ib = (unsigned)(rb[r] * a.groups + gr);
+			if constexpr (MT) { /* scale and zero point in one word */
+				sa[u][r] = __ldg(a.meta + (unsigned)(gr * a.rows + ra[r]));
+				sb[u][r] = __ldg(a.meta + (unsigned)(gr * a.rows + rb[r]));
+				continue;
+			}
 			if constexpr (GM == QG_CHUNK) {
 				sa[u][r] = q_scale_bits(a.scales, ia, SF);
 				sb[u][r] = q_scale_bits(a.scales, ib, SF);
@@ -743,13 +769,16 @@ __global__ void __launch_bounds__(KSPLIT * 32, MINB) qgemv_wide_kernel(const T *
 		constexpr bool FULL = decltype(full)::value;
 		const bool ok = FULL || (cu < ch_end && cu * QG_CHUNK_BYTES + c * 16 < a.row_bytes);
 		float fsa[RT], fsb[RT];
+		uint32_t zpa[RT], zpb[RT];
 #pragma unroll
 		for (int r = 0; r < RT; r++) {
-			fsa[r] = GM == QG_CHUNK ? q_scale_of(sa[u][r], SF) : 0.0f;
+			fsa[r] = GM == QG_CHUNK ? q_scale_of(sa[u][r], SF) : 0.0f; /* MT: low half */
 			fsb[r] = GM == QG_CHUNK ? q_scale_of(sb[u][r], SF) : 0.0f;
+			zpa[r] = MT ? sa[u][r] >> 16 : za[u][r];
+			zpb[r] = MT ? sb[u][r] >> 16 : zb[u][r];
 		}
-		qw_chunk<T, FMT, GM, RT, FULL>(xl + (size_t)cu * CK, va[u], vb[u], za[u], zb[u], fsa,
-					       fsb, ok, c, acc);
+		qw_chunk<T, FMT, GM, RT, FULL>(xl + (size_t)cu * CK, va[u], vb[u], zpa, zpb, fsa, fsb,
+					       ok, c, acc);
 	};
 	auto fetch = [&](int ch0, auto full) {
 #pragma unroll
@@ -805,15 +834,27 @@ __global__ void __launch_bounds__(KSPLIT * 32, MINB) qgemv_wide_kernel(const T *
 	qw_block_end<T, GM, KSPLIT, EPI, RT>(a, acc, ra, rb, row_a, row_b, ok_a, ok_b);
 }
 
-/* Launch the wide GEMV of a shape, one split, fp16 or fp32 group scales. */
+/* Launch the wide GEMV of a shape, one split: fp16 or fp32 group scales,
+ * or int4's meta words where the weight has them (one load a row a chunk
+ * instead of a scale and a zero point). */
 template <typename T, int FMT, int GM, int KSPLIT, int UNROLL, int MINB, int EPI, int RT, bool ROLL>
 static int qw_launch(kern_qblas *qb, dim3 grid, const T *x, const qgemv_args &a)
 {
-	if (GM == QG_CHUNK && !a.scale_f16)
-		return q_launch(qb,
-				qgemv_wide_kernel<T, FMT, GM, KSPLIT, UNROLL, MINB, EPI, RT, ROLL, false>,
-				grid, dim3(KSPLIT * 32), x, a);
-	return q_launch(qb, qgemv_wide_kernel<T, FMT, GM, KSPLIT, UNROLL, MINB, EPI, RT, ROLL, true>,
+	if constexpr (GM == QG_CHUNK) {
+		if constexpr (FMT == KERN_Q_INT4)
+			if (a.meta && a.scale_f16)
+				return q_launch(qb,
+						qgemv_wide_kernel<T, FMT, GM, KSPLIT, UNROLL, MINB, EPI,
+								  RT, ROLL, true, true>,
+						grid, dim3(KSPLIT * 32), x, a);
+		if (!a.scale_f16)
+			return q_launch(qb,
+					qgemv_wide_kernel<T, FMT, GM, KSPLIT, UNROLL, MINB, EPI, RT, ROLL,
+							  false, false>,
+					grid, dim3(KSPLIT * 32), x, a);
+	}
+	return q_launch(qb,
+			qgemv_wide_kernel<T, FMT, GM, KSPLIT, UNROLL, MINB, EPI, RT, ROLL, true, false>,
 			grid, dim3(KSPLIT * 32), x, a);
 }
 
@@ -859,16 +900,19 @@ static int qgemv_wide_run(kern_qblas *qb, qgemv_args a, const T *x)
 /* Whether a GEMV call runs on the wide kernel: the switch on, one token
  * tile, one group a chunk at most (not int8 groups of 32, int4 groups of
  * 64 or 32), an epilogue it has, and tiles enough that one split covers
- * the SMs (else qgemv_kernel splits the columns); int4 from 4 blocks'
- * worth of tiles an SM: below that (the 7B's o and down) qgemv_kernel's
- * 8 x 2 ran o 2-10% faster than any wide shape
- * (bench/results/2026-12-01-nvidia-h200-qgemv-wide/). */
+ * the SMs (else qgemv_kernel splits the columns); int4 without its meta
+ * words from 4 blocks' worth of tiles an SM: below that (the 7B's o and
+ * down) qgemv_kernel's 8 x 2 ran o 2-10% faster than any wide shape
+ * (bench/results/2026-12-01-nvidia-h200-qgemv-wide/); with them the wide
+ * 8 x 2 ties it on o and reads down 10.6% faster
+ * (bench/results/2026-12-01-nvidia-h200-int4-meta/). */
 static bool wide_takes(const kern_qblas *qb, const qgemv_args &a, int format)
 {
 	const int k = a.e.kind, tiles = kern_epi_tiles(a.e, a.rows);
 	const bool fmt = format == KERN_Q_FP8 || (format == KERN_Q_INT8 && a.group != 32) ||
 			 (format == KERN_Q_INT4 && a.group != KERN_Q_INT4_GROUP_AFFINE &&
-			  a.group != KERN_Q_INT4_GROUP_SMALL && tiles >= QG_MID_BLOCKS * qb->sm_count);
+			  a.group != KERN_Q_INT4_GROUP_SMALL &&
+			  (a.meta || tiles >= QG_MID_BLOCKS * qb->sm_count));
 	return qb->wide && fmt && a.n >= 1 && a.n <= 8 && !a.e.h.pre_ss &&
 	       (k == KERN_EPI_STORE || k == KERN_EPI_SWIGLU || k == KERN_EPI_ROPE ||
 		k == KERN_EPI_ADD_NORM) &&
@@ -887,7 +931,8 @@ static bool wide_takes(const kern_qblas *qb, const qgemv_args &a, int format)
  * qkv / gate_up 3,652 / 3,927 against 3,505 / 3,733 without ROLL; int8
  * 3,532 / 3,682 against 3,518 / 3,687), fewer (o, down; int8 and fp8) 8 x
  * 3 at 2 (fp8 2,736 / 3,463 against 2,667 / 3,359 for 16 x 2, int8 2,689
- * / 3,417 against 2,660 / 3,337).
+ * / 3,417 against 2,660 / 3,337); int4 with meta words 8 x 2 at 2 (o
+ * 1,662 against 1,675 for qgemv_kernel's 8 x 2, down 2,460 against 2,225).
  */
 template <typename T, int FMT, int GM>
 static int qgemv_wide_tiles(kern_qblas *qb, const qgemv_args &a, const T *x)
@@ -899,6 +944,8 @@ static int qgemv_wide_tiles(kern_qblas *qb, const qgemv_args &a, const T *x)
 			return qgemv_wide_run<T, FMT, GM, 4, 2, QG_WAVE_BLOCKS, 1, true>(qb, a, x);
 		if constexpr (FMT != KERN_Q_INT4)
 			return qgemv_wide_run<T, FMT, GM, 8, 3, 2, 1, true>(qb, a, x);
+		else /* meta words (wide_takes) */
+			return qgemv_wide_run<T, FMT, GM, 8, 2, 2, 1, true>(qb, a, x);
 	}
 	return QG_UNFUSED;
 }

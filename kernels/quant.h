@@ -128,6 +128,11 @@ typedef struct kern_qweight {
 	void *data;   /* codes, see the formats above */
 	void *scales; /* [rows, groups] of scale_dt; INT4 group 32: [rows, groups, 2] (d, m) */
 	void *zeros;  /* INT4 only: uint8 [rows, groups], or NULL (symmetric) */
+	/* NULL, or the same scales and zero points as one 32-bit word a
+	 * (group, row), [groups, rows] (kern_qweight_meta_pack): a decode
+	 * GEMV warp's 8 rows of a group in one 32-byte sector. Derived,
+	 * optional: the kernels that read it give the same bits without it. */
+	void *meta;
 } kern_qweight;
 
 /* "none", "int8", "fp8", "int4" -> kern_qformat; -1 when unknown. */
@@ -140,6 +145,18 @@ size_t kern_qweight_data_bytes(const kern_qweight *w);
 size_t kern_qweight_scale_bytes(const kern_qweight *w);
 /* Bytes of the zero points when the weight has them (INT4), else 0. */
 size_t kern_qweight_zero_bytes(const kern_qweight *w);
+/*
+ * The meta words' bytes (4 a group of a row) where the weight has that
+ * form, else 0: int4 with fp16 group scales of 128 columns (one group a
+ * GEMV chunk). int8 with groups of 128 read them 0.6% slower at batch 1
+ * and 8 on an H200 (two loads a chunk either way, and a group spans two
+ * chunks), so it has none.
+ */
+size_t kern_qweight_meta_bytes(const kern_qweight *w);
+/* meta [groups, rows] from w's host scales and zero points: word (g, r)
+ * = fp16 scale bits | zero point << 16 (8 when symmetric). For weights
+ * with kern_qweight_meta_bytes > 0. */
+void kern_qweight_meta_pack(const kern_qweight *w, uint32_t *meta);
 /* 0, or SL_EINVAL with the reason (format, group, shape, scale dtype). */
 int kern_qweight_check(const kern_qweight *w, char *err, size_t errlen);
 

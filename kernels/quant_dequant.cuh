@@ -249,6 +249,7 @@ struct q_layout {
 	const uint8_t *w;     /* [rows, row_bytes] codes */
 	const void *scales;   /* [rows, groups]; QG_AFFINE: [rows, groups] (d, m) fp16 pairs */
 	const uint8_t *zeros; /* int4: [rows, groups] or NULL (z = 8) */
+	const uint32_t *meta; /* NULL, or kern_qweight's meta words [groups, rows] */
 	int rows, cols, row_bytes, groups, group;
 	bool scale_f16;
 };
@@ -259,6 +260,7 @@ static inline q_layout q_layout_of(const kern_qweight *w)
 	l.w = (const uint8_t *)w->data;
 	l.scales = w->scales;
 	l.zeros = (const uint8_t *)w->zeros;
+	l.meta = (const uint32_t *)w->meta;
 	l.rows = w->rows;
 	l.cols = w->cols;
 	l.row_bytes = w->format == KERN_Q_INT4 ? w->cols / 2 : w->cols;

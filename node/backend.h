@@ -45,6 +45,12 @@ typedef struct node_backend_ops {
 	void (*free)(node_backend *be, void *p);
 	int (*upload)(node_backend *be, void *dst, const void *src, size_t bytes);
 	int (*download)(node_backend *be, void *dst, const void *src, size_t bytes);
+	/* Optional (NULL: nothing to add): after a quantized weight's upload,
+	 * the backend's derived buffers of it from the host copy h into d
+	 * (CUDA: the decode GEMV's meta words, kern_qweight_meta_pack), their
+	 * bytes into *bytes; freed through free with the weight's others. */
+	int (*qweight_prepare)(node_backend *be, const kern_qweight *h, kern_qweight *d,
+			       size_t *bytes);
 	int (*sync)(node_backend *be);
 	/* the step's batch: copies host arrays into backend memory and fills
 	 * *dev with pointers the kernels can read */

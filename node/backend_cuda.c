@@ -115,6 +115,7 @@ typedef struct cuda_impl {
 	int no_graphs;             /* SL_NO_GRAPHS: run_cached runs fn directly */
 	char *timeline;            /* SL_TIMELINE's prefix: dumped at destroy */
 	int greedy_fast;           /* all-greedy batches take the argmax alone (SL_SAMPLE_FULL) */
+	int qmeta;                 /* quantized weights get their meta words (SL_QGEMV_META) */
 } cuda_impl;
 
 static cuda_impl *I(node_backend *be) { return be->impl; }
@@ -204,6 +205,26 @@ static int cu_upload(node_backend *be, void *dst, const void *src, size_t bytes)
 {
 	CUDA_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
 	return SL_OK;
+}
+
+/* The decode GEMV's meta words of a weight that has them
+ * (kern_qweight_meta_bytes): packed from the host copy, uploaded. */
+static int cu_qweight_prepare(node_backend *be, const kern_qweight *h, kern_qweight *d,
+			      size_t *bytes)
+{
+	*bytes = 0;
+	const size_t mb = kern_qweight_meta_bytes(h);
+	if (!mb || !I(be)->qmeta)
+		return SL_OK;
+	uint32_t *m = malloc(mb);
+	if (!m)
+		return SL_ENOMEM;
+	kern_qweight_meta_pack(h, m);
+	int rc = cu_alloc(be, mb, &d->meta);
+	if (rc == SL_OK && (rc = cu_upload(be, d->meta, m, mb)) == SL_OK)
+		*bytes = mb;
+	free(m);
+	return rc;
 }
 
 static int cu_download(node_backend *be, void *dst, const void *src, size_t bytes)
@@ -1077,6 +1098,7 @@ static void cu_destroy(node_backend *be)
 
 static const node_backend_ops cuda_ops = {
 	.alloc = cu_alloc, .free = cu_free, .upload = cu_upload, .download = cu_download,
+	.qweight_prepare = cu_qweight_prepare,
 	.sync = cu_sync, .set_batch = cu_set_batch, .embed = cu_embed, .rmsnorm = cu_rmsnorm,
 	.add_rmsnorm = cu_add_rmsnorm, .matmul = cu_matmul, .matmul_f32out = cu_matmul_f32out,
 	.rope_kv_write = cu_rope_kv_write, .attention = cu_attention, .silu_mul = cu_silu_mul,
@@ -1159,8 +1181,9 @@ static void read_switches(cuda_impl *c, int cc_major)
 	const char *add = getenv("SL_GEMM_ADD");
 	c->gemm_add = !(add && !strcmp(add, "0"));
 	c->fuse = fuse ? fuse_bits(fuse) : FUSE_DEFAULT;
-	const char *full = getenv("SL_SAMPLE_FULL");
+	const char *full = getenv("SL_SAMPLE_FULL"), *meta = getenv("SL_QGEMV_META");
 	c->greedy_fast = !(full && !strcmp(full, "1"));
+	c->qmeta = !(meta && !strcmp(meta, "0"));
 	c->pdl = !(pdl && !strcmp(pdl, "0"));
 	kern_blas_set_pdl(c->blas, c->pdl);
 	kern_pdl_enable(c->pdl && cc_major >= 9);
@@ -1187,6 +1210,9 @@ static void read_switches(cuda_impl *c, int cc_major)
 	if (!c->gemm_add)
 		SL_INFO("cuda", "SL_GEMM_ADD=0: the o and down GEMMs write their product, the norm "
 				"adds it");
+	if (!c->qmeta)
+		SL_INFO("cuda", "SL_QGEMV_META=0: the decode GEMVs read group scales and zero points "
+				"apart");
 	if (fuse)
 		SL_INFO("cuda", "SL_FUSE=%s: fused GEMV epilogues: SwiGLU %s, RoPE + KV write %s, "
 				"add + RMSNorm %s, norm split across the GEMVs %s", fuse,

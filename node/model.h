@@ -107,6 +107,8 @@ typedef struct model {
 	uint64_t weight_bytes;     /* bytes of weights held by this rank (codes, scales and
 				    * zero points for quantized projections) */
 	uint64_t proj_bytes;       /* of which the four projections of every layer */
+	uint64_t derived_bytes;    /* the backend's own forms of them besides
+				    * (qweight_prepare: int4's meta words on CUDA) */
 	uint64_t bytes_read;       /* checkpoint bytes this rank read */
 } model;
 

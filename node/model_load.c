@@ -383,7 +383,7 @@ static int qweight_upload(loader *L, const kern_qweight *h, kern_qweight *d)
 	const size_t bytes[3] = {kern_qweight_data_bytes(h), kern_qweight_scale_bytes(h),
 				 h->zeros ? kern_qweight_zero_bytes(h) : 0};
 	*d = *h;
-	d->data = d->scales = d->zeros = NULL;
+	d->data = d->scales = d->zeros = d->meta = NULL;
 	for (int i = 0; i < 3; i++) {
 		if (!src[i])
 			continue;
@@ -394,6 +394,14 @@ static int qweight_upload(loader *L, const kern_qweight *h, kern_qweight *d)
 		TRY(be->ops->upload(be, *dst[i], src[i], bytes[i]));
 		L->m->weight_bytes += bytes[i];
 	}
+	size_t derived = 0;
+	if (be->ops->qweight_prepare) {
+		int rc = be->ops->qweight_prepare(be, h, d, &derived);
+		if (rc)
+			return sl_errf(L->err, L->errlen, rc,
+				       "out of %s memory for a weight's scale words", be->name);
+	}
+	L->m->derived_bytes += derived;
 	return SL_OK;
 }
 
@@ -738,9 +746,10 @@ static int load_weights(model *m, sl_st_set *st, sl_gguf *gg, uint64_t seed, cha
 	m->bytes_read = st ? sl_st_bytes_read(st) : gg ? sl_gguf_bytes_read(gg) + L.copied_bytes : 0;
 	if (!rc) {
 		log_quant(&L);
-		SL_INFO("load", "%d layers, %.1f MiB of weights, %.1f MiB read from checkpoint in %.2f s",
-			m->shard.n_layers, m->weight_bytes / 1048576.0, m->bytes_read / 1048576.0,
-			sl_now() - t0);
+		SL_INFO("load", "%d layers, %.1f MiB of weights (+%.1f MiB derived), %.1f MiB read "
+			"from checkpoint in %.2f s",
+			m->shard.n_layers, m->weight_bytes / 1048576.0, m->derived_bytes / 1048576.0,
+			m->bytes_read / 1048576.0, sl_now() - t0);
 	}
 	return rc;
 }
@@ -1088,12 +1097,13 @@ void model_destroy(model *m)
 		fr(be, lw->attn_norm), fr(be, lw->ffn_norm);
 		kern_qweight *q[4] = {&lw->wqkv, &lw->wo, &lw->w13, &lw->w2};
 		for (int i = 0; i < 4; i++)
-			fr(be, q[i]->data), fr(be, q[i]->scales), fr(be, q[i]->zeros);
+			fr(be, q[i]->data), fr(be, q[i]->scales), fr(be, q[i]->zeros),
+				fr(be, q[i]->meta);
 	}
 	free(m->w.layers);
 	if (m->w.lm_head.data != m->w.tok_emb)
 		fr(be, m->w.lm_head.data);
-	fr(be, m->w.lm_head.scales), fr(be, m->w.lm_head.zeros);
+	fr(be, m->w.lm_head.scales), fr(be, m->w.lm_head.zeros), fr(be, m->w.lm_head.meta);
 	fr(be, m->w.tok_emb);
 	fr(be, m->w.final_norm);
 	for (int l = 0; l < m->shard.n_layers; l++) {

@@ -718,6 +718,33 @@ static void gemv_once(kern_qblas *qb, int wide, const qw *q, const void *d_x, in
 	kern_qblas_set_gemv_wide(qb, 1);
 }
 
+/* Where q has meta words (kern_qweight_meta_bytes: int4, fp16 scales),
+ * the GEMV again with them packed and uploaded, wide kernel on and off:
+ * the bits of the calls without them, wide and narrow (the same scales
+ * and zero points, one load a row); 1 when it ran. */
+static int meta_same(kern_qblas *qb, qw *q, const void *d_x, int n, const float *wide,
+		     const float *narrow)
+{
+	const size_t mb = kern_qweight_meta_bytes(&q->h), no = (size_t)n * q->d.rows;
+	if (!mb)
+		return 0;
+	uint32_t *m = gt_malloc(mb);
+	float *got = gt_malloc(sizeof(float) * no);
+	kern_qweight_meta_pack(&q->h, m);
+	q->d.meta = gt_upload_raw(m, mb);
+	for (int w = 0; w < 2; w++) {
+		gemv_once(qb, w, q, d_x, n, got);
+		ck_assert_msg(memcmp(got, w ? wide : narrow, sizeof(float) * no) == 0,
+			      "%s rows %d cols %d n %d wide %d: meta words changed the GEMV's bits",
+			      kern_qformat_name(q->h.format), q->d.rows, q->d.cols, n, w);
+	}
+	gt_dev_free(q->d.meta);
+	q->d.meta = NULL;
+	free(m);
+	free(got);
+	return 1;
+}
+
 /*
  * The wide GEMV (kernels/quant.cu, qgemv_wide_kernel: int8 and fp8 up to
  * 8 tokens, int4 on wide projections) against the CPU reference and
@@ -730,21 +757,22 @@ static void gemv_once(kern_qblas *qb, int wide, const qw *q, const void *d_x, in
  * must agree there (the lean loads and the refilled registers change no
  * sum). The calls that reach the wide kernel are counted
  * (kern_qblas_gemv_wide_runs): some on every format, none for int4 below
- * 4 blocks' worth.
+ * 4 blocks' worth. int4 with fp16 group scales runs each call once more
+ * with its meta words (meta_same), wide and narrow: the same bits.
  */
 START_TEST(test_gemv_wide)
 {
-	static const int cfgs[] = {0, 1, 3, 4, 5, 6}, ns[] = {1, 3, 8};
+	static const int cfgs[] = {0, 1, 3, 4, 5, 6, 7}, ns[] = {1, 3, 8};
 	gt_reseed(g_seed, 6300);
 	int dev = 0, sms = 0;
 	GT_CUDA(cudaGetDevice(&dev));
 	GT_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
 	kern_qblas *qb = qblas_make(NULL);
-	for (int ci = 0; ci < 6; ci++) {
+	for (int ci = 0; ci < 7; ci++) {
 		const qcfg *c = &k_cfgs[cfgs[ci]];
 		const int shapes[3][2] = {{2120, c->group ? odd_cols(c) : 4144}, {8471, 1024},
 					  {12703, 512}};
-		int wide = 0, same = 0, must = 0;
+		int wide = 0, same = 0, must = 0, metas = 0;
 		double worst = 0;
 		for (int si = 0; si < 3; si++) {
 			qw q;
@@ -770,6 +798,7 @@ START_TEST(test_gemv_wide)
 				worst = dmax(worst, e);
 				ck_assert_msg(e <= tol, "%s: worst %.3g > tol %.3g", what, e, tol);
 				ck_assert_msg(gt_compare("gemv narrow", b, ref, no, tol) <= tol, "%s", what);
+				metas += meta_same(qb, &q, d_x, n, a, b);
 				const int eq = memcmp(a, b, sizeof(float) * no) == 0;
 				const int tiles = (q.d.rows + 15) / 16;
 				const int alike = !runs || (c->format == KERN_Q_INT4 &&
@@ -789,8 +818,11 @@ START_TEST(test_gemv_wide)
 			qw_free(&q);
 		}
 		printf("kernel qgemv wide %s: %d of 9 calls on the wide kernel, %d the narrow one's "
-		       "bits (%d had to be), worst rel err %.3g\n", c->name, wide, same, must, worst);
+		       "bits (%d had to be), %d with meta words (the same bits), worst rel err %.3g\n",
+		       c->name, wide, same, must, metas, worst);
 		ck_assert_msg(wide > 0, "%s: no call reached the wide GEMV", c->name);
+		ck_assert_msg(metas == (c->format == KERN_Q_INT4 && c->scale_dt == SL_DT_F16 ? 9 : 0),
+			      "%s: %d of 9 calls with meta words", c->name, metas);
 	}
 	kern_qblas_destroy(qb);
 	fflush(stdout);

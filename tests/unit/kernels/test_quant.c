@@ -7,7 +7,8 @@
  * GGUF decoder bit for bit; the reference matmuls against a
  * naive double-precision loop; hostile input (NaN, infinities, zero rows,
  * scales fp16 cannot hold, bad shapes); tensor-parallel slices equal to
- * the slices of the whole; four threads' bytes and first error equal to
+ * the slices of the whole; the GEMV's meta words against the scales and
+ * zero points they pack; four threads' bytes and first error equal to
  * one thread's. Also prints each format's RMS error on three
  * weight distributions (the numbers quoted in kernels/quant.h).
  */
@@ -306,6 +307,55 @@ START_TEST(int4_round_trip)
 		}
 	free(w);
 	free(row);
+}
+END_TEST
+
+/* The meta words (kern_qweight_meta_pack): word (g, r) of [groups, rows]
+ * holds row r's group-g fp16 scale bits and zero point (8 when
+ * symmetric), checked against the weight's own scales and zeros on a
+ * quantized int4 weight; formats without the form ask for 0 bytes. */
+START_TEST(meta_words)
+{
+	static const struct {
+		int format, group, zeros;
+	} k[] = {{KERN_Q_INT4, 128, 1}, {KERN_Q_INT4, 128, 0}};
+	const int rows = 19, cols = 512;
+	float *w = make_weights(rows, cols, gauss);
+	for (size_t i = 0; i < sizeof k / sizeof *k; i++) {
+		qbuf b;
+		qbuf_make(&b, k[i].format, rows, cols, k[i].group, SL_DT_F16, k[i].zeros);
+		quantize_ok(&b, w);
+		const int groups = cols / k[i].group;
+		ck_assert_uint_eq(kern_qweight_meta_bytes(&b.w), 4 * (size_t)rows * groups);
+		uint32_t *m = malloc(kern_qweight_meta_bytes(&b.w));
+		kern_qweight_meta_pack(&b.w, m);
+		int zero_seen = 0;
+		for (int r = 0; r < rows; r++)
+			for (int g = 0; g < groups; g++) {
+				const size_t gi = (size_t)r * groups + g;
+				const uint32_t word = m[(size_t)g * rows + r];
+				ck_assert_uint_eq(word & 0xFFFFu, ((uint16_t *)b.scales)[gi]);
+				const uint32_t z = k[i].zeros ? ((uint8_t *)b.zeros)[gi] : 8;
+				ck_assert_uint_eq(word >> 16, z);
+				zero_seen |= k[i].zeros && z != 8;
+			}
+		ck_assert(!k[i].zeros || zero_seen); /* the points differ by group */
+		free(m);
+		qbuf_free(&b);
+	}
+	static const struct {
+		int format, group, sdt;
+	} none[] = {{KERN_Q_INT8, 0, SL_DT_F32}, {KERN_Q_INT8, 32, SL_DT_F16},
+		    {KERN_Q_INT8, 64, SL_DT_F16}, {KERN_Q_INT8, 128, SL_DT_F16},
+		    {KERN_Q_FP8, 0, SL_DT_F32},
+		    {KERN_Q_INT4, 64, SL_DT_F16}, {KERN_Q_INT4, 32, SL_DT_F16},
+		    {KERN_Q_INT4, 128, SL_DT_F32}};
+	for (size_t i = 0; i < sizeof none / sizeof *none; i++) {
+		const kern_qweight q = {.format = none[i].format, .rows = rows, .cols = cols,
+					.group = none[i].group, .scale_dt = none[i].sdt};
+		ck_assert_uint_eq(kern_qweight_meta_bytes(&q), 0);
+	}
+	free(w);
 }
 END_TEST
 
@@ -953,6 +1003,7 @@ int main(void)
 	tcase_add_test(tc, int4_round_trip);
 	tcase_add_test(tc, int4_bit_layout);
 	tcase_add_test(tc, int4_affine_round_trip);
+	tcase_add_test(tc, meta_words);
 	tcase_add_test(tc, q4_blocks);
 	tcase_add_test(tc, q8_0_blocks);
 	tcase_add_test(tc, qmatmul_matches_naive);
