@@ -7,7 +7,12 @@
  *
  *   make CUDA=1 lab-qgemv           -> build/bin/lab-qgemv
  *   build/bin/lab-qgemv [--out FILE.json] [--only 1-11] [--lt-n 2048,...]
- *                       [--check | --no-check]
+ *                       [--check | --no-check] [--meta]
+ *
+ * --meta: int4 weights with fp16 group scales carry their meta words
+ * (kern_qweight_meta_pack), as the engine's do; the timed copies' words
+ * are the pool's bytes (timing only), the check's are packed from its
+ * weights. GB/s counts codes, scales and zero points either way.
  *
  * First, as in llm.c's dev/cuda, the check (table 0; --check: it alone,
  * --no-check: skip it): every quantized format's library paths and every
@@ -115,6 +120,7 @@ static cudaStream_t g_st;
 static kern_blas *g_blas;
 static kern_qblas *g_qb;
 static char *g_pool; /* weight copies */
+static bool g_meta;  /* --meta */
 static size_t g_pool_bytes;
 static __half *g_x;   /* [2048, 11008] */
 static void *g_out;   /* [2048, 32000] fp32-sized */
@@ -136,7 +142,8 @@ static size_t copy_bytes(const fmt &f, const shp &s, size_t *data, size_t *scale
 	*data = kern_qweight_data_bytes(&w);
 	*scales = kern_qweight_scale_bytes(&w);
 	size_t z = f.zeros ? kern_qweight_zero_bytes(&w) : 0;
-	return align256(*data) + align256(*scales) + align256(z);
+	size_t m = g_meta ? kern_qweight_meta_bytes(&w) : 0;
+	return align256(*data) + align256(*scales) + align256(z) + align256(m);
 }
 
 /* The bytes a call must read from memory: codes, scales, zero points. */
@@ -155,6 +162,9 @@ static kern_qweight copy_at(const fmt &f, const shp &s, int i)
 	kern_qweight w = {f.format, s.rows, s.cols, f.group, f.scale_dt, base, NULL, NULL};
 	w.scales = base + align256(d);
 	w.zeros = f.zeros ? base + align256(d) + align256(sc) : NULL;
+	const size_t z = f.zeros ? kern_qweight_zero_bytes(&w) : 0;
+	if (g_meta && kern_qweight_meta_bytes(&w))
+		w.meta = base + align256(d) + align256(sc) + align256(z);
 	return w;
 }
 
@@ -506,16 +516,14 @@ static void table_variants(void)
 				char lib_name[16];
 				snprintf(lib_name, sizeof lib_name, "%dx%d", lib_ks[k], lib[k]);
 				const int tiles = s.rows / QG_ROWS;
-				if (f.format == KERN_Q_INT4) /* qgemv_tiles' choice */
+				/* qgemv_wide_tiles' choice, else qgemv_tiles' (int4) */
+				if (tiles >= QG_MID_BLOCKS * g_sm_count)
+					snprintf(lib_name, sizeof lib_name, "p4x2/6");
+				else if (f.format != KERN_Q_INT4 && tiles >= g_sm_count)
+					snprintf(lib_name, sizeof lib_name, "p8x3/2");
+				else if (f.format == KERN_Q_INT4)
 					snprintf(lib_name, sizeof lib_name, "%s",
-						 tiles > QG_WAVE_BLOCKS * g_sm_count   ? "4x4/4"
-						 : tiles >= QG_MID_BLOCKS * g_sm_count ? "4x2/6"
-											  : "8x2/2");
-				else if (tiles >= g_sm_count) /* qgemv_wide_tiles' */
-					snprintf(lib_name, sizeof lib_name, "%s",
-						 tiles > QG_WAVE_BLOCKS * g_sm_count   ? "w8x2/2"
-						 : tiles >= QG_MID_BLOCKS * g_sm_count ? "w4x2/6"
-											  : "w16x2/2");
+						 g_meta && tiles >= g_sm_count ? "p8x2/2" : "8x2/2");
 				bool is_lib = !strcmp(v.name, lib_name);
 				printf(" %7.0f%s", gbs, is_lib ? "*" : " ");
 				cJSON *r = cJSON_CreateObject();
@@ -1021,13 +1029,20 @@ static int make_qweight(const fmt &f, int rows, int cols, kern_qweight *h, kern_
 		CK(cudaMalloc(&d->zeros, zb));
 		CK(cudaMemcpy(d->zeros, h->zeros, zb, cudaMemcpyHostToDevice));
 	}
+	const size_t mb = g_meta ? kern_qweight_meta_bytes(h) : 0;
+	if (mb) {
+		std::vector<uint32_t> m(mb / 4);
+		kern_qweight_meta_pack(h, m.data());
+		CK(cudaMalloc(&d->meta, mb));
+		CK(cudaMemcpy(d->meta, m.data(), mb, cudaMemcpyHostToDevice));
+	}
 	return 0;
 }
 
 static void free_qweight(kern_qweight *h, kern_qweight *d)
 {
 	free(h->data), free(h->scales), free(h->zeros);
-	cudaFree(d->data), cudaFree(d->scales), cudaFree(d->zeros);
+	cudaFree(d->data), cudaFree(d->scales), cudaFree(d->zeros), cudaFree(d->meta);
 }
 
 /* Worst |g_out - ref| / max |ref| over n x rows fp16 outputs, after rc
@@ -1463,10 +1478,12 @@ int main(int argc, char **argv)
 			check = 2;
 		} else if (!strcmp(argv[i], "--no-check")) {
 			check = 0;
+		} else if (!strcmp(argv[i], "--meta")) {
+			g_meta = true;
 		} else {
 			fprintf(stderr,
 				"usage: %s [--out FILE.json] [--only 1-11] [--lt-n 2048,...] "
-				"[--check | --no-check]\n",
+				"[--check | --no-check] [--meta]\n",
 				argv[0]);
 			return 2;
 		}
