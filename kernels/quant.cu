@@ -622,6 +622,32 @@ __device__ __forceinline__ void qw_block_end(const qgemv_args &a, float (&acc)[R
 
 /* ---- the wide GEMV: one token tile, RT row tiles a warp ---- */
 
+/* The epilogue's rows of block bx's RT tiles (kern_epi_rows) and the rows
+ * its warps read: rows past the end read row 0, never stored. */
+template <int EPI, int RT>
+__device__ __forceinline__ void qw_rows(const qgemv_args &a, int bx, int g, int (&row_a)[RT],
+					int (&row_b)[RT], int (&ra)[RT], int (&rb)[RT],
+					bool (&ok_a)[RT], bool (&ok_b)[RT])
+{
+#pragma unroll
+	for (int r = 0; r < RT; r++) {
+		kern_epi_rows<EPI>(a.e, a.rows, bx * RT + r, g, &row_a[r], &row_b[r], &ok_a[r],
+				   &ok_b[r]);
+		ra[r] = ok_a[r] ? row_a[r] : 0;
+		rb[r] = ok_b[r] ? row_b[r] : 0;
+	}
+}
+
+/* blockIdx.x read anew (volatile): the compiler can neither reuse an
+ * earlier read nor keep what was made of it live through a loop to stand
+ * in for this one */
+__device__ __forceinline__ int qw_ctaid_x()
+{
+	unsigned v;
+	asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(v));
+	return (int)v;
+}
+
 /*
  * A lane's W bytes of rows a and b of each of RT 16-row tiles for one
  * chunk, with x's fragment loaded once for all of them: qg_chunk's k
@@ -696,6 +722,12 @@ __device__ __forceinline__ void qw_chunk(const T *xk, const uint4 (&va)[RT], con
  * meta words (kern_qweight.meta) for the scale and zero point arrays,
  * one load a row a chunk from a sector the warp's 8 rows share; the same
  * values, so the same bits.
+ * int4 works its epilogue's rows out again after the loop (qw_rows from
+ * a fresh %ctaid.x), so the loop holds only the rows it reads: int4's
+ * RoPE frame 56 -> 32 bytes (cosf / sinf's, after the loop), SwiGLU's
+ * 16 -> 0; int4 +2.4% at batch 1, +2.2% at 8. int8 and fp8 lost 0.1-1.0%
+ * with it, so they keep theirs
+ * (bench/results/2026-12-01-nvidia-h200-int4-epilogue-rows/).
  */
 template <typename T, int FMT, int GM, int KSPLIT, int UNROLL, int MINB, int EPI, int RT, bool ROLL,
 	  bool SF, bool MT>
@@ -710,12 +742,9 @@ __global__ void __launch_bounds__(KSPLIT * 32, MINB) qgemv_wide_kernel(const T *
 	int row_a[RT], row_b[RT], ra[RT], rb[RT];
 	bool ok_a[RT], ok_b[RT];
 	const uint8_t *wa[RT], *wb[RT];
+	qw_rows<EPI, RT>(a, blockIdx.x, g, row_a, row_b, ra, rb, ok_a, ok_b);
 #pragma unroll
 	for (int r = 0; r < RT; r++) {
-		kern_epi_rows<EPI>(a.e, a.rows, blockIdx.x * RT + r, g, &row_a[r], &row_b[r], &ok_a[r],
-				   &ok_b[r]);
-		ra[r] = ok_a[r] ? row_a[r] : 0; /* rows past the end: row 0, never stored */
-		rb[r] = ok_b[r] ? row_b[r] : 0;
 		wa[r] = a.w + (size_t)ra[r] * a.row_bytes + c * 16;
 		wb[r] = a.w + (size_t)rb[r] * a.row_bytes + c * 16;
 	}
@@ -831,6 +860,8 @@ __global__ void __launch_bounds__(KSPLIT * 32, MINB) qgemv_wide_kernel(const T *
 			fetch(ch, no());
 	}
 	kern_pdl_launch_next();
+	if constexpr (FMT == KERN_Q_INT4) /* the rows again: none held through the loop */
+		qw_rows<EPI, RT>(a, qw_ctaid_x(), g, row_a, row_b, ra, rb, ok_a, ok_b);
 	qw_block_end<T, GM, KSPLIT, EPI, RT>(a, acc, ra, rb, row_a, row_b, ok_a, ok_b);
 }
 
