@@ -722,12 +722,14 @@ __device__ __forceinline__ void qw_chunk(const T *xk, const uint4 (&va)[RT], con
  * meta words (kern_qweight.meta) for the scale and zero point arrays,
  * one load a row a chunk from a sector the warp's 8 rows share; the same
  * values, so the same bits.
- * int4 works its epilogue's rows out again after the loop (qw_rows from
- * a fresh %ctaid.x), so the loop holds only the rows it reads: int4's
- * RoPE frame 56 -> 32 bytes (cosf / sinf's, after the loop), SwiGLU's
- * 16 -> 0; int4 +2.4% at batch 1, +2.2% at 8. int8 and fp8 lost 0.1-1.0%
- * with it, so they keep theirs
- * (bench/results/2026-12-01-nvidia-h200-int4-epilogue-rows/).
+ * Group scales (int4, int8 groups of 64 and 128: QG_CHUNK) work the
+ * epilogue's rows out again after the loop (qw_rows from a fresh
+ * %ctaid.x), so the loop holds only the rows it reads: int4's RoPE frame
+ * 56 -> 32 bytes (cosf / sinf's, after the loop), SwiGLU's 16 -> 0, int4
+ * +2.4% at batch 1; int8 groups of 128 40 -> 32 and 16 -> 0, +2.5% at
+ * batch 1, +5.6% at 8. Per-row scales (int8, fp8) spill nothing there
+ * and lost 0.1-1.0% with it, so they keep theirs
+ * (bench/results/2026-12-01-nvidia-h200-qgemv-epilogue-rows/).
  */
 template <typename T, int FMT, int GM, int KSPLIT, int UNROLL, int MINB, int EPI, int RT, bool ROLL,
 	  bool SF, bool MT>
@@ -860,7 +862,7 @@ __global__ void __launch_bounds__(KSPLIT * 32, MINB) qgemv_wide_kernel(const T *
 			fetch(ch, no());
 	}
 	kern_pdl_launch_next();
-	if constexpr (FMT == KERN_Q_INT4) /* the rows again: none held through the loop */
+	if constexpr (GM == QG_CHUNK) /* the rows again: none held through the loop */
 		qw_rows<EPI, RT>(a, qw_ctaid_x(), g, row_a, row_b, ra, rb, ok_a, ok_b);
 	qw_block_end<T, GM, KSPLIT, EPI, RT>(a, acc, ra, rb, row_a, row_b, ok_a, ok_b);
 }

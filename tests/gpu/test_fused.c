@@ -4,7 +4,7 @@
  * grid's last block, and RoPE + KV write after the QKV projection (cache
  * in the run dtype and fp8, a padding token with slot -1 among them),
  * through kern_matmul_epi_cuda (fp16 and bf16
- * weights) and kern_qmatmul_epi_cuda (int8 per row and groups of 32, fp8,
+ * weights) and kern_qmatmul_epi_cuda (int8 per row, groups of 32 and 128, fp8,
  * int4 groups of 128 and 64), 1 to 8 tokens fused (2 for the add + norm),
  * up to 64 refused.
  *
@@ -72,6 +72,7 @@ static const qcfg k_cfgs[] = {
 	{"plain", KERN_Q_NONE, 0, 0, 0},
 	{"int8/row", KERN_Q_INT8, 0, SL_DT_F32, 0},
 	{"int8/g32", KERN_Q_INT8, 32, SL_DT_F16, 0},
+	{"int8/g128", KERN_Q_INT8, 128, SL_DT_F16, 0}, /* the wide GEMV's group path */
 	{"fp8/row", KERN_Q_FP8, 0, SL_DT_F32, 0},
 	{"int4/g128", KERN_Q_INT4, 128, SL_DT_F16, 1},
 	{"int4/g64", KERN_Q_INT4, 64, SL_DT_F16, 1},
@@ -680,11 +681,11 @@ static void test_cfg(int ci)
 
 START_TEST(test_plain) { test_cfg(0); }
 END_TEST
-START_TEST(test_int8) { test_cfg(1); test_cfg(2); }
+START_TEST(test_int8) { test_cfg(1); test_cfg(2); test_cfg(3); }
 END_TEST
-START_TEST(test_fp8) { test_cfg(3); }
+START_TEST(test_fp8) { test_cfg(4); }
 END_TEST
-START_TEST(test_int4) { test_cfg(4); test_cfg(5); test_cfg(6); }
+START_TEST(test_int4) { test_cfg(5); test_cfg(6); test_cfg(7); }
 END_TEST
 
 static void add_case(Suite *s, const char *name, const TTest *test)
