@@ -726,7 +726,7 @@ __device__ __forceinline__ void qw_chunk(const T *xk, const uint4 (&va)[RT], con
  * epilogue's rows out again after the loop (qw_rows from a fresh
  * %ctaid.x), so the loop holds only the rows it reads: int4's RoPE frame
  * 56 -> 32 bytes (cosf / sinf's, after the loop), SwiGLU's 16 -> 0, int4
- * +2.4% at batch 1; int8 groups of 128 40 -> 32 and 16 -> 0, +2.5% at
+ * +2.4% at batch 1; int8 groups of 128 40 -> 32 and 16 -> 0, +2.7% at
  * batch 1, +5.6% at 8. Per-row scales (int8, fp8) spill nothing there
  * and lost 0.1-1.0% with it, so they keep theirs
  * (bench/results/2026-12-01-nvidia-h200-qgemv-epilogue-rows/).
