@@ -984,6 +984,62 @@ static int qgemv_wide_tiles(kern_qblas *qb, const qgemv_args &a, const T *x)
 }
 
 /*
+ * The wide GEMV with K split into `splits` slices (kern_qmatmul_parts_cuda),
+ * each slice's fp32 product stored apart, [splits][n][rows] in the
+ * workspace, for a consumer that sums them (the add + RMSNorm after o and
+ * down): 4 warps x 2 chunks at 6 blocks an SM, so a projection of fewer
+ * tiles than 4 blocks' worth an SM (the 7B's o and down: 256) fills the
+ * SMs' block slots as qkv and gate_up do, each slice a whole number of
+ * rounds. *splits: the count run (1: nothing launched, QG_UNFUSED).
+ */
+#define QG_PARTS_ROUND 8 /* chunks a round of the 4 x 2 shape */
+template <typename T, int FMT, int GM>
+static int qgemv_parts_run(kern_qblas *qb, qgemv_args a, const T *x, int max_splits, int *splits)
+{
+	*splits = 1;
+	if constexpr (GM != QG_ROW && GM != QG_CHUNK) {
+		return QG_UNFUSED;
+	} else {
+		const int n_chunk = (a.row_bytes + QG_CHUNK_BYTES - 1) / QG_CHUNK_BYTES;
+		const int tiles = (a.rows + QG_ROWS - 1) / QG_ROWS;
+		const size_t fit = QB_WORKSPACE_BYTES / (sizeof(float) * (size_t)a.n * a.rows);
+		int s = max_splits < (int)fit ? max_splits : (int)fit;
+		if (s < 2 || a.n > 8 || n_chunk < 2 * QG_PARTS_ROUND)
+			return QG_UNFUSED;
+		int per = (n_chunk + s - 1) / s;
+		per = (per + QG_PARTS_ROUND - 1) / QG_PARTS_ROUND * QG_PARTS_ROUND;
+		s = (n_chunk + per - 1) / per;
+		if (s < 2)
+			return QG_UNFUSED;
+		a.chunks_per_split = per;
+		a.out = qb->workspace;
+		a.out_f32 = true;
+		a.e = kern_epi_of(nullptr, a.rows, nullptr);
+		*splits = s;
+		return qw_launch<T, FMT, GM, 4, 2, QG_WAVE_BLOCKS, KERN_EPI_STORE, 1, true>(
+			qb, dim3(tiles, s), x, a);
+	}
+}
+
+template <typename T>
+static int qgemv_parts(kern_qblas *qb, const qgemv_args &a, const void *x, int format,
+		       int max_splits, int *splits)
+{
+	const T *xt = (const T *)x;
+	if (format == KERN_Q_INT8 && a.group == 0)
+		return qgemv_parts_run<T, KERN_Q_INT8, QG_ROW>(qb, a, xt, max_splits, splits);
+	if (format == KERN_Q_INT8 && a.group != 32)
+		return qgemv_parts_run<T, KERN_Q_INT8, QG_CHUNK>(qb, a, xt, max_splits, splits);
+	if (format == KERN_Q_FP8)
+		return qgemv_parts_run<T, KERN_Q_FP8, QG_ROW>(qb, a, xt, max_splits, splits);
+	if (format == KERN_Q_INT4 && a.group != KERN_Q_INT4_GROUP_AFFINE &&
+	    a.group != KERN_Q_INT4_GROUP_SMALL)
+		return qgemv_parts_run<T, KERN_Q_INT4, QG_CHUNK>(qb, a, xt, max_splits, splits);
+	*splits = 1;
+	return QG_UNFUSED;
+}
+
+/*
  * int4 with group scales (groups of 128) up to 8 tokens: the shape by
  * the tiles. lab/qgemv.cu's table 4 on an H100 (7B rows, n = 1, GB/s,
  * bench/results/2026-11-25-nvidia-h100-q4-2/h3 and h4), against 8 x 2
@@ -2160,6 +2216,31 @@ extern "C" int kern_qmatmul_cuda(kern_qblas *qb, int path, void *out, sl_dtype o
 		return SL_EINVAL;
 	}
 	KERN_DISPATCH_DT(x_dt, dequant_gemm, qb, w, out, out_dt, x, n);
+}
+
+extern "C" int kern_qmatmul_parts_cuda(kern_qblas *qb, const void *x, sl_dtype dt,
+				       const kern_qweight *w, int n, int max_splits,
+				       const float **parts, int *splits)
+{
+	*parts = NULL;
+	*splits = 0;
+	TRY(check_call(w, dt, x, dt, n));
+	if (n == 0 || n > 8 || w->rows == 0 || !qb->wide || max_splits < 2 ||
+	    choose_path(qb, w, n, dt, dt) != KERN_QPATH_GEMV)
+		return SL_OK;
+	TRY(act_settle(qb)); /* as kern_qmatmul_epi_cuda */
+	qb->act_x = NULL;
+	const qgemv_args a = qgemv_args_of(w, NULL, true, n);
+	int s = 1, rc = SL_EINVAL;
+	if (dt == SL_DT_F16)
+		rc = qgemv_parts<__half>(qb, a, x, w->format, max_splits, &s);
+	else if (dt == SL_DT_BF16)
+		rc = qgemv_parts<__nv_bfloat16>(qb, a, x, w->format, max_splits, &s);
+	if (rc == QG_UNFUSED)
+		return SL_OK;
+	if (rc == SL_OK)
+		*parts = (const float *)qb->workspace, *splits = s;
+	return rc;
 }
 
 /* The GEMV with a fused epilogue (kernels/epilogue.h, kern_qmatmul_epi_cuda

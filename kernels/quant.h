@@ -410,6 +410,17 @@ int kern_qmatmul_cuda(kern_qblas *qb, int path, void *out, sl_dtype out_dt, cons
 int kern_qmatmul_epi_cuda(kern_qblas *qb, void *out, sl_dtype dt, const void *x,
 			  const kern_qweight *w, int n, const kern_epi *epi, int *fused);
 
+/* The GEMV of x (dt: F16 or BF16) by w with K cut into up to max_splits
+ * slices, each slice's fp32 product kept apart: *parts [*splits][n][rows]
+ * in the kern_qblas's workspace, valid until its next call, for a
+ * consumer that sums them in order (kern_add_rmsnorm_parts_cuda). The
+ * wide GEMV's 4 x 2 shape at 6 blocks an SM, each slice whole rounds of
+ * 8 chunks. *splits 0, nothing launched, where AUTO would not take the
+ * GEMV, the wide kernel does not take the format (int8 groups of 32,
+ * int4 groups of 32 or 64), n is above 8, or fewer than 2 slices fit. */
+int kern_qmatmul_parts_cuda(kern_qblas *qb, const void *x, sl_dtype dt, const kern_qweight *w,
+			    int n, int max_splits, const float **parts, int *splits);
+
 /*
  * fp8 activations made by the kernel that writes x (kern_rmsnorm_fp8_cuda,
  * kern_silu_mul_fp8_cuda), so the W8A8 call that reads x skips its own

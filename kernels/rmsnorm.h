@@ -36,6 +36,17 @@ int kern_add_rmsnorm_cuda(float *residual, const void *delta, const void *w, voi
  * buffer unaligned). */
 int kern_rmsnorm_fp8_cuda(float *x, const void *delta, const void *w, void *out, uint8_t *q8,
 			  float *s8, int n, int dim, float eps, sl_dtype dt, void *stream);
+/* kern_add_rmsnorm_cuda with delta the sum of n_parts (1 to
+ * KERN_NORM_MAX_PARTS) fp32 partials
+ * (parts [n_parts][n, dim], added in order: kern_qmatmul_parts_cuda's),
+ * unrounded; q8 / s8 as kern_rmsnorm_fp8_cuda's (NULL: none). w required.
+ * SL_ENOTSUP, nothing launched, where kern_add_rmsnorm_parts_fits says no
+ * or a buffer is unaligned. */
+#define KERN_NORM_MAX_PARTS 4
+int kern_add_rmsnorm_parts_fits(int dim, int n_parts);
+int kern_add_rmsnorm_parts_cuda(float *residual, const float *parts, int n_parts, const void *w,
+				void *out, uint8_t *q8, float *s8, int n, int dim, float eps,
+				sl_dtype dt, void *stream);
 #endif
 
 #ifdef __cplusplus
