@@ -97,6 +97,8 @@ typedef struct cuda_impl {
 	int attn_wgmma;            /* the workspace chose Hopper's wgmma prefill kernel */
 	int act_codes;             /* the norm and SiLU * up kernels may write only the next
 				    * projection's fp8 activations (SL_ACT_CODES) */
+	int gemv_parts;            /* SL_GEMV_PARTS: per-row int8 / fp8 o and down GEMVs split K
+				    * into up to this many slices, the norm sums them (0: off) */
 	int gemm_add;              /* run-dtype o / down GEMMs add into the fp32 residual
 				    * (SL_GEMM_ADD) */
 	kern_attn_ws *attn;
@@ -605,6 +607,60 @@ static int add_in_place(node_backend *be, float *x, void *out, const void *in,
 	return norm(be, x, NULL, norm_w, out, n, w->rows, eps, for_proj);
 }
 
+/* norm() with its delta the sum of a sliced GEMV's fp32 products. */
+static int parts_add_norm(node_backend *be, float *x, const float *parts, int splits,
+			  const void *w, void *out, int n, int dim, float eps, int for_proj)
+{
+	cuda_impl *c = I(be);
+	kern_act_fp8 a = act_slot(c, n, dim);
+	const int codes = for_proj && c->act_codes && a.q;
+	kern_qblas_act_mark(c->qblas, NULL, 0, 0);
+	TRY(kern_add_rmsnorm_parts_cuda(x, parts, splits, w, codes ? NULL : out, a.q, a.s, n, dim,
+					eps, be->dtype, S(be)));
+	if (a.q)
+		act_mark(c, out, be->dtype, n, dim, codes);
+	return SL_OK;
+}
+
+static int parts_norm(node_backend *be, float *x, const float *parts, int splits, const void *w,
+		      void *out, int n, int dim, float eps, int for_proj)
+{
+	RANGED("add_rmsnorm", parts_add_norm(be, x, parts, splits, w, out, n, dim, eps, for_proj));
+}
+
+/* int8 and fp8 weights with one scale a row, up to 8 tokens
+ * (SL_GEMV_PARTS slices at most, 0: off): the o or down GEMV with K in
+ * slices, each slice's fp32 product apart (kern_qmatmul_parts_cuda), and
+ * the add + RMSNorm summing them in order as it adds them into x
+ * (norm()'s fp8 activations too), so the 7B's 256 row tiles fill 6
+ * blocks an SM instead of 2. Same binary with SL_GEMV_PARTS=0 against
+ * 3 slices, 7B, three runs a side on one H200: int8 +0.9% at batch 1,
+ * +1.2% at 8; fp8 +2.9% / +2.5%; 13B int8 +2.2%; 4 slices lost
+ * (bench/results/2026-12-01-nvidia-h200-gemv-parts/). Group scales lost
+ * (int8 groups of 128 -0.2% / -0.5%, int4 -1.6% / -1.0%) and keep the
+ * unsplit GEMV.
+ * *done 0 when it did not run (another format, the switch off, a row
+ * the norm's register kernel cannot hold, a call the sliced GEMV does
+ * not take): nothing written. */
+static int parts_add_rmsnorm(node_backend *be, float *x, void *out, const void *in,
+			     const kern_qweight *w, const void *norm_w, int n, float eps,
+			     int for_proj, int *done)
+{
+	cuda_impl *c = I(be);
+	*done = 0;
+	if (!c->gemv_parts || (w->format != KERN_Q_INT8 && w->format != KERN_Q_FP8) || w->group ||
+	    !c->qblas || !norm_w || n > 8 || !kern_add_rmsnorm_parts_fits(w->rows, c->gemv_parts))
+		return SL_OK;
+	const float *parts;
+	int splits;
+	TRY(kern_qmatmul_parts_cuda(c->qblas, in, be->dtype, w, n, c->gemv_parts, &parts,
+				    &splits));
+	if (!splits)
+		return SL_OK;
+	*done = 1;
+	return parts_norm(be, x, parts, splits, norm_w, out, n, w->rows, eps, for_proj);
+}
+
 static int matmul_add_rmsnorm(node_backend *be, float *x, void *out, void *proj, const void *in,
 			      const kern_qweight *w, const void *norm_w, int n, float eps,
 			      node_prenorm *defer)
@@ -621,6 +677,9 @@ static int matmul_add_rmsnorm(node_backend *be, float *x, void *out, void *proj,
 	if (fused)
 		return SL_OK;
 	TRY(add_in_place(be, x, out, in, w, norm_w, n, eps, defer != NULL, &fused));
+	if (fused)
+		return SL_OK;
+	TRY(parts_add_rmsnorm(be, x, out, in, w, norm_w, n, eps, defer != NULL, &fused));
 	if (fused)
 		return SL_OK;
 	TRY(cu_matmul(be, proj, in, w, n));
@@ -1133,6 +1192,7 @@ static const node_backend_ops cuda_ops = {
  * GEMMs write their product for the add + RMSNorm to add, as before
  * add_in_place, for comparisons. */
 #define FUSE_DEFAULT (1 << KERN_EPI_SWIGLU | 1 << KERN_EPI_ROPE | FUSE_PRENORM)
+#define GEMV_PARTS_DEFAULT 3 /* parts_add_rmsnorm */
 
 /* SL_FUSE: "0", "all", or a comma-separated list of swiglu, rope, norm,
  * prenorm; an unknown name is logged and ignored. */
@@ -1181,6 +1241,13 @@ static void read_switches(cuda_impl *c, int cc_major)
 	const char *add = getenv("SL_GEMM_ADD");
 	c->gemm_add = !(add && !strcmp(add, "0"));
 	c->fuse = fuse ? fuse_bits(fuse) : FUSE_DEFAULT;
+	const char *parts = getenv("SL_GEMV_PARTS");
+	c->gemv_parts = parts ? atoi(parts) : GEMV_PARTS_DEFAULT;
+	if (c->gemv_parts < 0 || c->gemv_parts > KERN_NORM_MAX_PARTS) {
+		SL_WARN("cuda", "SL_GEMV_PARTS=%s: 0 to %d slices; taking %d", parts,
+			KERN_NORM_MAX_PARTS, GEMV_PARTS_DEFAULT);
+		c->gemv_parts = GEMV_PARTS_DEFAULT;
+	}
 	const char *full = getenv("SL_SAMPLE_FULL"), *meta = getenv("SL_QGEMV_META");
 	c->greedy_fast = !(full && !strcmp(full, "1"));
 	c->qmeta = !(meta && !strcmp(meta, "0"));
@@ -1210,6 +1277,10 @@ static void read_switches(cuda_impl *c, int cc_major)
 	if (!c->gemm_add)
 		SL_INFO("cuda", "SL_GEMM_ADD=0: the o and down GEMMs write their product, the norm "
 				"adds it");
+	if (parts)
+		SL_INFO("cuda", "SL_GEMV_PARTS=%d: per-row int8 / fp8 o and down GEMVs up to 8 "
+				"tokens in up to that many K slices, summed by the add + RMSNorm "
+				"(0: unsplit)", c->gemv_parts);
 	if (!c->qmeta)
 		SL_INFO("cuda", "SL_QGEMV_META=0: the decode GEMVs read group scales and zero points "
 				"apart");
