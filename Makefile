@@ -247,7 +247,7 @@ $(ITEST_BIN): tests/integration/itest.c $(ARCHIVES) | $(GEN_HDRS)
 	@mkdir -p $(dir $@)
 	$(call LINK,-Itests $<)
 
-$(BUILD)/tests/gpu/%: tests/gpu/%.c $(ARCHIVES)
+$(BUILD)/tests/gpu/%: tests/gpu/%.c $(wildcard tests/gpu/*.h) $(ARCHIVES)
 	@mkdir -p $(dir $@)
 	$(call LINK,$(CHECK_CFLAGS) -Itests $<,$(CHECK_LIBS))
 

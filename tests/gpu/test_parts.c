@@ -151,17 +151,10 @@ END_TEST
 
 /* ---- the GEMV in slices ---- */
 
-static const qcfg k_cfgs[] = {
-	{"int8/row", KERN_Q_INT8, 0, SL_DT_F32, 0},
-	{"int8/row-f16s", KERN_Q_INT8, 0, SL_DT_F16, 0},
-	{"int8/g64", KERN_Q_INT8, 64, SL_DT_F32, 0},
-	{"int8/g128", KERN_Q_INT8, 128, SL_DT_F16, 0},
-	{"fp8/row", KERN_Q_FP8, 0, SL_DT_F32, 0},
-	{"int4/g128", KERN_Q_INT4, 128, SL_DT_F16, 1},
-	{"int4/g128-sym", KERN_Q_INT4, 128, SL_DT_F16, 0},
-	{"int4/g128-f32s", KERN_Q_INT4, 128, SL_DT_F32, 1},
-};
-#define N_CFGS (int)(sizeof k_cfgs / sizeof *k_cfgs)
+/* every format the wide GEMV takes (qw_cfgs) */
+static const char *const k_formats[] = {"int8/row", "int8/row-f16s", "int8/g64", "int8/g128",
+					"fp8/row", "int4/g128", "int4/g128-sym", "int4/g128-f32s"};
+#define N_FORMATS (int)(sizeof k_formats / sizeof *k_formats)
 
 static kern_qblas *qblas_make(void)
 {
@@ -170,20 +163,6 @@ static kern_qblas *qblas_make(void)
 	ck_assert_int_eq(kern_qblas_create(NULL, &cfg, &qb), 0);
 	kern_qblas_set_pdl(qb, gt_pdl_on());
 	return qb;
-}
-
-/* Random weights whose magnitude changes by row and by 32-column block (a
- * scale read for the wrong row or group shows), quantized as the loader
- * does. */
-static void qw_random(qw *q, const qcfg *c, int rows, int cols)
-{
-	float *w = gt_malloc(sizeof(float) * rows * cols);
-	gt_fill(w, (size_t)rows * cols, -1, 1);
-	for (int r = 0; r < rows; r++)
-		for (int k = 0; k < cols; k++)
-			w[(size_t)r * cols + k] *= (float)(1 + (r * 7 + k / 32) % 5) * 0.25f;
-	qw_quantize(q, c, rows, cols, w);
-	free(w);
 }
 
 /* The slices of one call, poisoned first, summed in order on the host
@@ -248,8 +227,8 @@ START_TEST(test_gemv_parts)
 	static const int ns[] = {1, 3, 8};
 	gt_reseed(g_seed, 7200);
 	kern_qblas *qb = qblas_make();
-	for (int ci = 0; ci < N_CFGS; ci++) {
-		const qcfg *c = &k_cfgs[ci];
+	for (int ci = 0; ci < N_FORMATS; ci++) {
+		const qcfg *c = qw_cfg(k_formats[ci]);
 		double worst = 0;
 		int calls = 0, sliced = 0;
 		for (int si = 0; si < 3; si++) {
@@ -293,15 +272,15 @@ START_TEST(test_gemv_parts)
 	qw q;
 	float *got = gt_malloc(sizeof(float) * 9 * 4104);
 	void *d_x = gt_dev_poison(sizeof(uint16_t) * 9 * 11008);
-	qw_random(&q, &k_cfgs[0], 1040, 960); /* 15 chunks */
+	const qcfg *row = qw_cfg("int8/row");
+	qw_random(&q, row, 1040, 960); /* 15 chunks */
 	ck_assert_int_eq(parts_call(qb, &q, d_x, 1, 4, got), 0);
 	qw_free(&q);
-	qw_random(&q, &k_cfgs[0], 1040, 4096);
+	qw_random(&q, row, 1040, 4096);
 	ck_assert_int_eq(parts_call(qb, &q, d_x, 9, 4, got), 0);
 	ck_assert_int_eq(parts_call(qb, &q, d_x, 1, 1, got), 0);
 	qw_free(&q);
-	const qcfg g32 = {"int8/g32", KERN_Q_INT8, 32, SL_DT_F16, 0};
-	qw_random(&q, &g32, 1040, 4096);
+	qw_random(&q, qw_cfg("int8/g32"), 1040, 4096);
 	ck_assert_int_eq(parts_call(qb, &q, d_x, 1, 4, got), 0);
 	qw_free(&q);
 	gt_dev_free(d_x);

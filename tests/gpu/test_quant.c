@@ -96,40 +96,9 @@ static const sl_dtype k_dts[] = {SL_DT_F16, SL_DT_BF16};
 static double tol_dt(sl_dtype dt) { return dt == SL_DT_F16 ? TOL_F16 : TOL_BF16; }
 static double dmax(double a, double b) { return a > b ? a : b; }
 
-static const qcfg k_cfgs[] = {
-	{"int8/row", KERN_Q_INT8, 0, SL_DT_F32, 0},
-	{"int8/row-f16s", KERN_Q_INT8, 0, SL_DT_F16, 0},
-	{"int8/g32", KERN_Q_INT8, 32, SL_DT_F16, 0},
-	{"int8/g64", KERN_Q_INT8, 64, SL_DT_F32, 0},
-	{"int8/g128", KERN_Q_INT8, 128, SL_DT_F16, 0},
-	{"fp8/row", KERN_Q_FP8, 0, SL_DT_F32, 0},
-	{"int4/g128", KERN_Q_INT4, 128, SL_DT_F16, 1},
-	{"int4/g128-sym", KERN_Q_INT4, 128, SL_DT_F16, 0},
-	{"int4/g128-f32s", KERN_Q_INT4, 128, SL_DT_F32, 1},
-	/* in_dims that are not a multiple of 128 (SmolLM2's 576): two groups per chunk */
-	{"int4/g64", KERN_Q_INT4, 64, SL_DT_F16, 1},
-	{"int4/g64-sym", KERN_Q_INT4, 64, SL_DT_F16, 0},
-	/* GGUF Q4_1's form: (d, m) pairs, each weight d * u + m rounded to the
-	 * dtype once before the tensor cores (as dequantize + cuBLAS does) */
-	{"int4/g32", KERN_Q_INT4, 32, SL_DT_F16, 0},
-};
-#define N_CFGS (int)(sizeof k_cfgs / sizeof *k_cfgs)
 
 /* ---- weights on both sides (qw_test.h) ---- */
 
-/* Random weights whose magnitude changes by row and by 32-column block, so
- * a scale read for the wrong row or group shows; quantized on the CPU as
- * the loader will, then uploaded. */
-static void qw_random(qw *q, const qcfg *c, int rows, int cols)
-{
-	float *w = gt_malloc(sizeof(float) * rows * cols);
-	gt_fill(w, (size_t)rows * cols, -1, 1);
-	for (int r = 0; r < rows; r++)
-		for (int k = 0; k < cols; k++)
-			w[(size_t)r * cols + k] *= (float)(1 + (r * 7 + k / 32) % 5) * 0.25f;
-	qw_quantize(q, c, rows, cols, w);
-	free(w);
-}
 
 /* test_fp8_fast: the kern_qblas's W8A8 GEMMs accumulate fast */
 static int g_fp8_fast;
@@ -400,7 +369,7 @@ static void report(const qcfg *c, const worst *ws)
 
 static void test_format(int ci)
 {
-	const qcfg *c = &k_cfgs[ci];
+	const qcfg *c = &qw_cfgs[ci];
 	gt_reseed(g_seed, 1000 + ci);
 	kern_qblas *qb = qblas_make(NULL);
 	const shape shapes[] = {
@@ -464,7 +433,7 @@ END_TEST
  */
 START_TEST(test_fp8_lt_splits)
 {
-	const qcfg *c = &k_cfgs[5];
+	const qcfg *c = &qw_cfgs[5];
 	gt_reseed(g_seed, 3000);
 	kern_qblas *qb = qblas_make(NULL);
 	const shape shapes[] = {
@@ -510,7 +479,7 @@ END_TEST
  */
 START_TEST(test_fp8_lt_unit)
 {
-	const qcfg *c = &k_cfgs[5];
+	const qcfg *c = &qw_cfgs[5];
 	gt_reseed(g_seed, 4000);
 	kern_qblas *qb = qblas_make(NULL);
 	const shape shapes[] = {
@@ -585,7 +554,7 @@ static void split_tuned_same(kern_qblas *untuned)
 	ck_assert_int_eq(kern_qblas_tune_split(qb, 2055, 4096), 0); /* tuned once */
 	ck_assert_int_ne(kern_qblas_tune_split(qb, 2055, 4100), 0);  /* not a multiple of 16 */
 	qw q;
-	qw_random(&q, &k_cfgs[0], 2055, 4096);
+	qw_random(&q, &qw_cfgs[0], 2055, 4096);
 	for (int i = 0; i < 5; i++) {
 		const int n = ns[i];
 		const size_t nx = (size_t)n * 4096, no = (size_t)n * 2055;
@@ -679,7 +648,7 @@ START_TEST(test_gemm_tuned)
 	kern_qblas *qb = qblas_make(NULL), *forced = qblas_make(NULL);
 	const int cfgs[] = {6, 4, 0};
 	for (int ci = 0; ci < 3; ci++) {
-		const qcfg *c = &k_cfgs[cfgs[ci]];
+		const qcfg *c = &qw_cfgs[cfgs[ci]];
 		qw q;
 		qw_random(&q, c, 1031, 2048);
 		int kept = -1;
@@ -698,7 +667,7 @@ START_TEST(test_gemm_tuned)
 	setenv("SL_QGEMM_TUNE", "0", 1);
 	qb = qblas_make(NULL);
 	qw q;
-	qw_random(&q, &k_cfgs[6], 1031, 2048);
+	qw_random(&q, &qw_cfgs[6], 1031, 2048);
 	ck_assert_int_eq(kern_qblas_tune_gemm(qb, &q.d, SL_DT_F16, &kept), 0);
 	ck_assert_int_eq(kept, 0);
 	ck_assert_int_eq(kern_qblas_gemm_tuned(qb, &q.d, SL_DT_F16, 128), 0);
@@ -769,7 +738,7 @@ START_TEST(test_gemv_wide)
 	GT_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
 	kern_qblas *qb = qblas_make(NULL);
 	for (int ci = 0; ci < 7; ci++) {
-		const qcfg *c = &k_cfgs[cfgs[ci]];
+		const qcfg *c = &qw_cfgs[cfgs[ci]];
 		const int shapes[3][2] = {{2120, c->group ? odd_cols(c) : 4144}, {8471, 1024},
 					  {12703, 512}};
 		int wide = 0, same = 0, must = 0, metas = 0;
@@ -854,8 +823,8 @@ START_TEST(test_int8_split)
 			worst ws[2];
 			memset(ws, 0, sizeof ws);
 			for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
-				run_shape(qb, &k_cfgs[ci], &shapes[i], ws, KERN_QPATH_INT8_SPLIT);
-			report(&k_cfgs[ci], ws);
+				run_shape(qb, &qw_cfgs[ci], &shapes[i], ws, KERN_QPATH_INT8_SPLIT);
+			report(&qw_cfgs[ci], ws);
 		}
 		kern_qblas_destroy(qb);
 	}
@@ -863,7 +832,7 @@ START_TEST(test_int8_split)
 	double worst_w = 0;
 	for (int di = 0; di < 2; di++) {
 		qw q;
-		qw_random(&q, &k_cfgs[di], 2055, 4096);
+		qw_random(&q, &qw_cfgs[di], 2055, 4096);
 		static const int ns[] = {1, 64, 256};
 		for (int i = 0; i < 3; i++)
 			worst_w = dmax(worst_w, split_vs_weights(qb, &q, ns[i], k_dts[di]));
@@ -875,15 +844,15 @@ START_TEST(test_int8_split)
 	split_tuned_same(qb);
 	/* refused: every other format, and n past the slices' buffer */
 	void *d_x = gt_dev_poison(2 * 300 * 4224), *d_out = gt_dev_poison(4 * 300 * 263);
-	for (int ci = 2; ci < N_CFGS; ci++) {
+	for (int ci = 2; ci < QW_N_CFGS; ci++) {
 		qw q;
-		qw_random(&q, &k_cfgs[ci], 263, odd_cols(&k_cfgs[ci]));
+		qw_random(&q, &qw_cfgs[ci], 263, odd_cols(&qw_cfgs[ci]));
 		ck_assert_int_eq(kern_qmatmul_cuda(qb, KERN_QPATH_INT8_SPLIT, d_out, SL_DT_F16, d_x,
 						   SL_DT_F16, &q.d, 64), SL_ENOTSUP);
 		qw_free(&q);
 	}
 	qw q;
-	qw_random(&q, &k_cfgs[0], 263, 1024);
+	qw_random(&q, &qw_cfgs[0], 263, 1024);
 	ck_assert_int_eq(kern_qmatmul_cuda(qb, KERN_QPATH_INT8_SPLIT, d_out, SL_DT_F16, d_x,
 					   SL_DT_F16, &q.d, KERN_QSPLIT_MAX_TOKENS + 1), SL_ENOTSUP);
 	qw_free(&q);
@@ -929,8 +898,8 @@ START_TEST(test_decode_exact)
 	static const int ns[] = {1, 8, 16, 40, 64, 129};
 	gt_reseed(g_seed, 2000);
 	kern_qblas *qb = qblas_make(NULL);
-	for (int ci = 0; ci < N_CFGS; ci++) {
-		const qcfg *c = &k_cfgs[ci];
+	for (int ci = 0; ci < QW_N_CFGS; ci++) {
+		const qcfg *c = &qw_cfgs[ci];
 		qw q;
 		qw_alloc_host(&q, c, rows, cols);
 		const int groups = kern_qweight_groups(&q.h);
@@ -1245,7 +1214,7 @@ START_TEST(test_act_mark)
 		return;
 	}
 	qw q;
-	qw_random(&q, &k_cfgs[5], rows, dim); /* fp8/row */
+	qw_random(&q, &qw_cfgs[5], rows, dim); /* fp8/row */
 	size_t nx = (size_t)n * dim, no = (size_t)n * rows;
 	float *x = gt_malloc(sizeof(float) * nx), *w = gt_malloc(sizeof(float) * dim);
 	gt_fill(x, nx, -3, 3);
@@ -1333,7 +1302,7 @@ START_TEST(test_act_mark_codes)
 		return;
 	}
 	qw q;
-	qw_random(&q, &k_cfgs[5], rows, cols); /* fp8/row */
+	qw_random(&q, &qw_cfgs[5], rows, cols); /* fp8/row */
 	size_t nin = (size_t)n * 2 * cols, nx = (size_t)n * cols, no = (size_t)n * rows;
 	float *gu = gt_malloc(sizeof(float) * nin);
 	gt_fill(gu, nin, -6, 6);
@@ -1409,7 +1378,7 @@ START_TEST(test_graph)
 	GT_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
 	kern_qblas *qb = qblas_make(st);
 	for (size_t i = 0; i < sizeof calls / sizeof *calls; i++) {
-		const qcfg *c = &k_cfgs[calls[i].cfg];
+		const qcfg *c = &qw_cfgs[calls[i].cfg];
 		const int n = calls[i].n;
 		shape s = {"graph", calls[i].rows, calls[i].cols, {n}, 1};
 		qw q;
@@ -1480,7 +1449,7 @@ START_TEST(test_gemm_auto)
 	kern_qblas *qb = qblas_make(NULL);
 	static const int cfgs[] = {0, 2, 4, 6, 7, 9, 11};
 	for (size_t i = 0; i < sizeof cfgs / sizeof *cfgs; i++) {
-		const qcfg *c = &k_cfgs[cfgs[i]];
+		const qcfg *c = &qw_cfgs[cfgs[i]];
 		kern_qweight w = {c->format, 4096, 4096, c->group, c->scale_dt, NULL, NULL, NULL};
 		const int lo = KERN_QGEMM_MIN_TOKENS, hi = KERN_QGEMM_MAX_TOKENS;
 		ck_assert_int_eq(kern_qmatmul_path(qb, &w, lo, SL_DT_F16, SL_DT_F16), KERN_QPATH_GEMV);
@@ -1552,7 +1521,7 @@ START_TEST(test_refused)
 	gt_reseed(g_seed, 5000);
 	kern_qblas *qb = qblas_make(NULL);
 	qw q;
-	qw_random(&q, &k_cfgs[0], 64, 256);
+	qw_random(&q, &qw_cfgs[0], 64, 256);
 	void *d_x = gt_dev_poison(2 * 100 * 256 + 16), *d_out = gt_dev_poison(4 * 100 * 64);
 	/* a path that cannot take the call */
 	ck_assert_int_eq(kern_qmatmul_cuda(qb, KERN_QPATH_FP8_LT, d_out, SL_DT_F16, d_x, SL_DT_F16,
