@@ -59,6 +59,7 @@ struct kern_blas {
 	unsigned *counter; /* device: the fused add + norm's blocks done (epilogue.cuh) */
 	int gemv_warps;  /* GEMV block: 4 or 8 warps a tile (kern_blas_set_gemv_warps) */
 	int gemv_warps_env; /* SL_GEMV_WARPS: 4 or 8 when set, else 0 */
+	int parts_slots[2][2]; /* gemv_parts_run's blocks resident [bf16][8 warps]; 0: not asked */
 };
 
 extern "C" void kern_blas_destroy(kern_blas *b)
@@ -452,6 +453,71 @@ static int gemv_dispatch(kern_blas *b, void *out, bool f32_out, const void *x, c
 							 in_dim, out_dim, e);
 }
 
+/* Blocks of kernel (threads each) resident on the whole GPU at once,
+ * asked once and kept in *slot. */
+static int gemv_slots(kern_blas *b, const void *kernel, int threads, int *slot)
+{
+	if (!*slot) {
+		int per = 0;
+		kern_gemv_l1(kernel, threads);
+		CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kernel, threads, 0));
+		*slot = per * b->sm_count;
+	}
+	return SL_OK;
+}
+
+/*
+ * The GEMV with K cut into slices, each slice's fp32 product stored
+ * apart, [splits][n][out_dim] in the workspace, for a consumer that sums
+ * them in order (the add + RMSNorm after o and down:
+ * kern_add_rmsnorm_parts_cuda). The 7B's o and down have 256 row tiles,
+ * 2 blocks an SM of the 4 that 4 x 8 fits (126 registers); in 2 slices
+ * they fill every slot in one wave. As many slices as one wave holds, at
+ * most max_splits: on one H200 (bench/results/2026-12-01-nvidia-h200-
+ * gemv-parts16/) the 7B's down in 3 slices (768 blocks, a wave and a
+ * half) ran slower than in 2, and 13B's 320 tiles in 3 slices lost 1%
+ * to the unsplit GEMV. Each slice is a whole number of rounds of the
+ * block's warps x chunks (the last one shorter); *splits 1 and
+ * GEMV_UNFUSED, nothing launched, when fewer than 2 slices fit.
+ */
+template <typename T, int KSPLIT, int UNROLL>
+static int gemv_parts_run(kern_blas *b, const T *x, const T *w, int n, int in_dim, int out_dim,
+			  int max_splits, int *splits)
+{
+	auto kernel = gemv_kernel<T, float, KSPLIT, UNROLL, KERN_EPI_STORE>;
+	const int n_chunk = (in_dim / KERN_VEC + 3) / 4, round = KSPLIT * UNROLL;
+	const int tiles = (out_dim + GEMV_ROWS - 1) / GEMV_ROWS;
+	const size_t fit = BLAS_WORKSPACE_BYTES / (sizeof(float) * n * (size_t)out_dim);
+	int *slot = &b->parts_slots[std::is_same<T, __half>::value ? 0 : 1][KSPLIT == 8];
+	TRY(gemv_slots(b, (const void *)kernel, KSPLIT * 32, slot));
+	int s = max_splits < (int)fit ? max_splits : (int)fit;
+	if (s > *slot / tiles)
+		s = *slot / tiles;
+	*splits = 1;
+	if (s < 2 || n_chunk < 2 * round)
+		return GEMV_UNFUSED;
+	int per = (n_chunk + s - 1) / s;
+	per = (per + round - 1) / round * round;
+	s = (n_chunk + per - 1) / per;
+	if (s < 2)
+		return GEMV_UNFUSED;
+	*splits = s;
+	const kern_epi_dev e = kern_epi_of(nullptr, out_dim, b->counter);
+	return gemv_launch(b, kernel, dim3(tiles, s), dim3(KSPLIT * 32), (float *)b->workspace, x,
+			   w, n, in_dim, out_dim, per, e);
+}
+
+template <typename T>
+static int gemv_parts(kern_blas *b, const void *x, const void *w, int n, int in_dim, int out_dim,
+		      int max_splits, int *splits)
+{
+	if (b->gemv_warps == GEMV_KSPLIT_OLD)
+		return gemv_parts_run<T, GEMV_KSPLIT_OLD, GEMV_UNROLL>(
+			b, (const T *)x, (const T *)w, n, in_dim, out_dim, max_splits, splits);
+	return gemv_parts_run<T, GEMV_KSPLIT, GEMV_UNROLL>(b, (const T *)x, (const T *)w, n,
+							    in_dim, out_dim, max_splits, splits);
+}
+
 /* ---- entry points ---- */
 
 static int gemv_call(kern_blas *b, void *out, const void *x, const void *w, int n, int in_dim,
@@ -540,5 +606,27 @@ extern "C" int kern_matmul_epi_cuda(kern_blas *b, void *out, const void *x, cons
 	if (rc == GEMV_UNFUSED)
 		return SL_OK;
 	*fused = rc == SL_OK;
+	return rc;
+}
+
+extern "C" int kern_matmul_parts_cuda(kern_blas *b, const void *x, const void *w, int n,
+				      int in_dim, int out_dim, sl_dtype dt, int max_splits,
+				      const float **parts, int *splits)
+{
+	*parts = NULL;
+	*splits = 0;
+	if (n <= 0 || out_dim <= 0 || max_splits < 2 || !gemv_fits(x, w, n, in_dim, out_dim))
+		return SL_OK;
+	int s = 1, rc = SL_ENOTSUP;
+	if (dt == SL_DT_F16)
+		rc = gemv_parts<__half>(b, x, w, n, in_dim, out_dim, max_splits, &s);
+	else if (dt == SL_DT_BF16)
+		rc = gemv_parts<__nv_bfloat16>(b, x, w, n, in_dim, out_dim, max_splits, &s);
+	else
+		return sl_fail(SL_ENOTSUP, "matmul: unsupported dtype %s", sl_dtype_name(dt));
+	if (rc == GEMV_UNFUSED)
+		return SL_OK;
+	if (rc == SL_OK)
+		*parts = (const float *)b->workspace, *splits = s;
 	return rc;
 }

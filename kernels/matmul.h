@@ -50,6 +50,16 @@ int kern_matmul_add_f32_cuda(kern_blas *b, float *acc, const void *x, const void
  * unfused kernel. */
 int kern_matmul_epi_cuda(kern_blas *b, void *out, const void *x, const void *w, int n,
 			 int in_dim, int out_dim, sl_dtype dt, const kern_epi *epi, int *fused);
+/* The GEMV of x by w (dt: F16 or BF16) with K cut into at most max_splits
+ * slices, each slice's fp32 product kept apart: *parts [*splits][n]
+ * [out_dim] in the kern_blas's workspace, valid until its next call, for
+ * a consumer that sums them in order (kern_add_rmsnorm_parts_cuda). Each
+ * slice whole rounds of the GEMV block's chunks. *splits 0, nothing
+ * launched, where the GEMV would not take the call (more than 8 tokens, a
+ * small or unaligned layer) or fewer than 2 slices fit the row. */
+int kern_matmul_parts_cuda(kern_blas *b, const void *x, const void *w, int n, int in_dim,
+			   int out_dim, sl_dtype dt, int max_splits, const float **parts,
+			   int *splits);
 #endif
 
 #ifdef __cplusplus

@@ -990,7 +990,13 @@ static int qgemv_wide_tiles(kern_qblas *qb, const qgemv_args &a, const T *x)
  * down): 4 warps x 2 chunks at 6 blocks an SM, so a projection of fewer
  * tiles than 4 blocks' worth an SM (the 7B's o and down: 256) fills the
  * SMs' block slots as qkv and gate_up do, each slice a whole number of
- * rounds. *splits: the count run (1: nothing launched, QG_UNFUSED).
+ * rounds. At most as many slices as one wave of 6 blocks an SM holds:
+ * 13B's 320 tiles ran slower in 3 slices (960 blocks) than in 2, int8
+ * 239.3 against 246.4 tokens/s at batch 1 on one H200, fp8 239.7 against
+ * 245.7 (bench/results/2026-12-01-nvidia-h200-gemv-parts16/), as the 7B's
+ * 4 slices had lost to 3; against the unsplit GEMV, three runs a side,
+ * 13B int8 +4.9% / +6.7% at batch 1 / 8 in 2 slices, fp8 +6.7% / +8.2%. *splits: the count run (1: nothing launched,
+ * QG_UNFUSED).
  */
 #define QG_PARTS_ROUND 8 /* chunks a round of the 4 x 2 shape */
 template <typename T, int FMT, int GM>
@@ -1003,7 +1009,10 @@ static int qgemv_parts_run(kern_qblas *qb, qgemv_args a, const T *x, int max_spl
 		const int n_chunk = (a.row_bytes + QG_CHUNK_BYTES - 1) / QG_CHUNK_BYTES;
 		const int tiles = (a.rows + QG_ROWS - 1) / QG_ROWS;
 		const size_t fit = QB_WORKSPACE_BYTES / (sizeof(float) * (size_t)a.n * a.rows);
+		const int wave = QG_WAVE_BLOCKS * qb->sm_count / tiles;
 		int s = max_splits < (int)fit ? max_splits : (int)fit;
+		if (s > wave)
+			s = wave;
 		if (s < 2 || a.n > 8 || n_chunk < 2 * QG_PARTS_ROUND)
 			return QG_UNFUSED;
 		int per = (n_chunk + s - 1) / s;

@@ -1,13 +1,14 @@
 /*
- * test_parts.c — the quantized GEMV with K in slices, each slice's fp32
- * product kept apart (kern_qmatmul_parts_cuda), and the residual add +
- * RMSNorm that sums the slices as it adds them (kern_add_rmsnorm_parts_cuda):
- * the pair the CUDA backend runs for the o and down projections with
- * SL_GEMV_PARTS.
+ * test_parts.c — the quantized and the fp16 / bf16 GEMVs with K in
+ * slices, each slice's fp32 product kept apart (kern_qmatmul_parts_cuda,
+ * kern_matmul_parts_cuda), and the residual add + RMSNorm that sums the
+ * slices as it adds them (kern_add_rmsnorm_parts_cuda): the pair the CUDA
+ * backend runs for the o and down projections with SL_GEMV_PARTS.
  *
- * Tolerances: the slices' sum against the CPU's quantized GEMV
- * (kern_qmatmul_cpu) is the GEMV's fp32 bound, TOL_F32OUT as test_quant's
- * (the same products; only the fp32 summation order differs). The norm's
+ * Tolerances: the slices' sum against the CPU's GEMV (kern_qmatmul_cpu,
+ * kern_matmul_cpu) is the GEMV's fp32 bound, TOL_F32OUT as test_quant's
+ * and test_kernels' (the same products; only the fp32 summation order
+ * differs). The norm's
  * residual is exact (the slices added in order, the CPU's order), its
  * output within the output dtype's rounding (2^-11 f16, 2^-8 bf16,
  * relative), TOL_F16 / TOL_BF16 as test_kernels' norm; with fp8
@@ -15,6 +16,7 @@
  * scales those the CPU quantizer makes from it.
  */
 #include "qw_test.h"
+#include "kernels/matmul.h"
 #include "kernels/rmsnorm.h"
 
 #define TOL_F32OUT 2e-4
@@ -216,21 +218,24 @@ static void meta_same(kern_qblas *qb, qw *q, const void *d_x, int n, int max_spl
 /*
  * Every format the wide GEMV takes, on rows of 2,048, 4,096 and 11,008
  * columns (32, 64 and 172 chunks of int8, 16, 32 and 86 of int4: the
- * slices rounded up to whole rounds of 8, the last one shorter) and 2,120
- * / 4,104 rows (a partial last tile), 1, 3 and 8 tokens, up to 2, 3 and 4 slices: the sum
- * of the slices against the CPU. A row of fewer than 16 chunks, 9 tokens,
- * one slice asked for and int8 groups of 32 are refused (*splits 0).
+ * slices rounded up to whole rounds of 8, the last one shorter) and 524 /
+ * 1,048 rows (33 and 66 tiles, the last one partial: few enough that 4
+ * slices fit one wave of 6 blocks an SM on any GPU of 44 SMs or more), 1,
+ * 3 and 8 tokens, up to 2, 3 and 4 slices: the sum of the slices against
+ * the CPU. A row of fewer than 16 chunks, 9 tokens, one slice asked for,
+ * int8 groups of 32 and rows whose tiles fill a wave alone (16,384: 1,024
+ * tiles) are refused (*splits 0).
  */
 START_TEST(test_gemv_parts)
 {
-	static const int shapes[][2] = {{2120, 11008}, {4104, 2048}, {4104, 4096}};
+	static const int shapes[][2] = {{1048, 11008}, {524, 2048}, {1048, 4096}};
 	static const int ns[] = {1, 3, 8};
 	gt_reseed(g_seed, 7200);
 	kern_qblas *qb = qblas_make();
 	for (int ci = 0; ci < N_FORMATS; ci++) {
 		const qcfg *c = qw_cfg(k_formats[ci]);
 		double worst = 0;
-		int calls = 0, sliced = 0;
+		int calls = 0;
 		for (int si = 0; si < 3; si++) {
 			qw q;
 			qw_random(&q, c, shapes[si][0], shapes[si][1]);
@@ -252,7 +257,6 @@ START_TEST(test_gemv_parts)
 						      "slices asked at most %d", c->name, q.d.rows,
 						      q.d.cols, n, s, ms);
 					ck_assert_msg(chunks >= 16, "a row of %d chunks sliced", chunks);
-					sliced++;
 					char what[96];
 					snprintf(what, sizeof what, "gemv parts %s rows %d cols %d n %d "
 						 "splits %d", c->name, q.d.rows, q.d.cols, n, s);
@@ -265,12 +269,12 @@ START_TEST(test_gemv_parts)
 				}
 			qw_free(&q);
 		}
-		printf("kernel qgemv parts %s: %d of %d calls in slices, worst rel err %.3g "
-		       "(tol %.0e)\n", c->name, sliced, calls, worst, TOL_F32OUT);
+		printf("kernel qgemv parts %s: %d calls, each in 2 or more slices, worst rel err "
+		       "%.3g (tol %.0e)\n", c->name, calls, worst, TOL_F32OUT);
 	}
 	/* refused: nothing launched */
 	qw q;
-	float *got = gt_malloc(sizeof(float) * 9 * 4104);
+	float *got = gt_malloc(sizeof(float) * 9 * 16384);
 	void *d_x = gt_dev_poison(sizeof(uint16_t) * 9 * 11008);
 	const qcfg *row = qw_cfg("int8/row");
 	qw_random(&q, row, 1040, 960); /* 15 chunks */
@@ -283,9 +287,130 @@ START_TEST(test_gemv_parts)
 	qw_random(&q, qw_cfg("int8/g32"), 1040, 4096);
 	ck_assert_int_eq(parts_call(qb, &q, d_x, 1, 4, got), 0);
 	qw_free(&q);
+	qw_random(&q, row, 16384, 2048);
+	ck_assert_int_eq(parts_call(qb, &q, d_x, 1, 4, got), 0);
+	qw_free(&q);
 	gt_dev_free(d_x);
 	free(got);
 	kern_qblas_destroy(qb);
+	fflush(stdout);
+}
+END_TEST
+
+/* ---- the fp16 / bf16 GEMV in slices ---- */
+
+/* One call's slices (poisoned first) summed in order on the host into
+ * got [n, rows]; returns the slice count (0: refused, nothing launched). */
+static int plain_call(kern_blas *b, const void *d_x, const void *d_w, int n, int cols, int rows,
+		      sl_dtype dt, int max_splits, float *got)
+{
+	const size_t no = (size_t)n * rows;
+	const float *parts = NULL;
+	int splits = 0;
+	ck_assert_int_eq(kern_matmul_parts_cuda(b, d_x, d_w, n, cols, rows, dt, max_splits, &parts,
+						&splits), 0);
+	if (!splits)
+		return 0;
+	ck_assert_ptr_nonnull(parts);
+	GT_CUDA(cudaMemset((void *)parts, 0xFF, sizeof(float) * no * splits));
+	ck_assert_int_eq(kern_matmul_parts_cuda(b, d_x, d_w, n, cols, rows, dt, max_splits, &parts,
+						&splits), 0);
+	GT_CUDA(cudaDeviceSynchronize());
+	float *all = gt_malloc(sizeof(float) * no * splits);
+	gt_download(all, parts, no * splits, SL_DT_F32);
+	memcpy(got, all, sizeof(float) * no);
+	for (int s = 1; s < splits; s++)
+		for (size_t i = 0; i < no; i++)
+			got[i] += all[s * no + i];
+	free(all);
+	return splits;
+}
+
+/* One W of rows x cols in dt against every token count and slice count
+ * asked: the worst relative error; every call must take 2 or more
+ * slices, at most the count asked. */
+static double plain_shape(kern_blas *b, sl_dtype dt, int rows, int cols)
+{
+	static const int ns[] = {1, 3, 8};
+	const size_t nw = (size_t)rows * cols;
+	float *w = gt_malloc(sizeof(float) * nw);
+	gt_fill(w, nw, -1, 1);
+	gt_round(w, nw, dt);
+	void *d_w = gt_upload(w, nw, dt);
+	double worst = 0;
+	for (int i = 0; i < 3; i++)
+		for (int ms = 2; ms <= 4; ms++) {
+			const int n = ns[i];
+			const size_t nx = (size_t)n * cols, no = (size_t)n * rows;
+			float *x = gt_malloc(sizeof(float) * nx);
+			float *got = gt_malloc(sizeof(float) * no);
+			float *ref = gt_malloc(sizeof(float) * no);
+			gt_fill(x, nx, -1, 1);
+			gt_round(x, nx, dt);
+			kern_matmul_cpu(ref, x, w, n, cols, rows);
+			void *d_x = gt_upload(x, nx, dt);
+			const int s = plain_call(b, d_x, d_w, n, cols, rows, dt, ms, got);
+			char what[96];
+			snprintf(what, sizeof what, "gemv parts %s rows %d cols %d n %d splits %d",
+				 gt_dt_name(dt), rows, cols, n, s);
+			ck_assert_msg(s >= 2 && s <= ms, "%s: at most %d asked", what, ms);
+			const double e = gt_compare(what, got, ref, no, TOL_F32OUT);
+			ck_assert_msg(e <= TOL_F32OUT, "%s: worst %.3g", what, e);
+			worst = fmax(worst, e);
+			gt_dev_free(d_x);
+			free(x), free(ref), free(got);
+		}
+	gt_dev_free(d_w);
+	free(w);
+	return worst;
+}
+
+/*
+ * Rows of 2,048, 4,096 and 11,008 columns (64, 128 and 344 chunks of 32:
+ * 2, 4 and 10.75 rounds of 4 warps x 8 chunks, the slices whole rounds,
+ * the last one shorter) and 524 / 1,048 rows (33 and 66 tiles, the last
+ * one partial: few enough that 4 slices fit one wave of blocks on any
+ * GPU of 66 SMs or more), 1, 3 and 8 tokens, up to 2, 3 and 4 slices,
+ * both dtypes; 8 warps a tile (rounds of 64 chunks) on the 4,096 and
+ * 11,008 columns. A row of fewer than 2 rounds, 9 tokens, one slice
+ * asked for, a layer under the GEMV's size and rows whose tiles fill a
+ * wave alone (16,384: 1,024 tiles) are refused (*splits 0).
+ */
+START_TEST(test_gemv16_parts)
+{
+	static const int shapes[][2] = {{1048, 11008}, {524, 2048}, {1048, 4096}};
+	gt_reseed(g_seed, 7300);
+	kern_blas *b = NULL;
+	ck_assert_int_eq(kern_blas_create(NULL, &b), 0);
+	kern_blas_set_pdl(b, gt_pdl_on());
+	for (int di = 0; di < 2; di++) {
+		const sl_dtype dt = k_dts[di];
+		double worst = 0;
+		kern_blas_set_gemv_warps(b, 4);
+		for (int si = 0; si < 3; si++)
+			worst = fmax(worst, plain_shape(b, dt, shapes[si][0], shapes[si][1]));
+		kern_blas_set_gemv_warps(b, 8);
+		if (kern_blas_gemv_warps(b) == 8) /* unless SL_GEMV_WARPS says 4 */
+			for (int si = 0; si < 3; si += 2)
+				worst = fmax(worst,
+					     plain_shape(b, dt, shapes[si][0], shapes[si][1]));
+		printf("kernel gemv parts %s: worst rel err %.3g (tol %.0e)\n", gt_dt_name(dt),
+		       worst, TOL_F32OUT);
+	}
+	/* refused: nothing launched */
+	kern_blas_set_gemv_warps(b, 4);
+	float *got = gt_malloc(sizeof(float) * 9 * 16384);
+	void *d_x = gt_dev_poison(sizeof(uint16_t) * 9 * 4096);
+	void *d_w = gt_dev_poison(sizeof(uint16_t) * 16384 * 2048);
+	/* 62 chunks */
+	ck_assert_int_eq(plain_call(b, d_x, d_w, 1, 1984, 1040, SL_DT_F16, 4, got), 0);
+	ck_assert_int_eq(plain_call(b, d_x, d_w, 9, 4096, 1040, SL_DT_F16, 4, got), 0);
+	ck_assert_int_eq(plain_call(b, d_x, d_w, 1, 4096, 1040, SL_DT_F16, 1, got), 0);
+	ck_assert_int_eq(plain_call(b, d_x, d_w, 1, 4096, 200, SL_DT_F16, 4, got), 0);
+	ck_assert_int_eq(plain_call(b, d_x, d_w, 1, 2048, 16384, SL_DT_F16, 4, got), 0);
+	gt_dev_free(d_x), gt_dev_free(d_w);
+	free(got);
+	kern_blas_destroy(b);
 	fflush(stdout);
 }
 END_TEST
@@ -299,6 +424,7 @@ int main(void)
 	tcase_set_timeout(tc, 600); /* CPU references of 11008-column rows take seconds */
 	tcase_add_test(tc, test_norm_parts);
 	tcase_add_test(tc, test_gemv_parts);
+	tcase_add_test(tc, test_gemv16_parts);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
