@@ -88,8 +88,9 @@ typedef struct node_backend_ops {
 	int (*matmul_swiglu)(node_backend *be, void *out, void *gate_up, void *x,
 			     const node_prenorm *pre, const kern_qweight *w, int n, int hidden);
 	/* matmul_add_rmsnorm: x [n, w->rows] fp32 += in @ W^T (rounded to the
-	 * run dtype), then out = RMSNorm(x) * norm_w (norm_w NULL: the add
-	 * only); proj [n, w->rows] scratch. With defer non-NULL the op may
+	 * run dtype, or added from its fp32 sum: the CUDA backend's GEMV in
+	 * K slices, SL_GEMV_PARTS), then out = RMSNorm(x) * norm_w (norm_w
+	 * NULL: the add only); proj [n, w->rows] scratch. With defer non-NULL the op may
 	 * leave the norm to the next projection of out: it then fills *defer
 	 * and out holds x * norm_w (else defer->x = NULL); the caller passes
 	 * defer to that projection and runs nothing else in between, so

@@ -97,8 +97,9 @@ typedef struct cuda_impl {
 	int attn_wgmma;            /* the workspace chose Hopper's wgmma prefill kernel */
 	int act_codes;             /* the norm and SiLU * up kernels may write only the next
 				    * projection's fp8 activations (SL_ACT_CODES) */
-	int gemv_parts;            /* SL_GEMV_PARTS: per-row int8 / fp8 o and down GEMVs split K
-				    * into up to this many slices, the norm sums them (0: off) */
+	int gemv_parts;            /* SL_GEMV_PARTS: fp16 / bf16 and per-row int8 / fp8 o and
+				    * down GEMVs split K into up to this many slices, the norm
+				    * sums them (0: off) */
 	int gemm_add;              /* run-dtype o / down GEMMs add into the fp32 residual
 				    * (SL_GEMM_ADD) */
 	kern_attn_ws *attn;
@@ -635,10 +636,18 @@ static int parts_norm(node_backend *be, float *x, const float *parts, int splits
  * (norm()'s fp8 activations too), so the 7B's 256 row tiles fill 6
  * blocks an SM instead of 2. Same binary with SL_GEMV_PARTS=0 against
  * 3 slices, 7B, three runs a side on one H200: int8 +0.9% at batch 1,
- * +1.2% at 8; fp8 +2.9% / +2.5%; 13B int8 +2.2%; 4 slices lost
- * (bench/results/2026-12-01-nvidia-h200-gemv-parts/). Group scales lost
+ * +1.2% at 8; fp8 +2.9% / +2.5%; 4 slices lost
+ * (bench/results/2026-12-01-nvidia-h200-gemv-parts/). At most what one
+ * wave of blocks holds (kernels/quant.cu): 13B int8 +4.9% / +6.7%, fp8
+ * +6.7% / +8.2% in 2 slices, where 3 had given int8 +2.2%. Group scales lost
  * (int8 groups of 128 -0.2% / -0.5%, int4 -1.6% / -1.0%) and keep the
  * unsplit GEMV.
+ * fp16 and bf16 weights the same way (kern_matmul_parts_cuda: as many
+ * slices as one wave of the GEMV's blocks holds), first, in place of the
+ * add left for the next projection's end (add_defer): five runs a side
+ * on one H200, 7B fp16 +1.1% at batch 1, +2.4% at 8, bf16 +1.0% /
+ * +2.5%, 8B +0.9% / +2.2%; 13B's 320 tiles take no slices (3 slices had
+ * lost 1%) (bench/results/2026-12-01-nvidia-h200-gemv-parts16/).
  * *done 0 when it did not run (another format, the switch off, a row
  * the norm's register kernel cannot hold, a call the sliced GEMV does
  * not take): nothing written. */
@@ -647,14 +656,22 @@ static int parts_add_rmsnorm(node_backend *be, float *x, void *out, const void *
 			     int for_proj, int *done)
 {
 	cuda_impl *c = I(be);
+	const int plain = w->format == KERN_Q_NONE;
+	const int per_row = (w->format == KERN_Q_INT8 || w->format == KERN_Q_FP8) && !w->group;
 	*done = 0;
-	if (!c->gemv_parts || (w->format != KERN_Q_INT8 && w->format != KERN_Q_FP8) || w->group ||
-	    !c->qblas || !norm_w || n > 8 || !kern_add_rmsnorm_parts_fits(w->rows, c->gemv_parts))
+	if (!c->gemv_parts || !norm_w || n > 8 ||
+	    !kern_add_rmsnorm_parts_fits(w->rows, c->gemv_parts))
+		return SL_OK;
+	if (!plain && (!per_row || !c->qblas))
 		return SL_OK;
 	const float *parts;
 	int splits;
-	TRY(kern_qmatmul_parts_cuda(c->qblas, in, be->dtype, w, n, c->gemv_parts, &parts,
-				    &splits));
+	if (plain)
+		TRY(kern_matmul_parts_cuda(c->blas, in, w->data, n, w->cols, w->rows, be->dtype,
+					   c->gemv_parts, &parts, &splits));
+	else
+		TRY(kern_qmatmul_parts_cuda(c->qblas, in, be->dtype, w, n, c->gemv_parts, &parts,
+					    &splits));
 	if (!splits)
 		return SL_OK;
 	*done = 1;
@@ -670,6 +687,9 @@ static int matmul_add_rmsnorm(node_backend *be, float *x, void *out, void *proj,
 	int fused;
 	if (defer)
 		defer->x = NULL;
+	TRY(parts_add_rmsnorm(be, x, out, in, w, norm_w, n, eps, defer != NULL, &fused));
+	if (fused)
+		return SL_OK;
 	TRY(add_defer(be, x, out, proj, in, w, norm_w, n, eps, defer, &fused));
 	if (fused)
 		return SL_OK;
@@ -677,9 +697,6 @@ static int matmul_add_rmsnorm(node_backend *be, float *x, void *out, void *proj,
 	if (fused)
 		return SL_OK;
 	TRY(add_in_place(be, x, out, in, w, norm_w, n, eps, defer != NULL, &fused));
-	if (fused)
-		return SL_OK;
-	TRY(parts_add_rmsnorm(be, x, out, in, w, norm_w, n, eps, defer != NULL, &fused));
 	if (fused)
 		return SL_OK;
 	TRY(cu_matmul(be, proj, in, w, n));
@@ -1278,9 +1295,9 @@ static void read_switches(cuda_impl *c, int cc_major)
 		SL_INFO("cuda", "SL_GEMM_ADD=0: the o and down GEMMs write their product, the norm "
 				"adds it");
 	if (parts)
-		SL_INFO("cuda", "SL_GEMV_PARTS=%d: per-row int8 / fp8 o and down GEMVs up to 8 "
-				"tokens in up to that many K slices, summed by the add + RMSNorm "
-				"(0: unsplit)", c->gemv_parts);
+		SL_INFO("cuda", "SL_GEMV_PARTS=%d: fp16 / bf16 and per-row int8 / fp8 o and down "
+				"GEMVs up to 8 tokens in up to that many K slices, summed by the "
+				"add + RMSNorm (0: unsplit)", c->gemv_parts);
 	if (!c->qmeta)
 		SL_INFO("cuda", "SL_QGEMV_META=0: the decode GEMVs read group scales and zero points "
 				"apart");

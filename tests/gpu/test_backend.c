@@ -6,7 +6,10 @@
  * ranges, captured into a CUDA graph by run_cached and replayed, must
  * give exactly what the same ops give when run directly (NVTX calls are
  * host-side markers and must neither break the capture nor leave
- * anything in the graph). GPU host only (make test-gpu).
+ * anything in the graph). The add + norm after a projection: the
+ * residual and the norm's output against the CPU's, on a 7B-sized fp16
+ * projection the decode GEMV takes, with its K slices (SL_GEMV_PARTS)
+ * and without. GPU host only (make test-gpu).
  */
 #include <check.h>
 #include <stdio.h>
@@ -16,6 +19,8 @@
 #include "node/backend.h"
 #include "gpu_test.h"
 #include "common/sl.h"
+#include "kernels/matmul.h"
+#include "kernels/rmsnorm.h"
 
 #define DIM 256
 #define ROWS 4
@@ -134,6 +139,92 @@ START_TEST(test_ranges_in_graph)
 }
 END_TEST
 
+/*
+ * matmul_add_rmsnorm on a 4,096 x 4,096 fp16 projection (the 7B's o) for
+ * 1, 3 and 8 tokens, without and with defer, on a backend made with
+ * SL_GEMV_PARTS=0 (the GEMV's add and the norm, or the norm deferred)
+ * and one with the default (the GEMV in K slices and the norm summing
+ * them): the residual x against the CPU's x + in @ W^T within TOL_ADD
+ * (the product may be rounded to fp16 before the add: 2^-11 of it, 4x),
+ * out against RMSNorm(x) * norm_w (or x * norm_w where the op deferred
+ * the norm) within TOL_NORM, test_kernels' norm bound.
+ */
+#define PD 4096
+#define TOL_ADD 2e-3
+#define TOL_NORM 5e-3
+
+typedef struct {
+	float *x, *in, *w, *norm_w; /* host: the inputs, dtype-rounded */
+} add_norm_case;
+
+static double add_norm_run(const char *parts, const add_norm_case *k, int n, int with_defer)
+{
+	setenv("SL_GEMV_PARTS", parts, 1);
+	node_backend *be = make_backend();
+	unsetenv("SL_GEMV_PARTS");
+	const node_backend_ops *op = be->ops;
+	node_backend_limits lim = small_limits();
+	char err[SL_ERRLEN] = "";
+	ck_assert_msg(op->reserve(be, &lim, err, sizeof err) == 0, "reserve: %s", err);
+	const size_t nd = (size_t)n * PD, nw = (size_t)PD * PD;
+	void *d_w = gt_upload(k->w, nw, SL_DT_F16), *d_in = gt_upload(k->in, nd, SL_DT_F16);
+	void *d_nw = gt_upload(k->norm_w, PD, SL_DT_F16), *d_out = gt_dev_poison(nd * 2);
+	void *d_proj = gt_dev_poison(nd * 2);
+	float *d_x = gt_upload(k->x, nd, SL_DT_F32);
+	const kern_qweight w = {.format = KERN_Q_NONE, .rows = PD, .cols = PD, .data = d_w};
+	node_prenorm defer = {0};
+	ck_assert_int_eq(op->matmul_add_rmsnorm(be, d_x, d_out, d_proj, d_in, &w, d_nw, n, 1e-5f,
+						with_defer ? &defer : NULL),
+			 0);
+	ck_assert_int_eq(op->sync(be), 0);
+	float *ref_x = gt_malloc(sizeof(float) * nd), *prod = gt_malloc(sizeof(float) * nd);
+	float *ref = gt_malloc(sizeof(float) * nd), *got = gt_malloc(sizeof(float) * nd);
+	kern_matmul_cpu(prod, k->in, k->w, n, PD, PD);
+	memcpy(ref_x, k->x, sizeof(float) * nd);
+	kern_add_rmsnorm_cpu(ref_x, prod, k->norm_w, ref, n, PD, 1e-5f);
+	if (defer.x) /* out holds x * norm_w, the rms still to divide */
+		for (size_t i = 0; i < nd; i++)
+			ref[i] = ref_x[i] * k->norm_w[i % PD];
+	char what[96];
+	snprintf(what, sizeof what, "matmul_add_rmsnorm SL_GEMV_PARTS=%s n %d%s", parts, n,
+		 defer.x ? " (deferred)" : "");
+	gt_download(got, d_x, nd, SL_DT_F32);
+	double worst = gt_compare(what, got, ref_x, nd, TOL_ADD) / TOL_ADD;
+	gt_download(got, d_out, nd, SL_DT_F16);
+	worst = fmax(worst, gt_compare(what, got, ref, nd, TOL_NORM) / TOL_NORM);
+	gt_dev_free(d_w), gt_dev_free(d_in), gt_dev_free(d_nw), gt_dev_free(d_out);
+	gt_dev_free(d_proj), gt_dev_free(d_x);
+	free(ref_x), free(prod), free(ref), free(got);
+	node_backend_destroy(be);
+	return worst;
+}
+
+START_TEST(test_add_norm_paths)
+{
+	static const int ns[] = {1, 3, 8};
+	static const char *const parts[] = {"0", "3"};
+	gt_reseed(g_seed, 2);
+	add_norm_case k = {gt_malloc(sizeof(float) * 8 * PD), gt_malloc(sizeof(float) * 8 * PD),
+			   gt_malloc(sizeof(float) * PD * PD), gt_malloc(sizeof(float) * PD)};
+	gt_fill(k.x, 8 * PD, -2, 2);
+	gt_fill(k.in, 8 * PD, -1, 1);
+	gt_round(k.in, 8 * PD, SL_DT_F16);
+	gt_fill(k.w, (size_t)PD * PD, -0.05f, 0.05f);
+	gt_round(k.w, (size_t)PD * PD, SL_DT_F16);
+	gt_fill(k.norm_w, PD, 0.5f, 1.5f);
+	gt_round(k.norm_w, PD, SL_DT_F16);
+	double worst = 0;
+	for (int p = 0; p < 2; p++)
+		for (int i = 0; i < 3; i++)
+			for (int d = 0; d < 2; d++)
+				worst = fmax(worst, add_norm_run(parts[p], &k, ns[i], d));
+	printf("backend: matmul_add_rmsnorm 4096 x 4096 fp16, slices and not, 1-8 tokens: worst "
+	       "%.2f of its tolerance\n", worst);
+	ck_assert_msg(worst <= 1.0, "matmul_add_rmsnorm: worst %.3g of its tolerance", worst);
+	free(k.x), free(k.in), free(k.w), free(k.norm_w);
+}
+END_TEST
+
 static Suite *backend_suite(void)
 {
 	Suite *s = suite_create("cuda_backend");
@@ -141,6 +232,7 @@ static Suite *backend_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_reserve_refuses);
 	tcase_add_test(tc, test_ranges_in_graph);
+	tcase_add_test(tc, test_add_norm_paths);
 	suite_add_tcase(s, tc);
 	return s;
 }
