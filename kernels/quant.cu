@@ -929,6 +929,7 @@ static int qgemv_wide_run(kern_qblas *qb, qgemv_args a, const T *x)
  * blocks), 2 chunks; beyond it the widest rows' shape. */
 #define QG_MID_BLOCKS 4
 #define QG_WAVE_BLOCKS 6
+#define QG_NARROW_BLOCKS 2 /* below QG_MID_BLOCKS: 8 warps a block */
 
 /* Whether a GEMV call runs on the wide kernel: the switch on, one token
  * tile, one group a chunk at most (not int8 groups of 32, int4 groups of
@@ -976,9 +977,11 @@ static int qgemv_wide_tiles(kern_qblas *qb, const qgemv_args &a, const T *x)
 		if (kern_epi_tiles(a.e, a.rows) >= QG_MID_BLOCKS * qb->sm_count)
 			return qgemv_wide_run<T, FMT, GM, 4, 2, QG_WAVE_BLOCKS, 1, true>(qb, a, x);
 		if constexpr (FMT != KERN_Q_INT4)
-			return qgemv_wide_run<T, FMT, GM, 8, 3, 2, 1, true>(qb, a, x);
+			return qgemv_wide_run<T, FMT, GM, 8, 3, QG_NARROW_BLOCKS, 1, true>(qb, a,
+											    x);
 		else /* meta words (wide_takes) */
-			return qgemv_wide_run<T, FMT, GM, 8, 2, 2, 1, true>(qb, a, x);
+			return qgemv_wide_run<T, FMT, GM, 8, 2, QG_NARROW_BLOCKS, 1, true>(qb, a,
+											    x);
 	}
 	return QG_UNFUSED;
 }
@@ -1078,7 +1081,7 @@ static int qgemv_tiles(kern_qblas *qb, const qgemv_args &a, const T *x)
 		if (a.n <= 8 && tiles >= QG_MID_BLOCKS * qb->sm_count)
 			return qgemv_run<T, FMT, GM, 1, 4, 2, QG_WAVE_BLOCKS>(qb, a, x);
 		if (a.n <= 8)
-			return qgemv_run<T, FMT, GM, 1, 8, 2, 2>(qb, a, x);
+			return qgemv_run<T, FMT, GM, 1, 8, 2, QG_NARROW_BLOCKS>(qb, a, x);
 	}
 	if (a.n <= 8)
 		return QG_RUN(1);
@@ -2225,6 +2228,11 @@ extern "C" int kern_qmatmul_cuda(kern_qblas *qb, int path, void *out, sl_dtype o
 		return SL_EINVAL;
 	}
 	KERN_DISPATCH_DT(x_dt, dequant_gemm, qb, w, out, out_dt, x, n);
+}
+
+extern "C" int kern_qblas_gemv_narrow_wave(const kern_qblas *qb)
+{
+	return QG_NARROW_BLOCKS * qb->sm_count;
 }
 
 extern "C" int kern_qmatmul_parts_cuda(kern_qblas *qb, const void *x, sl_dtype dt,

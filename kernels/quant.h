@@ -410,6 +410,12 @@ int kern_qmatmul_cuda(kern_qblas *qb, int path, void *out, sl_dtype out_dt, cons
 int kern_qmatmul_epi_cuda(kern_qblas *qb, void *out, sl_dtype dt, const void *x,
 			  const kern_qweight *w, int n, const kern_epi *epi, int *fused);
 
+/* Row tiles of 16 that the unsplit decode GEMV's shapes for fewer than 4
+ * blocks' worth of tiles an SM (8 warps a tile, 2 blocks an SM: the o
+ * and down projections) hold in one wave on this GPU; a projection of
+ * more tiles (13B's 320 on 132 SMs) starts a second, partial one. */
+int kern_qblas_gemv_narrow_wave(const kern_qblas *qb);
+
 /* The GEMV of x (dt: F16 or BF16) by w with K cut into up to max_splits
  * slices, each slice's fp32 product kept apart: *parts [*splits][n][rows]
  * in the kern_qblas's workspace, valid until its next call, for a

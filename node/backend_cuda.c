@@ -97,9 +97,9 @@ typedef struct cuda_impl {
 	int attn_wgmma;            /* the workspace chose Hopper's wgmma prefill kernel */
 	int act_codes;             /* the norm and SiLU * up kernels may write only the next
 				    * projection's fp8 activations (SL_ACT_CODES) */
-	int gemv_parts;            /* SL_GEMV_PARTS: fp16 / bf16 and per-row int8 / fp8 o and
-				    * down GEMVs split K into up to this many slices, the norm
-				    * sums them (0: off) */
+	int gemv_parts;            /* SL_GEMV_PARTS: the o and down GEMVs split K into up to
+				    * this many slices, the norm sums them (parts_add_rmsnorm;
+				    * 0: off) */
 	int gemm_add;              /* run-dtype o / down GEMMs add into the fp32 residual
 				    * (SL_GEMM_ADD) */
 	kern_attn_ws *attn;
@@ -639,9 +639,14 @@ static int parts_norm(node_backend *be, float *x, const float *parts, int splits
  * +1.2% at 8; fp8 +2.9% / +2.5%; 4 slices lost
  * (bench/results/2026-12-01-nvidia-h200-gemv-parts/). At most what one
  * wave of blocks holds (kernels/quant.cu): 13B int8 +4.9% / +6.7%, fp8
- * +6.7% / +8.2% in 2 slices, where 3 had given int8 +2.2%. Group scales lost
- * (int8 groups of 128 -0.2% / -0.5%, int4 -1.6% / -1.0%) and keep the
- * unsplit GEMV.
+ * +6.7% / +8.2% in 2 slices, where 3 had given int8 +2.2%.
+ * Group-scaled int8 and int4 only where the unsplit GEMV's tiles spill
+ * past one wave of its shape (kern_qblas_gemv_narrow_wave): 13B int8
+ * groups of 128 +4.6% / +6.7% at batch 1 / 8, int4 +7.0% / +10.1%, where
+ * the 7B's 256 tiles (one wave unsplit) lose: int8 groups of 128 -0.4% /
+ * -0.4%, int4 -1.4% / -1.5% (two runs a side; three the stop before:
+ * -0.2% / -0.5%, -1.6% / -1.0%; bench/results/2026-12-01-nvidia-h200-
+ * gemv-parts16/call5-groups/).
  * fp16 and bf16 weights the same way (kern_matmul_parts_cuda: as many
  * slices as one wave of the GEMV's blocks holds), first, in place of the
  * add left for the next projection's end (add_defer): five runs a side
@@ -662,7 +667,8 @@ static int parts_add_rmsnorm(node_backend *be, float *x, void *out, const void *
 	if (!c->gemv_parts || !norm_w || n > 8 ||
 	    !kern_add_rmsnorm_parts_fits(w->rows, c->gemv_parts))
 		return SL_OK;
-	if (!plain && (!per_row || !c->qblas))
+	if (!plain && (!c->qblas || (!per_row && (w->rows + 15) / 16 <=
+						  kern_qblas_gemv_narrow_wave(c->qblas))))
 		return SL_OK;
 	const float *parts;
 	int splits;
@@ -1295,9 +1301,9 @@ static void read_switches(cuda_impl *c, int cc_major)
 		SL_INFO("cuda", "SL_GEMM_ADD=0: the o and down GEMMs write their product, the norm "
 				"adds it");
 	if (parts)
-		SL_INFO("cuda", "SL_GEMV_PARTS=%d: fp16 / bf16 and per-row int8 / fp8 o and down "
-				"GEMVs up to 8 tokens in up to that many K slices, summed by the "
-				"add + RMSNorm (0: unsplit)", c->gemv_parts);
+		SL_INFO("cuda", "SL_GEMV_PARTS=%d: the o and down GEMVs up to 8 tokens in up to "
+				"that many K slices, summed by the add + RMSNorm (0: unsplit)",
+			c->gemv_parts);
 	if (!c->qmeta)
 		SL_INFO("cuda", "SL_QGEMV_META=0: the decode GEMVs read group scales and zero points "
 				"apart");

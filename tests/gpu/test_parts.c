@@ -167,6 +167,20 @@ static kern_qblas *qblas_make(void)
 	return qb;
 }
 
+/* The device slices [splits][no], summed in order on the host into got
+ * [no], once the GPU is done. */
+static void sum_slices(const float *parts, int splits, size_t no, float *got)
+{
+	GT_CUDA(cudaDeviceSynchronize());
+	float *all = gt_malloc(sizeof(float) * no * splits);
+	gt_download(all, parts, no * splits, SL_DT_F32);
+	memcpy(got, all, sizeof(float) * no);
+	for (int s = 1; s < splits; s++)
+		for (size_t i = 0; i < no; i++)
+			got[i] += all[s * no + i];
+	free(all);
+}
+
 /* The slices of one call, poisoned first, summed in order on the host
  * into got [n, rows]; returns the slice count. */
 static int parts_call(kern_qblas *qb, const qw *q, const void *d_x, int n, int max_splits,
@@ -182,14 +196,7 @@ static int parts_call(kern_qblas *qb, const qw *q, const void *d_x, int n, int m
 	GT_CUDA(cudaMemset((void *)parts, 0xFF, sizeof(float) * no * splits));
 	ck_assert_int_eq(kern_qmatmul_parts_cuda(qb, d_x, SL_DT_F16, &q->d, n, max_splits, &parts,
 						 &splits), 0);
-	GT_CUDA(cudaDeviceSynchronize());
-	float *all = gt_malloc(sizeof(float) * no * splits);
-	gt_download(all, parts, no * splits, SL_DT_F32);
-	memcpy(got, all, sizeof(float) * no);
-	for (int s = 1; s < splits; s++)
-		for (size_t i = 0; i < no; i++)
-			got[i] += all[s * no + i];
-	free(all);
+	sum_slices(parts, splits, no, got);
 	return splits;
 }
 
@@ -315,14 +322,7 @@ static int plain_call(kern_blas *b, const void *d_x, const void *d_w, int n, int
 	GT_CUDA(cudaMemset((void *)parts, 0xFF, sizeof(float) * no * splits));
 	ck_assert_int_eq(kern_matmul_parts_cuda(b, d_x, d_w, n, cols, rows, dt, max_splits, &parts,
 						&splits), 0);
-	GT_CUDA(cudaDeviceSynchronize());
-	float *all = gt_malloc(sizeof(float) * no * splits);
-	gt_download(all, parts, no * splits, SL_DT_F32);
-	memcpy(got, all, sizeof(float) * no);
-	for (int s = 1; s < splits; s++)
-		for (size_t i = 0; i < no; i++)
-			got[i] += all[s * no + i];
-	free(all);
+	sum_slices(parts, splits, no, got);
 	return splits;
 }
 
