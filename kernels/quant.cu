@@ -998,8 +998,8 @@ static int qgemv_wide_tiles(kern_qblas *qb, const qgemv_args &a, const T *x)
  * 239.3 against 246.4 tokens/s at batch 1 on one H200, fp8 239.7 against
  * 245.7 (bench/results/2026-12-01-nvidia-h200-gemv-parts16/), as the 7B's
  * 4 slices had lost to 3; against the unsplit GEMV, three runs a side,
- * 13B int8 +4.9% / +6.7% at batch 1 / 8 in 2 slices, fp8 +6.7% / +8.2%. *splits: the count run (1: nothing launched,
- * QG_UNFUSED).
+ * 13B int8 +4.9% / +6.7% at batch 1 / 8 in 2 slices, fp8 +6.7% / +8.2%.
+ * *splits: the count run (1: nothing launched, QG_UNFUSED).
  */
 #define QG_PARTS_ROUND 8 /* chunks a round of the 4 x 2 shape */
 template <typename T, int FMT, int GM>
